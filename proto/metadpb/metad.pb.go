@@ -1985,6 +1985,104 @@ func (x *MemberRemoveResponse) GetMembers() []*Member {
 	return nil
 }
 
+// MemberInfo records a member's client and admin addresses, so that any node
+// can forward to the leader and status can list every member.
+type MemberInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClientAddress string                 `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	AdminAddress  string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberInfo) Reset() {
+	*x = MemberInfo{}
+	mi := &file_metad_v1_metad_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberInfo) ProtoMessage() {}
+
+func (x *MemberInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_metad_v1_metad_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
+func (*MemberInfo) Descriptor() ([]byte, []int) {
+	return file_metad_v1_metad_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MemberInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MemberInfo) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *MemberInfo) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
+}
+
+type RegisterMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterMemberResponse) Reset() {
+	*x = RegisterMemberResponse{}
+	mi := &file_metad_v1_metad_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterMemberResponse) ProtoMessage() {}
+
+func (x *RegisterMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_metad_v1_metad_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterMemberResponse.ProtoReflect.Descriptor instead.
+func (*RegisterMemberResponse) Descriptor() ([]byte, []int) {
+	return file_metad_v1_metad_proto_rawDescGZIP(), []int{33}
+}
+
 var File_metad_v1_metad_proto protoreflect.FileDescriptor
 
 const file_metad_v1_metad_proto_rawDesc = "" +
@@ -2118,7 +2216,13 @@ const file_metad_v1_metad_proto_rawDesc = "" +
 	"\x13MemberRemoveRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"I\n" +
 	"\x14MemberRemoveResponse\x121\n" +
-	"\amembers\x18\x01 \x03(\v2\x17.strata.metad.v1.MemberR\amembers2\xb7\a\n" +
+	"\amembers\x18\x01 \x03(\v2\x17.strata.metad.v1.MemberR\amembers\"h\n" +
+	"\n" +
+	"MemberInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
+	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12#\n" +
+	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\"\x18\n" +
+	"\x16RegisterMemberResponse2\x8f\b\n" +
 	"\x05Metad\x12@\n" +
 	"\x03Get\x12\x1b.strata.metad.v1.GetRequest\x1a\x1c.strata.metad.v1.GetResponse\x12C\n" +
 	"\x04List\x12\x1c.strata.metad.v1.ListRequest\x1a\x1d.strata.metad.v1.ListResponse\x12@\n" +
@@ -2132,7 +2236,8 @@ const file_metad_v1_metad_proto_rawDesc = "" +
 	"\vLeaseRevoke\x12#.strata.metad.v1.LeaseRevokeRequest\x1a$.strata.metad.v1.LeaseRevokeResponse\x12I\n" +
 	"\x06Status\x12\x1e.strata.metad.v1.StatusRequest\x1a\x1f.strata.metad.v1.StatusResponse\x12R\n" +
 	"\tMemberAdd\x12!.strata.metad.v1.MemberAddRequest\x1a\".strata.metad.v1.MemberAddResponse\x12[\n" +
-	"\fMemberRemove\x12$.strata.metad.v1.MemberRemoveRequest\x1a%.strata.metad.v1.MemberRemoveResponseB,Z*github.com/strata-log/strata/proto/metadpbb\x06proto3"
+	"\fMemberRemove\x12$.strata.metad.v1.MemberRemoveRequest\x1a%.strata.metad.v1.MemberRemoveResponse\x12V\n" +
+	"\x0eRegisterMember\x12\x1b.strata.metad.v1.MemberInfo\x1a'.strata.metad.v1.RegisterMemberResponseB,Z*github.com/strata-log/strata/proto/metadpbb\x06proto3"
 
 var (
 	file_metad_v1_metad_proto_rawDescOnce sync.Once
@@ -2147,7 +2252,7 @@ func file_metad_v1_metad_proto_rawDescGZIP() []byte {
 }
 
 var file_metad_v1_metad_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metad_v1_metad_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_metad_v1_metad_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_metad_v1_metad_proto_goTypes = []any{
 	(Event_Type)(0),                // 0: strata.metad.v1.Event.Type
 	(*KeyValue)(nil),               // 1: strata.metad.v1.KeyValue
@@ -2182,6 +2287,8 @@ var file_metad_v1_metad_proto_goTypes = []any{
 	(*MemberAddResponse)(nil),      // 30: strata.metad.v1.MemberAddResponse
 	(*MemberRemoveRequest)(nil),    // 31: strata.metad.v1.MemberRemoveRequest
 	(*MemberRemoveResponse)(nil),   // 32: strata.metad.v1.MemberRemoveResponse
+	(*MemberInfo)(nil),             // 33: strata.metad.v1.MemberInfo
+	(*RegisterMemberResponse)(nil), // 34: strata.metad.v1.RegisterMemberResponse
 }
 var file_metad_v1_metad_proto_depIdxs = []int32{
 	1,  // 0: strata.metad.v1.GetResponse.kv:type_name -> strata.metad.v1.KeyValue
@@ -2212,20 +2319,22 @@ var file_metad_v1_metad_proto_depIdxs = []int32{
 	26, // 25: strata.metad.v1.Metad.Status:input_type -> strata.metad.v1.StatusRequest
 	29, // 26: strata.metad.v1.Metad.MemberAdd:input_type -> strata.metad.v1.MemberAddRequest
 	31, // 27: strata.metad.v1.Metad.MemberRemove:input_type -> strata.metad.v1.MemberRemoveRequest
-	3,  // 28: strata.metad.v1.Metad.Get:output_type -> strata.metad.v1.GetResponse
-	5,  // 29: strata.metad.v1.Metad.List:output_type -> strata.metad.v1.ListResponse
-	7,  // 30: strata.metad.v1.Metad.Put:output_type -> strata.metad.v1.PutResponse
-	9,  // 31: strata.metad.v1.Metad.Delete:output_type -> strata.metad.v1.DeleteResponse
-	16, // 32: strata.metad.v1.Metad.Txn:output_type -> strata.metad.v1.TxnResponse
-	19, // 33: strata.metad.v1.Metad.Watch:output_type -> strata.metad.v1.WatchResponse
-	21, // 34: strata.metad.v1.Metad.LeaseGrant:output_type -> strata.metad.v1.LeaseGrantResponse
-	23, // 35: strata.metad.v1.Metad.LeaseKeepAlive:output_type -> strata.metad.v1.LeaseKeepAliveResponse
-	25, // 36: strata.metad.v1.Metad.LeaseRevoke:output_type -> strata.metad.v1.LeaseRevokeResponse
-	28, // 37: strata.metad.v1.Metad.Status:output_type -> strata.metad.v1.StatusResponse
-	30, // 38: strata.metad.v1.Metad.MemberAdd:output_type -> strata.metad.v1.MemberAddResponse
-	32, // 39: strata.metad.v1.Metad.MemberRemove:output_type -> strata.metad.v1.MemberRemoveResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
+	33, // 28: strata.metad.v1.Metad.RegisterMember:input_type -> strata.metad.v1.MemberInfo
+	3,  // 29: strata.metad.v1.Metad.Get:output_type -> strata.metad.v1.GetResponse
+	5,  // 30: strata.metad.v1.Metad.List:output_type -> strata.metad.v1.ListResponse
+	7,  // 31: strata.metad.v1.Metad.Put:output_type -> strata.metad.v1.PutResponse
+	9,  // 32: strata.metad.v1.Metad.Delete:output_type -> strata.metad.v1.DeleteResponse
+	16, // 33: strata.metad.v1.Metad.Txn:output_type -> strata.metad.v1.TxnResponse
+	19, // 34: strata.metad.v1.Metad.Watch:output_type -> strata.metad.v1.WatchResponse
+	21, // 35: strata.metad.v1.Metad.LeaseGrant:output_type -> strata.metad.v1.LeaseGrantResponse
+	23, // 36: strata.metad.v1.Metad.LeaseKeepAlive:output_type -> strata.metad.v1.LeaseKeepAliveResponse
+	25, // 37: strata.metad.v1.Metad.LeaseRevoke:output_type -> strata.metad.v1.LeaseRevokeResponse
+	28, // 38: strata.metad.v1.Metad.Status:output_type -> strata.metad.v1.StatusResponse
+	30, // 39: strata.metad.v1.Metad.MemberAdd:output_type -> strata.metad.v1.MemberAddResponse
+	32, // 40: strata.metad.v1.Metad.MemberRemove:output_type -> strata.metad.v1.MemberRemoveResponse
+	34, // 41: strata.metad.v1.Metad.RegisterMember:output_type -> strata.metad.v1.RegisterMemberResponse
+	29, // [29:42] is the sub-list for method output_type
+	16, // [16:29] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2246,7 +2355,7 @@ func file_metad_v1_metad_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metad_v1_metad_proto_rawDesc), len(file_metad_v1_metad_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Metad_Status_FullMethodName         = "/strata.metad.v1.Metad/Status"
 	Metad_MemberAdd_FullMethodName      = "/strata.metad.v1.Metad/MemberAdd"
 	Metad_MemberRemove_FullMethodName   = "/strata.metad.v1.Metad/MemberRemove"
+	Metad_RegisterMember_FullMethodName = "/strata.metad.v1.Metad/RegisterMember"
 )
 
 // MetadClient is the client API for Metad service.
@@ -60,6 +61,9 @@ type MetadClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	MemberAdd(ctx context.Context, in *MemberAddRequest, opts ...grpc.CallOption) (*MemberAddResponse, error)
 	MemberRemove(ctx context.Context, in *MemberRemoveRequest, opts ...grpc.CallOption) (*MemberRemoveResponse, error)
+	// RegisterMember is internal: a member publishes its own client and admin
+	// addresses through it once it sees a leader. Not for clients.
+	RegisterMember(ctx context.Context, in *MemberInfo, opts ...grpc.CallOption) (*RegisterMemberResponse, error)
 }
 
 type metadClient struct {
@@ -199,6 +203,16 @@ func (c *metadClient) MemberRemove(ctx context.Context, in *MemberRemoveRequest,
 	return out, nil
 }
 
+func (c *metadClient) RegisterMember(ctx context.Context, in *MemberInfo, opts ...grpc.CallOption) (*RegisterMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterMemberResponse)
+	err := c.cc.Invoke(ctx, Metad_RegisterMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetadServer is the server API for Metad service.
 // All implementations must embed UnimplementedMetadServer
 // for forward compatibility.
@@ -226,6 +240,9 @@ type MetadServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	MemberAdd(context.Context, *MemberAddRequest) (*MemberAddResponse, error)
 	MemberRemove(context.Context, *MemberRemoveRequest) (*MemberRemoveResponse, error)
+	// RegisterMember is internal: a member publishes its own client and admin
+	// addresses through it once it sees a leader. Not for clients.
+	RegisterMember(context.Context, *MemberInfo) (*RegisterMemberResponse, error)
 	mustEmbedUnimplementedMetadServer()
 }
 
@@ -271,6 +288,9 @@ func (UnimplementedMetadServer) MemberAdd(context.Context, *MemberAddRequest) (*
 }
 func (UnimplementedMetadServer) MemberRemove(context.Context, *MemberRemoveRequest) (*MemberRemoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MemberRemove not implemented")
+}
+func (UnimplementedMetadServer) RegisterMember(context.Context, *MemberInfo) (*RegisterMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterMember not implemented")
 }
 func (UnimplementedMetadServer) mustEmbedUnimplementedMetadServer() {}
 func (UnimplementedMetadServer) testEmbeddedByValue()               {}
@@ -502,6 +522,24 @@ func _Metad_MemberRemove_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Metad_RegisterMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MemberInfo)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetadServer).RegisterMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Metad_RegisterMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetadServer).RegisterMember(ctx, req.(*MemberInfo))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Metad_ServiceDesc is the grpc.ServiceDesc for Metad service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -552,6 +590,10 @@ var Metad_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MemberRemove",
 			Handler:    _Metad_MemberRemove_Handler,
+		},
+		{
+			MethodName: "RegisterMember",
+			Handler:    _Metad_RegisterMember_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -238,68 +238,6 @@ func (x *LeaseRevokeCommand) GetId() int64 {
 	return 0
 }
 
-// MemberInfo records a member's client and admin addresses, so that any node
-// can forward to the leader and status can list every member.
-type MemberInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	ClientAddress string                 `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
-	AdminAddress  string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *MemberInfo) Reset() {
-	*x = MemberInfo{}
-	mi := &file_metad_v1_raft_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *MemberInfo) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*MemberInfo) ProtoMessage() {}
-
-func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
-func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *MemberInfo) GetId() string {
-	if x != nil {
-		return x.Id
-	}
-	return ""
-}
-
-func (x *MemberInfo) GetClientAddress() string {
-	if x != nil {
-		return x.ClientAddress
-	}
-	return ""
-}
-
-func (x *MemberInfo) GetAdminAddress() string {
-	if x != nil {
-		return x.AdminAddress
-	}
-	return ""
-}
-
 type Lease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -310,7 +248,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_metad_v1_raft_proto_msgTypes[4]
+	mi := &file_metad_v1_raft_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +260,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[4]
+	mi := &file_metad_v1_raft_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +273,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Lease) GetId() int64 {
@@ -370,7 +308,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_metad_v1_raft_proto_msgTypes[5]
+	mi := &file_metad_v1_raft_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +320,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[5]
+	mi := &file_metad_v1_raft_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +333,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{5}
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Snapshot) GetRevision() int64 {
@@ -457,12 +395,7 @@ const file_metad_v1_raft_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"$\n" +
 	"\x12LeaseRevokeCommand\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"h\n" +
-	"\n" +
-	"MemberInfo\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
-	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12#\n" +
-	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\".\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\".\n" +
 	"\x05Lease\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"\x9f\x02\n" +
@@ -486,26 +419,26 @@ func file_metad_v1_raft_proto_rawDescGZIP() []byte {
 	return file_metad_v1_raft_proto_rawDescData
 }
 
-var file_metad_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_metad_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_metad_v1_raft_proto_goTypes = []any{
 	(*Command)(nil),            // 0: strata.metad.v1.Command
 	(*LeaseGrantCommand)(nil),  // 1: strata.metad.v1.LeaseGrantCommand
 	(*LeaseRevokeCommand)(nil), // 2: strata.metad.v1.LeaseRevokeCommand
-	(*MemberInfo)(nil),         // 3: strata.metad.v1.MemberInfo
-	(*Lease)(nil),              // 4: strata.metad.v1.Lease
-	(*Snapshot)(nil),           // 5: strata.metad.v1.Snapshot
-	(*TxnRequest)(nil),         // 6: strata.metad.v1.TxnRequest
+	(*Lease)(nil),              // 3: strata.metad.v1.Lease
+	(*Snapshot)(nil),           // 4: strata.metad.v1.Snapshot
+	(*TxnRequest)(nil),         // 5: strata.metad.v1.TxnRequest
+	(*MemberInfo)(nil),         // 6: strata.metad.v1.MemberInfo
 	(*KeyValue)(nil),           // 7: strata.metad.v1.KeyValue
 	(*WatchResponse)(nil),      // 8: strata.metad.v1.WatchResponse
 }
 var file_metad_v1_raft_proto_depIdxs = []int32{
-	6, // 0: strata.metad.v1.Command.txn:type_name -> strata.metad.v1.TxnRequest
+	5, // 0: strata.metad.v1.Command.txn:type_name -> strata.metad.v1.TxnRequest
 	1, // 1: strata.metad.v1.Command.lease_grant:type_name -> strata.metad.v1.LeaseGrantCommand
 	2, // 2: strata.metad.v1.Command.lease_revoke:type_name -> strata.metad.v1.LeaseRevokeCommand
-	3, // 3: strata.metad.v1.Command.member_info:type_name -> strata.metad.v1.MemberInfo
+	6, // 3: strata.metad.v1.Command.member_info:type_name -> strata.metad.v1.MemberInfo
 	7, // 4: strata.metad.v1.Snapshot.kvs:type_name -> strata.metad.v1.KeyValue
-	4, // 5: strata.metad.v1.Snapshot.leases:type_name -> strata.metad.v1.Lease
-	3, // 6: strata.metad.v1.Snapshot.members:type_name -> strata.metad.v1.MemberInfo
+	3, // 5: strata.metad.v1.Snapshot.leases:type_name -> strata.metad.v1.Lease
+	6, // 6: strata.metad.v1.Snapshot.members:type_name -> strata.metad.v1.MemberInfo
 	8, // 7: strata.metad.v1.Snapshot.history:type_name -> strata.metad.v1.WatchResponse
 	8, // [8:8] is the sub-list for method output_type
 	8, // [8:8] is the sub-list for method input_type
@@ -532,7 +465,7 @@ func file_metad_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metad_v1_raft_proto_rawDesc), len(file_metad_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

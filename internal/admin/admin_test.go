@@ -1,0 +1,59 @@
+package admin
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestEndpoints(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_test_things_total", Help: "things"})
+	reg.MustRegister(c)
+	c.Add(3)
+	var ready atomic.Bool
+	s, err := Start("127.0.0.1:0", reg, func() error {
+		if !ready.Load() {
+			return errors.New("replaying")
+		}
+		return nil
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := "http://" + s.Addr()
+	if code, _ := get(t, base+"/livez"); code != 200 {
+		t.Fatalf("livez %d", code)
+	}
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "replaying") {
+		t.Fatalf("readyz before ready: %d %q", code, body)
+	}
+	ready.Store(true)
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("readyz after ready: %d", code)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "strata_test_things_total 3") {
+		t.Fatalf("metrics: %d %q", code, body)
+	}
+	if code, _ := get(t, base+"/debug/pprof/"); code != 200 {
+		t.Fatalf("pprof %d", code)
+	}
+}

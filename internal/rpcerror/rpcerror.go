@@ -1,0 +1,80 @@
+package rpcerror
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-log/strata/proto/commonpb"
+)
+
+// Reasons: stable words in ErrorInfo.reason. Clients match on these.
+const (
+	ReasonNotLeader       = "NOT_LEADER"       // sent to a follower that could not forward; redirect names the leader
+	ReasonNoLeader        = "NO_LEADER"        // no leader is known; the request was not applied
+	ReasonNoQuorum        = "NO_QUORUM"        // a write was not committed within its deadline; outcome unknown
+	ReasonLeadershipLost  = "LEADERSHIP_LOST"  // the leader stepped down while the write was in flight; outcome unknown
+	ReasonVersionConflict = "VERSION_CONFLICT" // a compare-and-set found another version
+	ReasonCompacted       = "COMPACTED"        // a watch asked for history that is gone; re-list
+	ReasonNotFound        = "NOT_FOUND"
+	ReasonInvalid         = "INVALID_ARGUMENT"
+	ReasonUnavailable     = "UNAVAILABLE" // the node cannot serve now (starting, shutting down)
+	ReasonInternal        = "INTERNAL"
+)
+
+// Error builds a status error with an ErrorInfo detail.
+func Error(code codes.Code, info *commonpb.ErrorInfo, msg string) error {
+	st := status.New(code, msg)
+	if withDetails, err := st.WithDetails(info); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// New is Error with the common fields spelled out.
+func New(code codes.Code, reason string, retryable bool, msg string) error {
+	return Error(code, &commonpb.ErrorInfo{Reason: reason, Retryable: retryable}, msg)
+}
+
+// Info returns the ErrorInfo carried by err, or nil when err is not a status
+// error with one.
+func Info(err error) *commonpb.ErrorInfo {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*commonpb.ErrorInfo); ok {
+			return info
+		}
+	}
+	return nil
+}
+
+// Reason returns the reason word of err's ErrorInfo, or "".
+func Reason(err error) string {
+	if info := Info(err); info != nil {
+		return info.Reason
+	}
+	return ""
+}
+
+// Retryable reports whether err says the request may be repeated unchanged.
+func Retryable(err error) bool {
+	info := Info(err)
+	return info != nil && info.Retryable
+}
+
+// FromContext maps a context error to a status: the caller's own deadline
+// or cancellation, not the server's fault.
+func FromContext(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package metad
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config is one metad member's configuration. Fill it with DefaultConfig,
+// override fields, then call Validate.
+type Config struct {
+	// ID names this member in the Raft configuration; it must appear in Peers
+	// when the cluster is bootstrapped.
+	ID string `mapstructure:"id"`
+	// DataDir holds the Raft log and stable store (Pebble) and snapshots.
+	DataDir string `mapstructure:"data-dir"`
+	// Listen is the client gRPC address.
+	Listen string `mapstructure:"listen"`
+	// Advertise is the client address other members and clients use to reach
+	// this one; Listen when empty.
+	Advertise string `mapstructure:"advertise"`
+	// RaftListen is the Raft transport address; it is also advertised, so it
+	// must be reachable by the peers (not 0.0.0.0).
+	RaftListen string `mapstructure:"raft-listen"`
+	// AdminListen serves /metrics, /livez, /readyz and /debug/pprof/.
+	AdminListen string `mapstructure:"admin-listen"`
+	// Peers lists the initial voters as "id=raftAddress,...". It is used only
+	// to bootstrap a member that has no Raft state yet.
+	Peers string `mapstructure:"peers"`
+	// Join starts a member without bootstrapping: it waits to be added with
+	// `strata meta member add`.
+	Join bool `mapstructure:"join"`
+
+	// HeartbeatTimeout and ElectionTimeout bound how long a follower waits
+	// for the leader before starting an election.
+	HeartbeatTimeout time.Duration `mapstructure:"heartbeat-timeout"`
+	ElectionTimeout  time.Duration `mapstructure:"election-timeout"`
+	// RequestTimeout bounds a request whose context carries no deadline.
+	RequestTimeout time.Duration `mapstructure:"request-timeout"`
+	// SnapshotThreshold is the number of log entries between snapshots.
+	SnapshotThreshold uint64 `mapstructure:"snapshot-threshold"`
+	// HistoryRevisions is how many recent revisions watches can resume from.
+	HistoryRevisions int `mapstructure:"history-revisions"`
+	// NoSync turns off fsync of the Raft log: benchmarks of CPU only, never
+	// production.
+	NoSync bool `mapstructure:"no-sync"`
+
+	LogLevel  string `mapstructure:"log-level"`
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// DefaultConfig returns the defaults for every field that has one.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            "127.0.0.1:7001",
+		RaftListen:        "127.0.0.1:7101",
+		AdminListen:       "127.0.0.1:7201",
+		HeartbeatTimeout:  500 * time.Millisecond,
+		ElectionTimeout:   500 * time.Millisecond,
+		RequestTimeout:    5 * time.Second,
+		SnapshotThreshold: 8192,
+		HistoryRevisions:  10000,
+		LogLevel:          "info",
+		LogFormat:         "text",
+	}
+}
+
+var memberIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidateMemberID says what is wrong with a member id, or nil.
+func ValidateMemberID(id string) error {
+	if !memberIDPattern.MatchString(id) {
+		return fmt.Errorf("metad: member id %q: want 1-64 characters of [a-zA-Z0-9_-]", id)
+	}
+	return nil
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if err := ValidateMemberID(c.ID); err != nil {
+		errs = append(errs, fmt.Errorf("--id: %w", err))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	for _, a := range []struct{ flag, addr string }{
+		{"--listen", c.Listen}, {"--raft-listen", c.RaftListen}, {"--admin-listen", c.AdminListen},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", a.flag, a.addr, err))
+		}
+	}
+	if host, _, err := net.SplitHostPort(c.RaftListen); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("--raft-listen %q: must be an address peers can reach, not %s", c.RaftListen, host))
+		}
+	}
+	peers, err := ParsePeers(c.Peers)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("--peers: %w", err))
+	case !c.Join && len(peers) == 0:
+		errs = append(errs, errors.New("--peers is required unless --join is set"))
+	case !c.Join:
+		if _, ok := peers[c.ID]; !ok {
+			errs = append(errs, fmt.Errorf("--peers does not list this member's --id %q", c.ID))
+		}
+	}
+	if c.HeartbeatTimeout < 10*time.Millisecond || c.ElectionTimeout < 10*time.Millisecond {
+		errs = append(errs, errors.New("--heartbeat-timeout and --election-timeout must be at least 10ms"))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if c.HistoryRevisions < 1 {
+		errs = append(errs, errors.New("--history-revisions must be at least 1"))
+	}
+	if c.SnapshotThreshold < 1 {
+		errs = append(errs, errors.New("--snapshot-threshold must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// AdvertiseAddress is the client address published to other members.
+func (c Config) AdvertiseAddress() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	return c.Listen
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s raft-listen=%s admin-listen=%s peers=%s join=%t heartbeat=%s election=%s",
+		c.ID, c.DataDir, c.Listen, c.RaftListen, c.AdminListen, c.Peers, c.Join, c.HeartbeatTimeout, c.ElectionTimeout)
+}
+
+// ParsePeers parses "id=addr,id=addr". An empty string gives no peers.
+func ParsePeers(s string) (map[string]string, error) {
+	peers := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return peers, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want id=host:port", part)
+		}
+		if err := ValidateMemberID(id); err != nil {
+			return nil, err
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %s: %w", id, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("peer %s listed twice", id)
+		}
+		peers[id] = addr
+	}
+	return peers, nil
+}
+
+// sortedIDs returns the keys of m in order.
+func sortedIDs(m map[string]string) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
