@@ -1,0 +1,246 @@
+// Package proctest runs Strata's real programs as child processes for
+// end-to-end tests: it builds the binaries once, starts them on loopback
+// ports, and kills, pauses, resumes or restarts them. Every process a test
+// starts is stopped by the test's cleanup, and its output is kept in a log
+// file that is printed when the test fails.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build compiles the given main packages (import paths relative to the
+// module root, e.g. "./cmd/metad") into dir and returns binary paths by base
+// name ("metad").
+func Build(dir string, pkgs ...string) (map[string]string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	bins := map[string]string{}
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	args = append(args, pkgs...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("proctest: go build %v: %w\n%s", pkgs, err, out)
+	}
+	for _, p := range pkgs {
+		bins[filepath.Base(p)] = filepath.Join(dir, filepath.Base(p))
+	}
+	return bins, nil
+}
+
+// ModuleRoot finds the directory holding go.mod, from this source file.
+func ModuleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("proctest: cannot locate source")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("proctest: go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proctest: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Process is one running (or stopped) child program.
+type Process struct {
+	Name    string
+	Bin     string
+	Args    []string
+	LogPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs bin with args, logging to a file under t.TempDir(). The test's
+// cleanup kills it if it still runs and prints its log on failure.
+func Start(t testing.TB, name, bin string, args ...string) *Process {
+	t.Helper()
+	p := &Process{Name: name, Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), name+".log")}
+	if err := p.start(); err != nil {
+		t.Fatalf("proctest: start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			if out, err := os.ReadFile(p.LogPath); err == nil {
+				t.Logf("---- %s log (last 4 KiB) ----\n%s", name, tail(out, 4096))
+			}
+		}
+	})
+	return p
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	b = b[len(b)-n:]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return b
+}
+
+func (p *Process) start() error {
+	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.Bin, p.Args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so a signal to the test does not reach it and
+	// Kill reaches all of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	return nil
+}
+
+// Running reports whether the process has been started and not exited.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Pid is the process id of the latest start.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+func (p *Process) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, sig)
+	}
+}
+
+func (p *Process) wait(timeout time.Duration) bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// Kill sends SIGKILL (kill -9) and waits for the process to exit.
+func (p *Process) Kill() {
+	if !p.Running() {
+		return
+	}
+	p.signal(syscall.SIGCONT) // a stopped process must be able to die
+	p.signal(syscall.SIGKILL)
+	p.wait(10 * time.Second)
+}
+
+// Stop sends SIGTERM and waits up to timeout, then kills.
+func (p *Process) Stop(timeout time.Duration) {
+	if !p.Running() {
+		return
+	}
+	p.signal(syscall.SIGTERM)
+	if !p.wait(timeout) {
+		p.Kill()
+	}
+}
+
+// Pause sends SIGSTOP; Resume sends SIGCONT.
+func (p *Process) Pause()  { p.signal(syscall.SIGSTOP) }
+func (p *Process) Resume() { p.signal(syscall.SIGCONT) }
+
+// Restart starts the process again with the same arguments (after Kill or
+// Stop).
+func (p *Process) Restart(t testing.TB) {
+	t.Helper()
+	if p.Running() {
+		t.Fatalf("proctest: restart %s: still running", p.Name)
+	}
+	if err := p.start(); err != nil {
+		t.Fatalf("proctest: restart %s: %v", p.Name, err)
+	}
+}
+
+// WaitHTTP polls url until it answers 200 or ctx ends.
+func WaitHTTP(ctx context.Context, url string) error {
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("proctest: %s not ready: %w (last error %v)", url, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
