@@ -81,6 +81,8 @@ func toStatus(err error) error {
 		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonNoLeader, true), err.Error())
 	case errors.Is(err, ErrNoQuorum):
 		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonNoQuorum, false), err.Error())
+	case errors.Is(err, errForwardLost):
+		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonUnavailable, false), err.Error())
 	case errors.Is(err, ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipLost):
 		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonLeadershipLost, false), err.Error())
 	case errors.Is(err, ErrShutdown), errors.Is(err, raft.ErrRaftShutdown):

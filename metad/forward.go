@@ -3,6 +3,7 @@ package metad
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,8 +11,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
@@ -23,8 +26,13 @@ const forwardedKey = "strata-metad-forwarded"
 // forwardOr runs local when this member is the leader, and otherwise sends
 // the request to the leader with remote. It waits (within the request's
 // deadline) for a leader to be known.
+//
+// A forward that fails without an answer from the leader is classified here,
+// because only this member knows whether the request left it: never sent
+// (the leader was unreachable) is NO_LEADER and safe to retry; sent and then
+// lost is an unknown outcome.
 func forwardOr[T any](ctx context.Context, s *Server,
-	remote func(context.Context, metadpb.MetadClient) (T, error),
+	remote func(context.Context, metadpb.MetadClient, ...grpc.CallOption) (T, error),
 	local func(context.Context) (T, error),
 ) (T, error) {
 	var zero T
@@ -47,14 +55,32 @@ func forwardOr[T any](ctx context.Context, s *Server,
 	if err != nil {
 		return zero, err
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, s.cfg.ID)
-	return remote(ctx, metadpb.NewMetadClient(conn))
+	var p peer.Peer
+	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, s.cfg.ID)
+	resp, err := remote(out, metadpb.NewMetadClient(conn), grpc.Peer(&p))
+	if err == nil || rpcerror.Info(err) != nil {
+		return resp, err // the leader's own answer
+	}
+	if p.Addr == nil {
+		return zero, fmt.Errorf("%w: leader %s unreachable: %v", ErrNoLeader, leaderAddr, err)
+	}
+	return zero, fmt.Errorf("%w: forwarded to leader %s: %v", errForwardLost, leaderAddr, err)
 }
 
+// errForwardLost: a forwarded request reached the leader but no answer came
+// back. Its outcome is unknown.
+var errForwardLost = errors.New("metad: no answer from the leader (outcome unknown)")
+
 // waitForLeader returns "" when this member is the leader, or the leader's
-// client address; ErrNoLeader when none is known before ctx ends.
+// client address; ErrNoLeader when none is known shortly before ctx's
+// deadline (answering before the deadline lets the client tell "not applied"
+// from "timed out").
 func (s *Server) waitForLeader(ctx context.Context) (string, error) {
 	var ticker *time.Ticker
+	giveUp := time.Until(deadline(ctx, s.cfg.RequestTimeout))
+	giveUp -= min(giveUp/5, 200*time.Millisecond)
+	timeout := time.NewTimer(giveUp)
+	defer timeout.Stop()
 	for {
 		if s.closed.Load() {
 			return "", ErrShutdown
@@ -73,6 +99,8 @@ func (s *Server) waitForLeader(ctx context.Context) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
+			return "", ErrNoLeader
+		case <-timeout.C:
 			return "", ErrNoLeader
 		case <-s.closing:
 			return "", ErrShutdown

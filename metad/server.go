@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/metad/kv"
@@ -323,8 +324,8 @@ func (s *Server) registrationLoop() {
 // registerMember proposes info on the leader, forwarding when needed.
 func (s *Server) registerMember(ctx context.Context, info *metadpb.MemberInfo) error {
 	_, err := forwardOr(ctx, s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.RegisterMemberResponse, error) {
-			return c.RegisterMember(ctx, info)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.RegisterMemberResponse, error) {
+			return c.RegisterMember(ctx, info, opts...)
 		},
 		func(ctx context.Context) (*metadpb.RegisterMemberResponse, error) {
 			_, err := s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_MemberInfo{MemberInfo: info}})

@@ -27,7 +27,7 @@ type service struct {
 // read serves a read locally: after a linearizable barrier on the leader,
 // forwarded from a follower, or straight from the local replica when stale.
 func read[T any](ctx context.Context, s *Server, stale bool,
-	remote func(context.Context, metadpb.MetadClient) (T, error), local func() T,
+	remote func(context.Context, metadpb.MetadClient, ...grpc.CallOption) (T, error), local func() T,
 ) (T, error) {
 	if stale {
 		return local(), nil
@@ -43,7 +43,9 @@ func read[T any](ctx context.Context, s *Server, stale bool,
 
 func (v *service) Get(ctx context.Context, req *metadpb.GetRequest) (*metadpb.GetResponse, error) {
 	resp, err := read(ctx, v.s, req.Stale,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.GetResponse, error) { return c.Get(ctx, req) },
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.GetResponse, error) {
+			return c.Get(ctx, req, opts...)
+		},
 		func() *metadpb.GetResponse {
 			kv, found, rev := v.s.store.Get(req.Key)
 			return &metadpb.GetResponse{Kv: kv, Found: found, Revision: rev}
@@ -56,8 +58,8 @@ func (v *service) List(ctx context.Context, req *metadpb.ListRequest) (*metadpb.
 		return nil, toStatus(invalidf("limit %d is negative", req.Limit))
 	}
 	resp, err := read(ctx, v.s, req.Stale,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.ListResponse, error) {
-			return c.List(ctx, req)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.ListResponse, error) {
+			return c.List(ctx, req, opts...)
 		},
 		func() *metadpb.ListResponse {
 			kvs, more, rev := v.s.store.List(req.Prefix, req.StartAfter, int(req.Limit), req.KeysOnly)
@@ -69,7 +71,9 @@ func (v *service) List(ctx context.Context, req *metadpb.ListRequest) (*metadpb.
 // txn proposes a transaction on the leader, forwarding when needed.
 func (v *service) txn(ctx context.Context, req *metadpb.TxnRequest) (*metadpb.TxnResponse, error) {
 	return forwardOr(ctx, v.s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.TxnResponse, error) { return c.Txn(ctx, req) },
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.TxnResponse, error) {
+			return c.Txn(ctx, req, opts...)
+		},
 		func(ctx context.Context) (*metadpb.TxnResponse, error) {
 			msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_Txn{Txn: req}})
 			if err != nil {
@@ -195,8 +199,8 @@ func (v *service) LeaseGrant(ctx context.Context, req *metadpb.LeaseGrantRequest
 		return nil, toStatus(invalidf("ttl_ms %d: want 100ms to 24h", req.TtlMs))
 	}
 	resp, err := forwardOr(ctx, v.s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.LeaseGrantResponse, error) {
-			return c.LeaseGrant(ctx, req)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseGrantResponse, error) {
+			return c.LeaseGrant(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.LeaseGrantResponse, error) {
 			msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_LeaseGrant{
@@ -219,8 +223,8 @@ func (v *service) LeaseGrant(ctx context.Context, req *metadpb.LeaseGrantRequest
 
 func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliveRequest) (*metadpb.LeaseKeepAliveResponse, error) {
 	resp, err := forwardOr(ctx, v.s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.LeaseKeepAliveResponse, error) {
-			return c.LeaseKeepAlive(ctx, req)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseKeepAliveResponse, error) {
+			return c.LeaseKeepAlive(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.LeaseKeepAliveResponse, error) {
 			// The lessor starts when the new leader's barrier is applied;
@@ -244,8 +248,8 @@ func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliv
 
 func (v *service) LeaseRevoke(ctx context.Context, req *metadpb.LeaseRevokeRequest) (*metadpb.LeaseRevokeResponse, error) {
 	resp, err := forwardOr(ctx, v.s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.LeaseRevokeResponse, error) {
-			return c.LeaseRevoke(ctx, req)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseRevokeResponse, error) {
+			return c.LeaseRevoke(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.LeaseRevokeResponse, error) {
 			msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_LeaseRevoke{
@@ -343,8 +347,8 @@ func (v *service) MemberAdd(ctx context.Context, req *metadpb.MemberAddRequest) 
 		return nil, toStatus(invalidf("raft_address is required"))
 	}
 	resp, err := forwardOr(ctx, v.s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.MemberAddResponse, error) {
-			return c.MemberAdd(ctx, req)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.MemberAddResponse, error) {
+			return c.MemberAdd(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.MemberAddResponse, error) {
 			s := v.s
@@ -364,8 +368,8 @@ func (v *service) MemberRemove(ctx context.Context, req *metadpb.MemberRemoveReq
 		return nil, toStatus(invalidf("%v", err))
 	}
 	resp, err := forwardOr(ctx, v.s,
-		func(ctx context.Context, c metadpb.MetadClient) (*metadpb.MemberRemoveResponse, error) {
-			return c.MemberRemove(ctx, req)
+		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.MemberRemoveResponse, error) {
+			return c.MemberRemove(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.MemberRemoveResponse, error) {
 			s := v.s

@@ -111,4 +111,3 @@ func run(args []string) error {
 	gs.Stop(5 * time.Second)
 	return err
 }
-

@@ -1,0 +1,108 @@
+// Command strata is the command-line tool for Strata's users and
+// operators. Each top-level group of commands lives in its own file
+// (meta.go: `strata meta ...`) and registers itself in newRootCommand;
+// the logic it runs lives in packages (internal/cli, metad/metaclient).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/metad/metaclient"
+)
+
+func main() {
+	// Groups may add their own persistent hooks; the root's (which parses
+	// the global flags) must still run first.
+	cobra.EnableTraverseRunHooks = true
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	root := newRootCommand()
+	cmd, err := root.ExecuteContextC(ctx)
+	stop()
+	code := cli.ExitCode(err)
+	if msg := cli.Message(err); msg != "" {
+		fmt.Fprintf(os.Stderr, "strata: %s\n", msg)
+		var exit *cli.ExitError
+		if code == cli.ExitUsage && cmd != nil && !errors.As(err, &exit) {
+			fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+	}
+	os.Exit(code)
+}
+
+// globalOptions are the flags every command has.
+type globalOptions struct {
+	metad   string
+	timeout time.Duration
+	output  string
+	format  cli.Format // parsed output
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globalOptions{}
+	root := &cobra.Command{
+		Use:   "strata",
+		Short: "Command-line tool for Strata, the distributed message log",
+		// Errors are printed once, by main, as "strata: <message>"; usage
+		// errors get a pointer to --help instead of the whole usage text.
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			f, err := cli.ParseFormat(g.output)
+			if err != nil {
+				return err
+			}
+			g.format = f
+			if g.timeout <= 0 {
+				return fmt.Errorf("--timeout %v: must be positive", g.timeout)
+			}
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.metad, "metad", "", "metad endpoints, host:port,... (default $"+cli.EnvMetad+" or "+cli.DefaultMetadEndpoints+")")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (watch runs until interrupted)")
+	pf.StringVarP(&g.output, "output", "o", string(cli.FormatText), "output format: text or json")
+
+	root.AddCommand(newMetaCommand(g))
+	return root
+}
+
+// endpoints resolves the metad endpoints from --metad, $STRATA_METAD or the
+// default.
+func (g *globalOptions) endpoints() ([]string, error) {
+	return cli.ResolveEndpoints(g.metad, os.Getenv(cli.EnvMetad))
+}
+
+// metaClient connects to metad. Each attempt of a call gets at most half
+// of --timeout (and the client's default), so that a member that holds a
+// read without answering leaves time to try another.
+func (g *globalOptions) metaClient() (*metaclient.Client, error) {
+	eps, err := g.endpoints()
+	if err != nil {
+		return nil, err
+	}
+	return metaclient.New(metaclient.Config{
+		Endpoints:      eps,
+		RequestTimeout: min(metaclient.DefaultRequestTimeout, g.timeout/2),
+		DialTimeout:    min(metaclient.DefaultDialTimeout, g.timeout),
+	})
+}
+
+// commandContext bounds a command by --timeout (and Ctrl-C, via main).
+func (g *globalOptions) commandContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), g.timeout)
+}
+
+// printer writes results to the command's stdout in --output's format.
+func (g *globalOptions) printer(cmd *cobra.Command) *cli.Printer {
+	return &cli.Printer{W: cmd.OutOrStdout(), Format: g.format}
+}

@@ -1,0 +1,276 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/metad/metaclient"
+)
+
+// TestMetadKillEachMember kills every member in turn with kill -9, the
+// leader included: writes and linearizable reads work again within 5 s, and
+// the restarted member catches up.
+func TestMetadKillEachMember(t *testing.T) {
+	skipShort(t)
+	c := proctest.StartMetad(t, bins["metad"], 3)
+	cl := newMetaClient(t, c)
+	ctx := context.Background()
+
+	write := func(key, value string) error {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cl.Put(wctx, key, []byte(value))
+		return err
+	}
+	readBack := func(key, value string) error {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		kv, err := cl.Get(rctx, key)
+		if err != nil {
+			return err
+		}
+		if string(kv.Value) != value {
+			return fmt.Errorf("read %q, want %q", kv.Value, value)
+		}
+		return nil
+	}
+
+	// Kill the leader first, then the others.
+	lead, err := leader(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []string{lead}
+	for _, m := range c.Members {
+		if m.ID != lead {
+			order = append(order, m.ID)
+		}
+	}
+	for round, id := range order {
+		m := c.Member(id)
+		key := fmt.Sprintf("/kill/%d", round)
+		if err := write(key+"/before", "x"); err != nil {
+			t.Fatalf("round %d: write before kill: %v", round, err)
+		}
+		m.Kill()
+		killed := time.Now()
+		eventually(t, 5*time.Second, fmt.Sprintf("round %d (member %s killed): write and read", round, id), func() error {
+			if err := write(key+"/after", "y"); err != nil {
+				return err
+			}
+			return readBack(key+"/after", "y")
+		})
+		t.Logf("member %s killed: writes and linearizable reads back after %s", id, time.Since(killed).Round(time.Millisecond))
+		if err := readBack(key+"/before", "x"); err != nil {
+			t.Fatalf("write acknowledged before the kill lost: %v", err)
+		}
+
+		m.Restart(t)
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		if err := m.WaitReady(rctx); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		cancel()
+		// The restarted member catches up: its own replica has the write
+		// made while it was down.
+		eventually(t, 10*time.Second, "restarted member catches up", func() error {
+			single, err := metaclient.New(metaclient.Config{Endpoints: []string{m.Listen}})
+			if err != nil {
+				return err
+			}
+			defer single.Close()
+			kv, err := single.Get(ctx, key+"/after", metaclient.Stale())
+			if err != nil {
+				return err
+			}
+			if string(kv.Value) != "y" {
+				return fmt.Errorf("stale read on %s: %q", id, kv.Value)
+			}
+			return nil
+		})
+	}
+}
+
+// TestMetadNoQuorum: with two of three members down a write fails within
+// its deadline with a clear error, and succeeds once a second member is
+// back.
+func TestMetadNoQuorum(t *testing.T) {
+	skipShort(t)
+	c := proctest.StartMetad(t, bins["metad"], 3)
+	cl := newMetaClient(t, c)
+	ctx := context.Background()
+	if _, err := cl.Put(ctx, "/q", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	c.Members[0].Kill()
+	c.Members[1].Kill()
+
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	start := time.Now()
+	_, err := cl.Put(wctx, "/q", []byte("2"))
+	cancel()
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("write succeeded with two of three members down")
+	}
+	if took > 4*time.Second {
+		t.Fatalf("write with a 3s deadline took %s to fail", took)
+	}
+	if !errors.Is(err, metaclient.ErrNoQuorum) && !errors.Is(err, metaclient.ErrUnavailable) &&
+		!errors.Is(err, metaclient.ErrUnknownOutcome) {
+		t.Fatalf("want a no-quorum/unavailable error, got %v", err)
+	}
+	t.Logf("write without quorum failed after %s: %v", took.Round(time.Millisecond), err)
+
+	c.Members[1].Restart(t)
+	eventually(t, 15*time.Second, "write after a second member is back", func() error {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cl.Put(wctx, "/q", []byte("3"))
+		return err
+	})
+	kv, err := cl.Get(ctx, "/q")
+	if err != nil || string(kv.Value) != "3" {
+		t.Fatalf("read after recovery: %v %v", kv, err)
+	}
+}
+
+// TestMetadWatchAcrossLeaderKills: a watch that spans leader kills sees
+// every revision exactly once, in order, including every acknowledged write.
+func TestMetadWatchAcrossLeaderKills(t *testing.T) {
+	skipShort(t)
+	c := proctest.StartMetad(t, bins["metad"], 3)
+	cl := newMetaClient(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	events := cl.Watch(ctx, "/w/", 1)
+	var (
+		mu    sync.Mutex
+		acked = map[string]bool{}
+	)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for i := 0; ctx.Err() == nil && i < 400; i++ {
+			key := fmt.Sprintf("/w/%04d", i)
+			wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := cl.Put(wctx, key, []byte(key))
+			wcancel()
+			if err == nil {
+				mu.Lock()
+				acked[key] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	// Two leader kills while the writer runs.
+	for k := 0; k < 2; k++ {
+		time.Sleep(700 * time.Millisecond) // let some writes land first
+		var lead string
+		eventually(t, 10*time.Second, "find leader", func() (err error) {
+			lead, err = leader(ctx, cl)
+			return err
+		})
+		m := c.Member(lead)
+		m.Kill()
+		t.Logf("killed leader %s", lead)
+		time.Sleep(300 * time.Millisecond)
+		m.Restart(t)
+	}
+	<-writerDone
+
+	// Read the final revision, then drain the watch up to it. The revision of a linearizable read is the final one: no writes
+	// follow.
+	var final int64
+	eventually(t, 10*time.Second, "final revision", func() (err error) {
+		_, final, err = cl.List(ctx, "/w/")
+		return err
+	})
+	seen := map[string]int{}
+	var last int64
+	deadline := time.After(30 * time.Second)
+	for last < final {
+		select {
+		case r, ok := <-events:
+			if !ok {
+				t.Fatalf("watch closed at revision %d", last)
+			}
+			if r.Err != nil {
+				t.Fatalf("watch error: %v", r.Err)
+			}
+			for _, ev := range r.Events {
+				rev := ev.Kv.ModRevision
+				if rev != last+1 {
+					t.Fatalf("revision %d after %d: gap or repeat", rev, last)
+				}
+				last = rev
+				seen[ev.Kv.Key]++
+			}
+		case <-deadline:
+			t.Fatalf("watch reached revision %d of %d", last, final)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for key := range acked {
+		if seen[key] != 1 {
+			t.Errorf("acknowledged put %s seen %d times", key, seen[key])
+		}
+	}
+	t.Logf("watch saw revisions 1..%d exactly once; %d puts acknowledged, %d keys seen", final, len(acked), len(seen))
+}
+
+// TestMetadLeaseExpiry: keys attached to a lease vanish when it expires and
+// survive while it is kept alive, across a leader kill.
+func TestMetadLeaseExpiry(t *testing.T) {
+	skipShort(t)
+	c := proctest.StartMetad(t, bins["metad"], 3)
+	cl := newMetaClient(t, c)
+	ctx := context.Background()
+
+	sess, err := cl.NewSession(ctx, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if _, err := cl.Put(ctx, "/lease/kept", []byte("x"), metaclient.WithLease(sess.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	short, err := cl.Grant(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Put(ctx, "/lease/dropped", []byte("x"), metaclient.WithLease(short)); err != nil {
+		t.Fatal(err)
+	}
+	lead, err := leader(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Member(lead).Kill()
+
+	eventually(t, 10*time.Second, "unrenewed lease expires", func() error {
+		_, err := cl.Get(ctx, "/lease/dropped")
+		if errors.Is(err, metaclient.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("still there (err %v)", err)
+	})
+	// The kept lease lives on past several TTLs.
+	time.Sleep(4 * time.Second)
+	select {
+	case <-sess.Done():
+		t.Fatal("session lost across a leader kill")
+	default:
+	}
+	if _, err := cl.Get(ctx, "/lease/kept"); err != nil {
+		t.Fatalf("key of a kept-alive lease: %v", err)
+	}
+}
