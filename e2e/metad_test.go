@@ -17,7 +17,9 @@ import (
 // the restarted member catches up.
 func TestMetadKillEachMember(t *testing.T) {
 	skipShort(t)
-	c := proctest.StartMetad(t, bins["metad"], 3)
+	// A low snapshot threshold makes a restarted member catch up from a
+	// snapshot, not only from the log.
+	c := proctest.StartMetad(t, bins["metad"], 3, "--snapshot-threshold", "64")
 	cl := newMetaClient(t, c)
 	ctx := context.Background()
 
@@ -66,6 +68,12 @@ func TestMetadKillEachMember(t *testing.T) {
 			return readBack(key+"/after", "y")
 		})
 		t.Logf("member %s killed: writes and linearizable reads back after %s", id, time.Since(killed).Round(time.Millisecond))
+		// Enough writes while it is down that the others snapshot and trim.
+		for i := 0; i < 200; i++ {
+			if err := write(fmt.Sprintf("%s/fill/%d", key, i), "z"); err != nil {
+				t.Fatalf("fill write %d: %v", i, err)
+			}
+		}
 		if err := readBack(key+"/before", "x"); err != nil {
 			t.Fatalf("write acknowledged before the kill lost: %v", err)
 		}
@@ -272,5 +280,63 @@ func TestMetadLeaseExpiry(t *testing.T) {
 	}
 	if _, err := cl.Get(ctx, "/lease/kept"); err != nil {
 		t.Fatalf("key of a kept-alive lease: %v", err)
+	}
+}
+
+// TestMetadReplaceMember replaces a dead member: a new one started with
+// --join is added, the dead one removed, and the cluster keeps a quorum of
+// three with the new member holding all data.
+func TestMetadReplaceMember(t *testing.T) {
+	skipShort(t)
+	c := proctest.StartMetad(t, bins["metad"], 3)
+	cl := newMetaClient(t, c)
+	ctx := context.Background()
+	if _, err := cl.Put(ctx, "/r/before", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	dead := c.Members[2]
+	dead.Kill()
+
+	m4 := &proctest.MetadMember{
+		ID: "4", Listen: proctest.FreeAddr(t), RaftAddr: proctest.FreeAddr(t), AdminAddr: proctest.FreeAddr(t),
+		DataDir: t.TempDir(),
+	}
+	m4.Process = proctest.Start(t, "metad-4", bins["metad"], "--id", "4", "--join", "--data-dir", m4.DataDir,
+		"--listen", m4.Listen, "--raft-listen", m4.RaftAddr, "--admin-listen", m4.AdminAddr)
+	members, err := cl.MemberAdd(ctx, "4", m4.RaftAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 4 {
+		t.Fatalf("after add: %d members", len(members))
+	}
+	if members, err = cl.MemberRemove(ctx, dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 3 {
+		t.Fatalf("after remove: %d members", len(members))
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := m4.WaitReady(rctx); err != nil {
+		t.Fatal(err)
+	}
+	// Quorum is now {1, 2, 4}: it survives losing one more of them.
+	c.Members[0].Kill()
+	eventually(t, 10*time.Second, "write with members 2 and 4", func() error {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cl.Put(wctx, "/r/after", []byte("2"))
+		return err
+	})
+	only4, err := metaclient.New(metaclient.Config{Endpoints: []string{m4.Listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer only4.Close()
+	for _, key := range []string{"/r/before", "/r/after"} {
+		if _, err := only4.Get(ctx, key, metaclient.Stale()); err != nil {
+			t.Fatalf("new member's replica lacks %s: %v", key, err)
+		}
 	}
 }

@@ -58,6 +58,8 @@ func forwardOr[T any](ctx context.Context, s *Server,
 	var p peer.Peer
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, s.cfg.ID)
 	resp, err := remote(out, metadpb.NewMetadClient(conn), grpc.Peer(&p))
+	// Best effort: internal callers have no incoming stream to set it on.
+	_ = grpc.SetHeader(ctx, metadata.Pairs(rpcerror.LeaderHeader, leaderAddr))
 	if err == nil || rpcerror.Info(err) != nil {
 		return resp, err // the leader's own answer
 	}

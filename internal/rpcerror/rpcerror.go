@@ -24,6 +24,11 @@ const (
 	ReasonInternal        = "INTERNAL"
 )
 
+// LeaderHeader is a response header a follower sets when it forwarded a
+// request to the leader: the leader's client address, so the client can go
+// there directly next time and save a hop.
+const LeaderHeader = "strata-leader"
+
 // Error builds a status error with an ErrorInfo detail.
 func Error(code codes.Code, info *commonpb.ErrorInfo, msg string) error {
 	st := status.New(code, msg)

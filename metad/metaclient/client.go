@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -344,11 +345,16 @@ func (c *Client) call(ctx context.Context, o op, fn attemptFunc) error {
 			return translate(&o, err, false)
 		}
 		var p peer.Peer
+		var header metadata.MD
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-		err = fn(actx, mc, grpc.Peer(&p))
+		err = fn(actx, mc, grpc.Peer(&p), grpc.Header(&header))
 		cancel()
 		if err == nil {
 			c.worked(ep)
+			// A follower forwarded the call: go to the leader next time.
+			if leader := header.Get(rpcerror.LeaderHeader); len(leader) > 0 && leader[0] != ep {
+				c.redirect(leader[0])
+			}
 			return nil
 		}
 		// gRPC fills the peer only once a transport stream exists: without
