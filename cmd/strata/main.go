@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/internal/devcluster"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 
@@ -72,14 +73,22 @@ func newRootCommand() *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (watch runs until interrupted)")
 	pf.StringVarP(&g.output, "output", "o", string(cli.FormatText), "output format: text or json")
 
-	root.AddCommand(newMetaCommand(g))
+	root.AddCommand(newMetaCommand(g), newDevCommand(g))
 	return root
 }
 
-// endpoints resolves the metad endpoints from --metad, $STRATA_METAD or the
-// default.
+// endpoints resolves the metad endpoints from --metad, $STRATA_METAD, the
+// profile `strata dev` writes, or the default.
 func (g *globalOptions) endpoints() ([]string, error) {
-	return cli.ResolveEndpoints(g.metad, os.Getenv(cli.EnvMetad))
+	fromEnv := os.Getenv(cli.EnvMetad)
+	if fromEnv == "" && g.metad == "" {
+		prof, err := devcluster.LoadProfile()
+		if err != nil {
+			return nil, err
+		}
+		fromEnv = prof.Metad
+	}
+	return cli.ResolveEndpoints(g.metad, fromEnv)
 }
 
 // metaClient connects to metad. Each attempt of a call gets at most half

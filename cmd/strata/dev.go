@@ -1,0 +1,210 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/internal/devcluster"
+)
+
+func newDevCommand(g *globalOptions) *cobra.Command {
+	o := devcluster.DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a complete local cluster (every role a separate process) until Ctrl-C",
+		Long: `Run a complete local cluster: every role as a separate process on fixed
+loopback ports, data under --dir (kept across restarts). Prints the addresses,
+writes a CLI profile so that strata needs no flags, and stops everything on
+Ctrl-C. The state file DIR/cluster.json lists every node (role, id, pid,
+addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.BinDir == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.BinDir = filepath.Dir(exe)
+			}
+			return runDev(cmd, o)
+		},
+	}
+	cmd.PersistentFlags().StringVar(&o.Dir, "dir", o.Dir, "directory for data, logs, the state file and the profile")
+	f := cmd.Flags()
+	f.StringVar(&o.BinDir, "bin-dir", "", "directory holding the role binaries (default: beside strata)")
+	f.IntVar(&o.Metad, "metad", o.Metad, "number of metad members (1, 3 or 5)")
+	f.IntVar(&o.MetadPort, "metad-port", o.MetadPort, "first metad client port (raft +100, admin +200)")
+	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),
+		newDevNodeCommand("stop", "Stop a node (SIGTERM, then SIGKILL after 10s)", &o.Dir),
+		newDevNodeCommand("start", "Start a stopped or killed node again with its recorded arguments", &o.Dir),
+		newDevStatusCommand(g, &o.Dir))
+	return cmd
+}
+
+func runDev(cmd *cobra.Command, o devcluster.Options) error {
+	ctx := cmd.Context()
+	out := cmd.OutOrStdout()
+	start := time.Now()
+	st, err := devcluster.Up(ctx, o, out)
+	if err != nil {
+		return err
+	}
+	prof := devcluster.ProfileFromState(st)
+	profiles := []string{filepath.Join(o.Dir, "profile.json")}
+	if p, err := devcluster.UserProfilePath(); err == nil {
+		profiles = append(profiles, p)
+	}
+	for _, p := range profiles {
+		if err := devcluster.WriteProfile(p, prof); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "strata: warning: profile %s not written: %v\n", p, err)
+		}
+	}
+	fmt.Fprintf(out, "\nStrata dev cluster ready in %s (data in %s, state in %s)\n", time.Since(start).Round(time.Millisecond),
+		o.Dir, filepath.Join(o.Dir, devcluster.StateFile))
+	fmt.Fprintf(out, "  metad:   %s\n", prof.Metad)
+	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
+	fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
+
+	// Supervise: report nodes that exit, until interrupted.
+	reported := map[string]bool{}
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "\nstopping the cluster...")
+			// Nodes may have been restarted since: stop what the state file
+			// lists now.
+			if cur, err := devcluster.LoadState(o.Dir); err == nil {
+				st = cur
+			}
+			devcluster.Down(st, 10*time.Second)
+			fmt.Fprintln(out, "stopped")
+			return nil
+		case <-ticker.C:
+			cur, err := devcluster.LoadState(o.Dir)
+			if err != nil {
+				continue
+			}
+			for _, n := range cur.Nodes {
+				up := devcluster.Signal(n, 0) == nil
+				if !up && !reported[n.Name] {
+					fmt.Fprintf(out, "%s (pid %d) is not running; 'strata dev start %s' restarts it\n", n.Name, n.PID, n.Name)
+				}
+				if up && reported[n.Name] {
+					fmt.Fprintf(out, "%s is running again (pid %d)\n", n.Name, n.PID)
+				}
+				reported[n.Name] = !up
+			}
+		}
+	}
+}
+
+func newDevNodeCommand(action, short string, dir *string) *cobra.Command {
+	var sig string
+	cmd := &cobra.Command{
+		Use:   action + " NODE",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := devcluster.LoadState(*dir)
+			if err != nil {
+				return err
+			}
+			n, err := st.Node(args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch action {
+			case "kill":
+				s, err := parseSignal(sig)
+				if err != nil {
+					return err
+				}
+				if err := devcluster.Signal(*n, s); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "sent SIG%s to %s (pid %d)\n", strings.ToUpper(sig), n.Name, n.PID)
+			case "stop":
+				devcluster.Stop(*n, 10*time.Second)
+				fmt.Fprintf(out, "stopped %s\n", n.Name)
+			case "start":
+				if devcluster.Signal(*n, 0) == nil {
+					return fmt.Errorf("%s is already running (pid %d)", n.Name, n.PID)
+				}
+				if err := devcluster.Start(n); err != nil {
+					return err
+				}
+				if err := st.Save(); err != nil {
+					return err
+				}
+				if err := devcluster.WaitReady(cmd.Context(), *n, 30*time.Second); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "started %s (pid %d), ready\n", n.Name, n.PID)
+			}
+			return nil
+		},
+	}
+	if action == "kill" {
+		cmd.Flags().StringVarP(&sig, "signal", "s", "KILL", "signal: KILL, TERM, INT, STOP or CONT")
+	}
+	return cmd
+}
+
+func parseSignal(s string) (syscall.Signal, error) {
+	switch strings.ToUpper(strings.TrimPrefix(strings.ToUpper(s), "SIG")) {
+	case "KILL", "9":
+		return syscall.SIGKILL, nil
+	case "TERM", "15":
+		return syscall.SIGTERM, nil
+	case "INT", "2":
+		return syscall.SIGINT, nil
+	case "STOP":
+		return syscall.SIGSTOP, nil
+	case "CONT":
+		return syscall.SIGCONT, nil
+	}
+	return 0, fmt.Errorf("--signal %q: want KILL, TERM, INT, STOP or CONT", s)
+}
+
+func newDevStatusCommand(g *globalOptions, dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "List the dev cluster's nodes: role, pid, running, addresses, data dir",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := devcluster.LoadState(*dir)
+			if err != nil {
+				return err
+			}
+			type row struct {
+				devcluster.Node
+				Running bool `json:"running"`
+			}
+			var rows []row
+			for _, n := range st.Nodes {
+				rows = append(rows, row{Node: n, Running: devcluster.Signal(n, 0) == nil})
+			}
+			p := g.printer(cmd)
+			if p.Format == cli.FormatJSON {
+				return p.JSON(rows)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tROLE\tPID\tRUNNING\tLISTEN\tADMIN\tDATA DIR")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%t\t%s\t%s\t%s\n", r.Name, r.Role, r.PID, r.Running, r.Listen, r.Admin, r.DataDir)
+			}
+			return tw.Flush()
+		},
+	}
+}

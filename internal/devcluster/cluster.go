@@ -1,0 +1,256 @@
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// StateFile is the state file's name inside the cluster directory.
+const StateFile = "cluster.json"
+
+// State is the content of the state file.
+type State struct {
+	Dir   string `json:"dir"`
+	Nodes []Node `json:"nodes"`
+}
+
+// Node returns the node with the given name.
+func (s *State) Node(name string) (*Node, error) {
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == name {
+			return &s.Nodes[i], nil
+		}
+	}
+	var names []string
+	for _, n := range s.Nodes {
+		names = append(names, n.Name)
+	}
+	return nil, fmt.Errorf("devcluster: no node %q (nodes: %v)", name, names)
+}
+
+// stateMu serialises writers of the state file within this process.
+var stateMu sync.Mutex
+
+// LoadState reads DIR/cluster.json.
+func LoadState(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("devcluster: no cluster in %s (start one with 'strata dev')", dir)
+		}
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("devcluster: %s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &s, nil
+}
+
+// Save writes the state file atomically (temporary file, then rename).
+func (s *State) Save() error {
+	stateMu.Lock()
+	defer stateMu.Unlock()
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.Dir, StateFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Up starts every node of the plan, waits until each is ready, and writes
+// the state file. Progress goes to out.
+func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
+	nodes, err := Plan(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if old, err := LoadState(o.Dir); err == nil {
+		for _, n := range old.Nodes {
+			if alive(n.PID) && sameProgram(n) {
+				return nil, fmt.Errorf("devcluster: %s is still running (pid %d): is another 'strata dev' using %s?", n.Name, n.PID, o.Dir)
+			}
+		}
+	}
+	for _, n := range nodes {
+		for _, a := range []string{n.Listen, n.Admin, n.Raft} {
+			if a != "" && !portFree(a) {
+				return nil, fmt.Errorf("devcluster: %s: address %s is in use (another cluster running?)", n.Name, a)
+			}
+		}
+		if _, err := os.Stat(n.Bin); err != nil {
+			return nil, fmt.Errorf("devcluster: %s: binary %s not found (run 'make build')", n.Name, n.Bin)
+		}
+	}
+	s := &State{Dir: o.Dir, Nodes: nodes}
+	for i := range s.Nodes {
+		if err := Start(&s.Nodes[i]); err != nil {
+			Down(s, 5*time.Second)
+			return nil, err
+		}
+		fmt.Fprintf(out, "started %-9s pid %-7d %s (admin %s)\n", s.Nodes[i].Name, s.Nodes[i].PID, s.Nodes[i].Listen, s.Nodes[i].Admin)
+	}
+	if err := s.Save(); err != nil {
+		Down(s, 5*time.Second)
+		return nil, err
+	}
+	for _, n := range s.Nodes {
+		if err := WaitReady(ctx, n, 30*time.Second); err != nil {
+			Down(s, 5*time.Second)
+			return nil, err
+		}
+		fmt.Fprintf(out, "ready   %s\n", n.Name)
+	}
+	return s, nil
+}
+
+// Start starts n detached (its own process group), appending to its log
+// file, and records the pid in n.
+func Start(n *Node) error {
+	if err := os.MkdirAll(filepath.Dir(n.LogFile), 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(n.Bin, n.Args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("devcluster: start %s: %w", n.Name, err)
+	}
+	n.PID = cmd.Process.Pid
+	// Reap it when it exits so it does not linger as a zombie while the
+	// supervisor runs.
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// WaitReady polls the node's /readyz until it answers 200.
+func WaitReady(ctx context.Context, n Node, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	url := "http://" + n.Admin + "/readyz"
+	var last string
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		} else {
+			last = err.Error()
+		}
+		if !alive(n.PID) {
+			return fmt.Errorf("devcluster: %s exited during start-up; see %s", n.Name, n.LogFile)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devcluster: %s not ready after %s (%s); see %s", n.Name, timeout, last, n.LogFile)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Signal sends sig to the node's process group.
+func Signal(n Node, sig syscall.Signal) error {
+	if n.PID <= 0 || !alive(n.PID) {
+		return fmt.Errorf("devcluster: %s is not running", n.Name)
+	}
+	return syscall.Kill(-n.PID, sig)
+}
+
+// Stop sends SIGTERM and waits up to grace, then SIGKILL.
+func Stop(n Node, grace time.Duration) {
+	if n.PID <= 0 || !alive(n.PID) {
+		return
+	}
+	_ = syscall.Kill(-n.PID, syscall.SIGCONT)
+	_ = syscall.Kill(-n.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for alive(n.PID) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(n.PID) {
+		_ = syscall.Kill(-n.PID, syscall.SIGKILL)
+		for i := 0; i < 100 && alive(n.PID); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// Down stops every node, the last started first.
+func Down(s *State, grace time.Duration) {
+	var wg sync.WaitGroup
+	for i := len(s.Nodes) - 1; i >= 0; i-- {
+		wg.Add(1)
+		go func(n Node) {
+			defer wg.Done()
+			Stop(n, grace)
+		}(s.Nodes[i])
+	}
+	wg.Wait()
+}
+
+// alive reports whether pid is a live process (not a zombie).
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no /proc: trust kill(0)
+	}
+	// The state is the field after the parenthesised command name.
+	for i := len(data) - 1; i >= 0; i-- {
+		if data[i] == ')' && i+2 < len(data) {
+			return data[i+2] != 'Z'
+		}
+	}
+	return true
+}
+
+// sameProgram reports whether pid still runs the node's binary (pids are
+// reused).
+func sameProgram(n Node) bool {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", n.PID))
+	if err != nil {
+		return true
+	}
+	want, err := filepath.Abs(n.Bin)
+	return err != nil || exe == want
+}
+
+func portFree(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}

@@ -1,0 +1,20 @@
+// Package devcluster runs a complete local Strata cluster for development
+// (`strata dev`, `make run`): every role as a separate process on fixed
+// loopback ports, data under one directory that survives restarts.
+//
+// The cluster is described in a state file, DIR/cluster.json, so scripts
+// and later `strata dev` commands can find, kill, stop and restart single
+// nodes:
+//
+//	{"dir": ".strata", "nodes": [{"name": "metad-1", "role": "metad", "id": "1",
+//	  "pid": 4242, "listen": "127.0.0.1:7001", "admin": "127.0.0.1:7201",
+//	  "raft": "127.0.0.1:7101", "data_dir": ".strata/metad-1",
+//	  "log_file": ".strata/logs/metad-1.log", "bin": "...", "args": [...]}]}
+//
+// It also writes a CLI profile (DIR/profile.json, and the user's profile)
+// holding the cluster's endpoints, so that `strata` needs no flags.
+//
+// Nodes run in their own process groups: Ctrl-C in the terminal reaches the
+// supervisor only, which then stops every node in order (SIGTERM, SIGKILL
+// after a grace period).
+package devcluster

@@ -1,0 +1,104 @@
+package devcluster
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Roles, in start order: metad first, since everything registers there.
+const (
+	RoleMetad = "metad"
+)
+
+// Options describes the cluster to run.
+type Options struct {
+	// Dir holds data, logs, the state file and the profile (default .strata).
+	Dir string
+	// BinDir holds the role binaries (metad, ...): by default the directory
+	// of the running strata binary.
+	BinDir string
+	// Metad is the number of metad members (1, 3 or 5; default 3).
+	Metad int
+	// Host is the loopback address nodes listen on (default 127.0.0.1).
+	Host string
+	// MetadPort is the first metad client port; raft ports are +100 and
+	// admin ports +200 (defaults 7001, 7101, 7201).
+	MetadPort int
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{Dir: ".strata", Metad: 3, Host: "127.0.0.1", MetadPort: 7001}
+}
+
+// Validate says what is wrong with o.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("--dir is required"))
+	}
+	if o.Metad != 1 && o.Metad != 3 && o.Metad != 5 {
+		errs = append(errs, fmt.Errorf("--metad %d: want 1, 3 or 5", o.Metad))
+	}
+	if o.MetadPort < 1024 || o.MetadPort+200+o.Metad > 65535 {
+		errs = append(errs, fmt.Errorf("--metad-port %d: out of range", o.MetadPort))
+	}
+	return errors.Join(errs...)
+}
+
+// Node is one process of the cluster, as recorded in the state file.
+type Node struct {
+	Name    string   `json:"name"`
+	Role    string   `json:"role"`
+	ID      string   `json:"id"`
+	PID     int      `json:"pid"`
+	Listen  string   `json:"listen"`
+	Admin   string   `json:"admin"`
+	Raft    string   `json:"raft,omitempty"`
+	DataDir string   `json:"data_dir"`
+	LogFile string   `json:"log_file"`
+	Bin     string   `json:"bin"`
+	Args    []string `json:"args"`
+}
+
+// Plan computes every node's addresses, directories and arguments. It
+// starts nothing.
+func Plan(o Options) ([]Node, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	addr := func(port int) string { return fmt.Sprintf("%s:%d", o.Host, port) }
+	var nodes []Node
+	var peers []string
+	for i := 1; i <= o.Metad; i++ {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, addr(o.MetadPort+100+i-1)))
+	}
+	for i := 1; i <= o.Metad; i++ {
+		n := Node{
+			Name: fmt.Sprintf("metad-%d", i), Role: RoleMetad, ID: fmt.Sprint(i),
+			Listen: addr(o.MetadPort + i - 1), Raft: addr(o.MetadPort + 100 + i - 1), Admin: addr(o.MetadPort + 200 + i - 1),
+		}
+		n.DataDir = filepath.Join(o.Dir, n.Name)
+		n.LogFile = filepath.Join(o.Dir, "logs", n.Name+".log")
+		n.Bin = filepath.Join(o.BinDir, RoleMetad)
+		n.Args = []string{
+			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--raft-listen", n.Raft,
+			"--admin-listen", n.Admin, "--peers", strings.Join(peers, ","),
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// Endpoints lists the client addresses of the nodes with the given role.
+func Endpoints(nodes []Node, role string) []string {
+	var out []string
+	for _, n := range nodes {
+		if n.Role == role {
+			out = append(out, n.Listen)
+		}
+	}
+	return out
+}

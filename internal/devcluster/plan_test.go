@@ -1,0 +1,44 @@
+package devcluster
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPlan(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir = "/opt/strata/bin"
+	nodes, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes))
+	}
+	m2 := nodes[1]
+	if m2.Name != "metad-2" || m2.Listen != "127.0.0.1:7002" || m2.Raft != "127.0.0.1:7102" || m2.Admin != "127.0.0.1:7202" {
+		t.Fatalf("metad-2 planned as %+v", m2)
+	}
+	if m2.Bin != "/opt/strata/bin/metad" || m2.DataDir != ".strata/metad-2" {
+		t.Fatalf("metad-2 paths %+v", m2)
+	}
+	args := strings.Join(m2.Args, " ")
+	if !strings.Contains(args, "--peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103") {
+		t.Fatalf("metad-2 args %q", args)
+	}
+	if got := strings.Join(Endpoints(nodes, RoleMetad), ","); got != "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003" {
+		t.Fatalf("endpoints %q", got)
+	}
+}
+
+func TestPlanRejects(t *testing.T) {
+	for _, o := range []Options{
+		{Dir: "", Metad: 3, Host: "127.0.0.1", MetadPort: 7001},
+		{Dir: "d", Metad: 2, Host: "127.0.0.1", MetadPort: 7001},
+		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 80},
+	} {
+		if _, err := Plan(o); err == nil {
+			t.Errorf("Plan(%+v) accepted", o)
+		}
+	}
+}
