@@ -1,0 +1,111 @@
+package journal
+
+import (
+	"errors"
+	"io/fs"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/strata-log/strata/ledger/vfs"
+)
+
+// TestDiskFull fills a MemFS with a capacity. Space is reserved ahead of
+// every group, so ENOSPC must come from a reservation (at rotation or when
+// extending the reservation), never from a write in the middle of a group;
+// it is fatal; and every acked record survives, even across a restart on
+// the still-full disk (which fails cleanly) and then with space freed.
+func TestDiskFull(t *testing.T) {
+	fsys := vfs.NewMem()
+	fsys.SetCapacity(40 << 10)
+	opts := Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 3 << 10}
+	var fatal atomic.Value
+	opts.OnFatal = func(err error) { fatal.Store(err) }
+	j, _, _ := openReplayed(t, opts)
+	var acked []Location
+	var failure error
+	for i := 0; failure == nil; i++ {
+		if i > 1000 {
+			t.Fatal("the disk never filled")
+		}
+		loc, err := appendWait(t, j, addRecord(1, uint64(i), 500))
+		if err != nil {
+			failure = err
+			break
+		}
+		acked = append(acked, loc)
+	}
+	if !errors.Is(failure, ErrFailed) || !errors.Is(failure, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v, want ErrFailed wrapping ENOSPC", failure)
+	}
+	var pe *fs.PathError
+	if !errors.As(failure, &pe) || pe.Op != vfs.OpPreallocate.String() {
+		t.Fatalf("ENOSPC came from %v, want a preallocation", failure)
+	}
+	if err, _ := fatal.Load().(error); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("OnFatal got %v", err)
+	}
+	if err := j.Close(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Close: %v", err)
+	}
+	if len(acked) < 40 {
+		t.Fatalf("only %d records fit in 40 KiB", len(acked))
+	}
+
+	// Restart on the full disk: Replay cannot start a file; it fails with
+	// ENOSPC and changes nothing that matters.
+	crashed := fsys.Crash(vfs.CrashOptions{})
+	opts.FS, opts.OnFatal = crashed, nil
+	j = mustOpen(t, opts)
+	if _, err := j.Replay(Position{}, func(Record, Location) error { return nil }); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Replay on a full disk: %v, want ENOSPC", err)
+	}
+	mustClose(t, j)
+
+	// Space freed: everything acked is there.
+	crashed.SetCapacity(0)
+	j, recs, res := openReplayed(t, opts)
+	defer mustClose(t, j)
+	if len(res.Corrupt) != 0 {
+		t.Fatalf("corrupt: %+v", res.Corrupt)
+	}
+	got := map[Location]bool{}
+	for _, r := range recs {
+		got[r.loc] = true
+	}
+	for _, loc := range acked {
+		if !got[loc] {
+			t.Fatalf("acked record at %+v lost", loc)
+		}
+	}
+	mustAppend(t, j, addRecord(1, 9999, 10))
+}
+
+// TestReplayRetryAfterENOSPC retries Replay in the same process after it
+// failed to start a file: the retry succeeds once there is space, and the
+// next restart finds no debris of the failed attempt.
+func TestReplayRetryAfterENOSPC(t *testing.T) {
+	fsys := vfs.NewMem()
+	opts := Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 4 << 10}
+	j, _, _ := openReplayed(t, opts)
+	loc := mustAppend(t, j, addRecord(1, 1, 100))
+	mustClose(t, j)
+
+	fsys.SetCapacity(5 << 10) // file 1 holds 4 KiB reserved: no room for another
+	j = mustOpen(t, opts)
+	if _, err := j.Replay(Position{}, func(Record, Location) error { return nil }); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Replay: %v, want ENOSPC", err)
+	}
+	fsys.SetCapacity(0)
+	recs, res := replayAll(t, j, Position{})
+	mustAppend(t, j, addRecord(1, 2, 100))
+	mustClose(t, j)
+	if len(recs) != 1 || recs[0].loc != loc || len(res.Corrupt) != 0 {
+		t.Fatalf("retry: %+v %+v", recs, res)
+	}
+	j, recs, res = openReplayed(t, opts)
+	defer mustClose(t, j)
+	if len(recs) != 2 || len(res.Corrupt) != 0 || res.TruncatedBytes != 0 {
+		t.Fatalf("restart after the retry: %d records, %+v", len(recs), res)
+	}
+}

@@ -1,0 +1,706 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strata-log/strata/ledger/vfs"
+)
+
+// Location is where a record is: file sequence number, byte offset, and the
+// length of the whole record including its header.
+type Location struct {
+	File   uint64
+	Offset int64
+	Length uint32
+}
+
+// Position is a point in the journal: a file and an offset in it. The zero
+// Position is the beginning of the journal.
+type Position struct {
+	File   uint64
+	Offset int64
+}
+
+// FileInfo describes one journal file.
+type FileInfo struct {
+	Seq  uint64
+	Size int64 // for the file being written, its durable size
+}
+
+// pending is a record accepted by Append and not yet completed.
+type pending struct {
+	rec  Record
+	size int // encoded bytes
+	done func(Location, error)
+}
+
+// Journal is the bookie's append-only journal. See doc.go.
+type Journal struct {
+	opts   Options // with defaults
+	logger *slog.Logger
+
+	// nextSeq is the sequence number of the next file Replay creates. Only
+	// Open and Replay use it, and Replay runs once at a time.
+	nextSeq uint64
+
+	mu struct {
+		sync.Mutex
+		// cond wakes the writer when the queue becomes non-empty or the
+		// journal is closing.
+		cond       sync.Cond
+		queue      []pending
+		queueBytes int64 // encoded bytes accepted and not yet completed
+		// spaceFreed is closed (and replaced) when queue space frees or the
+		// journal's state changes while Appends wait (waiters > 0).
+		spaceFreed chan struct{}
+		waiters    int
+		replaying  bool
+		replayed   bool
+		closing    bool
+		failErr    error            // non-nil once the journal failed; wraps ErrFailed
+		files      map[uint64]int64 // every file: seq → size
+		current    uint64           // file being written; 0 before Replay
+		durable    int64            // bytes of current that are synced
+	}
+
+	// w is owned by the writer goroutine once Replay has set it up; before
+	// that (and after the writer exits) by Replay and Close.
+	w writer
+
+	readers struct {
+		// Read holds the read lock while it reads through a handle, so
+		// removing a file (write lock) never closes a handle in use.
+		sync.RWMutex
+		files map[uint64]vfs.File // nil once closed
+	}
+
+	writerDone chan struct{}
+	fatalOnce  sync.Once
+}
+
+// writer is the writer goroutine's state.
+type writer struct {
+	f           vfs.File
+	seq         uint64
+	off         int64 // end of the last durable group in f
+	preallocEnd int64 // bytes of f reserved by Preallocate
+	buf         []byte
+	batch       []pending // taken from the queue, being written in groups
+	next        int       // first record of batch not yet in a group
+}
+
+// Open opens (creating if needed) the journal in opts.Dir. It checks every
+// file's header, so a file from elsewhere is refused, but does not read
+// records: call Replay, which must complete before the first Append. New
+// records always go to a new file after the last existing one.
+func Open(opts Options) (*Journal, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	j := &Journal{
+		opts:       opts,
+		logger:     opts.Logger.With("component", "journal", "dir", opts.Dir),
+		writerDone: make(chan struct{}),
+	}
+	j.mu.cond.L = &j.mu.Mutex
+	j.mu.spaceFreed = make(chan struct{})
+	j.mu.files = map[uint64]int64{}
+	j.readers.files = map[uint64]vfs.File{}
+
+	fsys := opts.FS
+	if _, err := fsys.Stat(opts.Dir); errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(opts.Dir); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+		// A new directory is durable only once its parent is synced.
+		if err := fsys.SyncDir(filepath.Dir(filepath.Clean(opts.Dir))); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	names, err := fsys.List(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	var last uint64
+	for _, name := range names {
+		seq, ok := parseFileName(name)
+		if !ok {
+			if strings.HasSuffix(name, fileSuffix) {
+				j.logger.Warn("ignoring a file that is not named like a journal file", "file", name)
+			}
+			continue
+		}
+		size, err := j.checkFile(seq)
+		if err != nil {
+			return nil, err
+		}
+		j.mu.files[seq] = size
+		last = max(last, seq)
+	}
+	if last == math.MaxUint64 {
+		return nil, fmt.Errorf("journal: file sequence numbers exhausted")
+	}
+	j.nextSeq = last + 1
+	go j.run()
+	return j, nil
+}
+
+const fileSuffix = ".journal"
+
+// fileName is the name of file seq: 16 lower-case hex digits + ".journal".
+func fileName(seq uint64) string { return fmt.Sprintf("%016x%s", seq, fileSuffix) }
+
+func parseFileName(name string) (uint64, bool) {
+	hex, ok := strings.CutSuffix(name, fileSuffix)
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil || fileName(seq) != name {
+		return 0, false
+	}
+	return seq, true
+}
+
+func (j *Journal) path(seq uint64) string { return filepath.Join(j.opts.Dir, fileName(seq)) }
+
+// checkFile returns the size of file seq and refuses a file whose intact
+// header names another sequence number or format version: such a file was
+// copied or renamed here, and replaying it would serve another file's
+// records. A damaged or missing header is left to Replay.
+func (j *Journal) checkFile(seq uint64) (int64, error) {
+	f, err := j.opts.FS.Open(j.path(seq))
+	if err != nil {
+		return 0, fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("journal: %w", err)
+	}
+	var h [FileHeaderSize]byte
+	if n, err := f.ReadAt(h[:], 0); n < len(h) {
+		if err != nil && err != io.EOF {
+			return 0, fmt.Errorf("journal: reading the header of %s: %w", fileName(seq), err)
+		}
+		return info.Size(), nil
+	}
+	hseq, version, ok := decodeFileHeader(h[:])
+	switch {
+	case !ok:
+		// Damaged or torn: Replay decides whether it is corruption or an
+		// interrupted creation.
+	case version != formatVersion:
+		return 0, fmt.Errorf("journal: %s has format version %d; this build reads version %d",
+			fileName(seq), version, formatVersion)
+	case hseq != seq:
+		return 0, corruptf(seq, 0, "misplaced file: its header says it is file %016x", hseq)
+	}
+	return info.Size(), nil
+}
+
+// Append queues rec. It returns at once with an error, and never calls done,
+// if rec is invalid (ErrInvalidRecord, ErrTooLarge), the journal is closed
+// (ErrClosed), failed (ErrFailed), not replayed (ErrNotReplayed), or ctx
+// ends before there is queue space. Otherwise done is called exactly once,
+// from the writer goroutine, after rec and every record queued before it are
+// durable (err nil, loc says where rec is) or with an error wrapping
+// ErrFailed. done must not block: it delays every later group. The journal
+// keeps rec.Payload until done is called; the caller must not modify it
+// before then.
+func (j *Journal) Append(ctx context.Context, rec Record, done func(loc Location, err error)) error {
+	if err := rec.validate(); err != nil {
+		return err
+	}
+	if done == nil {
+		return fmt.Errorf("%w: nil done callback", ErrInvalidRecord)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("journal: append: %w", err)
+	}
+	size := int64(rec.encodedSize())
+	j.mu.Lock()
+	for {
+		switch {
+		case j.mu.closing:
+			j.mu.Unlock()
+			return ErrClosed
+		case j.mu.failErr != nil:
+			err := j.mu.failErr
+			j.mu.Unlock()
+			return err
+		case !j.mu.replayed:
+			j.mu.Unlock()
+			return ErrNotReplayed
+		}
+		if j.mu.queueBytes == 0 || j.mu.queueBytes+size <= j.opts.MaxQueueBytes {
+			break
+		}
+		freed := j.mu.spaceFreed
+		j.mu.waiters++
+		j.mu.Unlock()
+		var ctxErr error
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+		}
+		j.mu.Lock()
+		j.mu.waiters--
+		if ctxErr != nil {
+			j.mu.Unlock()
+			return fmt.Errorf("journal: waiting for queue space: %w", ctxErr)
+		}
+	}
+	j.mu.queue = append(j.mu.queue, pending{rec: rec, size: int(size), done: done})
+	j.mu.queueBytes += size
+	j.mu.cond.Signal()
+	j.mu.Unlock()
+	return nil
+}
+
+// wakeWaitersLocked wakes Appends waiting for queue space.
+// REQUIRES: j.mu held.
+func (j *Journal) wakeWaitersLocked() {
+	if j.mu.waiters > 0 {
+		close(j.mu.spaceFreed)
+		j.mu.spaceFreed = make(chan struct{})
+	}
+}
+
+// run is the writer goroutine: it writes and syncs one group at a time.
+func (j *Journal) run() {
+	defer close(j.writerDone)
+	for {
+		group, ok := j.nextGroup()
+		if !ok {
+			return
+		}
+		j.commit(group)
+	}
+}
+
+// maxIdleBatch bounds the capacity of a batch slice kept for reuse, so one
+// burst of tiny records does not pin a large slice forever.
+const maxIdleBatch = 1 << 16
+
+// nextGroup returns the next records to write together: everything queued
+// first, up to MaxGroupBytes (at least one record). It waits for records and
+// returns false once the journal is closing and nothing is left.
+func (j *Journal) nextGroup() ([]pending, bool) {
+	w := &j.w
+	if w.next == len(w.batch) {
+		clear(w.batch) // drop payload references
+		w.batch, w.next = w.batch[:0], 0
+		if cap(w.batch) > maxIdleBatch {
+			w.batch = nil
+		}
+		j.mu.Lock()
+		for len(j.mu.queue) == 0 && !j.mu.closing {
+			j.mu.cond.Wait()
+		}
+		if len(j.mu.queue) == 0 {
+			j.mu.Unlock()
+			return nil, false
+		}
+		w.batch, j.mu.queue = j.mu.queue, w.batch
+		j.mu.Unlock()
+	}
+	end, bytes := w.next, int64(0)
+	for end < len(w.batch) && (end == w.next || bytes+int64(w.batch[end].size) <= j.opts.MaxGroupBytes) {
+		bytes += int64(w.batch[end].size)
+		end++
+	}
+	group := w.batch[w.next:end]
+	w.next = end
+	return group, true
+}
+
+// commit writes group with one Write and one Sync, then completes it.
+func (j *Journal) commit(group []pending) {
+	j.mu.Lock()
+	failErr := j.mu.failErr
+	j.mu.Unlock()
+	if failErr != nil {
+		finish(group, failErr)
+		return
+	}
+	w := &j.w
+	var groupBytes int64
+	for i := range group {
+		groupBytes += int64(group[i].size)
+	}
+	// Rotate between groups: a group never spans files, so at most the
+	// last group of the last file can be unsynced after a crash.
+	if w.off > FileHeaderSize && w.off+groupBytes > j.opts.MaxFileBytes {
+		if err := j.rotate(); err != nil {
+			j.fatal(fmt.Errorf("rotating to file %016x: %w", w.seq+1, err), group)
+			return
+		}
+	}
+	if err := j.reserve(w.off + groupBytes); err != nil {
+		j.fatal(fmt.Errorf("preallocating file %016x: %w", w.seq, err), group)
+		return
+	}
+	buf := w.buf[:0]
+	for i := range group {
+		buf = appendRecord(buf, &group[i].rec, w.seq, w.off+int64(len(buf)), uint32(len(buf)))
+	}
+	if cap(buf) <= 2*int(j.opts.MaxGroupBytes) {
+		w.buf = buf // reuse; a group inflated by one huge record is not kept
+	}
+	if n, err := w.f.Write(buf); err != nil || n != len(buf) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		j.fatal(fmt.Errorf("writing file %016x: %w", w.seq, err), group)
+		return
+	}
+	start := time.Now()
+	if err := w.f.Sync(); err != nil {
+		// Never retried: after a failed fdatasync the kernel may have
+		// dropped the pages, and a second sync would "succeed".
+		j.fatal(fmt.Errorf("syncing file %016x: %w", w.seq, err), group)
+		return
+	}
+	syncDuration := time.Since(start)
+	off := w.off
+	w.off += groupBytes
+	j.mu.Lock()
+	j.mu.durable = w.off
+	j.mu.files[w.seq] = w.off
+	j.mu.queueBytes -= groupBytes
+	j.wakeWaitersLocked()
+	j.mu.Unlock()
+	if j.opts.OnGroupCommit != nil {
+		j.opts.OnGroupCommit(int(groupBytes), len(group), syncDuration)
+	}
+	for i := range group {
+		size := group[i].size
+		group[i].done(Location{File: w.seq, Offset: off, Length: uint32(size)}, nil)
+		off += int64(size)
+	}
+}
+
+// finish fails every record of group with err.
+func finish(group []pending, err error) {
+	for i := range group {
+		group[i].done(Location{}, err)
+	}
+}
+
+// fatal records a write-path failure: from now on nothing is acknowledged.
+// It fails group, the rest of the writer's batch and everything queued, in
+// queue order, and calls OnFatal once.
+func (j *Journal) fatal(cause error, group []pending) {
+	err := fmt.Errorf("%w: %w", ErrFailed, cause)
+	j.mu.Lock()
+	if j.mu.failErr == nil {
+		j.mu.failErr = err
+	}
+	queued := j.mu.queue
+	j.mu.queue = nil
+	j.mu.queueBytes = 0
+	j.wakeWaitersLocked()
+	j.mu.Unlock()
+	j.logger.Error("journal failed: acknowledging nothing more", "err", cause)
+	j.fatalOnce.Do(func() {
+		if j.opts.OnFatal != nil {
+			j.opts.OnFatal(err)
+		}
+	})
+	finish(group, err)
+	w := &j.w
+	finish(w.batch[w.next:], err)
+	w.next = len(w.batch)
+	finish(queued, err)
+}
+
+// rotate makes a new file current. The current file is fully synced: every
+// group is synced before the next one starts.
+func (j *Journal) rotate() error {
+	w := &j.w
+	next := w.seq + 1
+	f, reserved, err := j.createFile(next)
+	if err != nil {
+		return err
+	}
+	old, oldSeq := w.f, w.seq
+	w.f, w.seq, w.off, w.preallocEnd = f, next, FileHeaderSize, reserved
+	j.mu.Lock()
+	j.mu.files[next] = FileHeaderSize
+	j.mu.current = next
+	j.mu.durable = FileHeaderSize
+	j.mu.Unlock()
+	j.logger.Debug("rotated", "from", fileName(oldSeq), "to", fileName(next))
+	if err := old.Close(); err != nil {
+		// Its data is durable: the last Sync succeeded.
+		j.logger.Warn("closing a full journal file", "file", fileName(oldSeq), "err", err)
+	}
+	return nil
+}
+
+// createFile creates file seq and makes it and its header durable: reserve
+// space, write the header, fdatasync, fsync the directory. It returns the
+// file and how many bytes are reserved.
+func (j *Journal) createFile(seq uint64) (vfs.File, int64, error) {
+	f, err := j.opts.FS.Create(j.path(seq))
+	if err != nil {
+		return nil, 0, err
+	}
+	var reserved int64
+	if j.opts.PreallocateBytes > 0 {
+		reserved = min(j.opts.PreallocateBytes, j.opts.MaxFileBytes)
+		err = f.Preallocate(reserved)
+	}
+	if err == nil {
+		_, err = f.Write(appendFileHeader(nil, seq))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = j.opts.FS.SyncDir(j.opts.Dir)
+	}
+	if err != nil {
+		// The file holds no record: remove it, so that a retry in this
+		// process does not leave a header-less file between two files
+		// (which the next Replay would have to report as corrupt). If
+		// removal fails too, such a file is last and Replay removes it.
+		f.Close()
+		if rmErr := j.opts.FS.Remove(j.path(seq)); rmErr != nil {
+			j.logger.Warn("removing a file whose creation failed", "file", fileName(seq), "err", rmErr)
+		}
+		return nil, 0, err
+	}
+	return f, reserved, nil
+}
+
+// reserve makes sure the current file has space reserved up to end, in
+// steps of PreallocateBytes, not past MaxFileBytes unless end is.
+func (j *Journal) reserve(end int64) error {
+	w := &j.w
+	if j.opts.PreallocateBytes <= 0 || end <= w.preallocEnd {
+		return nil
+	}
+	target := max(end, min(w.preallocEnd+j.opts.PreallocateBytes, j.opts.MaxFileBytes))
+	if err := w.f.Preallocate(target); err != nil {
+		return err
+	}
+	w.preallocEnd = target
+	return nil
+}
+
+// Read returns the record at loc after verifying it (checksums, position,
+// type, length). Corrupt data is never returned: a mismatch is a
+// *CorruptError (ErrCorrupt). loc in an unknown file, or past the durable end
+// of the current file, is ErrNotFound. The payload is freshly allocated.
+// Safe to call concurrently with everything else.
+func (j *Journal) Read(loc Location) (Record, error) {
+	if loc.Offset < FileHeaderSize || loc.Length < RecordHeaderSize || loc.Length > MaxRecordBytes {
+		return Record{}, corruptf(loc.File, loc.Offset, "location %+v cannot hold a record", loc)
+	}
+	end := loc.Offset + int64(loc.Length)
+	j.mu.Lock()
+	closing := j.mu.closing
+	size, known := j.mu.files[loc.File]
+	current := loc.File == j.mu.current
+	j.mu.Unlock()
+	switch {
+	case closing:
+		return Record{}, ErrClosed
+	case !known:
+		return Record{}, fmt.Errorf("%w: file %016x", ErrNotFound, loc.File)
+	case end > size && current:
+		return Record{}, fmt.Errorf("%w: %+v is past the durable end %d", ErrNotFound, loc, size)
+	case end > size:
+		return Record{}, corruptf(loc.File, loc.Offset, "record of %d bytes past the end of the file (%d)", loc.Length, size)
+	}
+	f, release, err := j.reader(loc.File)
+	if err != nil {
+		return Record{}, err
+	}
+	defer release()
+	buf := make([]byte, loc.Length)
+	if n, err := f.ReadAt(buf, loc.Offset); n < len(buf) {
+		if err == nil || err == io.EOF {
+			return Record{}, corruptf(loc.File, loc.Offset, "file ends %d bytes into a %d-byte record", n, loc.Length)
+		}
+		return Record{}, fmt.Errorf("journal: reading %+v: %w", loc, err)
+	}
+	rec, rh, err := decodeRecord(buf, loc.File, loc.Offset)
+	if err != nil {
+		return Record{}, err
+	}
+	if rh.length != loc.Length {
+		return Record{}, corruptf(loc.File, loc.Offset, "record is %d bytes, location says %d", rh.length, loc.Length)
+	}
+	return rec, nil
+}
+
+// reader returns a cached read handle on file seq and a func to call when
+// done with it.
+func (j *Journal) reader(seq uint64) (vfs.File, func(), error) {
+	for {
+		j.readers.RLock()
+		if f := j.readers.files[seq]; f != nil {
+			return f, j.readers.RUnlock, nil
+		}
+		j.readers.RUnlock()
+
+		j.readers.Lock()
+		if j.readers.files == nil {
+			j.readers.Unlock()
+			return nil, nil, ErrClosed
+		}
+		if j.readers.files[seq] == nil {
+			j.mu.Lock()
+			_, known := j.mu.files[seq]
+			j.mu.Unlock()
+			if !known {
+				j.readers.Unlock()
+				return nil, nil, fmt.Errorf("%w: file %016x", ErrNotFound, seq)
+			}
+			f, err := j.opts.FS.Open(j.path(seq))
+			if err != nil {
+				j.readers.Unlock()
+				return nil, nil, fmt.Errorf("journal: %w", err)
+			}
+			j.readers.files[seq] = f
+		}
+		j.readers.Unlock()
+	}
+}
+
+// dropReader closes the cached read handle on file seq, if any, once no
+// Read uses it.
+func (j *Journal) dropReader(seq uint64) {
+	j.readers.Lock()
+	defer j.readers.Unlock()
+	if f := j.readers.files[seq]; f != nil {
+		f.Close()
+		delete(j.readers.files, seq)
+	}
+}
+
+// Position returns the position after the last durable record: records
+// before it are on disk. It is the zero Position before Replay.
+func (j *Journal) Position() Position {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.mu.current == 0 {
+		return Position{}
+	}
+	return Position{File: j.mu.current, Offset: j.mu.durable}
+}
+
+// Files lists the journal's files by sequence number.
+func (j *Journal) Files() []FileInfo {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]FileInfo, 0, len(j.mu.files))
+	for seq, size := range j.mu.files {
+		out = append(out, FileInfo{Seq: seq, Size: size})
+	}
+	slices.SortFunc(out, func(a, b FileInfo) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// RemoveFile deletes file seq and syncs the directory. It refuses the file
+// being written (ErrFileInUse), unknown files (ErrNotFound), and runs not
+// during Replay. The caller decides that nothing in the file is needed.
+func (j *Journal) RemoveFile(seq uint64) error {
+	j.mu.Lock()
+	size, known := j.mu.files[seq]
+	var err error
+	switch {
+	case j.mu.closing:
+		err = ErrClosed
+	case j.mu.replaying:
+		err = errors.New("journal: RemoveFile during Replay")
+	case j.mu.current != 0 && seq == j.mu.current:
+		err = fmt.Errorf("%w: file %016x", ErrFileInUse, seq)
+	case !known:
+		err = fmt.Errorf("%w: file %016x", ErrNotFound, seq)
+	default:
+		delete(j.mu.files, seq)
+	}
+	j.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	j.dropReader(seq)
+	if err := j.opts.FS.Remove(j.path(seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		j.mu.Lock()
+		j.mu.files[seq] = size
+		j.mu.Unlock()
+		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
+	}
+	if err := j.opts.FS.SyncDir(j.opts.Dir); err != nil {
+		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
+	}
+	return nil
+}
+
+// Close stops accepting records, waits for the writer to write and sync
+// everything already queued (and complete it), and closes the files. It
+// returns the journal's failure, if it failed, and ErrClosed if called
+// again. Appends waiting for queue space return ErrClosed.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.mu.closing {
+		j.mu.Unlock()
+		return ErrClosed
+	}
+	j.mu.closing = true
+	j.mu.cond.Broadcast()
+	j.wakeWaitersLocked()
+	j.mu.Unlock()
+	<-j.writerDone
+
+	var errs []error
+	if j.w.f != nil {
+		errs = append(errs, j.w.f.Close())
+		j.w.f = nil
+	}
+	j.readers.Lock()
+	for _, f := range j.readers.files {
+		errs = append(errs, f.Close())
+	}
+	j.readers.files = nil
+	j.readers.Unlock()
+
+	j.mu.Lock()
+	failErr := j.mu.failErr
+	j.mu.Unlock()
+	if failErr != nil {
+		return failErr
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("journal: close: %w", err)
+	}
+	return nil
+}

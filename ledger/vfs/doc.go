@@ -1,0 +1,74 @@
+// Package vfs is the bookie's file-system seam: the File and FS interfaces
+// the journal (and later the index and compaction) use for every disk
+// operation, the real implementation (Default) and an in-memory twin
+// (NewMem) that can crash, fail and fill up on demand.
+//
+// # Contract
+//
+// Writes always append: a File has no write offset, and reads are
+// positional (ReadAt). A File's data is durable only after File.Sync
+// returns nil; a directory entry (a file created, removed or renamed) is
+// durable only after FS.SyncDir of its directory returns nil. Preallocate
+// reserves space without changing the size readers see, so the caller can
+// make "disk full" surface at a point of its choosing rather than in the
+// middle of a write. An error from Sync means the data's fate is unknown and
+// must never be "fixed" by syncing again (on Linux a failed fsync may drop
+// the dirty pages and a retry then succeeds without them).
+//
+// # Default (the operating system)
+//
+//   - Create opens with O_RDWR|O_CREATE|O_EXCL|O_APPEND (mode 0644),
+//     OpenReadWrite with O_RDWR|O_APPEND, Open read-only.
+//   - File.Sync is fdatasync(2) on Linux (fsync elsewhere).
+//   - File.Preallocate is fallocate(2) with FALLOC_FL_KEEP_SIZE over
+//     [0, size) on Linux; a file system that does not support it
+//     (EOPNOTSUPP) gets no reservation, which is correct but loses the
+//     early ENOSPC. Elsewhere it is a no-op.
+//   - SyncDir opens the directory and fsyncs it.
+//   - DiskUsage is statfs(2): TotalBytes = f_blocks*f_bsize,
+//     FreeBytes = f_bavail*f_bsize (what an unprivileged writer can use).
+//     Linux only.
+//
+// # MemFS durability model
+//
+// MemFS tracks, per file, the bytes as of the last Sync and, per directory,
+// the entries as of the last SyncDir. Crash returns a new MemFS with exactly
+// that durable state:
+//
+//   - a file keeps the content it had at its last Sync; appends since are
+//     lost, unless CrashOptions.TornTail keeps a prefix of them (none, all,
+//     or a uniformly random length, a quarter, a quarter and half of the
+//     time), garbled four times out of five (a few bytes changed, a range
+//     zeroed, both, or all of it zeroed);
+//   - a Truncate since the last Sync is undone (the synced content returns);
+//   - a file created since its directory's last SyncDir is gone; a file
+//     removed since is back (with its durable content); a rename is undone
+//     in each directory not synced since (so a cross-directory rename with
+//     only one side synced may leave the file under both names or neither);
+//   - directories are durable as soon as MkdirAll returns and a directory
+//     removal is immediate. The journal and index keep their files in one
+//     directory they create once, so modelling directory durability would
+//     add complexity without finding bugs; callers on the real OS should
+//     still sync the parent of a directory they create.
+//
+// The original MemFS is not changed by Crash and keeps working, so the
+// process under test can be shut down after the crash point.
+//
+// InjectError installs a function called before every operation (Op) with
+// the path concerned; its error is returned by that operation, which then
+// does nothing. It can count calls to fail "the third Sync", block to hold a
+// goroutine at a known point, or call Crash to cut the file system at an
+// exact operation.
+//
+// SetCapacity bounds the bytes all files may hold (each file counts
+// max(size, preallocated)). A Write that does not fit writes the prefix that
+// fits and fails with an error wrapping syscall.ENOSPC, as a real file
+// system does; a Preallocate that does not fit fails with ENOSPC and reserves
+// nothing. Removing a file frees its space at once (even if a handle is still
+// open, unlike Linux).
+//
+// Errors are *fs.PathError values wrapping syscall errnos (ENOENT, EEXIST,
+// ENOSPC, EBADF, ...), so errors.Is(err, fs.ErrNotExist) and
+// errors.Is(err, syscall.ENOSPC) work as with the OS. Operations on a closed
+// File fail with fs.ErrClosed.
+package vfs
