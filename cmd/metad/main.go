@@ -13,24 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
-	"github.com/strata-log/strata/internal/admin"
-	"github.com/strata-log/strata/internal/config"
-	"github.com/strata-log/strata/internal/grpcserve"
-	"github.com/strata-log/strata/internal/logging"
+	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/metad"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, node.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "metad:", err)
 		os.Exit(1)
 	}
@@ -38,7 +31,6 @@ func main() {
 
 func flags(d metad.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("metad", pflag.ContinueOnError)
-	fs.String(config.FileFlag, "", "YAML config file (keys are the flag names)")
 	fs.String("id", d.ID, "member id, as listed in --peers")
 	fs.String("data-dir", d.DataDir, "directory for the Raft log, stable store and snapshots")
 	fs.String("listen", d.Listen, "client gRPC address")
@@ -60,54 +52,26 @@ func flags(d metad.Config) *pflag.FlagSet {
 
 func run(args []string) error {
 	cfg := metad.DefaultConfig()
-	fs := flags(cfg)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if err := config.Load(fs, &cfg); err != nil {
+	if err := node.Parse(flags(cfg), args, &cfg); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := logging.New(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	log, err := node.Logger(cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
 	log.Info("starting metad", "config", cfg.String())
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := node.NewRegistry()
 	srv, err := metad.Open(cfg, log, reg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-
-	gs, err := grpcserve.New(cfg.Listen, srv.ServerOptions()...)
-	if err != nil {
-		return err
-	}
-	metadpb.RegisterMetadServer(gs.Server, srv.Service())
-	adm, err := admin.Start(cfg.AdminListen, reg, srv.Ready, log)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- gs.Serve() }()
-	log.Info("metad serving", "listen", gs.Addr(), "raft", cfg.RaftListen, "admin", adm.Addr())
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err = <-serveErr:
-	}
-	gs.Stop(5 * time.Second)
-	return err
+	return node.Serve(context.Background(), log, node.Serving{
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
+		ServerOptions: srv.ServerOptions(),
+		Register:      func(s *grpc.Server) { metadpb.RegisterMetadServer(s, srv.Service()) },
+	})
 }

@@ -207,3 +207,17 @@ func dash(s string) string {
 	}
 	return s
 }
+
+// Bytes formats a byte count for people: 0 B, 512 B, 1.5 KiB, 20.0 GiB.
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

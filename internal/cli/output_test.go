@@ -187,3 +187,14 @@ func TestServerMessage(t *testing.T) {
 		t.Error("ServerMessage does not look through joined errors")
 	}
 }
+
+func TestBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n    uint64
+		want string
+	}{{0, "0 B"}, {512, "512 B"}, {1536, "1.5 KiB"}, {20 << 30, "20.0 GiB"}, {3 << 40, "3.0 TiB"}} {
+		if got := Bytes(tc.n); got != tc.want {
+			t.Errorf("Bytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -22,6 +22,10 @@ const (
 	ReasonInvalid         = "INVALID_ARGUMENT"
 	ReasonUnavailable     = "UNAVAILABLE" // the node cannot serve now (starting, shutting down)
 	ReasonInternal        = "INTERNAL"
+	ReasonFenced          = "FENCED"    // a ledger was fenced by a newer writer
+	ReasonReadOnly        = "READ_ONLY" // a bookie is read-only (disk nearly full); retry elsewhere
+	ReasonCorrupt         = "CORRUPT"   // stored data failed its checksum; never served
+	ReasonLimbo           = "LIMBO"     // a bookie that may have lost data cannot answer "absent"
 )
 
 // LeaderHeader is a response header a follower sets when it forwarded a

@@ -1,0 +1,93 @@
+// Package node is what every Strata server program does around its own
+// logic: parse flags and config into the role's struct, set up logging and
+// a metrics registry, serve gRPC (with health and reflection) and the admin
+// HTTP endpoints, and stop cleanly on SIGINT or SIGTERM.
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/strata-log/strata/internal/admin"
+	"github.com/strata-log/strata/internal/config"
+	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/logging"
+)
+
+// ErrHelp is returned by Parse when --help was asked for (usage printed).
+var ErrHelp = pflag.ErrHelp
+
+// Parse parses args into fs (after adding --config), then fills cfg, a
+// pointer to the role's config struct, from --config, STRATA_* variables
+// and flags.
+func Parse(fs *pflag.FlagSet, args []string, cfg any) error {
+	fs.String(config.FileFlag, "", "YAML config file (keys are the flag names)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return config.Load(fs, cfg)
+}
+
+// Logger builds the process's logger on stderr.
+func Logger(format, level string) (*slog.Logger, error) {
+	return logging.New(os.Stderr, format, level)
+}
+
+// NewRegistry returns a metrics registry with Go runtime and process
+// collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Serving describes what a node serves.
+type Serving struct {
+	Listen, AdminListen string
+	Registry            *prometheus.Registry
+	Ready               admin.ReadyFunc
+	ServerOptions       []grpc.ServerOption
+	// Register registers the role's gRPC services.
+	Register func(*grpc.Server)
+}
+
+// Serve runs the gRPC and admin servers until ctx ends or SIGINT/SIGTERM
+// arrives, then stops them gracefully.
+func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
+	gs, err := grpcserve.New(s.Listen, s.ServerOptions...)
+	if err != nil {
+		return err
+	}
+	s.Register(gs.Server)
+	adm, err := admin.Start(s.AdminListen, s.Registry, s.Ready, log)
+	if err != nil {
+		gs.Stop(time.Second)
+		return err
+	}
+	defer adm.Close()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve() }()
+	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr())
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-serveErr:
+		if err == nil {
+			err = errors.New("grpc server stopped")
+		}
+	}
+	gs.Stop(5 * time.Second)
+	return err
+}
