@@ -15,12 +15,12 @@ import (
 )
 
 // freeBase finds a metad base port whose client, raft and admin ports
-// (base..base+2, +100, +200) are all free.
+// (base..base+2, +100, +200) and bookie ports (+300, +400) are all free.
 func freeBase(t *testing.T) int {
 	t.Helper()
 	for base := 20001 + int(time.Now().UnixNano()%200)*50; base < 60000; base += 997 {
 		ok := true
-		for _, off := range []int{0, 1, 2, 100, 101, 102, 200, 201, 202} {
+		for _, off := range []int{0, 1, 2, 100, 101, 102, 200, 201, 202, 300, 301, 302, 400, 401, 402} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
 			if err != nil {
 				ok = false
@@ -46,7 +46,7 @@ func TestDevCluster(t *testing.T) {
 	env := []string{"STRATA_PROFILE=" + profile, "STRATA_METAD="}
 	base := freeBase(t)
 	dev := exec.Command(bins["strata"], "dev", "--dir", filepath.Join(dir, "cluster"),
-		"--bin-dir", filepath.Dir(bins["metad"]), "--metad-port", fmt.Sprint(base))
+		"--bin-dir", filepath.Dir(bins["metad"]), "--metad-port", fmt.Sprint(base), "--bookie-port", fmt.Sprint(base+300))
 	dev.Env = append(dev.Environ(), env...)
 	stdout, err := dev.StdoutPipe()
 	if err != nil {
@@ -98,8 +98,12 @@ func TestDevCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Nodes) != 3 {
-		t.Fatalf("state lists %d nodes", len(st.Nodes))
+	if len(st.Nodes) != 6 {
+		t.Fatalf("state lists %d nodes, want 3 metad and 3 bookies", len(st.Nodes))
+	}
+	out, _, code := strata(t, env, "cluster", "bookies")
+	if code != 0 || strings.Count(out, "writable") != 3 {
+		t.Fatalf("cluster bookies: exit %d\n%s", code, out)
 	}
 	devDir := []string{"--dir", filepath.Join(dir, "cluster")}
 	if _, errOut, code := strata(t, env, append([]string{"dev", "kill", "metad-1"}, devDir...)...); code != 0 {

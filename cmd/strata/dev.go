@@ -42,6 +42,8 @@ addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.`,
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory holding the role binaries (default: beside strata)")
 	f.IntVar(&o.Metad, "metad", o.Metad, "number of metad members (1, 3 or 5)")
 	f.IntVar(&o.MetadPort, "metad-port", o.MetadPort, "first metad client port (raft +100, admin +200)")
+	f.IntVar(&o.Bookies, "bookies", o.Bookies, "number of bookies")
+	f.IntVar(&o.BookiePort, "bookie-port", o.BookiePort, "first bookie port (admin +100)")
 	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),
 		newDevNodeCommand("stop", "Stop a node (SIGTERM, then SIGKILL after 10s)", &o.Dir),
 		newDevNodeCommand("start", "Start a stopped or killed node again with its recorded arguments", &o.Dir),
@@ -70,6 +72,9 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 	fmt.Fprintf(out, "\nStrata dev cluster ready in %s (data in %s, state in %s)\n", time.Since(start).Round(time.Millisecond),
 		o.Dir, filepath.Join(o.Dir, devcluster.StateFile))
 	fmt.Fprintf(out, "  metad:   %s\n", prof.Metad)
+	if bookies := devcluster.Endpoints(st.Nodes, devcluster.RoleBookie); len(bookies) > 0 {
+		fmt.Fprintf(out, "  bookies: %s\n", strings.Join(bookies, ","))
+	}
 	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
 	fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
 

@@ -9,7 +9,8 @@ import (
 
 // Roles, in start order: metad first, since everything registers there.
 const (
-	RoleMetad = "metad"
+	RoleMetad  = "metad"
+	RoleBookie = "bookie"
 )
 
 // Options describes the cluster to run.
@@ -21,6 +22,11 @@ type Options struct {
 	BinDir string
 	// Metad is the number of metad members (1, 3 or 5; default 3).
 	Metad int
+	// Bookies is the number of bookies (default 3; 0 for metad only).
+	Bookies int
+	// BookiePort is the first bookie port; admin ports are +100 (defaults
+	// 7301, 7401).
+	BookiePort int
 	// Host is the loopback address nodes listen on (default 127.0.0.1).
 	Host string
 	// MetadPort is the first metad client port; raft ports are +100 and
@@ -30,7 +36,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{Dir: ".strata", Metad: 3, Host: "127.0.0.1", MetadPort: 7001}
+	return Options{Dir: ".strata", Metad: 3, Bookies: 3, Host: "127.0.0.1", MetadPort: 7001, BookiePort: 7301}
 }
 
 // Validate says what is wrong with o.
@@ -44,6 +50,12 @@ func (o Options) Validate() error {
 	}
 	if o.MetadPort < 1024 || o.MetadPort+200+o.Metad > 65535 {
 		errs = append(errs, fmt.Errorf("--metad-port %d: out of range", o.MetadPort))
+	}
+	if o.Bookies < 0 || o.Bookies > 20 {
+		errs = append(errs, fmt.Errorf("--bookies %d: want 0 to 20", o.Bookies))
+	}
+	if o.Bookies > 0 && (o.BookiePort < 1024 || o.BookiePort+100+o.Bookies > 65535) {
+		errs = append(errs, fmt.Errorf("--bookie-port %d: out of range", o.BookiePort))
 	}
 	return errors.Join(errs...)
 }
@@ -86,6 +98,21 @@ func Plan(o Options) ([]Node, error) {
 		n.Args = []string{
 			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--raft-listen", n.Raft,
 			"--admin-listen", n.Admin, "--peers", strings.Join(peers, ","),
+		}
+		nodes = append(nodes, n)
+	}
+	metadEndpoints := strings.Join(Endpoints(nodes, RoleMetad), ",")
+	for i := 1; i <= o.Bookies; i++ {
+		n := Node{
+			Name: fmt.Sprintf("bookie-%d", i), Role: RoleBookie, ID: fmt.Sprintf("b%d", i),
+			Listen: addr(o.BookiePort + i - 1), Admin: addr(o.BookiePort + 100 + i - 1),
+		}
+		n.DataDir = filepath.Join(o.Dir, n.Name)
+		n.LogFile = filepath.Join(o.Dir, "logs", n.Name+".log")
+		n.Bin = filepath.Join(o.BinDir, RoleBookie)
+		n.Args = []string{
+			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--admin-listen", n.Admin,
+			"--metad", metadEndpoints,
 		}
 		nodes = append(nodes, n)
 	}

@@ -12,8 +12,13 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 3 {
-		t.Fatalf("%d nodes, want 3", len(nodes))
+	if len(nodes) != 6 {
+		t.Fatalf("%d nodes, want 6", len(nodes))
+	}
+	b2 := nodes[4]
+	if b2.Name != "bookie-2" || b2.ID != "b2" || b2.Listen != "127.0.0.1:7302" || b2.Admin != "127.0.0.1:7402" ||
+		!strings.Contains(strings.Join(b2.Args, " "), "--metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003") {
+		t.Fatalf("bookie-2 planned as %+v", b2)
 	}
 	m2 := nodes[1]
 	if m2.Name != "metad-2" || m2.Listen != "127.0.0.1:7002" || m2.Raft != "127.0.0.1:7102" || m2.Admin != "127.0.0.1:7202" {

@@ -19,6 +19,23 @@ import (
 // hostile length prefix cannot make it allocate without limit.
 const MaxMessageBytes = 16 << 20
 
+// Flow-control windows for servers and for clients that move data
+// (DialOptions).
+const (
+	WindowBytes     = 4 << 20
+	ConnWindowBytes = 16 << 20
+)
+
+// DialOptions are the client-side counterparts for connections that move
+// data: message size limit and flow-control windows.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithInitialWindowSize(WindowBytes),
+		grpc.WithInitialConnWindowSize(ConnWindowBytes),
+	}
+}
+
 // Server is a gRPC server with health and reflection registered.
 type Server struct {
 	*grpc.Server
@@ -36,6 +53,10 @@ func New(addr string, opts ...grpc.ServerOption) (*Server, error) {
 	base := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Large flow-control windows: adds and fetches carry up to MiBs per
+		// message, and the 64 KiB default stalls a stream every message.
+		grpc.InitialWindowSize(WindowBytes),
+		grpc.InitialConnWindowSize(ConnWindowBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}

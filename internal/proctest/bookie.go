@@ -42,7 +42,7 @@ func (b *BookieNode) Args(meta *MetadCluster, extra ...string) []string {
 
 // WaitReady polls the bookie's /readyz.
 func (b *BookieNode) WaitReady(ctx context.Context) error {
-	if err := WaitHTTP(ctx, "http://"+b.AdminAddr+"/readyz"); err != nil {
+	if err := b.Process.WaitHTTP(ctx, "http://"+b.AdminAddr+"/readyz"); err != nil {
 		return fmt.Errorf("bookie %s: %w", b.ID, err)
 	}
 	return nil

@@ -57,7 +57,7 @@ func StartMetad(t testing.TB, bin string, n int, extra ...string) *MetadCluster 
 
 // WaitReady polls the member's /readyz.
 func (m *MetadMember) WaitReady(ctx context.Context) error {
-	return WaitHTTP(ctx, "http://"+m.AdminAddr+"/readyz")
+	return m.Process.WaitHTTP(ctx, "http://"+m.AdminAddr+"/readyz")
 }
 
 // Endpoints lists every member's client address.

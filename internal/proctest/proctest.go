@@ -226,6 +226,28 @@ func (p *Process) Restart(t testing.TB) {
 	}
 }
 
+// WaitHTTP polls url until the process answers 200 there, failing at once
+// if the process exits.
+func (p *Process) WaitHTTP(ctx context.Context, url string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := WaitHTTP(ctx, url)
+	if err != nil && !p.Running() {
+		return fmt.Errorf("proctest: %s exited during start-up (log %s): %w", p.Name, p.LogPath, err)
+	}
+	return err
+}
+
 // WaitHTTP polls url until it answers 200 or ctx ends.
 func WaitHTTP(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: time.Second}

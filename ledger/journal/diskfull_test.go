@@ -52,15 +52,16 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("only %d records fit in 40 KiB", len(acked))
 	}
 
-	// Restart on the full disk: Replay cannot start a file; it fails with
-	// ENOSPC and changes nothing that matters.
+	// Restart on the full disk: Replay starts a new file without a
+	// reservation if its header fits, or fails with ENOSPC; either way it
+	// changes nothing that matters.
 	crashed := fsys.Crash(vfs.CrashOptions{})
 	opts.FS, opts.OnFatal = crashed, nil
 	j = mustOpen(t, opts)
-	if _, err := j.Replay(Position{}, func(Record, Location) error { return nil }); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("Replay on a full disk: %v, want ENOSPC", err)
+	if _, err := j.Replay(Position{}, func(Record, Location) error { return nil }); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Replay on a full disk: %v, want success or ENOSPC", err)
 	}
-	mustClose(t, j)
+	_ = j.Close()
 
 	// Space freed: everything acked is there.
 	crashed.SetCapacity(0)
@@ -81,31 +82,28 @@ func TestDiskFull(t *testing.T) {
 	mustAppend(t, j, addRecord(1, 9999, 10))
 }
 
-// TestReplayRetryAfterENOSPC retries Replay in the same process after it
-// failed to start a file: the retry succeeds once there is space, and the
-// next restart finds no debris of the failed attempt.
-func TestReplayRetryAfterENOSPC(t *testing.T) {
+// TestReplayOnFullDisk: a bookie restarted on a full disk still starts (it
+// must serve reads and free space by GC): the new file goes unreserved, and
+// the next restart finds nothing amiss.
+func TestReplayOnFullDisk(t *testing.T) {
 	fsys := vfs.NewMem()
 	opts := Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 4 << 10}
 	j, _, _ := openReplayed(t, opts)
 	loc := mustAppend(t, j, addRecord(1, 1, 100))
 	mustClose(t, j)
 
-	fsys.SetCapacity(5 << 10) // file 1 holds 4 KiB reserved: no room for another
+	fsys.SetCapacity(5 << 10) // file 1 holds 4 KiB reserved: no room to reserve another
 	j = mustOpen(t, opts)
-	if _, err := j.Replay(Position{}, func(Record, Location) error { return nil }); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("Replay: %v, want ENOSPC", err)
-	}
-	fsys.SetCapacity(0)
 	recs, res := replayAll(t, j, Position{})
-	mustAppend(t, j, addRecord(1, 2, 100))
 	mustClose(t, j)
 	if len(recs) != 1 || recs[0].loc != loc || len(res.Corrupt) != 0 {
-		t.Fatalf("retry: %+v %+v", recs, res)
+		t.Fatalf("replay on a full disk: %+v %+v", recs, res)
 	}
+	fsys.SetCapacity(0)
 	j, recs, res = openReplayed(t, opts)
 	defer mustClose(t, j)
-	if len(recs) != 2 || len(res.Corrupt) != 0 || res.TruncatedBytes != 0 {
-		t.Fatalf("restart after the retry: %d records, %+v", len(recs), res)
+	mustAppend(t, j, addRecord(1, 2, 100))
+	if len(recs) != 1 || len(res.Corrupt) != 0 || res.TruncatedBytes != 0 {
+		t.Fatalf("restart after a full-disk start: %d records, %+v", len(recs), res)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/strata-log/strata/ledger/vfs"
@@ -436,7 +437,7 @@ func (j *Journal) fatal(cause error, group []pending) {
 func (j *Journal) rotate() error {
 	w := &j.w
 	next := w.seq + 1
-	f, reserved, err := j.createFile(next)
+	f, reserved, err := j.createFile(next, false)
 	if err != nil {
 		return err
 	}
@@ -457,8 +458,9 @@ func (j *Journal) rotate() error {
 
 // createFile creates file seq and makes it and its header durable: reserve
 // space, write the header, fdatasync, fsync the directory. It returns the
-// file and how many bytes are reserved.
-func (j *Journal) createFile(seq uint64) (vfs.File, int64, error) {
+// file and how many bytes are reserved. At start-up (atStart) a full disk
+// leaves the file unreserved instead of failing.
+func (j *Journal) createFile(seq uint64, atStart bool) (vfs.File, int64, error) {
 	f, err := j.opts.FS.Create(j.path(seq))
 	if err != nil {
 		return nil, 0, err
@@ -467,6 +469,14 @@ func (j *Journal) createFile(seq uint64) (vfs.File, int64, error) {
 	if j.opts.PreallocateBytes > 0 {
 		reserved = min(j.opts.PreallocateBytes, j.opts.MaxFileBytes)
 		err = f.Preallocate(reserved)
+		if atStart && errors.Is(err, syscall.ENOSPC) {
+			// A full disk must not keep a bookie from starting: it still
+			// serves reads and frees space by GC (its storage is read-only
+			// then). Appends reserve again before every group, and a write
+			// that cannot be reserved fails there, before any record.
+			j.logger.Warn("no space to preallocate a new journal file; continuing without a reservation", "file", fileName(seq))
+			reserved, err = 0, nil
+		}
 	}
 	if err == nil {
 		_, err = f.Write(appendFileHeader(nil, seq))

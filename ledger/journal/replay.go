@@ -91,7 +91,7 @@ func (j *Journal) Replay(from Position, fn func(rec Record, loc Location) error)
 
 	seq := j.nextSeq
 	j.nextSeq++ // a retry after a failure here must not collide with a half-made file
-	f, reserved, err := j.createFile(seq)
+	f, reserved, err := j.createFile(seq, true)
 	if err != nil {
 		return r.res, fmt.Errorf("journal: creating %s: %w", fileName(seq), err)
 	}

@@ -1,0 +1,81 @@
+// Command bookie runs one Strata storage node.
+//
+//	bookie --id b1 --data-dir DIR --listen 127.0.0.1:7301 --admin-listen 127.0.0.1:7401 \
+//	  --metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+//
+// Every flag is also a YAML key in --config and a STRATA_* variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/strata-log/strata/internal/node"
+	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/proto/bookiepb"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, node.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "bookie:", err)
+		os.Exit(1)
+	}
+}
+
+func flags(d bookie.Config) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("bookie", pflag.ContinueOnError)
+	fs.String("id", d.ID, "bookie id (bound to --data-dir by its cookie)")
+	fs.String("data-dir", d.DataDir, "directory for the journal, the index and the cookie")
+	fs.String("listen", d.Listen, "gRPC address")
+	fs.String("advertise", d.Advertise, "address registered for writers and readers (default: --listen)")
+	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz, /debug/pprof/")
+	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
+	fs.String("rack", d.Rack, "placement label: ensembles spread across racks")
+	fs.Duration("lease-ttl", d.LeaseTTL, "registration lease TTL (a dead bookie vanishes after it)")
+	fs.Float64("read-only-above", d.ReadOnlyAbove, "disk usage fraction at which the bookie turns read-only")
+	fs.Float64("writable-below", d.WritableBelow, "disk usage fraction below which it is writable again")
+	fs.Int64("journal-max-file-bytes", d.JournalMaxFileBytes, "journal file size before rotation")
+	fs.Duration("gc-interval", d.GCInterval, "how often deleted ledgers' space is reclaimed")
+	fs.Int("max-entry-bytes", d.MaxEntryBytes, "largest entry payload accepted")
+	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
+	fs.String("log-format", d.LogFormat, "text or json")
+	return fs
+}
+
+func run(args []string) error {
+	cfg := bookie.DefaultConfig()
+	if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := node.Logger(cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	log.Info("starting bookie", "config", cfg.String())
+	// An fsync or write error means the journal may have lost what it was
+	// told was written: stop now rather than go on acknowledging.
+	bookie.SetFatalHandler(func(err error) {
+		fmt.Fprintln(os.Stderr, "bookie: fatal:", err)
+		os.Exit(70)
+	})
+	reg := node.NewRegistry()
+	ctx := context.Background()
+	b, err := bookie.Open(ctx, cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	b.Start()
+	return node.Serve(ctx, log, node.Serving{
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
+		Register: func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
+	})
+}

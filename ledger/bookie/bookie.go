@@ -1,0 +1,155 @@
+package bookie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-log/strata/ledger/storage"
+	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/bookiepb"
+)
+
+// Bookie is a running bookie: identity checked, storage replayed, and (after
+// Start) registered in metad.
+type Bookie struct {
+	cfg     Config
+	log     *slog.Logger
+	meta    *metaclient.Client
+	store   *storage.Storage
+	cookie  *bookiepb.Cookie
+	reg     *registrar
+	started time.Time
+
+	stateChanged chan struct{}
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closeOnce    sync.Once
+}
+
+// Open checks the bookie's identity against metad (creating the cookie of a
+// new bookie), then opens its storage, replaying the journal. It returns once
+// the bookie can serve; call Start to register it.
+func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Bookie, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log = log.With("component", "bookie", "bookie", cfg.ID)
+	meta, err := metaclient.New(metaclient.Config{Endpoints: strings.Split(cfg.Metad, ","), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	b := &Bookie{cfg: cfg, log: log, meta: meta, stateChanged: make(chan struct{}, 1), started: time.Now()}
+	if b.cookie, err = checkIdentity(ctx, meta, cfg.ID, cfg.DataDir); err != nil {
+		meta.Close()
+		return nil, err
+	}
+	log.Info("identity checked", "instance", b.cookie.InstanceId)
+	var metrics *storage.Metrics
+	if reg != nil {
+		metrics = storage.NewMetrics()
+		if err := metrics.Register(reg); err != nil {
+			meta.Close()
+			return nil, err
+		}
+	}
+	opts := storage.Options{
+		FS:                  vfs.Default(),
+		Dir:                 cfg.DataDir,
+		JournalMaxFileBytes: cfg.JournalMaxFileBytes,
+		ReadOnlyAbove:       cfg.ReadOnlyAbove,
+		WritableBelow:       cfg.WritableBelow,
+		GCInterval:          cfg.GCInterval,
+		MaxEntryBytes:       cfg.MaxEntryBytes,
+		OnFatal:             b.fatal,
+		Logger:              log,
+		Metrics:             metrics,
+	}
+	start := time.Now()
+	if b.store, err = storage.Open(ctx, opts); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("bookie: open storage: %w", err)
+	}
+	log.Info("storage open", "replay", time.Since(start).Round(time.Millisecond), "limbo", b.store.Limbo())
+	b.store.OnStateChange(func(readOnly bool) {
+		log.Warn("bookie state changed", "read_only", readOnly)
+		select {
+		case b.stateChanged <- struct{}{}:
+		default:
+		}
+	})
+	b.reg = &registrar{meta: meta, id: cfg.ID, ttl: cfg.LeaseTTL, info: b.Info, changed: b.stateChanged, log: log}
+	return b, nil
+}
+
+// fatal stops the process: the journal could not write or fsync, and the
+// bookie must not go on acknowledging (an fsync error is never retried).
+func (b *Bookie) fatal(err error) {
+	b.log.Error("fatal storage error: stopping", "err", err)
+	fatalExit(err)
+}
+
+// fatalExit is replaced in tests.
+var fatalExit = func(err error) { panic(fmt.Sprintf("bookie: fatal storage error: %v", err)) }
+
+// SetFatalHandler replaces what happens on a fatal storage error (cmd/bookie
+// exits the process).
+func SetFatalHandler(f func(error)) { fatalExit = f }
+
+// Service is the gRPC service to register.
+func (b *Bookie) Service() bookiepb.BookieServer {
+	return &service{store: b.store, info: b.Info}
+}
+
+// Start registers the bookie in metad and keeps it registered until Close.
+func (b *Bookie) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.reg.run(ctx)
+	}()
+}
+
+// Info describes the bookie as it registers itself.
+func (b *Bookie) Info() *bookiepb.BookieInfo {
+	du := b.store.DiskUsage()
+	st := bookiepb.BookieState_WRITABLE
+	if b.store.ReadOnly() {
+		st = bookiepb.BookieState_READ_ONLY
+	}
+	return &bookiepb.BookieInfo{
+		Id: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), AdminAddress: b.cfg.AdminListen, State: st,
+		FreeBytes: du.FreeBytes, TotalBytes: du.TotalBytes, Rack: b.cfg.Rack, InstanceId: b.cookie.InstanceId,
+		RegisteredAtMs: b.started.UnixMilli(),
+	}
+}
+
+// Ready reports nil once the bookie is registered in metad.
+func (b *Bookie) Ready() error {
+	if b.reg == nil || !b.reg.registered.Load() {
+		return errors.New("not registered in metad yet")
+	}
+	return nil
+}
+
+// Close deregisters the bookie and closes its storage.
+func (b *Bookie) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		if b.cancel != nil {
+			b.cancel()
+		}
+		b.wg.Wait()
+		err = errors.Join(b.store.Close(), b.meta.Close())
+	})
+	return err
+}

@@ -1,0 +1,107 @@
+package bookie
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+)
+
+// Config is one bookie's configuration.
+type Config struct {
+	// ID names the bookie in metad; bound to DataDir by the cookie.
+	ID      string `mapstructure:"id"`
+	DataDir string `mapstructure:"data-dir"`
+	// Listen is the gRPC address; Advertise (default Listen) is what the
+	// bookie registers for writers and readers to dial.
+	Listen      string `mapstructure:"listen"`
+	Advertise   string `mapstructure:"advertise"`
+	AdminListen string `mapstructure:"admin-listen"`
+	// Metad lists metad client endpoints, host:port,...
+	Metad string `mapstructure:"metad"`
+	// Rack is an optional placement label: ensembles spread across racks.
+	Rack string `mapstructure:"rack"`
+	// LeaseTTL bounds how long a dead bookie stays registered.
+	LeaseTTL time.Duration `mapstructure:"lease-ttl"`
+
+	ReadOnlyAbove       float64       `mapstructure:"read-only-above"`
+	WritableBelow       float64       `mapstructure:"writable-below"`
+	JournalMaxFileBytes int64         `mapstructure:"journal-max-file-bytes"`
+	GCInterval          time.Duration `mapstructure:"gc-interval"`
+	// MaxEntryBytes bounds one entry's payload.
+	MaxEntryBytes int `mapstructure:"max-entry-bytes"`
+
+	LogLevel  string `mapstructure:"log-level"`
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listen:              "127.0.0.1:7301",
+		AdminListen:         "127.0.0.1:7401",
+		Metad:               "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+		LeaseTTL:            5 * time.Second,
+		ReadOnlyAbove:       0.95,
+		WritableBelow:       0.90,
+		JournalMaxFileBytes: 256 << 20,
+		GCInterval:          time.Minute,
+		MaxEntryBytes:       8 << 20,
+		LogLevel:            "info",
+		LogFormat:           "text",
+	}
+}
+
+var bookieIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if !bookieIDPattern.MatchString(c.ID) {
+		errs = append(errs, fmt.Errorf("--id %q: want 1-64 characters of [a-zA-Z0-9_.-]", c.ID))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--admin-listen", c.AdminListen}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", a.flag, a.addr, err))
+		}
+	}
+	if host, _, err := net.SplitHostPort(c.AdvertiseAddress()); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("--advertise: %q is not reachable by others; set --advertise", c.AdvertiseAddress()))
+		}
+	}
+	if c.Metad == "" {
+		errs = append(errs, errors.New("--metad is required"))
+	}
+	if c.LeaseTTL < 500*time.Millisecond {
+		errs = append(errs, errors.New("--lease-ttl must be at least 500ms"))
+	}
+	if !(c.WritableBelow > 0 && c.WritableBelow < c.ReadOnlyAbove && c.ReadOnlyAbove <= 1) {
+		errs = append(errs, fmt.Errorf("--writable-below %.2f and --read-only-above %.2f: want 0 < writable-below < read-only-above <= 1",
+			c.WritableBelow, c.ReadOnlyAbove))
+	}
+	if c.JournalMaxFileBytes < 1<<20 {
+		errs = append(errs, errors.New("--journal-max-file-bytes must be at least 1 MiB"))
+	}
+	if c.MaxEntryBytes < 1 || int64(c.MaxEntryBytes) > c.JournalMaxFileBytes/2 {
+		errs = append(errs, errors.New("--max-entry-bytes must be positive and at most half of --journal-max-file-bytes"))
+	}
+	return errors.Join(errs...)
+}
+
+// AdvertiseAddress is the address the bookie registers.
+func (c Config) AdvertiseAddress() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	return c.Listen
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f",
+		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow)
+}

@@ -1,0 +1,247 @@
+package bookie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/ledger/storage"
+	"github.com/strata-log/strata/proto/bookiepb"
+)
+
+// maxOutstandingAdds bounds the adds one stream may have in flight: the
+// stream stops reading requests until answers drain (back-pressure), and a
+// durable add's answer never blocks the journal's writer.
+const maxOutstandingAdds = 4096
+
+// maxLACWait bounds a long-poll ReadLAC.
+const maxLACWait = time.Minute
+
+// service implements bookiepb.BookieServer over the storage engine.
+type service struct {
+	bookiepb.UnimplementedBookieServer
+	store *storage.Storage
+	info  func() *bookiepb.BookieInfo
+}
+
+// AddEntries answers every add with its own status; only a broken stream
+// ends the call with an error.
+func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest, bookiepb.AddResponse]) error {
+	ctx := stream.Context()
+	// Every answer holds a slot from receipt until it is sent, and the
+	// channel has a slot for each, so done callbacks never block.
+	slots := make(chan struct{}, maxOutstandingAdds)
+	answers := make(chan *bookiepb.AddResponse, maxOutstandingAdds)
+	var pending sync.WaitGroup
+	sendErr := make(chan error, 1)
+	senderDone := make(chan struct{})
+	go func() {
+		defer close(senderDone)
+		var failed error
+		for a := range answers {
+			if failed == nil {
+				if err := stream.Send(a); err != nil {
+					failed = err
+					sendErr <- err
+				}
+			}
+			<-slots
+		}
+	}()
+	finish := func(err error) error {
+		pending.Wait()
+		close(answers)
+		<-senderDone
+		return err
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			// io.EOF: the writer closed its side; answer what is in flight.
+			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
+				return finish(nil)
+			}
+			return finish(nilIfEOF(err))
+		}
+		select {
+		case slots <- struct{}{}:
+		case err := <-sendErr:
+			return finish(err)
+		case <-ctx.Done():
+			return finish(nil)
+		}
+		answer := func(st bookiepb.AddStatus, err error) {
+			a := &bookiepb.AddResponse{RequestId: req.RequestId, LedgerId: req.LedgerId, EntryId: req.EntryId, Status: st}
+			if err != nil {
+				a.Message = err.Error()
+			}
+			answers <- a
+		}
+		pending.Add(1)
+		err = s.store.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Payload, req.Recovery, func(err error) {
+			answer(addStatus(err), err)
+			pending.Done()
+		})
+		if err != nil {
+			answer(addStatus(err), err)
+			pending.Done()
+		}
+	}
+}
+
+func nilIfEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// addStatus maps a storage error to the add's status.
+func addStatus(err error) bookiepb.AddStatus {
+	switch {
+	case err == nil:
+		return bookiepb.AddStatus_ADD_OK
+	case errors.Is(err, storage.ErrFenced):
+		return bookiepb.AddStatus_ADD_FENCED
+	case errors.Is(err, storage.ErrReadOnly):
+		return bookiepb.AddStatus_ADD_READ_ONLY
+	case errors.Is(err, storage.ErrInvalid):
+		return bookiepb.AddStatus_ADD_INVALID
+	}
+	return bookiepb.AddStatus_ADD_FAILED
+}
+
+func entryResponse(e storage.Entry, known int64) *bookiepb.ReadEntryResponse {
+	return &bookiepb.ReadEntryResponse{
+		Status: bookiepb.ReadStatus_READ_OK, LedgerId: e.LedgerID, EntryId: e.EntryID,
+		Lac: e.LAC, Payload: e.Payload, KnownLac: known,
+	}
+}
+
+func (s *service) knownLAC(ledgerID uint64) int64 {
+	if st, ok := s.store.State(ledgerID); ok {
+		return st.LAC
+	}
+	return -1
+}
+
+func (s *service) ReadEntry(ctx context.Context, req *bookiepb.ReadEntryRequest) (*bookiepb.ReadEntryResponse, error) {
+	if req.Fence {
+		if _, err := s.store.Fence(ctx, req.LedgerId); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	e, err := s.store.Read(req.LedgerId, req.EntryId)
+	if errors.Is(err, storage.ErrNoEntry) {
+		return &bookiepb.ReadEntryResponse{
+			Status: bookiepb.ReadStatus_READ_NO_ENTRY, LedgerId: req.LedgerId, EntryId: req.EntryId,
+			KnownLac: s.knownLAC(req.LedgerId),
+		}, nil
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return entryResponse(e, s.knownLAC(req.LedgerId)), nil
+}
+
+func (s *service) ReadEntries(req *bookiepb.ReadEntriesRequest, stream grpc.ServerStreamingServer[bookiepb.ReadEntryResponse]) error {
+	if req.LastEntryId < req.FirstEntryId {
+		return toStatus(fmt.Errorf("%w: last entry %d before first %d", storage.ErrInvalid, req.LastEntryId, req.FirstEntryId))
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 4 << 20
+	}
+	known := s.knownLAC(req.LedgerId)
+	err := s.store.ReadRange(req.LedgerId, req.FirstEntryId, req.LastEntryId, maxBytes, func(e storage.Entry) error {
+		return stream.Send(entryResponse(e, known))
+	})
+	return toStatus(err)
+}
+
+func (s *service) ReadLAC(ctx context.Context, req *bookiepb.ReadLACRequest) (*bookiepb.ReadLACResponse, error) {
+	var st storage.LedgerState
+	if req.WaitMs > 0 {
+		wait := min(time.Duration(req.WaitMs)*time.Millisecond, maxLACWait)
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		var err error
+		st, err = s.store.WaitLAC(wctx, req.LedgerId, req.PreviousLac)
+		if err != nil && wctx.Err() == nil {
+			return nil, toStatus(err)
+		}
+		if ctx.Err() != nil {
+			return nil, toStatus(ctx.Err())
+		}
+	} else {
+		var ok bool
+		if st, ok = s.store.State(req.LedgerId); !ok {
+			st = storage.LedgerState{LAC: -1, LastEntryID: -1}
+		}
+	}
+	return &bookiepb.ReadLACResponse{Lac: st.LAC, LastEntryId: st.LastEntryID, Fenced: st.Fenced}, nil
+}
+
+func (s *service) Fence(ctx context.Context, req *bookiepb.FenceRequest) (*bookiepb.FenceResponse, error) {
+	st, err := s.store.Fence(ctx, req.LedgerId)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &bookiepb.FenceResponse{Lac: st.LAC, LastEntryId: st.LastEntryID}, nil
+}
+
+func (s *service) WriteLAC(ctx context.Context, req *bookiepb.WriteLACRequest) (*bookiepb.WriteLACResponse, error) {
+	if err := s.store.WriteLAC(ctx, req.LedgerId, req.Lac); err != nil {
+		return nil, toStatus(err)
+	}
+	return &bookiepb.WriteLACResponse{}, nil
+}
+
+func (s *service) DeleteLedger(ctx context.Context, req *bookiepb.DeleteLedgerRequest) (*bookiepb.DeleteLedgerResponse, error) {
+	if err := s.store.Delete(ctx, req.LedgerId); err != nil {
+		return nil, toStatus(err)
+	}
+	return &bookiepb.DeleteLedgerResponse{}, nil
+}
+
+func (s *service) Info(context.Context, *bookiepb.InfoRequest) (*bookiepb.InfoResponse, error) {
+	return &bookiepb.InfoResponse{Info: s.info()}, nil
+}
+
+// toStatus is the one place where the bookie's errors become gRPC statuses.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if st := rpcerror.FromContext(err); st != nil {
+		return st
+	}
+	switch {
+	case errors.Is(err, storage.ErrFenced):
+		return rpcerror.New(codes.FailedPrecondition, rpcerror.ReasonFenced, false, err.Error())
+	case errors.Is(err, storage.ErrReadOnly):
+		return rpcerror.New(codes.Unavailable, rpcerror.ReasonReadOnly, true, err.Error())
+	case errors.Is(err, storage.ErrInvalid):
+		return rpcerror.New(codes.InvalidArgument, rpcerror.ReasonInvalid, false, err.Error())
+	case errors.Is(err, storage.ErrCorrupt):
+		return rpcerror.New(codes.DataLoss, rpcerror.ReasonCorrupt, false, err.Error())
+	case errors.Is(err, storage.ErrUnknown):
+		return rpcerror.New(codes.Unavailable, rpcerror.ReasonLimbo, false, err.Error())
+	case errors.Is(err, storage.ErrNoEntry):
+		return rpcerror.New(codes.NotFound, rpcerror.ReasonNotFound, false, err.Error())
+	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrFailed):
+		return rpcerror.New(codes.Unavailable, rpcerror.ReasonUnavailable, false, err.Error())
+	}
+	return rpcerror.New(codes.Internal, rpcerror.ReasonInternal, false, err.Error())
+}

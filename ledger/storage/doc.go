@@ -1,0 +1,122 @@
+// Package storage is the bookie's storage engine: ledger entries live in
+// the journal (package journal), the Pebble index (package index) says
+// where each one is and keeps each ledger's state. It serves every call of
+// the bookie's gRPC API (proto/bookie/v1): adds, reads, range reads, fences,
+// explicit and long-polled LACs, deletes and the bookie's disk state.
+//
+// The storage node is the part of Strata that must never lie: an
+// acknowledged add is durable, an acknowledged fence holds, and "no such
+// entry" is said only when it is true.
+//
+// # Contract
+//
+//   - Add acknowledges (done(nil)) only after the record and everything
+//     before it are fdatasynced and applied to the index; acknowledgements
+//     come in journal order. A Read after done sees the entry.
+//   - Fence, WriteLAC and Delete return after their record is durable and
+//     applied. Fence's effect on adds is immediate: the fence check and the
+//     journal append of an add are one step under the ledger's stripe lock,
+//     so an add accepted before Fence is journaled (and counted in Fence's
+//     result) before the fence record, and an add after it is refused.
+//   - Read answers ErrNoEntry only when the bookie can vouch it never had
+//     the entry; ErrUnknown when it may have (limbo; an index entry whose
+//     journal file is gone); ErrCorrupt when stored bytes fail their
+//     checksums (never served, counted in strata_bookie_corruptions_total).
+//   - Any write or sync error of the journal, and any index write or sync
+//     error, is fatal: OnFatal runs once, nothing more is acknowledged, and
+//     every later write fails with ErrFailed. Nothing is retried (fsyncgate).
+//   - Near a full disk (ReadOnlyAbove) adds fail with ErrReadOnly until
+//     usage falls to WritableBelow; reads, fences, LACs, deletes and GC go
+//     on. OnStateChange hooks hear of each change.
+//
+// # Write path
+//
+// A call admits its record under the ledger's stripe lock (fence check,
+// queued-record bookkeeping) and appends it to the journal, which group
+// commits. The journal's done callback hands the record to the applier
+// goroutine, which applies everything available in journal order in one
+// unsynced index batch, updates the in-memory ledger states, wakes long
+// polls, records the applied position and then acknowledges. Records in
+// flight are bounded (twice the journal's queue bound): callers wait
+// (honouring ctx) rather than buffer without limit.
+//
+// # Recovery
+//
+// The index is rebuildable: batches are unsynced, and a checkpoint — the
+// journal position up to which everything is applied — is synced every
+// CheckpointInterval (Pebble's WAL order makes every earlier batch durable
+// with it). Open replays the journal from the checkpoint, re-applying adds,
+// fences, LACs and deletes in journal order (a delete after adds wins: no
+// resurrection), then syncs a checkpoint at the end of the journal before
+// serving. Re-applying a record the index already holds changes nothing
+// (see package index).
+//
+// Limbo (BookKeeper BP-46): if replay reports corrupt ranges — synced
+// records, maybe acknowledged, now unreadable — the bookie cannot know what
+// it lost. In one synced batch it records a persistent limbo flag and fences
+// every ledger it knows (a lost fence record would otherwise let a zombie
+// writer reach its ack quorum). While in limbo every missing entry, of any
+// ledger, is ErrUnknown. ClearLimbo is for an operator who has re-replicated.
+//
+// A lost index: with no checkpoint in the index, replay starts at the
+// oldest journal file. If GC has never removed a journal file, that
+// rebuilds the index exactly. If it has (the JOURNAL-TRIMMED marker exists),
+// fence and delete records may be gone with the removed files, so every
+// ledger found is fenced (BookKeeper #2774), and entries of deleted ledgers
+// that remain in kept files reappear (they are not served to anyone who
+// does not ask, and a later delete removes them again).
+//
+// # Garbage collection
+//
+// GC (every GCInterval, after each Delete, or on demand) considers only
+// journal files entirely before the synced checkpoint and not being
+// written: replay never reads them again. A file whose live bytes (per the
+// index's accounting) are zero is removed. A file whose live bytes are
+// below CompactBelowLiveRatio of its size is compacted: each live entry is
+// read (verified), re-appended through the journal as a recovery add with
+// its original LAC, and the index is pointed at the copy only if it still
+// points at the original; then a checkpoint is synced and, if the file's
+// live bytes reached zero, it is removed. A copy is never journaled after
+// a queued delete of its ledger or a queued rewrite of one of its entries
+// (either would be undone by replay); such entries are skipped until a
+// later run. Compaction is skipped for a file larger than the free space.
+// An error stops the run without removing anything on its account; a file
+// with a corrupt live entry is kept, reported and set aside.
+//
+// # Invariants
+//
+//  1. Acknowledged ⇒ durable in the journal and applied to the index.
+//  2. Journal order is apply order is acknowledgement order.
+//  3. The synced checkpoint never passes a record whose index batch is not
+//     committed, so replay from it loses nothing.
+//  4. No journal file at or after the synced checkpoint, nor the file being
+//     written, is removed; no file is removed while the index counts a live
+//     entry in it.
+//  5. Limbo, once entered, is persistent and durable before the checkpoint
+//     moves past the corruption.
+//
+// # On disk
+//
+//	Dir/journal/%016x.journal  journal files (format: package journal)
+//	Dir/index/                 Pebble index (key layout: package index)
+//	Dir/JOURNAL-TRIMMED        created (and synced, with Dir) before GC
+//	                           first removes a journal file; a short text
+//	                           line, only its existence matters
+//
+// # Errors
+//
+//   - Open: Options errors; journal and index open errors; ErrCorrupt if
+//     the index's checkpoint names a journal file that is missing (a
+//     journal that does not belong with the index); replay I/O errors;
+//     ctx's error.
+//   - Add: ErrInvalid, ErrFenced, ErrReadOnly, ErrClosed, ErrFailed, ctx's;
+//     then done(nil) or done(ErrFailed).
+//   - Fence, WriteLAC, Delete: ErrInvalid (WriteLAC), ErrClosed,
+//     ErrFailed, ctx's (outcome unknown).
+//   - Read, ReadRange: ErrNoEntry, ErrUnknown, ErrCorrupt, ErrInvalid
+//     (ReadRange with last < first), ErrClosed, I/O errors; ReadRange also
+//     fn's error.
+//   - WaitLAC: ctx's (with the current state), ErrClosed.
+//   - GC: ErrClosed, ErrFailed, ctx's, I/O errors.
+//   - Close: journal or index close errors; ErrClosed if called again.
+package storage

@@ -1,0 +1,59 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strata-log/strata/ledger/journal"
+)
+
+// Sentinel errors; match with errors.Is. doc.go lists which call returns
+// which.
+var (
+	// ErrFenced: the ledger is fenced and the add is not a recovery add.
+	ErrFenced = errors.New("storage: ledger fenced")
+	// ErrReadOnly: the disk is nearly full; adds are refused until space
+	// frees. Retriable (elsewhere).
+	ErrReadOnly = errors.New("storage: read-only (disk nearly full)")
+	// ErrNoEntry: this bookie never had the entry (or the ledger was
+	// deleted) and can vouch for it.
+	ErrNoEntry = errors.New("storage: no such entry")
+	// ErrUnknown: the entry is not here, but this bookie may have had it
+	// (limbo after journal corruption, or an index pointing at a missing
+	// journal file). Never to be taken as "absent".
+	ErrUnknown = errors.New("storage: entry unknown (the bookie may have lost it)")
+	// ErrCorrupt: stored bytes failed verification. Corrupt data is never
+	// returned. Errors carrying it also wrap the journal's *CorruptError
+	// when there is one.
+	ErrCorrupt = errors.New("storage: corrupt")
+	// ErrInvalid: a malformed argument (entry too large, entry id above
+	// 2^63-1, LAC below -1, nil callback, last before first).
+	ErrInvalid = errors.New("storage: invalid argument")
+	// ErrClosed: the storage is closed or closing.
+	ErrClosed = errors.New("storage: closed")
+	// ErrFailed: a journal write or sync, or an index write, failed; the
+	// storage acknowledges nothing more and the process must restart. An
+	// add that fails with it has an unknown outcome.
+	ErrFailed = errors.New("storage: failed")
+)
+
+// translate maps errors from the journal and the index to this package's
+// sentinels, keeping the cause in the chain.
+func translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrFailed), errors.Is(err, ErrClosed), errors.Is(err, ErrCorrupt),
+		errors.Is(err, ErrInvalid):
+		return err
+	case errors.Is(err, journal.ErrFailed):
+		return fmt.Errorf("%w: %w", ErrFailed, err)
+	case errors.Is(err, journal.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, journal.ErrTooLarge), errors.Is(err, journal.ErrInvalidRecord):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, journal.ErrCorrupt):
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}

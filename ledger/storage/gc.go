@@ -1,0 +1,283 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/strata-log/strata/ledger/journal"
+)
+
+// compactionScan is how many index entries compaction reads at a time.
+const compactionScan = 256
+
+// GCResult summarises one garbage collection run.
+type GCResult struct {
+	RemovedFiles   int   // files removed, dead or compacted
+	ReclaimedBytes int64 // their sizes
+	CompactedFiles int   // files whose live entries were copied, then removed
+}
+
+// GC removes journal files that are entirely before the synced checkpoint
+// and hold no live entry, then compacts such files whose live bytes are
+// below CompactBelowLiveRatio of their size: it re-appends their live
+// entries (durably, through the journal), points the index at the copies,
+// syncs a checkpoint past them, and removes the file. The file being
+// written, and files at or after the checkpoint (replay needs them), are
+// never touched. Compaction is skipped for a file larger than the free
+// space. Any error stops the run with nothing removed on its account (a
+// file whose live entry is corrupt is set aside and reported instead).
+// The background loop runs GC every GCInterval; the result is also logged.
+func (s *Storage) GC(ctx context.Context) (GCResult, error) {
+	release, err := s.begin()
+	if err != nil {
+		return GCResult{}, err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopCtx, cancel)()
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+
+	var res GCResult
+	err = s.gc(ctx, &res)
+	if res.RemovedFiles > 0 || err != nil {
+		s.logger.Info("garbage collection", "removed_files", res.RemovedFiles, "reclaimed_bytes", res.ReclaimedBytes,
+			"compacted_files", res.CompactedFiles, "err", err)
+	}
+	return res, err
+}
+
+// gc is one run. REQUIRES: s.gcMu held.
+func (s *Storage) gc(ctx context.Context, res *GCResult) error {
+	// A fresh checkpoint lets this run consider every file written so far.
+	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	s.cpMu.Lock()
+	cp := s.checkpointed
+	s.cpMu.Unlock()
+	current := s.j.Position().File
+	eligible := func(f journal.FileInfo) bool { return f.Seq < cp.File && f.Seq != current }
+
+	usage := s.ix.FileUsage()
+	var compact []journal.FileInfo
+	for _, f := range s.j.Files() {
+		if !eligible(f) {
+			continue
+		}
+		if live := usage[f.Seq].Bytes; live > 0 {
+			if s.opts.CompactBelowLiveRatio > 0 && float64(live) < s.opts.CompactBelowLiveRatio*float64(f.Size) &&
+				!s.quarantined[f.Seq] {
+				compact = append(compact, f)
+			}
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.removeFile(f, res); err != nil {
+			return err
+		}
+	}
+	// Emptiest first: the most space for the least copying.
+	slices.SortFunc(compact, func(a, b journal.FileInfo) int {
+		ra := float64(usage[a.Seq].Bytes) / float64(a.Size)
+		rb := float64(usage[b.Seq].Bytes) / float64(b.Size)
+		switch {
+		case ra < rb:
+			return -1
+		case ra > rb:
+			return 1
+		}
+		return 0
+	})
+	for _, f := range compact {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		du, err := s.fs.DiskUsage(s.opts.Dir)
+		if err != nil {
+			return fmt.Errorf("storage: gc: %w", err)
+		}
+		if int64(du.FreeBytes) < f.Size {
+			s.logger.Warn("not compacting: less free space than the file", "file", fmt.Sprintf("%016x", f.Seq),
+				"size", f.Size, "free_bytes", du.FreeBytes)
+			continue
+		}
+		copied, err := s.compactFile(ctx, f.Seq)
+		if errors.Is(err, ErrCorrupt) {
+			// Keep the file (its other entries may still be read) and go on
+			// with the others; never silently (BookKeeper #4596).
+			s.quarantined[f.Seq] = true
+			s.metrics.corruptions.WithLabelValues(corruptionCompaction).Inc()
+			s.logger.Error("compaction found a corrupt live entry: file kept and set aside",
+				"file", fmt.Sprintf("%016x", f.Seq), "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.metrics.compactedBytes.Add(float64(copied))
+		// The copies' index updates were unsynced: sync a checkpoint past
+		// them before the originals go.
+		if err := s.checkpoint(); err != nil {
+			return err
+		}
+		if live := s.ix.FileUsage()[f.Seq]; live.Bytes > 0 {
+			s.logger.Info("file still has live entries after compaction (concurrent writes); retrying next run",
+				"file", fmt.Sprintf("%016x", f.Seq), "live_bytes", live.Bytes, "live_entries", live.Entries)
+			continue
+		}
+		if err := s.removeFile(f, res); err != nil {
+			return err
+		}
+		res.CompactedFiles++
+		s.metrics.compactedFiles.Inc()
+	}
+	return nil
+}
+
+// removeFile removes a journal file that holds nothing live.
+func (s *Storage) removeFile(f journal.FileInfo, res *GCResult) error {
+	if err := s.markTrimmed(); err != nil {
+		return err
+	}
+	if err := s.j.RemoveFile(f.Seq); err != nil {
+		return fmt.Errorf("storage: gc: %w", translate(err))
+	}
+	res.RemovedFiles++
+	res.ReclaimedBytes += f.Size
+	s.metrics.gcRemovedFiles.Inc()
+	s.metrics.gcReclaimedBytes.Add(float64(f.Size))
+	return nil
+}
+
+// compactFile copies every live entry of a journal file to the journal's
+// head and waits until the copies are durable and applied. It returns the
+// bytes copied. Entries being deleted or overwritten are skipped (the file
+// then stays until a later run).
+func (s *Storage) compactFile(ctx context.Context, file uint64) (int64, error) {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		copied   int64
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	live := s.ix.FileLedgers(file)
+	for _, ledgerID := range slices.Sorted(maps.Keys(live)) {
+		// The accounting says how many live entries to find: stop there
+		// rather than scan the rest of a long ledger.
+		var found int64
+		for next := uint64(0); found < live[ledgerID].Entries && !failed(); {
+			es, err := s.ix.Entries(ledgerID, next, math.MaxUint64, compactionScan)
+			if err != nil {
+				fail(s.indexErr(err))
+				break
+			}
+			for _, e := range es {
+				if e.Location.File != file {
+					continue
+				}
+				found++
+				n, err := s.copyEntry(ctx, ledgerID, e.EntryID, e.Location, &wg, fail)
+				if err != nil {
+					fail(err)
+					break
+				}
+				copied += n
+			}
+			if len(es) < compactionScan {
+				break
+			}
+			next = es[len(es)-1].EntryID + 1
+		}
+	}
+	wg.Wait() // copies already queued complete whatever happens
+	return copied, firstErr
+}
+
+// copyEntry re-appends one live entry, if it is still live and its ledger
+// has no delete or overwrite queued, so the copy cannot be journaled after
+// a record that supersedes it (replay applies records in journal order).
+// It returns the bytes queued (0 if skipped).
+func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from journal.Location,
+	wg *sync.WaitGroup, fail func(error)) (int64, error) {
+	rec, err := s.j.Read(from)
+	if err != nil {
+		return 0, translate(err)
+	}
+	if rec.Type != journal.TypeAdd || rec.LedgerID != ledgerID || rec.EntryID != entryID {
+		return 0, fmt.Errorf("%w: ledger %d entry %d: the index points at a %v record of ledger %d entry %d at %+v",
+			ErrCorrupt, ledgerID, entryID, rec.Type, rec.LedgerID, rec.EntryID, from)
+	}
+	size := int64(from.Length)
+	if err := s.budget.acquire(ctx, size); err != nil {
+		return 0, err
+	}
+	stripe := &s.stripes[ledgerID%ledgerStripes]
+	stripe.Lock()
+	defer stripe.Unlock()
+	cur, ok, err := s.ix.Get(ledgerID, entryID)
+	if err != nil || !ok || cur != from {
+		s.budget.release(size)
+		return 0, s.indexErrOrNil(err)
+	}
+	s.mu.Lock()
+	l := s.mu.ledgers[ledgerID]
+	if l == nil || !l.exists || l.deletes > 0 || l.overwrites > 0 {
+		s.mu.Unlock()
+		s.budget.release(size)
+		return 0, nil
+	}
+	l.queued++
+	s.mu.Unlock()
+	o := &op{kind: opCopy, ledgerID: ledgerID, entryID: entryID, from: from, size: size,
+		finish: func(o *op, err error) {
+			if err != nil {
+				fail(err)
+			}
+			wg.Done()
+		}}
+	wg.Add(1)
+	copyRec := journal.Record{Type: journal.TypeAdd, LedgerID: ledgerID, EntryID: entryID, LAC: rec.LAC,
+		Payload: rec.Payload, Recovery: true}
+	err = s.j.Append(ctx, copyRec, func(loc journal.Location, err error) {
+		o.loc, o.queueErr = loc, err
+		s.pushApplied(o)
+	})
+	if err != nil {
+		wg.Done()
+		s.mu.Lock()
+		o.settle(l)
+		s.dropIdleLocked(ledgerID, l)
+		s.mu.Unlock()
+		s.budget.release(size)
+		return 0, translate(err)
+	}
+	return size, nil
+}
+
+func (s *Storage) indexErrOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.indexErr(err)
+}

@@ -1,0 +1,162 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	pebblevfs "github.com/cockroachdb/pebble/vfs"
+
+	"github.com/strata-log/strata/ledger/journal"
+	"github.com/strata-log/strata/ledger/vfs"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultReadOnlyAbove         = 0.95
+	DefaultWritableBelow         = 0.90
+	DefaultDiskCheckInterval     = time.Second
+	DefaultCheckpointInterval    = time.Second
+	DefaultGCInterval            = time.Minute
+	DefaultCompactBelowLiveRatio = 0.5
+	DefaultMaxEntryBytes         = 16 << 20
+)
+
+// Options configures a Storage. The zero value of every field but Dir means
+// its default.
+type Options struct {
+	// FS holds the journal; default vfs.Default().
+	FS vfs.FS
+	// Dir is the data directory: the journal goes in Dir/journal, the index
+	// in Dir/index. Required.
+	Dir string
+	// JournalMaxFileBytes and JournalPreallocateBytes are passed to the
+	// journal (see journal.Options); 0 means the journal's default.
+	JournalMaxFileBytes     int64
+	JournalPreallocateBytes int64
+	// ReadOnlyAbove: at this used fraction of the disk holding Dir the
+	// storage turns read-only (adds fail with ErrReadOnly; reads, fences,
+	// explicit LACs, deletes and GC go on). Default 0.95.
+	ReadOnlyAbove float64
+	// WritableBelow: at or below this used fraction a read-only storage
+	// becomes writable again (hysteresis). Default 0.90; must be below
+	// ReadOnlyAbove.
+	WritableBelow float64
+	// DiskCheckInterval, CheckpointInterval, GCInterval: periods of the
+	// background loops (defaults 1s, 1s, 1min). A negative value disables
+	// the loop (tests and tools drive it by hand).
+	DiskCheckInterval  time.Duration
+	CheckpointInterval time.Duration
+	GCInterval         time.Duration
+	// CompactBelowLiveRatio: GC compacts a journal file whose live bytes
+	// are below this fraction of its size. Default 0.5; negative disables
+	// compaction (dead files are still removed).
+	CompactBelowLiveRatio float64
+	// MaxEntryBytes bounds an entry's payload. Default 16 MiB; at most
+	// journal.MaxPayloadBytes.
+	MaxEntryBytes int
+	// OnFatal is called once when a journal write or sync, or an index
+	// write, fails: the process must stop and restart (a failed fsync is
+	// never retried). The storage itself then refuses every write.
+	OnFatal func(error)
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Metrics, if set, receives the storage's metrics (see NewMetrics).
+	Metrics *Metrics
+	// Now is the clock for latencies and timestamps; default time.Now.
+	Now func() time.Time
+	// IndexFS is the file system of the Pebble index; nil means the
+	// operating system. Tests pass pebble's vfs.NewStrictMem() to drop
+	// the index's unsynced writes in a simulated crash.
+	IndexFS pebblevfs.FS
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default()
+	}
+	if o.ReadOnlyAbove == 0 {
+		o.ReadOnlyAbove = DefaultReadOnlyAbove
+	}
+	if o.WritableBelow == 0 {
+		o.WritableBelow = DefaultWritableBelow
+	}
+	if o.DiskCheckInterval == 0 {
+		o.DiskCheckInterval = DefaultDiskCheckInterval
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.GCInterval == 0 {
+		o.GCInterval = DefaultGCInterval
+	}
+	if o.CompactBelowLiveRatio == 0 {
+		o.CompactBelowLiveRatio = DefaultCompactBelowLiveRatio
+	}
+	if o.MaxEntryBytes == 0 {
+		o.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// journalOptions is the journal's configuration.
+func (o Options) journalOptions() journal.Options {
+	return journal.Options{
+		FS:               o.FS,
+		Dir:              o.journalDir(),
+		MaxFileBytes:     o.JournalMaxFileBytes,
+		PreallocateBytes: o.JournalPreallocateBytes,
+		Logger:           o.Logger,
+	}
+}
+
+func (o Options) journalDir() string { return filepath.Join(o.Dir, "journal") }
+func (o Options) indexDir() string   { return filepath.Join(o.Dir, "index") }
+
+// Validate reports whether o (after defaults) is usable.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("a Dir is required"))
+	}
+	if !(o.ReadOnlyAbove > 0 && o.ReadOnlyAbove <= 1) {
+		errs = append(errs, fmt.Errorf("ReadOnlyAbove %v is outside (0, 1]", o.ReadOnlyAbove))
+	}
+	if !(o.WritableBelow > 0 && o.WritableBelow < o.ReadOnlyAbove) {
+		errs = append(errs, fmt.Errorf("WritableBelow %v must be in (0, ReadOnlyAbove %v)", o.WritableBelow, o.ReadOnlyAbove))
+	}
+	if o.CompactBelowLiveRatio > 1 {
+		errs = append(errs, fmt.Errorf("CompactBelowLiveRatio %v is above 1", o.CompactBelowLiveRatio))
+	}
+	if o.MaxEntryBytes < 0 || o.MaxEntryBytes > journal.MaxPayloadBytes {
+		errs = append(errs, fmt.Errorf("MaxEntryBytes %d is outside [1, %d]", o.MaxEntryBytes, journal.MaxPayloadBytes))
+	}
+	if o.Dir != "" {
+		if err := o.journalOptions().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: invalid options: %w", err)
+	}
+	return nil
+}
+
+// String describes o (after defaults) for logs.
+func (o Options) String() string {
+	o = o.withDefaults()
+	return fmt.Sprintf("storage.Options{Dir: %q, JournalMaxFileBytes: %d, JournalPreallocateBytes: %d, "+
+		"ReadOnlyAbove: %v, WritableBelow: %v, DiskCheckInterval: %v, CheckpointInterval: %v, GCInterval: %v, "+
+		"CompactBelowLiveRatio: %v, MaxEntryBytes: %d}",
+		o.Dir, o.JournalMaxFileBytes, o.JournalPreallocateBytes, o.ReadOnlyAbove, o.WritableBelow,
+		o.DiskCheckInterval, o.CheckpointInterval, o.GCInterval, o.CompactBelowLiveRatio, o.MaxEntryBytes)
+}

@@ -1,0 +1,472 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-log/strata/ledger/index"
+	"github.com/strata-log/strata/ledger/journal"
+	"github.com/strata-log/strata/ledger/vfs"
+)
+
+// ledgerStripes is the number of locks that order "check the fence, then
+// queue the record" per ledger (a ledger always uses the same stripe).
+const ledgerStripes = 64
+
+// LedgerState is a ledger's state on this bookie.
+type LedgerState struct {
+	LAC         int64 // highest LAC seen, piggybacked or explicit; -1: none
+	LastEntryID int64 // highest entry id stored; -1: none
+	Fenced      bool
+}
+
+// Entry is a stored ledger entry.
+type Entry struct {
+	LedgerID, EntryID uint64
+	LAC               int64 // the LAC the writer sent with the entry
+	Payload           []byte
+}
+
+// ledger is the in-memory state of one ledger.
+// REQUIRES: Storage.mu held for every field.
+type ledger struct {
+	// Applied: what the index holds (durable records, applied in order).
+	st     index.LedgerState
+	exists bool // the index has a state for it
+	// fenced is the fence Add obeys: set when a fence is queued (so an add
+	// after Fence is refused at once), cleared when a delete is queued.
+	fenced bool
+	// Queued and not yet applied, for Delete and compaction.
+	queued     int   // records of this ledger
+	overwrites int   // adds that may replace an existing entry
+	deletes    int   // deletes
+	maxQueued  int64 // highest entry id queued or applied since the last delete
+	// Long-poll waiters; lacAdvanced is closed and replaced when st.LAC rises.
+	waiters     int
+	lacAdvanced chan struct{}
+}
+
+func (l *ledger) state() LedgerState {
+	return LedgerState{LAC: l.st.LAC, LastEntryID: l.st.LastEntryID, Fenced: l.fenced}
+}
+
+// Storage is the bookie's storage engine: the journal holds the entries,
+// the index says where they are. See doc.go.
+type Storage struct {
+	opts    Options // with defaults
+	logger  *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+	fs      vfs.FS
+	ix      *index.Index
+	j       *journal.Journal
+
+	// stripes order the fence check and the journal append of each
+	// ledger's records against Fence, Delete and compaction.
+	stripes [ledgerStripes]sync.Mutex
+
+	budget budget // bytes queued and not yet applied
+
+	// closeMu is held (read) while a call queues records or runs GC, and
+	// (write) by Close to stop both.
+	closeMu sync.RWMutex
+	closed  bool        // guarded by closeMu
+	closing atomic.Bool // set first thing in Close
+
+	// stopCtx is cancelled by Close: loops, GC and long polls stop.
+	stopCtx context.Context
+	stop    context.CancelFunc
+	loops   sync.WaitGroup
+
+	readOnly atomic.Bool
+	// diskBudget is how many more bytes adds may queue before the disk
+	// crosses ReadOnlyAbove, as of the last disk check. Adds spend it, so a
+	// fast writer cannot fill the disk between two checks; when it runs out
+	// the disk is checked at once (diskMu keeps that to one check).
+	diskBudget atomic.Int64
+	diskMu     sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		ledgers   map[uint64]*ledger
+		applied   journal.Position // end of the last applied record
+		limbo     bool
+		failErr   error // wraps ErrFailed once the storage failed
+		hooks     []func(readOnly bool)
+		diskUsage vfs.DiskUsage
+	}
+
+	// apply is the queue from the journal's done callbacks to the applier
+	// goroutine, in journal order. Bounded by budget.
+	apply struct {
+		sync.Mutex
+		queue         []*op
+		journalClosed bool
+	}
+	applyWake   chan struct{}
+	applierDone chan struct{}
+
+	// cpMu serializes checkpoints; checkpointed is the last synced one.
+	cpMu         sync.Mutex
+	checkpointed journal.Position
+
+	gcMu        sync.Mutex
+	quarantined map[uint64]bool // files compaction found corrupt; guarded by gcMu
+	gcKick      chan struct{}
+
+	fatalOnce sync.Once
+
+	// For tests and benchmarks.
+	groups, groupRecords atomic.Int64
+	rebuilt              bool // the index was rebuilt from a trimmed journal
+}
+
+// Open opens the index and the journal in o.Dir, replays the journal from
+// the index checkpoint, then starts the background loops. It returns once
+// the storage can serve: the caller reports ready only after Open returns.
+// ctx bounds the replay.
+func Open(ctx context.Context, o Options) (*Storage, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	s := &Storage{
+		opts:        o,
+		logger:      o.Logger.With("component", "storage", "dir", o.Dir),
+		metrics:     o.Metrics,
+		now:         o.Now,
+		fs:          o.FS,
+		applyWake:   make(chan struct{}, 1),
+		applierDone: make(chan struct{}),
+		quarantined: map[uint64]bool{},
+		gcKick:      make(chan struct{}, 1),
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics() // unregistered: updates go nowhere
+	}
+	s.mu.ledgers = map[uint64]*ledger{}
+	s.budget.init(budgetBytes(o.MaxEntryBytes))
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+
+	if err := s.fs.MkdirAll(o.Dir); err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	if err := s.fs.SyncDir(filepath.Dir(filepath.Clean(o.Dir))); err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	var err error
+	s.ix, err = index.Open(index.Options{Dir: o.indexDir(), FS: o.IndexFS, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	jopts := o.journalOptions()
+	jopts.OnFatal = func(err error) { s.fatal(err) }
+	jopts.OnGroupCommit = func(groupBytes, groupRecords int, sync time.Duration) {
+		s.groups.Add(1)
+		s.groupRecords.Add(int64(groupRecords))
+		s.metrics.observeGroup(groupBytes, groupRecords, sync)
+	}
+	s.j, err = journal.Open(jopts)
+	if err != nil {
+		s.ix.Close()
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	if err := s.recover(ctx); err != nil {
+		s.j.Close()
+		s.ix.Close()
+		return nil, err
+	}
+	s.checkDisk()
+	go s.runApplier()
+	s.startLoop(o.CheckpointInterval, nil, func() {
+		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrFailed) {
+			s.logger.Error("checkpoint failed", "err", err)
+		}
+	})
+	s.startLoop(o.DiskCheckInterval, nil, func() {
+		s.diskMu.Lock()
+		defer s.diskMu.Unlock()
+		s.checkDisk()
+	})
+	s.startLoop(o.GCInterval, s.gcKick, func() {
+		if _, err := s.GC(s.stopCtx); err != nil && s.stopCtx.Err() == nil {
+			s.logger.Error("garbage collection stopped", "err", err)
+		}
+	})
+	s.logger.Info("storage open", "options", o.String(), "limbo", s.Limbo(), "read_only", s.ReadOnly())
+	return s, nil
+}
+
+// startLoop runs fn every interval (and whenever kick receives) until
+// Close; a negative interval disables the loop.
+func (s *Storage) startLoop(interval time.Duration, kick <-chan struct{}, fn func()) {
+	if interval < 0 {
+		return
+	}
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopCtx.Done():
+				return
+			case <-t.C:
+			case <-kick:
+			}
+			fn()
+		}
+	}()
+}
+
+// Close stops the loops, waits for queued records to be written, applied
+// and acknowledged, checkpoints, and closes the journal and the index. It
+// returns ErrClosed if called again.
+func (s *Storage) Close() error {
+	if s.closing.Swap(true) {
+		return ErrClosed
+	}
+	s.stop()
+	s.closeMu.Lock() // waits for calls queueing records and for GC
+	s.closed = true
+	s.closeMu.Unlock()
+	s.loops.Wait()
+
+	jerr := s.j.Close() // writes, syncs and completes everything queued
+	s.apply.Lock()
+	s.apply.journalClosed = true
+	s.apply.Unlock()
+	s.wakeApplier()
+	<-s.applierDone
+
+	var cpErr error
+	if s.failure() == nil {
+		cpErr = s.checkpoint()
+	}
+	ixErr := s.ix.Close()
+	if errors.Is(jerr, journal.ErrFailed) {
+		jerr = nil // reported through OnFatal already
+	}
+	if err := errors.Join(jerr, cpErr, ixErr); err != nil {
+		return fmt.Errorf("storage: close: %w", err)
+	}
+	return nil
+}
+
+// begin admits a call that queues records: it holds closeMu (read) until
+// the returned func runs, so Close waits for it.
+func (s *Storage) begin() (func(), error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		s.closeMu.RUnlock()
+		return nil, err
+	}
+	return s.closeMu.RUnlock, nil
+}
+
+func (s *Storage) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failErr
+}
+
+// fatal records that a write path failed: from now on nothing is applied or
+// acknowledged, and OnFatal is called once.
+func (s *Storage) fatal(cause error) {
+	err := cause
+	if !errors.Is(err, ErrFailed) {
+		err = fmt.Errorf("%w: %w", ErrFailed, cause)
+	}
+	s.mu.Lock()
+	if s.mu.failErr == nil {
+		s.mu.failErr = err
+	}
+	s.mu.Unlock()
+	s.fatalOnce.Do(func() {
+		s.logger.Error("storage failed: acknowledging nothing more", "err", cause)
+		if s.opts.OnFatal != nil {
+			s.opts.OnFatal(err)
+		}
+	})
+}
+
+// checkpoint durably records the applied position in the index, so the
+// next start replays from there. An index sync error is fatal (a failed
+// fsync is never retried).
+func (s *Storage) checkpoint() error {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	s.mu.Lock()
+	pos, failErr := s.mu.applied, s.mu.failErr
+	s.mu.Unlock()
+	if failErr != nil {
+		return failErr
+	}
+	if pos == s.checkpointed {
+		return nil
+	}
+	if err := s.ix.SetCheckpoint(pos); err != nil {
+		if !errors.Is(err, index.ErrClosed) {
+			s.fatal(fmt.Errorf("syncing the index checkpoint: %w", err))
+		}
+		return err
+	}
+	s.checkpointed = pos
+	return nil
+}
+
+// ledgerLocked returns the in-memory state of a ledger, creating it.
+// REQUIRES: s.mu held.
+func (s *Storage) ledgerLocked(ledgerID uint64) *ledger {
+	l := s.mu.ledgers[ledgerID]
+	if l == nil {
+		l = &ledger{st: index.LedgerState{LAC: -1, LastEntryID: -1}, maxQueued: -1}
+		s.mu.ledgers[ledgerID] = l
+	}
+	return l
+}
+
+// dropIdleLocked forgets a ledger that has no state, nothing queued and
+// no waiter.
+// REQUIRES: s.mu held.
+func (s *Storage) dropIdleLocked(ledgerID uint64, l *ledger) {
+	if !l.exists && !l.fenced && l.queued == 0 && l.waiters == 0 {
+		delete(s.mu.ledgers, ledgerID)
+	}
+}
+
+// Limbo reports whether the bookie may have lost acknowledged entries
+// (journal corruption was found): missing entries are then ErrUnknown,
+// never ErrNoEntry. The flag is persistent until ClearLimbo.
+func (s *Storage) Limbo() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.limbo
+}
+
+// ClearLimbo durably leaves limbo: an operator has made sure the bookie's
+// ledgers are whole again (re-replicated). Ledgers fenced on entering limbo
+// stay fenced.
+func (s *Storage) ClearLimbo() error {
+	if err := s.ix.ClearLimbo(); err != nil {
+		return translate(err)
+	}
+	s.mu.Lock()
+	s.mu.limbo = false
+	s.mu.Unlock()
+	s.metrics.limbo.Set(0)
+	s.logger.Warn("limbo cleared by operator")
+	return nil
+}
+
+// spendDisk takes n bytes from the disk budget, checking the disk at once
+// when the budget runs out. It reports whether the add may go ahead.
+func (s *Storage) spendDisk(n int64) bool {
+	if s.diskBudget.Add(-n) >= 0 {
+		return true
+	}
+	s.diskMu.Lock()
+	defer s.diskMu.Unlock()
+	if s.diskBudget.Load() < 0 {
+		s.checkDisk()
+	}
+	return !s.readOnly.Load() && s.diskBudget.Add(-n) >= 0
+}
+
+// ReadOnly reports whether adds are refused for lack of disk space.
+func (s *Storage) ReadOnly() bool { return s.readOnly.Load() }
+
+// DiskUsage is the data directory's file system usage as last checked.
+func (s *Storage) DiskUsage() vfs.DiskUsage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.diskUsage
+}
+
+// OnStateChange registers fn, called (from the disk-check loop, never
+// concurrently with itself) when the storage turns read-only or writable.
+func (s *Storage) OnStateChange(fn func(readOnly bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.hooks = append(s.mu.hooks, fn)
+}
+
+// checkDisk turns the storage read-only when the disk's used fraction,
+// counting one journal file's reservation as used, reaches ReadOnlyAbove,
+// and writable again at WritableBelow; it refreshes the add budget and the
+// size gauges.
+func (s *Storage) checkDisk() {
+	du, err := s.fs.DiskUsage(s.opts.Dir)
+	if err != nil {
+		s.logger.Warn("disk usage unknown; keeping the current state", "err", err)
+		return
+	}
+	// Room is counted net of one journal file's reservation: the next
+	// rotation must still find space.
+	reserve := s.opts.JournalMaxFileBytes
+	if s.opts.JournalPreallocateBytes > 0 {
+		reserve = min(reserve, s.opts.JournalPreallocateBytes)
+	}
+	free := int64(du.FreeBytes) - reserve
+	total := float64(du.TotalBytes)
+	budget := free - int64((1-s.opts.ReadOnlyAbove)*total)
+	was := s.readOnly.Load()
+	now := was
+	switch {
+	case du.TotalBytes == 0:
+	case !was && budget <= 0:
+		now = true
+	case was && float64(free) >= (1-s.opts.WritableBelow)*total:
+		now = false
+	}
+	if du.TotalBytes == 0 {
+		budget = math.MaxInt64 // size unknown: only the periodic check can act
+	}
+	s.diskBudget.Store(max(budget, 0))
+	used := 0.0
+	if du.TotalBytes > 0 {
+		used = 1 - float64(du.FreeBytes)/total
+	}
+	s.mu.Lock()
+	s.mu.diskUsage = du
+	hooks := s.mu.hooks
+	ledgers := 0
+	for _, l := range s.mu.ledgers {
+		if l.exists {
+			ledgers++
+		}
+	}
+	s.mu.Unlock()
+	var journalBytes int64
+	for _, f := range s.j.Files() {
+		journalBytes += f.Size
+	}
+	m := s.metrics
+	m.diskFreeBytes.Set(float64(du.FreeBytes))
+	m.diskTotalBytes.Set(float64(du.TotalBytes))
+	m.journalBytes.Set(float64(journalBytes))
+	m.indexBytes.Set(float64(s.ix.DiskBytes()))
+	m.ledgers.Set(float64(ledgers))
+	if now == was {
+		return
+	}
+	s.readOnly.Store(now)
+	m.readOnly.Set(boolGauge(now))
+	s.logger.Warn("disk usage crossed a threshold", "read_only", now, "used", used,
+		"free_bytes", du.FreeBytes, "total_bytes", du.TotalBytes)
+	for _, fn := range hooks {
+		fn(now)
+	}
+}
