@@ -148,7 +148,8 @@ func TestBookieKill9(t *testing.T) {
 		ledgers := []uint64{uint64(round*10 + 1), uint64(round*10 + 2), uint64(round*10 + 3), uint64(round*10 + 4)}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan map[entryKey][32]byte)
-		go func() { done <- streamAdds(ctx, c, ledgers, rng) }()
+		writerRng := rand.New(rand.NewSource(int64(round))) // not shared with this goroutine
+		go func() { done <- streamAdds(ctx, c, ledgers, writerRng) }()
 		time.Sleep(time.Duration(800+rng.Intn(700)) * time.Millisecond)
 		b.Kill()
 		acked := <-done
