@@ -1,0 +1,65 @@
+package ledger
+
+import (
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/ledgerpb"
+)
+
+// Test access to the recovery machine, so external tests (which can use
+// ledgertest) can drive it through interleavings of their choosing.
+
+// RecoveryOp is a recoveryOp with exported fields.
+type RecoveryOp struct {
+	Kind    string // "fence", "read", "recovery-add"
+	Bookie  string
+	Entry   int64
+	Fence   bool
+	Payload []byte
+	LAC     int64
+	Attempt int
+}
+
+// TestRecovery wraps a recoveryMachine.
+type TestRecovery struct{ m *recoveryMachine }
+
+func NewTestRecovery(md *ledgerpb.LedgerMetadata) (*TestRecovery, error) {
+	m, err := newRecoveryMachine(md)
+	if err != nil {
+		return nil, err
+	}
+	return &TestRecovery{m: m}, nil
+}
+
+func exportOps(ops []recoveryOp) []RecoveryOp {
+	out := make([]RecoveryOp, len(ops))
+	for i, op := range ops {
+		out[i] = RecoveryOp{Kind: op.kind.String(), Bookie: op.bookie, Entry: op.entry,
+			Fence: op.fence, Payload: op.payload, LAC: op.lac, Attempt: op.attempt}
+	}
+	return out
+}
+
+func (r *TestRecovery) Begin() []RecoveryOp { return exportOps(r.m.begin()) }
+
+func (r *TestRecovery) OnFence(op RecoveryOp, resp *bookiepb.FenceResponse, err error) []RecoveryOp {
+	return exportOps(r.m.onFence(op.Bookie, resp, err, op.Attempt))
+}
+
+func (r *TestRecovery) OnRead(op RecoveryOp, resp *bookiepb.ReadEntryResponse, err error) []RecoveryOp {
+	return exportOps(r.m.onRead(op.Bookie, op.Entry, resp, err))
+}
+
+func (r *TestRecovery) OnAdd(op RecoveryOp, resp *bookiepb.AddResponse, err error) []RecoveryOp {
+	return exportOps(r.m.onAdd(op.Bookie, op.Entry, resp, err))
+}
+
+func (r *TestRecovery) Done() bool { return r.m.done() }
+
+func (r *TestRecovery) Result() (last, start, length int64, err error) { return r.m.result() }
+
+var (
+	MarkInRecovery = markInRecovery
+	CloseRecovered = closeRecovered
+	PrefixLength   = prefixLength
+	EntryWriteSet  = entryWriteSet
+)

@@ -1,0 +1,650 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/proto/bookiepb"
+)
+
+// Errors of GRPCBookieClient, passed to add callbacks and returned by its
+// calls. Every one of them leaves the outcome of an add unknown.
+var (
+	// ErrAddTimeout: the bookie did not answer an add within
+	// GRPCOptions.AddTimeout. A late answer is dropped.
+	ErrAddTimeout = errors.New("ledger: add timed out")
+	// ErrAddQueueFull: the bookie has GRPCOptions.MaxQueuedAdds adds or
+	// MaxQueuedBytes payload bytes outstanding; the add was not sent.
+	ErrAddQueueFull = errors.New("ledger: too many adds outstanding to the bookie")
+	// ErrAddStreamBroken: the add stream to the bookie broke (or could not
+	// be opened) before the add was answered. It wraps the cause.
+	ErrAddStreamBroken = errors.New("ledger: add stream broke")
+	// ErrClientClosed: the GRPCBookieClient was closed.
+	ErrClientClosed = errors.New("ledger: bookie client closed")
+)
+
+// Defaults of GRPCOptions.
+const (
+	DefaultAddTimeout     = 5 * time.Second
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultMaxQueuedAdds  = 100_000
+	DefaultMaxQueuedBytes = 64 << 20
+)
+
+// GRPCOptions configures a GRPCBookieClient. Zero fields take defaults.
+type GRPCOptions struct {
+	// AddTimeout bounds the wait for a bookie's answer to one add, from
+	// the call to Add. Default 5s.
+	AddTimeout time.Duration
+	// DialTimeout bounds connecting to a bookie and opening its add
+	// stream. Default 5s.
+	DialTimeout time.Duration
+	// MaxQueuedAdds and MaxQueuedBytes bound the adds outstanding to one
+	// bookie (queued for sending or sent and unanswered) and their payload
+	// bytes. They are generous: in normal operation the writer's own
+	// window is far smaller, and adds older than AddTimeout leave the count.
+	// An add beyond either bound fails with ErrAddQueueFull at once.
+	// Defaults 100 000 and 64 MiB.
+	MaxQueuedAdds  int
+	MaxQueuedBytes int64
+	// Logger receives stream events at debug and warn level. Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+func (o GRPCOptions) withDefaults() GRPCOptions {
+	if o.AddTimeout <= 0 {
+		o.AddTimeout = DefaultAddTimeout
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.MaxQueuedAdds <= 0 {
+		o.MaxQueuedAdds = DefaultMaxQueuedAdds
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports the first problem with o.
+func (o GRPCOptions) Validate() error {
+	switch {
+	case o.AddTimeout < 0:
+		return fmt.Errorf("%w: negative add timeout %v", ErrInvalid, o.AddTimeout)
+	case o.DialTimeout < 0:
+		return fmt.Errorf("%w: negative dial timeout %v", ErrInvalid, o.DialTimeout)
+	case o.MaxQueuedAdds < 0:
+		return fmt.Errorf("%w: negative max queued adds %d", ErrInvalid, o.MaxQueuedAdds)
+	case o.MaxQueuedBytes < 0:
+		return fmt.Errorf("%w: negative max queued bytes %d", ErrInvalid, o.MaxQueuedBytes)
+	}
+	return nil
+}
+
+func (o GRPCOptions) String() string {
+	return fmt.Sprintf("add-timeout=%v dial-timeout=%v max-queued-adds=%d max-queued-bytes=%d",
+		o.AddTimeout, o.DialTimeout, o.MaxQueuedAdds, o.MaxQueuedBytes)
+}
+
+// GRPCBookieClient is the BookieClient over gRPC. It keeps one connection
+// per bookie address, made on first use, and on it one long-lived
+// AddEntries stream that carries every add to that bookie.
+//
+// Adds: Add puts the request on the bookie's queue and returns. A sender
+// goroutine per stream opens the stream (on the first add after the
+// previous one broke) and sends the queue in order; a receiver goroutine
+// matches answers to adds by request id. Each add ends exactly once, by
+// the first of: its answer; AddTimeout passing (ErrAddTimeout; a late
+// answer is dropped); the stream breaking (every outstanding add fails with
+// ErrAddStreamBroken, and the next Add opens a new stream); Close
+// (ErrClientClosed). Callbacks run on one dispatcher goroutine per bookie,
+// in the order the adds ended, which is call order except for an add
+// refused with ErrAddQueueFull (it ends at once, ahead of earlier adds still
+// in flight). A callback may call Add again. After Close, Add calls cb with
+// ErrClientClosed before returning.
+//
+// The other calls map straight onto the bookie's RPCs, wrapping errors with
+// the bookie's address; status.Code and rpcerror.Info still see the
+// bookie's status.
+type GRPCBookieClient struct {
+	opts GRPCOptions
+	log  *slog.Logger
+
+	// ctx is canceled by Close; every stream derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts every goroutine of the client; Close waits for them.
+	wg sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed  bool
+		bookies map[string]*bookieConn
+	}
+}
+
+var _ BookieClient = (*GRPCBookieClient)(nil)
+
+// NewGRPCBookieClient returns a client; it connects to bookies as they are
+// used. Zero or negative options take their defaults; call
+// GRPCOptions.Validate first to reject negative ones.
+func NewGRPCBookieClient(opts GRPCOptions) *GRPCBookieClient {
+	opts = opts.withDefaults()
+	c := &GRPCBookieClient{opts: opts, log: opts.Logger.With("component", "bookie-client")}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.bookies = map[string]*bookieConn{}
+	return c
+}
+
+// Close fails every outstanding add with ErrClientClosed, delivers every
+// callback, stops every goroutine of the client and closes the
+// connections. Calls made afterwards fail with ErrClientClosed.
+func (c *GRPCBookieClient) Close() error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.closed = true
+	bookies := c.mu.bookies
+	c.mu.Unlock()
+	for _, b := range bookies {
+		b.close()
+	}
+	c.cancel()
+	c.wg.Wait()
+	var errs []error
+	for addr, b := range bookies {
+		if b.cc != nil {
+			if err := b.cc.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("ledger: close connection to bookie %s: %w", addr, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// goAttach runs f on a goroutine that Close waits for.
+// REQUIRES: the caller checked, under a lock that Close takes before it
+// waits, that the client (or the bookie) is not closed.
+func (c *GRPCBookieClient) goAttach(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+func (c *GRPCBookieClient) dialOptions() []grpc.DialOption {
+	bc := backoff.DefaultConfig
+	// gRPC's default caps reconnect backoff at 2 minutes: a bookie that
+	// restarts would stay unusable through this connection for that long.
+	bc.BaseDelay = 100 * time.Millisecond
+	bc.MaxDelay = 2 * time.Second
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: c.opts.DialTimeout}),
+		// Pings find a dead bookie under an idle add stream. 10s stays
+		// above the servers' enforcement minimum (grpcserve: 5s).
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserve.MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(grpcserve.MaxMessageBytes)),
+	}
+}
+
+// bookie returns the bookie's connection state, creating it on first use.
+func (c *GRPCBookieClient) bookie(addr string) (*bookieConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, ErrClientClosed
+	}
+	if b, ok := c.mu.bookies[addr]; ok {
+		return b, nil
+	}
+	b := &bookieConn{c: c, addr: addr, wake: make(chan struct{}, 1)}
+	cc, err := grpc.NewClient(addr, c.dialOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: bookie %s: %w", addr, err)
+	}
+	b.cc, b.stub = cc, bookiepb.NewBookieClient(cc)
+	c.mu.bookies[addr] = b
+	c.goAttach(b.dispatch)
+	return b, nil
+}
+
+// Add implements BookieClient.
+func (c *GRPCBookieClient) Add(addr string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
+	b, err := c.bookie(addr)
+	if err != nil {
+		cb(nil, err)
+		return
+	}
+	b.add(req, cb)
+}
+
+// ReadEntry implements BookieClient.
+func (c *GRPCBookieClient) ReadEntry(ctx context.Context, addr string, req *bookiepb.ReadEntryRequest) (*bookiepb.ReadEntryResponse, error) {
+	b, err := c.bookie(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.stub.ReadEntry(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: bookie %s: read entry %d/%d: %w", addr, req.GetLedgerId(), req.GetEntryId(), err)
+	}
+	return resp, nil
+}
+
+// ReadEntries implements BookieClient. An error from fn ends the stream
+// and is returned as is.
+func (c *GRPCBookieClient) ReadEntries(ctx context.Context, addr string, req *bookiepb.ReadEntriesRequest, fn func(*bookiepb.ReadEntryResponse) error) error {
+	b, err := c.bookie(addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := b.stub.ReadEntries(ctx, req)
+	if err != nil {
+		return fmt.Errorf("ledger: bookie %s: read entries %d/%d..%d: %w", addr, req.GetLedgerId(), req.GetFirstEntryId(), req.GetLastEntryId(), err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: bookie %s: read entries %d/%d..%d: %w", addr, req.GetLedgerId(), req.GetFirstEntryId(), req.GetLastEntryId(), err)
+		}
+		if err := fn(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// ReadLAC implements BookieClient.
+func (c *GRPCBookieClient) ReadLAC(ctx context.Context, addr string, req *bookiepb.ReadLACRequest) (*bookiepb.ReadLACResponse, error) {
+	b, err := c.bookie(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.stub.ReadLAC(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: bookie %s: read LAC of ledger %d: %w", addr, req.GetLedgerId(), err)
+	}
+	return resp, nil
+}
+
+// Fence implements BookieClient.
+func (c *GRPCBookieClient) Fence(ctx context.Context, addr string, ledgerID uint64) (*bookiepb.FenceResponse, error) {
+	b, err := c.bookie(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.stub.Fence(ctx, &bookiepb.FenceRequest{LedgerId: ledgerID})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: bookie %s: fence ledger %d: %w", addr, ledgerID, err)
+	}
+	return resp, nil
+}
+
+// WriteLAC implements BookieClient.
+func (c *GRPCBookieClient) WriteLAC(ctx context.Context, addr string, ledgerID uint64, lac int64) error {
+	b, err := c.bookie(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := b.stub.WriteLAC(ctx, &bookiepb.WriteLACRequest{LedgerId: ledgerID, Lac: lac}); err != nil {
+		return fmt.Errorf("ledger: bookie %s: write LAC %d of ledger %d: %w", addr, lac, ledgerID, err)
+	}
+	return nil
+}
+
+// DeleteLedger implements BookieClient.
+func (c *GRPCBookieClient) DeleteLedger(ctx context.Context, addr string, ledgerID uint64) error {
+	b, err := c.bookie(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := b.stub.DeleteLedger(ctx, &bookiepb.DeleteLedgerRequest{LedgerId: ledgerID}); err != nil {
+		return fmt.Errorf("ledger: bookie %s: delete ledger %d: %w", addr, ledgerID, err)
+	}
+	return nil
+}
+
+// bookieConn is the client's state for one bookie.
+type bookieConn struct {
+	c    *GRPCBookieClient
+	addr string
+	cc   *grpc.ClientConn
+	stub bookiepb.BookieClient
+	// wake tells the dispatcher that callbacks are ready or the earliest
+	// deadline changed.
+	wake chan struct{}
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		// stream carries the adds; nil when none is open (none yet, or
+		// the last one broke).
+		stream *addStream
+		// nextRequestID numbers adds; unique per bookie, so per stream.
+		nextRequestID uint64
+		// queuedAdds and queuedBytes count the adds that have not ended,
+		// over every stream (bounded by MaxQueuedAdds, MaxQueuedBytes).
+		queuedAdds  int
+		queuedBytes int64
+		// ended holds adds that ended, in order, for the dispatcher.
+		ended []endedAdd
+	}
+}
+
+// pendingAdd is one add that has not ended, or has just ended.
+type pendingAdd struct {
+	req      *bookiepb.AddRequest
+	cb       func(*bookiepb.AddResponse, error)
+	deadline time.Time
+	done     bool // guarded by bookieConn.mu
+}
+
+// endedAdd is an add's outcome waiting for the dispatcher.
+type endedAdd struct {
+	cb   func(*bookiepb.AddResponse, error)
+	resp *bookiepb.AddResponse
+	err  error
+}
+
+// addStream is one AddEntries stream and the adds it carries. Every field
+// but ctx, cancel and ready is guarded by bookieConn.mu.
+type addStream struct {
+	b      *bookieConn
+	ctx    context.Context
+	cancel context.CancelFunc
+	broken bool
+	// queue holds adds not yet handed to the sender, in call order.
+	queue []*pendingAdd
+	// pending holds the adds of this stream that have not ended, by
+	// request id; order holds them (and ended ones, until trimmed) in
+	// call order, which is deadline order.
+	pending map[uint64]*pendingAdd
+	order   []*pendingAdd
+	// ready is signalled when queue gains adds.
+	ready chan struct{}
+}
+
+func (b *bookieConn) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add queues req on the current stream, opening one if needed.
+func (b *bookieConn) add(req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
+	size := int64(len(req.GetPayload()))
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		cb(nil, ErrClientClosed)
+		return
+	}
+	opts := &b.c.opts
+	if b.mu.queuedAdds+1 > opts.MaxQueuedAdds || b.mu.queuedBytes+size > opts.MaxQueuedBytes {
+		b.mu.ended = append(b.mu.ended, endedAdd{cb: cb, err: fmt.Errorf("%w: bookie %s: %d adds, %d bytes outstanding",
+			ErrAddQueueFull, b.addr, b.mu.queuedAdds, b.mu.queuedBytes)})
+		b.mu.Unlock()
+		b.signal()
+		return
+	}
+	s := b.mu.stream
+	if s == nil {
+		s = b.newStreamLocked()
+	}
+	b.mu.nextRequestID++
+	// A copy: the caller may send the same request to several bookies.
+	// The payload is shared, read-only.
+	p := &pendingAdd{
+		req: &bookiepb.AddRequest{RequestId: b.mu.nextRequestID, LedgerId: req.GetLedgerId(), EntryId: req.GetEntryId(),
+			Lac: req.GetLac(), Payload: req.GetPayload(), Recovery: req.GetRecovery()},
+		cb:       cb,
+		deadline: time.Now().Add(opts.AddTimeout),
+	}
+	b.mu.queuedAdds++
+	b.mu.queuedBytes += size
+	s.pending[p.req.RequestId] = p
+	s.order = append(s.order, p)
+	s.queue = append(s.queue, p)
+	first := len(s.pending) == 1 // no earlier deadline is being waited for
+	b.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+	if first {
+		b.signal() // the dispatcher's next deadline changed
+	}
+}
+
+// newStreamLocked creates the stream state and starts its sender, which
+// opens the gRPC stream.
+// REQUIRES: b.mu held, b not closed.
+func (b *bookieConn) newStreamLocked() *addStream {
+	s := &addStream{b: b, pending: map[uint64]*pendingAdd{}, ready: make(chan struct{}, 1)}
+	s.ctx, s.cancel = context.WithCancel(b.c.ctx)
+	b.mu.stream = s
+	b.c.goAttach(s.send)
+	return s
+}
+
+// endLocked ends p with (resp, err) unless it has ended already.
+// REQUIRES: b.mu held.
+func (b *bookieConn) endLocked(s *addStream, p *pendingAdd, resp *bookiepb.AddResponse, err error) {
+	if p.done {
+		return
+	}
+	p.done = true
+	delete(s.pending, p.req.RequestId)
+	b.mu.queuedAdds--
+	b.mu.queuedBytes -= int64(len(p.req.Payload))
+	b.mu.ended = append(b.mu.ended, endedAdd{cb: p.cb, resp: resp, err: err})
+}
+
+// trimLocked drops ended adds from the front of s.order.
+// REQUIRES: b.mu held.
+func (s *addStream) trimLocked() {
+	for len(s.order) > 0 && s.order[0].done {
+		s.order[0] = nil
+		s.order = s.order[1:]
+	}
+	if len(s.order) == 0 {
+		s.order = nil // let a long-grown backing array go
+	}
+}
+
+// expireLocked ends the adds of s whose deadline has passed with
+// ErrAddTimeout. Deadlines grow in call order, so they are at the front.
+// REQUIRES: b.mu held.
+func (b *bookieConn) expireLocked(s *addStream, now time.Time) {
+	s.trimLocked()
+	for len(s.order) > 0 && !s.order[0].deadline.After(now) {
+		p := s.order[0]
+		b.endLocked(s, p, nil, fmt.Errorf("%w: bookie %s did not answer the add of entry %d/%d within %v",
+			ErrAddTimeout, b.addr, p.req.LedgerId, p.req.EntryId, b.c.opts.AddTimeout))
+		s.trimLocked()
+	}
+}
+
+// breakStream ends every add of s with ErrAddStreamBroken (cause err) and
+// detaches s from the bookie, so the next add opens a new stream. It is
+// idempotent.
+func (b *bookieConn) breakStream(s *addStream, err error) {
+	b.mu.Lock()
+	b.breakLocked(s, err)
+	b.mu.Unlock()
+	b.signal()
+}
+
+// REQUIRES: b.mu held.
+func (b *bookieConn) breakLocked(s *addStream, err error) {
+	if s.broken {
+		return
+	}
+	s.broken = true
+	s.cancel()
+	if b.mu.stream == s {
+		b.mu.stream = nil
+	}
+	n := len(s.pending)
+	var broke error
+	if errors.Is(err, ErrClientClosed) {
+		broke = err
+	} else {
+		broke = fmt.Errorf("%w: bookie %s: %w", ErrAddStreamBroken, b.addr, err)
+	}
+	for _, p := range s.order {
+		b.endLocked(s, p, nil, broke)
+	}
+	s.order, s.queue = nil, nil
+	if n > 0 && !errors.Is(err, ErrClientClosed) {
+		b.c.log.Warn("add stream to bookie broke", "bookie", b.addr, "failed_adds", n, "err", err)
+	}
+}
+
+// send opens the stream, starts the receiver and sends queued adds in
+// order until the stream breaks.
+func (s *addStream) send() {
+	b := s.b
+	// The open must not wait forever for a connection; once open, the
+	// stream lives as long as s.ctx.
+	openTimer := time.AfterFunc(b.c.opts.DialTimeout, s.cancel)
+	stream, err := b.stub.AddEntries(s.ctx)
+	if !openTimer.Stop() && err == nil {
+		err = fmt.Errorf("opening the stream took longer than %v", b.c.opts.DialTimeout)
+	}
+	if err != nil {
+		b.breakStream(s, err)
+		return
+	}
+	b.c.goAttach(func() { s.receive(stream) })
+	var batch []*pendingAdd
+	for {
+		select {
+		case <-s.ready:
+		case <-s.ctx.Done():
+			b.breakStream(s, context.Cause(s.ctx))
+			return
+		}
+		b.mu.Lock()
+		if s.broken {
+			b.mu.Unlock()
+			return
+		}
+		batch, s.queue = s.queue, batch[:0]
+		b.mu.Unlock()
+		for i, p := range batch {
+			// p may have timed out meanwhile: sending it anyway is
+			// harmless (its answer is dropped) and cheaper than locking.
+			if err := stream.Send(p.req); err != nil {
+				// io.EOF: the stream ended; the receiver has the reason.
+				b.breakStream(s, err)
+				return
+			}
+			batch[i] = nil
+		}
+	}
+}
+
+// receive matches answers to adds until the stream ends.
+func (s *addStream) receive(stream grpc.BidiStreamingClient[bookiepb.AddRequest, bookiepb.AddResponse]) {
+	b := s.b
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the bookie ended the stream")
+			}
+			b.breakStream(s, err)
+			return
+		}
+		b.mu.Lock()
+		// Adds whose time is up end first, so that outcomes stay in
+		// call order however late the dispatcher runs.
+		b.expireLocked(s, time.Now())
+		if p, ok := s.pending[resp.GetRequestId()]; ok {
+			b.endLocked(s, p, resp, nil)
+			s.trimLocked()
+		}
+		// Otherwise a late answer to an add that timed out: dropped.
+		b.mu.Unlock()
+		b.signal()
+	}
+}
+
+// dispatch runs the callbacks of ended adds in order and times adds out,
+// until the bookie is closed and every callback has run.
+func (b *bookieConn) dispatch() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		var next time.Time
+		if s := b.mu.stream; s != nil {
+			b.expireLocked(s, time.Now())
+			if len(s.order) > 0 {
+				next = s.order[0].deadline
+			}
+		}
+		ended := b.mu.ended
+		b.mu.ended = nil
+		closed := b.mu.closed
+		b.mu.Unlock()
+		for i, e := range ended {
+			e.cb(e.resp, e.err)
+			ended[i] = endedAdd{}
+		}
+		if len(ended) > 0 {
+			continue // callbacks may have added or ended adds
+		}
+		if closed {
+			return
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-b.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// close ends every outstanding add with ErrClientClosed and makes the
+// dispatcher return once their callbacks have run.
+func (b *bookieConn) close() {
+	b.mu.Lock()
+	b.mu.closed = true
+	if s := b.mu.stream; s != nil {
+		b.breakLocked(s, ErrClientClosed)
+	}
+	b.mu.Unlock()
+	b.signal()
+}

@@ -1,0 +1,41 @@
+package ledgertest
+
+import (
+	"fmt"
+
+	"github.com/strata-log/strata/ledger"
+)
+
+// Cluster bundles the fakes for one test.
+type Cluster struct {
+	Bookies   *FakeBookies
+	Meta      *FakeMetadata
+	Registry  *FakeRegistry
+	Scheduler *ManualScheduler
+}
+
+// NewCluster returns n writable bookies named bookie-0..bookie-(n-1), in
+// auto mode, an empty metadata store and a manual scheduler.
+func NewCluster(n int) *Cluster {
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("bookie-%d", i)
+	}
+	return &Cluster{
+		Bookies:   NewFakeBookies(addrs...),
+		Meta:      NewFakeMetadata(),
+		Registry:  NewFakeRegistry(addrs...),
+		Scheduler: NewManualScheduler(),
+	}
+}
+
+// Env is the ledger.Env over the fakes; its clock is the scheduler's.
+func (c *Cluster) Env() ledger.Env {
+	return ledger.Env{Meta: c.Meta, Bookies: c.Bookies, Registry: c.Registry, Now: c.Scheduler.Now}
+}
+
+// Options fills opts.Scheduler with the cluster's scheduler.
+func (c *Cluster) Options(opts ledger.CreateOptions) ledger.CreateOptions {
+	opts.Scheduler = c.Scheduler
+	return opts
+}

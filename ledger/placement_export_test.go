@@ -1,0 +1,5 @@
+package ledger
+
+// BookieRegistryPrefixForTest lets the external tests compare the
+// registry prefix with the bookie's own.
+const BookieRegistryPrefixForTest = bookieRegistryPrefix

@@ -1,0 +1,278 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/ledgerpb"
+)
+
+// Retry backoff for recovery's requests and metadata calls. Recover has no
+// options; these are short because a recovery is on the fail-over path.
+const (
+	recoveryRetryMin = 20 * time.Millisecond
+	recoveryRetryMax = time.Second
+)
+
+// Recover opens ledger id with fencing and closes it (BookKeeper's recovery
+// open; DESIGN.md §3), and returns its CLOSED metadata:
+//
+//  1. read the metadata; CLOSED: return it as it is;
+//  2. compare-and-set the state to IN_RECOVERY (already IN_RECOVERY: a
+//     concurrent or repeated recovery; go on). From here the old writer's
+//     ensemble changes fail, so the ensemble recovery reads is final;
+//  3. fence the last ensemble until every write set is covered (R1) and
+//     take the highest LAC the fenced bookies report;
+//  4. read forward with fencing reads (R2, R3, R4), rewriting each entry
+//     found to its whole write set with recovery adds (R5);
+//  5. at the first absent entry, compare-and-set CLOSED with last_entry_id
+//     and length (R6). When the CAS loses, re-read: CLOSED by a concurrent
+//     recovery means that recovery's last entry is THE last entry, and it
+//     is returned, so concurrent recoveries converge on one answer.
+//
+// Errors: ErrNoSuchLedger; ErrInvalid (malformed metadata, or a bookie
+// rejected a recovery add as invalid); ctx's error when too few bookies
+// answer to decide (never a truncation: an error is never "absent").
+//
+// length needs the size of every entry up to the last one, and entries do
+// not carry a cumulative length (BookKeeper's do, in their header), so
+// Recover also streams the entries below its start point from the bookies
+// (prefixLength). That costs one read of the ledger per recovery.
+func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata, error) {
+	log := logger(env).With("ledger", id)
+	md, version, err := markInRecovery(ctx, env, id)
+	if err != nil {
+		return nil, err
+	}
+	if md.State == ledgerpb.LedgerState_CLOSED {
+		return md, nil
+	}
+	m, err := newRecoveryMachine(md)
+	if err != nil {
+		return nil, err
+	}
+	if err := runRecovery(ctx, env, m); err != nil {
+		return nil, fmt.Errorf("ledger %d: recovering: %w", id, err)
+	}
+	last, start, length, _ := m.result()
+	prefix, err := prefixLength(ctx, env, md, start)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %d: recovering: sizing entries below %d: %w", id, start, err)
+	}
+	closed, err := closeRecovered(ctx, env, md, version, last, prefix+length)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("ledger recovered", "last_entry", closed.LastEntryId, "length", closed.Length)
+	return closed, nil
+}
+
+// markInRecovery moves an OPEN ledger to IN_RECOVERY and returns the
+// metadata and its version; CLOSED and IN_RECOVERY ledgers are returned as
+// they are.
+func markInRecovery(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata, int64, error) {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleepReal(ctx, attempt); err != nil {
+				return nil, 0, fmt.Errorf("ledger %d: marking in recovery: %w", id, err)
+			}
+		}
+		md, version, err := env.Meta.Get(ctx, id)
+		if errors.Is(err, ErrNoSuchLedger) {
+			return nil, 0, err
+		}
+		if err != nil {
+			continue
+		}
+		if md.State != ledgerpb.LedgerState_OPEN {
+			return md, version, nil
+		}
+		md = proto.Clone(md).(*ledgerpb.LedgerMetadata)
+		md.State = ledgerpb.LedgerState_IN_RECOVERY
+		v, err := env.Meta.Update(ctx, md, version)
+		if err == nil {
+			return md, v, nil
+		}
+		// Conflict (the writer changed its ensemble, or another recovery
+		// won) or unknown outcome: read again.
+		if errors.Is(err, ErrMetadataConflict) {
+			attempt = -1
+		}
+	}
+}
+
+// closeRecovered compare-and-sets the metadata to CLOSED at last. A lost
+// CAS re-reads: CLOSED (by a concurrent recovery, or by an attempt of ours
+// whose answer was lost) is returned as THE result.
+func closeRecovered(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, version, last, length int64) (*ledgerpb.LedgerMetadata, error) {
+	for attempt := 0; ; attempt++ {
+		closed := proto.Clone(md).(*ledgerpb.LedgerMetadata)
+		closed.State = ledgerpb.LedgerState_CLOSED
+		closed.LastEntryId = last
+		closed.Length = length
+		closed.ClosedAtMs = now(env).UnixMilli()
+		_, err := env.Meta.Update(ctx, closed, version)
+		if err == nil {
+			return closed, nil
+		}
+		if !errors.Is(err, ErrMetadataConflict) {
+			if serr := sleepReal(ctx, attempt+1); serr != nil {
+				return nil, fmt.Errorf("ledger %d: closing after recovery: %w (last error: %w)", md.Id, serr, err)
+			}
+		}
+		got, gotVersion, err := env.Meta.Get(ctx, md.Id)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("ledger %d: closing after recovery: %w", md.Id, err)
+			}
+		case got.State == ledgerpb.LedgerState_CLOSED:
+			return got, nil
+		case got.State == ledgerpb.LedgerState_IN_RECOVERY:
+			md, version = got, gotVersion
+		default:
+			return nil, fmt.Errorf("%w: ledger %d went back to %s during recovery", ErrMetadataConflict, md.Id, got.State)
+		}
+	}
+}
+
+// runRecovery drives m over the network: each op runs on its own goroutine
+// (after a backoff when it is a retry) and its answer goes back to m on
+// this goroutine. Outstanding requests are cancelled and waited for before
+// it returns.
+func runRecovery(ctx context.Context, env Env, m *recoveryMachine) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	var inbox struct {
+		sync.Mutex
+		answers []func() []recoveryOp
+	}
+	signal := make(chan struct{}, 1)
+	post := func(f func() []recoveryOp) {
+		inbox.Lock()
+		inbox.answers = append(inbox.answers, f)
+		inbox.Unlock()
+		select {
+		case signal <- struct{}{}:
+		default:
+		}
+	}
+	send := func(op recoveryOp) {
+		wg.Go(func() {
+			if op.attempt > 0 {
+				if sleepReal(ctx, op.attempt) != nil {
+					return
+				}
+			}
+			switch op.kind {
+			case opFence:
+				resp, err := env.Bookies.Fence(ctx, op.bookie, m.ledgerID)
+				post(func() []recoveryOp { return m.onFence(op.bookie, resp, err, op.attempt) })
+			case opRead:
+				resp, err := env.Bookies.ReadEntry(ctx, op.bookie, &bookiepb.ReadEntryRequest{
+					LedgerId: m.ledgerID, EntryId: uint64(op.entry), Fence: op.fence, // R2
+				})
+				post(func() []recoveryOp { return m.onRead(op.bookie, op.entry, resp, err) })
+			case opRecoveryAdd:
+				env.Bookies.Add(op.bookie, &bookiepb.AddRequest{
+					LedgerId: m.ledgerID, EntryId: uint64(op.entry), Lac: op.lac, Payload: op.payload, Recovery: true,
+				}, func(resp *bookiepb.AddResponse, err error) {
+					post(func() []recoveryOp { return m.onAdd(op.bookie, op.entry, resp, err) })
+				})
+			}
+		})
+	}
+	for _, op := range m.begin() {
+		send(op)
+	}
+	for !m.done() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-signal:
+		}
+		inbox.Lock()
+		answers := inbox.answers
+		inbox.answers = nil
+		inbox.Unlock()
+		for _, f := range answers {
+			for _, op := range f() {
+				send(op)
+			}
+		}
+	}
+	_, _, _, err := m.result()
+	return err
+}
+
+// prefixLength sums the payload sizes of entries 0..upTo-1, all of them
+// acknowledged, by streaming them from the bookies of their write sets.
+// With E = Qw one stream per fragment usually does it; with striping a
+// bookie's stream stops at the first entry it does not hold and the next
+// member of the next entry's write set takes over.
+func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upTo int64) (int64, error) {
+	var total int64
+	errStop := errors.New("stop")
+	for i, f := range md.Fragments {
+		end := upTo - 1
+		if i+1 < len(md.Fragments) {
+			end = min(end, md.Fragments[i+1].FirstEntryId-1)
+		}
+		next := f.FirstEntryId
+		for attempt := 0; next <= end; {
+			progressed := false
+			// Any member of next's write set may serve it (it was
+			// acknowledged by Qa of them); one that cannot (error, or
+			// it does not hold next) hands over to the next member.
+			for _, b := range writeSet(f.Bookies, next, int(md.WriteQuorum)) {
+				_ = env.Bookies.ReadEntries(ctx, b, &bookiepb.ReadEntriesRequest{
+					LedgerId: md.Id, FirstEntryId: uint64(next), LastEntryId: uint64(end),
+				}, func(r *bookiepb.ReadEntryResponse) error {
+					if r.Status != bookiepb.ReadStatus_READ_OK || r.EntryId != uint64(next) {
+						return errStop
+					}
+					total += int64(len(r.Payload))
+					next++
+					progressed = true
+					return nil
+				})
+				if progressed || ctx.Err() != nil {
+					break
+				}
+			}
+			if progressed {
+				attempt = 0
+				continue
+			}
+			attempt++
+			if err := sleepReal(ctx, attempt); err != nil {
+				return 0, fmt.Errorf("entry %d unreadable: %w", next, err)
+			}
+		}
+	}
+	return total, nil
+}
+
+// sleepReal waits the backoff for attempt (1, 2, ...) or until ctx ends.
+func sleepReal(ctx context.Context, attempt int) error {
+	d := recoveryRetryMin << min(attempt-1, 10)
+	d = min(d, recoveryRetryMax)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

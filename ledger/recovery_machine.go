@@ -1,0 +1,296 @@
+package ledger
+
+import (
+	"fmt"
+
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/ledgerpb"
+)
+
+// recoveryMachine decides a ledger's recovery from bookies' answers. It
+// does no I/O: it returns the requests to send (recoveryOp) and is fed the
+// answers, in any order, so a test can drive it through every
+// interleaving (etcd-raft style). Recover drives it over the network.
+//
+// Invariants (DESIGN.md §3; reference/protocols.md §1):
+//
+//   - R1 Fencing completes when every write set of the last ensemble has
+//     (Qw-Qa)+1 fenced members (BookKeeper's per-write-set coverage; for
+//     E=Qw that is BP-46's (E-Qa)+1). The old writer can then reach at most
+//     Qa-1 members of any write set, so it acknowledges nothing new.
+//   - R2 Every read is a FENCING read (BookKeeper #2614): a bookie whose
+//     fence request was lost is fenced by the first read that reaches it,
+//     before it answers. Otherwise it could accept the old writer's add
+//     after telling recovery "no such entry", and the writer would get an
+//     acknowledgement for an entry recovery truncated.
+//   - R3 One positive answer makes an entry present. An entry is absent
+//     only after (Qw-Qa)+1 members of its write set EXPLICITLY answered
+//     READ_NO_ENTRY (BookKeeper PR #1077). Errors and timeouts are never
+//     "absent": the read is retried until the entry is decided (or the
+//     caller's context ends). Since (Qw-Qa+1)+Qa > Qw, an acknowledged
+//     entry cannot be absent, unless a bookie lost data it acknowledged,
+//     which bookie cookies exist to prevent (BookKeeper #2908, BP-46).
+//   - R4 Reading starts at max(max fenced LAC + 1, first entry of the last
+//     fragment): LACs are acknowledged entries, and the writer starts a
+//     fragment at LAC+1, so everything below the last fragment is
+//     acknowledged and stays as it is.
+//   - R5 Every entry found is rewritten to its whole write set with
+//     recovery adds (allowed on fenced bookies) and counts once Qa members
+//     answered ADD_OK, like a normal acknowledgement. Recovery does not
+//     change the ensemble: with fewer than Qa live members in a write set
+//     it waits (and retries) until ctx ends.
+//   - R6 The ledger ends just before the first absent entry; entries read
+//     ahead beyond it are ignored.
+type recoveryMachine struct {
+	ledgerID    uint64
+	ensemble    []string
+	firstEntry  int64 // the last fragment's first entry
+	writeQuorum int
+	ackQuorum   int
+	absentQ     int // (Qw-Qa)+1
+
+	fenced      map[string]bool
+	maxLAC      int64
+	fencingDone bool
+
+	start   int64 // first entry read
+	next    int64 // next entry to start reading
+	present int64 // entries start..present are present (present >= start-1)
+	absent  int64 // first absent entry, -1 until found
+	reads   map[int64]*entryRead
+	writes  map[int64]*entryWrite // rewrites that have not reached Qa
+	length  int64                 // payload bytes of entries start..present
+	err     error
+}
+
+// recoveryWindow bounds the entries read ahead and the rewrites in flight.
+const recoveryWindow = 16
+
+type recoveryOpKind int
+
+const (
+	opFence recoveryOpKind = iota + 1
+	opRead
+	opRecoveryAdd
+)
+
+func (k recoveryOpKind) String() string {
+	switch k {
+	case opFence:
+		return "fence"
+	case opRead:
+		return "read"
+	case opRecoveryAdd:
+		return "recovery-add"
+	}
+	return "?"
+}
+
+// recoveryOp is one request the machine wants sent. The answer goes back
+// through onFence, onRead or onAdd.
+type recoveryOp struct {
+	kind    recoveryOpKind
+	bookie  string
+	entry   int64  // opRead, opRecoveryAdd
+	fence   bool   // opRead: a fencing read (always, R2)
+	payload []byte // opRecoveryAdd
+	lac     int64  // opRecoveryAdd: piggybacked LAC
+	// attempt counts earlier failed attempts of the same request: a driver
+	// waits (backs off) before sending an op with attempt > 0.
+	attempt int
+}
+
+type entryRead struct {
+	ws        []string
+	negatives map[string]bool
+	attempts  map[string]int
+	decided   bool
+	found     bool
+	payload   []byte
+}
+
+type entryWrite struct {
+	ws       []string
+	payload  []byte
+	oks      map[string]bool
+	attempts map[string]int
+}
+
+// newRecoveryMachine prepares the recovery of md, which must be
+// IN_RECOVERY and valid.
+func newRecoveryMachine(md *ledgerpb.LedgerMetadata) (*recoveryMachine, error) {
+	if err := validateMetadata(md); err != nil {
+		return nil, err
+	}
+	last := md.Fragments[len(md.Fragments)-1]
+	return &recoveryMachine{
+		ledgerID:    md.Id,
+		ensemble:    last.Bookies,
+		firstEntry:  last.FirstEntryId,
+		writeQuorum: int(md.WriteQuorum),
+		ackQuorum:   int(md.AckQuorum),
+		absentQ:     absentQuorum(md),
+		fenced:      make(map[string]bool),
+		maxLAC:      -1,
+		absent:      -1,
+		reads:       make(map[int64]*entryRead),
+		writes:      make(map[int64]*entryWrite),
+	}, nil
+}
+
+// begin returns the fence requests to the last ensemble.
+func (m *recoveryMachine) begin() []recoveryOp {
+	ops := make([]recoveryOp, 0, len(m.ensemble))
+	for _, b := range m.ensemble {
+		ops = append(ops, recoveryOp{kind: opFence, bookie: b})
+	}
+	return ops
+}
+
+// done reports whether the recovery is decided: failed, or the first absent
+// entry is known and every entry before it is rewritten.
+func (m *recoveryMachine) done() bool {
+	return m.err != nil || (m.absent >= 0 && len(m.writes) == 0)
+}
+
+// result is the recovered last entry, the first entry recovery read (the
+// ones below were acknowledged already) and the payload bytes of entries
+// start..last. Valid once done with a nil error.
+func (m *recoveryMachine) result() (last, start, length int64, err error) {
+	return m.absent - 1, m.start, m.length, m.err
+}
+
+// onFence takes a Fence answer (R1).
+func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, err error, attempt int) []recoveryOp {
+	if m.fencingDone {
+		return nil
+	}
+	if err != nil || resp == nil {
+		return []recoveryOp{{kind: opFence, bookie: bookie, attempt: attempt + 1}}
+	}
+	m.fenced[bookie] = true
+	m.maxLAC = max(m.maxLAC, resp.Lac)
+	if !m.fencedEveryWriteSet() {
+		return nil
+	}
+	m.fencingDone = true
+	m.start = max(m.maxLAC+1, m.firstEntry) // R4
+	m.next, m.present = m.start, m.start-1
+	return m.readAhead()
+}
+
+func (m *recoveryMachine) fencedEveryWriteSet() bool {
+	for i := range m.ensemble {
+		n := 0
+		for _, b := range writeSet(m.ensemble, int64(i), m.writeQuorum) {
+			if m.fenced[b] {
+				n++
+			}
+		}
+		if n < m.absentQ {
+			return false
+		}
+	}
+	return true
+}
+
+// readAhead starts fencing reads (R2) of the next entries, within the
+// window.
+func (m *recoveryMachine) readAhead() []recoveryOp {
+	var ops []recoveryOp
+	for m.absent < 0 && m.next <= m.present+recoveryWindow && len(m.writes) < recoveryWindow {
+		e := m.next
+		m.next++
+		r := &entryRead{
+			ws:        writeSet(m.ensemble, e, m.writeQuorum),
+			negatives: make(map[string]bool),
+			attempts:  make(map[string]int),
+		}
+		m.reads[e] = r
+		for _, b := range r.ws {
+			ops = append(ops, recoveryOp{kind: opRead, bookie: b, entry: e, fence: true})
+		}
+	}
+	return ops
+}
+
+// onRead takes a fencing read's answer (R3).
+func (m *recoveryMachine) onRead(bookie string, entryID int64, resp *bookiepb.ReadEntryResponse, err error) []recoveryOp {
+	r := m.reads[entryID]
+	if r == nil || r.decided || m.err != nil {
+		return nil
+	}
+	switch {
+	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_OK && resp.EntryId == uint64(entryID):
+		r.decided, r.found, r.payload = true, true, resp.Payload
+	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_NO_ENTRY:
+		r.negatives[bookie] = true
+		if len(r.negatives) < m.absentQ {
+			return nil
+		}
+		r.decided = true
+	default: // unknown: ask again
+		r.attempts[bookie]++
+		return []recoveryOp{{kind: opRead, bookie: bookie, entry: entryID, fence: true, attempt: r.attempts[bookie]}}
+	}
+	return m.advance()
+}
+
+// advance settles decided entries in order: present ones are rewritten, the
+// first absent one ends the ledger (R6).
+func (m *recoveryMachine) advance() []recoveryOp {
+	var ops []recoveryOp
+	for m.absent < 0 {
+		e := m.present + 1
+		r := m.reads[e]
+		if r == nil || !r.decided {
+			break
+		}
+		delete(m.reads, e)
+		if !r.found {
+			m.absent = e
+			clear(m.reads)
+			break
+		}
+		m.present = e
+		m.length += int64(len(r.payload))
+		w := &entryWrite{ws: r.ws, payload: r.payload, oks: make(map[string]bool), attempts: make(map[string]int)}
+		m.writes[e] = w
+		for _, b := range w.ws {
+			ops = append(ops, m.addOp(b, e, w))
+		}
+	}
+	return append(ops, m.readAhead()...)
+}
+
+func (m *recoveryMachine) addOp(bookie string, entryID int64, w *entryWrite) recoveryOp {
+	return recoveryOp{kind: opRecoveryAdd, bookie: bookie, entry: entryID, payload: w.payload,
+		lac: m.maxLAC, attempt: w.attempts[bookie]}
+}
+
+// onAdd takes a recovery add's answer (R5).
+func (m *recoveryMachine) onAdd(bookie string, entryID int64, resp *bookiepb.AddResponse, err error) []recoveryOp {
+	w := m.writes[entryID]
+	if w == nil || m.err != nil {
+		return nil
+	}
+	status := bookiepb.AddStatus_ADD_FAILED
+	if err == nil && resp != nil {
+		status = resp.Status
+	}
+	switch status {
+	case bookiepb.AddStatus_ADD_OK:
+		w.oks[bookie] = true
+		if len(w.oks) >= m.ackQuorum {
+			delete(m.writes, entryID)
+			return m.readAhead()
+		}
+		return nil
+	case bookiepb.AddStatus_ADD_INVALID:
+		m.err = fmt.Errorf("%w: ledger %d: bookie %s rejected the recovery add of entry %d: %s",
+			ErrInvalid, m.ledgerID, bookie, entryID, resp.GetMessage())
+		return nil
+	}
+	w.attempts[bookie]++
+	return []recoveryOp{m.addOp(bookie, entryID, w)}
+}

@@ -1,0 +1,219 @@
+package ledger_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/ledgerpb"
+)
+
+// smDriver feeds the recovery machine scripted answers.
+type smDriver struct {
+	t   *testing.T
+	r   *ledger.TestRecovery
+	ops []ledger.RecoveryOp
+}
+
+func newSMDriver(t *testing.T, e, qw, qa int32, frags ...*ledgerpb.Fragment) *smDriver {
+	md := &ledgerpb.LedgerMetadata{Id: 7, EnsembleSize: e, WriteQuorum: qw, AckQuorum: qa,
+		State: ledgerpb.LedgerState_IN_RECOVERY, LastEntryId: -1, Fragments: frags}
+	r, err := ledger.NewTestRecovery(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &smDriver{t: t, r: r}
+	d.ops = r.Begin()
+	return d
+}
+
+func smFrag(first int64, n int) *ledgerpb.Fragment {
+	f := &ledgerpb.Fragment{FirstEntryId: first}
+	for i := range n {
+		f.Bookies = append(f.Bookies, wtAddr(i))
+	}
+	return f
+}
+
+// take removes the pending op (kind, bookie, entry) or fails.
+func (d *smDriver) take(kind, bookie string, entry int64) ledger.RecoveryOp {
+	d.t.Helper()
+	i := slices.IndexFunc(d.ops, func(op ledger.RecoveryOp) bool {
+		return op.Kind == kind && op.Bookie == bookie && (kind == "fence" || op.Entry == entry)
+	})
+	if i < 0 {
+		d.t.Fatalf("no pending %s to %s for entry %d; pending: %s", kind, bookie, entry, d.pending())
+	}
+	op := d.ops[i]
+	d.ops = slices.Delete(d.ops, i, i+1)
+	return op
+}
+
+func (d *smDriver) fence(bookie string, lac int64, err error) {
+	d.t.Helper()
+	op := d.take("fence", bookie, 0)
+	var resp *bookiepb.FenceResponse
+	if err == nil {
+		resp = &bookiepb.FenceResponse{Lac: lac}
+	}
+	d.ops = append(d.ops, d.r.OnFence(op, resp, err)...)
+}
+
+// read answers a read: "ok", "no" or "err".
+func (d *smDriver) read(bookie string, entry int64, answer string) {
+	d.t.Helper()
+	op := d.take("read", bookie, entry)
+	var resp *bookiepb.ReadEntryResponse
+	var err error
+	switch answer {
+	case "ok":
+		resp = &bookiepb.ReadEntryResponse{EntryId: uint64(entry), Payload: []byte(fmt.Sprint("p", entry))}
+	case "no":
+		resp = &bookiepb.ReadEntryResponse{EntryId: uint64(entry), Status: bookiepb.ReadStatus_READ_NO_ENTRY}
+	default:
+		err = errors.New("timeout")
+	}
+	d.ops = append(d.ops, d.r.OnRead(op, resp, err)...)
+}
+
+// add answers a recovery add: "ok" or "err".
+func (d *smDriver) add(bookie string, entry int64, answer string) {
+	d.t.Helper()
+	op := d.take("recovery-add", bookie, entry)
+	var resp *bookiepb.AddResponse
+	var err error
+	if answer == "ok" {
+		resp = &bookiepb.AddResponse{EntryId: uint64(entry)}
+	} else {
+		err = errors.New("timeout")
+	}
+	d.ops = append(d.ops, d.r.OnAdd(op, resp, err)...)
+}
+
+func (d *smDriver) pending() string {
+	var s []string
+	for _, op := range d.ops {
+		s = append(s, fmt.Sprintf("%s/%s/%d#%d", op.Kind, op.Bookie, op.Entry, op.Attempt))
+	}
+	return strings.Join(s, " ")
+}
+
+func (d *smDriver) has(kind, bookie string, entry int64) bool {
+	return slices.ContainsFunc(d.ops, func(op ledger.RecoveryOp) bool {
+		return op.Kind == kind && op.Bookie == bookie && op.Entry == entry
+	})
+}
+
+func (d *smDriver) wantDone(last int64) {
+	d.t.Helper()
+	if !d.r.Done() {
+		d.t.Fatalf("not done; pending: %s", d.pending())
+	}
+	got, _, _, err := d.r.Result()
+	if err != nil || got != last {
+		d.t.Fatalf("result last=%d err=%v, want last=%d", got, err, last)
+	}
+}
+
+func (d *smDriver) wantNotDone() {
+	d.t.Helper()
+	if d.r.Done() {
+		got, _, _, err := d.r.Result()
+		d.t.Fatalf("done too early: last=%d err=%v", got, err)
+	}
+}
+
+func TestRecoveryMachine(t *testing.T) {
+	b0, b1, b2, b3 := wtAddr(0), wtAddr(1), wtAddr(2), wtAddr(3)
+
+	t.Run("reads only once every write set is fenced, from max LAC+1", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fence(b0, 4, nil)
+		d.fence(b1, 0, errors.New("lost")) // retried, never "fenced"
+		if !d.has("fence", b1, 0) || d.has("read", b0, 5) {
+			t.Fatalf("after one fence and one lost fence: %s", d.pending())
+		}
+		d.fence(b2, 2, nil)
+		for _, b := range []string{b0, b1, b2} {
+			if !d.has("read", b, 5) || d.has("read", b, 4) {
+				t.Fatalf("reads should start at max LAC+1 = 5 on every member: %s", d.pending())
+			}
+		}
+	})
+	t.Run("striped coverage needs Qw-Qa+1 per write set", func(t *testing.T) {
+		d := newSMDriver(t, 4, 2, 2, smFrag(0, 4)) // write sets {0,1} {1,2} {2,3} {3,0}
+		d.fence(b0, -1, nil)
+		d.fence(b1, -1, nil)
+		if d.has("read", b0, 0) {
+			t.Fatal("write set {2,3} is not fenced yet")
+		}
+		d.fence(b3, -1, nil)
+		if !d.has("read", b0, 0) || !d.has("read", b1, 0) {
+			t.Fatalf("covered, reads expected: %s", d.pending())
+		}
+	})
+	t.Run("errors are not absent", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fence(b0, -1, nil)
+		d.fence(b1, -1, nil)
+		d.read(b0, 0, "no")
+		d.read(b1, 0, "err")
+		d.read(b1, 0, "err") // the retry fails too
+		d.wantNotDone()
+		d.read(b2, 0, "no") // second explicit negative
+		d.wantDone(-1)
+	})
+	t.Run("a positive answer first makes it present", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fence(b0, -1, nil)
+		d.fence(b1, -1, nil)
+		d.read(b2, 0, "ok")
+		d.read(b0, 0, "no") // late: ignored
+		d.read(b1, 0, "no")
+		d.read(b0, 1, "no")
+		d.read(b1, 1, "no")
+		d.wantNotDone() // entry 0 is not rewritten yet
+		d.add(b0, 0, "ok")
+		d.add(b1, 0, "err") // retried
+		d.wantNotDone()
+		d.add(b2, 0, "ok")
+		d.wantDone(0)
+	})
+	t.Run("negatives first make it absent; read-ahead beyond is ignored", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fence(b0, -1, nil)
+		d.fence(b1, -1, nil)
+		d.read(b0, 1, "ok") // entry 1 present, but entry 0 decides first
+		d.read(b0, 0, "no")
+		d.read(b1, 0, "no")
+		d.wantDone(-1)
+		d.read(b2, 0, "ok") // too late
+		d.wantDone(-1)
+	})
+	t.Run("Qa=1 needs every member to say absent", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 1, smFrag(0, 3))
+		for _, b := range []string{b0, b1, b2} {
+			d.fence(b, -1, nil)
+		}
+		d.read(b0, 0, "no")
+		d.read(b1, 0, "no")
+		d.wantNotDone()
+		d.read(b2, 0, "no")
+		d.wantDone(-1)
+	})
+	t.Run("starts at the last fragment", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3), &ledgerpb.Fragment{FirstEntryId: 10, Bookies: []string{b0, b3, b2}})
+		d.fence(b3, -1, nil) // the replacement knows no LAC
+		d.fence(b2, -1, nil)
+		if !d.has("read", b3, 10) || d.has("read", b3, 0) {
+			t.Fatalf("reads should start at the last fragment's first entry: %s", d.pending())
+		}
+		d.read(b3, 10, "no")
+		d.read(b2, 10, "no")
+		d.wantDone(9)
+	})
+}
