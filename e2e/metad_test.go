@@ -334,9 +334,12 @@ func TestMetadReplaceMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer only4.Close()
+	// A follower applies a commit when it next hears from the leader: its
+	// own (stale) replica catches up shortly after the write returns.
 	for _, key := range []string{"/r/before", "/r/after"} {
-		if _, err := only4.Get(ctx, key, metaclient.Stale()); err != nil {
-			t.Fatalf("new member's replica lacks %s: %v", key, err)
-		}
+		eventually(t, 5*time.Second, "new member's replica has "+key, func() error {
+			_, err := only4.Get(ctx, key, metaclient.Stale())
+			return err
+		})
 	}
 }

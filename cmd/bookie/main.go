@@ -42,6 +42,9 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Int64("journal-max-file-bytes", d.JournalMaxFileBytes, "journal file size before rotation")
 	fs.Duration("gc-interval", d.GCInterval, "how often deleted ledgers' space is reclaimed")
 	fs.Int("max-entry-bytes", d.MaxEntryBytes, "largest entry payload accepted")
+	fs.Bool("autorecovery", d.Autorecovery, "run a re-replication candidate (one in the cluster is elected)")
+	fs.Duration("autorecovery-interval", d.AutorecoveryInterval, "time between the elected replicator's audits")
+	fs.Duration("autorecovery-grace", d.AutorecoveryGrace, "how long a bookie may be gone before its ledgers are re-replicated")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 	return fs

@@ -73,7 +73,7 @@ func newRootCommand() *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (watch runs until interrupted)")
 	pf.StringVarP(&g.output, "output", "o", string(cli.FormatText), "output format: text or json")
 
-	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newDevCommand(g))
+	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g))
 	return root
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -64,16 +65,36 @@ func ModuleRoot() (string, error) {
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
-// ago.
+// ago. Ports come from 10000-31999, below Linux's ephemeral range
+// (32768-60999), so the outgoing connections of other tests cannot take
+// them between this check and the child process binding them; a port is
+// never handed out twice by one test binary.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("proctest: free port: %v", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 10000 + rand.IntN(22000)
+		if portsUsed[port] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsUsed[port] = true
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("proctest: no free port")
+	return ""
 }
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
 
 // Process is one running (or stopped) child program.
 type Process struct {

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/ledger/storage"
 	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/metad/metaclient"
@@ -27,6 +30,13 @@ type Bookie struct {
 	cookie  *bookiepb.Cookie
 	reg     *registrar
 	started time.Time
+
+	// replicator is nil unless cfg.Autorecovery; bookies is its client.
+	replicator *replication.Replicator
+	bookies    *ledger.GRPCBookieClient
+	// decommissioned: an operator decommissioned this bookie; it
+	// registers as read-only so that no new ledger lands on it.
+	decommissioned atomic.Bool
 
 	stateChanged chan struct{}
 	cancel       context.CancelFunc
@@ -86,7 +96,37 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		}
 	})
 	b.reg = &registrar{meta: meta, id: cfg.ID, ttl: cfg.LeaseTTL, info: b.Info, changed: b.stateChanged, log: log}
+	if cfg.Autorecovery {
+		if err := b.newReplicator(reg); err != nil {
+			b.store.Close()
+			meta.Close()
+			return nil, err
+		}
+	}
 	return b, nil
+}
+
+// newReplicator prepares this bookie's re-replication candidate (started
+// by Start).
+func (b *Bookie) newReplicator(reg prometheus.Registerer) error {
+	metrics := replication.NewMetrics()
+	if reg != nil {
+		if err := metrics.Register(reg); err != nil {
+			return err
+		}
+	}
+	b.bookies = ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: b.log})
+	env := ledger.Env{Meta: ledger.NewMetadStore(b.meta), Bookies: b.bookies, Registry: ledger.RegistryFromMeta(b.meta), Logger: b.log}
+	elector := &replication.MetadElector{Meta: b.meta, ID: b.cfg.ID, TTL: b.cfg.LeaseTTL, Logger: b.log}
+	r, err := replication.New(replication.Config{
+		ID: b.cfg.ID, Interval: b.cfg.AutorecoveryInterval, Grace: b.cfg.AutorecoveryGrace, Logger: b.log, Metrics: metrics,
+	}, env, replication.MetaKV(b.meta), elector)
+	if err != nil {
+		b.bookies.Close()
+		return err
+	}
+	b.replicator = r
+	return nil
 }
 
 // fatal stops the process: the journal could not write or fsync, and the
@@ -108,7 +148,10 @@ func (b *Bookie) Service() bookiepb.BookieServer {
 	return &service{store: b.store, info: b.Info}
 }
 
-// Start registers the bookie in metad and keeps it registered until Close.
+// Start registers the bookie in metad and keeps it registered until Close,
+// watches its decommission record (a decommissioned bookie registers as
+// read-only), and starts its re-replication candidate when
+// cfg.Autorecovery.
 func (b *Bookie) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
@@ -117,13 +160,29 @@ func (b *Bookie) Start() {
 		defer b.wg.Done()
 		b.reg.run(ctx)
 	}()
+	b.wg.Go(func() {
+		replication.WatchDecommission(ctx, b.meta, b.cfg.ID, func(on bool) {
+			if b.decommissioned.Swap(on) != on {
+				b.log.Warn("decommission changed", "decommissioned", on)
+				select {
+				case b.stateChanged <- struct{}{}:
+				default:
+				}
+			}
+		})
+	})
+	if b.replicator != nil {
+		if err := b.replicator.Start(); err != nil {
+			b.log.Error("replicator not started", "err", err)
+		}
+	}
 }
 
 // Info describes the bookie as it registers itself.
 func (b *Bookie) Info() *bookiepb.BookieInfo {
 	du := b.store.DiskUsage()
 	st := bookiepb.BookieState_WRITABLE
-	if b.store.ReadOnly() {
+	if b.store.ReadOnly() || b.decommissioned.Load() {
 		st = bookiepb.BookieState_READ_ONLY
 	}
 	return &bookiepb.BookieInfo{
@@ -145,6 +204,10 @@ func (b *Bookie) Ready() error {
 func (b *Bookie) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
+		if b.replicator != nil {
+			b.replicator.Close()
+			b.bookies.Close()
+		}
 		if b.cancel != nil {
 			b.cancel()
 		}

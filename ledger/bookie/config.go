@@ -6,6 +6,8 @@ import (
 	"net"
 	"regexp"
 	"time"
+
+	"github.com/strata-log/strata/ledger/replication"
 )
 
 // Config is one bookie's configuration.
@@ -32,6 +34,16 @@ type Config struct {
 	// MaxEntryBytes bounds one entry's payload.
 	MaxEntryBytes int `mapstructure:"max-entry-bytes"`
 
+	// Autorecovery runs a re-replication candidate (package
+	// ledger/replication) in this bookie; one candidate in the cluster is
+	// elected and repairs ledgers on missing or decommissioned bookies.
+	Autorecovery bool `mapstructure:"autorecovery"`
+	// AutorecoveryInterval is the time between the leader's audits.
+	AutorecoveryInterval time.Duration `mapstructure:"autorecovery-interval"`
+	// AutorecoveryGrace is how long a bookie may be gone before its copies
+	// are re-replicated (and an open ledger on it is recovered).
+	AutorecoveryGrace time.Duration `mapstructure:"autorecovery-grace"`
+
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
 }
@@ -39,17 +51,20 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:              "127.0.0.1:7301",
-		AdminListen:         "127.0.0.1:7401",
-		Metad:               "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
-		LeaseTTL:            5 * time.Second,
-		ReadOnlyAbove:       0.95,
-		WritableBelow:       0.90,
-		JournalMaxFileBytes: 256 << 20,
-		GCInterval:          time.Minute,
-		MaxEntryBytes:       8 << 20,
-		LogLevel:            "info",
-		LogFormat:           "text",
+		Listen:               "127.0.0.1:7301",
+		AdminListen:          "127.0.0.1:7401",
+		Metad:                "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+		LeaseTTL:             5 * time.Second,
+		ReadOnlyAbove:        0.95,
+		WritableBelow:        0.90,
+		JournalMaxFileBytes:  256 << 20,
+		GCInterval:           time.Minute,
+		MaxEntryBytes:        8 << 20,
+		Autorecovery:         true,
+		AutorecoveryInterval: replication.DefaultInterval,
+		AutorecoveryGrace:    replication.DefaultGrace,
+		LogLevel:             "info",
+		LogFormat:            "text",
 	}
 }
 
@@ -90,6 +105,12 @@ func (c Config) Validate() error {
 	if c.MaxEntryBytes < 1 || int64(c.MaxEntryBytes) > c.JournalMaxFileBytes/2 {
 		errs = append(errs, errors.New("--max-entry-bytes must be positive and at most half of --journal-max-file-bytes"))
 	}
+	if c.Autorecovery && c.AutorecoveryInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("--autorecovery-interval must be at least 100ms"))
+	}
+	if c.AutorecoveryGrace < 0 {
+		errs = append(errs, errors.New("--autorecovery-grace must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -102,6 +123,7 @@ func (c Config) AdvertiseAddress() string {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f",
-		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow)
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s",
+		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
+		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace)
 }

@@ -31,5 +31,15 @@
 // A running bookie keeps BookieInfo (address, state, disk space, rack,
 // instance id) at RegistryPrefix+id, attached to a metad lease, and refreshes
 // it when its state or free space changes. When the bookie dies, the lease
-// expires and the registration vanishes; the cookie stays.
+// expires and the registration vanishes; the cookie stays. While an operator
+// has decommissioned the bookie (ledger/replication's record at
+// replication.DecommissionKey(id)), it registers as READ_ONLY so that no new
+// ledger or ensemble change chooses it; it still serves reads and recovery.
+//
+// # Autorecovery
+//
+// With Config.Autorecovery (the default) the bookie also runs a
+// re-replication candidate (replication.Replicator): one candidate in the
+// cluster is elected on a metad lease and copies the ledgers of missing or
+// decommissioned bookies to others (see package ledger/replication).
 package bookie

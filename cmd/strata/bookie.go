@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/replication"
+)
+
+func newBookieCommand(g *globalOptions) *cobra.Command {
+	b := &cobra.Command{
+		Use:   "bookie",
+		Short: "List, decommission and recommission bookies",
+	}
+	b.AddCommand(newBookieListCommand(g), newBookieDecommissionCommand(g), newBookieRecommissionCommand(g))
+	return b
+}
+
+type bookieListRow struct {
+	bookieRow
+	Ledgers        int  `json:"ledgers"`
+	Decommissioned bool `json:"decommissioned"`
+}
+
+func newBookieListCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List bookies with the ledgers on each, and the under-replicated ledger count",
+		Long: "Lists every bookie metad knows (like 'strata cluster bookies') with the number of ledgers\n" +
+			"that name it and whether it is decommissioned, then the number of under-replicated ledgers\n" +
+			"(a fragment on a missing or decommissioned bookie) and the elected replicator.",
+		Args: cobra.NoArgs,
+		RunE: cli.Run(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := g.commandContext(cmd)
+			defer cancel()
+			meta, err := g.metaClient()
+			if err != nil {
+				return err
+			}
+			defer meta.Close()
+			known, err := bookie.List(ctx, meta)
+			if err != nil {
+				return err
+			}
+			rep, err := replication.Inspect(ctx, replication.MetaKV(meta), ledger.NewMetadStore(meta), time.Now())
+			if err != nil {
+				return err
+			}
+			decommissioned := map[string]bool{}
+			for _, d := range rep.Decommissions {
+				decommissioned[d.BookieID] = true
+			}
+			rows := make([]bookieListRow, 0, len(known))
+			for _, k := range known {
+				r := bookieListRow{bookieRow: bookieRow{ID: k.ID, State: k.State()}, Decommissioned: decommissioned[k.ID]}
+				if k.Cookie != nil {
+					r.Instance = k.Cookie.InstanceId
+				}
+				if k.Info != nil {
+					r.Address, r.FreeBytes, r.TotalBytes, r.Rack = k.Info.Address, k.Info.FreeBytes, k.Info.TotalBytes, k.Info.Rack
+					r.Ledgers = rep.LedgersOn[k.Info.Address]
+				}
+				rows = append(rows, r)
+			}
+			leader := ""
+			if rep.Leader != nil {
+				leader = rep.Leader.ID
+			}
+			p := g.printer(cmd)
+			if p.Format == cli.FormatJSON {
+				return p.JSON(struct {
+					Bookies         []bookieListRow `json:"bookies"`
+					Ledgers         int             `json:"ledgers"`
+					UnderReplicated int             `json:"under_replicated_ledgers"`
+					Replicator      string          `json:"replicator,omitempty"`
+				}{rows, rep.Ledgers, rep.UnderReplicated, leader})
+			}
+			tw := tabwriter.NewWriter(p.W, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tADDRESS\tLEDGERS\tDECOMMISSIONED\tFREE\tTOTAL\tRACK")
+			for _, r := range rows {
+				ledgers := "-"
+				if r.Address != "" {
+					ledgers = fmt.Sprint(r.Ledgers)
+				}
+				dec := "-"
+				if r.Decommissioned {
+					dec = "yes"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, dash(r.Address), ledgers, dec,
+					cli.Bytes(r.FreeBytes), cli.Bytes(r.TotalBytes), dash(r.Rack))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(p.W, "under-replicated ledgers: %d of %d\n", rep.UnderReplicated, rep.Ledgers)
+			fmt.Fprintf(p.W, "replicator: %s\n", replicatorText(rep.Leader))
+			return nil
+		}),
+	}
+}
+
+func replicatorText(l *replication.LeaderRecord) string {
+	if l == nil {
+		return "none running (start bookies with --autorecovery): nothing is re-replicated"
+	}
+	return fmt.Sprintf("%s (leading since %s)", l.ID, time.UnixMilli(l.SinceMs).UTC().Format(time.RFC3339))
+}
+
+type drainJSON struct {
+	BookieID   string   `json:"bookie_id"`
+	Addresses  []string `json:"addresses"`
+	Ledgers    int      `json:"ledgers"`
+	Fragments  int      `json:"fragments"`
+	Drained    bool     `json:"drained"`
+	Replicator string   `json:"replicator,omitempty"`
+}
+
+func printDrain(p *cli.Printer, d replication.Drain) error {
+	if p.Format == cli.FormatJSON {
+		out := drainJSON{BookieID: d.Decommission.BookieID, Addresses: d.Addresses, Ledgers: d.Ledgers,
+			Fragments: d.Fragments, Drained: d.Drained()}
+		if d.Leader != nil {
+			out.Replicator = d.Leader.ID
+		}
+		return p.JSON(out)
+	}
+	if d.Drained() {
+		_, err := fmt.Fprintf(p.W, "OK bookie %s drained: no ledger names %s. Stop it; to retire its id for good: strata meta del %s\n",
+			d.Decommission.BookieID, strings.Join(d.Addresses, ","), bookie.CookiePrefix+d.Decommission.BookieID)
+		return err
+	}
+	_, err := fmt.Fprintf(p.W, "%s; replicator: %s\n", d.String(), replicatorText(d.Leader))
+	return err
+}
+
+func newBookieDecommissionCommand(g *globalOptions) *cobra.Command {
+	var (
+		address  string
+		wait     bool
+		interval time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "decommission ID",
+		Short: "Drain a bookie (live or dead): copy every ledger fragment on it to other bookies",
+		Long: "Marks bookie ID decommissioned in metad. A running bookie then registers as read-only (no\n" +
+			"new ledger lands on it), and the elected replicator copies every fragment that names it to\n" +
+			"other bookies: closed ledgers at once, open ones after the autorecovery grace period (they\n" +
+			"are recovered first, so their writer rolls to a new ledger). Prints how many ledgers and\n" +
+			"fragments still name the bookie; with --wait, prints that every --interval until none does.\n" +
+			"A dead bookie's address comes from metad's records; --address gives it when they have none.\n" +
+			"Without an explicit --timeout, --wait runs until done or interrupted.",
+		Args: cobra.ExactArgs(1),
+		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
+			if interval <= 0 {
+				return fmt.Errorf("--interval %v: must be positive", interval)
+			}
+			id := args[0]
+			meta, err := g.metaClient()
+			if err != nil {
+				return err
+			}
+			defer meta.Close()
+			kv, store := replication.MetaKV(meta), ledger.NewMetadStore(meta)
+			ctx := cmd.Context()
+			if !wait || cmd.Flags().Changed("timeout") {
+				var cancel context.CancelFunc
+				ctx, cancel = g.commandContext(cmd)
+				defer cancel()
+			}
+			d, err := replication.MarkDecommissioned(ctx, kv, id, address, time.Now())
+			if err != nil {
+				return err
+			}
+			p := g.printer(cmd)
+			if p.Format == cli.FormatText {
+				fmt.Fprintf(p.W, "bookie %s (%s) decommissioned at %s\n", d.BookieID, d.Address,
+					time.UnixMilli(d.RequestedAtMs).UTC().Format(time.RFC3339))
+			}
+			for {
+				progress, err := replication.Progress(ctx, kv, store, id)
+				switch {
+				case err != nil && (!wait || ctx.Err() != nil):
+					return err
+				case err != nil:
+					fmt.Fprintf(cmd.ErrOrStderr(), "strata: reading progress: %v\n", err)
+				default:
+					if err := printDrain(p, progress); err != nil {
+						return err
+					}
+					if progress.Drained() || !wait {
+						return nil
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("bookie %s not drained yet: %w", id, ctx.Err())
+				case <-time.After(interval):
+				}
+			}
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&address, "address", "", "the bookie's address, if metad has none recorded (a bookie that never ran with autorecovery)")
+	f.BoolVar(&wait, "wait", false, "wait until no ledger names the bookie, printing progress")
+	f.DurationVar(&interval, "interval", 2*time.Second, "time between progress lines with --wait")
+	return cmd
+}
+
+func newBookieRecommissionCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "recommission ID",
+		Short: "Withdraw a bookie's decommission: it takes new data again",
+		Long: "Removes bookie ID's decommission record. Fragments already copied elsewhere stay there;\n" +
+			"the bookie registers as writable again.",
+		Args: cobra.ExactArgs(1),
+		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := g.commandContext(cmd)
+			defer cancel()
+			meta, err := g.metaClient()
+			if err != nil {
+				return err
+			}
+			defer meta.Close()
+			ok, err := replication.Recommission(ctx, replication.MetaKV(meta), args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("bookie %s is not decommissioned", args[0])
+			}
+			p := g.printer(cmd)
+			if p.Format == cli.FormatJSON {
+				return p.JSON(map[string]string{"recommissioned": args[0]})
+			}
+			_, err = fmt.Fprintf(p.W, "OK bookie %s recommissioned\n", args[0])
+			return err
+		}),
+	}
+}
