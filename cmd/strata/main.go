@@ -115,3 +115,16 @@ func (g *globalOptions) commandContext(cmd *cobra.Command) (context.Context, con
 func (g *globalOptions) printer(cmd *cobra.Command) *cli.Printer {
 	return &cli.Printer{W: cmd.OutOrStdout(), Format: g.format}
 }
+
+// withMeta runs fn with a metad client and a context bounded by --timeout,
+// closing both afterwards.
+func (g *globalOptions) withMeta(cmd *cobra.Command, fn func(context.Context, *metaclient.Client) error) error {
+	c, err := g.metaClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := g.commandContext(cmd)
+	defer cancel()
+	return fn(ctx, c)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,21 +47,16 @@ func newMetaStatusCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			cs := cli.CollectStatus(ctx, c, eps, min(statusProbeTimeout, g.timeout), cli.DefaultLagThreshold)
-			if err := g.printer(cmd).Status(cs); err != nil {
-				return err
-			}
-			if problems := cs.Problems(); len(problems) > 0 {
-				return cli.Exit(cli.ExitUsage, fmt.Errorf("cluster unhealthy: %s", strings.Join(problems, ", ")))
-			}
-			return nil
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				cs := cli.CollectStatus(ctx, c, eps, min(statusProbeTimeout, g.timeout), cli.DefaultLagThreshold)
+				if err := g.printer(cmd).Status(cs); err != nil {
+					return err
+				}
+				if problems := cs.Problems(); len(problems) > 0 {
+					return cli.Exit(cli.ExitUsage, fmt.Errorf("cluster unhealthy: %s", strings.Join(problems, ", ")))
+				}
+				return nil
+			})
 		}),
 	}
 }
@@ -73,25 +69,20 @@ func newMetaGetCommand(g *globalOptions) *cobra.Command {
 		Long:  "Prints the value and a newline. Exits 1 with \"not found\" when the key does not exist.",
 		Args:  cobra.ExactArgs(1),
 		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			var opts []metaclient.ReadOption
-			if stale {
-				opts = append(opts, metaclient.Stale())
-			}
-			kv, err := c.Get(ctx, args[0], opts...)
-			if errors.Is(err, metaclient.ErrNotFound) {
-				return fmt.Errorf("not found: %s", args[0])
-			}
-			if err != nil {
-				return err
-			}
-			return g.printer(cmd).Value(kv)
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				var opts []metaclient.ReadOption
+				if stale {
+					opts = append(opts, metaclient.Stale())
+				}
+				kv, err := c.Get(ctx, args[0], opts...)
+				if errors.Is(err, metaclient.ErrNotFound) {
+					return fmt.Errorf("not found: %s", args[0])
+				}
+				if err != nil {
+					return err
+				}
+				return g.printer(cmd).Value(kv)
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&stale, "stale", false, "read from any member without confirming leadership (faster, may be behind)")
@@ -125,24 +116,19 @@ func newMetaPutCommand(g *globalOptions) *cobra.Command {
 			if cas {
 				opts = append(opts, metaclient.WithExpectedVersion(expectedVersion))
 			}
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			kv, err := c.Put(ctx, key, value, opts...)
-			switch {
-			case errors.Is(err, metaclient.ErrVersionConflict):
-				return fmt.Errorf("put %q: version conflict: the key is not at version %d, nothing written (%s)",
-					key, expectedVersion, cli.ServerMessage(err))
-			case errors.Is(err, metaclient.ErrLeaseNotFound):
-				return fmt.Errorf("put %q: lease %d not found, nothing written (%s)", key, lease, cli.ServerMessage(err))
-			case err != nil:
-				return err
-			}
-			return g.printer(cmd).Put(kv)
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				kv, err := c.Put(ctx, key, value, opts...)
+				switch {
+				case errors.Is(err, metaclient.ErrVersionConflict):
+					return fmt.Errorf("put %q: version conflict: the key is not at version %d, nothing written (%s)",
+						key, expectedVersion, cli.ServerMessage(err))
+				case errors.Is(err, metaclient.ErrLeaseNotFound):
+					return fmt.Errorf("put %q: lease %d not found, nothing written (%s)", key, lease, cli.ServerMessage(err))
+				case err != nil:
+					return err
+				}
+				return g.printer(cmd).Put(kv)
+			})
 		}),
 	}
 	cmd.Flags().Int64Var(&lease, "lease", 0, "attach the key to this lease id")
@@ -180,22 +166,17 @@ func newMetaDeleteCommand(g *globalOptions) *cobra.Command {
 			if cmd.Flags().Changed("expected-version") {
 				opts = append(opts, metaclient.WithExpectedVersion(expectedVersion))
 			}
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			n, err := c.Delete(ctx, args[0], opts...)
-			if errors.Is(err, metaclient.ErrVersionConflict) {
-				return fmt.Errorf("delete %q: version conflict: the key is not at version %d, nothing deleted (%s)",
-					args[0], expectedVersion, cli.ServerMessage(err))
-			}
-			if err != nil {
-				return err
-			}
-			return g.printer(cmd).Deleted(n)
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				n, err := c.Delete(ctx, args[0], opts...)
+				if errors.Is(err, metaclient.ErrVersionConflict) {
+					return fmt.Errorf("delete %q: version conflict: the key is not at version %d, nothing deleted (%s)",
+						args[0], expectedVersion, cli.ServerMessage(err))
+				}
+				if err != nil {
+					return err
+				}
+				return g.printer(cmd).Deleted(n)
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "delete every key that starts with KEY")
@@ -217,18 +198,13 @@ func newMetaListCommand(g *globalOptions) *cobra.Command {
 			if keysOnly {
 				opts = append(opts, metaclient.KeysOnly())
 			}
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			kvs, rev, err := c.List(ctx, args[0], opts...)
-			if err != nil {
-				return err
-			}
-			return g.printer(cmd).List(kvs, rev, keysOnly)
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				kvs, rev, err := c.List(ctx, args[0], opts...)
+				if err != nil {
+					return err
+				}
+				return g.printer(cmd).List(kvs, rev, keysOnly)
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&stale, "stale", false, "read from any member without confirming leadership (faster, may be behind)")
@@ -288,39 +264,29 @@ func newMetaMemberCommand(g *globalOptions) *cobra.Command {
 		Short: "Add a voting member with this id and Raft address",
 		Args:  cobra.ExactArgs(2),
 		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			members, err := c.MemberAdd(ctx, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return g.printer(cmd).Members(members)
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				members, err := c.MemberAdd(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				return g.printer(cmd).Members(members)
+			})
 		}),
 	}, &cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a member",
 		Args:  cobra.ExactArgs(1),
 		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
-			c, err := g.metaClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.commandContext(cmd)
-			defer cancel()
-			members, err := c.MemberRemove(ctx, args[0])
-			if errors.Is(err, metaclient.ErrNotFound) {
-				return fmt.Errorf("member %q not found (%s)", args[0], cli.ServerMessage(err))
-			}
-			if err != nil {
-				return err
-			}
-			return g.printer(cmd).Members(members)
+			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+				members, err := c.MemberRemove(ctx, args[0])
+				if errors.Is(err, metaclient.ErrNotFound) {
+					return fmt.Errorf("member %q not found (%s)", args[0], cli.ServerMessage(err))
+				}
+				if err != nil {
+					return err
+				}
+				return g.printer(cmd).Members(members)
+			})
 		}),
 	})
 	return member
