@@ -243,7 +243,7 @@ func TestMetadLeaseExpiry(t *testing.T) {
 	cl := newMetaClient(t, c)
 	ctx := context.Background()
 
-	sess, err := cl.NewSession(ctx, 2*time.Second)
+	sess, err := cl.NewSession(ctx, 6*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,8 +271,10 @@ func TestMetadLeaseExpiry(t *testing.T) {
 		}
 		return fmt.Errorf("still there (err %v)", err)
 	})
-	// The kept lease lives on past several TTLs.
-	time.Sleep(4 * time.Second)
+	// The kept lease lives on past its TTL. Its TTL is well above an election
+	// on a loaded machine (the new leader restarts every lease clock; the
+	// client gives up after a whole TTL without a successful keep-alive).
+	time.Sleep(8 * time.Second)
 	select {
 	case <-sess.Done():
 		t.Fatal("session lost across a leader kill")
