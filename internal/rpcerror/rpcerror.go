@@ -28,20 +28,20 @@ const (
 	ReasonLimbo           = "LIMBO"     // a bookie that may have lost data cannot answer "absent"
 
 	// Broker reasons.
-	ReasonNotOwner            = "NOT_OWNER"             // this broker does not own the partition; redirect names the owner when known
-	ReasonNotCoordinator      = "NOT_COORDINATOR"       // this broker is not the group's coordinator; redirect names it when known
-	ReasonCoordinatorLoading  = "COORDINATOR_LOADING"   // the coordinator is replaying its offsets partition
-	ReasonOutOfRange          = "OUT_OF_RANGE"          // a fetch offset outside [log start, high watermark]
-	ReasonCorruptBatch        = "CORRUPT_BATCH"         // a produced batch failed its CRC or is malformed
-	ReasonTooLarge            = "TOO_LARGE"             // a produced batch exceeds max.message.bytes
-	ReasonOutOfOrderSequence  = "OUT_OF_ORDER_SEQUENCE" // an idempotent batch skipped a sequence number
-	ReasonProducerFenced      = "PRODUCER_FENCED"       // a newer epoch of the producer id exists
-	ReasonUnknownOutcome      = "UNKNOWN_OUTCOME"       // the write may or may not have been stored
-	ReasonFencedMemberEpoch   = "FENCED_MEMBER_EPOCH"   // the group member must rejoin with epoch 0
-	ReasonStaleMemberEpoch    = "STALE_MEMBER_EPOCH"    // the member's epoch is behind; heartbeat, then retry
-	ReasonUnknownMemberID     = "UNKNOWN_MEMBER_ID"     // the group has no such member
-	ReasonTopicExists         = "TOPIC_EXISTS"          // a topic with that name exists
-	ReasonGroupNotEmpty       = "GROUP_NOT_EMPTY"       // the group still has members
+	ReasonNotOwner           = "NOT_OWNER"             // this broker does not own the partition; redirect names the owner when known
+	ReasonNotCoordinator     = "NOT_COORDINATOR"       // this broker is not the group's coordinator; redirect names it when known
+	ReasonCoordinatorLoading = "COORDINATOR_LOADING"   // the coordinator is replaying its offsets partition
+	ReasonOutOfRange         = "OUT_OF_RANGE"          // a fetch offset outside [log start, high watermark]
+	ReasonCorruptBatch       = "CORRUPT_BATCH"         // a produced batch failed its CRC or is malformed
+	ReasonTooLarge           = "TOO_LARGE"             // a produced batch exceeds max.message.bytes
+	ReasonOutOfOrderSequence = "OUT_OF_ORDER_SEQUENCE" // an idempotent batch skipped a sequence number
+	ReasonProducerFenced     = "PRODUCER_FENCED"       // a newer epoch of the producer id exists
+	ReasonUnknownOutcome     = "UNKNOWN_OUTCOME"       // the write may or may not have been stored
+	ReasonFencedMemberEpoch  = "FENCED_MEMBER_EPOCH"   // the group member must rejoin with epoch 0
+	ReasonStaleMemberEpoch   = "STALE_MEMBER_EPOCH"    // the member's epoch is behind; heartbeat, then retry
+	ReasonUnknownMemberID    = "UNKNOWN_MEMBER_ID"     // the group has no such member
+	ReasonTopicExists        = "TOPIC_EXISTS"          // a topic with that name exists
+	ReasonGroupNotEmpty      = "GROUP_NOT_EMPTY"       // the group still has members
 )
 
 // LeaderHeader is a response header a follower sets when it forwarded a
