@@ -1,0 +1,116 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+)
+
+// OffsetsLog is the coordinator's view of its __consumer_offsets partition.
+type OffsetsLog interface {
+	// Append writes records as one batch and returns once it is durable at
+	// the write quorum. An error is an unknown outcome: the records may or
+	// may not be in the log.
+	Append(ctx context.Context, records []recordbatch.Record) error
+	// Replay calls fn for every record from the log start to the end as of
+	// the call, in offset order, and stops at fn's first error.
+	Replay(ctx context.Context, fn func(recordbatch.Record) error) error
+}
+
+// TopicSource tells the coordinator how many partitions a topic has. It is
+// called on every heartbeat for the group's subscribed topics, so it must be
+// cheap (the broker's metadata cache), and it is called without the
+// coordinator's lock held.
+type TopicSource interface {
+	// Partitions returns the topic's partition count: 0 (or an error
+	// wrapping ErrUnknownTopic) when the topic does not exist.
+	Partitions(ctx context.Context, topic string) (int32, error)
+}
+
+// Config configures one Coordinator (one owned __consumer_offsets partition).
+type Config struct {
+	// Partition is the __consumer_offsets partition this coordinator serves.
+	Partition int32
+	// CoordinatorID is reported as coordinator_id by ListGroups and
+	// DescribeGroup (the broker id).
+	CoordinatorID string
+	Log           OffsetsLog
+	Topics        TopicSource
+	// Now is the clock; time.Now when nil.
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Metrics *Metrics // shared by the broker's coordinators; unregistered when nil
+
+	// SessionTimeout is used when a member asks for none (default 45s); a
+	// member may ask for one in [MinSessionTimeout, MaxSessionTimeout]
+	// (defaults 6s and 300s).
+	SessionTimeout    time.Duration
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// HeartbeatInterval is told to members (default 3s).
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout is used when a member asks for none (default 300s):
+	// a member that has not revoked the partitions it must give up within it
+	// is fenced (removed from the group).
+	RebalanceTimeout time.Duration
+	// TickInterval is how often the background loop expires sessions and
+	// rebalance timeouts (default 1s). Negative: no background loop (tests
+	// and callers drive Tick themselves).
+	TickInterval time.Duration
+	// WriteTimeout bounds the log writes of the background loop (default 10s).
+	WriteTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.SessionTimeout, 45*time.Second)
+	def(&c.MinSessionTimeout, 6*time.Second)
+	def(&c.MaxSessionTimeout, 300*time.Second)
+	def(&c.HeartbeatInterval, 3*time.Second)
+	def(&c.RebalanceTimeout, 300*time.Second)
+	def(&c.TickInterval, time.Second)
+	def(&c.WriteTimeout, 10*time.Second)
+}
+
+// Validate says what is wrong with the configuration (after defaults), or nil.
+func (c Config) Validate() error {
+	c.setDefaults()
+	switch {
+	case c.Log == nil:
+		return fmt.Errorf("%w: config: Log is required", ErrInvalid)
+	case c.Topics == nil:
+		return fmt.Errorf("%w: config: Topics is required", ErrInvalid)
+	case c.Partition < 0:
+		return fmt.Errorf("%w: config: Partition %d < 0", ErrInvalid, c.Partition)
+	case c.MinSessionTimeout <= 0 || c.MinSessionTimeout > c.MaxSessionTimeout:
+		return fmt.Errorf("%w: config: session timeout bounds [%s, %s]", ErrInvalid, c.MinSessionTimeout, c.MaxSessionTimeout)
+	case c.SessionTimeout < c.MinSessionTimeout || c.SessionTimeout > c.MaxSessionTimeout:
+		return fmt.Errorf("%w: config: SessionTimeout %s outside [%s, %s]", ErrInvalid, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatInterval >= c.SessionTimeout:
+		return fmt.Errorf("%w: config: HeartbeatInterval %s must be in (0, SessionTimeout)", ErrInvalid, c.HeartbeatInterval)
+	case c.RebalanceTimeout <= 0:
+		return fmt.Errorf("%w: config: RebalanceTimeout %s <= 0", ErrInvalid, c.RebalanceTimeout)
+	}
+	return nil
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, TickInterval: %s}",
+		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.TickInterval)
+}

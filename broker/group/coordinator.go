@@ -1,0 +1,366 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+type loadState int
+
+const (
+	stateLoading loadState = iota
+	stateLoaded
+	stateClosed
+)
+
+// Coordinator coordinates the groups of one __consumer_offsets partition.
+// It is safe for concurrent use.
+//
+// Lock discipline: one mutex guards all state and is held across the log
+// appends that persist a change, so the log's order of records is the order
+// the changes were applied in memory (a replay rebuilds the same state).
+// The TopicSource is called without it.
+type Coordinator struct {
+	cfg    Config
+	log    *slog.Logger
+	lim    limits
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed sync.Once
+
+	mu struct {
+		sync.Mutex
+		state  loadState
+		groups map[string]*group
+	}
+}
+
+// New returns a coordinator that answers ErrLoading until Load succeeds.
+// Call Validate on the config first: New assumes a valid one.
+func New(cfg Config) *Coordinator {
+	cfg.setDefaults()
+	c := &Coordinator{
+		cfg: cfg,
+		log: cfg.Logger.With("component", "group-coordinator", "partition", cfg.Partition),
+		lim: limits{
+			sessionTimeout:    cfg.SessionTimeout,
+			minSessionTimeout: cfg.MinSessionTimeout,
+			maxSessionTimeout: cfg.MaxSessionTimeout,
+			rebalanceTimeout:  cfg.RebalanceTimeout,
+		},
+		stop: make(chan struct{}),
+	}
+	c.mu.groups = map[string]*group{}
+	return c
+}
+
+// Load replays the partition into memory and starts serving (and, unless
+// TickInterval is negative, the background loop that expires sessions).
+// Groups whose members were persisted keep their epochs and assignments;
+// their sessions start at Load. A record that cannot be decoded is logged
+// and skipped (the records are independent: one bad key loses one offset).
+func (c *Coordinator) Load(ctx context.Context) error {
+	start := time.Now()
+	c.mu.Lock()
+	state := c.mu.state
+	c.mu.Unlock()
+	switch state {
+	case stateClosed:
+		return ErrClosed
+	case stateLoaded:
+		return nil
+	}
+
+	now := c.cfg.Now()
+	groups := map[string]*group{}
+	skipped := 0
+	err := c.cfg.Log.Replay(ctx, func(r recordbatch.Record) error {
+		d, err := decodeRecord(r)
+		if err != nil {
+			skipped++
+			c.log.Error("skipping undecodable __consumer_offsets record", "offset", r.Offset, "err", err)
+			return nil
+		}
+		g := groups[d.key.GroupId]
+		if g == nil {
+			g = newGroup(d.key.GroupId)
+			groups[g.id] = g
+		}
+		switch {
+		case d.key.Topic == "" && d.tombstone:
+			g.restore(&brokerpb.GroupMetadataValue{}, now, c.lim)
+			g.epoch = 0
+		case d.key.Topic == "":
+			g.restore(d.metadata, now, c.lim)
+		case d.tombstone:
+			delete(g.offsets, TopicPartition{d.key.Topic, d.key.Partition})
+		default:
+			g.offsets[TopicPartition{d.key.Topic, d.key.Partition}] = d.offset
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("group: load partition %d: %w", c.cfg.Partition, err)
+	}
+	members := 0
+	for id, g := range groups {
+		if len(g.members) == 0 && len(g.offsets) == 0 && g.epoch == 0 {
+			delete(groups, id)
+			continue
+		}
+		members += len(g.members)
+		if len(g.members) > 0 {
+			counts, err := c.partitionCounts(ctx, g.subscribedTopics())
+			if err != nil {
+				return fmt.Errorf("group: load partition %d: %w", c.cfg.Partition, err)
+			}
+			g.computeTarget(counts, now)
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.mu.state {
+	case stateClosed:
+		return ErrClosed
+	case stateLoaded: // a concurrent Load won
+		return nil
+	}
+	c.mu.groups = groups
+	c.mu.state = stateLoaded
+	for _, g := range groups {
+		c.cfg.Metrics.members.WithLabelValues(g.id).Set(float64(len(g.members)))
+	}
+	c.cfg.Metrics.loadDuration.Observe(time.Since(start).Seconds())
+	c.log.Info("loaded", "groups", len(groups), "members", members, "skipped", skipped, "duration", time.Since(start))
+	if c.cfg.TickInterval > 0 {
+		c.wg.Add(1)
+		go c.tickLoop()
+	}
+	return nil
+}
+
+// Close stops the coordinator (its partition moved or the broker stops):
+// later calls return ErrClosed. It waits for the background loop.
+func (c *Coordinator) Close() error {
+	c.closed.Do(func() {
+		c.mu.Lock()
+		c.mu.state = stateClosed
+		for id := range c.mu.groups {
+			c.cfg.Metrics.members.DeleteLabelValues(id)
+		}
+		c.mu.Unlock()
+		close(c.stop)
+	})
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Coordinator) tickLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
+			if err := c.Tick(ctx, c.cfg.Now()); err != nil && !errors.Is(err, ErrClosed) {
+				c.log.Warn("persisting expired members failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Tick expires sessions and rebalance timeouts as of now in every group and
+// persists the groups that changed. The background loop calls it every
+// TickInterval; tests with a fake clock call it directly.
+func (c *Coordinator) Tick(ctx context.Context, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkStateLocked(); err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(c.mu.groups))
+	for id, g := range c.mu.groups {
+		c.expireLocked(g, now)
+		if g.dirty {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return c.persistLocked(ctx, ids...)
+}
+
+// REQUIRES: c.mu held.
+func (c *Coordinator) checkStateLocked() error {
+	switch c.mu.state {
+	case stateLoading:
+		return ErrLoading
+	case stateClosed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// expireLocked applies session and rebalance timeouts to g.
+// REQUIRES: c.mu held.
+func (c *Coordinator) expireLocked(g *group, now time.Time) {
+	expired, fenced := g.expire(now)
+	if expired+fenced > 0 {
+		c.log.Info("removed members", "group", g.id, "session_expired", expired, "rebalance_timeout", fenced, "group_epoch", g.epoch)
+		c.cfg.Metrics.expired.Add(float64(expired))
+		c.cfg.Metrics.fenced.Add(float64(fenced))
+	}
+	c.reportLocked(g)
+}
+
+// reportLocked updates the metrics of g.
+// REQUIRES: c.mu held.
+func (c *Coordinator) reportLocked(g *group) {
+	if g.rebalances > 0 {
+		c.cfg.Metrics.rebalances.WithLabelValues(g.id).Add(float64(g.rebalances))
+		g.rebalances = 0
+	}
+	c.cfg.Metrics.members.WithLabelValues(g.id).Set(float64(len(g.members)))
+}
+
+// persistLocked writes the metadata of the named dirty groups as one batch.
+// On failure they stay dirty (the next change or tick writes them again).
+// REQUIRES: c.mu held.
+func (c *Coordinator) persistLocked(ctx context.Context, ids ...string) error {
+	var records []recordbatch.Record
+	nowMs := c.cfg.Now().UnixMilli()
+	for _, id := range ids {
+		g := c.mu.groups[id]
+		if g == nil || !g.dirty {
+			continue
+		}
+		r, err := metadataRecord(id, g.metadata(), nowMs)
+		if err != nil {
+			return err
+		}
+		records = append(records, r)
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	if err := c.cfg.Log.Append(ctx, records); err != nil {
+		return fmt.Errorf("group: persist group metadata: %w", err)
+	}
+	for _, id := range ids {
+		if g := c.mu.groups[id]; g != nil {
+			g.dirty = false
+		}
+	}
+	return nil
+}
+
+// Heartbeat serves GroupHeartbeat (KIP-848): join with epoch 0, leave with
+// -1, otherwise report owned partitions and get the assignment. See doc.go
+// for the epochs and the hand-over rule. The response is sent only once the
+// group's changed state is durable in the log.
+func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
+	id := req.GetGroupId()
+	if id == "" {
+		return nil, fmt.Errorf("%w: group_id is required", ErrInvalid)
+	}
+	// Partition counts of the topics involved, fetched without the lock.
+	c.mu.Lock()
+	if err := c.checkStateLocked(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	topics := slices.Clone(req.GetSubscribedTopics())
+	if g := c.mu.groups[id]; g != nil {
+		topics = append(topics, g.subscribedTopics()...)
+	}
+	c.mu.Unlock()
+	if req.GetMemberEpoch() == -1 {
+		topics = nil // a leave needs no fresh counts
+	}
+	counts, err := c.partitionCounts(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkStateLocked(); err != nil {
+		return nil, err
+	}
+	now := c.cfg.Now()
+	g := c.mu.groups[id]
+	created := false
+	if g == nil {
+		if req.GetMemberEpoch() != 0 {
+			if req.GetMemberEpoch() == -1 {
+				return &brokerpb.GroupHeartbeatResponse{MemberId: req.GetMemberId(), MemberEpoch: -1}, nil
+			}
+			return nil, fmt.Errorf("%w: %q (no group %q)", ErrUnknownMember, req.GetMemberId(), id)
+		}
+		g, created = newGroup(id), true
+		c.mu.groups[id] = g
+	}
+	c.expireLocked(g, now)
+	resp, hbErr := g.heartbeat(req, counts, now, c.lim, newMemberID)
+	if created && hbErr != nil {
+		delete(c.mu.groups, id)
+		c.cfg.Metrics.members.DeleteLabelValues(id)
+		return nil, hbErr
+	}
+	c.reportLocked(g)
+	if err := c.persistLocked(ctx, id); err != nil {
+		return nil, err
+	}
+	if hbErr != nil {
+		return nil, hbErr
+	}
+	resp.HeartbeatIntervalMs = int32(c.cfg.HeartbeatInterval.Milliseconds())
+	return resp, nil
+}
+
+// partitionCounts asks the TopicSource for each topic's partition count. An
+// unknown topic counts 0 partitions; another error fails the call unless it
+// is only the TopicSource's (then the topic is left out and keeps its last
+// known count).
+func (c *Coordinator) partitionCounts(ctx context.Context, topics []string) (map[string]int32, error) {
+	counts := map[string]int32{}
+	for _, t := range topics {
+		if _, done := counts[t]; done || t == "" {
+			continue
+		}
+		n, err := c.cfg.Topics.Partitions(ctx, t)
+		switch {
+		case err == nil:
+			counts[t] = max(n, 0)
+		case errors.Is(err, ErrUnknownTopic):
+			counts[t] = 0
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		default:
+			c.log.Warn("topic partition count unavailable", "topic", t, "err", err)
+		}
+	}
+	return counts, nil
+}
+
+// newMemberID returns a random UUID (version 4) string.
+func newMemberID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,52 @@
+package group
+
+import "errors"
+
+// Sentinel errors of the coordinator. Match them with errors.Is: the package
+// wraps them with %w to add the group, the member or the reason.
+//
+// Which call returns which (the broker maps them to rpcerror reasons):
+//
+//	every call     ErrLoading (COORDINATOR_LOADING, retryable) before Load
+//	               has finished; ErrClosed (NOT_COORDINATOR) after Close.
+//	Heartbeat      ErrInvalid (malformed request), ErrUnknownMember
+//	               (UNKNOWN_MEMBER_ID: rejoin with an empty member id and
+//	               epoch 0), ErrFencedMemberEpoch (FENCED_MEMBER_EPOCH: drop
+//	               every partition, rejoin with epoch 0), or the OffsetsLog's
+//	               error when the group's new state could not be persisted
+//	               (retry the heartbeat with the same epoch).
+//	Commit         ErrInvalid, ErrUnknownMember, ErrFencedMemberEpoch (an
+//	               epoch newer than the member's), ErrStaleMemberEpoch
+//	               (STALE_MEMBER_EPOCH: an older epoch; heartbeat, then
+//	               retry), ErrGroupNotEmpty (an admin commit to a group with
+//	               members), or the OffsetsLog's error (outcome unknown).
+//	               Per-partition refusals travel in the response instead.
+//	DescribeGroup  ErrInvalid, ErrNotFound.
+//	DeleteGroup    ErrInvalid, ErrNotFound, ErrGroupNotEmpty, or the
+//	               OffsetsLog's error.
+//	Load           the OffsetsLog's or the TopicSource's error, or ctx's.
+var (
+	// ErrLoading: the coordinator is still replaying its __consumer_offsets
+	// partition. Retryable.
+	ErrLoading = errors.New("group: coordinator loading")
+	// ErrClosed: the coordinator was closed (its partition moved away).
+	ErrClosed = errors.New("group: coordinator closed")
+	// ErrUnknownMember: the group has no member with that id (it left, its
+	// session expired, or it was fenced for not revoking in time).
+	ErrUnknownMember = errors.New("group: unknown member id")
+	// ErrFencedMemberEpoch: the member's epoch is not one the coordinator
+	// accepts; the member must give up its partitions and rejoin with epoch 0.
+	ErrFencedMemberEpoch = errors.New("group: fenced member epoch")
+	// ErrStaleMemberEpoch: a commit carried an epoch older than the
+	// member's; the member should heartbeat and retry with its new epoch.
+	ErrStaleMemberEpoch = errors.New("group: stale member epoch")
+	// ErrGroupNotEmpty: the group has members (delete, admin commit).
+	ErrGroupNotEmpty = errors.New("group: group not empty")
+	// ErrNotFound: no such group.
+	ErrNotFound = errors.New("group: not found")
+	// ErrInvalid: a malformed request; the message says what.
+	ErrInvalid = errors.New("group: invalid request")
+	// ErrUnknownTopic may be returned by a TopicSource for a missing topic
+	// (returning 0 partitions and nil means the same).
+	ErrUnknownTopic = errors.New("group: unknown topic")
+)

@@ -1,0 +1,215 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// memLog is an in-memory OffsetsLog. failNext makes the next appends fail
+// (without storing anything); gate, when set, blocks Replay until closed.
+type memLog struct {
+	mu       sync.Mutex
+	records  []recordbatch.Record
+	batches  int
+	failNext int
+	gate     chan struct{}
+}
+
+var errInjected = errors.New("injected append failure")
+
+func (l *memLog) Append(ctx context.Context, records []recordbatch.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failNext > 0 {
+		l.failNext--
+		return errInjected
+	}
+	for _, r := range records {
+		r.Offset = int64(len(l.records))
+		r.Key, r.Value = slices.Clone(r.Key), cloneValue(r.Value)
+		l.records = append(l.records, r)
+	}
+	l.batches++
+	return nil
+}
+
+func cloneValue(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	return append([]byte{}, v...)
+}
+
+func (l *memLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) error {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	l.mu.Lock()
+	records := slices.Clone(l.records)
+	l.mu.Unlock()
+	for _, r := range records {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *memLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.records)
+}
+
+// fakeTopics is a TopicSource backed by a map.
+type fakeTopics struct {
+	mu     sync.Mutex
+	counts map[string]int32
+}
+
+func newTopics(kv ...any) *fakeTopics {
+	t := &fakeTopics{counts: map[string]int32{}}
+	for i := 0; i < len(kv); i += 2 {
+		t.counts[kv[i].(string)] = int32(kv[i+1].(int))
+	}
+	return t
+}
+
+func (t *fakeTopics) Partitions(ctx context.Context, topic string) (int32, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.counts[topic]
+	if !ok {
+		return 0, ErrUnknownTopic
+	}
+	return n, nil
+}
+
+func (t *fakeTopics) set(topic string, n int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.counts[topic] = n
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+const (
+	testSession   = 10 * time.Second
+	testRebalance = 20 * time.Second
+)
+
+type env struct {
+	t      *testing.T
+	log    *memLog
+	topics *fakeTopics
+	clock  *fakeClock
+	c      *Coordinator
+}
+
+func testConfig(log *memLog, topics *fakeTopics, clock *fakeClock) Config {
+	return Config{
+		Partition:         3,
+		CoordinatorID:     "b1",
+		Log:               log,
+		Topics:            topics,
+		Now:               clock.Now,
+		SessionTimeout:    testSession,
+		MinSessionTimeout: time.Second,
+		MaxSessionTimeout: time.Minute,
+		HeartbeatInterval: time.Second,
+		RebalanceTimeout:  testRebalance,
+		TickInterval:      -1,
+	}
+}
+
+func newEnv(t *testing.T, topics *fakeTopics) *env {
+	t.Helper()
+	e := &env{t: t, log: &memLog{}, topics: topics, clock: newClock()}
+	e.c = e.open()
+	return e
+}
+
+// open starts a coordinator on e.log and loads it.
+func (e *env) open() *Coordinator {
+	e.t.Helper()
+	cfg := testConfig(e.log, e.topics, e.clock)
+	if err := cfg.Validate(); err != nil {
+		e.t.Fatal(err)
+	}
+	c := New(cfg)
+	if err := c.Load(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// failover closes the coordinator and opens a new one on the same log.
+func (e *env) failover() {
+	e.t.Helper()
+	_ = e.c.Close()
+	e.c = e.open()
+}
+
+func (e *env) hb(group, id string, epoch int32, subs []string, owned tpSet) (*brokerpb.GroupHeartbeatResponse, error) {
+	return e.c.Heartbeat(context.Background(), &brokerpb.GroupHeartbeatRequest{
+		GroupId: group, MemberId: id, MemberEpoch: epoch, SubscribedTopics: subs, Owned: owned.toProto(),
+	})
+}
+
+func (e *env) mustHB(group, id string, epoch int32, subs []string, owned tpSet) *brokerpb.GroupHeartbeatResponse {
+	e.t.Helper()
+	resp, err := e.hb(group, id, epoch, subs, owned)
+	if err != nil {
+		e.t.Fatalf("heartbeat %s/%s epoch %d: %v", group, id, epoch, err)
+	}
+	return resp
+}
+
+// tps builds a set from "topic:partition" pairs given as topic, p, p, ...
+// groups: tps("a", 0, 1, "b", 2).
+func tps(args ...any) tpSet {
+	s := tpSet{}
+	topic := ""
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			topic = v
+		case int:
+			s[TopicPartition{topic, int32(v)}] = struct{}{}
+		}
+	}
+	return s
+}

@@ -1,0 +1,44 @@
+package group
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the coordinators' Prometheus metrics, shared by every
+// Coordinator of a broker. Names follow strata_broker_group_<what>_<unit>.
+type Metrics struct {
+	members      *prometheus.GaugeVec
+	rebalances   *prometheus.CounterVec
+	commits      prometheus.Counter
+	expired      prometheus.Counter
+	fenced       prometheus.Counter
+	loadDuration prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them on reg (if not nil).
+// Call it once per broker.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "strata_broker_group_members", Help: "Members of each consumer group this broker coordinates.",
+		}, []string{"group"}),
+		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_broker_group_rebalances_total", Help: "Group epoch bumps (membership, subscription or partition count changes), by group.",
+		}, []string{"group"}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_group_offset_commits_total", Help: "Partition offsets committed (each partition of a commit request counts once).",
+		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_group_sessions_expired_total", Help: "Members removed because their session timed out.",
+		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_group_members_fenced_total", Help: "Members removed because they did not revoke partitions within their rebalance timeout.",
+		}),
+		loadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "strata_broker_group_coordinator_load_duration_seconds", Help: "Time to replay a __consumer_offsets partition when becoming its coordinator.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.members, m.rebalances, m.commits, m.expired, m.fenced, m.loadDuration)
+	}
+	return m
+}

@@ -1,0 +1,81 @@
+// Package client is Strata's Go client: a producer, a consumer of assigned
+// partitions, and admin calls, over the brokers' gRPC service
+// (proto/broker/v1/broker.proto).
+//
+// # Client
+//
+// New bootstraps from any of Config.Brokers with a Metadata call. The
+// client keeps one gRPC connection per broker address and a cache of
+// partition owners, refreshed when older than Config.MetadataMaxAge, when a
+// broker answers NOT_OWNER without a redirect, NOT_FOUND or unavailable,
+// and at once from the redirect address a NOT_OWNER answer carries.
+// Partition requests (Produce, Fetch, ListOffsets) go to the owner; admin
+// calls go to any broker, rotating over the known addresses on failure.
+// Every call retries retryable failures with jittered exponential backoff
+// until its context is done; a single attempt is bounded by
+// Config.RequestTimeout. Errors that come from a broker wrap the gRPC
+// status (rpcerror.Reason works on them) and, where one applies, a
+// sentinel of this package (ErrUnknownTopic, ErrOffsetOutOfRange, ...).
+//
+// # Producer
+//
+// Produce appends a record to its partition's open batch (a Kafka record
+// batch v2, see client/recordbatch) and returns; the callback runs once the
+// batch is acknowledged or has failed. Partition choice: Record.Partition
+// when >= 0; recordbatch.PartitionForKey(key, n) for keyed records (the Java
+// client's murmur2 choice); a sticky partition for keyless records, which
+// moves on each time its batch is sealed (KIP-480). A batch is sealed when
+// it reaches BatchBytes, when it has lingered Linger, or on Flush/Close.
+// One dispatch loop groups the sealed batches by owner and sends one
+// ProduceRequest per broker holding at most one batch per partition, with
+// at most MaxInFlight unanswered batches per partition.
+//
+// Idempotence (default; off with AcksNone): the producer takes a producer
+// id with InitProducerID; each partition numbers its records from 0 and a
+// batch keeps its id, epoch and sequence (its exact bytes) across retries,
+// so a batch whose response was lost is recognised by the broker as a
+// duplicate. When a batch fails retryably the partition stops sending,
+// waits for every in-flight batch to be answered, then sends the failed
+// ones again in order; OUT_OF_ORDER_SEQUENCE for a batch that was sent
+// behind an unanswered one is part of that dance. If the sequence breaks
+// for good (a batch was rejected, or expired after being sent) the
+// partition takes a fresh producer id and renumbers its pending batches.
+// PRODUCER_FENCED makes the producer unusable. Without idempotence a write
+// whose outcome is unknown fails with ErrUnknownOutcome rather than risk a
+// duplicate (connection failures are still retried), and batches of one
+// partition may be reordered by retries unless MaxInFlight is 1.
+//
+// Invariants: callbacks run on one goroutine, exactly once per record, in
+// offset order per partition, with Partition and Offset set (-1 with
+// AcksNone); records of one key keep their produce order; buffered records
+// never exceed MaxBufferedBytes (Produce blocks); a record not acknowledged
+// within DeliveryTimeout fails with ErrDeliveryTimeout. A callback must not
+// call Flush, Close or ProduceSync on its own producer (they wait for the
+// callback goroutine); Produce is fine.
+//
+// # Consumer
+//
+// Assign/Seek resolve an Offset (OffsetEarliest, OffsetLatest, OffsetAt,
+// OffsetAtTime, OffsetFromEnd) with ListOffsets at the owner. A fetch loop
+// per broker sends one long-polling FetchRequest (MaxWait) for all the
+// assigned partitions that broker owns, decodes the batches, drops records
+// below the requested offset and buffers up to PartitionMaxBytes per
+// partition ahead of Poll. Poll returns records in offset order per
+// partition. Owner changes and NOT_OWNER redirects keep positions. A
+// position outside the log makes Poll return an *OffsetOutOfRangeError
+// once; the partition is not reset silently and waits for Seek.
+//
+// # Example
+//
+//	c, err := client.New(ctx, client.Config{Brokers: []string{"localhost:9092"}})
+//	if err != nil { ... }
+//	defer c.Close()
+//	p, _ := c.NewProducer(client.ProducerConfig{})
+//	rec, err := p.ProduceSync(ctx, client.NewRecord("events", []byte("user-1"), []byte("hello")))
+//	_ = p.Close(ctx)
+//
+//	cons, _ := c.NewConsumer(client.ConsumerConfig{})
+//	defer cons.Close()
+//	_ = cons.Assign(ctx, map[client.TopicPartition]client.Offset{{Topic: "events", Partition: rec.Partition}: client.OffsetEarliest()})
+//	recs, err := cons.Poll(ctx)
+package client

@@ -1,0 +1,466 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// fetcher keeps a set of partitions, each with a position, and fetches
+// them ahead of Poll: one loop per broker sends one long-polling
+// FetchRequest for all the partitions that broker owns. Partitions can be
+// added (or repositioned) and removed at any time; a response for a
+// partition that changed since the request is dropped. Consumer uses it for
+// assigned partitions; consumer groups reuse it with the partitions the
+// coordinator assigns.
+type fetcher struct {
+	c   *Client
+	cfg ConsumerConfig
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed     bool
+		gen        uint64 // source of fetchPart.gen
+		parts      map[TopicPartition]*fetchPart
+		order      []TopicPartition // Poll's round-robin order
+		loops      map[string]chan struct{}
+		refreshing map[string]bool
+		changed    chan struct{} // closed and replaced when Poll has news
+	}
+}
+
+// fetchPart is one partition's fetch state. Guarded by fetcher.mu.
+type fetchPart struct {
+	tp       TopicPartition
+	gen      uint64 // changes on every reposition
+	fetchAt  int64  // next offset to fetch
+	position int64  // next offset Poll returns
+	records  []*Record
+	bytes    int
+	hw       int64
+	haveHW   bool
+	err      error // for Poll, once
+	stopped  bool  // no fetching until repositioned
+	inflight bool
+	retryAt  time.Time
+	attempts int
+}
+
+func newFetcher(c *Client, cfg ConsumerConfig) *fetcher {
+	f := &fetcher{c: c, cfg: cfg, log: c.log.With("component", "fetcher")}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.mu.parts = map[TopicPartition]*fetchPart{}
+	f.mu.loops = map[string]chan struct{}{}
+	f.mu.refreshing = map[string]bool{}
+	f.mu.changed = make(chan struct{})
+	return f
+}
+
+// set starts (or restarts) fetching tp at offset, dropping buffered records.
+func (f *fetcher) set(tp TopicPartition, offset int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.closed {
+		return ErrClosed
+	}
+	f.mu.gen++
+	if _, ok := f.mu.parts[tp]; !ok {
+		f.mu.order = append(f.mu.order, tp)
+	}
+	f.mu.parts[tp] = &fetchPart{tp: tp, gen: f.mu.gen, fetchAt: offset, position: offset}
+	f.kickLocked()
+	return nil
+}
+
+// remove stops fetching tps and drops their buffered records.
+func (f *fetcher) remove(tps ...TopicPartition) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, tp := range tps {
+		delete(f.mu.parts, tp)
+	}
+	order := f.mu.order[:0]
+	for _, tp := range f.mu.order {
+		if _, ok := f.mu.parts[tp]; ok {
+			order = append(order, tp)
+		}
+	}
+	f.mu.order = order
+}
+
+func (f *fetcher) position(tp TopicPartition) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.mu.parts[tp]; p != nil {
+		return p.position, true
+	}
+	return 0, false
+}
+
+func (f *fetcher) highWatermark(tp TopicPartition) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.mu.parts[tp]; p != nil && p.haveHW {
+		return p.hw, true
+	}
+	return 0, false
+}
+
+// poll returns the buffered records of every partition, waiting for at
+// least one or an error, until ctx is done. A partition's error is returned
+// once, after the records fetched before it.
+func (f *fetcher) poll(ctx context.Context) ([]*Record, error) {
+	for {
+		f.mu.Lock()
+		if f.mu.closed {
+			f.mu.Unlock()
+			return nil, ErrClosed
+		}
+		var out []*Record
+		var err error
+		n := len(f.mu.order)
+		for _, tp := range f.mu.order {
+			p := f.mu.parts[tp]
+			if len(p.records) > 0 {
+				out = append(out, p.records...)
+				p.position = p.records[len(p.records)-1].Offset + 1
+				p.records, p.bytes = nil, 0
+			}
+		}
+		for _, tp := range f.mu.order {
+			if p := f.mu.parts[tp]; len(out) == 0 && p.err != nil {
+				err, p.err = p.err, nil
+				break
+			}
+		}
+		if n > 1 { // rotate so no partition is always first
+			f.mu.order = append(f.mu.order[1:], f.mu.order[0])
+		}
+		if len(out) > 0 || err != nil {
+			f.kickLocked()
+			f.mu.Unlock()
+			return out, err
+		}
+		changed := f.mu.changed
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (f *fetcher) close() {
+	f.mu.Lock()
+	if f.mu.closed {
+		f.mu.Unlock()
+		return
+	}
+	f.mu.closed = true
+	close(f.mu.changed)
+	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
+}
+
+// notifyLocked wakes Poll.
+// REQUIRES: f.mu held.
+func (f *fetcher) notifyLocked() {
+	close(f.mu.changed)
+	f.mu.changed = make(chan struct{})
+}
+
+// fetchableLocked reports whether p should be fetched (ignoring backoff).
+// REQUIRES: f.mu held.
+func (f *fetcher) fetchableLocked(p *fetchPart) bool {
+	return !p.stopped && !p.inflight && p.err == nil && p.bytes < f.cfg.PartitionMaxBytes
+}
+
+// kickLocked routes fetchable partitions to their owners' loops, starting
+// loops and metadata refreshes as needed.
+// REQUIRES: f.mu held.
+func (f *fetcher) kickLocked() {
+	if f.mu.closed {
+		return
+	}
+	for _, p := range f.mu.parts {
+		if !f.fetchableLocked(p) {
+			continue
+		}
+		addr, refresh := f.c.cachedOwner(p.tp)
+		if refresh {
+			f.refreshLocked(p.tp.Topic)
+		}
+		if addr == "" {
+			continue
+		}
+		wake, ok := f.mu.loops[addr]
+		if !ok {
+			wake = make(chan struct{}, 1)
+			f.mu.loops[addr] = wake
+			f.wg.Add(1)
+			go f.loop(addr, wake)
+		}
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshLocked refreshes topic's metadata in the background.
+// REQUIRES: f.mu held.
+func (f *fetcher) refreshLocked(topic string) {
+	if f.mu.refreshing[topic] {
+		return
+	}
+	f.mu.refreshing[topic] = true
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.c.invalidate(topic)
+		ctx, cancel := context.WithTimeout(f.ctx, f.c.cfg.RequestTimeout)
+		ti, err := f.c.topic(ctx, topic)
+		cancel()
+		missing := err != nil
+		if ti != nil {
+			for _, o := range ti.owners {
+				missing = missing || o == ""
+			}
+		}
+		if missing {
+			_ = sleepCtx(f.ctx, 100*time.Millisecond)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.mu.refreshing, topic)
+		for _, p := range f.mu.parts {
+			if p.tp.Topic != topic {
+				continue
+			}
+			if errors.Is(err, ErrUnknownTopic) || (ti != nil && int(p.tp.Partition) >= len(ti.owners)) {
+				if !p.stopped {
+					p.stopped = true
+					p.err = fmt.Errorf("%w: %s", ErrUnknownPartition, p.tp)
+					if errors.Is(err, ErrUnknownTopic) {
+						p.err = err
+					}
+					f.notifyLocked()
+				}
+			}
+		}
+		f.kickLocked()
+	}()
+}
+
+// loop fetches, for as long as the fetcher lives, the partitions that addr
+// owns.
+func (f *fetcher) loop(addr string, wake chan struct{}) {
+	defer f.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		req, parts, next := f.collect(addr)
+		if len(parts) == 0 {
+			timer.Stop()
+			if !next.IsZero() {
+				timer.Reset(max(time.Until(next), time.Millisecond))
+			}
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-f.ctx.Done():
+				return
+			}
+			continue
+		}
+		resp, err := f.fetch(addr, req)
+		f.apply(parts, resp, err)
+		if f.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// collect marks addr's fetchable partitions in flight and builds their
+// request; next is the earliest backoff end of those that must wait.
+func (f *fetcher) collect(addr string) (*brokerpb.FetchRequest, []*fetchPart, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	req := &brokerpb.FetchRequest{
+		MaxWaitMs: int32(f.cfg.MaxWait.Milliseconds()),
+		MinBytes:  int32(f.cfg.MinBytes),
+		// Leave room for the response's framing under the gRPC limit.
+		MaxBytes: int32(min(f.cfg.MaxBytes, grpcserve.MaxMessageBytes-1<<20)),
+	}
+	var parts []*fetchPart
+	for _, p := range f.mu.parts {
+		if owner, _ := f.c.cachedOwner(p.tp); owner != addr || !f.fetchableLocked(p) {
+			continue
+		}
+		if now.Before(p.retryAt) {
+			if next.IsZero() || p.retryAt.Before(next) {
+				next = p.retryAt
+			}
+			continue
+		}
+		p.inflight = true
+		parts = append(parts, p)
+		req.Partitions = append(req.Partitions, &brokerpb.FetchPartition{
+			Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: p.fetchAt,
+			MaxBytes: int32(min(f.cfg.PartitionMaxBytes, grpcserve.MaxMessageBytes-1<<20)),
+		})
+	}
+	return req, parts, next
+}
+
+func (f *fetcher) fetch(addr string, req *brokerpb.FetchRequest) (*brokerpb.FetchResponse, error) {
+	stub, err := f.c.broker(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, f.c.cfg.RequestTimeout+f.cfg.MaxWait)
+	defer cancel()
+	return stub.Fetch(ctx, req)
+}
+
+// apply takes in a fetch response (or the call's error) for parts.
+func (f *fetcher) apply(parts []*fetchPart, resp *brokerpb.FetchResponse, callErr error) {
+	results := map[TopicPartition]*brokerpb.FetchPartitionResult{}
+	if resp != nil {
+		for _, r := range resp.Partitions {
+			results[TopicPartition{r.Topic, r.Partition}] = r
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	news := false
+	for _, p := range parts {
+		p.inflight = false
+		if f.mu.parts[p.tp] != p {
+			continue // removed or repositioned meanwhile
+		}
+		r := results[p.tp]
+		switch {
+		case callErr != nil:
+			f.retryLocked(p, callErr)
+		case r == nil:
+			// The broker skipped it (e.g. its response filled up): go again.
+		case r.Error != nil:
+			news = f.partitionErrorLocked(p, r) || news
+		default:
+			p.hw, p.haveHW = r.HighWatermark, true
+			p.attempts = 0
+			if err := f.appendLocked(p, r.Records); err != nil {
+				p.err, p.stopped = err, true
+			}
+			news = news || len(p.records) > 0 || p.err != nil
+		}
+	}
+	if news {
+		f.notifyLocked()
+	}
+	f.kickLocked()
+}
+
+// retryLocked backs p off after a failure that may pass.
+// REQUIRES: f.mu held.
+func (f *fetcher) retryLocked(p *fetchPart, err error) {
+	p.attempts++
+	p.retryAt = time.Now().Add(backoffFor(50*time.Millisecond, p.attempts))
+	f.c.routeError(p.tp, err)
+	f.log.Debug("fetch retry", "partition", p.tp.String(), "attempt", p.attempts, "err", err)
+}
+
+// partitionErrorLocked handles a per-partition error; it reports whether
+// Poll has something new.
+// REQUIRES: f.mu held.
+func (f *fetcher) partitionErrorLocked(p *fetchPart, r *brokerpb.FetchPartitionResult) bool {
+	err := partitionError(r.Error)
+	switch rpcerror.Reason(err) {
+	case rpcerror.ReasonNotOwner:
+		f.c.routeError(p.tp, err)
+		if info := rpcerror.Info(err); info == nil || info.Redirect == "" {
+			f.retryLocked(p, err)
+		}
+		return false
+	case rpcerror.ReasonOutOfRange:
+		p.stopped = true
+		p.err = &OffsetOutOfRangeError{TopicPartition: p.tp, Offset: p.fetchAt,
+			LogStartOffset: r.LogStartOffset, HighWatermark: r.HighWatermark, Err: err}
+		if r.HighWatermark > 0 || r.LogStartOffset > 0 {
+			p.hw, p.haveHW = r.HighWatermark, true
+		}
+		return true
+	case rpcerror.ReasonNotFound:
+		f.retryLocked(p, err) // the refresh decides whether it is gone
+		f.refreshLocked(p.tp.Topic)
+		return false
+	}
+	if retryableCall(err) {
+		f.retryLocked(p, err)
+		return false
+	}
+	p.stopped, p.err = true, fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
+	return true
+}
+
+// appendLocked decodes fetched batches into p's buffer, skipping records
+// below p.fetchAt and control batches.
+// REQUIRES: f.mu held.
+func (f *fetcher) appendLocked(p *fetchPart, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	batches, err := recordbatch.Split(buf)
+	if err != nil {
+		return fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
+	}
+	for _, raw := range batches {
+		hdr, recs, err := recordbatch.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
+		}
+		if hdr.LastOffset() < p.fetchAt {
+			continue
+		}
+		if !hdr.IsControl() {
+			for _, rr := range recs {
+				if rr.Offset < p.fetchAt {
+					continue
+				}
+				r := &Record{
+					Topic: p.tp.Topic, Partition: p.tp.Partition,
+					Key: rr.Key, Value: rr.Value,
+					Timestamp: time.UnixMilli(rr.TimestampMs), Offset: rr.Offset,
+				}
+				if len(rr.Headers) > 0 {
+					r.Headers = make([]Header, len(rr.Headers))
+					for i, h := range rr.Headers {
+						r.Headers[i] = Header{Key: h.Key, Value: h.Value}
+					}
+				}
+				p.records = append(p.records, r)
+				p.bytes += recordBytes(r)
+			}
+		}
+		p.fetchAt = hdr.LastOffset() + 1
+	}
+	return nil
+}

@@ -1,0 +1,502 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// dispatch is the producer's send loop: on every wake-up it takes, for each
+// partition, the next batch that may be sent, groups them by owner and
+// sends one ProduceRequest per broker.
+func (p *Producer) dispatch() {
+	defer p.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-p.wake:
+		case <-timer.C:
+		case <-p.ctx.Done():
+			return
+		}
+		reqs, next, more := p.collect(time.Now())
+		for addr, bs := range reqs {
+			p.wg.Add(1)
+			go p.send(addr, bs)
+		}
+		if more {
+			p.signal()
+		}
+		timer.Stop()
+		select {
+		case <-timer.C:
+		default:
+		}
+		if !next.IsZero() {
+			timer.Reset(max(time.Until(next), time.Millisecond))
+		}
+	}
+}
+
+// collect picks the batches to send now. It returns them by broker address,
+// the next time something becomes due (retry backoff, expiry), and whether
+// more batches are sendable right away.
+func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.Time, more bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reqs = map[string][]*batch{}
+	due := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if p.mu.fatal != nil {
+		p.failLocked(p.mu.fatal) // batches sealed since the failure
+		return reqs, next, false
+	}
+	reqBytes := map[string]int{}
+	for _, ps := range p.mu.parts {
+		p.expireLocked(ps, now)
+		if len(ps.batches) == 0 {
+			continue
+		}
+		for _, b := range ps.batches {
+			if !b.done && !b.inflight {
+				due(b.deadline)
+				break
+			}
+		}
+		if ps.draining || ps.resetting || ps.inflight >= p.cfg.MaxInFlight {
+			continue
+		}
+		if now.Before(ps.retryAt) {
+			due(ps.retryAt)
+			continue
+		}
+		if p.idempotent && !ps.havePID {
+			if p.mu.pid < 0 {
+				continue // initProducerID wakes us
+			}
+			ps.havePID, ps.pid, ps.epoch = true, p.mu.pid, p.mu.epoch
+		}
+		var b *batch
+		for _, c := range ps.batches {
+			if !c.done && !c.inflight {
+				b = c
+				break
+			}
+		}
+		if b == nil {
+			continue
+		}
+		addr, refresh := p.c.cachedOwner(ps.tp)
+		if refresh {
+			p.refreshLocked(ps.tp.Topic)
+		}
+		if addr == "" {
+			continue
+		}
+		if len(reqs[addr]) > 0 && reqBytes[addr]+b.bytes > maxRequestBytes {
+			more = true // next request
+			continue
+		}
+		reqBytes[addr] += b.bytes
+		if p.idempotent && b.seq < 0 {
+			b.pid, b.epoch, b.seq = ps.pid, ps.epoch, ps.nextSeq
+			ps.nextSeq += int32(len(b.recs))
+			b.encoded = nil
+		}
+		// Sent while an earlier batch is unanswered: the broker may see
+		// them out of order (OUT_OF_ORDER_SEQUENCE is then expected).
+		b.pipelined = ps.inflight > 0
+		b.inflight, b.sent = true, true
+		ps.inflight++
+		reqs[addr] = append(reqs[addr], b)
+		if ps.inflight < p.cfg.MaxInFlight {
+			for _, c := range ps.batches {
+				if !c.done && !c.inflight {
+					more = true
+					break
+				}
+			}
+		}
+	}
+	return reqs, next, more
+}
+
+// expireLocked fails ps's waiting batches whose delivery timeout passed.
+// REQUIRES: p.mu held.
+func (p *Producer) expireLocked(ps *partState, now time.Time) {
+	expired := false
+	for _, b := range ps.batches {
+		if b.done || b.inflight || now.Before(b.deadline) {
+			continue
+		}
+		b.done, expired = true, true
+		b.err = fmt.Errorf("%w: %s after %s", ErrDeliveryTimeout, b.tp, p.cfg.DeliveryTimeout)
+		if b.sent {
+			// The broker may have stored it: sequence numbers after it
+			// can no longer be trusted.
+			b.err = fmt.Errorf("%w: %w", b.err, ErrUnknownOutcome)
+			if p.idempotent {
+				ps.needReset = true
+			}
+		}
+	}
+	if expired {
+		p.afterAnswerLocked(ps)
+	}
+}
+
+// refreshLocked starts a metadata refresh for topic unless one is running.
+// REQUIRES: p.mu held.
+func (p *Producer) refreshLocked(topic string) {
+	if p.mu.refreshing[topic] {
+		return
+	}
+	p.mu.refreshing[topic] = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.c.invalidate(topic)
+		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.RequestTimeout)
+		ti, err := p.c.topic(ctx, topic)
+		cancel()
+		missing := err != nil
+		if ti != nil {
+			for _, o := range ti.owners {
+				missing = missing || o == ""
+			}
+		}
+		if missing {
+			// Partitions being taken over: do not spin on Metadata.
+			_ = sleepCtx(p.ctx, 100*time.Millisecond)
+		}
+		p.mu.Lock()
+		delete(p.mu.refreshing, topic)
+		if errors.Is(err, ErrUnknownTopic) {
+			p.failTopicLocked(topic, err)
+		}
+		p.mu.Unlock()
+		p.signal()
+	}()
+}
+
+// failTopicLocked fails the queued batches of a topic that does not exist.
+// REQUIRES: p.mu held.
+func (p *Producer) failTopicLocked(topic string, err error) {
+	for tp, ps := range p.mu.parts {
+		if tp.Topic != topic {
+			continue
+		}
+		for _, b := range ps.batches {
+			if !b.done && !b.inflight {
+				b.done, b.err = true, err
+			}
+		}
+		p.completeLocked(ps)
+	}
+}
+
+// initProducerID obtains the producer id, retrying until it succeeds, a
+// non-retryable error makes the producer unusable, or Close.
+func (p *Producer) initProducerID() {
+	defer p.wg.Done()
+	pid, epoch, err := p.newProducerID()
+	p.mu.Lock()
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.failLocked(fmt.Errorf("client: init producer id: %w", err))
+		}
+	} else {
+		p.mu.pid, p.mu.epoch = pid, epoch
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *Producer) newProducerID() (int64, int16, error) {
+	var resp *brokerpb.InitProducerIDResponse
+	err := p.c.anyBroker(p.ctx, func(ctx context.Context, b brokerpb.BrokerClient) (err error) {
+		resp, err = b.InitProducerID(ctx, &brokerpb.InitProducerIDRequest{})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.ProducerId, int16(resp.ProducerEpoch), nil
+}
+
+// resetPartition gives ps a new producer id and renumbers its pending
+// batches from sequence 0.
+func (p *Producer) resetPartition(ps *partState) {
+	defer p.wg.Done()
+	pid, epoch, err := p.newProducerID()
+	p.mu.Lock()
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.failLocked(fmt.Errorf("client: reset producer id: %w", err))
+		}
+	} else {
+		ps.pid, ps.epoch, ps.nextSeq, ps.havePID = pid, epoch, 0, true
+		for _, b := range ps.batches {
+			if !b.done {
+				b.seq, b.encoded = -1, nil
+			}
+		}
+		p.log.Debug("partition sequence reset", "partition", ps.tp.String(), "producer_id", pid)
+	}
+	ps.resetting, ps.needReset = false, false
+	p.mu.Unlock()
+	p.signal()
+}
+
+// failLocked makes the producer unusable and fails every pending batch.
+// REQUIRES: p.mu held.
+func (p *Producer) failLocked(err error) {
+	if p.mu.fatal == nil {
+		p.mu.fatal = err
+		p.log.Warn("producer failed", "err", err)
+	}
+	for _, ps := range p.mu.parts {
+		for _, b := range ps.batches {
+			if !b.done && !b.inflight {
+				b.done, b.err = true, p.mu.fatal
+			}
+		}
+		p.completeLocked(ps)
+	}
+	close(p.mu.spaceFreed)
+	p.mu.spaceFreed = make(chan struct{})
+}
+
+// encode builds the v2 record batch of b (once: a retry resends the same
+// bytes, same producer id, epoch and sequence).
+func (p *Producer) encode(b *batch) ([]byte, error) {
+	rb := &recordbatch.Batch{
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		Compression: p.cfg.Compression,
+		Records:     make([]recordbatch.Record, len(b.recs)),
+	}
+	if b.seq >= 0 {
+		rb.ProducerID, rb.ProducerEpoch, rb.BaseSequence = b.pid, b.epoch, b.seq
+	}
+	for i, r := range b.recs {
+		rr := &rb.Records[i]
+		rr.OffsetDelta = int32(i)
+		rr.TimestampMs = r.Timestamp.UnixMilli()
+		rr.Key, rr.Value = r.Key, r.Value
+		if len(r.Headers) > 0 {
+			rr.Headers = make([]recordbatch.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				rr.Headers[j] = recordbatch.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+	}
+	return recordbatch.Encode(rb)
+}
+
+// send sends one ProduceRequest with bs (one batch per partition) to addr
+// and applies the answer.
+func (p *Producer) send(addr string, bs []*batch) {
+	defer p.wg.Done()
+	req := &brokerpb.ProduceRequest{
+		Acks:      brokerpb.Acks(p.cfg.Acks),
+		TimeoutMs: int32(min(p.c.cfg.RequestTimeout, p.cfg.DeliveryTimeout).Milliseconds()),
+	}
+	errs := make([]error, len(bs))
+	var sent []*batch
+	for i, b := range bs {
+		// b is in flight: nobody else touches its encoding.
+		if b.encoded == nil {
+			enc, err := p.encode(b)
+			if err != nil {
+				errs[i] = fmt.Errorf("client: encode batch: %w", err)
+				continue
+			}
+			b.encoded = enc
+		}
+		sent = append(sent, b)
+		req.Partitions = append(req.Partitions, &brokerpb.ProducePartition{Topic: b.tp.Topic, Partition: b.tp.Partition, Records: b.encoded})
+	}
+	var resp *brokerpb.ProduceResponse
+	var callErr error
+	if len(sent) > 0 {
+		p.stats.requests.Add(1)
+		p.stats.batches.Add(int64(len(sent)))
+		var stub brokerpb.BrokerClient
+		stub, callErr = p.c.broker(addr)
+		if callErr == nil {
+			ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.RequestTimeout)
+			resp, callErr = stub.Produce(ctx, req)
+			cancel()
+		}
+	}
+	results := map[TopicPartition]*brokerpb.ProducePartitionResult{}
+	if resp != nil {
+		for _, r := range resp.Partitions {
+			results[TopicPartition{r.Topic, r.Partition}] = r
+		}
+	}
+	p.mu.Lock()
+	for i, b := range bs {
+		switch {
+		case errs[i] != nil:
+			p.answerLocked(b, -1, errs[i], true)
+		case callErr != nil:
+			p.answerLocked(b, -1, callErr, false)
+		default:
+			r := results[b.tp]
+			switch {
+			case r == nil:
+				p.answerLocked(b, -1, status.Error(codes.Internal, "client: produce response without "+b.tp.String()), true)
+			case r.Error != nil:
+				p.answerLocked(b, -1, partitionError(r.Error), false)
+			default:
+				p.answerLocked(b, r.BaseOffset, nil, false)
+			}
+		}
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// produceVerdict is what to do with a batch after an error.
+type produceVerdict int
+
+const (
+	verdictRetry        produceVerdict = iota
+	verdictFailBatch                   // the broker did not store it
+	verdictFailUnknown                 // it may be stored; cannot retry safely
+	verdictFailProducer                // fatal for the producer
+)
+
+// verdictLocked classifies err for batch b of ps.
+// REQUIRES: p.mu held.
+func (p *Producer) verdictLocked(ps *partState, b *batch, err error) produceVerdict {
+	reason := rpcerror.Reason(err)
+	switch reason {
+	case rpcerror.ReasonProducerFenced:
+		return verdictFailProducer
+	case rpcerror.ReasonNotOwner, rpcerror.ReasonNotFound:
+		return verdictRetry
+	case rpcerror.ReasonUnknownOutcome:
+		if p.idempotent {
+			return verdictRetry
+		}
+		return verdictFailUnknown
+	case rpcerror.ReasonOutOfOrderSequence:
+		// Expected when an earlier batch of the partition failed or is
+		// still unanswered: this one goes again after it.
+		if ps.needReset || ps.draining || b.pipelined {
+			return verdictRetry
+		}
+		for _, c := range ps.batches {
+			if c == b {
+				break
+			}
+			if !c.done || c.err != nil {
+				return verdictRetry
+			}
+		}
+		return verdictFailBatch
+	case "":
+	default:
+		if rpcerror.Retryable(err) {
+			return verdictRetry
+		}
+		return verdictFailBatch
+	}
+	if p.ctx.Err() != nil {
+		return verdictFailUnknown
+	}
+	switch status.Code(err) {
+	case codes.Unavailable:
+		// Mostly "could not connect"; with idempotence always safe.
+		return verdictRetry
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal, codes.Aborted:
+		if p.idempotent {
+			return verdictRetry
+		}
+		return verdictFailUnknown
+	}
+	return verdictFailBatch
+}
+
+// answerLocked applies the outcome of one send of b.
+// REQUIRES: p.mu held.
+func (p *Producer) answerLocked(b *batch, base int64, err error, local bool) {
+	ps := p.mu.parts[b.tp]
+	b.inflight = false
+	ps.inflight--
+	if err == nil {
+		b.done, b.base = true, base
+		p.afterAnswerLocked(ps)
+		return
+	}
+	verdict := verdictFailBatch
+	if !local {
+		verdict = p.verdictLocked(ps, b, err)
+	}
+	if verdict == verdictRetry && !time.Now().Before(b.deadline) {
+		verdict = verdictFailUnknown
+		err = fmt.Errorf("%w: %w", ErrDeliveryTimeout, err)
+	}
+	switch verdict {
+	case verdictRetry:
+		b.attempts++
+		p.stats.retries.Add(1)
+		ps.draining = true
+		ps.retryAt = time.Now().Add(backoffFor(p.cfg.RetryBackoff, b.attempts))
+		if rpcerror.Reason(err) == rpcerror.ReasonNotOwner {
+			p.c.routeError(b.tp, err)
+			if info := rpcerror.Info(err); info != nil && info.Redirect != "" {
+				ps.retryAt = time.Now() // the owner is known: go now
+			}
+		} else if rpcerror.Reason(err) != rpcerror.ReasonOutOfOrderSequence {
+			p.c.invalidate(b.tp.Topic)
+		}
+		p.log.Debug("retrying batch", "partition", b.tp.String(), "attempt", b.attempts, "err", err)
+	case verdictFailBatch:
+		b.done, b.err = true, classify(err)
+		if p.idempotent && b.seq >= 0 {
+			ps.needReset = true
+		}
+	case verdictFailUnknown:
+		b.done, b.err = true, fmt.Errorf("%w: %w", ErrUnknownOutcome, classify(err))
+		if p.idempotent && b.seq >= 0 {
+			ps.needReset = true
+		}
+	case verdictFailProducer:
+		b.done, b.err = true, classify(err)
+		p.failLocked(b.err)
+	}
+	p.afterAnswerLocked(ps)
+}
+
+// afterAnswerLocked ends a drain when nothing is in flight and delivers
+// finished batches.
+// REQUIRES: p.mu held.
+func (p *Producer) afterAnswerLocked(ps *partState) {
+	if ps.needReset && !ps.draining && ps.inflight > 0 {
+		ps.draining = true
+	}
+	if ps.inflight == 0 {
+		ps.draining = false
+		if ps.needReset && !ps.resetting && p.ctx.Err() == nil {
+			ps.resetting = true
+			p.wg.Add(1)
+			go p.resetPartition(ps)
+		}
+	}
+	p.completeLocked(ps)
+}

@@ -1,0 +1,593 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+)
+
+// Producer defaults.
+const (
+	DefaultLinger           = 5 * time.Millisecond
+	DefaultBatchBytes       = 1 << 20
+	DefaultMaxBufferedBytes = 64 << 20
+	DefaultMaxInFlight      = 5
+	DefaultDeliveryTimeout  = 2 * time.Minute
+	DefaultRetryBackoff     = 100 * time.Millisecond
+
+	// maxIdempotentInFlight is how many batches per producer and partition
+	// a broker remembers for deduplication.
+	maxIdempotentInFlight = 5
+	// batchOverheadBytes is the fixed size of a v2 record batch header.
+	batchOverheadBytes = 61
+	// recordOverheadBytes bounds a record's varint framing.
+	recordOverheadBytes = 24
+	// maxRequestBytes bounds the batches of one ProduceRequest, below the
+	// brokers' message limit (grpcserve.MaxMessageBytes, 16 MiB).
+	maxRequestBytes = 12 << 20
+)
+
+// ProducerConfig configures a Producer. The zero value is usable.
+type ProducerConfig struct {
+	Acks Acks
+	// Linger is how long a batch waits for more records. Default 5ms;
+	// negative means send at once.
+	Linger time.Duration
+	// BatchBytes bounds one record batch. Default 1 MiB.
+	BatchBytes int
+	// MaxBufferedBytes bounds the bytes of records not yet acknowledged;
+	// Produce blocks beyond it. Default 64 MiB.
+	MaxBufferedBytes int64
+	Compression      Compression
+	// DisableIdempotence turns off producer ids and sequence numbers (then
+	// a retry after an unknown outcome is not attempted). Idempotence is
+	// always off with AcksNone.
+	DisableIdempotence bool
+	// MaxInFlight is the number of batches per partition sent and not yet
+	// answered. Default 5; at most 5 when idempotent.
+	MaxInFlight int
+	// DeliveryTimeout bounds the time from Produce to the callback.
+	// Default 2m.
+	DeliveryTimeout time.Duration
+	// RetryBackoff is the first wait before a retry; it doubles up to 1s.
+	// Default 100ms.
+	RetryBackoff time.Duration
+}
+
+func (c ProducerConfig) withDefaults() ProducerConfig {
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.BatchBytes <= 0 {
+		c.BatchBytes = DefaultBatchBytes
+	}
+	if c.MaxBufferedBytes <= 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.DeliveryTimeout <= 0 {
+		c.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	return c
+}
+
+// Validate reports the first problem with c.
+func (c ProducerConfig) Validate() error {
+	switch {
+	case c.Acks < AcksQuorum || c.Acks > AcksAll:
+		return fmt.Errorf("client: producer config: acks %d", c.Acks)
+	case c.Compression < CompressionNone || c.Compression > CompressionZstd:
+		return fmt.Errorf("client: producer config: compression %d", c.Compression)
+	case c.idempotent() && c.MaxInFlight > maxIdempotentInFlight:
+		return fmt.Errorf("client: producer config: max in-flight %d > %d with idempotence", c.MaxInFlight, maxIdempotentInFlight)
+	case c.BatchBytes < 0 || c.MaxBufferedBytes < 0 || c.MaxInFlight < 0:
+		return errors.New("client: producer config: negative size")
+	case c.BatchBytes > maxRequestBytes:
+		return fmt.Errorf("client: producer config: batch bytes %d above %d", c.BatchBytes, maxRequestBytes)
+	case c.BatchBytes > 0 && c.MaxBufferedBytes > 0 && int64(c.BatchBytes) > c.MaxBufferedBytes:
+		return errors.New("client: producer config: batch bytes above max buffered bytes")
+	}
+	return nil
+}
+
+func (c ProducerConfig) idempotent() bool { return !c.DisableIdempotence && c.Acks != AcksNone }
+
+func (c ProducerConfig) String() string {
+	return fmt.Sprintf("acks=%s linger=%s batch_bytes=%d max_buffered_bytes=%d compression=%s idempotent=%t max_in_flight=%d delivery_timeout=%s retry_backoff=%s",
+		c.Acks, c.Linger, c.BatchBytes, c.MaxBufferedBytes, c.Compression, c.idempotent(), c.MaxInFlight, c.DeliveryTimeout, c.RetryBackoff)
+}
+
+// ProducerStats are cumulative counters. (The PLAN names the type; its
+// fields are this package's choice.)
+type ProducerStats struct {
+	RecordsDelivered int64 // callbacks called with nil error
+	RecordsFailed    int64 // callbacks called with an error
+	BatchesSent      int64 // batch send attempts, retries included
+	Retries          int64 // batch retries
+	Requests         int64 // Produce RPCs
+	BufferedBytes    int64 // now: bytes of records not yet completed
+	BufferedRecords  int64 // now: records whose callback has not run
+}
+
+// Producer batches records per partition and sends them to the partitions'
+// owners. It is safe for concurrent use.
+//
+// Callbacks run on one goroutine, in order per partition; a slow callback
+// delays the others.
+type Producer struct {
+	c          *Client
+	cfg        ProducerConfig
+	idempotent bool
+	log        *slog.Logger
+
+	ctx    context.Context // canceled by Close after the flush
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1: the dispatcher has work
+	cbWake chan struct{} // capacity 1: completions are queued
+	cbStop chan struct{} // closed when no completion can be added any more
+	wg     sync.WaitGroup
+	cbDone chan struct{}
+
+	stats struct {
+		delivered, failed, batches, retries, requests atomic.Int64
+	}
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		fatal  error
+		// pid/epoch from InitProducerID; pid < 0 until known (idempotent).
+		pid    int64
+		epoch  int16
+		parts  map[TopicPartition]*partState
+		sticky map[string]int32
+		// buffered bytes (released when a batch completes) and records
+		// (released after its callback ran).
+		buffered   int64
+		records    int64
+		spaceFreed chan struct{} // closed and replaced when bytes are released
+		idle       chan struct{} // closed while records == 0
+		refreshing map[string]bool
+		completed  []completion
+	}
+}
+
+type completion struct {
+	rec *Record
+	cb  func(*Record, error)
+	err error
+}
+
+// partState is one partition's queue.
+// All fields are guarded by Producer.mu.
+type partState struct {
+	tp      TopicPartition
+	open    *batch   // accumulating, nil when none
+	batches []*batch // sealed and not yet completed, in order
+	// inflight counts batches sent and not answered.
+	inflight int
+	// draining: a batch failed and is to be retried; nothing new is sent
+	// until every in-flight batch is answered, then the failed ones go
+	// again in order.
+	draining bool
+	retryAt  time.Time
+	// needReset: the sequence numbers broke (a batch was rejected or
+	// expired after it was sent): once drained, the partition takes a new
+	// producer id and renumbers its pending batches from 0.
+	needReset bool
+	resetting bool
+	havePID   bool
+	pid       int64
+	epoch     int16
+	nextSeq   int32
+}
+
+// batch is one record batch being built, queued or in flight.
+type batch struct {
+	tp       TopicPartition
+	recs     []*Record
+	cbs      []func(*Record, error)
+	bytes    int
+	deadline time.Time
+	timer    *time.Timer // linger
+
+	// Set when first sent (idempotent); kept across retries so the broker
+	// recognises a duplicate.
+	seq     int32
+	pid     int64
+	epoch   int16
+	encoded []byte
+
+	inflight  bool
+	sent      bool
+	pipelined bool
+	attempts  int
+	done      bool
+	err       error
+	base      int64
+}
+
+// NewProducer starts a producer. With idempotence it obtains a producer id
+// in the background; batches wait for it.
+func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	closed := c.mu.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	p := &Producer{
+		c: c, cfg: cfg, idempotent: cfg.idempotent(),
+		log:    c.log.With("component", "producer"),
+		wake:   make(chan struct{}, 1),
+		cbWake: make(chan struct{}, 1),
+		cbStop: make(chan struct{}),
+		cbDone: make(chan struct{}),
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.mu.pid = -1
+	p.mu.parts = map[TopicPartition]*partState{}
+	p.mu.sticky = map[string]int32{}
+	p.mu.refreshing = map[string]bool{}
+	p.mu.spaceFreed = make(chan struct{})
+	p.mu.idle = make(chan struct{})
+	close(p.mu.idle)
+	if p.idempotent {
+		p.wg.Add(1)
+		go p.initProducerID()
+	}
+	p.wg.Add(1)
+	go p.dispatch()
+	go p.callbacks()
+	return p, nil
+}
+
+// recordBytes estimates r's encoded size.
+func recordBytes(r *Record) int {
+	n := len(r.Key) + len(r.Value) + recordOverheadBytes
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return n
+}
+
+// Produce queues r for its partition and returns; cb (may be nil) is
+// called once r is acknowledged or failed, with r's Partition and Offset
+// set. Produce blocks while MaxBufferedBytes are buffered, until ctx is
+// done. r must not be modified until cb runs.
+func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) error {
+	if r == nil || r.Topic == "" {
+		return errors.New("client: produce: record without topic")
+	}
+	size := recordBytes(r)
+	if size+batchOverheadBytes > p.cfg.BatchBytes {
+		return fmt.Errorf("%w: %d bytes, batch bytes %d", ErrRecordTooLarge, size, p.cfg.BatchBytes)
+	}
+	if err := p.usable(); err != nil {
+		return err
+	}
+	n, err := p.c.partitionCount(ctx, r.Topic)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: topic %s has no partitions", ErrUnknownPartition, r.Topic)
+	}
+	if r.Partition >= n {
+		return fmt.Errorf("%w: %s/%d (topic has %d)", ErrUnknownPartition, r.Topic, r.Partition, n)
+	}
+	if r.Timestamp.IsZero() {
+		r.Timestamp = time.Now()
+	}
+	if err := p.reserve(ctx, size); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usableLocked(); err != nil {
+		p.releaseLocked(int64(size))
+		return err
+	}
+	part := r.Partition
+	switch {
+	case part >= 0:
+	case r.Key != nil:
+		part = recordbatch.PartitionForKey(r.Key, n)
+	default:
+		s, ok := p.mu.sticky[r.Topic]
+		if !ok || s >= n {
+			s = rand.Int32N(n)
+			p.mu.sticky[r.Topic] = s
+		}
+		part = s
+	}
+	tp := TopicPartition{r.Topic, part}
+	ps := p.mu.parts[tp]
+	if ps == nil {
+		ps = &partState{tp: tp}
+		p.mu.parts[tp] = ps
+	}
+	if ps.open != nil && ps.open.bytes+size > p.cfg.BatchBytes {
+		p.sealLocked(ps, n)
+	}
+	if ps.open == nil {
+		b := &batch{tp: tp, bytes: batchOverheadBytes, deadline: time.Now().Add(p.cfg.DeliveryTimeout), seq: -1, base: -1}
+		ps.open = b
+		if p.cfg.Linger > 0 {
+			b.timer = time.AfterFunc(p.cfg.Linger, func() { p.lingerExpired(ps, b) })
+		}
+	}
+	b := ps.open
+	b.recs = append(b.recs, r)
+	b.cbs = append(b.cbs, cb)
+	b.bytes += size
+	if p.mu.records == 0 {
+		p.mu.idle = make(chan struct{})
+	}
+	p.mu.records++
+	if p.cfg.Linger < 0 {
+		p.sealLocked(ps, n)
+	}
+	return nil
+}
+
+// ProduceSync produces r and waits for its acknowledgement.
+func (p *Producer) ProduceSync(ctx context.Context, r *Record) (*Record, error) {
+	done := make(chan error, 1)
+	if err := p.Produce(ctx, r, func(_ *Record, err error) { done <- err }); err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Flush sends every buffered record and waits until all callbacks have
+// run (records produced concurrently with Flush included), or ctx is done.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	for _, ps := range p.mu.parts {
+		if ps.open != nil {
+			p.sealLocked(ps, -1)
+		}
+	}
+	idle := p.mu.idle
+	p.mu.Unlock()
+	p.signal()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes (until ctx is done), then fails what is left with
+// ErrClosed and stops. Produce after Close returns ErrClosed.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		<-p.cbDone
+		return nil
+	}
+	p.mu.closed = true
+	close(p.mu.spaceFreed) // wake blocked Produce calls: they see closed
+	p.mu.spaceFreed = make(chan struct{})
+	p.mu.Unlock()
+	err := p.Flush(ctx)
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	for _, ps := range p.mu.parts {
+		if ps.open != nil {
+			p.sealLocked(ps, -1)
+		}
+		for _, b := range ps.batches {
+			if !b.done {
+				b.done, b.err = true, ErrClosed
+			}
+		}
+		p.completeLocked(ps)
+	}
+	p.mu.Unlock()
+	close(p.cbStop)
+	<-p.cbDone
+	return err
+}
+
+// Stats returns the producer's counters.
+func (p *Producer) Stats() ProducerStats {
+	p.mu.Lock()
+	buffered, records := p.mu.buffered, p.mu.records
+	p.mu.Unlock()
+	return ProducerStats{
+		RecordsDelivered: p.stats.delivered.Load(),
+		RecordsFailed:    p.stats.failed.Load(),
+		BatchesSent:      p.stats.batches.Load(),
+		Retries:          p.stats.retries.Load(),
+		Requests:         p.stats.requests.Load(),
+		BufferedBytes:    buffered,
+		BufferedRecords:  records,
+	}
+}
+
+func (p *Producer) usable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.usableLocked()
+}
+
+// REQUIRES: p.mu held.
+func (p *Producer) usableLocked() error {
+	if p.mu.closed {
+		return ErrClosed
+	}
+	return p.mu.fatal
+}
+
+// reserve waits for size bytes of buffer space.
+func (p *Producer) reserve(ctx context.Context, size int) error {
+	for {
+		p.mu.Lock()
+		if err := p.usableLocked(); err != nil {
+			p.mu.Unlock()
+			return err
+		}
+		if p.mu.buffered == 0 || p.mu.buffered+int64(size) <= p.cfg.MaxBufferedBytes {
+			p.mu.buffered += int64(size)
+			p.mu.Unlock()
+			return nil
+		}
+		freed := p.mu.spaceFreed
+		p.mu.Unlock()
+		// Records waiting for linger hold space; make them go.
+		p.signal()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// REQUIRES: p.mu held.
+func (p *Producer) releaseLocked(n int64) {
+	p.mu.buffered -= n
+	close(p.mu.spaceFreed)
+	p.mu.spaceFreed = make(chan struct{})
+}
+
+func (p *Producer) lingerExpired(ps *partState, b *batch) {
+	p.mu.Lock()
+	if ps.open == b {
+		p.sealLocked(ps, -1)
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// sealLocked closes ps's open batch and queues it for sending. n is the
+// topic's partition count, or -1 when unknown (the sticky partition then
+// moves on the next keyless record).
+// REQUIRES: p.mu held.
+func (p *Producer) sealLocked(ps *partState, n int32) {
+	b := ps.open
+	ps.open = nil
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	ps.batches = append(ps.batches, b)
+	// Sticky partitioning (KIP-480): keyless records move to another
+	// partition when the sticky one's batch is sealed.
+	if s, ok := p.mu.sticky[ps.tp.Topic]; ok && s == ps.tp.Partition {
+		if n > 1 {
+			next := rand.Int32N(n - 1)
+			if next >= s {
+				next++
+			}
+			p.mu.sticky[ps.tp.Topic] = next
+		} else if n < 0 {
+			delete(p.mu.sticky, ps.tp.Topic)
+		}
+	}
+	p.signal()
+}
+
+func (p *Producer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// completeLocked moves ps's finished batches, in order, to the callback
+// queue. A finished batch behind an unfinished one waits, so callbacks
+// keep the partition's order.
+// REQUIRES: p.mu held.
+func (p *Producer) completeLocked(ps *partState) {
+	n := 0
+	for _, b := range ps.batches {
+		if !b.done {
+			break
+		}
+		n++
+		for i, r := range b.recs {
+			r.Partition = b.tp.Partition
+			r.Offset = -1
+			if b.err == nil && b.base >= 0 {
+				r.Offset = b.base + int64(i)
+			}
+			p.mu.completed = append(p.mu.completed, completion{rec: r, cb: b.cbs[i], err: b.err})
+		}
+		p.releaseLocked(int64(b.bytes - batchOverheadBytes))
+	}
+	if n == 0 {
+		return
+	}
+	ps.batches = ps.batches[n:]
+	select {
+	case p.cbWake <- struct{}{}:
+	default:
+	}
+}
+
+// callbacks runs completion callbacks in queue order.
+func (p *Producer) callbacks() {
+	defer close(p.cbDone)
+	for {
+		stop := false
+		select {
+		case <-p.cbWake:
+		case <-p.cbStop:
+			stop = true
+		}
+		p.mu.Lock()
+		todo := p.mu.completed
+		p.mu.completed = nil
+		p.mu.Unlock()
+		for _, c := range todo {
+			if c.err != nil {
+				p.stats.failed.Add(1)
+			} else {
+				p.stats.delivered.Add(1)
+			}
+			if c.cb != nil {
+				c.cb(c.rec, c.err)
+			}
+		}
+		if len(todo) > 0 {
+			p.mu.Lock()
+			p.mu.records -= int64(len(todo))
+			if p.mu.records == 0 {
+				close(p.mu.idle)
+			}
+			p.mu.Unlock()
+		}
+		if stop {
+			return
+		}
+	}
+}

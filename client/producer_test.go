@@ -1,0 +1,516 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/internal/rpcerror"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newTestClient(t *testing.T, cl *fakeCluster) *Client {
+	t.Helper()
+	c, err := New(testCtx(t), Config{Brokers: cl.addrs()[:1], RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func newTestProducer(t *testing.T, c *Client, cfg ProducerConfig) *Producer {
+	t.Helper()
+	p, err := c.NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+// deliveries records callbacks.
+type deliveries struct {
+	mu   sync.Mutex
+	recs []Record
+	errs []error
+	wg   sync.WaitGroup
+}
+
+func (d *deliveries) cb() func(*Record, error) {
+	d.wg.Add(1)
+	return func(r *Record, err error) {
+		d.mu.Lock()
+		d.recs = append(d.recs, *r)
+		d.errs = append(d.errs, err)
+		d.mu.Unlock()
+		d.wg.Done()
+	}
+}
+
+func TestProduceOrderAndKeyedPartitioning(t *testing.T) {
+	cl := newFakeCluster(t, 2)
+	cl.createTopic("t", 3)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{MaxInFlight: 5, Linger: time.Millisecond, BatchBytes: 2048})
+	ctx := testCtx(t)
+	var d deliveries
+	const n = 600
+	for i := range n {
+		key := fmt.Appendf(nil, "key-%d", i%10)
+		if err := p.Produce(ctx, NewRecord("t", key, fmt.Appendf(nil, "%d", i)), d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d.wg.Wait()
+	last := map[int32]int64{0: -1, 1: -1, 2: -1}
+	lastValue := map[string]int{}
+	for i, r := range d.recs {
+		if d.errs[i] != nil {
+			t.Fatalf("record %d: %v", i, d.errs[i])
+		}
+		if want := recordbatch.PartitionForKey(r.Key, 3); r.Partition != want {
+			t.Fatalf("key %s on partition %d, want %d", r.Key, r.Partition, want)
+		}
+		if r.Offset != last[r.Partition]+1 {
+			t.Fatalf("partition %d: callback offset %d after %d", r.Partition, r.Offset, last[r.Partition])
+		}
+		last[r.Partition] = r.Offset
+		var v int
+		fmt.Sscan(string(r.Value), &v)
+		if prev, ok := lastValue[string(r.Key)]; ok && v <= prev {
+			t.Fatalf("key %s: value %d delivered after %d", r.Key, v, prev)
+		}
+		lastValue[string(r.Key)] = v
+	}
+	// The logs hold each key's values in produce order, no duplicates.
+	total := 0
+	for part := range int32(3) {
+		seen := map[string]int{}
+		for _, r := range cl.records(TopicPartition{"t", part}) {
+			var v int
+			fmt.Sscan(string(r.Value), &v)
+			if prev, ok := seen[string(r.Key)]; ok && v <= prev {
+				t.Fatalf("log of %d: key %s value %d after %d", part, r.Key, v, prev)
+			}
+			seen[string(r.Key)] = v
+			total++
+		}
+	}
+	if total != n {
+		t.Fatalf("logs hold %d records, want %d", total, n)
+	}
+	if s := p.Stats(); s.RecordsDelivered != n || s.BufferedRecords != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestProduceSyncExplicitPartitionAndTimestamp(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 4)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{})
+	ctx := testCtx(t)
+	for i := range 3 {
+		r, err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 2, Value: []byte("v")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Partition != 2 || r.Offset != int64(i) || r.Timestamp.IsZero() {
+			t.Fatalf("got %+v", r)
+		}
+	}
+	if _, err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 4}); !errors.Is(err, ErrUnknownPartition) {
+		t.Fatalf("partition 4: %v", err)
+	}
+	if _, err := p.ProduceSync(ctx, NewRecord("nope", nil, nil)); !errors.Is(err, ErrUnknownTopic) || rpcerror.Reason(err) != rpcerror.ReasonNotFound {
+		t.Fatalf("unknown topic: %v (reason %q)", err, rpcerror.Reason(err))
+	}
+	// Keyless records stick to one partition per batch.
+	var d deliveries
+	for range 5 {
+		if err := p.Produce(ctx, NewRecord("t", nil, []byte("x")), d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.wg.Wait()
+	for _, r := range d.recs {
+		if r.Partition != d.recs[0].Partition {
+			t.Fatalf("sticky partitioner spread one linger window over partitions %d and %d", d.recs[0].Partition, r.Partition)
+		}
+	}
+}
+
+func TestLingerBatchesIntoOneRequest(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 2)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{Linger: 100 * time.Millisecond})
+	ctx := testCtx(t)
+	var d deliveries
+	// Linger: 20 records of one partition go as one batch in one request.
+	for range 20 {
+		if err := p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("v")}, d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.wg.Wait()
+	cl.mu.Lock()
+	if cl.produceCalls != 1 || len(cl.logs[TopicPartition{"t", 0}].batches) != 1 {
+		t.Fatalf("%d produce calls, %d batches; want 1 and 1", cl.produceCalls, len(cl.logs[TopicPartition{"t", 0}].batches))
+	}
+	cl.mu.Unlock()
+	// Batches of several partitions on one broker share a request.
+	p2 := newTestProducer(t, c, ProducerConfig{Linger: time.Hour})
+	for i := range 20 {
+		if err := p2.Produce(ctx, &Record{Topic: "t", Partition: int32(i % 2), Value: []byte("v")}, d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.produceCalls != 2 || cl.batchesPerCall[1] != 2 {
+		t.Fatalf("%d produce calls with %v batches, want a second call with 2 batches", cl.produceCalls, cl.batchesPerCall)
+	}
+}
+
+func TestBackPressure(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	hold := make(chan struct{})
+	cl.holdProduce = hold
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{MaxBufferedBytes: 1000, BatchBytes: 500, Linger: -1})
+	ctx := testCtx(t)
+	var d deliveries
+	value := make([]byte, 200)
+	produced := 0
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		cb := d.cb()
+		err := p.Produce(sctx, NewRecord("t", nil, value), cb)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			d.wg.Done()
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		produced++
+		if produced > 10 {
+			t.Fatal("Produce never blocked")
+		}
+	}
+	if s := p.Stats(); s.BufferedBytes > 1000 {
+		t.Fatalf("buffered %d bytes, limit 1000", s.BufferedBytes)
+	}
+	cl.mu.Lock()
+	cl.holdProduce = nil
+	cl.mu.Unlock()
+	close(hold)
+	if _, err := p.ProduceSync(ctx, NewRecord("t", nil, value)); err != nil {
+		t.Fatal(err)
+	}
+	d.wg.Wait()
+	if got := len(cl.records(TopicPartition{"t", 0})); got != produced+1 {
+		t.Fatalf("log has %d records, want %d", got, produced+1)
+	}
+}
+
+func TestNotOwnerRedirect(t *testing.T) {
+	cl := newFakeCluster(t, 2)
+	cl.createTopic("t", 1)
+	tp := TopicPartition{"t", 0}
+	// Metadata points at broker 0, but broker 1 serves the partition.
+	cl.owner[tp] = 1
+	cl.metaOwnr[tp] = 0
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{})
+	ctx := testCtx(t)
+	for i := range 3 {
+		r, err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("v")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Offset != int64(i) {
+			t.Fatalf("offset %d, want %d", r.Offset, i)
+		}
+	}
+	cl.mu.Lock()
+	redirects := cl.notOwnerAnswers
+	cl.mu.Unlock()
+	if redirects != 1 {
+		t.Fatalf("%d NOT_OWNER answers, want 1 (the redirect is cached)", redirects)
+	}
+	cons, err := c.NewConsumer(ConsumerConfig{MaxWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	cl.mu.Lock()
+	cl.owner[tp] = 0 // moves back; metadata is right again
+	cl.mu.Unlock()
+	if err := cons.Assign(ctx, map[TopicPartition]Offset{tp: OffsetEarliest()}); err != nil {
+		t.Fatal(err)
+	}
+	recs := pollN(t, cons, 3)
+	if recs[2].Offset != 2 {
+		t.Fatalf("last offset %d", recs[2].Offset)
+	}
+}
+
+func TestLostResponseNotDuplicated(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{RetryBackoff: time.Millisecond})
+	ctx := testCtx(t)
+	cl.mu.Lock()
+	cl.dropProduce = 3
+	cl.mu.Unlock()
+	r, err := p.ProduceSync(ctx, NewRecord("t", []byte("k"), []byte("v")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Offset != 0 {
+		t.Fatalf("offset %d", r.Offset)
+	}
+	if got := len(cl.records(TopicPartition{"t", 0})); got != 1 {
+		t.Fatalf("log has %d records after retries, want 1", got)
+	}
+	if s := p.Stats(); s.Retries != 3 {
+		t.Fatalf("retries %d, want 3", s.Retries)
+	}
+}
+
+func TestLostResponseWithoutIdempotenceDuplicates(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{DisableIdempotence: true})
+	cl.mu.Lock()
+	cl.dropProduce = 1
+	cl.mu.Unlock()
+	// Unavailable is retried (usually "could not connect"), so this one
+	// duplicates: that is what turning idempotence off means.
+	if _, err := p.ProduceSync(testCtx(t), NewRecord("t", nil, []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cl.records(TopicPartition{"t", 0})); got != 2 {
+		t.Fatalf("log has %d records, want 2 (a duplicate)", got)
+	}
+}
+
+func TestOwnerMovesWhileInFlight(t *testing.T) {
+	cl := newFakeCluster(t, 2)
+	cl.createTopic("t", 2)
+	tp := TopicPartition{"t", 0}
+	cl.moveAfter, cl.moveTP, cl.moveTo = 3, tp, 1
+	cl.dropProduce = 2
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{Linger: -1, RetryBackoff: time.Millisecond})
+	ctx := testCtx(t)
+	var d deliveries
+	const n = 300
+	for i := range n {
+		if err := p.Produce(ctx, &Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}, d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d.wg.Wait()
+	for i, err := range d.errs {
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	for part := range int32(2) {
+		recs := cl.records(TopicPartition{"t", part})
+		if len(recs) != n/2 {
+			t.Fatalf("partition %d has %d records, want %d", part, len(recs), n/2)
+		}
+		for i, r := range recs {
+			if want := fmt.Sprint(2*i + int(part)); string(r.Value) != want {
+				t.Fatalf("partition %d offset %d: value %s, want %s", part, i, r.Value, want)
+			}
+		}
+	}
+}
+
+func TestCloseFlushes(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p, err := c.NewProducer(ProducerConfig{Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d deliveries
+	for range 5 {
+		if err := p.Produce(testCtx(t), NewRecord("t", nil, []byte("v")), d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.recs) != 5 {
+		t.Fatalf("%d callbacks before Close returned", len(d.recs))
+	}
+	for _, err := range d.errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(cl.records(TopicPartition{"t", 0})); got != 5 {
+		t.Fatalf("log has %d records", got)
+	}
+	if err := p.Produce(testCtx(t), NewRecord("t", nil, nil), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("produce after close: %v", err)
+	}
+}
+
+func TestAcksNone(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{Acks: AcksNone})
+	r, err := p.ProduceSync(testCtx(t), NewRecord("t", nil, []byte("v")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Offset != -1 {
+		t.Fatalf("offset %d, want -1", r.Offset)
+	}
+	cl.mu.Lock()
+	pids := cl.nextPID
+	cl.mu.Unlock()
+	if pids != 1000 {
+		t.Fatal("AcksNone producer asked for a producer id")
+	}
+}
+
+func TestRecordTooLarge(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{BatchBytes: 1000})
+	if err := p.Produce(testCtx(t), NewRecord("t", nil, make([]byte, 1000)), nil); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	for s, want := range map[string]Acks{"none": AcksNone, "0": AcksNone, "one": AcksOne, "1": AcksOne, "quorum": AcksQuorum, "all": AcksAll, "-1": AcksAll} {
+		if got, err := ParseAcks(s); err != nil || got != want {
+			t.Errorf("ParseAcks(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseAcks("two"); err == nil {
+		t.Error("ParseAcks(two) succeeded")
+	}
+	for s, want := range map[string]Compression{"none": CompressionNone, "gzip": CompressionGzip, "snappy": CompressionSnappy, "lz4": CompressionLZ4, "zstd": CompressionZstd} {
+		if got, err := ParseCompression(s); err != nil || got != want {
+			t.Errorf("ParseCompression(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := ParseCompression("brotli"); err == nil {
+		t.Error("ParseCompression(brotli) succeeded")
+	}
+}
+
+func TestRejectedBatchResequences(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	cl.rejectValue = "bad"
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{Linger: -1})
+	ctx := testCtx(t)
+	var d deliveries
+	values := []string{"a", "b", "bad", "c", "d"}
+	for _, v := range values {
+		if err := p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte(v)}, d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.wg.Wait()
+	for i, v := range values {
+		if got := string(d.recs[i].Value); got != v {
+			t.Fatalf("callback %d for %q, want %q", i, got, v)
+		}
+		if (v == "bad") != errors.Is(d.errs[i], ErrRecordTooLarge) {
+			t.Fatalf("%s: %v", v, d.errs[i])
+		}
+	}
+	// The records after the rejected one are stored once, in order.
+	var got []string
+	for _, r := range cl.records(TopicPartition{"t", 0}) {
+		got = append(got, string(r.Value))
+	}
+	if fmt.Sprint(got) != "[a b c d]" {
+		t.Fatalf("log %v", got)
+	}
+}
+
+func TestProducerFenced(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	cl.fenced = true
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{})
+	ctx := testCtx(t)
+	if _, err := p.ProduceSync(ctx, NewRecord("t", nil, nil)); !errors.Is(err, ErrProducerFenced) || rpcerror.Reason(err) != rpcerror.ReasonProducerFenced {
+		t.Fatalf("got %v", err)
+	}
+	if err := p.Produce(ctx, NewRecord("t", nil, nil), nil); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("after fencing: %v", err)
+	}
+}
+
+func TestDeliveryTimeout(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	cl.holdProduce = make(chan struct{})
+	c, err := New(testCtx(t), Config{Brokers: cl.addrs(), RequestTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := newTestProducer(t, c, ProducerConfig{DeliveryTimeout: 300 * time.Millisecond, Linger: -1})
+	ctx := testCtx(t)
+	var d deliveries
+	for range 3 {
+		if err := p.Produce(ctx, NewRecord("t", nil, []byte("v")), d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.wg.Wait()
+	for _, err := range d.errs {
+		if !errors.Is(err, ErrDeliveryTimeout) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	close(cl.holdProduce)
+}
