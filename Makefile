@@ -2,7 +2,7 @@
 # test (unit and real-process), `make verify` is what CI checks besides tests.
 GO        ?= go
 BIN       := bin
-CMDS      := metad bookie strata
+CMDS      := metad bookie broker strata
 STATICCHECK_VERSION := v0.8.2
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 # Tests that start real processes share 2 cores with the race detector:

@@ -34,7 +34,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, err = proctest.Build(dir, "./cmd/metad", "./cmd/bookie", "./cmd/strata")
+	bins, err = proctest.Build(dir, "./cmd/metad", "./cmd/bookie", "./cmd/broker", "./cmd/strata")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

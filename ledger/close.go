@@ -11,8 +11,9 @@ import (
 )
 
 // Close stops appends, waits for the pending entries to be acknowledged
-// (or, when ctx ends first, fails them with ErrLedgerClosed: unknown
-// outcome) and for every callback to have run, stops the writer's
+// and for AppendAcks level callbacks to be decided (or, when ctx ends
+// first, fails them with ErrLedgerClosed: unknown outcome) and for every
+// callback to have run, stops the writer's
 // background work, and closes the ledger in
 // the metadata: state CLOSED, last_entry_id = LAC, length = the bytes of
 // entries 0..LAC. Always call it, also after the writer failed: it waits
@@ -21,7 +22,7 @@ import (
 // A ledger closes exactly once (by compare-and-set). When the CAS conflicts
 // Close re-reads: CLOSED at the writer's LAC means an earlier attempt (or a
 // recovery that found exactly the acknowledged entries) closed it: success.
-// IN_RECOVERY, or CLOSED at another entry: ErrFenced. A fenced writer
+// IN_RECOVERY, CLOSED at another entry, or deleted: ErrFenced. A fenced writer
 // returns ErrFenced without touching the metadata. Calling Close again
 // returns the first call's result.
 func (w *Writer) Close(ctx context.Context) error {
@@ -44,7 +45,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	w.mu.closing = true
 	w.notifyLocked() // appends waiting for bytes now fail
-	for len(w.mu.entries) > 0 && w.mu.err == nil {
+	for (len(w.mu.entries) > 0 || len(w.mu.levelWaiters) > 0) && w.mu.err == nil {
 		changed := w.mu.changed
 		w.mu.Unlock()
 		select {
@@ -104,6 +105,10 @@ func (w *Writer) closeMetadata(ctx context.Context, md *ledgerpb.LedgerMetadata,
 			w.mu.Unlock()
 			return nil
 		}
+		if errors.Is(err, ErrNoSuchLedger) {
+			// Deleted: a recovery found it empty and its owner dropped it.
+			return fmt.Errorf("%w: ledger %d was deleted: %w", ErrFenced, w.id, err)
+		}
 		if !errors.Is(err, ErrMetadataConflict) {
 			// Unknown outcome: wait, then read what is there.
 			w.log.Warn("closing: metadata unavailable; retrying", "err", err, "in", backoff)
@@ -113,6 +118,9 @@ func (w *Writer) closeMetadata(ctx context.Context, md *ledgerpb.LedgerMetadata,
 			backoff = min(2*backoff, w.opts.MetadataRetryMax)
 		}
 		got, gotVersion, gerr := w.env.Meta.Get(ctx, w.id)
+		if errors.Is(gerr, ErrNoSuchLedger) {
+			return fmt.Errorf("%w: ledger %d was deleted: %w", ErrFenced, w.id, gerr)
+		}
 		if gerr != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("ledger %d: closing: %w", w.id, gerr)

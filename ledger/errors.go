@@ -17,6 +17,10 @@ import "errors"
 //	Append callback  nil, ErrFenced, ErrWriterFailed or ErrLedgerClosed.
 //	                 Every error is an UNKNOWN OUTCOME: the entry may or may
 //	                 not be part of the ledger once it is recovered.
+//	AppendAcks       as Append (and ErrInvalid for an unknown level); its
+//	                 level callback: nil, the writer's terminal error
+//	                 (unknown outcome), or ErrUnderReplicated (AckAll: the
+//	                 entry IS acknowledged, but its write set is incomplete).
 //	Close            nil, ErrFenced (a recovery closed or is closing the
 //	                 ledger at another last entry), or the metadata store's
 //	                 error / ctx's error (the ledger is then still OPEN in

@@ -219,6 +219,13 @@ func (r *Reader) Metadata() *ledgerpb.LedgerMetadata {
 	return proto.Clone(md).(*ledgerpb.LedgerMetadata)
 }
 
+// AdvanceLAC raises the LAC the reader knows to lac (never past a closed
+// ledger's end). Only a caller that KNOWS lac is acknowledged may call
+// it: the ledger's own writer side, e.g. a broker reading back the open
+// segment it writes. It saves asking the bookies, whose piggybacked LAC
+// lags one entry behind until the writer's explicit LAC.
+func (r *Reader) AdvanceLAC(lac int64) { r.advance(lac) }
+
 // LastAddConfirmed returns the ledger's LAC: last_entry_id when it is
 // closed; otherwise the highest LAC the bookies of the last fragment
 // report. Any one answer is a lower bound of the true LAC (bookies learn

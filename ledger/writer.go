@@ -109,6 +109,10 @@ type Writer struct {
 
 		underReplicated int64
 		ensembleChanges int64
+
+		// levelWaiters: entries whose AppendAcks level callback has not
+		// run yet, by id (acknowledged or not).
+		levelWaiters map[int64]*entry
 	}
 }
 
@@ -123,6 +127,10 @@ type entry struct {
 	oks     map[string]bool // bookies that answered ADD_OK
 	acked   bool
 	under   bool // counted as under-replicated
+	// level and levelCB: AppendAcks's second callback, pending while
+	// levelCB is non-nil (writer_acks.go).
+	level   AckLevel
+	levelCB func(int64, error)
 }
 
 type addSend struct {
@@ -203,6 +211,7 @@ func newWriter(env Env, opts CreateOptions, md *ledgerpb.LedgerMetadata, version
 	w.mu.sentLAC = -1
 	w.mu.changed = make(chan struct{})
 	w.mu.timers = make(map[uint64]func() bool)
+	w.mu.levelWaiters = make(map[int64]*entry)
 	w.log.Info("ledger created", "ensemble", md.Fragments[0].Bookies,
 		"E", md.EnsembleSize, "Qw", md.WriteQuorum, "Qa", md.AckQuorum)
 	return w
@@ -273,6 +282,11 @@ func (w *Writer) UnderReplicated() bool {
 // caller must not modify it afterwards. cb runs on an arbitrary goroutine
 // and must not block; in particular it must not call AppendSync or Close.
 func (w *Writer) Append(ctx context.Context, payload []byte, cb func(entryID int64, err error)) error {
+	return w.append(ctx, payload, cb, AckQuorum, nil)
+}
+
+// append is Append with an optional level callback (AppendAcks).
+func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, error), level AckLevel, levelCB func(int64, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -295,7 +309,11 @@ func (w *Writer) Append(ctx context.Context, payload []byte, cb func(entryID int
 		}
 		w.mu.Lock()
 	}
-	e := &entry{id: w.mu.nextID, payload: payload, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool)}
+	e := &entry{id: w.mu.nextID, payload: payload, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
+		level: level, levelCB: levelCB}
+	if levelCB != nil {
+		w.mu.levelWaiters[e.id] = e
+	}
 	w.mu.nextID++
 	w.mu.entries = append(w.mu.entries, e)
 	w.mu.inFlightBytes += size
@@ -457,12 +475,16 @@ func (w *Writer) handleAddLocked(e *entry, bookie string, resp *bookiepb.AddResp
 		e.oks[bookie] = true
 		if w.mu.err == nil {
 			w.ackLocked()
+			w.checkLevelLocked(e)
 		}
 		return
 	}
 	delete(e.sent, bookie)
 	if e.acked && slices.Contains(entryWriteSet(w.mu.md, e.id), bookie) {
 		w.markUnderReplicatedLocked(e)
+		if w.mu.err == nil {
+			w.checkLevelLocked(e)
+		}
 	}
 	if w.mu.err != nil {
 		return
@@ -539,6 +561,7 @@ func (w *Writer) ackLocked() {
 		if e.cb != nil {
 			w.mu.deliveries = append(w.mu.deliveries, delivery{cb: e.cb, id: e.id})
 		}
+		w.checkLevelLocked(e)
 		advanced = true
 	}
 	if advanced {
@@ -573,6 +596,7 @@ func (w *Writer) failLocked(err error) {
 	w.mu.entries = nil
 	w.mu.inFlightBytes = 0
 	w.mu.change = nil
+	w.failLevelWaitersLocked(err)
 	w.notifyLocked()
 }
 

@@ -278,6 +278,7 @@ func (w *Writer) commitLocked(c *ensembleChange, md *ledgerpb.LedgerMetadata, ve
 	}
 	w.log.Info("ensemble change durable", "start", c.start, "version", version)
 	w.ackLocked()
+	w.checkAllLevelsLocked() // a replacement's answers count from now on
 	// Failures seen while this change was being written.
 	for _, b := range lastEnsemble(md) {
 		if w.mu.failed[b] {

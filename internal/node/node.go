@@ -59,6 +59,10 @@ type Serving struct {
 	ServerOptions       []grpc.ServerOption
 	// Register registers the role's gRPC services.
 	Register func(*grpc.Server)
+	// Drain, when set, runs after SIGINT/SIGTERM while the gRPC server still
+	// serves (a broker hands its partitions over), bounded by DrainTimeout.
+	Drain        func(ctx context.Context)
+	DrainTimeout time.Duration
 }
 
 // Serve runs the gRPC and admin servers until ctx ends or SIGINT/SIGTERM
@@ -83,6 +87,11 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+		if s.Drain != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), s.DrainTimeout)
+			s.Drain(dctx)
+			cancel()
+		}
 	case err = <-serveErr:
 		if err == nil {
 			err = errors.New("grpc server stopped")

@@ -1,0 +1,257 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
+	if err := ValidateTopicName(req.Name); err != nil {
+		return nil, rpcError(invalidf("%v", err))
+	}
+	if strings.HasPrefix(req.Name, "__") {
+		return nil, rpcError(invalidf("topic names starting with \"__\" are reserved for internal topics"))
+	}
+	if req.Partitions < 1 || req.Partitions > MaxPartitions {
+		return nil, rpcError(invalidf("partitions: want 1..%d, got %d", MaxPartitions, req.Partitions))
+	}
+	tc, err := ParseTopicConfig(req.Configs)
+	if err != nil {
+		return nil, rpcError(invalidf("%v", err))
+	}
+	if err := s.b.checkBookies(ctx, tc); err != nil {
+		return nil, rpcError(err)
+	}
+	rec := &brokerpb.TopicRecord{Name: req.Name, Id: newID(), Partitions: req.Partitions,
+		Configs: req.Configs, CreatedAtMs: time.Now().UnixMilli()}
+	if !req.ValidateOnly {
+		_, err := s.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
+		if errors.Is(err, metaclient.ErrVersionConflict) {
+			return nil, rpcError(fmt.Errorf("%w: %q", errTopicExists, req.Name))
+		}
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		s.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs)
+	}
+	return &brokerpb.CreateTopicResponse{Topic: s.b.describe(ctx, rec)}, nil
+}
+
+// checkBookies rejects a replication setting the cluster cannot meet now.
+func (b *Broker) checkBookies(ctx context.Context, tc TopicConfig) error {
+	writable, err := b.env.Registry.Writable(ctx)
+	if err != nil {
+		return err
+	}
+	if len(writable) < tc.Ensemble {
+		return invalidf("ensemble %d needs %d writable bookies; %d are registered and writable", tc.Ensemble, tc.Ensemble, len(writable))
+	}
+	return nil
+}
+
+// updateTopic applies fn to a topic's record by compare-and-set, retrying
+// on conflicts.
+func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb.TopicRecord) error) (*brokerpb.TopicRecord, error) {
+	for {
+		kv, err := b.meta.Get(ctx, topicKey(name))
+		if errors.Is(err, metaclient.ErrNotFound) {
+			return nil, fmt.Errorf("%w %q", errUnknownTopic, name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Deleting {
+			return nil, fmt.Errorf("%w %q (being deleted)", errUnknownTopic, name)
+		}
+		if err := fn(rec); err != nil {
+			return nil, err
+		}
+		_, err = b.meta.Put(ctx, topicKey(name), topicMarshal(rec), metaclient.WithExpectedVersion(kv.Version))
+		if errors.Is(err, metaclient.ErrVersionConflict) {
+			continue
+		}
+		return rec, err
+	}
+}
+
+func (s *service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
+	_, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
+		if rec.Internal {
+			return invalidf("topic %q is internal and cannot be deleted", rec.Name)
+		}
+		rec.Deleting = true
+		return nil
+	})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	s.b.log.Info("deleting topic", "topic", req.Name)
+	return &brokerpb.DeleteTopicResponse{}, nil
+}
+
+func (s *service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
+	resp := &brokerpb.ListTopicsResponse{}
+	for _, name := range s.b.topicNames(req.IncludeInternal) {
+		if rec, err := s.b.topicRecord(name); err == nil {
+			resp.Topics = append(resp.Topics, &brokerpb.TopicSummary{Name: name, Partitions: rec.Partitions, Internal: rec.Internal})
+		}
+	}
+	return resp, nil
+}
+
+func (s *service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
+	rec, err := s.b.topicRecord(req.Name)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &brokerpb.DescribeTopicResponse{Topic: s.b.describe(ctx, rec)}, nil
+}
+
+func (s *service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
+	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
+		next := maps.Clone(rec.Configs)
+		if next == nil {
+			next = map[string]string{}
+		}
+		maps.Copy(next, req.Set)
+		for _, k := range req.Delete {
+			delete(next, k)
+		}
+		tc, err := ParseTopicConfig(next)
+		if err != nil {
+			return invalidf("%v", err)
+		}
+		if err := s.b.checkBookies(ctx, tc); err != nil {
+			return err
+		}
+		rec.Configs = next
+		return nil
+	})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	s.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete)
+	return &brokerpb.AlterTopicConfigsResponse{Topic: s.b.describe(ctx, rec)}, nil
+}
+
+func (s *service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
+	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
+		if req.Total <= rec.Partitions {
+			return invalidf("topic %q has %d partitions; the new count %d must be larger", rec.Name, rec.Partitions, req.Total)
+		}
+		if req.Total > MaxPartitions {
+			return invalidf("partitions: at most %d, got %d", MaxPartitions, req.Total)
+		}
+		rec.Partitions = req.Total
+		return nil
+	})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	s.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
+	return &brokerpb.AddPartitionsResponse{Topic: s.b.describe(ctx, rec)}, nil
+}
+
+// describe builds a topic's description: configs, and per partition its
+// owner and log (live numbers when this broker serves it, otherwise the
+// ledger list as last written to metad).
+func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *brokerpb.TopicDescription {
+	d := &brokerpb.TopicDescription{Name: rec.Name, Id: rec.Id, PartitionCount: rec.Partitions,
+		Configs: effectiveConfigs(rec.Configs), Internal: rec.Internal, CreatedAtMs: rec.CreatedAtMs}
+	owners, _ := b.owners.snapshot()
+	for p := int32(0); p < rec.Partitions; p++ {
+		k := tp{rec.Name, p}
+		pd := &brokerpb.PartitionDescription{Partition: p, HighWatermark: -1, LogStartOffset: -1}
+		if kv := owners[ownerKey(k)]; kv != nil {
+			if o, err := unmarshalled[brokerpb.Ownership](kv.Value); err == nil {
+				pd.OwnerId, pd.OwnerAddress, pd.OwnerEpoch = o.BrokerId, o.Address, o.Epoch
+			}
+		}
+		var pl *brokerpb.PartitionLog
+		l := b.serving(k)
+		if l != nil {
+			pl = l.Describe()
+		} else if stored, _, err := partlog.ReadPartitionLog(ctx, b.store, rec.Name, p); err == nil {
+			pl = stored
+		}
+		if pl != nil {
+			pd.LogStartOffset, pd.HighWatermark = pl.LogStartOffset, pl.LogStartOffset
+			for _, s := range pl.Segments {
+				pd.Bytes += s.Bytes
+				pd.Ledgers = append(pd.Ledgers, &brokerpb.LedgerDescription{LedgerId: s.LedgerId, FirstOffset: s.FirstOffset,
+					LastOffset: s.LastOffset, Bytes: s.Bytes, MaxTimestampMs: s.MaxTimestampMs, Closed: s.Closed})
+				pd.HighWatermark = max(pd.HighWatermark, s.LastOffset+1)
+			}
+		}
+		if l != nil {
+			pd.HighWatermark = l.HighWatermark()
+		}
+		d.Partitions = append(d.Partitions, pd)
+	}
+	return d
+}
+
+func (s *service) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
+	b := s.b
+	resp := &brokerpb.DescribeClusterResponse{}
+	if kv := b.controller.get(controllerKey); kv != nil {
+		if c, err := unmarshalled[brokerpb.ControllerRecord](kv.Value); err == nil {
+			resp.ControllerId = c.BrokerId
+		}
+	}
+	assigns, _ := b.assignments.snapshot()
+	owners, _ := b.owners.snapshot()
+	assigned, owned := map[string]int32{}, map[string]int32{}
+	for key, kv := range assigns {
+		a, err := unmarshalled[brokerpb.Assignment](kv.Value)
+		if err != nil {
+			continue
+		}
+		assigned[a.BrokerId]++
+		k, err := parseTP(key[len(assignmentsPrefix):])
+		if err != nil {
+			continue
+		}
+		o := owners[ownerKey(k)]
+		if o == nil {
+			resp.UnownedPartitions++
+			continue
+		}
+		if own, err := unmarshalled[brokerpb.Ownership](o.Value); err == nil && own.BrokerId == a.BrokerId && own.Epoch == a.Epoch {
+			owned[own.BrokerId]++
+		} else {
+			resp.UnownedPartitions++
+		}
+	}
+	for _, info := range b.liveBrokers() {
+		resp.Brokers = append(resp.Brokers, &brokerpb.BrokerDescription{Info: info,
+			PartitionsAssigned: assigned[info.Id], PartitionsOwned: owned[info.Id]})
+	}
+	for _, name := range b.topicNames(true) {
+		if rec, err := b.topicRecord(name); err == nil {
+			resp.Topics++
+			resp.Partitions += rec.Partitions
+		}
+	}
+	return resp, nil
+}

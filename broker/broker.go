@@ -1,0 +1,265 @@
+// Package broker is Strata's broker: it owns partitions, serves produce,
+// fetch and admin requests over gRPC, and, when elected, is the controller
+// that assigns partitions to brokers. A broker keeps no local state: a
+// partition's log is a list of ledgers (package broker/partlog) described in
+// metad, and ownership is a lease.
+//
+// Ownership (DESIGN §5): the controller writes an Assignment per partition;
+// the assigned broker waits until no other broker holds the partition's
+// Ownership key (a dead owner's vanishes with its lease, a live one releases
+// it when it sees the assignment move), takes the partition over (fence and
+// recover its open ledger, CAS the ledger list, rebuild producer state),
+// writes Ownership on its own lease and serves. A fenced ledger, a lost CAS
+// or a lost session drops the partition at once: ownership in metad is a
+// hint, fencing is what keeps two owners from both writing.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/broker/group"
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// Broker is one broker process's state.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	meta    *metaclient.Client
+	bookies *ledger.GRPCBookieClient
+	env     ledger.Env
+	store   partlog.Store
+	metrics *metrics
+	plm     *partlog.Metrics
+	gm      *group.Metrics
+	cache   *partlog.TailCache
+	started time.Time
+
+	brokers, topics, assignments, owners, controller *mirror
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	draining   atomic.Bool
+	registered atomic.Bool
+	lease      atomic.Int64 // current session's lease id, 0 without one
+	isCtrl     atomic.Bool
+	stateCh    chan struct{} // registration must be rewritten
+
+	mu    sync.Mutex
+	parts map[tp]*partition
+
+	pidMu             sync.Mutex
+	pidNext, pidLimit int64
+}
+
+// Open connects to metad and prepares the broker; Start starts it.
+func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	meta, err := metaclient.New(metaclient.Config{Endpoints: strings.Split(cfg.Metad, ","), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: log})
+	b := &Broker{
+		cfg: cfg, log: log, meta: meta, bookies: bookies,
+		env: ledger.Env{Meta: ledger.NewMetadStore(meta), Bookies: bookies,
+			Registry: ledger.RegistryFromMeta(meta), Logger: log},
+		store:   partlog.MetaStore(meta),
+		started: time.Now(),
+		parts:   map[tp]*partition{},
+		stateCh: make(chan struct{}, 1),
+	}
+	b.metrics = newMetrics(reg, b)
+	b.plm = partlog.NewMetrics(reg)
+	b.gm = group.NewMetrics(reg)
+	b.cache = partlog.NewTailCache(cfg.TailCacheBytes, b.plm)
+	b.brokers = newMirror(meta, brokersPrefix, log)
+	b.topics = newMirror(meta, topicsPrefix, log)
+	b.assignments = newMirror(meta, assignmentsPrefix, log)
+	b.owners = newMirror(meta, ownersPrefix, log)
+	b.controller = newMirror(meta, controllerKey, log)
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Start runs the mirrors and the session loop in the background.
+func (b *Broker) Start() {
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.controller} {
+		b.goRun(m.run)
+	}
+	b.goRun(b.sessions)
+}
+
+func (b *Broker) goRun(fn func(ctx context.Context)) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn(b.ctx)
+	}()
+}
+
+// Ready reports nil once the broker is registered and its view of metad is
+// loaded.
+func (b *Broker) Ready() error {
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners} {
+		if !m.isLoaded() {
+			return fmt.Errorf("loading %s from metad", m.prefix)
+		}
+	}
+	if !b.registered.Load() {
+		return errors.New("not registered in metad")
+	}
+	return nil
+}
+
+// Drain hands every partition over before a clean shutdown: the broker
+// registers as DRAINING, the controller moves its partitions, and each is
+// released (ledger closed, list written) before its new owner takes it over,
+// so clients see a NOT_OWNER redirect, not an error. It returns when the
+// broker owns nothing or ctx ends.
+func (b *Broker) Drain(ctx context.Context) {
+	b.draining.Store(true)
+	b.signalState()
+	b.log.Info("draining: handing partitions over")
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b.mu.Lock()
+		n := len(b.parts)
+		b.mu.Unlock()
+		if n == 0 {
+			b.log.Info("drained")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.log.Warn("drain timed out", "partitions_left", n)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close releases every partition still owned (cleanly when possible),
+// revokes the session and disconnects.
+func (b *Broker) Close() {
+	b.cancel()
+	b.wg.Wait()
+	b.bookies.Close()
+	b.meta.Close()
+}
+
+func (b *Broker) signalState() {
+	select {
+	case b.stateCh <- struct{}{}:
+	default:
+	}
+}
+
+func (b *Broker) info() *brokerpb.BrokerInfo {
+	state := brokerpb.BrokerState_BROKER_ACTIVE
+	if b.draining.Load() {
+		state = brokerpb.BrokerState_BROKER_DRAINING
+	}
+	return &brokerpb.BrokerInfo{Id: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), AdminAddress: b.cfg.AdminListen,
+		Rack: b.cfg.Rack, State: state, StartedAtMs: b.started.UnixMilli()}
+}
+
+// sessions holds a metad session (lease) at a time; everything the broker
+// owns is tied to it. When it is lost the broker drops every partition at
+// once (another broker may already be taking them over) and starts again.
+func (b *Broker) sessions(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := b.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		b.log.Warn("metad session lost; dropped every partition, registering again", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+var errSessionLost = errors.New("broker: metad session lost")
+
+func (b *Broker) session(ctx context.Context) error {
+	sess, err := b.meta.NewSession(ctx, b.cfg.SessionTTL)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		b.registered.Store(false)
+		b.lease.Store(0)
+		// Every partition goroutine is a child of sctx: each closes its log
+		// (a zombie's close fails harmlessly on the fenced ledger).
+		b.dropAll()
+		sess.Close()
+	}()
+	b.lease.Store(sess.Lease())
+	register := func() error {
+		value, err := proto.Marshal(b.info())
+		if err != nil {
+			return err
+		}
+		pctx, pcancel := context.WithTimeout(sctx, b.cfg.SessionTTL)
+		defer pcancel()
+		_, err = b.meta.Put(pctx, brokerKey(b.cfg.ID), value, metaclient.WithLease(sess.Lease()))
+		return err
+	}
+	if err := register(); err != nil {
+		return err
+	}
+	b.registered.Store(true)
+	b.log.Info("registered in metad", "key", brokerKey(b.cfg.ID), "lease", sess.Lease())
+	wg.Add(2)
+	go func() { defer wg.Done(); b.campaign(sctx, sess) }()
+	go func() { defer wg.Done(); b.reconcileOwnership(sctx, sess) }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+			return errSessionLost
+		case <-b.stateCh:
+			if err := register(); err != nil {
+				b.log.Warn("registration update failed", "err", err)
+				b.signalState()
+			}
+		}
+	}
+}
+
+func sessionAlive(s *metaclient.Session) bool {
+	select {
+	case <-s.Done():
+		return false
+	default:
+		return true
+	}
+}

@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+)
+
+// Config is one broker's configuration. Brokers keep no local state: every
+// partition lives in ledgers on bookies, described in metad.
+type Config struct {
+	// ID names the broker in metad (/strata/brokers/<id>).
+	ID string `mapstructure:"id"`
+	// Listen is the gRPC address; Advertise (default Listen) is what clients
+	// are told to dial.
+	Listen      string `mapstructure:"listen"`
+	Advertise   string `mapstructure:"advertise"`
+	AdminListen string `mapstructure:"admin-listen"`
+	// Metad lists metad client endpoints, host:port,...
+	Metad string `mapstructure:"metad"`
+	Rack  string `mapstructure:"rack"`
+	// SessionTTL is the lease of the broker's registration, ownerships and
+	// controller role: a dead broker's partitions move after about this long.
+	SessionTTL time.Duration `mapstructure:"session-ttl"`
+	// TailCacheBytes bounds the broker-wide cache of recently written
+	// entries that tailing consumers read from.
+	TailCacheBytes int64 `mapstructure:"tail-cache-bytes"`
+	// IdleRoll rolls a partition's open ledger after this long without a
+	// write, so retention and tiering can act on quiet partitions.
+	IdleRoll time.Duration `mapstructure:"idle-roll"`
+	// ProduceTimeout bounds a produce request's wait for its acks when the
+	// client sets none.
+	ProduceTimeout time.Duration `mapstructure:"produce-timeout"`
+	// MaxFetchWait caps a fetch's long-poll.
+	MaxFetchWait time.Duration `mapstructure:"max-fetch-wait"`
+	// OffsetsPartitions is the partition count of __consumer_offsets when
+	// the controller creates it.
+	OffsetsPartitions int32 `mapstructure:"offsets-partitions"`
+	// GroupSessionTimeout is the default consumer-group session timeout.
+	GroupSessionTimeout time.Duration `mapstructure:"group-session-timeout"`
+	// DrainTimeout bounds a clean shutdown's hand-over of partitions.
+	DrainTimeout time.Duration `mapstructure:"drain-timeout"`
+
+	LogLevel  string `mapstructure:"log-level"`
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listen:              "127.0.0.1:9092",
+		AdminListen:         "127.0.0.1:9192",
+		Metad:               "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+		SessionTTL:          5 * time.Second,
+		TailCacheBytes:      256 << 20,
+		IdleRoll:            10 * time.Minute,
+		ProduceTimeout:      30 * time.Second,
+		MaxFetchWait:        30 * time.Second,
+		OffsetsPartitions:   16,
+		GroupSessionTimeout: 45 * time.Second,
+		DrainTimeout:        30 * time.Second,
+		LogLevel:            "info",
+		LogFormat:           "text",
+	}
+}
+
+var brokerIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if !brokerIDPattern.MatchString(c.ID) {
+		errs = append(errs, fmt.Errorf("--id %q: want 1-64 characters of [a-zA-Z0-9_.-]", c.ID))
+	}
+	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--admin-listen", c.AdminListen}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", a.flag, a.addr, err))
+		}
+	}
+	if host, _, err := net.SplitHostPort(c.AdvertiseAddress()); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			errs = append(errs, fmt.Errorf("--advertise: %q is not reachable by clients; set --advertise", c.AdvertiseAddress()))
+		}
+	}
+	if c.Metad == "" {
+		errs = append(errs, errors.New("--metad is required"))
+	}
+	if c.SessionTTL < time.Second {
+		errs = append(errs, errors.New("--session-ttl must be at least 1s"))
+	}
+	if c.TailCacheBytes < 0 {
+		errs = append(errs, errors.New("--tail-cache-bytes must not be negative"))
+	}
+	if c.IdleRoll < time.Second {
+		errs = append(errs, errors.New("--idle-roll must be at least 1s"))
+	}
+	if c.ProduceTimeout <= 0 || c.MaxFetchWait <= 0 || c.DrainTimeout <= 0 {
+		errs = append(errs, errors.New("--produce-timeout, --max-fetch-wait and --drain-timeout must be positive"))
+	}
+	if c.OffsetsPartitions < 1 || c.OffsetsPartitions > 1000 {
+		errs = append(errs, errors.New("--offsets-partitions must be in [1, 1000]"))
+	}
+	if c.GroupSessionTimeout < time.Second {
+		errs = append(errs, errors.New("--group-session-timeout must be at least 1s"))
+	}
+	return errors.Join(errs...)
+}
+
+// AdvertiseAddress is the address the broker registers for clients.
+func (c Config) AdvertiseAddress() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	return c.Listen
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s",
+		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll)
+}

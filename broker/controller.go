@@ -1,0 +1,333 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
+)
+
+// campaign tries to become the controller: the one broker whose session
+// holds the controller key. It retries whenever the key is deleted (its
+// holder's session ended) until ctx ends.
+func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
+	value, _ := proto.Marshal(&brokerpb.ControllerRecord{BrokerId: b.cfg.ID, ElectedAtMs: time.Now().UnixMilli()})
+	for ctx.Err() == nil {
+		changed := b.controller.changes()
+		if b.controller.get(controllerKey) == nil {
+			pctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
+			_, err := b.meta.Put(pctx, controllerKey, value, metaclient.WithExpectedVersion(0), metaclient.WithLease(sess.Lease()))
+			cancel()
+			if err == nil {
+				b.log.Info("elected controller")
+				b.isCtrl.Store(true)
+				b.metrics.controller.Set(1)
+				b.control(ctx)
+				b.isCtrl.Store(false)
+				b.metrics.controller.Set(0)
+				return
+			}
+			if !errors.Is(err, metaclient.ErrVersionConflict) {
+				b.log.Warn("controller election attempt failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-time.After(b.cfg.SessionTTL):
+		}
+	}
+}
+
+// control is the controller's loop: reconcile on every change of brokers,
+// topics, assignments or owners, and at least every second.
+func (b *Broker) control(ctx context.Context) {
+	if err := b.ensureOffsetsTopic(ctx); err != nil {
+		b.log.Warn("creating "+OffsetsTopic, "err", err)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		bc, tc, ac, oc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes()
+		if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
+			b.log.Warn("controller round failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-bc:
+		case <-tc:
+		case <-ac:
+		case <-oc:
+		case <-tick.C:
+		}
+		// Let a burst of changes settle into one round.
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
+	rec := &brokerpb.TopicRecord{Name: OffsetsTopic, Id: newID(), Partitions: b.cfg.OffsetsPartitions,
+		Configs: map[string]string{"cleanup.policy": "compact"}, CreatedAtMs: time.Now().UnixMilli(), Internal: true}
+	value, err := proto.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = b.meta.Put(ctx, topicKey(OffsetsTopic), value, metaclient.WithExpectedVersion(0))
+	if errors.Is(err, metaclient.ErrVersionConflict) {
+		return nil
+	}
+	return err
+}
+
+// current is an assignment as the controller last saw it, with its key's
+// version for the next compare-and-set.
+type current struct {
+	broker         string
+	epoch, version int64
+}
+
+// maxMovesPerRound bounds how many healthy partitions one balancing round
+// moves, so a new broker fills up gradually instead of everything moving at
+// once.
+const maxMovesPerRound = 2
+
+// reconcile makes one pass: assign every partition that has no live active
+// broker, balance counts, and clean up deleted topics.
+func (b *Broker) reconcile(ctx context.Context) error {
+	brokers, _ := b.brokers.snapshot()
+	topics, _ := b.topics.snapshot()
+	assigns, _ := b.assignments.snapshot()
+	owners, _ := b.owners.snapshot()
+
+	active := map[string]int{} // broker id -> assigned partitions
+	for _, kv := range brokers {
+		var info brokerpb.BrokerInfo
+		if proto.Unmarshal(kv.Value, &info) == nil && info.State == brokerpb.BrokerState_BROKER_ACTIVE {
+			active[info.Id] = 0
+		}
+	}
+	cur := map[tp]current{}
+	for key, kv := range assigns {
+		k, err := parseTP(key[len(assignmentsPrefix):])
+		if err != nil {
+			continue
+		}
+		var a brokerpb.Assignment
+		if proto.Unmarshal(kv.Value, &a) != nil {
+			continue
+		}
+		cur[k] = current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}
+	}
+	// Every partition that should exist.
+	var want []tp
+	deleting := map[string]bool{}
+	for _, kv := range topics {
+		var rec brokerpb.TopicRecord
+		if proto.Unmarshal(kv.Value, &rec) != nil {
+			continue
+		}
+		if rec.Deleting {
+			deleting[rec.Name] = true
+			continue
+		}
+		for p := int32(0); p < rec.Partitions; p++ {
+			want = append(want, tp{rec.Name, p})
+		}
+	}
+	slices.SortFunc(want, func(x, y tp) int {
+		if c := compareStrings(x.topic, y.topic); c != 0 {
+			return c
+		}
+		return int(x.partition - y.partition)
+	})
+	wanted := map[tp]bool{}
+	for _, k := range want {
+		wanted[k] = true
+		if c, ok := cur[k]; ok {
+			if _, live := active[c.broker]; live {
+				active[c.broker]++
+			}
+		}
+	}
+	// Assignments of partitions that no longer exist (deleted topics).
+	for k := range cur {
+		if !wanted[k] {
+			if _, err := b.meta.Delete(ctx, assignmentKey(k)); err != nil {
+				return err
+			}
+		}
+	}
+	for name := range deleting {
+		if err := b.finishDelete(ctx, name, owners); err != nil {
+			b.log.Warn("deleting topic", "topic", name, "err", err)
+		}
+	}
+	if len(active) == 0 {
+		return nil
+	}
+	// Partitions without a live, active broker.
+	for _, k := range want {
+		c, ok := cur[k]
+		if ok {
+			if _, live := active[c.broker]; live {
+				continue
+			}
+		}
+		to := leastLoaded(active)
+		if err := b.assign(ctx, k, to, c.epoch+1, c.version); err != nil {
+			return err
+		}
+		active[to]++
+		cur[k] = current{broker: to, epoch: c.epoch + 1}
+	}
+	// Balance, only while every partition is served (no takeover running):
+	// move one from the most to the least loaded broker at a time.
+	for moves := 0; moves < maxMovesPerRound; moves++ {
+		if !allServed(want, cur, owners) {
+			return nil
+		}
+		most, least := mostLoaded(active), leastLoaded(active)
+		if active[most]-active[least] <= 1 {
+			return nil
+		}
+		for _, k := range want {
+			c := cur[k]
+			if c.broker != most {
+				continue
+			}
+			if err := b.assign(ctx, k, least, c.epoch+1, c.version); err != nil {
+				return err
+			}
+			b.log.Info("moved partition to balance", "topic", k.topic, "partition", k.partition, "from", most, "to", least)
+			active[most]--
+			active[least]++
+			cur[k] = current{broker: least, epoch: c.epoch + 1, version: -1}
+			break
+		}
+	}
+	return nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// allServed reports whether every wanted partition's owner record matches
+// its assignment.
+func allServed(want []tp, cur map[tp]current, owners map[string]*metadpb.KeyValue) bool {
+	for _, k := range want {
+		kv := owners[ownerKey(k)]
+		if kv == nil {
+			return false
+		}
+		var o brokerpb.Ownership
+		if proto.Unmarshal(kv.Value, &o) != nil || o.BrokerId != cur[k].broker || o.Epoch != cur[k].epoch {
+			return false
+		}
+	}
+	return true
+}
+
+func leastLoaded(load map[string]int) string {
+	best := ""
+	for id, n := range load {
+		if best == "" || n < load[best] || (n == load[best] && id < best) {
+			best = id
+		}
+	}
+	return best
+}
+
+func mostLoaded(load map[string]int) string {
+	best := ""
+	for id, n := range load {
+		if best == "" || n > load[best] || (n == load[best] && id < best) {
+			best = id
+		}
+	}
+	return best
+}
+
+// assign writes an assignment by CAS on the version the controller saw, so
+// it never overwrites a change it did not see (version 0: must not exist).
+func (b *Broker) assign(ctx context.Context, k tp, broker string, epoch, version int64) error {
+	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: broker, Epoch: epoch})
+	if err != nil {
+		return err
+	}
+	opts := []metaclient.WriteOption{}
+	if version >= 0 {
+		opts = append(opts, metaclient.WithExpectedVersion(version))
+	}
+	_, err = b.meta.Put(ctx, assignmentKey(k), value, opts...)
+	if errors.Is(err, metaclient.ErrVersionConflict) {
+		return nil // someone changed it; the next round sees the change
+	}
+	if err == nil {
+		b.metrics.assignments.Inc()
+		b.log.Info("assigned partition", "topic", k.topic, "partition", k.partition, "broker", broker, "epoch", epoch)
+	}
+	return err
+}
+
+// finishDelete removes a deleting topic's data once no broker serves any of
+// its partitions: every segment's ledger, the partition records, and last
+// the topic record.
+func (b *Broker) finishDelete(ctx context.Context, name string, owners map[string]*metadpb.KeyValue) error {
+	for key := range owners {
+		if k, err := parseTP(key[len(ownersPrefix):]); err == nil && k.topic == name {
+			return nil // still being released
+		}
+	}
+	kv, err := b.meta.Get(ctx, topicKey(name))
+	if err != nil {
+		return err
+	}
+	var rec brokerpb.TopicRecord
+	if err := proto.Unmarshal(kv.Value, &rec); err != nil {
+		return err
+	}
+	for p := int32(0); p < rec.Partitions; p++ {
+		pl, _, err := partlog.ReadPartitionLog(ctx, b.store, name, p)
+		if errors.Is(err, partlog.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, s := range pl.Segments {
+			if err := ledger.Delete(ctx, b.env, s.LedgerId); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) &&
+				!errors.Is(err, ledger.ErrDeleteIncomplete) {
+				return err
+			}
+			if _, err := b.meta.Delete(ctx, partlog.IndexKey(s.LedgerId)); err != nil {
+				return err
+			}
+		}
+		if _, err := b.meta.Delete(ctx, partlog.PartitionKey(name, p)); err != nil {
+			return err
+		}
+	}
+	if _, err := b.meta.Delete(ctx, topicKey(name), metaclient.WithExpectedVersion(kv.Version)); err != nil {
+		return err
+	}
+	b.log.Info("deleted topic", "topic", name, "partitions", rec.Partitions)
+	return nil
+}

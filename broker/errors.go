@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/broker/group"
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/commonpb"
+)
+
+// Errors of the broker itself (partlog and group have their own; errorInfo
+// translates all of them, in one place).
+var (
+	errUnknownTopic     = errors.New("unknown topic")
+	errUnknownPartition = errors.New("unknown partition")
+	errNotOwner         = errors.New("this broker does not own the partition")
+	errNotCoordinator   = errors.New("this broker is not the group's coordinator")
+	errTopicExists      = errors.New("topic already exists")
+	errInvalid          = errors.New("invalid request")
+)
+
+// redirectError is a not-owner or not-coordinator error that knows where to
+// go.
+type redirectError struct {
+	err     error
+	address string
+	detail  string
+}
+
+func (e *redirectError) Error() string {
+	if e.address != "" {
+		return fmt.Sprintf("%s: %v (owner: %s)", e.detail, e.err, e.address)
+	}
+	return fmt.Sprintf("%s: %v (no owner yet; retry shortly)", e.detail, e.err)
+}
+
+func (e *redirectError) Unwrap() error { return e.err }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+}
+
+// classify maps an error to a gRPC code and an ErrorInfo.
+func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
+	info := func(reason string, retryable bool) *commonpb.ErrorInfo {
+		return &commonpb.ErrorInfo{Reason: reason, Retryable: retryable}
+	}
+	var redirect *redirectError
+	var oor *partlog.OutOfRangeError
+	switch {
+	case errors.As(err, &redirect) && errors.Is(err, errNotCoordinator):
+		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: redirect.address}
+	case errors.As(err, &redirect):
+		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotOwner, Retryable: true, Redirect: redirect.address}
+	case errors.Is(err, errUnknownTopic), errors.Is(err, errUnknownPartition), errors.Is(err, group.ErrNotFound):
+		return codes.NotFound, info(rpcerror.ReasonNotFound, false)
+	case errors.Is(err, errTopicExists):
+		return codes.AlreadyExists, info(rpcerror.ReasonTopicExists, false)
+	case errors.Is(err, errInvalid), errors.Is(err, group.ErrInvalid):
+		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
+	case errors.As(err, &oor):
+		return codes.OutOfRange, info(rpcerror.ReasonOutOfRange, false)
+	case errors.Is(err, partlog.ErrCorruptBatch):
+		return codes.InvalidArgument, info(rpcerror.ReasonCorruptBatch, false)
+	case errors.Is(err, partlog.ErrTooLarge):
+		return codes.InvalidArgument, info(rpcerror.ReasonTooLarge, false)
+	case errors.Is(err, partlog.ErrOutOfOrderSequence):
+		return codes.FailedPrecondition, info(rpcerror.ReasonOutOfOrderSequence, false)
+	case errors.Is(err, partlog.ErrProducerFenced):
+		return codes.FailedPrecondition, info(rpcerror.ReasonProducerFenced, false)
+	case errors.Is(err, partlog.ErrClosed), errors.Is(err, partlog.ErrFenced), errors.Is(err, partlog.ErrConflict):
+		// The partition is moving (released, or taken by another broker):
+		// nothing was written; ask again where it lives.
+		return codes.Unavailable, info(rpcerror.ReasonNotOwner, true)
+	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
+		return codes.Unavailable, info(rpcerror.ReasonUnknownOutcome, false)
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled, info(rpcerror.ReasonUnavailable, true)
+	case errors.Is(err, group.ErrClosed):
+		return codes.FailedPrecondition, info(rpcerror.ReasonNotCoordinator, true)
+	case errors.Is(err, group.ErrLoading):
+		return codes.Unavailable, info(rpcerror.ReasonCoordinatorLoading, true)
+	case errors.Is(err, group.ErrUnknownMember):
+		return codes.FailedPrecondition, info(rpcerror.ReasonUnknownMemberID, false)
+	case errors.Is(err, group.ErrFencedMemberEpoch):
+		return codes.FailedPrecondition, info(rpcerror.ReasonFencedMemberEpoch, false)
+	case errors.Is(err, group.ErrStaleMemberEpoch):
+		return codes.FailedPrecondition, info(rpcerror.ReasonStaleMemberEpoch, true)
+	case errors.Is(err, group.ErrGroupNotEmpty):
+		return codes.FailedPrecondition, info(rpcerror.ReasonGroupNotEmpty, false)
+	}
+	return codes.Internal, info(rpcerror.ReasonInternal, false)
+}
+
+// rpcError turns an error into the status a whole RPC returns.
+func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code, info := classify(err)
+	return rpcerror.Error(code, info, err.Error())
+}
+
+// partitionError turns an error into a per-partition error.
+func partitionError(err error) *brokerpb.PartitionError {
+	if err == nil {
+		return nil
+	}
+	code, info := classify(err)
+	return &brokerpb.PartitionError{Code: int32(code), Info: info, Message: err.Error()}
+}
+
+// unmarshalled decodes a metad value, for records the broker itself wrote.
+func unmarshalled[T any, P interface {
+	*T
+	proto.Message
+}](value []byte) (P, error) {
+	m := P(new(T))
+	return m, proto.Unmarshal(value, m)
+}

@@ -1,0 +1,219 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-log/strata/broker/group"
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// offsetsLog is a __consumer_offsets partition as a group coordinator sees
+// it: batches appended with quorum acks, and a replay of everything up to
+// the high watermark.
+type offsetsLog struct{ l *partlog.Log }
+
+func (o offsetsLog) Append(ctx context.Context, records []recordbatch.Record) error {
+	buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: records})
+	if err != nil {
+		return err
+	}
+	_, err = o.l.Append(ctx, buf, partlog.AcksQuorum)
+	return err
+}
+
+func (o offsetsLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) error {
+	end := o.l.HighWatermark()
+	for off := o.l.LogStartOffset(); off < end; {
+		r, err := o.l.Fetch(ctx, off, 4<<20, 0)
+		if err != nil {
+			return err
+		}
+		batches, err := recordbatch.Split(r.Records)
+		if err != nil {
+			return err
+		}
+		if len(batches) == 0 {
+			return fmt.Errorf("replaying %s: no data at offset %d below the high watermark %d", OffsetsTopic, off, end)
+		}
+		for _, raw := range batches {
+			h, recs, err := recordbatch.Decode(raw)
+			if err != nil {
+				return err
+			}
+			for _, rec := range recs {
+				if rec.Offset < off || rec.Offset >= end {
+					continue
+				}
+				if err := fn(rec); err != nil {
+					return err
+				}
+			}
+			off = max(off, h.LastOffset()+1)
+		}
+	}
+	return nil
+}
+
+// topicSource answers coordinators' questions about topics from the mirror.
+type topicSource struct{ b *Broker }
+
+func (t topicSource) Partitions(_ context.Context, topic string) (int32, error) {
+	rec, err := t.b.topicRecord(topic)
+	if err != nil {
+		return 0, group.ErrUnknownTopic
+	}
+	return rec.Partitions, nil
+}
+
+// startCoordinator starts the coordinator of the groups that hash to an
+// offsets partition this broker now serves; it loads in the background and
+// answers "loading, retry" until then.
+func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partlog.Log) *group.Coordinator {
+	c := group.New(group.Config{
+		Partition:      partition,
+		CoordinatorID:  b.cfg.ID,
+		Log:            offsetsLog{l},
+		Topics:         topicSource{b},
+		SessionTimeout: b.cfg.GroupSessionTimeout,
+		Logger:         b.log.With("coordinator", partition),
+		Metrics:        b.gm,
+	})
+	go func() {
+		start := time.Now()
+		if err := c.Load(ctx); err != nil {
+			if ctx.Err() == nil {
+				b.log.Warn("coordinator load failed", "partition", partition, "err", err)
+			}
+			return
+		}
+		b.log.Info("coordinator loaded", "partition", partition, "took", time.Since(start).Round(time.Millisecond))
+	}()
+	return c
+}
+
+// coordinator returns the local coordinator of a group, or a redirect to
+// the broker that serves it.
+func (b *Broker) coordinator(groupID string) (*group.Coordinator, error) {
+	if groupID == "" {
+		return nil, invalidf("group id is empty")
+	}
+	k, err := b.coordinatorPartition(groupID)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	p := b.parts[k]
+	var c *group.Coordinator
+	if p != nil {
+		c = p.coord
+	}
+	b.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	return nil, &redirectError{err: errNotCoordinator, address: b.ownerAddress(k), detail: "group " + groupID}
+}
+
+func (b *Broker) coordinatorPartition(groupID string) (tp, error) {
+	rec, err := b.topicRecord(OffsetsTopic)
+	if err != nil {
+		return tp{}, &redirectError{err: errNotCoordinator, detail: "group " + groupID + ": " + OffsetsTopic + " does not exist yet"}
+	}
+	return tp{OffsetsTopic, group.PartitionFor(groupID, rec.Partitions)}, nil
+}
+
+func (s *service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
+	if req.GroupId == "" {
+		return nil, rpcError(invalidf("group id is empty"))
+	}
+	k, err := s.b.coordinatorPartition(req.GroupId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	kv := s.b.owners.get(ownerKey(k))
+	if kv == nil {
+		return nil, rpcError(&redirectError{err: errNotCoordinator, detail: "group " + req.GroupId})
+	}
+	o, err := unmarshalled[brokerpb.Ownership](kv.Value)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &brokerpb.FindCoordinatorResponse{BrokerId: o.BrokerId, Address: o.Address}, nil
+}
+
+func (s *service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
+	c, err := s.b.coordinator(req.GroupId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	resp, err := c.Heartbeat(ctx, req)
+	return resp, rpcError(err)
+}
+
+func (s *service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
+	c, err := s.b.coordinator(req.GroupId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	resp, err := c.Commit(ctx, req)
+	return resp, rpcError(err)
+}
+
+func (s *service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
+	c, err := s.b.coordinator(req.GroupId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	resp, err := c.FetchOffsets(ctx, req)
+	return resp, rpcError(err)
+}
+
+func (s *service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
+	c, err := s.b.coordinator(req.GroupId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	resp, err := c.DescribeGroup(ctx, req)
+	if resp != nil {
+		resp.CoordinatorId = s.b.cfg.ID
+	}
+	return resp, rpcError(err)
+}
+
+func (s *service) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
+	c, err := s.b.coordinator(req.GroupId)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	resp, err := c.DeleteGroup(ctx, req)
+	return resp, rpcError(err)
+}
+
+// ListGroups lists the groups whose coordinator is this broker; a client
+// asks every broker for the whole list.
+func (s *service) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
+	s.b.mu.Lock()
+	var coords []*group.Coordinator
+	for _, p := range s.b.parts {
+		if p.coord != nil {
+			coords = append(coords, p.coord)
+		}
+	}
+	s.b.mu.Unlock()
+	resp := &brokerpb.ListGroupsResponse{}
+	for _, c := range coords {
+		r, err := c.ListGroups(ctx, req)
+		if err != nil {
+			continue // loading: its groups appear once loaded
+		}
+		for _, g := range r.Groups {
+			g.CoordinatorId = s.b.cfg.ID
+			resp.Groups = append(resp.Groups, g)
+		}
+	}
+	return resp, nil
+}

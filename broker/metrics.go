@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the broker's own; partlog and group register theirs.
+type metrics struct {
+	requests    *prometheus.HistogramVec
+	produceB    prometheus.Counter
+	produceErrs prometheus.Counter
+	fetchB      prometheus.Counter
+	takeover    prometheus.Histogram
+	controller  prometheus.Gauge
+	assignments prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
+	m := &metrics{
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "strata_broker_request_duration_seconds",
+			Help:    "Time to serve a request, by request type (fetch includes its long-poll wait).",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 18),
+		}, []string{"request"}),
+		produceB: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_produce_bytes_total", Help: "Record batch bytes received in produce requests."}),
+		produceErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_produce_errors_total", Help: "Produced batches answered with an error."}),
+		fetchB: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_fetch_bytes_total", Help: "Record batch bytes returned by fetches."}),
+		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_broker_ownership_acquire_seconds",
+			Help:    "Time from starting a partition takeover to serving it (fence, recover, list CAS).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		controller: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_broker_controller", Help: "1 while this broker is the controller."}),
+		assignments: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_controller_assignments_total", Help: "Partition (re)assignments written by this broker as controller."}),
+	}
+	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_broker_owned_partitions", Help: "Partitions this broker serves.",
+	}, func() float64 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, p := range b.parts {
+			if p.log != nil {
+				n++
+			}
+		}
+		return float64(n)
+	})
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.fetchB, m.takeover, m.controller, m.assignments, owned)
+	return m
+}
+
+func (m *metrics) observe(request string, start time.Time) {
+	m.requests.WithLabelValues(request).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) produced(bytes int, err error) {
+	m.produceB.Add(float64(bytes))
+	if err != nil {
+		m.produceErrs.Inc()
+	}
+}
+
+func (m *metrics) fetched(bytes int) { m.fetchB.Add(float64(bytes)) }

@@ -1,0 +1,276 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/broker/group"
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// partition is one partition assigned to this broker: being taken over,
+// served, or being released.
+type partition struct {
+	tp     tp
+	epoch  int64
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Set (under Broker.mu) while serving.
+	log   *partlog.Log
+	coord *group.Coordinator
+}
+
+// reconcileOwnership follows the assignments: partitions assigned here (at
+// their current epoch) are taken over, partitions assigned elsewhere are
+// released. Every partition goroutine is a child of ctx (the session): when
+// the session ends they all stop.
+func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		snap, changed := b.assignments.snapshot()
+		desired := map[tp]int64{}
+		for key, kv := range snap {
+			p, err := parseTP(key[len(assignmentsPrefix):])
+			if err != nil {
+				continue
+			}
+			var a brokerpb.Assignment
+			if proto.Unmarshal(kv.Value, &a) == nil && a.BrokerId == b.cfg.ID {
+				desired[p] = a.Epoch
+			}
+		}
+		b.mu.Lock()
+		for k, p := range b.parts {
+			if e, ok := desired[k]; !ok || e != p.epoch {
+				p.cancel() // its goroutine releases it and removes it from parts
+			}
+		}
+		for k, e := range desired {
+			if _, ok := b.parts[k]; ok {
+				continue
+			}
+			pctx, cancel := context.WithCancel(ctx)
+			p := &partition{tp: k, epoch: e, cancel: cancel, done: make(chan struct{})}
+			b.parts[k] = p
+			go b.runPartition(pctx, sess, p)
+		}
+		b.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// dropAll stops every partition and waits until each is released.
+func (b *Broker) dropAll() {
+	b.mu.Lock()
+	var ps []*partition
+	for _, p := range b.parts {
+		p.cancel()
+		ps = append(ps, p)
+	}
+	b.mu.Unlock()
+	for _, p := range ps {
+		<-p.done
+	}
+}
+
+// runPartition takes the partition over, serves it until it is released
+// (ctx ends) or fails, and takes it over again after a failure while it is
+// still assigned here.
+func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *partition) {
+	log := b.log.With("topic", p.tp.topic, "partition", p.tp.partition, "epoch", p.epoch)
+	defer func() {
+		b.mu.Lock()
+		if b.parts[p.tp] == p {
+			delete(b.parts, p.tp)
+		}
+		b.mu.Unlock()
+		close(p.done)
+	}()
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		err := b.servePartition(ctx, sess, p, log)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("partition failed; dropped it", "err", err)
+		// Take it again only if it is still ours at the same epoch: a fenced
+		// ledger usually means another broker was assigned the partition.
+		if !b.stillAssigned(ctx, p) {
+			log.Info("partition is assigned elsewhere now; not taking it back")
+			<-ctx.Done() // the reconciler cancels us when it sees the change
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (b *Broker) stillAssigned(ctx context.Context, p *partition) bool {
+	gctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
+	defer cancel()
+	kv, err := b.meta.Get(gctx, assignmentKey(p.tp))
+	if err != nil {
+		return !errors.Is(err, metaclient.ErrNotFound)
+	}
+	var a brokerpb.Assignment
+	return proto.Unmarshal(kv.Value, &a) == nil && a.BrokerId == b.cfg.ID && a.Epoch == p.epoch
+}
+
+// servePartition runs one ownership: wait for the previous owner to let go,
+// take over, publish ownership, serve until ctx ends (release) or the log
+// fails.
+func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p *partition, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) error {
+	b.waitOwnerGone(ctx, p)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tcfg, internal, err := b.topicConfig(p.tp.topic)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	l, err := partlog.Open(ctx, b.partlogConfig(p, tcfg))
+	if err != nil {
+		return err
+	}
+	b.metrics.takeover.Observe(time.Since(start).Seconds())
+	owner, err := proto.Marshal(&brokerpb.Ownership{BrokerId: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), Epoch: p.epoch})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
+	kv, err := b.meta.Put(pctx, ownerKey(p.tp), owner, metaclient.WithLease(sess.Lease()))
+	cancel()
+	if err != nil {
+		b.closeLog(l)
+		return err
+	}
+	var coord *group.Coordinator
+	if internal && p.tp.topic == OffsetsTopic {
+		coord = b.startCoordinator(ctx, p.tp.partition, l)
+	}
+	b.mu.Lock()
+	p.log, p.coord = l, coord
+	b.mu.Unlock()
+	log.Info("serving partition", "took", time.Since(start).Round(time.Millisecond), "high_watermark", l.HighWatermark())
+
+	var failed error
+	select {
+	case <-ctx.Done():
+	case <-l.Failed():
+		failed = l.Err()
+	}
+	b.mu.Lock()
+	p.log, p.coord = nil, nil
+	b.mu.Unlock()
+	if coord != nil {
+		coord.Close()
+	}
+	if failed == nil {
+		b.closeLog(l)
+		log.Info("released partition")
+	}
+	// Remove our ownership record, but never a successor's.
+	dctx, dcancel := context.WithTimeout(context.Background(), b.cfg.SessionTTL)
+	defer dcancel()
+	if _, err := b.meta.Delete(dctx, ownerKey(p.tp), metaclient.WithExpectedVersion(kv.GetVersion())); err != nil &&
+		!errors.Is(err, metaclient.ErrVersionConflict) && sessionAlive(sess) {
+		log.Warn("could not remove the ownership record", "err", err)
+	}
+	if failed == nil {
+		return ctx.Err()
+	}
+	return failed
+}
+
+// closeLog closes a log cleanly (ledger closed, list written), bounded.
+func (b *Broker) closeLog(l *partlog.Log) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.SessionTTL)
+	defer cancel()
+	if err := l.Close(ctx); err != nil && !errors.Is(err, partlog.ErrClosed) {
+		b.log.Warn("closing partition log", "err", err)
+	}
+}
+
+// waitOwnerGone waits until no other broker holds the partition's ownership
+// record: a live previous owner releases it when it sees the assignment
+// move; a dead one's vanishes with its lease. After two session TTLs it
+// goes ahead anyway: fencing keeps a stuck previous owner from writing.
+func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
+	deadline := time.NewTimer(2 * b.cfg.SessionTTL)
+	defer deadline.Stop()
+	for {
+		changed := b.owners.changes()
+		kv := b.owners.get(ownerKey(p.tp))
+		if kv == nil {
+			return
+		}
+		var o brokerpb.Ownership
+		if proto.Unmarshal(kv.Value, &o) != nil || o.BrokerId == b.cfg.ID {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-deadline.C:
+			b.log.Warn("previous owner still holds the partition; taking over with fencing",
+				"topic", p.tp.topic, "partition", p.tp.partition, "previous", o.BrokerId)
+			return
+		}
+	}
+}
+
+func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
+	return partlog.Config{
+		Topic: p.tp.topic, Partition: p.tp.partition, Epoch: p.epoch,
+		Env: b.env, Store: b.store,
+		Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum,
+		SegmentBytes:  tc.SegmentBytes,
+		SegmentAge:    time.Duration(tc.SegmentMs) * time.Millisecond,
+		IdleRoll:      b.cfg.IdleRoll,
+		MaxBatchBytes: tc.MaxMessageBytes,
+		Cache:         b.cache,
+		Logger:        b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
+		Metrics:       b.plm,
+	}
+}
+
+// topicConfig returns a topic's parsed configuration from the mirror.
+func (b *Broker) topicConfig(topic string) (TopicConfig, bool, error) {
+	rec, err := b.topicRecord(topic)
+	if err != nil {
+		return TopicConfig{}, false, err
+	}
+	tc, err := ParseTopicConfig(rec.Configs)
+	return tc, rec.Internal, err
+}
+
+// serving returns the log of a partition this broker serves, or nil.
+func (b *Broker) serving(k tp) *partlog.Log {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.parts[k]; p != nil {
+		return p.log
+	}
+	return nil
+}

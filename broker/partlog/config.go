@@ -1,0 +1,179 @@
+package partlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/strata-log/strata/ledger"
+)
+
+// Acks is the produce acknowledgement level, in brokerpb.Acks order.
+type Acks int
+
+const (
+	// AcksQuorum: reply when the batch is acknowledged at the ack quorum
+	// (visible to consumers). The default.
+	AcksQuorum Acks = iota
+	// AcksNone: reply after validation and enqueue (BaseOffset -1).
+	AcksNone
+	// AcksOne: reply when one bookie of the entry's write set has it.
+	AcksOne
+	// AcksAll: reply when every bookie of the write set has it (and it is
+	// acknowledged at the quorum).
+	AcksAll
+)
+
+func (a Acks) String() string {
+	switch a {
+	case AcksQuorum:
+		return "quorum"
+	case AcksNone:
+		return "none"
+	case AcksOne:
+		return "one"
+	case AcksAll:
+		return "all"
+	}
+	return fmt.Sprintf("Acks(%d)", int(a))
+}
+
+// Defaults of Config.
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentAge         = 7 * 24 * time.Hour
+	DefaultIdleRoll           = 10 * time.Minute
+	DefaultMaxBatchBytes      = 1048588
+	DefaultIndexIntervalBytes = 1 << 20
+	DefaultProducerExpiry     = 24 * time.Hour
+	DefaultRollCheckInterval  = time.Second
+	DefaultSequenceGapWait    = 2 * time.Second
+	// producerBatches is how many batches per producer are remembered for
+	// deduplication (Kafka's NUM_BATCHES_TO_RETAIN).
+	producerBatches = 5
+)
+
+// Config configures one partition's Log. Zero fields take defaults.
+type Config struct {
+	Topic     string
+	Partition int32
+	// Epoch is the owner epoch from the Assignment; it is recorded in the
+	// PartitionLog and stamped in every batch (partition leader epoch).
+	Epoch int64
+
+	Env   ledger.Env
+	Store Store
+
+	// Ensemble, WriteQuorum, AckQuorum of new ledgers (ledger defaults
+	// when zero).
+	Ensemble, WriteQuorum, AckQuorum int
+	// SegmentBytes, SegmentAge: roll the open segment when it holds this
+	// many bytes, or is this old (and not empty).
+	SegmentBytes int64
+	SegmentAge   time.Duration
+	// IdleRoll: roll a non-empty open segment with no append for this long,
+	// so retention and tiering can act on quiet partitions.
+	IdleRoll time.Duration
+	// MaxBatchBytes: larger batches fail with ErrTooLarge.
+	MaxBatchBytes int
+	// IndexIntervalBytes: a closed segment's index has a point for entry 0
+	// and at least one every IndexIntervalBytes.
+	IndexIntervalBytes int64
+	// ProducerExpiry: producers idle longer are dropped from snapshots.
+	ProducerExpiry time.Duration
+	// RollCheckInterval: how often age and idle rolls are checked.
+	RollCheckInterval time.Duration
+	// SequenceGapWait: how long (real time) an idempotent batch that
+	// arrived ahead of its predecessors waits for them before it is
+	// refused as out of order (or, for an unknown producer, accepted).
+	SequenceGapWait time.Duration
+
+	// Cache is the broker-wide tail cache (nil: none).
+	Cache   *TailCache
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Scheduler runs the ledger writers' background work (nil: real
+	// timers); tests pass ledgertest's.
+	Scheduler ledger.Scheduler
+}
+
+func (c Config) withDefaults() Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentAge == 0 {
+		c.SegmentAge = DefaultSegmentAge
+	}
+	if c.IdleRoll == 0 {
+		c.IdleRoll = DefaultIdleRoll
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.ProducerExpiry == 0 {
+		c.ProducerExpiry = DefaultProducerExpiry
+	}
+	if c.RollCheckInterval == 0 {
+		c.RollCheckInterval = DefaultRollCheckInterval
+	}
+	if c.SequenceGapWait == 0 {
+		c.SequenceGapWait = DefaultSequenceGapWait
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports the first problem with c (after defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Topic == "" {
+		errs = append(errs, errors.New("empty topic"))
+	}
+	if c.Partition < 0 {
+		errs = append(errs, fmt.Errorf("partition %d", c.Partition))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("no Store"))
+	}
+	if c.Env.Meta == nil || c.Env.Bookies == nil || c.Env.Registry == nil {
+		errs = append(errs, errors.New("Env needs Meta, Bookies and Registry"))
+	}
+	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 ||
+		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 {
+		errs = append(errs, errors.New("negative size or duration"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("partlog: invalid config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) String() string {
+	c = c.withDefaults()
+	return fmt.Sprintf("%s/%d epoch=%d E/Qw/Qa=%d/%d/%d segment=%dB/%v idle=%v maxBatch=%d index=%dB producerExpiry=%v",
+		c.Topic, c.Partition, c.Epoch, c.Ensemble, c.WriteQuorum, c.AckQuorum, c.SegmentBytes, c.SegmentAge,
+		c.IdleRoll, c.MaxBatchBytes, c.IndexIntervalBytes, c.ProducerExpiry)
+}
+
+func (c Config) createOptions() ledger.CreateOptions {
+	return ledger.CreateOptions{
+		EnsembleSize: c.Ensemble, WriteQuorum: c.WriteQuorum, AckQuorum: c.AckQuorum,
+		Properties: map[string]string{"topic": c.Topic, "partition": fmt.Sprint(c.Partition)},
+		Scheduler:  c.Scheduler,
+	}
+}

@@ -1,0 +1,56 @@
+// Package partlog is a partition's log on the broker that owns it: an
+// ordered list of ledgers (segments) kept in metad, written through one
+// ledger.Writer at a time (DESIGN.md §5).
+//
+// # State in metad
+//
+//	/strata/partitions/<topic>/<partition>   brokerpb.PartitionLog, every
+//	                                          change a CAS on the key version
+//	/strata/ledger-index/<20-digit ledger id> brokerpb.LedgerIndex of a
+//	                                          closed segment
+//
+// Only the last segment of a PartitionLog may be open. Every segment
+// records its first and last offset (last = first-1 while empty), last
+// entry id, bytes and max timestamp; an open segment's numbers are those of
+// its creation (the live numbers are in memory: Describe).
+//
+// # Entries
+//
+// One ledger entry is one Kafka record batch v2 (client/recordbatch),
+// byte for byte as the producer sent it, except two fields outside the
+// CRC that the owner stamps: the base offset (bytes 0..8) and the
+// partition leader epoch = the owner epoch (bytes 12..16). Offsets are
+// dense: entry e+1's base offset is entry e's last offset + 1, across
+// segments too.
+//
+// # Invariants
+//
+//   - P1 One writer: a Log appends only to a ledger it created; taking
+//     over fences (ledger.Recover) every segment not closed in the list
+//     (the last two are considered) before creating a new one.
+//   - P2 Visibility: Fetch and ListOffset never return data at or above
+//     the high watermark (HW = last offset + 1 of the highest entry
+//     acknowledged at the ack quorum, in order). Produce acks (one, all)
+//     change when a producer hears back, never what consumers see.
+//   - P3 Lost CAS or fenced ledger: the Log fails at once (Failed closes);
+//     every pending append gets ErrFenced or ErrUnknownOutcome and nothing
+//     more is accepted. The broker must drop the partition.
+//   - P4 Roll: close the ledger, write its index, create the next ledger,
+//     then ONE CAS; appends arriving meanwhile wait. So at most one
+//     segment is open, and the list always names every ledger holding
+//     acknowledged data.
+//   - P5 Idempotence: per producer id the epoch and the last 5 batches
+//     (sequence range -> offsets) are kept; a retried batch gets its
+//     original offsets. The state is snapshotted in the PartitionLog at
+//     every CAS (as of the end of the last closed segment) and rebuilt on
+//     takeover from that snapshot plus the recovered segments' batches.
+//
+// # Concurrency
+//
+// One mutex (Log.mu) guards the state; it is never held across a metad or
+// bookie call. Appends are serialized in offset order by a one-slot
+// semaphore (appendSem) held while an append is handed to the ledger
+// writer (which may block on back-pressure) and for the whole of a roll
+// or Close. Writer callbacks take only Log.mu. One goroutine per Log
+// (run) rolls segments; Close waits for it.
+package partlog

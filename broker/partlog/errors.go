@@ -1,0 +1,59 @@
+package partlog
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/metad/metaclient"
+)
+
+// Sentinel errors. Match with errors.Is; the package wraps them with %w.
+//
+// Which call returns which:
+//
+//	Open         ErrConflict (the PartitionLog changed during takeover),
+//	             ErrFenced (a newer owner epoch is recorded), or the
+//	             store's / ledger's error, wrapped.
+//	Append       ErrCorruptBatch, ErrTooLarge, ErrOutOfOrderSequence,
+//	             ErrProducerFenced (rejected: nothing written);
+//	             ErrClosed; the failed log's error (ErrFenced,
+//	             ErrConflict, ErrUnknownOutcome); ErrUnknownOutcome (the
+//	             batch was handed to the ledger and the outcome is unknown,
+//	             also when ctx ends while waiting for the acknowledgement).
+//	Fetch,       *OutOfRangeError, ErrClosed, the failed log's error, or a
+//	ListOffset   ledger read error, wrapped.
+//	Close        the failed log's error, ErrConflict, ErrFenced, or the
+//	             store's / ledger's error.
+//	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
+var (
+	ErrClosed             = errors.New("partlog: closed")
+	ErrFenced             = errors.New("partlog: fenced by another owner")
+	ErrConflict           = errors.New("partlog: partition log changed under its owner")
+	ErrCorruptBatch       = errors.New("partlog: corrupt record batch")
+	ErrTooLarge           = errors.New("partlog: record batch too large")
+	ErrOutOfOrderSequence = errors.New("partlog: out of order sequence number")
+	ErrProducerFenced     = errors.New("partlog: producer fenced (stale epoch)")
+	ErrUnknownOutcome     = errors.New("partlog: write outcome unknown")
+	// ErrNotFound is metaclient.ErrNotFound: ReadPartitionLog (and
+	// Store.Get) of a missing key.
+	ErrNotFound = metaclient.ErrNotFound
+)
+
+// OutOfRangeError: a fetch or read asked for an offset outside
+// [Start, End] (End is the high watermark: fetching at it waits).
+type OutOfRangeError struct {
+	Offset, Start, End int64
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("partlog: offset %d out of range: valid offsets are %d..%d", e.Offset, e.Start, e.End)
+}
+
+// writeError maps a ledger writer error to the log's terminal error.
+func writeError(err error) error {
+	if errors.Is(err, ledger.ErrFenced) {
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+}

@@ -1,0 +1,424 @@
+package partlog
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// Read-side bounds.
+const (
+	// readAheadBytes: a read from bookies fetches this much beyond what a
+	// fetch asked for, kept for the next sequential fetch.
+	readAheadBytes = 1 << 20
+	// indexCacheSize, readerCacheSize: closed segments' indexes and ledger
+	// readers kept per partition.
+	indexCacheSize  = 64
+	readerCacheSize = 8
+)
+
+// FetchResult is what Fetch returns.
+type FetchResult struct {
+	// Records: whole stored batches, concatenated; the first may start
+	// below the requested offset (the client skips those records).
+	Records                       []byte
+	HighWatermark, LogStartOffset int64
+}
+
+// segRef is a snapshot of one segment for the read path.
+type segRef struct {
+	ledgerID    uint64
+	first, last int64 // last acknowledged offset
+	lastEntry   int64
+	maxTs       int64
+	open        bool
+	entries     []entryInfo // open segment: its acknowledged entries
+}
+
+// readState is the read path's caches: closed segments' indexes, ledger
+// readers, and the read-ahead buffer.
+type readState struct {
+	mu      sync.Mutex
+	indexes *lru[uint64, *brokerpb.LedgerIndex]
+	readers *lru[uint64, *ledger.Reader]
+	// ahead: entries first.. of ledger aheadLedger read from bookies
+	// beyond what a fetch asked for.
+	aheadLedger uint64
+	aheadFirst  int64
+	ahead       [][]byte
+}
+
+func (r *readState) init() {
+	r.indexes = newLRU[uint64, *brokerpb.LedgerIndex](indexCacheSize)
+	r.readers = newLRU[uint64, *ledger.Reader](readerCacheSize)
+}
+
+func (r *readState) putIndex(id uint64, idx *brokerpb.LedgerIndex) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.indexes.put(id, idx)
+}
+
+func (r *readState) readAhead(id uint64, entry int64) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id != r.aheadLedger || entry < r.aheadFirst || entry >= r.aheadFirst+int64(len(r.ahead)) {
+		return nil, false
+	}
+	return r.ahead[entry-r.aheadFirst], true
+}
+
+// Fetch returns whole batches from offset on, up to maxBytes (at least
+// one batch however large), never at or beyond the high watermark,
+// continuing across segments. At offset == HW it waits up to maxWait for
+// an append, then returns nothing. Outside [log start, HW]:
+// *OutOfRangeError.
+func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
+	var timeout <-chan time.Time
+	for {
+		l.mu.Lock()
+		if err := l.readErrLocked(); err != nil {
+			l.mu.Unlock()
+			return FetchResult{}, err
+		}
+		start, hw := l.mu.pl.GetLogStartOffset(), l.mu.hw
+		if offset < start || offset > hw {
+			l.mu.Unlock()
+			return FetchResult{}, &OutOfRangeError{Offset: offset, Start: start, End: hw}
+		}
+		if offset < hw {
+			segs := l.segmentsLocked()
+			l.mu.Unlock()
+			records, err := l.read(ctx, segs, offset, hw, maxBytes)
+			if err != nil {
+				return FetchResult{}, err
+			}
+			l.metrics.FetchedBytes.Add(float64(len(records)))
+			return FetchResult{Records: records, HighWatermark: hw, LogStartOffset: start}, nil
+		}
+		changed := l.mu.hwChanged
+		l.mu.Unlock()
+		if maxWait <= 0 {
+			return FetchResult{HighWatermark: hw, LogStartOffset: start}, nil
+		}
+		if timeout == nil {
+			t := time.NewTimer(maxWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return FetchResult{HighWatermark: l.HighWatermark(), LogStartOffset: start}, nil
+		case <-ctx.Done():
+			return FetchResult{}, ctx.Err()
+		}
+	}
+}
+
+// readErrLocked is why reads must be refused, or nil.
+// REQUIRES: l.mu held.
+func (l *Log) readErrLocked() error {
+	if l.mu.err != nil {
+		return l.mu.err
+	}
+	select {
+	case <-l.mu.closed:
+		return ErrClosed
+	default:
+	}
+	return nil
+}
+
+// segmentsLocked snapshots the segments for reading.
+// REQUIRES: l.mu held.
+func (l *Log) segmentsLocked() []segRef {
+	segs := make([]segRef, 0, len(l.mu.pl.GetSegments()))
+	for _, s := range l.mu.pl.GetSegments() {
+		if !s.GetClosed() && s.GetLedgerId() == l.mu.seg.ledgerID {
+			o := &l.mu.seg
+			entries := o.entries[:o.acked]
+			ref := segRef{ledgerID: o.ledgerID, first: o.first, last: o.first - 1, lastEntry: int64(len(entries)) - 1,
+				maxTs: -1, open: true, entries: entries}
+			if n := len(entries); n > 0 {
+				ref.last, ref.maxTs = entries[n-1].last, entries[n-1].runMaxTs
+			}
+			segs = append(segs, ref)
+			continue
+		}
+		segs = append(segs, segRef{ledgerID: s.GetLedgerId(), first: s.GetFirstOffset(), last: s.GetLastOffset(),
+			lastEntry: s.GetLastEntryId(), maxTs: s.GetMaxTimestampMs()})
+	}
+	return segs
+}
+
+// read collects the batches of offset.. below hw, up to maxBytes.
+func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxBytes int) ([]byte, error) {
+	var out []byte
+	full := false
+	i := max(segmentFor(segs, offset), 0)
+	for ; i < len(segs) && !full; i++ {
+		s := segs[i]
+		if s.last < offset {
+			continue
+		}
+		from, err := l.entryFor(ctx, s, offset)
+		if err != nil {
+			return nil, err
+		}
+		budget := func() int { return max(maxBytes-len(out), 0) + readAheadBytes }
+		err = l.scan(ctx, s, from, budget, func(id int64, payload []byte) (bool, error) {
+			h, err := recordbatch.ParseHeader(payload)
+			if err != nil {
+				return false, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.ledgerID, id, err)
+			}
+			switch {
+			case h.LastOffset() < offset:
+				return true, nil
+			case h.BaseOffset >= hw:
+				full = true
+				return false, nil
+			case len(out) > 0 && len(out)+len(payload) > maxBytes:
+				full = true
+				return false, nil
+			}
+			out = append(out, payload...)
+			if len(out) >= maxBytes {
+				full = true
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// entryFor is the entry of s to start reading at for offset.
+func (l *Log) entryFor(ctx context.Context, s segRef, offset int64) (int64, error) {
+	if s.open {
+		return int64(entryForOffset(s.entries, offset)), nil
+	}
+	idx, err := l.index(ctx, s.ledgerID)
+	if err != nil {
+		return 0, err
+	}
+	return indexStartForOffset(idx, offset), nil
+}
+
+// index returns a closed segment's index, from the cache or metad.
+func (l *Log) index(ctx context.Context, id uint64) (*brokerpb.LedgerIndex, error) {
+	l.reads.mu.Lock()
+	idx, ok := l.reads.indexes.get(id)
+	l.reads.mu.Unlock()
+	if ok {
+		return idx, nil
+	}
+	idx, err := readIndex(ctx, l.cfg.Store, id)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: index of ledger %d: %w", id, err)
+	}
+	l.reads.putIndex(id, idx)
+	return idx, nil
+}
+
+// scan calls fn with the entries of s from entry from on, in order, until
+// fn says stop or the segment ends. Entries come from the tail cache, the
+// read-ahead buffer, or the bookies (budget() bytes at a time).
+func (l *Log) scan(ctx context.Context, s segRef, from int64, budget func() int, fn func(id int64, payload []byte) (bool, error)) error {
+	for e := from; e <= s.lastEntry; {
+		payload, ok := l.cfg.Cache.Get(s.ledgerID, e)
+		if !ok {
+			payload, ok = l.reads.readAhead(s.ledgerID, e)
+		}
+		if !ok {
+			if err := l.readFromBookies(ctx, s, e, budget()); err != nil {
+				return err
+			}
+			continue
+		}
+		more, err := fn(e, payload)
+		if err != nil || !more {
+			return err
+		}
+		e++
+	}
+	return nil
+}
+
+var errEnough = errors.New("partlog: read budget reached")
+
+// readFromBookies reads entries first.. of s (at least one, up to budget
+// bytes) into the read-ahead buffer.
+func (l *Log) readFromBookies(ctx context.Context, s segRef, first int64, budget int) error {
+	r, err := l.reader(ctx, s.ledgerID)
+	if err != nil {
+		return err
+	}
+	// The segment's entries up to lastEntry are acknowledged (closed, or
+	// acknowledged to this owner): no need to ask the bookies.
+	r.AdvanceLAC(s.lastEntry)
+	var (
+		payloads [][]byte
+		size     int
+	)
+	err = r.ReadRange(ctx, first, s.lastEntry, func(e ledger.Entry) error {
+		payloads = append(payloads, e.Payload)
+		size += len(e.Payload)
+		if size >= budget {
+			return errEnough
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return fmt.Errorf("partlog: reading ledger %d from entry %d: %w", s.ledgerID, first, err)
+	}
+	if len(payloads) == 0 {
+		return fmt.Errorf("partlog: reading ledger %d: no entry %d", s.ledgerID, first)
+	}
+	l.metrics.BookieReadBytes.Add(float64(size))
+	l.reads.mu.Lock()
+	l.reads.aheadLedger, l.reads.aheadFirst, l.reads.ahead = s.ledgerID, first, payloads
+	l.reads.mu.Unlock()
+	return nil
+}
+
+// reader returns a (cached) reader of a ledger.
+func (l *Log) reader(ctx context.Context, id uint64) (*ledger.Reader, error) {
+	l.reads.mu.Lock()
+	r, ok := l.reads.readers.get(id)
+	l.reads.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := ledger.OpenReader(ctx, l.cfg.Env, id)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: opening ledger %d: %w", id, err)
+	}
+	l.reads.mu.Lock()
+	l.reads.readers.put(id, r)
+	l.reads.mu.Unlock()
+	return r, nil
+}
+
+// ListOffset resolves a timestamp to an offset: -2 the log start, -1 the
+// high watermark (ts -1 for both); otherwise the first record with a
+// timestamp >= timestampMs and its timestamp, or (HW, -1) when none.
+func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int64, err error) {
+	l.mu.Lock()
+	if err := l.readErrLocked(); err != nil {
+		l.mu.Unlock()
+		return 0, 0, err
+	}
+	start, hw := l.mu.pl.GetLogStartOffset(), l.mu.hw
+	segs := l.segmentsLocked()
+	l.mu.Unlock()
+	switch {
+	case timestampMs == -2:
+		return start, -1, nil
+	case timestampMs == -1:
+		return hw, -1, nil
+	case timestampMs < 0:
+		return 0, 0, fmt.Errorf("partlog: invalid timestamp %d", timestampMs)
+	}
+	for _, s := range segs {
+		if s.last < s.first || s.maxTs < timestampMs {
+			continue
+		}
+		var from int64
+		if s.open {
+			from = int64(sort.Search(len(s.entries), func(i int) bool { return s.entries[i].runMaxTs >= timestampMs }))
+		} else {
+			idx, err := l.index(ctx, s.ledgerID)
+			if err != nil {
+				return 0, 0, err
+			}
+			from = indexStartForTime(idx, timestampMs)
+		}
+		found := false
+		budget := func() int { return readAheadBytes }
+		err := l.scan(ctx, s, from, budget, func(id int64, payload []byte) (bool, error) {
+			h, err := recordbatch.ParseHeader(payload)
+			if err != nil {
+				return false, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.ledgerID, id, err)
+			}
+			if h.BaseOffset >= hw {
+				return false, nil
+			}
+			if h.MaxTimestamp < timestampMs {
+				return true, nil
+			}
+			if h.LogAppendTime() {
+				offset, ts, found = h.BaseOffset, h.MaxTimestamp, true
+				return false, nil
+			}
+			_, recs, err := recordbatch.Decode(payload)
+			if err != nil {
+				return false, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.ledgerID, id, err)
+			}
+			for _, r := range recs {
+				if r.TimestampMs >= timestampMs && r.Offset >= start {
+					offset, ts, found = r.Offset, r.TimestampMs, true
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		if found {
+			return offset, ts, nil
+		}
+	}
+	return hw, -1, nil
+}
+
+// lru is a small least-recently-used map. Not safe for concurrent use.
+type lru[K comparable, V any] struct {
+	max int
+	ll  *list.List
+	m   map[K]*list.Element
+}
+
+type lruItem[K comparable, V any] struct {
+	k K
+	v V
+}
+
+func newLRU[K comparable, V any](n int) *lru[K, V] {
+	return &lru[K, V]{max: n, ll: list.New(), m: make(map[K]*list.Element)}
+}
+
+func (c *lru[K, V]) get(k K) (V, bool) {
+	if e, ok := c.m[k]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*lruItem[K, V]).v, true
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *lru[K, V]) put(k K, v V) {
+	if e, ok := c.m[k]; ok {
+		e.Value.(*lruItem[K, V]).v = v
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.m[k] = c.ll.PushFront(&lruItem[K, V]{k, v})
+	for c.ll.Len() > c.max {
+		old := c.ll.Back()
+		c.ll.Remove(old)
+		delete(c.m, old.Value.(*lruItem[K, V]).k)
+	}
+}

@@ -1,0 +1,217 @@
+package partlog
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/ledger/ledgertest"
+	"github.com/strata-log/strata/metad/metaclient"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testTimeout = 10 * time.Second
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// memStore is an in-memory Store with versions (metad's semantics:
+// version 1 at creation, +1 per write). beforePut, when set, runs before
+// every Put (outside the lock) and may fail it.
+type memStore struct {
+	mu        sync.Mutex
+	kv        map[string]memValue
+	beforePut func(key string) error
+}
+
+type memValue struct {
+	val     []byte
+	version int64
+}
+
+func newMemStore() *memStore { return &memStore{kv: make(map[string]memValue)} }
+
+func (s *memStore) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.kv[key]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: %s", metaclient.ErrNotFound, key)
+	}
+	return v.val, v.version, nil
+}
+
+func (s *memStore) Put(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
+	s.mu.Lock()
+	hook := s.beforePut
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(key); err != nil {
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.kv[key]
+	if expected >= 0 && cur.version != expected {
+		return 0, fmt.Errorf("%w: %s at version %d, expected %d", metaclient.ErrVersionConflict, key, cur.version, expected)
+	}
+	v := memValue{val: append([]byte(nil), value...), version: cur.version + 1}
+	s.kv[key] = v
+	return v.version, nil
+}
+
+func (s *memStore) Delete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.kv, key)
+	return nil
+}
+
+func (s *memStore) setBeforePut(f func(string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beforePut = f
+}
+
+type ledgerInFlight = ledgertest.InFlightAdd
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// fixture is a cluster, a store and a clock shared by the logs of a test.
+type fixture struct {
+	t       testing.TB
+	cluster *ledgertest.Cluster
+	store   *memStore
+	clock   *fakeClock
+	cache   *TailCache
+}
+
+func newFixture(t testing.TB) *fixture {
+	return &fixture{t: t, cluster: ledgertest.NewCluster(4), store: newMemStore(), clock: newFakeClock(),
+		cache: NewTailCache(64<<20, nil)}
+}
+
+func (f *fixture) config(epoch int64) Config {
+	return Config{
+		Topic: "orders", Partition: 3, Epoch: epoch,
+		Env: f.cluster.Env(), Store: f.store,
+		Cache: f.cache, Now: f.clock.Now, SequenceGapWait: 50 * time.Millisecond, Scheduler: f.cluster.Scheduler,
+		RollCheckInterval: time.Hour, // tests roll explicitly
+	}
+}
+
+func (f *fixture) open(cfg Config) *Log {
+	f.t.Helper()
+	l, err := Open(testCtx(f.t), cfg)
+	if err != nil {
+		f.t.Fatalf("Open: %v", err)
+	}
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.Close(ctx)
+	})
+	return l
+}
+
+// batch encodes a non-idempotent batch of values; record i has timestamp
+// ts+i.
+func batch(t testing.TB, ts int64, values ...string) []byte {
+	return idemBatch(t, -1, -1, -1, ts, values...)
+}
+
+func idemBatch(t testing.TB, pid int64, epoch int16, seq int32, ts int64, values ...string) []byte {
+	t.Helper()
+	recs := make([]recordbatch.Record, len(values))
+	for i, v := range values {
+		recs[i] = recordbatch.Record{TimestampMs: ts + int64(i), Value: []byte(v)}
+	}
+	b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustAppend(t testing.TB, l *Log, b []byte, acks Acks) AppendResult {
+	t.Helper()
+	r, err := l.Append(testCtx(t), b, acks)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	return r
+}
+
+// decodeAll decodes fetched batches into records.
+func decodeAll(t testing.TB, records []byte) []recordbatch.Record {
+	t.Helper()
+	batches, err := recordbatch.Split(records)
+	if err != nil {
+		t.Fatalf("Split: %v", err)
+	}
+	var out []recordbatch.Record
+	for _, b := range batches {
+		if _, err := recordbatch.Verify(b); err != nil {
+			t.Fatalf("fetched batch: %v", err)
+		}
+		_, recs, err := recordbatch.Decode(b)
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		out = append(out, recs...)
+	}
+	return out
+}
+
+// fetchAll reads every record from offset to the high watermark.
+func fetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
+	t.Helper()
+	var out []recordbatch.Record
+	for off := from; off < l.HighWatermark(); {
+		res, err := l.Fetch(testCtx(t), off, 1000, 0)
+		if err != nil {
+			t.Fatalf("Fetch(%d): %v", off, err)
+		}
+		recs := decodeAll(t, res.Records)
+		n := 0
+		for _, r := range recs {
+			if r.Offset >= off {
+				out = append(out, r)
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("Fetch(%d) returned no record at or after it (hw %d)", off, l.HighWatermark())
+		}
+		off = out[len(out)-1].Offset + 1
+	}
+	return out
+}

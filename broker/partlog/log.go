@@ -1,0 +1,486 @@
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// Log is a partition's log on its owner. See the package doc for the
+// invariants and the lock discipline.
+type Log struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+
+	// appendSem is a one-slot semaphore: held to hand an append to the
+	// writer (offset order = entry order) and for a whole roll or Close.
+	appendSem chan struct{}
+	// failed is closed when the log fails (P3).
+	failed chan struct{}
+	// rollKick asks run to check the roll conditions now.
+	rollKick chan struct{}
+	// stop ends run; bgCtx bounds its I/O.
+	stop     chan struct{}
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	wg       sync.WaitGroup
+
+	reads readState
+
+	mu struct {
+		sync.Mutex
+		// pl is the PartitionLog as stored at version (never modified:
+		// replaced by a new one at each CAS).
+		pl      *brokerpb.PartitionLog
+		version int64
+		writer  *ledger.Writer
+		seg     openSegment
+		// next is the offset the next batch gets.
+		next int64
+		// hw: the high watermark (P2).
+		hw int64
+		// pending: appends handed to the writer, not yet acknowledged at
+		// the quorum, in entry order.
+		pending []*pendingAppend
+		// levelWait: acknowledged appends whose caller still waits for
+		// AcksAll (or an AcksOne reply that has not come).
+		levelWait map[*pendingAppend]struct{}
+		producers *producerTable
+		// producersChanged is closed (and replaced) when producers changes.
+		producersChanged chan struct{}
+		hwChanged        chan struct{}
+		// err is terminal (P3); closing: Close was called.
+		err      error
+		closing  bool
+		closed   chan struct{} // closed when Close finished
+		closeErr error
+	}
+}
+
+// openSegment is the open segment's in-memory state: its entry index
+// (for fetch) and live numbers.
+type openSegment struct {
+	ledgerID    uint64
+	first       int64
+	createdAtMs int64
+	// entries: every entry handed to the writer; entries[:acked] are
+	// acknowledged and never change.
+	entries    []entryInfo
+	acked      int
+	bytes      int64 // of entries
+	lastAppend time.Time
+}
+
+// pendingAppend is a batch handed to the writer.
+type pendingAppend struct {
+	entryID    int64
+	ledgerID   uint64
+	base, last int64
+	records    int32
+	batch      []byte
+	acks       Acks
+	start      time.Time
+	// quorum is closed when the entry is acknowledged at the quorum or
+	// fails (err set before).
+	quorum chan struct{}
+	err    error
+	// replied is closed when the caller's level is reached or failed
+	// (replyErr set before).
+	replied  chan struct{}
+	replyErr error
+	// undo reverts enqueue (REQUIRES: l.mu held).
+	undo func()
+	// producerBatch is the producer state's record of this batch.
+	producerBatch *producerBatch
+	// levelDone: the level callback ran (AcksOne can come before the
+	// quorum).
+	levelDone bool
+}
+
+// AppendResult is the outcome of an Append.
+type AppendResult struct {
+	BaseOffset, LastOffset, LogStartOffset int64
+	// Duplicate: a retry of a batch already written; the offsets are the
+	// original ones and nothing was appended.
+	Duplicate bool
+}
+
+// Append verifies batch (exactly one v2 batch), deduplicates idempotent
+// producers, stamps the base offset and the owner epoch in place (the
+// caller gives up the slice) and appends it as one ledger entry. It
+// returns when acks is reached; with AcksNone after the hand-off, with
+// BaseOffset -1. See errors.go for the errors.
+func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult, error) {
+	start := l.cfg.Now()
+	if len(batch) > l.cfg.MaxBatchBytes {
+		return AppendResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), l.cfg.MaxBatchBytes)
+	}
+	h, err := recordbatch.Verify(batch)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+	}
+	if h.RecordCount <= 0 || h.LastOffsetDelta < 0 || h.LastOffsetDelta < h.RecordCount-1 {
+		return AppendResult{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrCorruptBatch, h.RecordCount, h.LastOffsetDelta)
+	}
+	if acks < AcksQuorum || acks > AcksAll {
+		return AppendResult{}, fmt.Errorf("partlog: unknown acks %d", acks)
+	}
+	var p *pendingAppend
+	var dup *producerBatch
+	gapDeadline := time.Now().Add(l.cfg.SequenceGapWait)
+	for {
+		if err := l.acquire(ctx); err != nil {
+			return AppendResult{}, err
+		}
+		var progress <-chan struct{}
+		allowUnknown := !time.Now().Before(gapDeadline)
+		p, dup, progress, err = l.enqueue(h, batch, acks, start, allowUnknown)
+		if err == nil {
+			break
+		}
+		l.release()
+		if !errors.Is(err, errSequenceGap) || !time.Now().Before(gapDeadline) {
+			return AppendResult{}, err
+		}
+		// Batches before this one are probably in other requests still
+		// on their way: wait for the producer state to move, then retry.
+		timer := time.NewTimer(time.Until(gapDeadline))
+		select {
+		case <-progress:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+	if dup != nil {
+		l.release()
+		return l.waitDuplicate(ctx, dup)
+	}
+	err = l.handOff(ctx, p)
+	l.release()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if acks == AcksNone {
+		return AppendResult{BaseOffset: -1, LastOffset: -1, LogStartOffset: l.LogStartOffset()}, nil
+	}
+	select {
+	case <-p.replied:
+	case <-ctx.Done():
+		return AppendResult{}, fmt.Errorf("%w: waiting for the acknowledgement: %w", ErrUnknownOutcome, ctx.Err())
+	}
+	if p.replyErr != nil {
+		return AppendResult{}, p.replyErr
+	}
+	l.metrics.AppendLatency.Observe(l.cfg.Now().Sub(p.start).Seconds())
+	return AppendResult{BaseOffset: p.base, LastOffset: p.last, LogStartOffset: l.LogStartOffset()}, nil
+}
+
+// acquire takes appendSem, failing with the log's error, ErrClosed or
+// ctx's error.
+func (l *Log) acquire(ctx context.Context) error {
+	select {
+	case l.appendSem <- struct{}{}:
+		return nil
+	case <-l.failed:
+		return l.Err()
+	case <-l.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Log) release() { <-l.appendSem }
+
+// enqueue assigns the batch its offsets and entry and records it
+// (producer state, index, pending), or finds it a duplicate.
+// REQUIRES: appendSem held.
+// On a sequence gap it returns the channel closed at the next change of the
+// producer state.
+func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start time.Time, allowUnknown bool) (*pendingAppend, *producerBatch, <-chan struct{}, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.acceptErrLocked(); err != nil {
+		return nil, nil, nil, err
+	}
+	if h.ProducerID >= 0 {
+		dup, err := l.mu.producers.check(h, allowUnknown)
+		if err != nil || dup != nil {
+			return nil, dup, l.mu.producersChanged, err
+		}
+		defer l.producersChangedLocked()
+	}
+	seg := &l.mu.seg
+	base := l.mu.next
+	recordbatch.SetBaseOffset(batch, base)
+	recordbatch.SetPartitionLeaderEpoch(batch, int32(l.cfg.Epoch))
+	h.BaseOffset = base
+	p := &pendingAppend{
+		entryID: int64(len(seg.entries)), ledgerID: seg.ledgerID, base: base, last: h.LastOffset(),
+		records: h.RecordCount, batch: batch, acks: acks, start: start,
+		quorum: make(chan struct{}), replied: make(chan struct{}),
+	}
+	undoProducer := func() {}
+	if h.ProducerID >= 0 {
+		p.producerBatch, undoProducer = l.mu.producers.apply(h, base, p, start.UnixMilli())
+	}
+	lastAppend := seg.lastAppend
+	seg.entries = append(seg.entries, newEntryInfo(h, len(batch), seg.entries))
+	seg.bytes += int64(len(batch))
+	seg.lastAppend = l.cfg.Now()
+	l.mu.next = p.last + 1
+	l.mu.pending = append(l.mu.pending, p)
+	// undo is for handOff when the writer never took the entry.
+	p.undo = func() {
+		undoProducer()
+		seg.entries = seg.entries[:len(seg.entries)-1]
+		seg.bytes -= int64(len(batch))
+		seg.lastAppend = lastAppend
+		l.mu.next = base
+		l.mu.pending = l.mu.pending[:len(l.mu.pending)-1]
+	}
+	return p, nil, nil, nil
+}
+
+// producersChangedLocked wakes appends waiting for a sequence gap to close.
+// REQUIRES: l.mu held.
+func (l *Log) producersChangedLocked() {
+	close(l.mu.producersChanged)
+	l.mu.producersChanged = make(chan struct{})
+}
+
+// acceptErrLocked is why an append must be refused, or nil.
+// REQUIRES: l.mu held.
+func (l *Log) acceptErrLocked() error {
+	if l.mu.err != nil {
+		return l.mu.err
+	}
+	if l.mu.closing {
+		return ErrClosed
+	}
+	return nil
+}
+
+// handOff gives p to the writer. If the writer refuses it because ctx
+// ended (back-pressure), p is undone; any other refusal fails the log.
+// REQUIRES: appendSem held, p the last enqueued.
+func (l *Log) handOff(ctx context.Context, p *pendingAppend) error {
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	var levelCB func(int64, error)
+	level := ledger.AckQuorum
+	switch p.acks {
+	case AcksOne:
+		level, levelCB = ledger.AckOne, func(_ int64, err error) { l.onLevel(p, err) }
+	case AcksAll:
+		level, levelCB = ledger.AckAll, func(_ int64, err error) { l.onLevel(p, err) }
+	}
+	err := w.AppendAcks(ctx, p.batch, level, func(id int64, err error) { l.onQuorum(p, id, err) }, levelCB)
+	if err == nil {
+		l.maybeKickRoll()
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) && l.mu.err == nil {
+		p.undo()
+		return err
+	}
+	l.failLocked(writeError(err))
+	return l.mu.err
+}
+
+// onQuorum is the writer's callback for p: acknowledged at the quorum, in
+// entry order, or failed.
+func (l *Log) onQuorum(p *pendingAppend, id int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.failLocked(writeError(err))
+		return
+	}
+	if l.mu.err != nil || len(l.mu.pending) == 0 || l.mu.pending[0] != p {
+		return // failed for another reason: p was already answered
+	}
+	if id != p.entryID {
+		l.failLocked(fmt.Errorf("%w: ledger %d acknowledged entry %d, expected %d", ErrUnknownOutcome, p.ledgerID, id, p.entryID))
+		return
+	}
+	l.mu.pending[0] = nil
+	l.mu.pending = l.mu.pending[1:]
+	if l.mu.seg.ledgerID == p.ledgerID {
+		l.mu.seg.acked = int(p.entryID) + 1
+	}
+	l.mu.hw = p.last + 1
+	close(p.quorum)
+	if p.producerBatch != nil {
+		p.producerBatch.pending = nil // a retry need not wait; drop the bytes
+	}
+	switch p.acks {
+	case AcksQuorum, AcksNone:
+		l.replyLocked(p, nil)
+	default:
+		if !p.levelDone {
+			l.mu.levelWait[p] = struct{}{}
+		}
+	}
+	l.cfg.Cache.Add(p.ledgerID, p.entryID, p.batch)
+	l.metrics.AppendedRecords.Add(float64(p.records))
+	l.metrics.AppendedBytes.Add(float64(len(p.batch)))
+	close(l.mu.hwChanged)
+	l.mu.hwChanged = make(chan struct{})
+}
+
+// onLevel is the writer's level callback for AcksOne / AcksAll.
+func (l *Log) onLevel(p *pendingAppend, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p.levelDone = true
+	delete(l.mu.levelWait, p)
+	switch {
+	case err == nil:
+		l.replyLocked(p, nil)
+	case errors.Is(err, ledger.ErrUnderReplicated):
+		// Acknowledged at the quorum, but "all" can no longer be met.
+		l.replyLocked(p, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+	default:
+		l.failLocked(writeError(err))
+		l.replyLocked(p, l.mu.err)
+	}
+}
+
+// replyLocked answers p's caller once.
+// REQUIRES: l.mu held.
+func (l *Log) replyLocked(p *pendingAppend, err error) {
+	select {
+	case <-p.replied:
+		return
+	default:
+	}
+	p.replyErr = err
+	close(p.replied)
+}
+
+// failLocked makes err terminal (P3): every pending append fails with
+// it, Failed closes, nothing more is accepted.
+// REQUIRES: l.mu held.
+func (l *Log) failLocked(err error) {
+	if l.mu.err != nil {
+		return
+	}
+	l.mu.err = err
+	close(l.failed)
+	l.metrics.Failures.Inc()
+	l.log.Warn("partition log failed", "err", err, "hw", l.mu.hw, "pending", len(l.mu.pending))
+	for _, p := range l.mu.pending {
+		p.err = err
+		close(p.quorum)
+		l.replyLocked(p, err)
+	}
+	l.mu.pending = nil
+	for p := range l.mu.levelWait {
+		l.replyLocked(p, err)
+	}
+	clear(l.mu.levelWait)
+	close(l.mu.hwChanged)
+	l.mu.hwChanged = make(chan struct{})
+}
+
+// fail is failLocked taking the lock.
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failLocked(err)
+}
+
+// waitDuplicate answers a retried batch with the original's offsets, once
+// the original is acknowledged.
+func (l *Log) waitDuplicate(ctx context.Context, b *producerBatch) (AppendResult, error) {
+	l.mu.Lock()
+	p := b.pending
+	l.mu.Unlock()
+	if p != nil {
+		select {
+		case <-p.quorum:
+		case <-ctx.Done():
+			return AppendResult{}, fmt.Errorf("%w: waiting for the original of a retried batch: %w", ErrUnknownOutcome, ctx.Err())
+		}
+		if p.err != nil {
+			return AppendResult{}, p.err
+		}
+	}
+	return AppendResult{BaseOffset: b.base, LastOffset: b.last, LogStartOffset: l.LogStartOffset(), Duplicate: true}, nil
+}
+
+// maybeKickRoll asks run to roll when the open segment is full.
+func (l *Log) maybeKickRoll() {
+	l.mu.Lock()
+	full := l.mu.seg.bytes >= l.cfg.SegmentBytes
+	l.mu.Unlock()
+	if full {
+		select {
+		case l.rollKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// HighWatermark is one past the last offset consumers may read.
+func (l *Log) HighWatermark() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.hw
+}
+
+// LogStartOffset is the first offset of the log.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.pl.GetLogStartOffset()
+}
+
+// HWChanged returns a channel closed at the next high watermark advance
+// (or failure). Take it, check HighWatermark, then wait: no advance is
+// missed.
+func (l *Log) HWChanged() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.hwChanged
+}
+
+// Failed is closed when the log fails (fenced, CAS lost, write error):
+// the broker must drop the partition (and call Close to release it).
+func (l *Log) Failed() <-chan struct{} { return l.failed }
+
+// Err is the log's terminal error, nil while it is healthy.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.err
+}
+
+// Describe returns the PartitionLog with the open segment's live numbers
+// (acknowledged entries only).
+func (l *Log) Describe() *brokerpb.PartitionLog {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
+	if n := len(pl.Segments); n > 0 && !pl.Segments[n-1].Closed && pl.Segments[n-1].LedgerId == l.mu.seg.ledgerID {
+		s := &l.mu.seg
+		live := segmentProto(s.ledgerID, s.first, s.createdAtMs, s.entries[:s.acked], false)
+		pl.Segments[n-1] = live
+	}
+	return pl
+}

@@ -1,0 +1,854 @@
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/strata-log/strata/client/recordbatch"
+)
+
+func TestAppendFetchRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	r := mustAppend(t, l, batch(t, 1000, "a", "b", "c"), AcksQuorum)
+	if r.BaseOffset != 0 || r.LastOffset != 2 || r.Duplicate {
+		t.Fatalf("first append %+v, want offsets 0..2", r)
+	}
+	r = mustAppend(t, l, batch(t, 2000, "d"), AcksQuorum)
+	if r.BaseOffset != 3 || r.LastOffset != 3 {
+		t.Fatalf("second append %+v, want offset 3", r)
+	}
+	if hw := l.HighWatermark(); hw != 4 {
+		t.Fatalf("HW %d, want 4", hw)
+	}
+	res, err := l.Fetch(testCtx(t), 1, 1<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HighWatermark != 4 || res.LogStartOffset != 0 {
+		t.Fatalf("fetch result %+v", res)
+	}
+	recs := decodeAll(t, res.Records)
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%d=%s", r.Offset, r.Value))
+	}
+	if want := "[0=a 1=b 2=c 3=d]"; fmt.Sprint(got) != want {
+		t.Fatalf("fetched %v, want %s (whole batches)", got, want)
+	}
+	batches, _ := recordbatch.Split(res.Records)
+	if h, _ := recordbatch.ParseHeader(batches[1]); h.PartitionLeaderEpoch != 1 {
+		t.Errorf("leader epoch %d, want the owner epoch 1", h.PartitionLeaderEpoch)
+	}
+	if f.cache.Bytes() == 0 {
+		t.Errorf("tail cache empty after acknowledged appends")
+	}
+}
+
+func TestAppendRejectsBadBatches(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.MaxBatchBytes = 200
+	l := f.open(cfg)
+	b := batch(t, 1, "x")
+	b[len(b)-1] ^= 0xff
+	if _, err := l.Append(testCtx(t), b, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
+		t.Errorf("corrupt batch: %v, want ErrCorruptBatch", err)
+	}
+	if _, err := l.Append(testCtx(t), batch(t, 1, string(make([]byte, 300))), AcksQuorum); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("large batch: %v, want ErrTooLarge", err)
+	}
+	if _, err := l.Append(testCtx(t), []byte("short"), AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
+		t.Errorf("short batch: %v, want ErrCorruptBatch", err)
+	}
+	if hw := l.HighWatermark(); hw != 0 {
+		t.Errorf("HW %d after rejected batches, want 0", hw)
+	}
+}
+
+// Offsets are dense across many batches of varying sizes.
+func TestOffsetsDense(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	next := int64(0)
+	for i := range 60 {
+		vals := make([]string, 1+i%4)
+		for j := range vals {
+			vals[j] = fmt.Sprintf("v%d-%d", i, j)
+		}
+		r := mustAppend(t, l, batch(t, int64(i), vals...), AcksQuorum)
+		if r.BaseOffset != next || r.LastOffset != next+int64(len(vals))-1 {
+			t.Fatalf("batch %d: offsets %d..%d, want %d..", i, r.BaseOffset, r.LastOffset, next)
+		}
+		next = r.LastOffset + 1
+	}
+	recs := fetchAll(t, l, 0)
+	for i, r := range recs {
+		if r.Offset != int64(i) {
+			t.Fatalf("record %d has offset %d", i, r.Offset)
+		}
+	}
+	if int64(len(recs)) != next {
+		t.Fatalf("fetched %d records, want %d", len(recs), next)
+	}
+}
+
+// appendN appends n batches of 3 records "r<offset>", timestamps 10*offset.
+func appendN(t *testing.T, l *Log, n int) {
+	t.Helper()
+	for range n {
+		base := l.HighWatermark()
+		vals := []string{fmt.Sprintf("r%d", base), fmt.Sprintf("r%d", base+1), fmt.Sprintf("r%d", base+2)}
+		recs := make([]recordbatch.Record, 3)
+		for i := range recs {
+			recs[i] = recordbatch.Record{TimestampMs: 10 * (base + int64(i)), Value: []byte(vals[i])}
+		}
+		b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, l, b, AcksQuorum)
+	}
+}
+
+// rollNow rolls the open segment if it is due.
+func rollNow(t *testing.T, l *Log) {
+	t.Helper()
+	if err := l.maybeRoll(testCtx(t)); err != nil {
+		t.Fatalf("roll: %v", err)
+	}
+}
+
+// Roll by size, then fetch at every offset: the first record returned at
+// or after the offset is exactly that offset's, from the tail cache, and
+// from the bookies (a fresh cache) through the indexes.
+func TestRollBySizeFetchEveryOffset(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentBytes = 600
+	cfg.IndexIntervalBytes = 200
+	l := f.open(cfg)
+	for range 12 {
+		appendN(t, l, 3)
+		rollNow(t, l)
+	}
+	pl := l.Describe()
+	if len(pl.Segments) < 5 {
+		t.Fatalf("%d segments after rolls, want several: %v", len(pl.Segments), pl.Segments)
+	}
+	for i, s := range pl.Segments[:len(pl.Segments)-1] {
+		if !s.Closed || s.LastEntryId < 0 || s.Bytes == 0 || s.MaxTimestampMs != 10*s.LastOffset {
+			t.Errorf("segment %d: %v", i, s)
+		}
+		if i > 0 && s.FirstOffset != pl.Segments[i-1].LastOffset+1 {
+			t.Errorf("segment %d starts at %d, previous ends at %d", i, s.FirstOffset, pl.Segments[i-1].LastOffset)
+		}
+		idx, err := readIndex(testCtx(t), f.store, s.LedgerId)
+		if err != nil || len(idx.Points) == 0 || idx.Points[0].EntryId != 0 || idx.Points[0].BaseOffset != s.FirstOffset {
+			t.Errorf("segment %d index %v, %v", i, idx, err)
+		}
+	}
+	if got := f.store.kv[PartitionKey("orders", 3)]; got.version < 3 {
+		t.Errorf("PartitionLog version %d", got.version)
+	}
+	check := func(name string, l *Log) {
+		hw := l.HighWatermark()
+		for off := int64(0); off < hw; off++ {
+			res, err := l.Fetch(testCtx(t), off, 1, 0)
+			if err != nil {
+				t.Fatalf("%s: Fetch(%d): %v", name, off, err)
+			}
+			found := false
+			for _, r := range decodeAll(t, res.Records) {
+				if r.Offset == off {
+					found = string(r.Value) == fmt.Sprintf("r%d", off)
+				}
+			}
+			if !found {
+				t.Fatalf("%s: Fetch(%d) did not return that offset's record", name, off)
+			}
+		}
+		if recs := fetchAll(t, l, 0); int64(len(recs)) != hw {
+			t.Fatalf("%s: fetched %d records, want %d", name, len(recs), hw)
+		}
+	}
+	check("tail cache", l)
+	// The next owner, with an empty cache, reads everything from the
+	// bookies. (Close first: l may be rolling in the background.)
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := f.config(2)
+	cfg2.Cache = nil
+	cfg2.SegmentBytes = 600
+	l2 := f.open(cfg2)
+	check("bookies", l2)
+}
+
+func TestListOffset(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentBytes = 400
+	cfg.IndexIntervalBytes = 150
+	l := f.open(cfg)
+	for range 5 {
+		appendN(t, l, 3)
+		rollNow(t, l)
+	}
+	appendN(t, l, 2) // the open segment has data too
+	hw := l.HighWatermark()
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		ts, wantOff, wantTs int64
+	}{
+		{-2, 0, -1},
+		{-1, hw, -1},
+		{0, 0, 0},
+		{5, 1, 10},
+		{10, 1, 10},
+		{10 * (hw - 1), hw - 1, 10 * (hw - 1)},
+		{10*(hw-1) + 1, hw, -1},
+		{10 * 20, 20, 200},
+		{10*20 - 3, 20, 200},
+		{10 * (hw - 4), hw - 4, 10 * (hw - 4)},
+	} {
+		off, ts, err := l.ListOffset(ctx, tc.ts)
+		if err != nil || off != tc.wantOff || ts != tc.wantTs {
+			t.Errorf("ListOffset(%d) = %d, %d, %v; want %d, %d", tc.ts, off, ts, err, tc.wantOff, tc.wantTs)
+		}
+	}
+	// Every timestamp of every segment, through a cold reader.
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := f.config(2)
+	cfg2.Cache = nil
+	l2 := f.open(cfg2)
+	for off := int64(1); off < hw; off++ {
+		got, ts, err := l2.ListOffset(ctx, 10*off-1)
+		if err != nil || got != off || ts != 10*off {
+			t.Fatalf("ListOffset(%d) = %d, %d, %v; want %d", 10*off-1, got, ts, err, off)
+		}
+	}
+}
+
+func TestFetchOutOfRange(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	mustAppend(t, l, batch(t, 1, "a", "b"), AcksQuorum)
+	_, err := l.Fetch(testCtx(t), 3, 100, 0)
+	var oor *OutOfRangeError
+	if !errors.As(err, &oor) || oor.Offset != 3 || oor.Start != 0 || oor.End != 2 {
+		t.Fatalf("Fetch(3): %v, want OutOfRangeError 0..2", err)
+	}
+	if _, err := l.Fetch(testCtx(t), -1, 100, 0); !errors.As(err, &oor) {
+		t.Fatalf("Fetch(-1): %v", err)
+	}
+	res, err := l.Fetch(testCtx(t), 2, 100, 0)
+	if err != nil || len(res.Records) != 0 || res.HighWatermark != 2 {
+		t.Fatalf("Fetch at HW: %+v, %v; want empty", res, err)
+	}
+}
+
+// A long-poll at the HW returns soon after an append.
+func TestFetchLongPoll(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	type result struct {
+		res FetchResult
+		err error
+	}
+	done := make(chan result, 1)
+	began := time.Now()
+	go func() {
+		res, err := l.Fetch(testCtx(t), 0, 100, 5*time.Second)
+		done <- result{res, err}
+	}()
+	mustAppend(t, l, batch(t, 1, "late"), AcksQuorum)
+	r := <-done
+	if r.err != nil || len(decodeAll(t, r.res.Records)) != 1 {
+		t.Fatalf("long poll: %+v, %v", r.res, r.err)
+	}
+	if d := time.Since(began); d > 2*time.Second {
+		t.Fatalf("long poll took %v", d)
+	}
+	// With nothing appended it times out empty.
+	res, err := l.Fetch(testCtx(t), 1, 100, 20*time.Millisecond)
+	if err != nil || len(res.Records) != 0 {
+		t.Fatalf("idle long poll: %+v, %v", res, err)
+	}
+}
+
+// Crash takeover: B fences A's ledger; A fails; B continues right after
+// the last acknowledged record and loses nothing acknowledged.
+func TestTakeover(t *testing.T) {
+	f := newFixture(t)
+	a := f.open(f.config(1))
+	appendN(t, a, 4)
+	// An append in flight that reached one bookie only: not acknowledged,
+	// so it may or may not survive; the HW of B decides.
+	f.cluster.Bookies.SetManual(true)
+	if _, err := a.Append(testCtx(t), batch(t, 99, "maybe"), AcksNone); err != nil {
+		t.Fatal(err)
+	}
+	inflight := f.cluster.Bookies.InFlight()
+	f.cluster.Bookies.Deliver(func(a2 ledgerInFlight) bool { return a2.Bookie == inflight[0].Bookie })
+	f.cluster.Bookies.SetManual(false)
+	ackedHW := a.HighWatermark()
+
+	b := f.open(f.config(2))
+	if b.HighWatermark() < ackedHW {
+		t.Fatalf("B's HW %d below A's acknowledged HW %d", b.HighWatermark(), ackedHW)
+	}
+	recs := fetchAll(t, b, 0)
+	for i := int64(0); i < ackedHW; i++ {
+		if recs[i].Offset != i || string(recs[i].Value) != fmt.Sprintf("r%d", i) {
+			t.Fatalf("record %d after takeover: %d=%s", i, recs[i].Offset, recs[i].Value)
+		}
+	}
+	next := b.HighWatermark()
+	r := mustAppend(t, b, batch(t, 5, "from-b"), AcksQuorum)
+	if r.BaseOffset != next {
+		t.Fatalf("B appended at %d, want %d", r.BaseOffset, next)
+	}
+
+	// A is fenced: its next append fails and the log fails.
+	f.cluster.Bookies.DeliverAll()
+	_, err := a.Append(testCtx(t), batch(t, 6, "zombie"), AcksQuorum)
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("A's append after takeover: %v, want ErrFenced", err)
+	}
+	select {
+	case <-a.Failed():
+	case <-time.After(testTimeout):
+		t.Fatal("A did not fail")
+	}
+	if !errors.Is(a.Err(), ErrFenced) {
+		t.Fatalf("A.Err() = %v", a.Err())
+	}
+	if _, err := a.Append(testCtx(t), batch(t, 7, "again"), AcksQuorum); !errors.Is(err, ErrFenced) {
+		t.Fatalf("A accepts appends after failing: %v", err)
+	}
+	pl := b.Describe()
+	if pl.OwnerEpoch != 2 || !pl.Segments[0].Closed || pl.Segments[len(pl.Segments)-1].Closed {
+		t.Fatalf("list after takeover %v", pl)
+	}
+	// A's Close on a failed log returns its error and touches nothing.
+	if err := a.Close(testCtx(t)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("A.Close: %v", err)
+	}
+}
+
+// A takeover of an empty open segment drops it and deletes its ledger.
+func TestTakeoverDropsEmptyLedger(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentBytes = 1
+	a := f.open(cfg)
+	appendN(t, a, 1) // kicks a background roll
+	deadline := time.Now().Add(testTimeout)
+	for len(a.Describe().Segments) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no background roll")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	emptyID := a.Describe().Segments[1].LedgerId
+	b := f.open(f.config(2))
+	pl := b.Describe()
+	if len(pl.Segments) != 2 || pl.Segments[1].LedgerId == emptyID {
+		t.Fatalf("segments %v: the empty ledger %d should be gone", pl.Segments, emptyID)
+	}
+	if _, _, ok := f.cluster.Meta.Ledger(emptyID); ok {
+		t.Fatalf("empty ledger %d not deleted", emptyID)
+	}
+	if b.HighWatermark() != 3 {
+		t.Fatalf("HW %d", b.HighWatermark())
+	}
+}
+
+// A clean Close then Open elsewhere continues exactly.
+func TestCloseThenOpen(t *testing.T) {
+	f := newFixture(t)
+	a := f.open(f.config(1))
+	appendN(t, a, 3)
+	if err := a.Close(testCtx(t)); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := a.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after Close: %v", err)
+	}
+	select {
+	case <-a.Failed():
+		t.Fatal("a clean Close failed the log")
+	default:
+	}
+	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	if err != nil || len(pl.Segments) != 1 || !pl.Segments[0].Closed || pl.Segments[0].LastOffset != 8 {
+		t.Fatalf("list after Close: %v, %v", pl, err)
+	}
+	b := f.open(f.config(2))
+	r := mustAppend(t, b, batch(t, 1, "next"), AcksQuorum)
+	if r.BaseOffset != 9 {
+		t.Fatalf("B appended at %d, want 9", r.BaseOffset)
+	}
+	// Close with an empty open segment drops it.
+	b2 := f.open(f.config(2)) // takes over from b (same epoch is allowed)
+	if err := b2.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	pl, _, _ = ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	for _, s := range pl.Segments {
+		if !s.Closed || s.LastOffset < s.FirstOffset {
+			t.Fatalf("after closing an empty segment: %v", pl.Segments)
+		}
+	}
+}
+
+func TestOpenRefusesOlderEpoch(t *testing.T) {
+	f := newFixture(t)
+	f.open(f.config(5))
+	if _, err := Open(testCtx(t), f.config(4)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Open with an older epoch: %v, want ErrFenced", err)
+	}
+}
+
+// A lost CAS fails the log (roll) or the takeover.
+func TestCASConflict(t *testing.T) {
+	t.Run("roll", func(t *testing.T) {
+		f := newFixture(t)
+		cfg := f.config(1)
+		cfg.SegmentBytes = 1
+		l := f.open(cfg)
+		f.store.setBeforePut(func(key string) error {
+			if key == PartitionKey("orders", 3) {
+				// Someone else writes the list first.
+				f.store.mu.Lock()
+				v := f.store.kv[key]
+				v.version++
+				f.store.kv[key] = v
+				f.store.mu.Unlock()
+			}
+			return nil
+		})
+		appendN(t, l, 1) // full: the roll's CAS loses
+		select {
+		case <-l.Failed():
+		case <-time.After(testTimeout):
+			t.Fatal("log not failed after a lost CAS")
+		}
+		if !errors.Is(l.Err(), ErrConflict) {
+			t.Fatalf("Err() = %v, want ErrConflict", l.Err())
+		}
+		if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
+			t.Fatalf("append after a lost CAS: %v", err)
+		}
+	})
+	t.Run("open", func(t *testing.T) {
+		f := newFixture(t)
+		f.store.setBeforePut(func(key string) error {
+			if key == PartitionKey("orders", 3) {
+				f.store.setBeforePut(nil)
+				_, err := f.store.Put(context.Background(), key, []byte{}, 0)
+				return err
+			}
+			return nil
+		})
+		if _, err := Open(testCtx(t), f.config(1)); !errors.Is(err, ErrConflict) {
+			t.Fatalf("Open: %v, want ErrConflict", err)
+		}
+		if ids, _ := f.cluster.Meta.List(testCtx(t)); len(ids) != 0 {
+			t.Fatalf("ledgers %v left after a lost takeover", ids)
+		}
+	})
+}
+
+func TestIdleAndAgeRoll(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.IdleRoll = time.Minute
+	cfg.SegmentAge = time.Hour
+	l := f.open(cfg)
+	f.clock.Advance(2 * time.Minute)
+	rollNow(t, l)
+	if n := len(l.Describe().Segments); n != 1 {
+		t.Fatalf("an empty segment rolled: %d segments", n)
+	}
+	appendN(t, l, 1)
+	f.clock.Advance(30 * time.Second)
+	rollNow(t, l)
+	if n := len(l.Describe().Segments); n != 1 {
+		t.Fatalf("rolled before idle: %d segments", n)
+	}
+	f.clock.Advance(31 * time.Second)
+	rollNow(t, l)
+	if n := len(l.Describe().Segments); n != 2 {
+		t.Fatalf("no idle roll: %d segments", n)
+	}
+	for range 70 { // busy for over an hour: rolls on age
+		appendN(t, l, 1)
+		f.clock.Advance(time.Minute - time.Second)
+	}
+	rollNow(t, l)
+	if n := len(l.Describe().Segments); n != 3 {
+		t.Fatalf("no age roll: %d segments", n)
+	}
+}
+
+// Size rolls happen on their own (run), without a test kick.
+func TestSizeRollInBackground(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentBytes = 300
+	l := f.open(cfg)
+	appendN(t, l, 5)
+	deadline := time.Now().Add(testTimeout)
+	for len(l.Describe().Segments) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no background roll")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	appendN(t, l, 1)
+	if got := len(fetchAll(t, l, 0)); got != 18 {
+		t.Fatalf("%d records", got)
+	}
+}
+
+func TestIdempotentProducer(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	const pid = 7
+	r0 := mustAppend(t, l, idemBatch(t, pid, 0, 0, 1, "a", "b"), AcksQuorum)
+	r1 := mustAppend(t, l, idemBatch(t, pid, 0, 2, 1, "c"), AcksQuorum)
+	mustAppend(t, l, batch(t, 1, "other"), AcksQuorum)
+	dup := mustAppend(t, l, idemBatch(t, pid, 0, 0, 1, "a", "b"), AcksQuorum)
+	if !dup.Duplicate || dup.BaseOffset != r0.BaseOffset || dup.LastOffset != r0.LastOffset {
+		t.Fatalf("retry of batch 0: %+v, want %+v duplicate", dup, r0)
+	}
+	if dup := mustAppend(t, l, idemBatch(t, pid, 0, 2, 1, "c"), AcksQuorum); !dup.Duplicate || dup.BaseOffset != r1.BaseOffset {
+		t.Fatalf("retry of batch 1: %+v", dup)
+	}
+	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 0, 5, 1, "gap"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("sequence gap: %v", err)
+	}
+	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 1, 3, 1, "new epoch, not 0"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("new epoch at sequence 3: %v", err)
+	}
+	mustAppend(t, l, idemBatch(t, pid, 1, 0, 1, "epoch 1"), AcksQuorum)
+	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	// A new producer may start anywhere.
+	mustAppend(t, l, idemBatch(t, 8, 0, 42, 1, "new"), AcksQuorum)
+	hw := l.HighWatermark()
+
+	// Across a crash takeover the state is rebuilt from the log.
+	b := f.open(f.config(2))
+	if d := mustAppend(t, b, idemBatch(t, pid, 1, 0, 1, "epoch 1"), AcksQuorum); !d.Duplicate || d.BaseOffset != 4 {
+		t.Fatalf("retry after takeover: %+v, want duplicate at 4", d)
+	}
+	if _, err := b.Append(testCtx(t), idemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("stale epoch after takeover: %v", err)
+	}
+	if r := mustAppend(t, b, idemBatch(t, 8, 0, 43, 1, "next"), AcksQuorum); r.Duplicate || r.BaseOffset != hw {
+		t.Fatalf("next batch after takeover: %+v, want offset %d", r, hw)
+	}
+	// And across a clean Close (the snapshot in the list).
+	if err := b.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	c := f.open(f.config(3))
+	if d := mustAppend(t, c, idemBatch(t, 8, 0, 43, 1, "next"), AcksQuorum); !d.Duplicate || d.BaseOffset != hw {
+		t.Fatalf("retry after Close/Open: %+v", d)
+	}
+	pl := c.Describe()
+	if len(pl.Producers) != 2 {
+		t.Fatalf("producer snapshot %v", pl.Producers)
+	}
+}
+
+// Only the last 5 batches are remembered.
+func TestProducerWindow(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	for seq := range int32(7) {
+		mustAppend(t, l, idemBatch(t, 1, 0, seq, 1, "x"), AcksQuorum)
+	}
+	if d := mustAppend(t, l, idemBatch(t, 1, 0, 2, 1, "x"), AcksQuorum); !d.Duplicate || d.BaseOffset != 2 {
+		t.Fatalf("retry of the 5th latest: %+v", d)
+	}
+	if _, err := l.Append(testCtx(t), idemBatch(t, 1, 0, 1, 1, "x"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("retry of a forgotten batch: %v, want ErrOutOfOrderSequence", err)
+	}
+}
+
+// A retry of a batch still in flight waits for the original.
+func TestDuplicateOfInFlight(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	f.cluster.Bookies.SetManual(true)
+	first := make(chan AppendResult, 1)
+	go func() {
+		r, _ := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
+		first <- r
+	}()
+	for len(f.cluster.Bookies.InFlight()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	retry := make(chan AppendResult, 1)
+	go func() {
+		r, err := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
+		if err != nil {
+			t.Error(err)
+		}
+		retry <- r
+	}()
+	select {
+	case r := <-retry:
+		t.Fatalf("retry answered %+v before the original was acknowledged", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.cluster.Bookies.SetManual(false)
+	f.cluster.Bookies.DeliverAll()
+	if r := <-retry; !r.Duplicate || r.BaseOffset != 0 {
+		t.Fatalf("retry: %+v", r)
+	}
+	if r := <-first; r.Duplicate || r.BaseOffset != 0 {
+		t.Fatalf("original: %+v", r)
+	}
+	if hw := l.HighWatermark(); hw != 1 {
+		t.Fatalf("HW %d: the retry was appended", hw)
+	}
+}
+
+func TestAcks(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	if r := mustAppend(t, l, batch(t, 1, "none"), AcksNone); r.BaseOffset != -1 {
+		t.Fatalf("AcksNone: %+v", r)
+	}
+	f.cluster.Bookies.SetManual(true)
+	ensemble := f.cluster.Meta
+	md, _, _ := ensemble.Ledger(l.Describe().Segments[0].LedgerId)
+	bookies := md.Fragments[0].Bookies
+
+	run := func(acks Acks) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Append(testCtx(t), batch(t, 1, acks.String()), acks)
+			done <- err
+		}()
+		for len(f.cluster.Bookies.InFlight()) < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		return done
+	}
+	quiet := func(done chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("%s answered (%v) too early", what, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	to := func(b string) func(ledgerInFlight) bool { return func(a ledgerInFlight) bool { return a.Bookie == b } }
+
+	// AcksOne: one bookie suffices; the HW waits for the quorum.
+	hw := l.HighWatermark()
+	done := run(AcksOne)
+	quiet(done, "AcksOne with no bookie")
+	f.cluster.Bookies.Deliver(to(bookies[0]))
+	if err := <-done; err != nil {
+		t.Fatalf("AcksOne: %v", err)
+	}
+	if l.HighWatermark() != hw {
+		t.Fatalf("HW moved at one bookie")
+	}
+	f.cluster.Bookies.DeliverAll()
+
+	// AcksAll waits for the third bookie; the HW moves at the second.
+	done = run(AcksAll)
+	f.cluster.Bookies.Deliver(to(bookies[0]))
+	f.cluster.Bookies.Deliver(to(bookies[1]))
+	quiet(done, "AcksAll with two bookies")
+	if l.HighWatermark() != hw+2 {
+		t.Fatalf("HW %d, want %d at the quorum", l.HighWatermark(), hw+2)
+	}
+	f.cluster.Bookies.Deliver(to(bookies[2]))
+	if err := <-done; err != nil {
+		t.Fatalf("AcksAll: %v", err)
+	}
+
+	// AcksQuorum: two bookies.
+	done = run(AcksQuorum)
+	f.cluster.Bookies.Deliver(to(bookies[2]))
+	quiet(done, "AcksQuorum with one bookie")
+	f.cluster.Bookies.Deliver(to(bookies[1]))
+	if err := <-done; err != nil {
+		t.Fatalf("AcksQuorum: %v", err)
+	}
+	f.cluster.Bookies.SetManual(false)
+	f.cluster.Bookies.DeliverAll()
+}
+
+// A write error fails the log and every pending append.
+func TestWriteFailureFailsLog(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	f.cluster.Bookies.SetManual(true)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum)
+			errs <- err
+		}()
+	}
+	for len(f.cluster.Bookies.InFlight()) < 6 {
+		time.Sleep(time.Millisecond)
+	}
+	// Fence the ledger behind the writer's back (a takeover).
+	id := l.Describe().Segments[0].LedgerId
+	for _, b := range f.cluster.Bookies.Addrs() {
+		_, _ = f.cluster.Bookies.Fence(testCtx(t), b, id)
+	}
+	f.cluster.Bookies.SetManual(false)
+	f.cluster.Bookies.DeliverAll()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrFenced) {
+			t.Fatalf("pending append: %v, want ErrFenced", err)
+		}
+	}
+	<-l.Failed()
+	if _, err := l.Fetch(testCtx(t), 0, 10, 0); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fetch on a failed log: %v", err)
+	}
+}
+
+func TestTailCacheEviction(t *testing.T) {
+	c := NewTailCache(10, nil)
+	c.Add(1, 0, make([]byte, 4))
+	c.Add(1, 1, make([]byte, 4))
+	c.Add(2, 0, make([]byte, 4)) // evicts (1,0)
+	if _, ok := c.Get(1, 0); ok {
+		t.Fatal("oldest entry not evicted")
+	}
+	if _, ok := c.Get(1, 1); !ok {
+		t.Fatal("entry (1,1) evicted")
+	}
+	if c.Bytes() != 8 {
+		t.Fatalf("bytes %d", c.Bytes())
+	}
+	c.Add(3, 0, make([]byte, 11)) // larger than the cache: ignored
+	if c.Bytes() != 8 {
+		t.Fatalf("bytes %d", c.Bytes())
+	}
+}
+
+func TestKeys(t *testing.T) {
+	if got := PartitionKey("t.x", 12); got != "/strata/partitions/t.x/12" {
+		t.Error(got)
+	}
+	if got := IndexKey(42); got != "/strata/ledger-index/00000000000000000042" {
+		t.Error(got)
+	}
+}
+
+func TestSegmentIndex(t *testing.T) {
+	var entries []entryInfo
+	for i := range 10 {
+		h := recordbatch.BatchHeader{BaseOffset: int64(10 * i), LastOffsetDelta: 9, MaxTimestamp: int64(100 * i)}
+		if i == 3 {
+			h.MaxTimestamp = 1000 // out of order: running max
+		}
+		entries = append(entries, newEntryInfo(h, 100, entries))
+	}
+	idx := buildIndex(entries, 250)
+	var got []string
+	for _, p := range idx.Points {
+		got = append(got, fmt.Sprintf("%d@%d/%d", p.EntryId, p.BaseOffset, p.MaxTimestampMs))
+	}
+	if want := "[0@0/0 3@30/1000 6@60/1000 9@90/1000]"; fmt.Sprint(got) != want {
+		t.Fatalf("index %v, want %s", got, want)
+	}
+	if e := indexStartForOffset(idx, 59); e != 3 {
+		t.Errorf("start for 59: %d", e)
+	}
+	if e := indexStartForTime(idx, 150); e != 0 {
+		t.Errorf("start for ts 150: %d", e)
+	}
+	seg := segmentProto(5, 0, 1, entries, true)
+	if seg.LastOffset != 99 || seg.LastEntryId != 9 || seg.Bytes != 1000 || seg.MaxTimestampMs != 1000 {
+		t.Errorf("segment %v", seg)
+	}
+}
+
+// Without a tail cache the open segment is read back from the bookies (the
+// owner tells the reader its LAC), with read-ahead serving the next fetch.
+func TestFetchOpenSegmentFromBookies(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.Cache = nil
+	reg := prometheus.NewRegistry()
+	cfg.Metrics = NewMetrics(reg)
+	l := f.open(cfg)
+	appendN(t, l, 10)
+	if got := len(fetchAll(t, l, 0)); got != 30 {
+		t.Fatalf("fetched %d records, want 30", got)
+	}
+	read := counterValue(t, cfg.Metrics.BookieReadBytes)
+	if read == 0 {
+		t.Fatal("no bookie reads without a cache")
+	}
+	for off := int64(0); off < 30; off++ {
+		if _, err := l.Fetch(testCtx(t), off, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := counterValue(t, cfg.Metrics.BookieReadBytes); again != read {
+		t.Fatalf("sequential fetches went back to the bookies (%v -> %v bytes): no read-ahead", read, again)
+	}
+	if mfs, err := reg.Gather(); err != nil || len(mfs) < 10 {
+		t.Fatalf("metrics: %d families, %v", len(mfs), err)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// Batches of one producer that arrive out of order (a client pipelines
+// several requests; the server handles them concurrently) are appended in
+// sequence order: the one ahead waits for its predecessor.
+func TestSequenceGapWaitsForPredecessor(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SequenceGapWait = 5 * time.Second
+	l := f.open(cfg)
+	mustAppend(t, l, idemBatch(t, 3, 0, 0, 1, "a"), AcksQuorum)
+	second := make(chan AppendResult, 1)
+	go func() {
+		r, err := l.Append(testCtx(t), idemBatch(t, 3, 0, 2, 1, "c"), AcksQuorum)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- r
+	}()
+	time.Sleep(20 * time.Millisecond)
+	first := mustAppend(t, l, idemBatch(t, 3, 0, 1, 1, "b"), AcksQuorum)
+	r := <-second
+	if first.BaseOffset != 1 || r.BaseOffset != 2 {
+		t.Fatalf("offsets %d and %d, want 1 and 2", first.BaseOffset, r.BaseOffset)
+	}
+}

@@ -1,0 +1,62 @@
+package partlog
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the partition logs' metrics, shared by every Log and the
+// TailCache of a broker. No per-partition labels: cardinality stays flat
+// however many partitions a broker owns.
+type Metrics struct {
+	AppendLatency    prometheus.Histogram
+	AppendedRecords  prometheus.Counter
+	AppendedBytes    prometheus.Counter
+	FetchedBytes     prometheus.Counter
+	BookieReadBytes  prometheus.Counter
+	CacheHits        prometheus.Counter
+	CacheMisses      prometheus.Counter
+	CacheBytes       prometheus.Gauge
+	Rolls            prometheus.Counter
+	TakeoverDuration prometheus.Histogram
+	Failures         prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not
+// registered, e.g. in tests). Call it once per broker.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		AppendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_broker_append_duration_seconds",
+			Help:    "Time from a batch's arrival at the partition log to its acknowledgement at the requested level.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		AppendedRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_appended_records_total", Help: "Records acknowledged (ack quorum) by partition logs."}),
+		AppendedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_appended_bytes_total", Help: "Record batch bytes acknowledged (ack quorum) by partition logs."}),
+		FetchedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_fetched_bytes_total", Help: "Record batch bytes returned by fetches."}),
+		BookieReadBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_bookie_read_bytes_total", Help: "Entry bytes fetches read from bookies (read-ahead included)."}),
+		CacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tail_cache_hits_total", Help: "Entries fetches found in the tail cache."}),
+		CacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tail_cache_misses_total", Help: "Entries fetches did not find in the tail cache."}),
+		CacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_broker_tail_cache_bytes", Help: "Bytes held by the tail cache."}),
+		Rolls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_segment_rolls_total", Help: "Segments rolled (closed and replaced by a new ledger)."}),
+		TakeoverDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "strata_broker_takeover_duration_seconds",
+			Help:    "Time to take over a partition: fence and recover open ledgers, rebuild state, CAS the ledger list.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		Failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_partition_log_failures_total", Help: "Partition logs that failed (fenced, CAS lost, write error)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
+			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures)
+	}
+	return m
+}

@@ -1,0 +1,186 @@
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// Open takes the partition over (DESIGN §5) and returns when the log is
+// ready to serve:
+//
+//  1. read the PartitionLog (absent: an empty one, created by the CAS);
+//  2. every segment among the last two that is not closed: fence and
+//     recover its ledger (ledger.Recover), read its entries to learn its
+//     final numbers and replay its batches into the producer state (which
+//     starts from the PartitionLog's snapshot), write its LedgerIndex; an
+//     empty one is dropped from the list;
+//  3. create the new ledger and CAS the list once: recovered segments
+//     closed, the new segment open, owner_epoch, producer snapshot;
+//  4. delete the dropped empty ledgers.
+//
+// Errors: ErrConflict when the list changed meanwhile (another broker
+// took over), ErrFenced when it records a newer owner epoch, or the
+// store's / ledger's error. On error nothing is left open.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	began := time.Now()
+	l := newLog(cfg)
+
+	pl, version, err := ReadPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition)
+	switch {
+	case errors.Is(err, metaclient.ErrNotFound):
+		pl, version = &brokerpb.PartitionLog{}, 0
+	case err != nil:
+		return nil, err
+	}
+	if pl.GetOwnerEpoch() > cfg.Epoch {
+		return nil, fmt.Errorf("%w: %s records owner epoch %d, ours is %d",
+			ErrFenced, PartitionKey(cfg.Topic, cfg.Partition), pl.GetOwnerEpoch(), cfg.Epoch)
+	}
+	producers := newProducerTable(pl.GetProducers())
+	segs := slices.Clone(pl.GetSegments())
+	var empty []uint64
+	for i := max(0, len(segs)-2); i < len(segs); i++ {
+		if segs[i].GetClosed() {
+			continue
+		}
+		seg, err := l.recoverSegment(ctx, segs[i], producers)
+		if err != nil {
+			return nil, err
+		}
+		if seg == nil {
+			empty = append(empty, segs[i].GetLedgerId())
+		}
+		segs[i] = seg
+	}
+	segs = slices.DeleteFunc(segs, func(s *brokerpb.LedgerSegment) bool { return s == nil })
+	next := pl.GetLogStartOffset()
+	if n := len(segs); n > 0 {
+		next = segs[n-1].GetLastOffset() + 1
+	}
+
+	w, err := ledger.Create(ctx, cfg.Env, cfg.createOptions())
+	if err != nil {
+		return nil, fmt.Errorf("partlog: %s/%d: creating a ledger: %w", cfg.Topic, cfg.Partition, err)
+	}
+	now := cfg.Now()
+	producers.expire(now, cfg.ProducerExpiry)
+	open := &brokerpb.LedgerSegment{LedgerId: w.ID(), FirstOffset: next, LastOffset: next - 1, LastEntryId: -1,
+		MaxTimestampMs: -1, CreatedAtMs: now.UnixMilli()}
+	newPL := &brokerpb.PartitionLog{
+		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
+		Segments: append(segs, open), Producers: producers.snapshot(now, cfg.ProducerExpiry),
+	}
+	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
+	if err != nil {
+		discardLedger(cfg, w)
+		return nil, err
+	}
+	for _, id := range empty {
+		if err := ledger.Delete(ctx, cfg.Env, id); err != nil {
+			l.log.Warn("deleting an empty recovered ledger", "ledger", id, "err", err)
+		}
+	}
+
+	l.mu.pl, l.mu.version, l.mu.writer = newPL, newVersion, w
+	l.mu.seg = openSegment{ledgerID: w.ID(), first: next, createdAtMs: open.CreatedAtMs, lastAppend: now}
+	l.mu.next, l.mu.hw = next, next
+	l.mu.producers = producers
+	l.wg.Add(1)
+	go l.run()
+	cfg.Metrics.TakeoverDuration.Observe(time.Since(began).Seconds())
+	l.log.Info("partition taken over", "epoch", cfg.Epoch, "next_offset", next, "ledger", w.ID(),
+		"segments", len(newPL.Segments), "producers", len(newPL.Producers), "took", time.Since(began))
+	return l, nil
+}
+
+func newLog(cfg Config) *Log {
+	l := &Log{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "partlog", "topic", cfg.Topic, "partition", cfg.Partition),
+		metrics:   cfg.Metrics,
+		appendSem: make(chan struct{}, 1),
+		failed:    make(chan struct{}),
+		rollKick:  make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+	}
+	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
+	l.reads.init()
+	l.mu.levelWait = make(map[*pendingAppend]struct{})
+	l.mu.hwChanged = make(chan struct{})
+	l.mu.producersChanged = make(chan struct{})
+	l.mu.closed = make(chan struct{})
+	return l
+}
+
+// recoverSegment fences and recovers a segment's ledger and returns the
+// segment closed with its final numbers (nil when it holds no entry),
+// after writing its index; its batches are applied to producers.
+func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, producers *producerTable) (*brokerpb.LedgerSegment, error) {
+	id := seg.GetLedgerId()
+	md, err := ledger.Recover(ctx, l.cfg.Env, id)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: %s/%d: recovering ledger %d: %w", l.cfg.Topic, l.cfg.Partition, id, err)
+	}
+	var entries []entryInfo
+	if last := md.GetLastEntryId(); last >= 0 {
+		r, err := ledger.OpenReader(ctx, l.cfg.Env, id)
+		if err != nil {
+			return nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
+		}
+		want := seg.GetFirstOffset()
+		err = r.ReadRange(ctx, 0, last, func(e ledger.Entry) error {
+			h, err := recordbatch.ParseHeader(e.Payload)
+			if err != nil {
+				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, id, e.ID, err)
+			}
+			if h.BaseOffset != want {
+				return fmt.Errorf("%w: ledger %d entry %d has base offset %d, want %d", ErrCorruptBatch, id, e.ID, h.BaseOffset, want)
+			}
+			want = h.LastOffset() + 1
+			entries = append(entries, newEntryInfo(h, len(e.Payload), entries))
+			if h.ProducerID >= 0 {
+				producers.apply(h, h.BaseOffset, nil, max(seg.GetCreatedAtMs(), h.MaxTimestamp))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
+		}
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	closed := segmentProto(id, seg.GetFirstOffset(), seg.GetCreatedAtMs(), entries, true)
+	idx := buildIndex(entries, l.cfg.IndexIntervalBytes)
+	if err := writeIndex(ctx, l.cfg.Store, id, idx); err != nil {
+		return nil, err
+	}
+	l.reads.putIndex(id, idx)
+	l.log.Info("recovered segment", "ledger", id, "first_offset", closed.FirstOffset, "last_offset", closed.LastOffset,
+		"entries", len(entries))
+	return proto.Clone(closed).(*brokerpb.LedgerSegment), nil
+}
+
+// discardLedger closes and deletes a ledger no list names (a lost CAS).
+func discardLedger(cfg Config, w *ledger.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = w.Close(ctx)
+	if err := ledger.Delete(ctx, cfg.Env, w.ID()); err != nil {
+		cfg.Logger.Warn("deleting an unlisted ledger", "ledger", w.ID(), "err", err)
+	}
+}

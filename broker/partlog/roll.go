@@ -1,0 +1,267 @@
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// run is the Log's one goroutine: it rolls the open segment when it is
+// due (size, age, idle), and closes the writer once the log failed.
+func (l *Log) run() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.cfg.RollCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.failed:
+			l.closeFailedWriter()
+			return
+		case <-l.rollKick:
+		case <-t.C:
+		}
+		if err := l.maybeRoll(l.bgCtx); err != nil {
+			l.log.Warn("roll failed", "err", err)
+		}
+	}
+}
+
+// closeFailedWriter releases the writer of a failed log (its Close is
+// idempotent; a fenced writer does not touch the metadata).
+func (l *Log) closeFailedWriter() {
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(l.bgCtx, 10*time.Second)
+	defer cancel()
+	_ = w.Close(ctx)
+}
+
+// rollReasonLocked says why the open segment should roll now, or "".
+// REQUIRES: l.mu held.
+func (l *Log) rollReasonLocked() string {
+	s := &l.mu.seg
+	if len(s.entries) == 0 {
+		return ""
+	}
+	now := l.cfg.Now()
+	switch {
+	case s.bytes >= l.cfg.SegmentBytes:
+		return "size"
+	case now.Sub(time.UnixMilli(s.createdAtMs)) >= l.cfg.SegmentAge:
+		return "age"
+	case now.Sub(s.lastAppend) >= l.cfg.IdleRoll:
+		return "idle"
+	}
+	return ""
+}
+
+// maybeRoll rolls the open segment if it is due (P4). Appends wait
+// meanwhile (appendSem).
+func (l *Log) maybeRoll(ctx context.Context) error {
+	select {
+	case l.appendSem <- struct{}{}:
+	case <-l.stop:
+		return nil
+	case <-l.failed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer l.release()
+	l.mu.Lock()
+	if l.acceptErrLocked() != nil {
+		l.mu.Unlock()
+		return nil
+	}
+	reason := l.rollReasonLocked()
+	w := l.mu.writer
+	l.mu.Unlock()
+	if reason == "" {
+		return nil
+	}
+	return l.roll(ctx, w, reason)
+}
+
+// roll: close the ledger, write its index, create the next ledger, one
+// CAS. Any failure fails the log.
+// REQUIRES: appendSem held.
+func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
+	sealed, err := l.seal(ctx, w)
+	if err != nil {
+		return err
+	}
+	nw, err := ledger.Create(ctx, l.cfg.Env, l.cfg.createOptions())
+	if err != nil {
+		err = fmt.Errorf("%w: creating the next ledger: %w", ErrUnknownOutcome, err)
+		l.fail(err)
+		return err
+	}
+	l.mu.Lock()
+	now := l.cfg.Now()
+	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
+	pl.Segments[len(pl.Segments)-1] = sealed
+	next := sealed.LastOffset + 1
+	open := &brokerpb.LedgerSegment{LedgerId: nw.ID(), FirstOffset: next, LastOffset: next - 1, LastEntryId: -1,
+		MaxTimestampMs: -1, CreatedAtMs: now.UnixMilli()}
+	pl.Segments = append(pl.Segments, open)
+	l.mu.producers.expire(now, l.cfg.ProducerExpiry)
+	pl.Producers = l.mu.producers.snapshot(now, l.cfg.ProducerExpiry)
+	version := l.mu.version
+	l.mu.Unlock()
+
+	v, err := casPartitionLog(ctx, l.cfg.Store, l.cfg.Topic, l.cfg.Partition, pl, version)
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			discardLedger(l.cfg, nw) // no list names it
+		} else {
+			// The CAS may have applied: keep the ledger for the next owner.
+			_ = nw.Close(ctx)
+			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		}
+		l.fail(err)
+		return err
+	}
+	l.mu.Lock()
+	l.mu.pl, l.mu.version, l.mu.writer = pl, v, nw
+	l.mu.seg = openSegment{ledgerID: nw.ID(), first: next, createdAtMs: open.CreatedAtMs, lastAppend: now}
+	l.mu.Unlock()
+	l.metrics.Rolls.Inc()
+	l.log.Info("segment rolled", "reason", reason, "closed_ledger", sealed.LedgerId, "first_offset", sealed.FirstOffset,
+		"last_offset", sealed.LastOffset, "bytes", sealed.Bytes, "ledger", nw.ID())
+	return nil
+}
+
+// seal closes the open segment's ledger (waiting for its in-flight
+// entries) and writes its index; it returns the segment closed with its
+// final numbers. Failures fail the log.
+// REQUIRES: appendSem held.
+func (l *Log) seal(ctx context.Context, w *ledger.Writer) (*brokerpb.LedgerSegment, error) {
+	if err := w.Close(ctx); err != nil {
+		l.fail(writeError(err))
+		return nil, l.Err()
+	}
+	l.mu.Lock()
+	if err := l.mu.err; err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	s := l.mu.seg
+	if s.acked != len(s.entries) {
+		l.mu.Unlock()
+		err := fmt.Errorf("%w: ledger %d closed with %d of %d entries acknowledged", ErrUnknownOutcome, s.ledgerID, s.acked, len(s.entries))
+		l.fail(err)
+		return nil, err
+	}
+	sealed := segmentProto(s.ledgerID, s.first, s.createdAtMs, s.entries, true)
+	l.mu.Unlock()
+	if len(s.entries) > 0 {
+		idx := buildIndex(s.entries, l.cfg.IndexIntervalBytes)
+		if err := writeIndex(ctx, l.cfg.Store, s.ledgerID, idx); err != nil {
+			l.fail(fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+			return nil, err
+		}
+		l.reads.putIndex(s.ledgerID, idx)
+	}
+	return sealed, nil
+}
+
+// Close hands the partition off cleanly: appends fail with ErrClosed from
+// now on, in-flight ones are waited for (bounded by ctx), the ledger is
+// closed, its index written, and the list CAS'd with the segment closed
+// (an empty segment is dropped and its ledger deleted). No new ledger is
+// created; Ownership is not touched. On a failed log it only releases
+// resources and returns the log's error. Close is idempotent.
+func (l *Log) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.mu.closing {
+		closed := l.mu.closed
+		l.mu.Unlock()
+		select {
+		case <-closed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.mu.closeErr
+	}
+	l.mu.closing = true
+	l.mu.Unlock()
+
+	err := l.handOffSegment(ctx)
+	close(l.stop)
+	l.wg.Wait()
+	l.bgCancel()
+	l.mu.Lock()
+	l.mu.closeErr = err
+	close(l.mu.closed)
+	close(l.mu.hwChanged) // long-polls return (with ErrClosed)
+	l.mu.hwChanged = make(chan struct{})
+	l.mu.Unlock()
+	if err == nil {
+		l.log.Info("partition log closed")
+	}
+	return err
+}
+
+// handOffSegment is Close's work.
+func (l *Log) handOffSegment(ctx context.Context) error {
+	select {
+	case l.appendSem <- struct{}{}:
+	case <-ctx.Done():
+		// A roll is stuck: abort it (it fails the log).
+		l.bgCancel()
+		return fmt.Errorf("partlog: closing: %w", ctx.Err())
+	}
+	defer l.release()
+	l.mu.Lock()
+	err, w := l.mu.err, l.mu.writer
+	l.mu.Unlock()
+	if err != nil {
+		l.closeFailedWriter()
+		return err
+	}
+	sealed, err := l.seal(ctx, w)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	now := l.cfg.Now()
+	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
+	empty := sealed.LastEntryId < 0
+	if empty {
+		pl.Segments = pl.Segments[:len(pl.Segments)-1]
+	} else {
+		pl.Segments[len(pl.Segments)-1] = sealed
+	}
+	l.mu.producers.expire(now, l.cfg.ProducerExpiry)
+	pl.Producers = l.mu.producers.snapshot(now, l.cfg.ProducerExpiry)
+	version := l.mu.version
+	l.mu.Unlock()
+	v, err := casPartitionLog(ctx, l.cfg.Store, l.cfg.Topic, l.cfg.Partition, pl, version)
+	if err != nil {
+		l.fail(err)
+		return err
+	}
+	l.mu.Lock()
+	l.mu.pl, l.mu.version = pl, v
+	l.mu.Unlock()
+	if empty {
+		if err := ledger.Delete(ctx, l.cfg.Env, sealed.LedgerId); err != nil {
+			l.log.Warn("deleting the empty last ledger", "ledger", sealed.LedgerId, "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,333 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// maxResponseBytes keeps a fetch response under the gRPC message limit
+// (internal/grpcserve: 16 MiB) with room for framing.
+const maxResponseBytes = 15 << 20
+
+// service implements brokerpb.BrokerServer.
+type service struct {
+	brokerpb.UnimplementedBrokerServer
+	b *Broker
+}
+
+// Service returns the gRPC service.
+func (b *Broker) Service() brokerpb.BrokerServer { return &service{b: b} }
+
+// topicRecord returns a live (not deleting) topic from the mirror.
+func (b *Broker) topicRecord(name string) (*brokerpb.TopicRecord, error) {
+	kv := b.topics.get(topicKey(name))
+	if kv == nil {
+		return nil, fmt.Errorf("%w %q", errUnknownTopic, name)
+	}
+	rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Deleting {
+		return nil, fmt.Errorf("%w %q (being deleted)", errUnknownTopic, name)
+	}
+	return rec, nil
+}
+
+// partitionLog returns the served log of a partition, or the error a client
+// should see: unknown topic or partition, or not-owner with the owner's
+// address.
+func (b *Broker) partitionLog(topic string, partition int32) (*partlog.Log, error) {
+	k := tp{topic, partition}
+	if l := b.serving(k); l != nil {
+		return l, nil
+	}
+	rec, err := b.topicRecord(topic)
+	if err != nil {
+		return nil, err
+	}
+	if partition < 0 || partition >= rec.Partitions {
+		return nil, fmt.Errorf("%w: topic %q has partitions 0..%d, not %d", errUnknownPartition, topic, rec.Partitions-1, partition)
+	}
+	return nil, &redirectError{err: errNotOwner, address: b.ownerAddress(k), detail: k.String()}
+}
+
+// ownerAddress is the serving owner's address, "" when there is none or
+// it is this broker (still taking over).
+func (b *Broker) ownerAddress(k tp) string {
+	kv := b.owners.get(ownerKey(k))
+	if kv == nil {
+		return ""
+	}
+	o, err := unmarshalled[brokerpb.Ownership](kv.Value)
+	if err != nil || o.BrokerId == b.cfg.ID {
+		return ""
+	}
+	return o.Address
+}
+
+func (s *service) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*brokerpb.ProduceResponse, error) {
+	start := time.Now()
+	timeout := s.b.cfg.ProduceTimeout
+	if req.TimeoutMs > 0 {
+		timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	acks := partlog.Acks(req.Acks)
+	out := make([]*brokerpb.ProducePartitionResult, len(req.Partitions))
+	one := func(i int) {
+		pp := req.Partitions[i]
+		res := &brokerpb.ProducePartitionResult{Topic: pp.Topic, Partition: pp.Partition, BaseOffset: -1}
+		out[i] = res
+		n := len(pp.Records)
+		l, err := s.b.partitionLog(pp.Topic, pp.Partition)
+		if err == nil {
+			var r partlog.AppendResult
+			r, err = l.Append(ctx, pp.Records, acks)
+			res.BaseOffset, res.LogStartOffset, res.Duplicate = r.BaseOffset, r.LogStartOffset, r.Duplicate
+		}
+		res.Error = partitionError(err)
+		s.b.metrics.produced(n, err)
+	}
+	if len(req.Partitions) == 1 {
+		one(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range req.Partitions {
+			wg.Add(1)
+			go func() { defer wg.Done(); one(i) }()
+		}
+		wg.Wait()
+	}
+	s.b.metrics.observe("produce", start)
+	return &brokerpb.ProduceResponse{Partitions: out}, nil
+}
+
+func (s *service) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*brokerpb.FetchResponse, error) {
+	start := time.Now()
+	defer s.b.metrics.observe("fetch", start)
+	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.b.cfg.MaxFetchWait)
+	deadline := start.Add(wait)
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 || maxBytes > maxResponseBytes {
+		maxBytes = maxResponseBytes
+	}
+	minBytes := max(int(req.MinBytes), 1)
+	out := make([]*brokerpb.FetchPartitionResult, len(req.Partitions))
+	logs := make([]*partlog.Log, len(req.Partitions))
+	for i, fp := range req.Partitions {
+		out[i] = &brokerpb.FetchPartitionResult{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LogStartOffset: -1}
+		l, err := s.b.partitionLog(fp.Topic, fp.Partition)
+		out[i].Error = partitionError(err)
+		logs[i] = l
+	}
+	for {
+		total, errs := 0, 0
+		var waits []<-chan struct{}
+		for i, fp := range req.Partitions {
+			res, l := out[i], logs[i]
+			if res.Error != nil {
+				errs++
+				continue
+			}
+			if len(res.Records) > 0 {
+				total += len(res.Records)
+				continue
+			}
+			budget := maxBytes - total
+			if budget <= 0 {
+				break
+			}
+			pmax := int(fp.MaxBytes)
+			if pmax <= 0 || pmax > budget {
+				pmax = budget
+			}
+			changed := l.HWChanged()
+			r, err := l.Fetch(ctx, fp.Offset, pmax, 0)
+			res.HighWatermark, res.LogStartOffset = l.HighWatermark(), l.LogStartOffset()
+			if err != nil {
+				res.Error = partitionError(err)
+				var oor *partlog.OutOfRangeError
+				if errors.As(err, &oor) {
+					res.LogStartOffset, res.HighWatermark = oor.Start, oor.End
+				}
+				errs++
+				continue
+			}
+			res.Records = r.Records
+			res.HighWatermark, res.LogStartOffset = r.HighWatermark, r.LogStartOffset
+			total += len(r.Records)
+			if len(r.Records) == 0 {
+				waits = append(waits, changed)
+			}
+		}
+		if total >= minBytes || errs > 0 || len(waits) == 0 || !time.Now().Before(deadline) {
+			s.b.metrics.fetched(total)
+			return &brokerpb.FetchResponse{Partitions: out}, nil
+		}
+		if !waitAny(ctx, waits, time.Until(deadline)) {
+			s.b.metrics.fetched(total)
+			return &brokerpb.FetchResponse{Partitions: out}, nil
+		}
+	}
+}
+
+// waitAny waits until one of chans is closed (true), or d passes or ctx
+// ends (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	if len(chans) == 1 {
+		select {
+		case <-chans[0]:
+			return true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		return false
+	}
+	cases := make([]reflect.SelectCase, 0, len(chans)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	for _, c := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	i, _, _ := reflect.Select(cases)
+	return i >= 2
+}
+
+func (s *service) ListOffsets(ctx context.Context, req *brokerpb.ListOffsetsRequest) (*brokerpb.ListOffsetsResponse, error) {
+	l, err := s.b.partitionLog(req.Topic, req.Partition)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if req.Timestamp < -2 {
+		return nil, rpcError(invalidf("timestamp %d: want -2 (earliest), -1 (latest) or a time in ms", req.Timestamp))
+	}
+	off, ts, err := l.ListOffset(ctx, req.Timestamp)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return &brokerpb.ListOffsetsResponse{Offset: off, Timestamp: ts, LogStartOffset: l.LogStartOffset(), HighWatermark: l.HighWatermark()}, nil
+}
+
+// producerIDBlock: producer ids are taken from metad's counter in blocks,
+// one metad write per block.
+const producerIDBlock = 100
+
+func (s *service) InitProducerID(ctx context.Context, _ *brokerpb.InitProducerIDRequest) (*brokerpb.InitProducerIDResponse, error) {
+	b := s.b
+	b.pidMu.Lock()
+	defer b.pidMu.Unlock()
+	if b.pidNext >= b.pidLimit {
+		for {
+			kv, err := b.meta.Get(ctx, producerIDKey)
+			next, version := int64(0), int64(0)
+			if err == nil {
+				next, err = strconv.ParseInt(string(kv.Value), 10, 64)
+				if err != nil {
+					return nil, rpcError(fmt.Errorf("corrupt producer id counter %q", kv.Value))
+				}
+				version = kv.Version
+			} else if !errors.Is(err, metaclient.ErrNotFound) {
+				return nil, rpcError(err)
+			}
+			limit := next + producerIDBlock
+			_, err = b.meta.Put(ctx, producerIDKey, []byte(strconv.FormatInt(limit, 10)), metaclient.WithExpectedVersion(version))
+			if errors.Is(err, metaclient.ErrVersionConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, rpcError(err)
+			}
+			b.pidNext, b.pidLimit = next, limit
+			break
+		}
+	}
+	id := b.pidNext
+	b.pidNext++
+	return &brokerpb.InitProducerIDResponse{ProducerId: id, ProducerEpoch: 0}, nil
+}
+
+func (s *service) Metadata(ctx context.Context, req *brokerpb.MetadataRequest) (*brokerpb.MetadataResponse, error) {
+	b := s.b
+	resp := &brokerpb.MetadataResponse{Brokers: b.liveBrokers()}
+	if kv := b.controller.get(controllerKey); kv != nil {
+		if c, err := unmarshalled[brokerpb.ControllerRecord](kv.Value); err == nil {
+			resp.ControllerId = c.BrokerId
+		}
+	}
+	names := req.Topics
+	if len(names) == 0 {
+		names = b.topicNames(true)
+	}
+	owners, _ := b.owners.snapshot()
+	for _, name := range names {
+		tm := &brokerpb.TopicMetadata{Name: name}
+		rec, err := b.topicRecord(name)
+		if err != nil {
+			tm.Error = partitionError(err)
+			resp.Topics = append(resp.Topics, tm)
+			continue
+		}
+		tm.Internal = rec.Internal
+		for p := int32(0); p < rec.Partitions; p++ {
+			pm := &brokerpb.PartitionMetadata{Partition: p}
+			if kv := owners[ownerKey(tp{name, p})]; kv != nil {
+				if o, err := unmarshalled[brokerpb.Ownership](kv.Value); err == nil {
+					pm.OwnerId, pm.OwnerAddress, pm.OwnerEpoch = o.BrokerId, o.Address, o.Epoch
+				}
+			}
+			tm.Partitions = append(tm.Partitions, pm)
+		}
+		resp.Topics = append(resp.Topics, tm)
+	}
+	return resp, nil
+}
+
+func (b *Broker) liveBrokers() []*brokerpb.BrokerInfo {
+	snap, _ := b.brokers.snapshot()
+	out := make([]*brokerpb.BrokerInfo, 0, len(snap))
+	for _, kv := range snap {
+		if info, err := unmarshalled[brokerpb.BrokerInfo](kv.Value); err == nil {
+			out = append(out, info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out
+}
+
+// topicNames lists live topics, sorted.
+func (b *Broker) topicNames(includeInternal bool) []string {
+	snap, _ := b.topics.snapshot()
+	var names []string
+	for _, kv := range snap {
+		rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value)
+		if err != nil || rec.Deleting || (rec.Internal && !includeInternal) {
+			continue
+		}
+		names = append(names, rec.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// topicMarshal encodes a topic record.
+func topicMarshal(rec *brokerpb.TopicRecord) []byte {
+	v, _ := proto.Marshal(rec)
+	return v
+}

@@ -1,0 +1,80 @@
+// Command broker runs one Strata broker: it serves produce, fetch and admin
+// requests for the partitions it owns, and may be elected controller.
+//
+//	broker --id k1 --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 \
+//	  --metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+//
+// Every flag is also a YAML key in --config and a STRATA_* variable.
+// SIGINT/SIGTERM drain the broker (its partitions move to other brokers)
+// before it exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+
+	"github.com/strata-log/strata/broker"
+	"github.com/strata-log/strata/internal/node"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, node.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}
+
+func flags(d broker.Config) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
+	fs.String("id", d.ID, "broker id in metad")
+	fs.String("listen", d.Listen, "gRPC address")
+	fs.String("advertise", d.Advertise, "address clients are told to dial (default: --listen)")
+	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz, /debug/pprof/")
+	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
+	fs.String("rack", d.Rack, "placement label")
+	fs.Duration("session-ttl", d.SessionTTL, "lease of the registration and ownerships: a dead broker's partitions move after it")
+	fs.Int64("tail-cache-bytes", d.TailCacheBytes, "memory for recently written entries that tailing consumers read")
+	fs.Duration("idle-roll", d.IdleRoll, "roll a partition's ledger after this long without writes")
+	fs.Duration("produce-timeout", d.ProduceTimeout, "default wait for a produce request's acks")
+	fs.Duration("max-fetch-wait", d.MaxFetchWait, "cap on a fetch's long-poll")
+	fs.Int32("offsets-partitions", d.OffsetsPartitions, "partitions of __consumer_offsets when it is created")
+	fs.Duration("group-session-timeout", d.GroupSessionTimeout, "default consumer group session timeout")
+	fs.Duration("drain-timeout", d.DrainTimeout, "how long a clean shutdown waits for its partitions to move")
+	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
+	fs.String("log-format", d.LogFormat, "text or json")
+	return fs
+}
+
+func run(args []string) error {
+	cfg := broker.DefaultConfig()
+	if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := node.Logger(cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	log.Info("starting broker", "config", cfg.String())
+	reg := node.NewRegistry()
+	b, err := broker.Open(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	b.Start()
+	return node.Serve(context.Background(), log, node.Serving{
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
+		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.Service()) },
+		Drain:        b.Drain,
+		DrainTimeout: cfg.DrainTimeout,
+	})
+}

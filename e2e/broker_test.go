@@ -1,0 +1,563 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// strataCluster is a whole cluster of processes: 3 metad, 3 bookies and
+// some brokers.
+type strataCluster struct {
+	meta    *proctest.MetadCluster
+	bookies []*proctest.BookieNode
+	brokers []*proctest.BrokerNode
+}
+
+func startStrata(t testing.TB, brokers int, brokerArgs ...string) *strataCluster {
+	t.Helper()
+	c := &strataCluster{meta: proctest.StartMetad(t, bins["metad"], 3)}
+	for i := 1; i <= 3; i++ {
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i)))
+	}
+	for i := 1; i <= brokers; i++ {
+		c.brokers = append(c.brokers, proctest.StartBroker(t, bins["broker"], c.meta, fmt.Sprintf("k%d", i), brokerArgs...))
+	}
+	return c
+}
+
+func (c *strataCluster) brokerAddrs() []string {
+	var out []string
+	for _, b := range c.brokers {
+		out = append(out, b.Listen)
+	}
+	return out
+}
+
+func (c *strataCluster) client(t testing.TB) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Brokers: c.brokerAddrs(), ClientID: t.Name(), RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func (c *strataCluster) brokerAt(addr string) *proctest.BrokerNode {
+	for _, b := range c.brokers {
+		if b.Listen == addr {
+			return b
+		}
+	}
+	return nil
+}
+
+// createTopic creates a topic and waits until every partition is served.
+func createTopic(t testing.TB, cl *client.Client, name string, partitions int32, configs map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cl.CreateTopic(ctx, name, partitions, configs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "every partition served", func() error {
+		md, err := cl.Metadata(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, p := range md.Topics[0].Partitions {
+			if p.OwnerAddress == "" {
+				return fmt.Errorf("partition %d has no owner", p.Partition)
+			}
+		}
+		return nil
+	})
+}
+
+// ownerOf returns the address serving a partition.
+func ownerOf(ctx context.Context, cl *client.Client, topic string, partition int32) (string, error) {
+	md, err := cl.Metadata(ctx, topic)
+	if err != nil {
+		return "", err
+	}
+	if len(md.Topics) != 1 || int(partition) >= len(md.Topics[0].Partitions) {
+		return "", fmt.Errorf("no metadata for %s/%d", topic, partition)
+	}
+	return md.Topics[0].Partitions[partition].OwnerAddress, nil
+}
+
+// consumeAll reads every partition of a topic from the earliest offset to
+// the high watermark at the time of the call.
+func consumeAll(t testing.TB, cl *client.Client, topic string, partitions int32) map[int32][]*client.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends := map[int32]int64{}
+	assign := map[client.TopicPartition]client.Offset{}
+	for p := int32(0); p < partitions; p++ {
+		tp := client.TopicPartition{Topic: topic, Partition: p}
+		lo, err := cl.ListOffsets(ctx, tp, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[p] = lo.Offset
+		if lo.Offset > 0 {
+			assign[tp] = client.OffsetEarliest()
+		}
+	}
+	out := map[int32][]*client.Record{}
+	if len(assign) == 0 {
+		return out
+	}
+	cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if err := cons.Assign(ctx, assign); err != nil {
+		t.Fatal(err)
+	}
+	done := func() bool {
+		for p, end := range ends {
+			if n := len(out[p]); end > 0 && (n == 0 || out[p][n-1].Offset < end-1) {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			t.Fatalf("consume %s: %v (have %v of ends %v)", topic, err, counts(out), ends)
+		}
+		for _, r := range recs {
+			if r.Offset < ends[r.Partition] {
+				out[r.Partition] = append(out[r.Partition], r)
+			}
+		}
+	}
+	return out
+}
+
+func counts(m map[int32][]*client.Record) map[int32]int {
+	out := map[int32]int{}
+	for p, rs := range m {
+		out[p] = len(rs)
+	}
+	return out
+}
+
+// acked is one acknowledged record of a test producer.
+type acked struct {
+	key       string
+	seq       int
+	partition int32
+	offset    int64
+}
+
+// keyedLoad produces records "key:seq" for keys k0..k(nkeys-1) until stop
+// is closed, as fast as the producer accepts them, recording every
+// acknowledgement.
+type keyedLoad struct {
+	mu      sync.Mutex
+	acks    []acked
+	errs    []error
+	lastAck time.Time
+	maxGap  time.Duration
+}
+
+func (l *keyedLoad) run(ctx context.Context, t testing.TB, p *client.Producer, topic string, nkeys int, stop <-chan struct{}) {
+	seq := make([]int, nkeys)
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		k := i % nkeys
+		key := "k" + strconv.Itoa(k)
+		s := seq[k]
+		seq[k]++
+		rec := &client.Record{Topic: topic, Partition: -1, Key: []byte(key), Value: []byte(key + ":" + strconv.Itoa(s))}
+		err := p.Produce(ctx, rec, func(r *client.Record, err error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if err != nil {
+				l.errs = append(l.errs, err)
+				return
+			}
+			now := time.Now()
+			if !l.lastAck.IsZero() && now.Sub(l.lastAck) > l.maxGap {
+				l.maxGap = now.Sub(l.lastAck)
+			}
+			l.lastAck = now
+			l.acks = append(l.acks, acked{key: key, seq: s, partition: r.Partition, offset: r.Offset})
+		})
+		if err != nil {
+			t.Errorf("produce: %v", err)
+			return
+		}
+		if i%64 == 0 {
+			time.Sleep(time.Millisecond) // a steady load, not a flood
+		}
+	}
+}
+
+// checkExactlyOnce: every acknowledged record is in the log exactly once at
+// its acknowledged offset, no record appears twice, and each key's records
+// are in sequence order.
+func checkExactlyOnce(t *testing.T, log map[int32][]*client.Record, acks []acked) {
+	t.Helper()
+	seen := map[string]int64{} // "key:seq" -> offset
+	lastSeq := map[string]int{}
+	for p, recs := range log {
+		for i, r := range recs {
+			if i > 0 && r.Offset <= recs[i-1].Offset {
+				t.Fatalf("partition %d: offset %d after %d", p, r.Offset, recs[i-1].Offset)
+			}
+			v := string(r.Value)
+			if prev, dup := seen[v]; dup {
+				t.Fatalf("record %s stored twice: offsets %d and %d of partition %d", v, prev, r.Offset, p)
+			}
+			seen[v] = r.Offset
+			key, s, _ := strings.Cut(v, ":")
+			n, _ := strconv.Atoi(s)
+			if last, ok := lastSeq[key]; ok && n <= last {
+				t.Fatalf("key %s: seq %d after %d (per-key order broken) in partition %d", key, n, last, p)
+			}
+			lastSeq[key] = n
+		}
+	}
+	for _, a := range acks {
+		v := a.key + ":" + strconv.Itoa(a.seq)
+		off, ok := seen[v]
+		if !ok {
+			t.Fatalf("acknowledged record %s (partition %d offset %d) is lost", v, a.partition, a.offset)
+		}
+		if off != a.offset {
+			t.Fatalf("acknowledged record %s at offset %d is stored at %d", v, a.offset, off)
+		}
+	}
+}
+
+// TestBrokerKillOwner: kill -9 the broker that owns a partition while an
+// idempotent producer writes keyed records with acks=quorum. Every
+// acknowledged record is consumed exactly once, per-key order holds, and
+// the other broker serves the partition within 10 s.
+func TestBrokerKillOwner(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 2)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "orders", 2, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var load keyedLoad
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.run(ctx, t, p, "orders", 20, stop) }()
+
+	time.Sleep(time.Second)
+	owner, err := ownerOf(ctx, cl, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.brokerAt(owner)
+	victim.Kill()
+	killed := time.Now()
+	t.Logf("killed %s (owner of orders/0)", victim.ID)
+	eventually(t, 10*time.Second, "partition 0 served by the other broker", func() error {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cl.ListOffsets(cctx, client.TopicPartition{Topic: "orders", Partition: 0}, -1)
+		return err
+	})
+	t.Logf("orders/0 served again %s after the kill", time.Since(killed).Round(time.Millisecond))
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.Close(fctx); err != nil {
+		t.Fatal(err)
+	}
+	load.mu.Lock()
+	acks, errs := load.acks, load.errs
+	load.mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("%d records failed; first: %v", len(errs), errs[0])
+	}
+	log := consumeAll(t, cl, "orders", 2)
+	checkExactlyOnce(t, log, acks)
+	t.Logf("%d records acknowledged, all consumed exactly once", len(acks))
+}
+
+// TestBrokerZombieFenced: the owner is paused past its session, the other
+// broker takes over; when the zombie resumes, its appends fail and it
+// drops the partition; no offset holds two records.
+func TestBrokerZombieFenced(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 2)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "zombie", 1, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	produceN := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := p.ProduceSync(ctx, &client.Record{Topic: "zombie", Partition: 0, Value: []byte("v" + strconv.Itoa(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produceN(0, 50)
+	owner, err := ownerOf(ctx, cl, "zombie", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zombie := c.brokerAt(owner)
+	zombie.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			zombie.Resume()
+		}
+	}()
+	eventually(t, 20*time.Second, "the other broker owns the partition", func() error {
+		o, err := ownerOf(ctx, cl, "zombie", 0)
+		if err != nil {
+			return err
+		}
+		if o == "" || o == owner {
+			return fmt.Errorf("owner is still %q", o)
+		}
+		return nil
+	})
+	produceN(50, 50)
+
+	// A request that reaches the zombie while it is still paused is served
+	// when it wakes up: it must fail, not be stored.
+	conn, err := grpc.NewClient(owner, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	batch, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{{TimestampMs: time.Now().UnixMilli(), Value: []byte("zombie-write")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		resp *brokerpb.ProduceResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		resp, err := brokerpb.NewBrokerClient(conn).Produce(rctx, &brokerpb.ProduceRequest{
+			Partitions: []*brokerpb.ProducePartition{{Topic: "zombie", Partition: 0, Records: batch}}})
+		done <- result{resp, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	zombie.Resume()
+	paused = false
+	r := <-done
+	if r.err == nil {
+		pr := r.resp.Partitions[0]
+		if pr.Error == nil {
+			t.Fatalf("the zombie stored a record at offset %d", pr.BaseOffset)
+		}
+		t.Logf("zombie's append refused: %s: %s", pr.Error.GetInfo().GetReason(), pr.Error.Message)
+	} else {
+		t.Logf("zombie's append refused: %v", r.err)
+	}
+	eventually(t, 10*time.Second, "the zombie drops the partition", func() error {
+		resp, err := brokerpb.NewBrokerClient(conn).ListOffsets(ctx, &brokerpb.ListOffsetsRequest{Topic: "zombie", Partition: 0, Timestamp: -1})
+		if err == nil {
+			return fmt.Errorf("zombie still serves: high watermark %d", resp.Offset)
+		}
+		return nil
+	})
+	produceN(100, 10)
+	log := consumeAll(t, cl, "zombie", 1)
+	recs := log[0]
+	if len(recs) != 110 {
+		t.Fatalf("want 110 records, got %d", len(recs))
+	}
+	for i, r := range recs {
+		if r.Offset != int64(i) || string(r.Value) != "v"+strconv.Itoa(i) {
+			t.Fatalf("offset %d holds %q at %d", i, r.Value, r.Offset)
+		}
+	}
+}
+
+// TestBrokerBookieKill: kill -9 one of three bookies during produce: no
+// acknowledged record is lost and acknowledgements stall for less than 2 s.
+func TestBrokerBookieKill(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "bk", 2, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{Linger: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var load keyedLoad
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.run(ctx, t, p, "bk", 10, stop) }()
+	time.Sleep(time.Second)
+	c.bookies[1].Kill()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load.mu.Lock()
+	acks, errs, gap := load.acks, load.errs, load.maxGap
+	load.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("%d records failed; first: %v", len(errs), errs[0])
+	}
+	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
+	if gap >= 2*time.Second {
+		t.Errorf("produce stalled %s after the bookie kill (want < 2s)", gap)
+	}
+	checkExactlyOnce(t, consumeAll(t, cl, "bk", 2), acks)
+}
+
+// TestBrokerFetchAtOffsetsAndTimes: fetches at arbitrary offsets and
+// timestamps, across many ledger rolls, return exactly the right records.
+func TestBrokerFetchAtOffsetsAndTimes(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "seek", 1, map[string]string{"segment.bytes": "16384"})
+	p, err := cl.NewProducer(client.ProducerConfig{Linger: time.Millisecond, BatchBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	ts := func(i int) time.Time { return base.Add(time.Duration(i) * 10 * time.Millisecond) }
+	var wg sync.WaitGroup
+	var perr error
+	var mu sync.Mutex
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		rec := &client.Record{Topic: "seek", Partition: 0, Value: []byte(fmt.Sprintf("r%05d-%s", i, strings.Repeat("x", 40))), Timestamp: ts(i)}
+		if err := p.Produce(ctx, rec, func(r *client.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				perr = err
+				mu.Unlock()
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	p.Close(ctx)
+	desc, err := cl.DescribeTopic(ctx, "seek")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgers := len(desc.Partitions[0].Ledgers)
+	t.Logf("%d records in %d ledgers", n, ledgers)
+	if ledgers < 3 {
+		t.Fatalf("want several ledger rolls, got %d ledgers", ledgers)
+	}
+	tp := client.TopicPartition{Topic: "seek", Partition: 0}
+	first := func(off client.Offset) *client.Record {
+		t.Helper()
+		cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := cons.Assign(cctx, map[client.TopicPartition]client.Offset{tp: off}); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := cons.Poll(cctx)
+		if err != nil || len(recs) == 0 {
+			t.Fatalf("poll at %v: %v (%d records)", off, err, len(recs))
+		}
+		return recs[0]
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	offsets := []int{0, n - 1}
+	for range 25 {
+		offsets = append(offsets, rng.IntN(n))
+	}
+	sort.Ints(offsets)
+	for _, o := range offsets {
+		r := first(client.OffsetAt(int64(o)))
+		if r.Offset != int64(o) || !strings.HasPrefix(string(r.Value), fmt.Sprintf("r%05d-", o)) {
+			t.Fatalf("fetch at offset %d returned offset %d %q", o, r.Offset, r.Value[:6])
+		}
+		// A time between records o-1 and o, and exactly o's.
+		for _, at := range []time.Time{ts(o), ts(o).Add(-5 * time.Millisecond)} {
+			r := first(client.OffsetAtTime(at))
+			if r.Offset != int64(o) {
+				t.Fatalf("fetch at time of record %d (%s) returned offset %d", o, at.Sub(base), r.Offset)
+			}
+		}
+	}
+	lo, err := cl.ListOffsets(ctx, tp, ts(n).UnixMilli())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo.Offset != n {
+		t.Fatalf("time after the last record: offset %d, want the end %d", lo.Offset, n)
+	}
+	if _, err := cl.ListOffsets(ctx, tp, -2); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := cl.NewConsumer(client.ConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if err := cons.Assign(ctx, map[client.TopicPartition]client.Offset{tp: client.OffsetAt(n + 10)}); err == nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err = cons.Poll(cctx)
+		if !errors.Is(err, client.ErrOffsetOutOfRange) {
+			t.Fatalf("fetch beyond the end: want ErrOffsetOutOfRange, got %v", err)
+		}
+	}
+}
