@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-log/strata/broker/partlog"
 )
 
 // metrics are the broker's own; partlog and group register theirs.
@@ -11,8 +13,6 @@ type metrics struct {
 	requests    *prometheus.HistogramVec
 	produceB    prometheus.Counter
 	produceErrs prometheus.Counter
-	fetchB      prometheus.Counter
-	takeover    prometheus.Histogram
 	controller  prometheus.Gauge
 	assignments prometheus.Counter
 }
@@ -28,13 +28,6 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 			Name: "strata_broker_produce_bytes_total", Help: "Record batch bytes received in produce requests."}),
 		produceErrs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_produce_errors_total", Help: "Produced batches answered with an error."}),
-		fetchB: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_broker_fetch_bytes_total", Help: "Record batch bytes returned by fetches."}),
-		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "strata_broker_ownership_acquire_seconds",
-			Help:    "Time from starting a partition takeover to serving it (fence, recover, list CAS).",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
-		}),
 		controller: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_broker_controller", Help: "1 while this broker is the controller."}),
 		assignments: prometheus.NewCounter(prometheus.CounterOpts{
@@ -53,7 +46,27 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.fetchB, m.takeover, m.controller, m.assignments, owned)
+	under := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_broker_under_replicated_partitions",
+		Help: "Served partitions whose open ledger has entries below write-quorum copies.",
+	}, func() float64 {
+		b.mu.Lock()
+		var logs []*partlog.Log
+		for _, p := range b.parts {
+			if p.log != nil {
+				logs = append(logs, p.log)
+			}
+		}
+		b.mu.Unlock()
+		n := 0
+		for _, l := range logs {
+			if l.UnderReplicated() {
+				n++
+			}
+		}
+		return float64(n)
+	})
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, owned, under)
 	return m
 }
 
@@ -67,5 +80,3 @@ func (m *metrics) produced(bytes int, err error) {
 		m.produceErrs.Inc()
 	}
 }
-
-func (m *metrics) fetched(bytes int) { m.fetchB.Add(float64(bytes)) }

@@ -152,7 +152,6 @@ func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p
 	if err != nil {
 		return err
 	}
-	b.metrics.takeover.Observe(time.Since(start).Seconds())
 	owner, err := proto.Marshal(&brokerpb.Ownership{BrokerId: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), Epoch: p.epoch})
 	if err != nil {
 		return err

@@ -175,11 +175,9 @@ func (s *service) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*broke
 			}
 		}
 		if total >= minBytes || errs > 0 || len(waits) == 0 || !time.Now().Before(deadline) {
-			s.b.metrics.fetched(total)
 			return &brokerpb.FetchResponse{Partitions: out}, nil
 		}
 		if !waitAny(ctx, waits, time.Until(deadline)) {
-			s.b.metrics.fetched(total)
 			return &brokerpb.FetchResponse{Partitions: out}, nil
 		}
 	}

@@ -484,3 +484,12 @@ func (l *Log) Describe() *brokerpb.PartitionLog {
 	}
 	return pl
 }
+
+// UnderReplicated reports whether the open ledger has entries with fewer
+// than write-quorum copies (a bookie failed and no spare replaced it yet).
+func (l *Log) UnderReplicated() bool {
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	return w != nil && w.UnderReplicated()
+}
