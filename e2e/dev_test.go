@@ -46,7 +46,8 @@ func TestDevCluster(t *testing.T) {
 	env := []string{"STRATA_PROFILE=" + profile, "STRATA_METAD="}
 	base := freeBase(t)
 	dev := exec.Command(bins["strata"], "dev", "--dir", filepath.Join(dir, "cluster"),
-		"--bin-dir", filepath.Dir(bins["metad"]), "--metad-port", fmt.Sprint(base), "--bookie-port", fmt.Sprint(base+300))
+		"--bin-dir", filepath.Dir(bins["metad"]), "--metad-port", fmt.Sprint(base), "--bookie-port", fmt.Sprint(base+300),
+		"--broker-port", fmt.Sprint(freePorts(t, base+500, 2, 100)))
 	dev.Env = append(dev.Environ(), env...)
 	stdout, err := dev.StdoutPipe()
 	if err != nil {
@@ -98,8 +99,8 @@ func TestDevCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Nodes) != 6 {
-		t.Fatalf("state lists %d nodes, want 3 metad and 3 bookies", len(st.Nodes))
+	if len(st.Nodes) != 8 {
+		t.Fatalf("state lists %d nodes, want 3 metad, 3 bookies and 2 brokers", len(st.Nodes))
 	}
 	out, _, code := strata(t, env, "cluster", "bookies")
 	if code != 0 || strings.Count(out, "writable") != 3 {

@@ -12,6 +12,7 @@ import (
 
 func newClusterCommand(g *globalOptions) *cobra.Command {
 	cluster := &cobra.Command{Use: "cluster", Short: "Inspect the cluster's nodes"}
+	cluster.AddCommand(newClusterStatusCommand(g))
 	cluster.AddCommand(&cobra.Command{
 		Use:   "bookies",
 		Short: "List bookies: state (writable, read-only, down), address, disk space, rack",

@@ -44,6 +44,8 @@ addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.`,
 	f.IntVar(&o.MetadPort, "metad-port", o.MetadPort, "first metad client port (raft +100, admin +200)")
 	f.IntVar(&o.Bookies, "bookies", o.Bookies, "number of bookies")
 	f.IntVar(&o.BookiePort, "bookie-port", o.BookiePort, "first bookie port (admin +100)")
+	f.IntVar(&o.Brokers, "brokers", o.Brokers, "number of brokers")
+	f.IntVar(&o.BrokerPort, "broker-port", o.BrokerPort, "first broker port (admin +100)")
 	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),
 		newDevNodeCommand("stop", "Stop a node (SIGTERM, then SIGKILL after 10s)", &o.Dir),
 		newDevNodeCommand("start", "Start a stopped or killed node again with its recorded arguments", &o.Dir),
@@ -75,8 +77,15 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 	if bookies := devcluster.Endpoints(st.Nodes, devcluster.RoleBookie); len(bookies) > 0 {
 		fmt.Fprintf(out, "  bookies: %s\n", strings.Join(bookies, ","))
 	}
+	if prof.Brokers != "" {
+		fmt.Fprintf(out, "  brokers: %s\n", prof.Brokers)
+	}
 	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
-	fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
+	if prof.Brokers != "" {
+		fmt.Fprintf(out, "Try:  strata cluster status    (Ctrl-C stops the cluster)\n")
+	} else {
+		fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
+	}
 
 	// Supervise: report nodes that exit, until interrupted.
 	reported := map[string]bool{}

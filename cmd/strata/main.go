@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/internal/devcluster"
 	"github.com/strata-log/strata/metad/metaclient"
@@ -42,6 +43,7 @@ func main() {
 // globalOptions are the flags every command has.
 type globalOptions struct {
 	metad   string
+	broker  string
 	timeout time.Duration
 	output  string
 	format  cli.Format // parsed output
@@ -70,10 +72,12 @@ func newRootCommand() *cobra.Command {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.metad, "metad", "", "metad endpoints, host:port,... (default $"+cli.EnvMetad+" or "+cli.DefaultMetadEndpoints+")")
+	pf.StringVar(&g.broker, "broker", "", "bootstrap brokers, host:port,... (default $"+cli.EnvBroker+", the profile, or "+cli.DefaultBrokers+")")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (watch runs until interrupted)")
 	pf.StringVarP(&g.output, "output", "o", string(cli.FormatText), "output format: text or json")
 
-	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g))
+	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g),
+		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newBenchCommand(g))
 	return root
 }
 
@@ -89,6 +93,48 @@ func (g *globalOptions) endpoints() ([]string, error) {
 		fromEnv = prof.Metad
 	}
 	return cli.ResolveEndpoints(g.metad, fromEnv)
+}
+
+// brokers resolves the bootstrap brokers from --broker, $STRATA_BROKER, the
+// profile `strata dev` writes, or the default.
+func (g *globalOptions) brokers() ([]string, error) {
+	fromEnv := os.Getenv(cli.EnvBroker)
+	if fromEnv == "" && g.broker == "" {
+		prof, err := devcluster.LoadProfile()
+		if err != nil {
+			return nil, err
+		}
+		fromEnv = prof.Brokers
+	}
+	return cli.ResolveBrokers(g.broker, fromEnv)
+}
+
+// brokerClient connects to the brokers. Each attempt of a call gets at most
+// --timeout; commands that stream (produce, consume, bench) are not
+// otherwise bounded by it.
+func (g *globalOptions) brokerClient(ctx context.Context) (*client.Client, error) {
+	addrs, err := g.brokers()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(ctx, client.Config{
+		Brokers:        addrs,
+		ClientID:       "strata-cli",
+		RequestTimeout: min(30*time.Second, g.timeout),
+	})
+}
+
+// withBroker runs fn with a broker client and a context bounded by
+// --timeout, closing both afterwards.
+func (g *globalOptions) withBroker(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
+	ctx, cancel := g.commandContext(cmd)
+	defer cancel()
+	c, err := g.brokerClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
 }
 
 // metaClient connects to metad. Each attempt of a call gets at most half

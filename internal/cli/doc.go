@@ -1,7 +1,10 @@
 // Package cli holds the logic of the strata command-line tool that is worth
-// testing without a process: endpoint resolution, text and JSON output of
-// metad data, the cluster status report, and exit codes. cmd/strata only
-// wires cobra commands to it.
+// testing without a process: endpoint and broker resolution, text and JSON
+// output of metad data, the metad status report, exit codes, and for the
+// record commands the consume offset grammar (ParseOffset), kcat-style
+// record format strings (ParseRecordFormat), the produce line splitter
+// (LineSplitter: -K, -k, -Z) and the latency histogram of strata bench.
+// cmd/strata only wires cobra commands to it.
 //
 // # Output
 //
@@ -17,10 +20,17 @@
 // in "value_base64" instead. Keys listed with --keys-only have neither.
 // "lease" is left out when 0.
 //
+// consume --output json prints one object per record (JSONRecord):
+//
+//	{"topic": "orders", "partition": 0, "offset": 7, "timestamp": 1700000000000,
+//	 "key": "k1", "value": "hello", "headers": [{"key": "h", "value": "v"}]}
+//
+// A key or value that is not valid UTF-8 is base64 with "key_base64" or
+// "value_base64": true beside it; a null key or value (tombstone) is null.
+//
 // # Exit codes
 //
 // 0 success; 1 a runtime error (printed as "strata: <message>" on stderr),
 // including a missing key for get and a version conflict for put; 2 a usage
-// error, or (status) a cluster without a leader or with an unreachable
-// member.
+// error, or (meta status, cluster status) an unhealthy cluster.
 package cli

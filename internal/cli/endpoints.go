@@ -19,12 +19,31 @@ const DefaultMetadEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
 // comma-separated host:port list; blanks around entries are ignored and
 // repeated entries are dropped.
 func ResolveEndpoints(flagValue, envValue string) ([]string, error) {
-	source, value := "--metad", flagValue
+	return resolveAddresses("--metad", flagValue, EnvMetad, envValue, DefaultMetadEndpoints)
+}
+
+// EnvBroker names the environment variable that lists bootstrap brokers
+// when --broker is not given.
+const EnvBroker = "STRATA_BROKER"
+
+// DefaultBrokers is used when neither --broker, $STRATA_BROKER nor a
+// profile names brokers: the brokers of a default `strata dev` cluster.
+const DefaultBrokers = "127.0.0.1:9092,127.0.0.1:9093"
+
+// ResolveBrokers picks the bootstrap brokers like ResolveEndpoints: the
+// --broker value, else the environment's (or profile's), else
+// DefaultBrokers.
+func ResolveBrokers(flagValue, envValue string) ([]string, error) {
+	return resolveAddresses("--broker", flagValue, EnvBroker, envValue, DefaultBrokers)
+}
+
+func resolveAddresses(flagName, flagValue, envName, envValue, def string) ([]string, error) {
+	source, value := flagName, flagValue
 	if strings.TrimSpace(value) == "" {
-		source, value = "$"+EnvMetad, envValue
+		source, value = "$"+envName, envValue
 	}
 	if strings.TrimSpace(value) == "" {
-		source, value = "default", DefaultMetadEndpoints
+		source, value = "default", def
 	}
 	var out []string
 	seen := map[string]bool{}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -102,23 +103,33 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 		}
 	}
 	s := &State{Dir: o.Dir, Nodes: nodes}
-	for i := range s.Nodes {
-		if err := Start(&s.Nodes[i]); err != nil {
+	// Two phases: metad and bookies start together (bookies retry metad
+	// until it answers), brokers once both are ready, so that their first
+	// partition takeovers find bookies to write to.
+	for _, phase := range [][]string{{RoleMetad, RoleBookie}, {RoleBroker}} {
+		var started []int
+		for i := range s.Nodes {
+			if !slices.Contains(phase, s.Nodes[i].Role) {
+				continue
+			}
+			if err := Start(&s.Nodes[i]); err != nil {
+				Down(s, 5*time.Second)
+				return nil, err
+			}
+			started = append(started, i)
+			fmt.Fprintf(out, "started %-9s pid %-7d %s (admin %s)\n", s.Nodes[i].Name, s.Nodes[i].PID, s.Nodes[i].Listen, s.Nodes[i].Admin)
+		}
+		if err := s.Save(); err != nil {
 			Down(s, 5*time.Second)
 			return nil, err
 		}
-		fmt.Fprintf(out, "started %-9s pid %-7d %s (admin %s)\n", s.Nodes[i].Name, s.Nodes[i].PID, s.Nodes[i].Listen, s.Nodes[i].Admin)
-	}
-	if err := s.Save(); err != nil {
-		Down(s, 5*time.Second)
-		return nil, err
-	}
-	for _, n := range s.Nodes {
-		if err := WaitReady(ctx, n, 30*time.Second); err != nil {
-			Down(s, 5*time.Second)
-			return nil, err
+		for _, i := range started {
+			if err := WaitReady(ctx, s.Nodes[i], 30*time.Second); err != nil {
+				Down(s, 5*time.Second)
+				return nil, err
+			}
+			fmt.Fprintf(out, "ready   %s\n", s.Nodes[i].Name)
 		}
-		fmt.Fprintf(out, "ready   %s\n", n.Name)
 	}
 	return s, nil
 }
@@ -204,17 +215,25 @@ func Stop(n Node, grace time.Duration) {
 	}
 }
 
-// Down stops every node, the last started first.
+// Down stops every node, role by role in the reverse of the start order:
+// brokers first, while metad and bookies still run for their clean
+// hand-off, then bookies, then metad. Nodes of one role stop together.
 func Down(s *State, grace time.Duration) {
-	var wg sync.WaitGroup
-	for i := len(s.Nodes) - 1; i >= 0; i-- {
-		wg.Add(1)
-		go func(n Node) {
-			defer wg.Done()
-			Stop(n, grace)
-		}(s.Nodes[i])
+	for _, role := range []string{RoleBroker, RoleBookie, RoleMetad, ""} {
+		var wg sync.WaitGroup
+		for _, n := range s.Nodes {
+			known := n.Role == RoleBroker || n.Role == RoleBookie || n.Role == RoleMetad
+			if n.Role != role && (role != "" || known) {
+				continue
+			}
+			wg.Add(1)
+			go func(n Node) {
+				defer wg.Done()
+				Stop(n, grace)
+			}(n)
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 }
 
 // alive reports whether pid is a live process (not a zombie).

@@ -1,6 +1,8 @@
 // Package devcluster runs a complete local Strata cluster for development
 // (`strata dev`, `make run`): every role as a separate process on fixed
-// loopback ports, data under one directory that survives restarts.
+// loopback ports, data under one directory that survives restarts. Metad
+// members and bookies start first; brokers start once those are ready
+// (each node is ready when its admin /readyz answers 200).
 //
 // The cluster is described in a state file, DIR/cluster.json, so scripts
 // and later `strata dev` commands can find, kill, stop and restart single
@@ -12,7 +14,11 @@
 //	  "log_file": ".strata/logs/metad-1.log", "bin": "...", "args": [...]}]}
 //
 // It also writes a CLI profile (DIR/profile.json, and the user's profile)
-// holding the cluster's endpoints, so that `strata` needs no flags.
+// holding the cluster's metad endpoints and bootstrap brokers, so that
+// `strata` needs no flags:
+//
+//	{"metad": "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+//	 "brokers": "127.0.0.1:9092,127.0.0.1:9093"}
 //
 // Nodes run in their own process groups: Ctrl-C in the terminal reaches the
 // supervisor only, which then stops every node in order (SIGTERM, SIGKILL

@@ -7,10 +7,12 @@ import (
 	"strings"
 )
 
-// Roles, in start order: metad first, since everything registers there.
+// Roles, in start order: metad first, since everything registers there;
+// brokers last, once bookies can store their ledgers.
 const (
 	RoleMetad  = "metad"
 	RoleBookie = "bookie"
+	RoleBroker = "broker"
 )
 
 // Options describes the cluster to run.
@@ -32,11 +34,17 @@ type Options struct {
 	// MetadPort is the first metad client port; raft ports are +100 and
 	// admin ports +200 (defaults 7001, 7101, 7201).
 	MetadPort int
+	// Brokers is the number of brokers (default 2; 0 for none).
+	Brokers int
+	// BrokerPort is the first broker (client) port; admin ports are +100
+	// (defaults 9092, 9192).
+	BrokerPort int
 }
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{Dir: ".strata", Metad: 3, Bookies: 3, Host: "127.0.0.1", MetadPort: 7001, BookiePort: 7301}
+	return Options{Dir: ".strata", Metad: 3, Bookies: 3, Host: "127.0.0.1", MetadPort: 7001, BookiePort: 7301,
+		Brokers: 2, BrokerPort: 9092}
 }
 
 // Validate says what is wrong with o.
@@ -56,6 +64,12 @@ func (o Options) Validate() error {
 	}
 	if o.Bookies > 0 && (o.BookiePort < 1024 || o.BookiePort+100+o.Bookies > 65535) {
 		errs = append(errs, fmt.Errorf("--bookie-port %d: out of range", o.BookiePort))
+	}
+	if o.Brokers < 0 || o.Brokers > 20 {
+		errs = append(errs, fmt.Errorf("--brokers %d: want 0 to 20", o.Brokers))
+	}
+	if o.Brokers > 0 && (o.BrokerPort < 1024 || o.BrokerPort+100+o.Brokers > 65535) {
+		errs = append(errs, fmt.Errorf("--broker-port %d: out of range", o.BrokerPort))
 	}
 	return errors.Join(errs...)
 }
@@ -114,6 +128,22 @@ func Plan(o Options) ([]Node, error) {
 			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--admin-listen", n.Admin,
 			"--metad", metadEndpoints,
 		}
+		nodes = append(nodes, n)
+	}
+	for i := 1; i <= o.Brokers; i++ {
+		n := Node{
+			Name: fmt.Sprintf("broker-%d", i), Role: RoleBroker, ID: fmt.Sprintf("k%d", i),
+			Listen: addr(o.BrokerPort + i - 1), Admin: addr(o.BrokerPort + 100 + i - 1),
+		}
+		n.DataDir = filepath.Join(o.Dir, n.Name)
+		n.LogFile = filepath.Join(o.Dir, "logs", n.Name+".log")
+		n.Bin = filepath.Join(o.BinDir, RoleBroker)
+		// Brokers keep no state on disk (cmd/broker has no --data-dir):
+		// DataDir is reserved for them but not passed. A short drain keeps
+		// Ctrl-C quick: when every broker stops at once none can take the
+		// others' partitions, and a dev cluster's hand-over takes ~1 s.
+		n.Args = []string{"--id", n.ID, "--listen", n.Listen, "--admin-listen", n.Admin, "--metad", metadEndpoints,
+			"--drain-timeout", "3s"}
 		nodes = append(nodes, n)
 	}
 	return nodes, nil

@@ -12,8 +12,18 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 6 {
-		t.Fatalf("%d nodes, want 6", len(nodes))
+	if len(nodes) != 8 {
+		t.Fatalf("%d nodes, want 8", len(nodes))
+	}
+	k2 := nodes[7]
+	if k2.Name != "broker-2" || k2.Role != RoleBroker || k2.ID != "k2" || k2.Listen != "127.0.0.1:9093" ||
+		k2.Admin != "127.0.0.1:9193" || k2.DataDir != ".strata/broker-2" || k2.Bin != "/opt/strata/bin/broker" ||
+		strings.Join(k2.Args, " ") != "--id k2 --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 "+
+			"--metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --drain-timeout 3s" {
+		t.Fatalf("broker-2 planned as %+v", k2)
+	}
+	if got := ProfileFromState(&State{Nodes: nodes}); got.Brokers != "127.0.0.1:9092,127.0.0.1:9093" {
+		t.Fatalf("profile %+v", got)
 	}
 	b2 := nodes[4]
 	if b2.Name != "bookie-2" || b2.ID != "b2" || b2.Listen != "127.0.0.1:7302" || b2.Admin != "127.0.0.1:7402" ||
@@ -41,6 +51,8 @@ func TestPlanRejects(t *testing.T) {
 		{Dir: "", Metad: 3, Host: "127.0.0.1", MetadPort: 7001},
 		{Dir: "d", Metad: 2, Host: "127.0.0.1", MetadPort: 7001},
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 80},
+		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: -1},
+		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 2, BrokerPort: 65500},
 	} {
 		if _, err := Plan(o); err == nil {
 			t.Errorf("Plan(%+v) accepted", o)

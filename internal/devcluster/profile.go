@@ -14,12 +14,16 @@ const EnvProfile = "STRATA_PROFILE"
 
 // Profile is what the CLI reads when no flags or variables name endpoints.
 type Profile struct {
-	Metad string `json:"metad"`
+	Metad   string `json:"metad"`
+	Brokers string `json:"brokers,omitempty"` // bootstrap brokers, host:port,...
 }
 
 // ProfileFromState builds the profile of a running cluster.
 func ProfileFromState(s *State) Profile {
-	return Profile{Metad: strings.Join(Endpoints(s.Nodes, RoleMetad), ",")}
+	return Profile{
+		Metad:   strings.Join(Endpoints(s.Nodes, RoleMetad), ","),
+		Brokers: strings.Join(Endpoints(s.Nodes, RoleBroker), ","),
+	}
 }
 
 // UserProfilePath is $STRATA_PROFILE, else ~/.config/strata/profile.json.

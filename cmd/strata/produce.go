@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/cli"
+)
+
+// maxInputLine bounds one line of produce input; the broker's
+// max.message.bytes usually rejects far smaller records.
+const maxInputLine = 32 << 20
+
+// produceBufferBytes bounds the records produce has read but not yet had
+// acknowledged.
+const produceBufferBytes = 16 << 20
+
+type produceOptions struct {
+	keySeparator string
+	key          string
+	headers      []string
+	partition    int32
+	acks         string
+	compression  string
+	nullEmpty    bool
+}
+
+func newProduceCommand(g *globalOptions) *cobra.Command {
+	o := &produceOptions{}
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Produce records read from stdin, one per line",
+		Long: `Reads records from stdin, one per line, and produces them to TOPIC.
+
+  -K SEP   split each line at the first SEP: key before, value after
+           (a line without SEP is all value, with no key)
+  -k KEY   the same key for every record
+  -Z       an empty value is a tombstone (null value); an empty key, no key
+  -H n=v   add a header to every record (repeatable)
+
+Input streams: memory stays bounded whatever its size (the producer
+back-pressures). Exits 0 only when every record was acknowledged, printing
+the count to stderr; otherwise prints how many failed and the first error,
+and exits 1. --timeout bounds connecting, not the stream.`,
+		Example: `  printf 'k1:hello\nk2:world\n' | strata produce orders -K:
+  seq 1000000 | strata produce numbers --acks one --compression zstd`,
+		Args: cobra.ExactArgs(1),
+		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
+			return runProduce(cmd, g, o, args[0])
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.keySeparator, "key-separator", "K", "", "split each line into key and value at the first SEP")
+	f.StringVarP(&o.key, "key", "k", "", "key of every record")
+	f.StringArrayVarP(&o.headers, "header", "H", nil, "header name=value for every record (repeatable)")
+	f.Int32VarP(&o.partition, "partition", "p", -1, "partition (default: by key hash, sticky without a key)")
+	f.StringVar(&o.acks, "acks", "quorum", "acknowledgement: none, one, quorum or all")
+	f.StringVar(&o.compression, "compression", "none", "compression: none, gzip, snappy, lz4 or zstd")
+	f.BoolVarP(&o.nullEmpty, "null", "Z", false, "send an empty value as a tombstone (null) and an empty key as no key")
+	return cmd
+}
+
+func parseHeaders(hs []string) ([]client.Header, error) {
+	var out []client.Header
+	for _, h := range hs {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-H %q: want name=value", h)
+		}
+		out = append(out, client.Header{Key: k, Value: []byte(v)})
+	}
+	return out, nil
+}
+
+func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic string) error {
+	usage := func(err error) error { return cli.Exit(cli.ExitUsage, err) }
+	if o.keySeparator != "" && cmd.Flags().Changed("key") {
+		return usage(errors.New("-K and -k exclude each other"))
+	}
+	if cmd.Flags().Changed("key-separator") && o.keySeparator == "" {
+		return usage(errors.New("-K: the separator is empty"))
+	}
+	acks, err := client.ParseAcks(o.acks)
+	if err != nil {
+		return usage(err)
+	}
+	codec, err := client.ParseCompression(o.compression)
+	if err != nil {
+		return usage(err)
+	}
+	headers, err := parseHeaders(o.headers)
+	if err != nil {
+		return usage(err)
+	}
+	split := cli.LineSplitter{KeySeparator: []byte(o.keySeparator), NullEmpty: o.nullEmpty}
+	if cmd.Flags().Changed("key") {
+		split.Key = []byte(o.key)
+	}
+
+	ctx := cmd.Context()
+	connectCtx, cancel := g.commandContext(cmd)
+	c, err := g.brokerClient(connectCtx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// A smaller buffer than the client default: the CLI streams, its
+	// throughput needs little read-ahead, and memory stays modest.
+	prod, err := c.NewProducer(client.ProducerConfig{Acks: acks, Compression: codec, MaxBufferedBytes: produceBufferBytes})
+	if err != nil {
+		return err
+	}
+
+	var (
+		acked, failed atomic.Int64
+		errMu         sync.Mutex
+		firstErr      error
+	)
+	fail := func(err error) {
+		failed.Add(1)
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
+	done := func(_ *client.Record, err error) {
+		if err != nil {
+			fail(err)
+			return
+		}
+		acked.Add(1)
+	}
+	// Lines come from a reader goroutine so that Ctrl-C ends a produce
+	// that waits for input on a terminal; the channel's bound keeps memory
+	// bounded. On Ctrl-C the goroutine may stay blocked in a read until
+	// the process exits.
+	type lineOrErr struct {
+		line []byte
+		err  error
+	}
+	lines := make(chan lineOrErr, 64)
+	go func() {
+		defer close(lines)
+		r := cli.NewLineReader(cmd.InOrStdin(), maxInputLine)
+		for {
+			line, err := r.Next()
+			select {
+			case lines <- lineOrErr{line, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var readErr error
+read:
+	for {
+		var in lineOrErr
+		var ok bool
+		select {
+		case <-ctx.Done():
+			break read
+		case in, ok = <-lines:
+		}
+		if !ok || errors.Is(in.err, io.EOF) {
+			break
+		}
+		if in.err != nil {
+			readErr = in.err
+			break
+		}
+		key, value := split.Split(in.line)
+		rec := &client.Record{Topic: topic, Partition: o.partition, Key: key, Value: value, Headers: headers, Offset: -1}
+		if err := prod.Produce(ctx, rec, done); err != nil {
+			fail(err)
+			if errors.Is(err, client.ErrClosed) || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	// Flush what was handed over: on Ctrl-C for a short while only.
+	grace := 2 * time.Minute
+	if ctx.Err() != nil {
+		grace = 5 * time.Second
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	if err := prod.Close(closeCtx); err != nil && failed.Load() == 0 {
+		fail(fmt.Errorf("flush: %w", err))
+	}
+
+	stderr := cmd.ErrOrStderr()
+	fmt.Fprintf(stderr, "produced %d records to %s (acks=%s)\n", acked.Load(), topic, acks)
+	switch {
+	case failed.Load() > 0:
+		return fmt.Errorf("%d records failed; first error: %w", failed.Load(), firstErr)
+	case readErr != nil:
+		return fmt.Errorf("reading stdin: %w", readErr)
+	case ctx.Err() != nil:
+		return errors.New("interrupted")
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
+)
+
+// quickstartCommands returns the shell code blocks of README.md between
+// <!-- quickstart --> and <!-- /quickstart -->, as lists of command lines
+// (comment lines dropped).
+func quickstartCommands(t *testing.T) [][]string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	start := strings.Index(text, "<!-- quickstart -->")
+	end := strings.Index(text, "<!-- /quickstart -->")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no <!-- quickstart --> ... <!-- /quickstart --> section")
+	}
+	var blocks [][]string
+	var cur []string
+	in := false
+	for _, line := range strings.Split(text[start:end], "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			if in {
+				blocks = append(blocks, cur)
+				cur = nil
+			}
+			in = !in
+		case in && strings.TrimSpace(line) != "" && !strings.HasPrefix(strings.TrimSpace(line), "#"):
+			cur = append(cur, line)
+		}
+	}
+	return blocks
+}
+
+// TestQuickstart runs README.md's quick start the way a new user would: a
+// cluster with `strata dev` in a fresh directory, then every command of the
+// second block, exactly as written, through sh in that directory (bin/
+// holds the test's binaries). The records must come back in order.
+func TestQuickstart(t *testing.T) {
+	skipShort(t)
+	blocks := quickstartCommands(t)
+	if len(blocks) != 2 || len(blocks[0]) != 1 || blocks[0][0] != "make run" {
+		t.Fatalf("quick start: want a `make run` block and a block of commands, got %q", blocks)
+	}
+	commands := blocks[1]
+	if bins["broker"] == "" {
+		t.Skip("no broker binary in this test run (e2e TestMain builds cmd/broker once it exists)")
+	}
+
+	// A fresh directory, with bin/ holding the binaries `make build` makes.
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Dir(bins["strata"]), filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"STRATA_PROFILE=" + filepath.Join(dir, "profile.json"), "STRATA_METAD=", "STRATA_BROKER="}
+	// `make run` is `bin/strata dev`; ports are moved off the defaults so
+	// that the test does not collide with a developer's cluster. The
+	// profile carries them to the commands.
+	base := freeBase(t)
+	brokerPort := freePorts(t, base+500, 2, 100)
+	dev := exec.Command(filepath.Join("bin", "strata"), "dev", "--metad-port", fmt.Sprint(base),
+		"--bookie-port", fmt.Sprint(base+300), "--broker-port", fmt.Sprint(brokerPort))
+	dev.Dir = dir
+	dev.Env = append(os.Environ(), env...)
+	var devOut bytes.Buffer
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.Stdout, dev.Stderr = pw, pw
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	t.Cleanup(func() {
+		_ = dev.Process.Signal(syscall.SIGINT)
+		_ = dev.Wait()
+	})
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			devOut.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "cluster ready") {
+				ready <- nil
+			}
+		}
+		ready <- errors.New("strata dev exited")
+	}()
+	start := time.Now()
+	select {
+	case err := <-ready:
+		if err != nil {
+			time.Sleep(100 * time.Millisecond) // let the reader finish the output
+			t.Fatalf("%v:\n%s", err, devOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("strata dev not ready within 30s")
+	}
+	t.Logf("strata dev ready in %s", time.Since(start).Round(time.Millisecond))
+
+	var produced []string // the produce command's input lines
+	var consumed string
+	for _, line := range commands {
+		sh := exec.Command("sh", "-c", line)
+		sh.Dir = dir
+		sh.Env = append(os.Environ(), env...)
+		var stdout, stderr bytes.Buffer
+		sh.Stdout, sh.Stderr = &stdout, &stderr
+		began := time.Now()
+		err := sh.Run()
+		t.Logf("$ %s   (%s)\n%s%s", line, time.Since(began).Round(time.Millisecond), stdout.String(), stderr.String())
+		if err != nil {
+			t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", line, err, stdout.String(), stderr.String())
+		}
+		switch {
+		case strings.Contains(line, "bin/strata produce "):
+			m := regexp.MustCompile(`printf '([^']*)'`).FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("cannot find the produce input in %q", line)
+			}
+			produced = strings.Split(strings.TrimSuffix(strings.ReplaceAll(m[1], `\n`, "\n"), "\n"), "\n")
+			if want := fmt.Sprintf("produced %d records to orders", len(produced)); !strings.Contains(stderr.String(), want) {
+				t.Fatalf("produce: stderr %q, want %q", stderr.String(), want)
+			}
+		case strings.Contains(line, "bin/strata consume "):
+			consumed = stdout.String()
+		}
+	}
+	if len(produced) == 0 || consumed == "" {
+		t.Fatalf("the quick start produced %q and consumed %q", produced, consumed)
+	}
+
+	// Expected: each record on the partition its key hashes to, at the
+	// next offset of that partition; per partition in produce order.
+	next := map[int32]int64{}
+	want := map[int32][]string{}
+	for _, in := range produced {
+		k, v, _ := strings.Cut(in, ":")
+		p := recordbatch.PartitionForKey([]byte(k), 3)
+		want[p] = append(want[p], fmt.Sprintf("%s=%s (p%d@%d)", k, v, p, next[p]))
+		next[p]++
+	}
+	got := map[int32][]string{}
+	for _, l := range strings.Split(strings.TrimSuffix(consumed, "\n"), "\n") {
+		var p int32
+		if _, err := fmt.Sscanf(l[strings.LastIndex(l, "(p"):], "(p%d@", &p); err != nil {
+			t.Fatalf("consumed line %q: %v", l, err)
+		}
+		got[p] = append(got[p], l)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("consumed, per partition:\n%v\nwant:\n%v", got, want)
+	}
+}
+
+// freePorts finds n consecutive free ports from about first, with their
+// admin ports (+adminOffset) free too.
+func freePorts(t *testing.T, first, n, adminOffset int) int {
+	t.Helper()
+	for p := first; p < 65000-adminOffset; p += 7 {
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			ok = portFree(fmt.Sprintf("127.0.0.1:%d", p+i)) && portFree(fmt.Sprintf("127.0.0.1:%d", p+i+adminOffset))
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free ports")
+	return 0
+}
+
+func portFree(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
