@@ -135,6 +135,10 @@ func (b *Broker) Ready() error {
 // so clients see a NOT_OWNER redirect, not an error. It returns when the
 // broker owns nothing or ctx ends.
 func (b *Broker) Drain(ctx context.Context) {
+	if !b.otherActiveBroker() {
+		b.log.Info("no other active broker to hand partitions to; releasing them in place")
+		return
+	}
 	b.draining.Store(true)
 	b.signalState()
 	b.log.Info("draining: handing partitions over")
@@ -155,6 +159,16 @@ func (b *Broker) Drain(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// otherActiveBroker reports whether another broker could take partitions.
+func (b *Broker) otherActiveBroker() bool {
+	for _, info := range b.liveBrokers() {
+		if info.Id != b.cfg.ID && info.State == brokerpb.BrokerState_BROKER_ACTIVE {
+			return true
+		}
+	}
+	return false
 }
 
 // Close releases every partition still owned (cleanly when possible),
