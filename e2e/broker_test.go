@@ -561,3 +561,85 @@ func TestBrokerFetchAtOffsetsAndTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerBadInput: corrupt, oversized and misaddressed batches and bad
+// topic requests get clear errors, and nothing already acknowledged is
+// affected.
+func TestBrokerBadInput(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "good", 1, map[string]string{"max.message.bytes": "2048"})
+	p, err := cl.NewProducer(client.ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if _, err := p.ProduceSync(ctx, &client.Record{Topic: "good", Partition: 0, Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(c.brokers[0].Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bc := brokerpb.NewBrokerClient(conn)
+	batch := func(value string) []byte {
+		b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{{TimestampMs: 1, Value: []byte(value)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	corrupt := batch("corrupt")
+	corrupt[len(corrupt)-1] ^= 0xff
+	for _, tc := range []struct {
+		name, topic string
+		partition   int32
+		records     []byte
+		reason      string
+		message     string
+	}{
+		{"bad crc", "good", 0, corrupt, "CORRUPT_BATCH", "crc"},
+		{"truncated", "good", 0, batch("short")[:30], "CORRUPT_BATCH", ""},
+		{"too large", "good", 0, batch(strings.Repeat("x", 4096)), "TOO_LARGE", "at most 2048"},
+		{"unknown topic", "nope", 0, batch("x"), "NOT_FOUND", "nope"},
+		{"unknown partition", "good", 7, batch("x"), "NOT_FOUND", "partitions 0..0"},
+	} {
+		resp, err := bc.Produce(ctx, &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{
+			{Topic: tc.topic, Partition: tc.partition, Records: tc.records}}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		pe := resp.Partitions[0].Error
+		if pe.GetInfo().GetReason() != tc.reason || !strings.Contains(pe.GetMessage(), tc.message) {
+			t.Errorf("%s: got %s %q, want %s containing %q", tc.name, pe.GetInfo().GetReason(), pe.GetMessage(), tc.reason, tc.message)
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		partitions int32
+		configs    map[string]string
+		message    string
+	}{
+		{"bad/name", 1, nil, "only ASCII letters"},
+		{"ok", 0, nil, "partitions"},
+		{"ok", 1, map[string]string{"retention.ms": "soon"}, "retention.ms"},
+		{"ok", 1, map[string]string{"no.such.config": "1"}, "unknown topic config"},
+		{"ok", 1, map[string]string{"ensemble": "5"}, "writable bookies"},
+		{"good", 1, nil, "exists"},
+	} {
+		_, err := cl.CreateTopic(ctx, tc.name, tc.partitions, tc.configs)
+		if err == nil || !strings.Contains(err.Error(), tc.message) {
+			t.Errorf("create %q %d %v: %v, want an error containing %q", tc.name, tc.partitions, tc.configs, err, tc.message)
+		}
+	}
+	if _, err := p.ProduceSync(ctx, &client.Record{Topic: "good", Partition: 0, Value: []byte("second")}); err != nil {
+		t.Fatal(err)
+	}
+	recs := consumeAll(t, cl, "good", 1)[0]
+	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" {
+		t.Fatalf("log after bad input: %d records", len(recs))
+	}
+}

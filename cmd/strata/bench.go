@@ -157,6 +157,21 @@ func (r *benchRun) quantile(kind string, q float64) time.Duration {
 }
 
 // progress prints a line to w every second until ctx ends.
+// startProgress prints progress lines to w until the returned stop is
+// called; stop waits for the last line.
+func (r *benchRun) startProgress(ctx context.Context, w io.Writer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.progress(ctx, w)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func (r *benchRun) progress(ctx context.Context, w io.Writer) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -328,10 +343,8 @@ func benchProduce(ctx context.Context, progress io.Writer, c *client.Client, o *
 		run.start = time.Now()
 	}
 	end := run.start.Add(o.duration)
-	progCtx, stopProgress := context.WithCancel(ctx)
-	defer stopProgress()
 	if onAck == nil { // e2e reports progress from its consumer side
-		go run.progress(progCtx, progress)
+		defer run.startProgress(ctx, progress)()
 	}
 	var wg sync.WaitGroup
 	for i, prod := range prods {
@@ -427,7 +440,7 @@ func benchConsume(ctx context.Context, progress io.Writer, c *client.Client, o *
 	run.start = time.Now()
 	runCtx, cancel := context.WithDeadline(ctx, run.start.Add(o.duration))
 	defer cancel()
-	go run.progress(runCtx, progress)
+	defer run.startProgress(runCtx, progress)()
 	done := func() bool {
 		for tp, end := range ends {
 			if pos, ok := cons.Position(tp); !ok || pos < end {
@@ -553,7 +566,7 @@ func benchE2E(ctx context.Context, progress io.Writer, c *client.Client, o *benc
 		}
 	}()
 	run.start = time.Now()
-	go run.progress(consCtx, progress)
+	defer run.startProgress(consCtx, progress)()
 	if err := benchProduce(ctx, io.Discard, c, o, pcfg, run, onAck); err != nil {
 		return err
 	}
