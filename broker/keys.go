@@ -21,11 +21,10 @@ const (
 // OffsetsTopic is the internal topic that stores consumer groups' commits.
 const OffsetsTopic = "__consumer_offsets"
 
-func brokerKey(id string) string             { return brokersPrefix + id }
-func topicKey(name string) string            { return topicsPrefix + name }
-func assignmentKey(tp tp) string             { return assignmentsPrefix + tp.String() }
-func ownerKey(tp tp) string                  { return ownersPrefix + tp.String() }
-func topicAssignmentsPrefix(t string) string { return assignmentsPrefix + t + "/" }
+func brokerKey(id string) string  { return brokersPrefix + id }
+func topicKey(name string) string { return topicsPrefix + name }
+func assignmentKey(tp tp) string  { return assignmentsPrefix + tp.String() }
+func ownerKey(tp tp) string       { return ownersPrefix + tp.String() }
 
 // tp names one partition.
 type tp struct {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -443,5 +442,3 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
-
-func itoa(n int32) string { return strconv.Itoa(int(n)) }

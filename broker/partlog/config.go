@@ -151,7 +151,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no Store"))
 	}
 	if c.Env.Meta == nil || c.Env.Bookies == nil || c.Env.Registry == nil {
-		errs = append(errs, errors.New("Env needs Meta, Bookies and Registry"))
+		errs = append(errs, errors.New("the ledger Env needs Meta, Bookies and Registry"))
 	}
 	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 ||
 		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 {

@@ -40,7 +40,7 @@ var (
 	ErrNotFound = metaclient.ErrNotFound
 )
 
-// OutOfRangeError: a fetch or read asked for an offset outside
+// OutOfRangeError is returned when a fetch or read asks for an offset outside
 // [Start, End] (End is the high watermark: fetching at it waits).
 type OutOfRangeError struct {
 	Offset, Start, End int64
