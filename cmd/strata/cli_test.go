@@ -27,7 +27,7 @@ func TestFlagWiring(t *testing.T) {
 		{[]string{"consume", "t", "-o", "yesterday"}, 2, `offset "yesterday"`},
 		{[]string{"consume", "t", "-o", "-5", "-f", "%q"}, 2, "unknown code %q"},
 		{[]string{"consume", "t", "--output", "yaml"}, 2, `--output "yaml"`},
-		{[]string{"consume", "t", "-g", "grp"}, 2, "groups are not available"},
+		{[]string{"consume", "t", "-g", "grp", "-p", "1"}, 2, "-p cannot be used with -g"},
 		{[]string{"produce", "t", "-K:", "-k", "x"}, 2, "exclude each other"},
 		{[]string{"produce", "t", "--acks", "most"}, 2, `acks "most"`},
 		{[]string{"produce", "t", "--compression", "brotli"}, 2, `compression "brotli"`},

@@ -62,22 +62,12 @@ offset order. --timeout bounds connecting, not the stream.`,
 	f.Int64VarP(&o.count, "count", "n", 0, "exit after COUNT records (0: no limit)")
 	f.BoolVarP(&o.exitAtEnd, "exit", "e", false, "exit once every partition reached its end")
 	f.StringVarP(&o.format, "format", "f", cli.DefaultRecordFormat, "output format of each record (text output)")
-	f.StringVarP(&o.group, "group", "g", "", "consume as a member of GROUP (not available yet)")
+	f.StringVarP(&o.group, "group", "g", "", "consume as a member of GROUP: resume from its committed offsets (-o applies where none is)")
 	// -o is the offset here (as in kcat): --output keeps its long form
 	// only. Declaring it locally keeps cobra from merging the global
 	// --output with its -o shorthand, which would clash.
 	f.StringVar(&g.output, "output", string(cli.FormatText), "output format: text or json")
 	return cmd
-}
-
-// recordSource is where consume reads from: partitions it assigns itself
-// today; a consumer group (-g) later.
-type recordSource interface {
-	Poll(ctx context.Context) ([]*client.Record, error)
-	// AtEnd reports whether every partition's position reached its high
-	// watermark as last observed.
-	AtEnd() bool
-	Close() error
 }
 
 func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic string) error {
@@ -94,9 +84,7 @@ func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic s
 		return usage(fmt.Errorf("-n %d: want 0 or more", o.count))
 	}
 	if o.group != "" {
-		// The hook for groups: a recordSource that joins the group and
-		// reads what the coordinator assigns.
-		return usage(errors.New("-g: consumer groups are not available yet"))
+		return runGroupConsume(cmd, g, o, topic)
 	}
 
 	ctx := cmd.Context()
