@@ -63,6 +63,8 @@ type Broker struct {
 	mu    sync.Mutex
 	parts map[tp]*partition
 
+	peers peerConns
+
 	pidMu             sync.Mutex
 	pidNext, pidLimit int64
 }
@@ -105,6 +107,7 @@ func (b *Broker) Start() {
 		b.goRun(m.run)
 	}
 	b.goRun(b.sessions)
+	b.goRun(b.reportLag)
 }
 
 func (b *Broker) goRun(fn func(ctx context.Context)) {
@@ -176,6 +179,7 @@ func (b *Broker) otherActiveBroker() bool {
 func (b *Broker) Close() {
 	b.cancel()
 	b.wg.Wait()
+	b.peers.close()
 	b.bookies.Close()
 	b.meta.Close()
 }

@@ -42,6 +42,8 @@ type Config struct {
 	GroupSessionTimeout time.Duration `mapstructure:"group-session-timeout"`
 	// DrainTimeout bounds a clean shutdown's hand-over of partitions.
 	DrainTimeout time.Duration `mapstructure:"drain-timeout"`
+	// LagInterval is how often consumer-group lag metrics are recomputed.
+	LagInterval time.Duration `mapstructure:"lag-interval"`
 
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
@@ -61,6 +63,7 @@ func DefaultConfig() Config {
 		OffsetsPartitions:   16,
 		GroupSessionTimeout: 45 * time.Second,
 		DrainTimeout:        30 * time.Second,
+		LagInterval:         15 * time.Second,
 		LogLevel:            "info",
 		LogFormat:           "text",
 	}
@@ -96,8 +99,8 @@ func (c Config) Validate() error {
 	if c.IdleRoll < time.Second {
 		errs = append(errs, errors.New("--idle-roll must be at least 1s"))
 	}
-	if c.ProduceTimeout <= 0 || c.MaxFetchWait <= 0 || c.DrainTimeout <= 0 {
-		errs = append(errs, errors.New("--produce-timeout, --max-fetch-wait and --drain-timeout must be positive"))
+	if c.ProduceTimeout <= 0 || c.MaxFetchWait <= 0 || c.DrainTimeout <= 0 || c.LagInterval <= 0 {
+		errs = append(errs, errors.New("--produce-timeout, --max-fetch-wait, --drain-timeout and --lag-interval must be positive"))
 	}
 	if c.OffsetsPartitions < 1 || c.OffsetsPartitions > 1000 {
 		errs = append(errs, errors.New("--offsets-partitions must be in [1, 1000]"))

@@ -15,6 +15,7 @@ type metrics struct {
 	produceErrs prometheus.Counter
 	controller  prometheus.Gauge
 	assignments prometheus.Counter
+	lag         *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
@@ -33,6 +34,10 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		assignments: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_controller_assignments_total", Help: "Partition (re)assignments written by this broker as controller."}),
 	}
+	m.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "strata_broker_group_lag_records",
+		Help: "Records between a group's committed offsets and the high watermarks, summed over a topic's partitions (groups this broker coordinates; every --lag-interval).",
+	}, []string{"group", "topic"})
 	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "strata_broker_owned_partitions", Help: "Partitions this broker serves.",
 	}, func() float64 {
@@ -66,7 +71,7 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, owned, under)
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, owned, under)
 	return m
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -642,4 +644,90 @@ func TestBrokerBadInput(t *testing.T) {
 	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" {
 		t.Fatalf("log after bad input: %d records", len(recs))
 	}
+}
+
+// TestBrokerDrainAndLag: a broker stopped with SIGTERM hands its partitions
+// over while a producer writes, and the producer sees no error; the group
+// lag metric of the coordinator matches the committed offsets.
+func TestBrokerDrainAndLag(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 2, "--lag-interval", "200ms")
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "drain", 4, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{Linger: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var load keyedLoad
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.run(ctx, t, p, "drain", 8, stop) }()
+	time.Sleep(500 * time.Millisecond)
+	leaving := c.brokers[1]
+	stopped := time.Now()
+	leaving.Stop(30 * time.Second) // SIGTERM: drain, then exit
+	t.Logf("%s drained and exited in %s", leaving.ID, time.Since(stopped).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load.mu.Lock()
+	acks, errs := load.acks, load.errs
+	load.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("%d records failed during the drain; first: %v", len(errs), errs[0])
+	}
+	for part := int32(0); part < 4; part++ {
+		if o, err := ownerOf(ctx, cl, "drain", part); err != nil || o != c.brokers[0].Listen {
+			t.Fatalf("partition %d owner %q (%v), want %s", part, o, err, c.brokers[0].Listen)
+		}
+	}
+	log := consumeAll(t, cl, "drain", 4)
+	checkExactlyOnce(t, log, acks)
+	t.Logf("%d records acknowledged across the drain, none failed", len(acks))
+
+	// Lag: commit offset 10 of every partition; the coordinator reports
+	// the rest of each partition as lag.
+	commits := map[client.TopicPartition]int64{}
+	var want int64
+	for part, recs := range log {
+		commits[client.TopicPartition{Topic: "drain", Partition: part}] = 10
+		want += int64(len(recs)) - 10
+	}
+	if err := cl.CommitGroupOffsets(ctx, "lagging", commits); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "lag metric", func() error {
+		got, err := metricValue("http://"+c.brokers[0].AdminAddr+"/metrics", `strata_broker_group_lag_records{group="lagging",topic="drain"}`)
+		if err != nil {
+			return err
+		}
+		if int64(got) != want {
+			return fmt.Errorf("lag %v, want %d", got, want)
+		}
+		return nil
+	})
+}
+
+// metricValue reads one sample from a Prometheus text endpoint.
+func metricValue(url, series string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s", series)
 }

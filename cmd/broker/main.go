@@ -46,6 +46,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Int32("offsets-partitions", d.OffsetsPartitions, "partitions of __consumer_offsets when it is created")
 	fs.Duration("group-session-timeout", d.GroupSessionTimeout, "default consumer group session timeout")
 	fs.Duration("drain-timeout", d.DrainTimeout, "how long a clean shutdown waits for its partitions to move")
+	fs.Duration("lag-interval", d.LagInterval, "how often consumer-group lag metrics are recomputed")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 	return fs
