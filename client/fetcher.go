@@ -267,15 +267,29 @@ func (f *fetcher) refreshLocked(topic string) {
 	}()
 }
 
+// maxFetchesPerBroker bounds the fetch requests in flight to one broker.
+// Each request carries a disjoint set of partitions, so a partition that
+// becomes fetchable again (its buffer was drained, its previous fetch
+// answered) is fetched at once instead of waiting for a long poll on the
+// others to end.
+const maxFetchesPerBroker = 8
+
 // loop fetches, for as long as the fetcher lives, the partitions that addr
 // owns.
 func (f *fetcher) loop(addr string, wake chan struct{}) {
 	defer f.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	slots := make(chan struct{}, maxFetchesPerBroker)
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-f.ctx.Done():
+			return
+		}
 		req, parts, next := f.collect(addr)
 		if len(parts) == 0 {
+			<-slots
 			timer.Stop()
 			if !next.IsZero() {
 				timer.Reset(max(time.Until(next), time.Millisecond))
@@ -288,11 +302,17 @@ func (f *fetcher) loop(addr string, wake chan struct{}) {
 			}
 			continue
 		}
-		resp, err := f.fetch(addr, req)
-		f.apply(parts, resp, err)
-		if f.ctx.Err() != nil {
-			return
-		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			resp, err := f.fetch(addr, req)
+			f.apply(parts, resp, err)
+			<-slots
+			select { // a slot is free: look again
+			case wake <- struct{}{}:
+			default:
+			}
+		}()
 	}
 }
 
