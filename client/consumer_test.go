@@ -68,7 +68,7 @@ func TestConsumerOffsets(t *testing.T) {
 	cl.createTopic("t", 1)
 	tp := TopicPartition{"t", 0}
 	c := newTestClient(t, cl)
-	p := newTestProducer(t, c, ProducerConfig{Linger: time.Hour})
+	p := newTestProducer(t, c, ProducerConfig{Linger: time.Hour, LingerAlways: true})
 	ctx := testCtx(t)
 	t0 := time.UnixMilli(1_700_000_000_000)
 	// Two batches (0-4, 5-9), so seeking inside one skips records.

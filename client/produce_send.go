@@ -499,4 +499,9 @@ func (p *Producer) afterAnswerLocked(ps *partState) {
 		}
 	}
 	p.completeLocked(ps)
+	// The partition went idle with records waiting for their linger: they
+	// go now (see ProducerConfig.Linger).
+	if !p.cfg.LingerAlways && p.cfg.Linger > 0 && ps.open != nil && ps.idleLocked() {
+		p.sealLocked(ps, -1)
+	}
 }

@@ -37,9 +37,16 @@ const (
 // ProducerConfig configures a Producer. The zero value is usable.
 type ProducerConfig struct {
 	Acks Acks
-	// Linger is how long a batch waits for more records. Default 5ms;
-	// negative means send at once.
+	// Linger is how long a batch waits for more records while earlier
+	// batches of its partition are in flight. Default 5ms; negative means
+	// send at once. A partition with nothing in flight or queued sends its
+	// first record at once (unless LingerAlways): batching then comes from
+	// the requests in flight, as in Nagle's algorithm, so a lightly loaded
+	// producer does not pay the linger and a busy one still batches.
 	Linger time.Duration
+	// LingerAlways makes every batch wait the whole Linger, even on an
+	// idle partition (Kafka's linger.ms).
+	LingerAlways bool
 	// BatchBytes bounds one record batch. Default 1 MiB.
 	BatchBytes int
 	// MaxBufferedBytes bounds the bytes of records not yet acknowledged;
@@ -341,10 +348,22 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		p.mu.idle = make(chan struct{})
 	}
 	p.mu.records++
-	if p.cfg.Linger < 0 {
+	switch {
+	case p.cfg.Linger < 0:
 		p.sealLocked(ps, n)
+	case !p.cfg.LingerAlways && ps.idleLocked():
+		// Nothing in flight: send now. The sticky partition stays, so the
+		// records that follow batch up behind this one.
+		p.sealKeepStickyLocked(ps)
 	}
 	return nil
+}
+
+// idleLocked reports whether ps has nothing sealed, in flight or being
+// retried.
+// REQUIRES: p.mu held.
+func (p *partState) idleLocked() bool {
+	return p.inflight == 0 && len(p.batches) == 0 && !p.draining && !p.resetting && !p.needReset
 }
 
 // ProduceSync produces r and waits for its acknowledgement.
@@ -486,6 +505,19 @@ func (p *Producer) lingerExpired(ps *partState, b *batch) {
 		p.sealLocked(ps, -1)
 	}
 	p.mu.Unlock()
+	p.signal()
+}
+
+// sealKeepStickyLocked queues ps's open batch for sending without moving
+// the sticky partition.
+// REQUIRES: p.mu held.
+func (p *Producer) sealKeepStickyLocked(ps *partState) {
+	b := ps.open
+	ps.open = nil
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	ps.batches = append(ps.batches, b)
 	p.signal()
 }
 

@@ -161,7 +161,7 @@ func TestLingerBatchesIntoOneRequest(t *testing.T) {
 	cl := newFakeCluster(t, 1)
 	cl.createTopic("t", 2)
 	c := newTestClient(t, cl)
-	p := newTestProducer(t, c, ProducerConfig{Linger: 100 * time.Millisecond})
+	p := newTestProducer(t, c, ProducerConfig{Linger: 100 * time.Millisecond, LingerAlways: true})
 	ctx := testCtx(t)
 	var d deliveries
 	// Linger: 20 records of one partition go as one batch in one request.
@@ -177,7 +177,7 @@ func TestLingerBatchesIntoOneRequest(t *testing.T) {
 	}
 	cl.mu.Unlock()
 	// Batches of several partitions on one broker share a request.
-	p2 := newTestProducer(t, c, ProducerConfig{Linger: time.Hour})
+	p2 := newTestProducer(t, c, ProducerConfig{Linger: time.Hour, LingerAlways: true})
 	for i := range 20 {
 		if err := p2.Produce(ctx, &Record{Topic: "t", Partition: int32(i % 2), Value: []byte("v")}, d.cb()); err != nil {
 			t.Fatal(err)
@@ -363,7 +363,7 @@ func TestCloseFlushes(t *testing.T) {
 	cl := newFakeCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
-	p, err := c.NewProducer(ProducerConfig{Linger: time.Hour})
+	p, err := c.NewProducer(ProducerConfig{Linger: time.Hour, LingerAlways: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,4 +513,43 @@ func TestDeliveryTimeout(t *testing.T) {
 		}
 	}
 	close(cl.holdProduce)
+}
+
+// A partition with nothing in flight sends its first record at once; the
+// records that follow batch up behind it and go when it is answered, not
+// after the linger.
+func TestIdlePartitionSendsAtOnce(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{Linger: time.Hour})
+	ctx := testCtx(t)
+	if _, err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("warm")}); err != nil {
+		t.Fatal(err) // an hour's linger would time the test out
+	}
+	hold := make(chan struct{})
+	cl.mu.Lock()
+	cl.holdProduce = hold
+	calls := cl.produceCalls
+	cl.mu.Unlock()
+	var d deliveries
+	for range 10 {
+		if err := p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("v")}, d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the first is in flight, held
+	cl.mu.Lock()
+	cl.holdProduce = nil
+	cl.mu.Unlock()
+	close(hold)
+	d.wg.Wait()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if got := cl.produceCalls - calls; got != 2 {
+		t.Fatalf("%d produce calls for 10 records behind one in flight, want 2 (one alone, nine batched)", got)
+	}
+	if n := len(cl.logs[TopicPartition{"t", 0}].batches); n != 3 {
+		t.Fatalf("%d batches, want 3", n)
+	}
 }
