@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -640,9 +642,6 @@ func testGroupCLI(t *testing.T, c *strataCluster, cl *client.Client) {
 		}
 		return out + errOut
 	}
-	if _, _, code := strata(t, nil, "group", "--help"); code != 0 {
-		t.Skip("this strata binary has no group commands (cmd/strata/main.go does not register newGroupCommand yet)")
-	}
 	describe := func(group string) describeJSON {
 		t.Helper()
 		var d describeJSON
@@ -699,11 +698,7 @@ func testGroupCLI(t *testing.T, c *strataCluster, cl *client.Client) {
 	run(0, "group", "delete", "ga")
 	run(1, "group", "describe", "ga")
 
-	// consume -g, once wired: reads everything once, then resumes.
-	if _, errOut, _ := strata(t, nil, broker, "consume", "shared", "-g", "probe", "-e"); strings.Contains(errOut, "not available") {
-		t.Log("consume -g is not wired yet: skipping it")
-		return
-	}
+	// consume -g reads everything once, then resumes.
 	out := run(0, "consume", "shared", "-g", "cg", "-o", "earliest", "-e")
 	if n := strings.Count(out, "\n"); n < 608 {
 		t.Fatalf("consume -g printed %d lines, want 608 (+ stderr notes)", n)
@@ -714,4 +709,59 @@ func testGroupCLI(t *testing.T, c *strataCluster, cl *client.Client) {
 	if n := strings.Count(out, `"value"`); n != 4 {
 		t.Fatalf("resumed consume -g printed %d records, want 4:\n%s", n, out)
 	}
+
+	// Two `consume -g` processes share the topic: each record is printed
+	// by exactly one of them.
+	var outs [2]lockedBuffer
+	for i := range outs {
+		cmd := exec.Command(bins["strata"], broker, "consume", "shared", "-g", "pair", "-o", "latest", "-f", "%p:%o\n")
+		cmd.Stdout = &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+	eventually(t, 20*time.Second, "pair stable", func() error { return groupStable(cl, "pair", 2, 4) })
+	produceN(t, cl, "shared", 4, "s", 612, 40)
+	eventually(t, 15*time.Second, "40 records printed once across both", func() error {
+		seen := map[string]int{}
+		per := [2]int{}
+		for i := range outs {
+			for _, line := range strings.Fields(outs[i].String()) {
+				seen[line]++
+				per[i]++
+			}
+		}
+		for line, n := range seen {
+			if n > 1 {
+				t.Fatalf("%s printed %d times", line, n)
+			}
+		}
+		if len(seen) != 40 || per[0] == 0 || per[1] == 0 {
+			return fmt.Errorf("%d distinct records, %v per process", len(seen), per)
+		}
+		return nil
+	})
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
