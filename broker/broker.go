@@ -108,6 +108,7 @@ func (b *Broker) Start() {
 	}
 	b.goRun(b.sessions)
 	b.goRun(b.reportLag)
+	b.goRun(b.followTopicConfigs)
 }
 
 func (b *Broker) goRun(fn func(ctx context.Context)) {

@@ -273,3 +273,38 @@ func (b *Broker) serving(k tp) *partlog.Log {
 	}
 	return nil
 }
+
+// followTopicConfigs applies topic config changes to the partitions this
+// broker serves (segment size and age, max batch size at once; replication
+// settings from the next ledger on).
+func (b *Broker) followTopicConfigs(ctx context.Context) {
+	for {
+		changed := b.topics.changes()
+		b.mu.Lock()
+		var served []*partition
+		for _, p := range b.parts {
+			if p.log != nil {
+				served = append(served, p)
+			}
+		}
+		b.mu.Unlock()
+		for _, p := range served {
+			tc, _, err := b.topicConfig(p.tp.topic)
+			if err != nil {
+				continue
+			}
+			b.mu.Lock()
+			l := p.log
+			b.mu.Unlock()
+			if l != nil {
+				l.SetLimits(partlog.Limits{SegmentBytes: tc.SegmentBytes, SegmentAge: time.Duration(tc.SegmentMs) * time.Millisecond,
+					MaxBatchBytes: tc.MaxMessageBytes, Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}

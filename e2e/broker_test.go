@@ -644,6 +644,21 @@ func TestBrokerBadInput(t *testing.T) {
 	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" {
 		t.Fatalf("log after bad input: %d records", len(recs))
 	}
+	// A config change reaches the owner while it serves the partition.
+	if _, err := cl.AlterTopicConfigs(ctx, "good", map[string]string{"max.message.bytes": "65536"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "larger batches accepted after alter", func() error {
+		resp, err := bc.Produce(ctx, &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{
+			{Topic: "good", Partition: 0, Records: batch(strings.Repeat("y", 4096))}}})
+		if err != nil {
+			return err
+		}
+		if pe := resp.Partitions[0].Error; pe != nil {
+			return errors.New(pe.Message)
+		}
+		return nil
+	})
 }
 
 // TestBrokerDrainAndLag: a broker stopped with SIGTERM hands its partitions

@@ -38,6 +38,9 @@ type Log struct {
 	reads readState
 
 	mu struct {
+		// limits: the topic settings that may change while the log is
+		// served (SetLimits).
+		limits Limits
 		sync.Mutex
 		// pl is the PartitionLog as stored at version (never modified:
 		// replaced by a new one at each CAS).
@@ -122,8 +125,8 @@ type AppendResult struct {
 // BaseOffset -1. See errors.go for the errors.
 func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult, error) {
 	start := l.cfg.Now()
-	if len(batch) > l.cfg.MaxBatchBytes {
-		return AppendResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), l.cfg.MaxBatchBytes)
+	if maxBytes := l.Limits().MaxBatchBytes; len(batch) > maxBytes {
+		return AppendResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), maxBytes)
 	}
 	h, err := recordbatch.Verify(batch)
 	if err != nil {
@@ -427,7 +430,7 @@ func (l *Log) waitDuplicate(ctx context.Context, b *producerBatch) (AppendResult
 // maybeKickRoll asks run to roll when the open segment is full.
 func (l *Log) maybeKickRoll() {
 	l.mu.Lock()
-	full := l.mu.seg.bytes >= l.cfg.SegmentBytes
+	full := l.mu.seg.bytes >= l.mu.limits.SegmentBytes
 	l.mu.Unlock()
 	if full {
 		select {
@@ -483,6 +486,56 @@ func (l *Log) Describe() *brokerpb.PartitionLog {
 		pl.Segments[n-1] = live
 	}
 	return pl
+}
+
+// Limits are the topic settings a served log follows and that may change
+// while it is served: new values apply to the open segment's roll checks
+// and to the next batches at once, and the replication settings to the
+// next ledger (the open one keeps its ensemble).
+type Limits struct {
+	SegmentBytes                     int64
+	SegmentAge                       time.Duration
+	MaxBatchBytes                    int
+	Ensemble, WriteQuorum, AckQuorum int
+}
+
+// Limits returns the settings in force.
+func (l *Log) Limits() Limits {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.limits
+}
+
+// SetLimits changes the settings (zero fields keep their value) and checks
+// the roll conditions against them.
+func (l *Log) SetLimits(n Limits) {
+	l.mu.Lock()
+	cur := &l.mu.limits
+	if n.SegmentBytes > 0 {
+		cur.SegmentBytes = n.SegmentBytes
+	}
+	if n.SegmentAge > 0 {
+		cur.SegmentAge = n.SegmentAge
+	}
+	if n.MaxBatchBytes > 0 {
+		cur.MaxBatchBytes = n.MaxBatchBytes
+	}
+	if n.Ensemble > 0 && n.Ensemble >= n.WriteQuorum && n.WriteQuorum >= n.AckQuorum && n.AckQuorum > 0 {
+		cur.Ensemble, cur.WriteQuorum, cur.AckQuorum = n.Ensemble, n.WriteQuorum, n.AckQuorum
+	}
+	l.mu.Unlock()
+	select {
+	case l.rollKick <- struct{}{}:
+	default:
+	}
+}
+
+// createOptions are the options of the log's next ledger.
+func (l *Log) createOptions() ledger.CreateOptions {
+	lim := l.Limits()
+	o := l.cfg.createOptions()
+	o.EnsembleSize, o.WriteQuorum, o.AckQuorum = lim.Ensemble, lim.WriteQuorum, lim.AckQuorum
+	return o
 }
 
 // UnderReplicated reports whether the open ledger has entries with fewer

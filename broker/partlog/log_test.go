@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -850,5 +851,27 @@ func TestSequenceGapWaitsForPredecessor(t *testing.T) {
 	r := <-second
 	if first.BaseOffset != 1 || r.BaseOffset != 2 {
 		t.Fatalf("offsets %d and %d, want 1 and 2", first.BaseOffset, r.BaseOffset)
+	}
+}
+
+// SetLimits applies at once: a smaller max batch size refuses larger
+// batches, a smaller segment size rolls the open segment.
+func TestSetLimits(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	appendN(t, l, 3)
+	l.SetLimits(Limits{MaxBatchBytes: 80, SegmentBytes: 100})
+	if _, err := l.Append(testCtx(t), batch(t, 1, strings.Repeat("x", 100)), AcksQuorum); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("batch over the new limit: %v", err)
+	}
+	deadline := time.Now().Add(testTimeout)
+	for len(l.Describe().Segments) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no roll after the segment size shrank")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := l.Limits(); got.MaxBatchBytes != 80 || got.SegmentBytes != 100 || got.SegmentAge != f.config(1).withDefaults().SegmentAge {
+		t.Fatalf("limits %+v", got)
 	}
 }

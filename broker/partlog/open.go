@@ -120,6 +120,8 @@ func newLog(cfg Config) *Log {
 	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
 	l.reads.init()
 	l.mu.levelWait = make(map[*pendingAppend]struct{})
+	l.mu.limits = Limits{SegmentBytes: cfg.SegmentBytes, SegmentAge: cfg.SegmentAge, MaxBatchBytes: cfg.MaxBatchBytes,
+		Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum}
 	l.mu.hwChanged = make(chan struct{})
 	l.mu.producersChanged = make(chan struct{})
 	l.mu.closed = make(chan struct{})

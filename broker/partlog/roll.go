@@ -57,9 +57,9 @@ func (l *Log) rollReasonLocked() string {
 	}
 	now := l.cfg.Now()
 	switch {
-	case s.bytes >= l.cfg.SegmentBytes:
+	case s.bytes >= l.mu.limits.SegmentBytes:
 		return "size"
-	case now.Sub(time.UnixMilli(s.createdAtMs)) >= l.cfg.SegmentAge:
+	case now.Sub(time.UnixMilli(s.createdAtMs)) >= l.mu.limits.SegmentAge:
 		return "age"
 	case now.Sub(s.lastAppend) >= l.cfg.IdleRoll:
 		return "idle"
@@ -102,7 +102,7 @@ func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 	if err != nil {
 		return err
 	}
-	nw, err := ledger.Create(ctx, l.cfg.Env, l.cfg.createOptions())
+	nw, err := ledger.Create(ctx, l.cfg.Env, l.createOptions())
 	if err != nil {
 		err = fmt.Errorf("%w: creating the next ledger: %w", ErrUnknownOutcome, err)
 		l.fail(err)
