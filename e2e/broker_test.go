@@ -746,3 +746,45 @@ func metricValue(url, series string) (float64, error) {
 	}
 	return 0, fmt.Errorf("no %s", series)
 }
+
+// TestBrokerMetadLeaderKill: kill -9 metad's leader while producing: the
+// brokers keep serving (a new leader restarts every lease clock), no
+// record fails, every acknowledged record is stored once.
+func TestBrokerMetadLeaderKill(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 2)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "metakill", 4, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{Linger: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var load keyedLoad
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.run(ctx, t, p, "metakill", 8, stop) }()
+	time.Sleep(500 * time.Millisecond)
+	mc := newMetaClient(t, c.meta)
+	lead, err := leader(ctx, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.meta.Member(lead).Kill()
+	t.Logf("killed metad leader %s", lead)
+	time.Sleep(5 * time.Second)
+	close(stop)
+	wg.Wait()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load.mu.Lock()
+	acks, errs, gap := load.acks, load.errs, load.maxGap
+	load.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("%d records failed; first: %v", len(errs), errs[0])
+	}
+	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
+	checkExactlyOnce(t, consumeAll(t, cl, "metakill", 4), acks)
+}
