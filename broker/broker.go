@@ -1,7 +1,4 @@
-// Package broker is Strata's broker: it owns partitions, serves produce,
-// fetch and admin requests over gRPC, and, when elected, is the controller
-// that assigns partitions to brokers. A broker keeps no local state: a
-// partition's log is a list of ledgers (package broker/partlog) described in
+package broker/partlog) described in
 // metad, and ownership is a lease.
 //
 // Ownership (DESIGN §5): the controller writes an Assignment per partition;

@@ -1,0 +1,32 @@
+// Package broker is Strata's broker: it owns partitions, serves produce,
+// fetch and admin requests over gRPC, and, when elected, is the controller
+// that assigns partitions to brokers. A broker keeps no local state: a
+// partition's log is a list of ledgers (
+//
+// # State in metad
+//
+//	/strata/brokers/<id>                    BrokerInfo, on the broker's lease
+//	/strata/controller                      ControllerRecord, on the controller's lease
+//	/strata/topics/<name>                   TopicRecord (partitions, configs set explicitly)
+//	/strata/assignments/<topic>/<p>         Assignment{broker, epoch}: the controller's decision
+//	/strata/owners/<topic>/<p>              Ownership{broker, address, epoch}, on the owner's lease
+//	/strata/partitions/<topic>/<p>          PartitionLog (package partlog)
+//	/strata/ledger-index/<ledger>           LedgerIndex of a closed segment (package partlog)
+//	/strata/producer-ids-next               producer id counter, taken in blocks of 100
+//
+// The records are defined in proto/broker/v1/meta.proto; keys.go builds
+// the keys. The broker reads the first five through mirrors (mirror.go: a
+// list, then a watch from its revision), so routing and metadata calls
+// never wait for metad.
+//
+// # Invariants
+//
+//   - B1 An assignment changes only by compare-and-set on the version the
+//     controller saw, and its epoch grows by one at each change.
+//   - B2 A broker serves a partition only after partlog.Open (fence,
+//     recover, list CAS) succeeded for the current assignment epoch, and
+//     stops at once when its log fails, its session ends or the assignment
+//     moves; it removes only the ownership record it wrote.
+//   - B3 Errors reach clients through classify (errors.go), the one place
+//     that maps them to gRPC codes and ErrorInfo reasons.
+package broker
