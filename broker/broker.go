@@ -1,14 +1,3 @@
-package broker/partlog) described in
-// metad, and ownership is a lease.
-//
-// Ownership (DESIGN §5): the controller writes an Assignment per partition;
-// the assigned broker waits until no other broker holds the partition's
-// Ownership key (a dead owner's vanishes with its lease, a live one releases
-// it when it sees the assignment move), takes the partition over (fence and
-// recover its open ledger, CAS the ledger list, rebuild producer state),
-// writes Ownership on its own lease and serves. A fenced ledger, a lost CAS
-// or a lost session drops the partition at once: ownership in metad is a
-// hint, fencing is what keeps two owners from both writing.
 package broker
 
 import (

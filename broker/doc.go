@@ -1,7 +1,14 @@
-// Package broker is Strata's broker: it owns partitions, serves produce,
-// fetch and admin requests over gRPC, and, when elected, is the controller
-// that assigns partitions to brokers. A broker keeps no local state: a
-// partition's log is a list of ledgers (
+package broker/partlog) described in
+// metad, and ownership is a lease.
+//
+// Ownership (DESIGN §5): the controller writes an Assignment per partition;
+// the assigned broker waits until no other broker holds the partition's
+// Ownership key (a dead owner's vanishes with its lease, a live one releases
+// it when it sees the assignment move), takes the partition over (fence and
+// recover its open ledger, CAS the ledger list, rebuild producer state),
+// writes Ownership on its own lease and serves. A fenced ledger, a lost CAS
+// or a lost session drops the partition at once: ownership in metad is a
+// hint, fencing is what keeps two owners from both writing.
 //
 // # State in metad
 //
@@ -15,9 +22,9 @@
 //	/strata/producer-ids-next               producer id counter, taken in blocks of 100
 //
 // The records are defined in proto/broker/v1/meta.proto; keys.go builds
-// the keys. The broker reads the first five through mirrors (mirror.go: a
-// list, then a watch from its revision), so routing and metadata calls
-// never wait for metad.
+// the keys. The broker reads brokers, topics, assignments, owners and the
+// controller through mirrors (mirror.go: a list, then a watch from its
+// revision), so routing and metadata calls never wait for metad.
 //
 // # Invariants
 //
