@@ -1,4 +1,7 @@
-package broker/partlog) described in
+// Package broker is Strata's broker: it owns partitions, serves produce,
+// fetch and admin requests over gRPC, and, when elected, is the controller
+// that assigns partitions to brokers. A broker keeps no local state: a
+// partition's log is a list of ledgers (package broker/partlog) described in
 // metad, and ownership is a lease.
 //
 // Ownership (DESIGN §5): the controller writes an Assignment per partition;
