@@ -40,6 +40,9 @@ type Config struct {
 	OffsetsPartitions int32 `mapstructure:"offsets-partitions"`
 	// GroupSessionTimeout is the default consumer-group session timeout.
 	GroupSessionTimeout time.Duration `mapstructure:"group-session-timeout"`
+	// OffsetsRetention: committed offsets of a group without members are
+	// deleted once older than this.
+	OffsetsRetention time.Duration `mapstructure:"offsets-retention"`
 	// DrainTimeout bounds a clean shutdown's hand-over of partitions.
 	DrainTimeout time.Duration `mapstructure:"drain-timeout"`
 	// LagInterval is how often consumer-group lag metrics are recomputed.
@@ -62,6 +65,7 @@ func DefaultConfig() Config {
 		MaxFetchWait:        30 * time.Second,
 		OffsetsPartitions:   16,
 		GroupSessionTimeout: 45 * time.Second,
+		OffsetsRetention:    7 * 24 * time.Hour,
 		DrainTimeout:        30 * time.Second,
 		LagInterval:         15 * time.Second,
 		LogLevel:            "info",
@@ -104,6 +108,9 @@ func (c Config) Validate() error {
 	}
 	if c.OffsetsPartitions < 1 || c.OffsetsPartitions > 1000 {
 		errs = append(errs, errors.New("--offsets-partitions must be in [1, 1000]"))
+	}
+	if c.OffsetsRetention < time.Minute {
+		errs = append(errs, errors.New("--offsets-retention must be at least 1m"))
 	}
 	if c.GroupSessionTimeout < time.Second {
 		errs = append(errs, errors.New("--group-session-timeout must be at least 1s"))

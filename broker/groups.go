@@ -74,13 +74,14 @@ func (t topicSource) Partitions(_ context.Context, topic string) (int32, error) 
 // answers "loading, retry" until then.
 func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partlog.Log) *group.Coordinator {
 	c := group.New(group.Config{
-		Partition:      partition,
-		CoordinatorID:  b.cfg.ID,
-		Log:            offsetsLog{l},
-		Topics:         topicSource{b},
-		SessionTimeout: b.cfg.GroupSessionTimeout,
-		Logger:         b.log.With("coordinator", partition),
-		Metrics:        b.gm,
+		Partition:        partition,
+		CoordinatorID:    b.cfg.ID,
+		Log:              offsetsLog{l},
+		Topics:           topicSource{b},
+		SessionTimeout:   b.cfg.GroupSessionTimeout,
+		OffsetsRetention: b.cfg.OffsetsRetention,
+		Logger:           b.log.With("coordinator", partition),
+		Metrics:          b.gm,
 	})
 	go func() {
 		start := time.Now()

@@ -58,7 +58,9 @@ type ProducerConfig struct {
 	// always off with AcksNone.
 	DisableIdempotence bool
 	// MaxInFlight is the number of batches per partition sent and not yet
-	// answered. Default 5; at most 5 when idempotent.
+	// answered. Default 5 with idempotence (the broker puts batches that
+	// arrive out of order back in sequence order) and 1 without it (more
+	// than 1 may then reorder records); at most 5 when idempotent.
 	MaxInFlight int
 	// DeliveryTimeout bounds the time from Produce to the callback.
 	// Default 2m.
@@ -80,6 +82,11 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+		if !c.idempotent() {
+			// Without sequence numbers the broker cannot put pipelined
+			// batches back in order: one at a time keeps them in order.
+			c.MaxInFlight = 1
+		}
 	}
 	if c.DeliveryTimeout <= 0 {
 		c.DeliveryTimeout = DefaultDeliveryTimeout

@@ -62,6 +62,11 @@ type Config struct {
 	TickInterval time.Duration
 	// WriteTimeout bounds the log writes of the background loop (default 10s).
 	WriteTimeout time.Duration
+	// OffsetsRetention: a committed offset of a group without members is
+	// deleted once it is older than this (default 7 days, Kafka's
+	// offsets.retention.minutes); a group left with no member and no offset
+	// is deleted. Offsets of groups with members never expire (KIP-211).
+	OffsetsRetention time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -86,6 +91,7 @@ func (c *Config) setDefaults() {
 	def(&c.RebalanceTimeout, 300*time.Second)
 	def(&c.TickInterval, time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.OffsetsRetention, 7*24*time.Hour)
 }
 
 // Validate says what is wrong with the configuration (after defaults), or nil.
@@ -106,11 +112,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: config: HeartbeatInterval %s must be in (0, SessionTimeout)", ErrInvalid, c.HeartbeatInterval)
 	case c.RebalanceTimeout <= 0:
 		return fmt.Errorf("%w: config: RebalanceTimeout %s <= 0", ErrInvalid, c.RebalanceTimeout)
+	case c.OffsetsRetention < 0:
+		return fmt.Errorf("%w: config: OffsetsRetention %s < 0", ErrInvalid, c.OffsetsRetention)
 	}
 	return nil
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, TickInterval: %s}",
-		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.TickInterval)
+	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, TickInterval: %s, OffsetsRetention: %s}",
+		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.TickInterval, c.OffsetsRetention)
 }

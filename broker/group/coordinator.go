@@ -200,7 +200,82 @@ func (c *Coordinator) Tick(ctx context.Context, now time.Time) error {
 		}
 	}
 	slices.Sort(ids)
-	return c.persistLocked(ctx, ids...)
+	if err := c.persistLocked(ctx, ids...); err != nil {
+		return err
+	}
+	return c.expireOffsetsLocked(ctx, now)
+}
+
+// expireOffsetsLocked deletes (with tombstones) the offsets of groups
+// without members that are older than OffsetsRetention, and the groups
+// left with nothing.
+// REQUIRES: c.mu held.
+func (c *Coordinator) expireOffsetsLocked(ctx context.Context, now time.Time) error {
+	horizon := now.Add(-c.cfg.OffsetsRetention).UnixMilli()
+	nowMs := now.UnixMilli()
+	var records []recordbatch.Record
+	type expired struct {
+		g     *group
+		tps   []TopicPartition
+		whole bool
+	}
+	var drop []expired
+	for _, id := range c.sortedGroupIDsLocked() {
+		g := c.mu.groups[id]
+		if len(g.members) > 0 {
+			g.emptySince = time.Time{}
+			continue
+		}
+		if g.emptySince.IsZero() {
+			g.emptySince = now
+		}
+		var e expired
+		for tp, v := range g.offsets {
+			if v.GetCommitTimestampMs() < horizon {
+				e.tps = append(e.tps, tp)
+			}
+		}
+		// The group goes when nothing of it is left and it has been empty
+		// for the whole retention (or its last offsets expire now).
+		e.whole = len(e.tps) == len(g.offsets) && (len(e.tps) > 0 || !now.Before(g.emptySince.Add(c.cfg.OffsetsRetention)))
+		if len(e.tps) == 0 && !e.whole {
+			continue
+		}
+		for _, tp := range e.tps {
+			r, err := offsetRecord(id, tp, nil, nowMs)
+			if err != nil {
+				return err
+			}
+			records = append(records, r)
+		}
+		if e.whole {
+			r, err := metadataRecord(id, nil, nowMs)
+			if err != nil {
+				return err
+			}
+			records = append(records, r)
+		}
+		e.g = g
+		drop = append(drop, e)
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	if err := c.cfg.Log.Append(ctx, records); err != nil {
+		return fmt.Errorf("group: expire offsets: %w", err)
+	}
+	for _, e := range drop {
+		for _, tp := range e.tps {
+			delete(e.g.offsets, tp)
+		}
+		if e.whole {
+			delete(c.mu.groups, e.g.id)
+			c.cfg.Metrics.members.DeleteLabelValues(e.g.id)
+			c.cfg.Metrics.rebalances.DeleteLabelValues(e.g.id)
+		}
+		c.log.Info("expired offsets of an empty group", "group", e.g.id, "offsets", len(e.tps), "group_deleted", e.whole)
+	}
+	return nil
 }
 
 // REQUIRES: c.mu held.

@@ -567,3 +567,57 @@ func metricValue(c prometheus.Metric) float64 {
 	}
 	return -1
 }
+
+// Offsets of a group without members expire after OffsetsRetention (older
+// ones first); a group with members keeps them; the group goes with its
+// last offset, and stays gone after a failover.
+func TestOffsetsRetention(t *testing.T) {
+	e := newEnv(t, newTopics("a", 2))
+	ctx := context.Background()
+	const retention = 7 * 24 * time.Hour
+	commit := func(group string, p int32, off int64) {
+		t.Helper()
+		resp, err := e.c.Commit(ctx, &brokerpb.CommitOffsetsRequest{GroupId: group, MemberEpoch: -1,
+			Offsets: []*brokerpb.OffsetCommit{{Topic: "a", Partition: p, Offset: off}}})
+		if err != nil || resp.Results[0].Error != nil {
+			t.Fatalf("commit: %v %v", err, resp)
+		}
+	}
+	commit("idle", 0, 5)
+	commit("busy", 0, 3)
+	e.clock.Advance(retention / 2)
+	commit("idle", 1, 7)
+	e.clock.Advance(retention/2 + time.Minute)
+	// "busy" has a member now: its offsets do not expire.
+	e.mustHB("busy", "m1", 0, []string{"a"}, nil)
+	if err := e.c.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	offsets := func(group string) []*brokerpb.CommittedOffset {
+		resp, err := e.c.FetchOffsets(ctx, &brokerpb.FetchOffsetsRequest{GroupId: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Offsets
+	}
+	if got := offsets("idle"); len(got) != 1 || got[0].Partition != 1 {
+		t.Fatalf("after one retention: %v, want only partition 1's offset", got)
+	}
+	if got := offsets("busy"); len(got) != 1 || got[0].Offset != 3 {
+		t.Fatalf("offsets of the group with a member: %v", got)
+	}
+	e.clock.Advance(retention / 2)
+	if err := e.c.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := offsets("idle"); len(got) != 0 {
+		t.Fatalf("after the last offset expired: %v", got)
+	}
+	if _, err := e.c.DescribeGroup(ctx, &brokerpb.DescribeGroupRequest{GroupId: "idle"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("describe an expired group: %v", err)
+	}
+	e.failover()
+	if _, err := e.c.DescribeGroup(ctx, &brokerpb.DescribeGroupRequest{GroupId: "idle"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("expired group back after failover: %v", err)
+	}
+}

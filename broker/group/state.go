@@ -57,6 +57,10 @@ type group struct {
 	// dirty: the metadata (epochs, members, assignments) changed since it
 	// was last persisted.
 	dirty bool
+	// emptySince: when the coordinator first saw the group without
+	// members (zero while it has some); in memory only, so it restarts at
+	// a coordinator change, which only delays expiry.
+	emptySince time.Time
 	// rebalances counts epoch bumps not yet reported to the metrics.
 	rebalances int
 }

@@ -45,6 +45,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("max-fetch-wait", d.MaxFetchWait, "cap on a fetch's long-poll")
 	fs.Int32("offsets-partitions", d.OffsetsPartitions, "partitions of __consumer_offsets when it is created")
 	fs.Duration("group-session-timeout", d.GroupSessionTimeout, "default consumer group session timeout")
+	fs.Duration("offsets-retention", d.OffsetsRetention, "committed offsets of a group without members are deleted once older than this")
 	fs.Duration("drain-timeout", d.DrainTimeout, "how long a clean shutdown waits for its partitions to move")
 	fs.Duration("lag-interval", d.LagInterval, "how often consumer-group lag metrics are recomputed")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")

@@ -29,7 +29,8 @@ type fakeBroker struct {
 	logs     map[string][][]byte // topic/partition -> stamped batches
 	next     map[string]int64
 	nextPID  int64
-	appended chan struct{} // closed and replaced on every append
+	nextSeq  map[string]int32 // topic/partition/producer -> next sequence
+	appended chan struct{}    // closed and replaced on every append
 }
 
 func startFakeBroker(t *testing.T) *fakeBroker {
@@ -39,7 +40,7 @@ func startFakeBroker(t *testing.T) *fakeBroker {
 		t.Fatal(err)
 	}
 	fb := &fakeBroker{addr: ln.Addr().String(), topics: map[string]int32{}, logs: map[string][][]byte{},
-		next: map[string]int64{}, appended: make(chan struct{})}
+		next: map[string]int64{}, nextSeq: map[string]int32{}, appended: make(chan struct{})}
 	srv := grpc.NewServer()
 	brokerpb.RegisterBrokerServer(srv, fb)
 	go func() { _ = srv.Serve(ln) }()
@@ -91,9 +92,22 @@ func (fb *fakeBroker) InitProducerID(context.Context, *brokerpb.InitProducerIDRe
 	return &brokerpb.InitProducerIDResponse{ProducerId: fb.nextPID}, nil
 }
 
-func (fb *fakeBroker) Produce(_ context.Context, req *brokerpb.ProduceRequest) (*brokerpb.ProduceResponse, error) {
+func (fb *fakeBroker) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*brokerpb.ProduceResponse, error) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
+	// Like the broker: an idempotent batch that arrived before its
+	// predecessors (pipelined requests race) waits for them.
+	deadline := time.Now().Add(2 * time.Second)
+	for fb.sequenceGapLocked(req) && time.Now().Before(deadline) {
+		appended := fb.appended
+		fb.mu.Unlock()
+		select {
+		case <-appended:
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		fb.mu.Lock()
+	}
 	resp := &brokerpb.ProduceResponse{}
 	for _, pp := range req.Partitions {
 		res := &brokerpb.ProducePartitionResult{Topic: pp.Topic, Partition: pp.Partition}
@@ -104,6 +118,9 @@ func (fb *fakeBroker) Produce(_ context.Context, req *brokerpb.ProduceRequest) (
 			continue
 		}
 		k := tpKey(pp.Topic, pp.Partition)
+		if hdr.ProducerID >= 0 {
+			fb.nextSeq[fmt.Sprintf("%s/%d", k, hdr.ProducerID)] = hdr.BaseSequence + hdr.RecordCount
+		}
 		buf := bytes.Clone(pp.Records)
 		recordbatch.SetBaseOffset(buf, fb.next[k])
 		res.BaseOffset = fb.next[k]
@@ -113,6 +130,21 @@ func (fb *fakeBroker) Produce(_ context.Context, req *brokerpb.ProduceRequest) (
 	close(fb.appended)
 	fb.appended = make(chan struct{})
 	return resp, nil
+}
+
+// sequenceGapLocked reports whether a batch of req is ahead of its
+// producer's next sequence.
+func (fb *fakeBroker) sequenceGapLocked(req *brokerpb.ProduceRequest) bool {
+	for _, pp := range req.Partitions {
+		hdr, err := recordbatch.ParseHeader(pp.Records)
+		if err != nil || hdr.ProducerID < 0 {
+			continue
+		}
+		if hdr.BaseSequence > fb.nextSeq[fmt.Sprintf("%s/%d", tpKey(pp.Topic, pp.Partition), hdr.ProducerID)] {
+			return true
+		}
+	}
+	return false
 }
 
 func (fb *fakeBroker) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*brokerpb.FetchResponse, error) {
