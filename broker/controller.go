@@ -53,6 +53,12 @@ func (b *Broker) control(ctx context.Context) {
 	if err := b.ensureOffsetsTopic(ctx); err != nil {
 		b.log.Warn("creating "+OffsetsTopic, "err", err)
 	}
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		b.sweepOrphanLedgers(ctx)
+	}()
+	defer func() { <-sweepDone }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {

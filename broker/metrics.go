@@ -16,6 +16,7 @@ type metrics struct {
 	controller  prometheus.Gauge
 	assignments prometheus.Counter
 	lag         *prometheus.GaugeVec
+	orphans     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		assignments: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_controller_assignments_total", Help: "Partition (re)assignments written by this broker as controller."}),
 	}
+	m.orphans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "strata_broker_orphan_ledgers_deleted_total",
+		Help: "Partition ledgers no partition list named, deleted by this broker as controller.",
+	})
 	m.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "strata_broker_group_lag_records",
 		Help: "Records between a group's committed offsets and the high watermarks, summed over a topic's partitions (groups this broker coordinates; every --lag-interval).",
@@ -71,7 +76,7 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, owned, under)
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, m.orphans, owned, under)
 	return m
 }
 

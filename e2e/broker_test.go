@@ -20,6 +20,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -787,4 +788,71 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	}
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
 	checkExactlyOnce(t, consumeAll(t, cl, "metakill", 4), acks)
+}
+
+// TestBrokerOrphanLedgerSweep: the controller deletes a ledger that claims
+// a partition but is not in its list once it is older than the grace, and
+// leaves alone the partition's own ledgers and ledgers of other users.
+func TestBrokerOrphanLedgerSweep(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1, "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms")
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "orph", 1, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if _, err := p.ProduceSync(ctx, &client.Record{Topic: "orph", Partition: 0, Value: []byte("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	env, _ := realLedgerEnv(t, c.meta)
+	create := func(props map[string]string) uint64 {
+		w, err := ledger.Create(ctx, env, ledger.CreateOptions{Properties: props})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.AppendSync(ctx, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w.ID()
+	}
+	orphan := create(map[string]string{"topic": "orph", "partition": "0"})
+	foreign := create(map[string]string{"owner": "someone else"})
+	exists := func(id uint64) bool {
+		_, _, err := env.Meta.Get(ctx, id)
+		if err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	eventually(t, 15*time.Second, "orphan deleted", func() error {
+		if exists(orphan) {
+			return fmt.Errorf("ledger %d still exists", orphan)
+		}
+		return nil
+	})
+	if !exists(foreign) {
+		t.Fatalf("ledger %d without partition properties was deleted", foreign)
+	}
+	time.Sleep(time.Second) // several more sweeps
+	if n, err := metricValue("http://"+c.brokers[0].AdminAddr+"/metrics", "strata_broker_orphan_ledgers_deleted_total"); err != nil || n != 1 {
+		t.Fatalf("orphan ledgers deleted: %v (%v), want exactly 1", n, err)
+	}
+	desc, err := cl.DescribeTopic(ctx, "orph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range desc.Partitions[0].Ledgers {
+		if !exists(l.LedgerId) {
+			t.Fatalf("listed ledger %d was deleted", l.LedgerId)
+		}
+	}
+	if recs := consumeAll(t, cl, "orph", 1)[0]; len(recs) != 1 || string(recs[0].Value) != "kept" {
+		t.Fatalf("partition data after the sweep: %d records", len(recs))
+	}
 }

@@ -48,6 +48,8 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("offsets-retention", d.OffsetsRetention, "committed offsets of a group without members are deleted once older than this")
 	fs.Duration("drain-timeout", d.DrainTimeout, "how long a clean shutdown waits for its partitions to move")
 	fs.Duration("lag-interval", d.LagInterval, "how often consumer-group lag metrics are recomputed")
+	fs.Duration("orphan-ledger-grace", d.OrphanLedgerGrace, "the controller deletes a partition ledger its list does not name once it is this old")
+	fs.Duration("orphan-ledger-interval", d.OrphanLedgerInterval, "how often the controller looks for orphan ledgers")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 	return fs

@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/ledgerpb"
+)
+
+// sweepOrphanLedgers runs on the controller: it deletes ledgers that a
+// partition log created but never listed, or stopped listing, so a roll or
+// takeover whose list CAS failed (or whose outcome was unknown) does not
+// leak bookie space. A ledger is an orphan when its properties name a
+// topic and partition, it is older than --orphan-ledger-grace (a roll or
+// takeover lists its new ledger within milliseconds), and the partition's
+// current list (read after the ledger list) does not name it. Ledgers
+// without those properties (strata ledger simpletest --keep, other users)
+// are never touched.
+func (b *Broker) sweepOrphanLedgers(ctx context.Context) {
+	t := time.NewTicker(b.cfg.OrphanLedgerInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := b.sweepOnce(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			b.log.Warn("orphan ledger sweep failed", "err", err)
+		}
+		if n > 0 {
+			b.log.Info("deleted orphan ledgers", "ledgers", n)
+		}
+	}
+}
+
+func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
+	all, err := ledger.ListAll(ctx, b.env.Meta)
+	if err != nil {
+		return 0, err
+	}
+	horizon := now.Add(-b.cfg.OrphanLedgerGrace).UnixMilli()
+	listed := map[tp]map[uint64]bool{}
+	deleted := 0
+	for _, md := range all {
+		k, ok := ledgerPartition(md)
+		if !ok || md.CreatedAtMs > horizon {
+			continue
+		}
+		ids, seen := listed[k]
+		if !seen {
+			pl, _, err := partlog.ReadPartitionLog(ctx, b.store, k.topic, k.partition)
+			switch {
+			case errors.Is(err, partlog.ErrNotFound):
+				if _, terr := b.topicRecord(k.topic); terr == nil {
+					continue // the partition exists but has no list yet: leave it
+				}
+				ids = map[uint64]bool{} // the topic is gone: nothing is listed
+			case err != nil:
+				return deleted, err
+			default:
+				ids = map[uint64]bool{}
+				for _, s := range pl.Segments {
+					ids[s.LedgerId] = true
+				}
+			}
+			listed[k] = ids
+		}
+		if ids[md.Id] {
+			continue
+		}
+		if err := ledger.Delete(ctx, b.env, md.Id); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) &&
+			!errors.Is(err, ledger.ErrDeleteIncomplete) {
+			return deleted, err
+		}
+		b.metrics.orphans.Inc()
+		b.log.Info("deleted orphan ledger", "ledger", md.Id, "topic", k.topic, "partition", k.partition,
+			"created", time.UnixMilli(md.CreatedAtMs).UTC().Format(time.RFC3339))
+		deleted++
+	}
+	return deleted, nil
+}
+
+// ledgerPartition is the partition a partition log's ledger belongs to,
+// from the properties partlog gives its ledgers.
+func ledgerPartition(md *ledgerpb.LedgerMetadata) (tp, bool) {
+	topic, ok := md.Properties["topic"]
+	if !ok || topic == "" {
+		return tp{}, false
+	}
+	p, err := strconv.ParseInt(md.Properties["partition"], 10, 32)
+	if err != nil || p < 0 {
+		return tp{}, false
+	}
+	return tp{topic, int32(p)}, true
+}
