@@ -856,3 +856,67 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 		t.Fatalf("partition data after the sweep: %d records", len(recs))
 	}
 }
+
+// TestBrokerAckLevels: acks none, one, quorum and all each store every
+// record exactly once (none answers without offsets).
+func TestBrokerAckLevels(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "acks", 2, nil)
+	want := map[string]bool{}
+	for _, acks := range []client.Acks{client.AcksNone, client.AcksOne, client.AcksQuorum, client.AcksAll} {
+		p, err := cl.NewProducer(client.ProducerConfig{Acks: acks, Compression: recordbatch.CompressionLZ4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failed error
+		for i := range 200 {
+			v := fmt.Sprintf("%s-%d", acks, i)
+			want[v] = true
+			wg.Add(1)
+			err := p.Produce(ctx, &client.Record{Topic: "acks", Partition: -1, Key: []byte(v), Value: []byte(v)}, func(r *client.Record, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && acks != client.AcksNone && r.Offset < 0 {
+					err = fmt.Errorf("acks=%s: no offset for %s", acks, v)
+				}
+				if err != nil && failed == nil {
+					failed = err
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if failed != nil {
+			t.Fatalf("acks=%s: %v", acks, failed)
+		}
+	}
+	eventually(t, 10*time.Second, "every record stored", func() error {
+		log := consumeAll(t, cl, "acks", 2)
+		got := map[string]int{}
+		for _, recs := range log {
+			for _, r := range recs {
+				got[string(r.Value)]++
+			}
+		}
+		for v := range want {
+			if got[v] != 1 {
+				return fmt.Errorf("%s stored %d times", v, got[v])
+			}
+		}
+		if len(got) != len(want) {
+			return fmt.Errorf("%d distinct records, want %d", len(got), len(want))
+		}
+		return nil
+	})
+}
