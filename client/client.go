@@ -442,3 +442,25 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// refreshTopic reloads topic's metadata (one attempt, bounded by
+// RequestTimeout). When the topic is unknown or a partition has no owner
+// (being taken over) it then waits a little before returning, so the
+// background refreshes of the producer and the consumer do not spin on
+// Metadata.
+func (c *Client) refreshTopic(ctx context.Context, topic string) (*topicInfo, error) {
+	c.invalidate(topic)
+	tctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	ti, err := c.topic(tctx, topic)
+	cancel()
+	missing := err != nil
+	if ti != nil {
+		for _, o := range ti.owners {
+			missing = missing || o == ""
+		}
+	}
+	if missing {
+		_ = sleepCtx(ctx, 100*time.Millisecond)
+	}
+	return ti, err
+}

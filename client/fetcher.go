@@ -232,19 +232,7 @@ func (f *fetcher) refreshLocked(topic string) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		f.c.invalidate(topic)
-		ctx, cancel := context.WithTimeout(f.ctx, f.c.cfg.RequestTimeout)
-		ti, err := f.c.topic(ctx, topic)
-		cancel()
-		missing := err != nil
-		if ti != nil {
-			for _, o := range ti.owners {
-				missing = missing || o == ""
-			}
-		}
-		if missing {
-			_ = sleepCtx(f.ctx, 100*time.Millisecond)
-		}
+		ti, err := f.c.refreshTopic(f.ctx, topic)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		delete(f.mu.refreshing, topic)

@@ -167,20 +167,7 @@ func (p *Producer) refreshLocked(topic string) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.c.invalidate(topic)
-		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.RequestTimeout)
-		ti, err := p.c.topic(ctx, topic)
-		cancel()
-		missing := err != nil
-		if ti != nil {
-			for _, o := range ti.owners {
-				missing = missing || o == ""
-			}
-		}
-		if missing {
-			// Partitions being taken over: do not spin on Metadata.
-			_ = sleepCtx(p.ctx, 100*time.Millisecond)
-		}
+		_, err := p.c.refreshTopic(p.ctx, topic)
 		p.mu.Lock()
 		delete(p.mu.refreshing, topic)
 		if errors.Is(err, ErrUnknownTopic) {
