@@ -321,9 +321,11 @@ func TestRaftClusterSnapshotsAndRestart(t *testing.T) {
 		last, _ := restarted.store.LastIndex()
 		return last == leader.raft.LastIndex()
 	})
+	// Every node, not only the one waited for above, applies the same
+	// commands; the other follower may still be behind, so wait for each.
 	for _, n := range nodes {
-		if got := n.fsm.Commands(); !slices.Equal(got, want) {
-			t.Errorf("%s applied %d commands, want %d", n.id, len(got), len(want))
-		}
+		waitFor(t, fmt.Sprintf("%s to apply all %d commands", n.id, len(want)), func() bool {
+			return slices.Equal(n.fsm.Commands(), want)
+		})
 	}
 }
