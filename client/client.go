@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,7 +99,9 @@ type Client struct {
 	}
 }
 
-// topicInfo is the cached metadata of one topic.
+// topicInfo is the cached metadata of one topic. It is immutable once in
+// Client.mu.topics (changes replace it), so it may be read without the
+// lock by whoever got it.
 type topicInfo struct {
 	owners   []string // owner address per partition; "" = none serving
 	internal bool
@@ -327,18 +330,23 @@ func (c *Client) owner(ctx context.Context, tp TopicPartition) (string, error) {
 	}
 }
 
-// cachedOwner returns tp's owner from the cache without blocking: "" when
-// unknown or marked stale. refresh is true when the caller should refresh
-// the topic's metadata (in the background when addr is usable meanwhile).
+// cachedOwner returns tp's owner from the cache without blocking: the last
+// one known, even when the topic is marked stale (it is a hint: a broker
+// that no longer owns tp redirects, a dead one fails and is retried), ""
+// when none is known. refresh is true when the caller should refresh the
+// topic's metadata (in the background, using addr meanwhile). Keeping the
+// hint matters: the cache is shared, and a stale mark set by one user (a
+// producer that saw an error) must not stop the others until a refresh
+// ends.
 func (c *Client) cachedOwner(tp TopicPartition) (addr string, refresh bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ti := c.mu.topics[tp.Topic]
-	if ti == nil || ti.stale || tp.Partition < 0 || int(tp.Partition) >= len(ti.owners) {
+	if ti == nil || tp.Partition < 0 || int(tp.Partition) >= len(ti.owners) {
 		return "", true
 	}
 	addr = ti.owners[tp.Partition]
-	return addr, addr == "" || time.Since(ti.fetched) > c.cfg.MetadataMaxAge
+	return addr, addr == "" || ti.stale || time.Since(ti.fetched) > c.cfg.MetadataMaxAge
 }
 
 // setOwner records a redirect: addr owns tp now.
@@ -346,10 +354,14 @@ func (c *Client) setOwner(tp TopicPartition, addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ti := c.mu.topics[tp.Topic]; ti != nil && tp.Partition >= 0 && int(tp.Partition) < len(ti.owners) {
-		if ti.owners[tp.Partition] != addr {
-			c.log.Debug("partition owner moved", "partition", tp.String(), "from", ti.owners[tp.Partition], "to", addr)
+		if ti.owners[tp.Partition] == addr {
+			return
 		}
-		ti.owners[tp.Partition] = addr
+		c.log.Debug("partition owner moved", "partition", tp.String(), "from", ti.owners[tp.Partition], "to", addr)
+		moved := *ti // copy on write: callers hold ti without c.mu
+		moved.owners = slices.Clone(ti.owners)
+		moved.owners[tp.Partition] = addr
+		c.mu.topics[tp.Topic] = &moved
 	}
 }
 
@@ -357,8 +369,10 @@ func (c *Client) setOwner(tp TopicPartition, addr string) {
 func (c *Client) invalidate(topic string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ti := c.mu.topics[topic]; ti != nil {
-		ti.stale = true
+	if ti := c.mu.topics[topic]; ti != nil && !ti.stale {
+		stale := *ti // copy on write: callers hold ti without c.mu
+		stale.stale = true
+		c.mu.topics[topic] = &stale
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,6 +73,18 @@ type fakeBroker struct {
 	cl   *fakeCluster
 	idx  int
 	addr string
+	// down makes every call fail with Unavailable, as a dead broker's
+	// would, while Metadata elsewhere may still name it (its lease has not
+	// run out yet).
+	down atomic.Bool
+}
+
+// unavailableWhenDown fails every call to a broker that is down.
+func (b *fakeBroker) unavailableWhenDown(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if b.down.Load() {
+		return nil, status.Error(codes.Unavailable, "fake: broker down")
+	}
+	return h(ctx, req)
 }
 
 // newFakeCluster starts n fake brokers on 127.0.0.1:0.
@@ -88,7 +101,7 @@ func newFakeCluster(t *testing.T, n int) *fakeCluster {
 			t.Fatal(err)
 		}
 		b := &fakeBroker{cl: cl, idx: i, addr: ln.Addr().String()}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer(grpc.UnaryInterceptor(b.unavailableWhenDown))
 		brokerpb.RegisterBrokerServer(srv, b)
 		done := make(chan struct{})
 		go func() { defer close(done); _ = srv.Serve(ln) }()

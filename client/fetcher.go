@@ -15,12 +15,21 @@ import (
 )
 
 // fetcher keeps a set of partitions, each with a position, and fetches
-// them ahead of Poll: one loop per broker sends one long-polling
-// FetchRequest for all the partitions that broker owns. Partitions can be
-// added (or repositioned) and removed at any time; a response for a
-// partition that changed since the request is dropped. Consumer uses it for
-// assigned partitions; consumer groups reuse it with the partitions the
-// coordinator assigns.
+// them ahead of Poll: one loop per broker sends long-polling FetchRequests
+// for the partitions routed to that broker. Partitions can be added (or
+// repositioned) and removed at any time; a response for a partition that
+// changed since the request is dropped. Consumer uses it for assigned
+// partitions; consumer groups reuse it with the partitions the coordinator
+// assigns.
+//
+// Liveness: every fetchable partition is, at all times, either in flight,
+// routed to a loop that has been woken since (fetchPart.addr), waiting for
+// its backoff to end (the retry timer routes it again then), or waiting
+// for a metadata refresh of its topic that routes it again when it ends.
+// Routing is decided once, under f.mu, in routeLocked; loops only take the
+// partitions routed to them, so a change of the shared metadata cache (by a
+// producer, an admin call, another consumer) never strands a partition.
+// Only a full buffer waits for Poll: that is back-pressure.
 type fetcher struct {
 	c   *Client
 	cfg ConsumerConfig
@@ -39,6 +48,10 @@ type fetcher struct {
 		loops      map[string]chan struct{}
 		refreshing map[string]bool
 		changed    chan struct{} // closed and replaced when Poll has news
+		// retry ends the earliest backoff: it routes again at retryAt, so
+		// no partition waits for a Poll call (or anything else) to resume.
+		retry   *time.Timer
+		retryAt time.Time
 	}
 }
 
@@ -55,6 +68,7 @@ type fetchPart struct {
 	err      error // for Poll, once
 	stopped  bool  // no fetching until repositioned
 	inflight bool
+	addr     string // the broker its fetches go to; "" = not routed
 	retryAt  time.Time
 	attempts int
 }
@@ -81,7 +95,7 @@ func (f *fetcher) set(tp TopicPartition, offset int64) error {
 		f.mu.order = append(f.mu.order, tp)
 	}
 	f.mu.parts[tp] = &fetchPart{tp: tp, gen: f.mu.gen, fetchAt: offset, position: offset}
-	f.kickLocked()
+	f.routeLocked()
 	return nil
 }
 
@@ -150,7 +164,7 @@ func (f *fetcher) poll(ctx context.Context) ([]*Record, error) {
 			f.mu.order = append(f.mu.order[1:], f.mu.order[0])
 		}
 		if len(out) > 0 || err != nil {
-			f.kickLocked()
+			f.routeLocked() // drained buffers may be fetched again
 			f.mu.Unlock()
 			return out, err
 		}
@@ -171,7 +185,10 @@ func (f *fetcher) close() {
 		return
 	}
 	f.mu.closed = true
-	close(f.mu.changed)
+	close(f.mu.changed) // Poll returns ErrClosed; nothing notifies after this
+	if f.mu.retry != nil {
+		f.mu.retry.Stop()
+	}
 	f.mu.Unlock()
 	f.cancel()
 	f.wg.Wait()
@@ -180,6 +197,9 @@ func (f *fetcher) close() {
 // notifyLocked wakes Poll.
 // REQUIRES: f.mu held.
 func (f *fetcher) notifyLocked() {
+	if f.mu.closed {
+		return // changed is closed for good
+	}
 	close(f.mu.changed)
 	f.mu.changed = make(chan struct{})
 }
@@ -190,21 +210,36 @@ func (f *fetcher) fetchableLocked(p *fetchPart) bool {
 	return !p.stopped && !p.inflight && p.err == nil && p.bytes < f.cfg.PartitionMaxBytes
 }
 
-// kickLocked routes fetchable partitions to their owners' loops, starting
-// loops and metadata refreshes as needed.
+// routeLocked routes every fetchable partition to its owner's loop and
+// wakes that loop, starting loops and metadata refreshes as needed; it arms
+// the retry timer for the partitions still backing off. Call it after
+// anything that may make a partition fetchable.
 // REQUIRES: f.mu held.
-func (f *fetcher) kickLocked() {
+func (f *fetcher) routeLocked() {
 	if f.mu.closed {
 		return
 	}
+	now := time.Now()
+	var nextRetry time.Time
 	for _, p := range f.mu.parts {
 		if !f.fetchableLocked(p) {
 			continue
 		}
 		addr, refresh := f.c.cachedOwner(p.tp)
 		if refresh {
-			f.refreshLocked(p.tp.Topic)
+			f.refreshLocked(p.tp.Topic) // routes again when it ends
 		}
+		if now.Before(p.retryAt) {
+			if addr == "" || addr == p.addr {
+				// Same broker as the failed attempt: wait the backoff out.
+				if nextRetry.IsZero() || p.retryAt.Before(nextRetry) {
+					nextRetry = p.retryAt
+				}
+				continue
+			}
+			p.retryAt = time.Time{} // a new owner: try it at once
+		}
+		p.addr = addr
 		if addr == "" {
 			continue
 		}
@@ -220,12 +255,36 @@ func (f *fetcher) kickLocked() {
 		default:
 		}
 	}
+	f.armRetryLocked(nextRetry)
+}
+
+// armRetryLocked makes sure routeLocked runs again at at (zero: no need).
+// REQUIRES: f.mu held.
+func (f *fetcher) armRetryLocked(at time.Time) {
+	if at.IsZero() || (!f.mu.retryAt.IsZero() && !at.Before(f.mu.retryAt)) {
+		return
+	}
+	f.mu.retryAt = at
+	d := max(time.Until(at), time.Millisecond)
+	if f.mu.retry == nil {
+		f.mu.retry = time.AfterFunc(d, f.retryDue)
+		return
+	}
+	f.mu.retry.Reset(d)
+}
+
+// retryDue runs on the retry timer: backoffs have ended.
+func (f *fetcher) retryDue() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.retryAt = time.Time{}
+	f.routeLocked()
 }
 
 // refreshLocked refreshes topic's metadata in the background.
 // REQUIRES: f.mu held.
 func (f *fetcher) refreshLocked(topic string) {
-	if f.mu.refreshing[topic] {
+	if f.mu.closed || f.mu.refreshing[topic] {
 		return
 	}
 	f.mu.refreshing[topic] = true
@@ -251,7 +310,7 @@ func (f *fetcher) refreshLocked(topic string) {
 				}
 			}
 		}
-		f.kickLocked()
+		f.routeLocked()
 	}()
 }
 
@@ -262,12 +321,11 @@ func (f *fetcher) refreshLocked(topic string) {
 // others to end.
 const maxFetchesPerBroker = 8
 
-// loop fetches, for as long as the fetcher lives, the partitions that addr
-// owns.
+// loop fetches the partitions routed to addr. It ends when the fetcher
+// closes, or when no partition is routed to addr any more (routeLocked
+// starts a new one when one is).
 func (f *fetcher) loop(addr string, wake chan struct{}) {
 	defer f.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	slots := make(chan struct{}, maxFetchesPerBroker)
 	for {
 		select {
@@ -275,16 +333,14 @@ func (f *fetcher) loop(addr string, wake chan struct{}) {
 		case <-f.ctx.Done():
 			return
 		}
-		req, parts, next := f.collect(addr)
+		req, parts, done := f.collect(addr, wake)
+		if done {
+			return
+		}
 		if len(parts) == 0 {
 			<-slots
-			timer.Stop()
-			if !next.IsZero() {
-				timer.Reset(max(time.Until(next), time.Millisecond))
-			}
 			select {
 			case <-wake:
-			case <-timer.C:
 			case <-f.ctx.Done():
 				return
 			}
@@ -304,29 +360,27 @@ func (f *fetcher) loop(addr string, wake chan struct{}) {
 	}
 }
 
-// collect marks addr's fetchable partitions in flight and builds their
-// request; next is the earliest backoff end of those that must wait.
-func (f *fetcher) collect(addr string) (*brokerpb.FetchRequest, []*fetchPart, time.Time) {
+// collect marks the fetchable partitions routed to addr in flight and
+// builds their request. done: nothing is routed to addr any more, and the
+// loop is removed (under f.mu, so routeLocked starts a new one if needed).
+func (f *fetcher) collect(addr string, wake chan struct{}) (req *brokerpb.FetchRequest, parts []*fetchPart, done bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
-	var next time.Time
-	req := &brokerpb.FetchRequest{
+	req = &brokerpb.FetchRequest{
 		MaxWaitMs: int32(f.cfg.MaxWait.Milliseconds()),
 		MinBytes:  int32(f.cfg.MinBytes),
 		// Leave room for the response's framing under the gRPC limit.
 		MaxBytes: int32(min(f.cfg.MaxBytes, grpcserve.MaxMessageBytes-1<<20)),
 	}
-	var parts []*fetchPart
+	now := time.Now()
+	routed := false
 	for _, p := range f.mu.parts {
-		if owner, _ := f.c.cachedOwner(p.tp); owner != addr || !f.fetchableLocked(p) {
+		if p.addr != addr {
 			continue
 		}
-		if now.Before(p.retryAt) {
-			if next.IsZero() || p.retryAt.Before(next) {
-				next = p.retryAt
-			}
-			continue
+		routed = true
+		if !f.fetchableLocked(p) || now.Before(p.retryAt) {
+			continue // the retry timer routes it when its backoff ends
 		}
 		p.inflight = true
 		parts = append(parts, p)
@@ -335,7 +389,11 @@ func (f *fetcher) collect(addr string) (*brokerpb.FetchRequest, []*fetchPart, ti
 			MaxBytes: int32(min(f.cfg.PartitionMaxBytes, grpcserve.MaxMessageBytes-1<<20)),
 		})
 	}
-	return req, parts, next
+	if !routed && f.mu.loops[addr] == wake {
+		delete(f.mu.loops, addr)
+		return nil, nil, true
+	}
+	return req, parts, false
 }
 
 func (f *fetcher) fetch(addr string, req *brokerpb.FetchRequest) (*brokerpb.FetchResponse, error) {
@@ -358,6 +416,9 @@ func (f *fetcher) apply(parts []*fetchPart, resp *brokerpb.FetchResponse, callEr
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.mu.closed {
+		return // Poll has returned ErrClosed; nothing reads these any more
+	}
 	news := false
 	for _, p := range parts {
 		p.inflight = false
@@ -366,6 +427,10 @@ func (f *fetcher) apply(parts []*fetchPart, resp *brokerpb.FetchResponse, callEr
 		}
 		r := results[p.tp]
 		switch {
+		case errors.Is(callErr, ErrClosed):
+			// The Client was closed under the consumer: no retry can help.
+			p.stopped, p.err = true, callErr
+			news = true
 		case callErr != nil:
 			f.retryLocked(p, callErr)
 		case r == nil:
@@ -384,7 +449,7 @@ func (f *fetcher) apply(parts []*fetchPart, resp *brokerpb.FetchResponse, callEr
 	if news {
 		f.notifyLocked()
 	}
-	f.kickLocked()
+	f.routeLocked()
 }
 
 // retryLocked backs p off after a failure that may pass.
