@@ -1,6 +1,6 @@
 // Package client is Strata's Go client: a producer, a consumer of assigned
-// partitions, and admin calls, over the brokers' gRPC service
-// (proto/broker/v1/broker.proto).
+// partitions, a consumer-group member (GroupConsumer), and admin calls,
+// over the brokers' gRPC service (proto/broker/v1/broker.proto).
 //
 // # Client
 //
@@ -57,13 +57,32 @@
 //
 // Assign/Seek resolve an Offset (OffsetEarliest, OffsetLatest, OffsetAt,
 // OffsetAtTime, OffsetFromEnd) with ListOffsets at the owner. A fetch loop
-// per broker sends one long-polling FetchRequest (MaxWait) for all the
-// assigned partitions that broker owns, decodes the batches, drops records
-// below the requested offset and buffers up to PartitionMaxBytes per
-// partition ahead of Poll. Poll returns records in offset order per
-// partition. Owner changes and NOT_OWNER redirects keep positions. A
-// position outside the log makes Poll return an *OffsetOutOfRangeError
-// once; the partition is not reset silently and waits for Seek.
+// per broker sends long-polling FetchRequests (MaxWait; up to 8 at once
+// with disjoint partitions) for the assigned partitions routed to that
+// broker, decodes the batches, drops records below the requested offset and
+// buffers up to PartitionMaxBytes per partition ahead of Poll. Poll returns
+// records in offset order per partition. Owner changes and NOT_OWNER
+// redirects keep positions. A position outside the log makes Poll return an
+// *OffsetOutOfRangeError once; the partition is not reset silently and
+// waits for Seek.
+//
+// Liveness: a consumer keeps fetching every assigned partition until it is
+// closed, whatever the caller's Poll pattern (a Poll without a deadline is
+// fine): a failed fetch backs the partition off on a timer that routes it
+// again when it ends, and a metadata refresh routes the partitions of its
+// topic again when it ends. Only a partition whose buffer is full waits for
+// Poll (back-pressure). Close is safe at any moment, concurrently with Poll
+// (which then returns ErrClosed) and with fetches in flight.
+//
+// # Group consumer
+//
+// NewGroupConsumer joins a group (KIP-848 style, server-side assignment):
+// a background goroutine heartbeats to the coordinator, revokes partitions
+// before taking new ones (commit with auto-commit, then OnRevoked), and
+// fetches the assigned ones with the same fetcher as Consumer, from the
+// committed offset or ResetOffset. Poll returns records of owned
+// partitions only; Commit commits what Poll returned. Close commits, leaves
+// the group and may be called at any moment.
 //
 // # Example
 //

@@ -177,9 +177,11 @@ type acked struct {
 }
 
 // keyedLoad produces records "key:seq" for keys k0..k(nkeys-1) until stop
-// is closed, as fast as the producer accepts them, recording every
-// acknowledgement.
+// is closed, at rate records/s (0: as fast as the producer accepts them),
+// recording every acknowledgement.
 type keyedLoad struct {
+	rate int
+
 	mu      sync.Mutex
 	acks    []acked
 	errs    []error
@@ -187,8 +189,16 @@ type keyedLoad struct {
 	maxGap  time.Duration
 }
 
+// snapshot returns the acknowledgements so far.
+func (l *keyedLoad) snapshot() []acked {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]acked(nil), l.acks...)
+}
+
 func (l *keyedLoad) run(ctx context.Context, t testing.TB, p *client.Producer, topic string, nkeys int, stop <-chan struct{}) {
 	seq := make([]int, nkeys)
+	start := time.Now()
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -218,7 +228,12 @@ func (l *keyedLoad) run(ctx context.Context, t testing.TB, p *client.Producer, t
 			t.Errorf("produce: %v", err)
 			return
 		}
-		if i%64 == 0 {
+		switch {
+		case l.rate > 0:
+			if ahead := time.Until(start.Add(time.Duration(i+1) * time.Second / time.Duration(l.rate))); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		case i%64 == 0:
 			time.Sleep(time.Millisecond) // a steady load, not a flood
 		}
 	}
