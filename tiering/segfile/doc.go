@@ -1,0 +1,169 @@
+// Package segfile writes and reads segment objects: the immutable objects
+// that hold a run of a partition's Kafka record batches in the object
+// store once their ledgers are closed (tiering, format "STRATSEG v1").
+//
+// An object is the batches exactly as they were stored in the ledger
+// entries, preceded by a small header and followed by a sparse
+// offset/time index, a protobuf footer and a fixed-size trailer. The
+// index sits at the end so that a Writer needs one streaming pass and no
+// sizes up front (a multipart upload); metad records the index position
+// and the size, so a reader gets index, footer and trailer with one
+// ranged read, then the batches it wants with a second one.
+//
+// # Contract
+//
+//   - Writer.Append refuses (and Writer stays failed) any batch that is
+//     not a Kafka v2 batch with a valid CRC-32C, or whose offsets do not
+//     follow: a plain segment is dense (each base offset is the previous
+//     batch's last offset + 1, the first is Options.BaseOffset); a
+//     compacted one (Options.Compacted) only increases. Batches are
+//     written byte for byte; nothing is re-encoded, so a consumer gets
+//     the bytes the producer sent (with the base offset and partition
+//     leader epoch the owner stamped).
+//   - Writer.Finish writes the tail and returns the Summary to record in
+//     metad. A segment has at least one batch.
+//   - Reading checks before it returns: ReadTail, FindTail and ParseTail
+//     check the whole tail (CRC and consistency), an Iterator checks every
+//     batch it returns (see Reading for the limits of a partial read), and
+//     Verify checks every byte of the object. Anything that is not what a Writer produces, including an
+//     object shorter than expected, is an error marked ErrCorrupt (a
+//     *CorruptError saying where); a short read is never taken as the
+//     end of the data. Readers fail closed (tiering invariant T10).
+//   - Lookups on a Tail: FetchRange (offset -> byte range holding the
+//     batch with that offset or the next one, plus maxBytes), TimeRange
+//     (timestamp -> byte range holding the first batch whose max
+//     timestamp reaches it, Kafka ListOffsets), then Batches over the
+//     bytes read and OffsetForTime inside the batch found. ReadFetch and
+//     ReadOffsetForTime do the read and the walk over a RangeReader.
+//   - A RangeReader is all reading needs (a ranged GET or a file), so the
+//     same code serves the object store, local files and tests.
+//   - A Tail is immutable and safe for concurrent use; Writer and
+//     Iterator are not.
+//
+// # Format
+//
+// All integers are big-endian, like Kafka's. CRC-32C is Castagnoli
+// (hash/crc32, standard initial value and final xor), as in batches. An
+// object of S bytes is, in order:
+//
+//	position   size  section
+//	0          32    header
+//	32         D     data: the batches back to back
+//	I = 32+D   24*N  index: N entries
+//	F = I+24*N L     footer: SegmentFooter (proto/tiering/v1/segment.proto)
+//	S-48       48    trailer
+//
+// Header:
+//
+//	offset size field
+//	0      8    magic "STRATSEG" (53 54 52 41 54 53 45 47)
+//	8      2    version, uint16 = 1
+//	10     2    flags, uint16: bit 0 compacted (offsets may have holes);
+//	            other bits 0
+//	12     4    header_len, uint32 = 32
+//	16     8    base_offset, int64: the first offset the segment covers
+//	24     8    reserved, 0
+//
+// Data: Kafka record batches v2 (client/recordbatch) as stored in the
+// ledger entries, one after the other with no framing: each batch is
+// self-delimiting (batchLength at bytes 8..12) and carries its own
+// CRC-32C over bytes [21, end). Base offsets follow each other as
+// described in the contract; the first batch of a plain segment starts at
+// base_offset, a compacted one's at or after it.
+//
+// Index entry (24 bytes), one for the first batch and then one for the
+// first batch that starts IndexIntervalBytes (default 1 MiB, the same as
+// broker/partlog's LedgerIndex) or more after the previous entry's batch,
+// so consecutive entries are less than the interval plus one batch apart:
+//
+//	offset size field
+//	0      8    base_offset, int64: the batch's base offset
+//	8      8    position, uint64: the batch's absolute position
+//	16     8    max_timestamp_ms, int64: the largest batch max timestamp
+//	            of every batch up to and including this one (-1: none)
+//
+// Footer: a protobuf strata.tiering.v1.SegmentFooter, encoded with
+// deterministic field order. The writer computes base_offset,
+// last_offset, records, batches, data_bytes, min/max_timestamp_ms,
+// min_tombstone_horizon_ms, index_interval_bytes and compacted; the caller
+// supplies the rest (topic, topic id, partition, provenance, generation,
+// creation time, writer, epoch, upload id, producer state).
+// min_timestamp_ms is the smallest first-record timestamp of the batches
+// (baseTimestamp; the append time for LogAppendTime batches; batches with
+// a KIP-534 delete horizon skipped): a hint, not a bound, because records
+// inside a batch may be older than its first. max_timestamp_ms is exact
+// (what retention uses).
+//
+// Trailer (48 bytes, at S-48):
+//
+//	offset size field
+//	0      8    index_pos, uint64 = I
+//	8      4    index_count, uint32 = N (at least 1)
+//	12     8    footer_pos, uint64 = F = I + 24*N
+//	20     4    footer_len, uint32 = L, with F + L = S - 48
+//	24     4    data_crc32c: CRC-32C of bytes [0, I) (header and data)
+//	28     2    version, uint16 = 1
+//	30     6    reserved, 0
+//	36     4    meta_crc32c: CRC-32C of bytes [I, S-12) (index, footer and
+//	            trailer bytes 0..36)
+//	40     8    magic "STRATEND" (53 54 52 41 54 45 4e 44)
+//
+// So every byte of an object is covered by a CRC or compared with a
+// constant, and every position is pinned by an exact equation: one
+// flipped bit anywhere is detected by Verify, and a truncated object
+// cannot parse (both tested for every bit and every length of a small
+// segment). The tail is at most MaxTailBytes (64 MiB).
+//
+// # Departures from the design note's sketch of STRATSEG v1
+//
+//   - data_crc32c covers the header too, and meta_crc32c moved after
+//     version and reserved so that it covers them and the positions: in
+//     the note the header and those trailer bytes were covered by no
+//     checksum, so some flips went unnoticed.
+//   - The footer gained `compacted` (field 21): a reader that fetched only
+//     the tail must know whether offsets may have holes, to bound a fetch
+//     range and to check continuity.
+//   - A compacted segment's base_offset may be below its first batch (the
+//     output of compaction covers the range it replaces); last_offset is
+//     always the last batch's last offset, so a compactor that drops the
+//     very last records folds that range into the next segment's base.
+//
+// # Reading
+//
+// With metad's index_pos and size, ReadTail reads [index_pos, S) once.
+// Without them (recovery, scrub) FindTail reads the last 64 KiB
+// (TailProbeBytes) and, only if the index starts earlier, the rest of
+// the tail. FetchRange(X, maxBytes) starts at the last index entry at or
+// below X; in a dense segment the batch holding X ends by the next entry,
+// in a compacted one (X may sit in a hole) by the entry after; the range
+// extends maxBytes beyond the next entry. TimeRange(T) takes the first
+// entry j whose running max reaches T: the first batch with max timestamp
+// >= T lies after entry j-1's batch and no later than entry j's, so the
+// range is [entry j-1, entry j+1). Both therefore need one read of about
+// one to two index intervals plus maxBytes.
+//
+// An Iterator also checks what the batch CRC does not cover: the base
+// offset (bytes 0..8) of each batch against the previous one, and of
+// batches at index positions against the index; the last batch against
+// the footer's last offset. What a partial read cannot check: the
+// partition leader epoch (batch bytes 12..16), and in a compacted segment
+// a base offset changed to another value that still increases; only
+// Verify (the data CRC) catches those.
+//
+// A RangeReader over an object store must report a range that starts
+// past the end of the object as io.ErrUnexpectedEOF (objstore's
+// ErrInvalidRange), so that a truncated object reads as corruption.
+//
+// # Errors
+//
+//   - NewWriter: ErrInvalidOptions.
+//   - Writer.Append: ErrInvalidBatch (wrapping the recordbatch error),
+//     ErrOffsetOrder, ErrFinished, the io.Writer's error. Sticky.
+//   - Writer.Finish: ErrEmpty, ErrTooLarge, ErrFinished, a sticky error,
+//     the io.Writer's error.
+//   - ParseTrailer, ParseTail, ReadTail, FindTail, Verify, ReadFetch,
+//     ReadOffsetForTime, Iterator.Err, OffsetForTime: ErrCorrupt
+//     (*CorruptError; a truncated object also matches
+//     io.ErrUnexpectedEOF); ParseTail also ErrIncompleteTail; the ones
+//     that read return the RangeReader's other errors wrapped.
+package segfile

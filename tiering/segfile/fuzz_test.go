@@ -1,0 +1,191 @@
+package segfile_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math/rand"
+	"testing"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/tiering/segfile"
+)
+
+// fuzzSegments are valid segments to seed the fuzzers with.
+func fuzzSegments(f *testing.F) [][]byte {
+	rng := rand.New(rand.NewSource(30))
+	var out [][]byte
+	for _, gen := range []genConfig{
+		{batches: 1, maxRecords: 1},
+		{batches: 4, maxRecords: 3, maxValue: 20},
+		{batches: 5, maxRecords: 2, maxValue: 10, compacted: true, horizon: true},
+		{batches: 3, maxRecords: 4, maxValue: 30, codec: recordbatch.CompressionZstd, logAppendTime: true},
+	} {
+		batches := genBatches(f, rng, 10, gen)
+		obj, _ := writeSegment(f, batches, segfile.Options{BaseOffset: 10, Compacted: gen.compacted, IndexIntervalBytes: 80, Footer: testFooter()})
+		out = append(out, obj)
+	}
+	return out
+}
+
+// FuzzParseTail: ParseTail never panics, fails only with ErrCorrupt on a
+// whole object, and a tail it accepts gives lookups inside the data.
+func FuzzParseTail(f *testing.F) {
+	for _, obj := range fuzzSegments(f) {
+		f.Add(obj)
+		f.Add(obj[len(obj)-segfile.TrailerSize:])
+		f.Add(obj[:len(obj)-1])
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkParseTail(t, data)
+		// With the checksums made right again, the mutations reach the
+		// checks behind them.
+		checkParseTail(t, repairChecksums(bytes.Clone(data)))
+	})
+}
+
+func checkParseTail(t *testing.T, data []byte) {
+	tail, err := segfile.ParseTail(data, int64(len(data)))
+	if err != nil {
+		if !errors.Is(err, segfile.ErrCorrupt) {
+			t.Fatalf("ParseTail: %v is not ErrCorrupt", err)
+		}
+		return
+	}
+	sum, end := tail.Summary(), tail.DataEnd()
+	if sum.Size != int64(len(data)) || end < segfile.HeaderSize || end > sum.Size {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, off := range []int64{-1, 0, sum.BaseOffset, sum.LastOffset, (sum.BaseOffset + sum.LastOffset) / 2} {
+		if r, ok := tail.FetchRange(off, 100); ok && (r.Start < segfile.HeaderSize || r.End > end || r.Start >= r.End) {
+			t.Fatalf("FetchRange(%d) = %+v, data ends at %d", off, r, end)
+		}
+	}
+	for _, ts := range []int64{-1, 0, sum.MaxTimestampMs} {
+		if r, ok := tail.TimeRange(ts); ok && (r.Start < segfile.HeaderSize || r.End > end || r.Start >= r.End) {
+			t.Fatalf("TimeRange(%d) = %+v, data ends at %d", ts, r, end)
+		}
+	}
+	// Walking whatever data there is must not panic either.
+	it := tail.Batches(data[segfile.HeaderSize:end], segfile.HeaderSize)
+	for it.Next() {
+	}
+}
+
+// FuzzIterator: the iterator never panics, never returns a batch that
+// does not verify or is out of order, and over a buffer that reaches the
+// end of data it ends either Done or with ErrCorrupt. The same bytes are
+// also walked with the checks of a real segment's tail.
+func FuzzIterator(f *testing.F) {
+	segs := fuzzSegments(f)
+	for _, obj := range segs {
+		tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)))
+		if err != nil {
+			f.Fatal(err)
+		}
+		data := obj[segfile.HeaderSize:tail.DataEnd()]
+		f.Add(data, tail.Footer.GetCompacted())
+		f.Add(data[:len(data)-1], false)
+	}
+	tail, err := segfile.FindTail(ctx, segfile.Bytes(segs[1]), int64(len(segs[1])))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, compacted bool) {
+		checkIterator(t, tail, data, compacted)
+		checkIterator(t, tail, repairBatchCRCs(bytes.Clone(data), 0, len(data)), compacted)
+	})
+}
+
+func checkIterator(t *testing.T, tail *segfile.Tail, data []byte, compacted bool) {
+	it := segfile.NewIterator(data, segfile.HeaderSize, segfile.HeaderSize+int64(len(data)), compacted)
+	prevLast := int64(-1)
+	for it.Next() {
+		b := it.Batch()
+		h, err := recordbatch.Verify(b.Bytes)
+		if err != nil {
+			t.Fatalf("returned a batch that does not verify: %v", err)
+		}
+		if h.BaseOffset <= prevLast || (!compacted && prevLast >= 0 && h.BaseOffset != prevLast+1) {
+			t.Fatalf("batch at %d after %d", h.BaseOffset, prevLast)
+		}
+		if !bytes.Equal(b.Bytes, data[b.Pos-segfile.HeaderSize:b.Pos-segfile.HeaderSize+int64(len(b.Bytes))]) {
+			t.Fatal("batch bytes are not the input's")
+		}
+		prevLast = h.LastOffset()
+	}
+	if !it.Done() && !errors.Is(it.Err(), segfile.ErrCorrupt) {
+		t.Fatalf("stopped at %d of %d without ErrCorrupt: %v", it.Pos(), len(data), it.Err())
+	}
+	it = tail.Batches(data, segfile.HeaderSize)
+	for it.Next() {
+	}
+	if err := it.Err(); err != nil && !errors.Is(err, segfile.ErrCorrupt) {
+		t.Fatalf("tail iterator: %v", err)
+	}
+}
+
+// FuzzVerify: Verify never panics and fails only with ErrCorrupt; an
+// object it accepts can be read back whole.
+func FuzzVerify(f *testing.F) {
+	for _, obj := range fuzzSegments(f) {
+		f.Add(obj)
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		checkVerify(t, obj)
+		checkVerify(t, repairChecksums(bytes.Clone(obj)))
+	})
+}
+
+func checkVerify(t *testing.T, obj []byte) {
+	sum, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)))
+	if err != nil {
+		if !errors.Is(err, segfile.ErrCorrupt) {
+			t.Fatalf("Verify: %v is not ErrCorrupt", err)
+		}
+		return
+	}
+	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size)
+	if err != nil {
+		t.Fatalf("Verify accepted what ReadTail refuses: %v", err)
+	}
+	got, err := tail.ReadFetch(ctx, segfile.Bytes(obj), sum.BaseOffset, sum.DataBytes)
+	if err != nil || int64(len(got)) != sum.DataBytes {
+		t.Fatalf("ReadFetch of everything: %d of %d bytes, %v", len(got), sum.DataBytes, err)
+	}
+}
+
+// repairChecksums recomputes, where the trailer's positions allow, every
+// checksum of obj: batch CRCs, data CRC, meta CRC.
+func repairChecksums(obj []byte) []byte {
+	size := len(obj)
+	if size < segfile.TrailerSize {
+		return obj
+	}
+	tr := obj[size-segfile.TrailerSize:]
+	indexPos := binary.BigEndian.Uint64(tr[0:])
+	if indexPos < segfile.HeaderSize || indexPos > uint64(size-segfile.TrailerSize) {
+		return obj
+	}
+	repairBatchCRCs(obj, segfile.HeaderSize, int(indexPos))
+	binary.BigEndian.PutUint32(tr[24:], crc32.Checksum(obj[:indexPos], crcTable))
+	binary.BigEndian.PutUint32(tr[36:], crc32.Checksum(obj[indexPos:size-12], crcTable))
+	return obj
+}
+
+// repairBatchCRCs recomputes the CRC of every batch framed in b[from:to].
+func repairBatchCRCs(b []byte, from, to int) []byte {
+	for pos := from; to-pos >= recordbatch.HeaderSize; {
+		n := int(int32(binary.BigEndian.Uint32(b[pos+8:]))) + 12
+		if n < recordbatch.HeaderSize || n > to-pos {
+			break
+		}
+		reCRC(b[pos : pos+n])
+		pos += n
+	}
+	return b
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
