@@ -11,7 +11,8 @@ import (
 // ErrDeleteIncomplete means that Delete removed the ledger's metadata but some
 // bookies did not confirm deleting their copies. Readers can no longer find
 // the ledger; the copies on those bookies (named in the error) only take
-// disk space until they are deleted there.
+// disk space until each bookie's orphan sweep removes them (ledger/bookie:
+// a ledger absent from metad for --ledger-gc-grace).
 var ErrDeleteIncomplete = errors.New("ledger: deleted from metadata, but not from every bookie")
 
 // Delete deletes ledger id: first its metadata, then its entries on every

@@ -45,6 +45,8 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Bool("autorecovery", d.Autorecovery, "run a re-replication candidate (one in the cluster is elected)")
 	fs.Duration("autorecovery-interval", d.AutorecoveryInterval, "time between the elected replicator's audits")
 	fs.Duration("autorecovery-grace", d.AutorecoveryGrace, "how long a bookie may be gone before its ledgers are re-replicated")
+	fs.Duration("ledger-gc-interval", d.LedgerGCInterval, "time between sweeps that delete local copies of ledgers metad no longer lists (0: off)")
+	fs.Duration("ledger-gc-grace", d.LedgerGCGrace, "how long a ledger must be absent from metad before its local copy is deleted")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 	return fs

@@ -37,6 +37,8 @@ type Bookie struct {
 	// decommissioned: an operator decommissioned this bookie; it
 	// registers as read-only so that no new ledger lands on it.
 	decommissioned atomic.Bool
+	// sweeper is nil when cfg.LedgerGCInterval is 0.
+	sweeper *orphanSweeper
 
 	stateChanged chan struct{}
 	cancel       context.CancelFunc
@@ -96,6 +98,13 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		}
 	})
 	b.reg = &registrar{meta: meta, id: cfg.ID, ttl: cfg.LeaseTTL, info: b.Info, changed: b.stateChanged, log: log}
+	if cfg.LedgerGCInterval > 0 {
+		if err := b.newSweeper(reg); err != nil {
+			b.store.Close()
+			meta.Close()
+			return nil, err
+		}
+	}
 	if cfg.Autorecovery {
 		if err := b.newReplicator(reg); err != nil {
 			b.store.Close()
@@ -104,6 +113,23 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		}
 	}
 	return b, nil
+}
+
+// newSweeper prepares this bookie's orphan sweep (started by Start).
+func (b *Bookie) newSweeper(reg prometheus.Registerer) error {
+	metrics := NewSweepMetrics()
+	if reg != nil {
+		if err := metrics.Register(reg); err != nil {
+			return err
+		}
+	}
+	b.sweeper = &orphanSweeper{
+		interval: b.cfg.LedgerGCInterval, grace: b.cfg.LedgerGCGrace,
+		held: b.store, meta: ledger.NewMetadStore(b.meta),
+		trust: cookieCheck(b.meta, b.cfg.ID, b.cookie.InstanceId),
+		now:   time.Now, log: b.log.With("task", "orphan-sweep"), metrics: metrics,
+	}
+	return nil
 }
 
 // newReplicator prepares this bookie's re-replication candidate (started
@@ -150,8 +176,8 @@ func (b *Bookie) Service() bookiepb.BookieServer {
 
 // Start registers the bookie in metad and keeps it registered until Close,
 // watches its decommission record (a decommissioned bookie registers as
-// read-only), and starts its re-replication candidate when
-// cfg.Autorecovery.
+// read-only), starts the orphan sweep unless cfg.LedgerGCInterval is 0, and
+// starts its re-replication candidate when cfg.Autorecovery.
 func (b *Bookie) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
@@ -171,6 +197,9 @@ func (b *Bookie) Start() {
 			}
 		})
 	})
+	if b.sweeper != nil {
+		b.wg.Go(func() { b.sweeper.run(ctx) })
+	}
 	if b.replicator != nil {
 		if err := b.replicator.Start(); err != nil {
 			b.log.Error("replicator not started", "err", err)

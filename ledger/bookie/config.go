@@ -44,6 +44,14 @@ type Config struct {
 	// are re-replicated (and an open ledger on it is recovered).
 	AutorecoveryGrace time.Duration `mapstructure:"autorecovery-grace"`
 
+	// LedgerGCInterval is the time between orphan sweeps, which delete
+	// local copies of ledgers metad no longer lists (doc.go, "Orphan
+	// sweep"); 0 turns the sweep off.
+	LedgerGCInterval time.Duration `mapstructure:"ledger-gc-interval"`
+	// LedgerGCGrace is how long a ledger must have been seen absent from
+	// metad before its local copy is deleted.
+	LedgerGCGrace time.Duration `mapstructure:"ledger-gc-grace"`
+
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
 }
@@ -63,6 +71,8 @@ func DefaultConfig() Config {
 		Autorecovery:         true,
 		AutorecoveryInterval: replication.DefaultInterval,
 		AutorecoveryGrace:    replication.DefaultGrace,
+		LedgerGCInterval:     DefaultLedgerGCInterval,
+		LedgerGCGrace:        DefaultLedgerGCGrace,
 		LogLevel:             "info",
 		LogFormat:            "text",
 	}
@@ -111,6 +121,14 @@ func (c Config) Validate() error {
 	if c.AutorecoveryGrace < 0 {
 		errs = append(errs, errors.New("--autorecovery-grace must not be negative"))
 	}
+	if c.LedgerGCInterval != 0 && c.LedgerGCInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("--ledger-gc-interval must be 0 (off) or at least 100ms"))
+	}
+	// The grace is what leaves an operator time to notice a metad that
+	// lost ledgers before the bookies delete their copies.
+	if c.LedgerGCGrace < time.Second {
+		errs = append(errs, errors.New("--ledger-gc-grace must be at least 1s"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -123,7 +141,7 @@ func (c Config) AdvertiseAddress() string {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s",
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s",
 		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
-		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace)
+		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace)
 }

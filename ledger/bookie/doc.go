@@ -42,4 +42,67 @@
 // re-replication candidate (replication.Replicator): one candidate in the
 // cluster is elected on a metad lease and copies the ledgers of missing or
 // decommissioned bookies to others (see package ledger/replication).
+//
+// # Orphan sweep
+//
+// ledger.Delete removes a ledger's metadata first and then asks each
+// bookie to delete its copy; a bookie that is down then, or a replaced
+// bookie that comes back, keeps a copy nothing refers to. Every
+// Config.LedgerGCInterval (--ledger-gc-interval, default 5m; 0 turns it
+// off) the bookie lists the ledgers it holds (storage.Storage.Ledgers),
+// then every ledger id metad knows (one keys-only listing of
+// ledger.MetadataPrefix), and deletes what metad has stopped listing. The
+// decision is decideOrphans, a pure function; orphanSweeper does the I/O.
+//
+//   - O1 A ledger held here that metad does not list is deleted once it has
+//     been seen absent for longer than Config.LedgerGCGrace
+//     (--ledger-gc-grace, default 1h, at least 1s). When each was first
+//     seen absent is kept in memory only: a restart starts the clocks
+//     again, which only delays deletion. Absence is final: ledger ids are
+//     never reused (the counter at ledger.NextIDKey only advances and
+//     metadata is created create-only), so a ledger metad stopped listing
+//     never comes back.
+//   - O2 The local listing is taken before the metad listing. A ledger's
+//     metadata exists before any of its records reaches a bookie:
+//     ledger.Create learns the id only from MetadataStore.Create, which
+//     has stored the metadata, and returns the writer only then;
+//     recovery and re-replication only touch ledgers they read from
+//     metad. So every ledger in the local listing had its metadata when
+//     the metad listing began, and that listing (linearizable reads; a
+//     paged listing still returns every key that exists from its start to
+//     its end) includes it unless it was deleted. A ledger being created
+//     is never seen absent.
+//   - O3 The sweep acts only on a complete listing: metad's List returns
+//     every page or an error, and a key under the prefix that is not a
+//     ledger key is an error. On any error nothing is deleted and the
+//     first-seen times are kept.
+//   - O4 The sweep trusts only a metad that holds this bookie's cookie with
+//     the instance id it runs under; any other (another cluster's metad,
+//     one restored from a backup older than this bookie) cannot say which
+//     ledgers exist, so the sweep does nothing (ErrUntrustedMetad).
+//   - O5 A ledger that metad lists is never deleted here, in any state (open,
+//     in recovery, fenced, closed), even when no fragment names this
+//     bookie any more. Such a copy (left behind by re-replication or an
+//     ensemble change) cannot be told apart safely from a copy being
+//     made: writers and the replicator write entries to a bookie before
+//     the compare-and-set that names it in the metadata (DESIGN.md §3,
+//     ledger/replication rule 4), and a writer may pick this bookie again
+//     for a later fragment right after the sweep read the metadata; no
+//     local check orders a local delete against that remote
+//     compare-and-set, and a grace period only narrows the race. Fragments
+//     also name bookies by address, which changes when a bookie moves.
+//     Such copies are reclaimed when their ledger is deleted (retention):
+//     metad then stops listing it and O1 applies.
+//   - O6 Deletion is storage.Storage.Delete (journaled, so replay does not
+//     bring the ledger back; journal GC then frees the space), one ledger
+//     at a time, each logged with its id. An error stops the sweep until
+//     the next one. The sweep runs on the Bookie's WaitGroup; Close
+//     cancels it and waits for it before closing the storage.
+//
+// Metrics: strata_bookie_ledger_gc_orphaned_ledgers (held here, absent
+// from metad at the last sweep, not yet deleted),
+// strata_bookie_ledger_gc_deleted_ledgers_total,
+// strata_bookie_ledger_gc_errors_total and
+// strata_bookie_ledger_gc_last_sweep_timestamp_seconds (last sweep that
+// completed without error).
 package bookie

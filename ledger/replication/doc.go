@@ -62,9 +62,9 @@
 // Not done here: copies left behind (on a replaced bookie that comes back,
 // or on a replacement whose repair failed) are not deleted: deleting a
 // ledger on a bookie is only safe when nothing might be copying into it,
-// which a possibly concurrent replicator cannot know. Reclaiming them needs
-// bookie-side garbage collection against the metadata (BookKeeper's
-// verifyMetadataOnGC). Nor does the auditor read every copy to find entries
+// which a possibly concurrent replicator cannot know. The bookies' own
+// sweep (ledger/bookie, rule O5) removes copies of ledgers metad no longer
+// lists, and keeps these until their ledger is deleted. Nor does the auditor read every copy to find entries
 // missing on live bookies (BookKeeper's checkAllLedgers); it only repairs
 // gaps it meets while copying. And each round lists every ledger's
 // metadata (one paged metad listing): with very many ledgers, raise the

@@ -2,7 +2,8 @@
 // the journal (package journal), the Pebble index (package index) says
 // where each one is and keeps each ledger's state. It serves every call of
 // the bookie's gRPC API (proto/bookie/v1): adds, reads, range reads, fences,
-// explicit and long-polled LACs, deletes and the bookie's disk state.
+// explicit and long-polled LACs, deletes and the bookie's disk state; and it
+// lists the ledgers it holds (Ledgers) for the bookie's orphan sweep.
 //
 // The storage node is the part of Strata that must never lie: an
 // acknowledged add is durable, an acknowledged fence holds, and "no such
@@ -117,6 +118,7 @@
 //     (ReadRange with last < first), ErrClosed, I/O errors; ReadRange also
 //     fn's error.
 //   - WaitLAC: ctx's (with the current state), ErrClosed.
+//   - State, Ledgers: none (memory only).
 //   - GC: ErrClosed, ErrFailed, ctx's, I/O errors.
 //   - Close: journal or index close errors; ErrClosed if called again.
 package storage

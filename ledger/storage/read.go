@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
@@ -164,6 +165,24 @@ func (s *Storage) State(ledgerID uint64) (LedgerState, bool) {
 		return LedgerState{LAC: -1, LastEntryID: -1}, false
 	}
 	return l.state(), true
+}
+
+// Ledgers returns, in id order, the ids of the ledgers this bookie has a
+// record of (the ones State reports): an applied add, fence or LAC, or a
+// fence in flight. It reads memory only. The bookie's orphan sweep lists
+// these before it lists metad, so a ledger listed here had its metadata
+// written before the listing began (writers create the metadata first).
+func (s *Storage) Ledgers() []uint64 {
+	s.mu.Lock()
+	ids := make([]uint64, 0, len(s.mu.ledgers))
+	for id, l := range s.mu.ledgers {
+		if l.exists || l.fenced {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // WaitLAC long-polls: it returns the ledger's state as soon as its LAC is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,5 +456,40 @@ func TestMetricsRegister(t *testing.T) {
 	}
 	if err := m.Register(reg); err == nil {
 		t.Fatal("registering twice succeeded")
+	}
+}
+
+// TestLedgers: Ledgers lists, in id order, the ledgers with an applied
+// add, fence or LAC; a deleted ledger leaves the list, and replay brings
+// back exactly the same list.
+func TestLedgers(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if got := e.s.Ledgers(); len(got) != 0 {
+		t.Fatalf("empty storage lists %v", got)
+	}
+	mustAdd(t, e.s, 9, 0, -1, []byte("a"))
+	mustAdd(t, e.s, 2, 0, -1, []byte("b"))
+	if _, err := e.s.Fence(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.WriteLAC(ctx, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, e.s, 4, 0, -1, []byte("c"))
+	if err := e.s.Delete(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	// A long poll on an unknown ledger is no record of it.
+	pollCtx, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	_, _ = e.s.WaitLAC(pollCtx, 11, 0)
+	want := []uint64{2, 5, 7, 9}
+	if got := e.s.Ledgers(); !slices.Equal(got, want) {
+		t.Fatalf("Ledgers() = %v, want %v", got, want)
+	}
+	e.reopen()
+	if got := e.s.Ledgers(); !slices.Equal(got, want) {
+		t.Fatalf("after replay Ledgers() = %v, want %v", got, want)
 	}
 }

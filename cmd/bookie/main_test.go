@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/internal/node"
+	"github.com/strata-log/strata/ledger/bookie"
+)
+
+// TestLedgerGCSettings: the orphan sweep's settings come from flags, YAML
+// keys and STRATA_* variables like every other setting (flags win).
+func TestLedgerGCSettings(t *testing.T) {
+	parse := func(t *testing.T, args ...string) bookie.Config {
+		t.Helper()
+		cfg := bookie.DefaultConfig()
+		if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if cfg := parse(t); cfg.LedgerGCInterval != bookie.DefaultLedgerGCInterval || cfg.LedgerGCGrace != bookie.DefaultLedgerGCGrace {
+		t.Fatalf("defaults: %s %s", cfg.LedgerGCInterval, cfg.LedgerGCGrace)
+	}
+	if cfg := parse(t, "--ledger-gc-interval", "200ms", "--ledger-gc-grace", "1s"); cfg.LedgerGCInterval != 200*time.Millisecond || cfg.LedgerGCGrace != time.Second {
+		t.Fatalf("flags: %s %s", cfg.LedgerGCInterval, cfg.LedgerGCGrace)
+	}
+	file := filepath.Join(t.TempDir(), "bookie.yaml")
+	if err := os.WriteFile(file, []byte("ledger-gc-interval: 1m\nledger-gc-grace: 2h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := parse(t, "--config", file); cfg.LedgerGCInterval != time.Minute || cfg.LedgerGCGrace != 2*time.Hour {
+		t.Fatalf("YAML: %s %s", cfg.LedgerGCInterval, cfg.LedgerGCGrace)
+	}
+	t.Setenv("STRATA_LEDGER_GC_GRACE", "3h")
+	t.Setenv("STRATA_LEDGER_GC_INTERVAL", "0s")
+	if cfg := parse(t, "--config", file); cfg.LedgerGCInterval != 0 || cfg.LedgerGCGrace != 3*time.Hour {
+		t.Fatalf("environment over YAML: %s %s", cfg.LedgerGCInterval, cfg.LedgerGCGrace)
+	}
+	if cfg := parse(t, "--ledger-gc-grace", "4h"); cfg.LedgerGCGrace != 4*time.Hour {
+		t.Fatalf("flag over environment: %s", cfg.LedgerGCGrace)
+	}
+}
