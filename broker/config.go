@@ -52,6 +52,9 @@ type Config struct {
 	// how often it looks.
 	OrphanLedgerGrace    time.Duration `mapstructure:"orphan-ledger-grace"`
 	OrphanLedgerInterval time.Duration `mapstructure:"orphan-ledger-interval"`
+	// RetentionCheckInterval: how often each owned partition applies its
+	// topic's retention.ms and retention.bytes.
+	RetentionCheckInterval time.Duration `mapstructure:"retention-check-interval"`
 
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
@@ -60,23 +63,24 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:               "127.0.0.1:9092",
-		AdminListen:          "127.0.0.1:9192",
-		Metad:                "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
-		SessionTTL:           5 * time.Second,
-		TailCacheBytes:       256 << 20,
-		IdleRoll:             10 * time.Minute,
-		ProduceTimeout:       30 * time.Second,
-		MaxFetchWait:         30 * time.Second,
-		OffsetsPartitions:    16,
-		GroupSessionTimeout:  45 * time.Second,
-		OffsetsRetention:     7 * 24 * time.Hour,
-		DrainTimeout:         30 * time.Second,
-		LagInterval:          15 * time.Second,
-		OrphanLedgerGrace:    time.Hour,
-		OrphanLedgerInterval: 5 * time.Minute,
-		LogLevel:             "info",
-		LogFormat:            "text",
+		Listen:                 "127.0.0.1:9092",
+		AdminListen:            "127.0.0.1:9192",
+		Metad:                  "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+		SessionTTL:             5 * time.Second,
+		TailCacheBytes:         256 << 20,
+		IdleRoll:               10 * time.Minute,
+		ProduceTimeout:         30 * time.Second,
+		MaxFetchWait:           30 * time.Second,
+		OffsetsPartitions:      16,
+		GroupSessionTimeout:    45 * time.Second,
+		OffsetsRetention:       7 * 24 * time.Hour,
+		DrainTimeout:           30 * time.Second,
+		LagInterval:            15 * time.Second,
+		OrphanLedgerGrace:      time.Hour,
+		OrphanLedgerInterval:   5 * time.Minute,
+		RetentionCheckInterval: 30 * time.Second,
+		LogLevel:               "info",
+		LogFormat:              "text",
 	}
 }
 
@@ -118,6 +122,9 @@ func (c Config) Validate() error {
 	}
 	if c.OrphanLedgerGrace < time.Second || c.OrphanLedgerInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--orphan-ledger-grace must be at least 1s and --orphan-ledger-interval at least 100ms"))
+	}
+	if c.RetentionCheckInterval < 100*time.Millisecond {
+		errs = append(errs, errors.New("--retention-check-interval must be at least 100ms"))
 	}
 	if c.OffsetsRetention < time.Minute {
 		errs = append(errs, errors.New("--offsets-retention must be at least 1m"))

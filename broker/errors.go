@@ -71,6 +71,8 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.InvalidArgument, info(rpcerror.ReasonCorruptBatch, false)
 	case errors.Is(err, partlog.ErrTooLarge):
 		return codes.InvalidArgument, info(rpcerror.ReasonTooLarge, false)
+	case errors.Is(err, partlog.ErrInvalidTimestamp):
+		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
 	case errors.Is(err, partlog.ErrOutOfOrderSequence):
 		return codes.FailedPrecondition, info(rpcerror.ReasonOutOfOrderSequence, false)
 	case errors.Is(err, partlog.ErrProducerFenced):

@@ -170,6 +170,11 @@ func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p
 	b.mu.Lock()
 	p.log, p.coord = l, coord
 	b.mu.Unlock()
+	// A config change that arrived during the takeover found no log to
+	// update (followTopicConfigs): apply what is current now.
+	if tc, _, err := b.topicConfig(p.tp.topic); err == nil {
+		applyTopicConfig(l, tc)
+	}
 	log.Info("serving partition", "took", time.Since(start).Round(time.Millisecond), "high_watermark", l.HighWatermark())
 
 	var failed error
@@ -244,13 +249,15 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 		Topic: p.tp.topic, Partition: p.tp.partition, Epoch: p.epoch,
 		Env: b.env, Store: b.store,
 		Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum,
-		SegmentBytes:  tc.SegmentBytes,
-		SegmentAge:    time.Duration(tc.SegmentMs) * time.Millisecond,
-		IdleRoll:      b.cfg.IdleRoll,
-		MaxBatchBytes: tc.MaxMessageBytes,
-		Cache:         b.cache,
-		Logger:        b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
-		Metrics:       b.plm,
+		SegmentBytes:           tc.SegmentBytes,
+		SegmentAge:             time.Duration(tc.SegmentMs) * time.Millisecond,
+		IdleRoll:               b.cfg.IdleRoll,
+		MaxBatchBytes:          tc.MaxMessageBytes,
+		Policy:                 tc.Policy(),
+		RetentionCheckInterval: b.cfg.RetentionCheckInterval,
+		Cache:                  b.cache,
+		Logger:                 b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
+		Metrics:                b.plm,
 	}
 }
 
@@ -275,8 +282,8 @@ func (b *Broker) serving(k tp) *partlog.Log {
 }
 
 // followTopicConfigs applies topic config changes to the partitions this
-// broker serves (segment size and age, max batch size at once; replication
-// settings from the next ledger on).
+// broker serves (segment size and age, max batch size, retention and the
+// timestamp bound at once; replication settings from the next ledger on).
 func (b *Broker) followTopicConfigs(ctx context.Context) {
 	for {
 		changed := b.topics.changes()
@@ -297,8 +304,7 @@ func (b *Broker) followTopicConfigs(ctx context.Context) {
 			l := p.log
 			b.mu.Unlock()
 			if l != nil {
-				l.SetLimits(partlog.Limits{SegmentBytes: tc.SegmentBytes, SegmentAge: time.Duration(tc.SegmentMs) * time.Millisecond,
-					MaxBatchBytes: tc.MaxMessageBytes, Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum})
+				applyTopicConfig(l, tc)
 			}
 		}
 		select {
@@ -307,4 +313,11 @@ func (b *Broker) followTopicConfigs(ctx context.Context) {
 		case <-changed:
 		}
 	}
+}
+
+// applyTopicConfig makes a served log follow its topic's config.
+func applyTopicConfig(l *partlog.Log, tc TopicConfig) {
+	l.SetLimits(partlog.Limits{SegmentBytes: tc.SegmentBytes, SegmentAge: time.Duration(tc.SegmentMs) * time.Millisecond,
+		MaxBatchBytes: tc.MaxMessageBytes, Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum})
+	l.SetPolicy(tc.Policy())
 }

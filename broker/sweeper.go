@@ -78,6 +78,9 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 			!errors.Is(err, ledger.ErrDeleteIncomplete) {
 			return deleted, err
 		}
+		if err := b.store.Delete(ctx, partlog.IndexKey(md.Id)); err != nil {
+			return deleted, err
+		}
 		b.metrics.orphans.Inc()
 		b.log.Info("deleted orphan ledger", "ledger", md.Id, "topic", k.topic, "partition", k.partition,
 			"created", time.UnixMilli(md.CreatedAtMs).UTC().Format(time.RFC3339))

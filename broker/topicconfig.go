@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -25,6 +26,18 @@ type TopicConfig struct {
 	MaxMessageBytes    int
 	MinCompactionLagMs int64
 	DeleteRetentionMs  int64
+	// MaxTimestampAheadMs: message.timestamp.after.max.ms.
+	MaxTimestampAheadMs int64
+}
+
+// Policy is the partition log's lifecycle policy under this config.
+func (c TopicConfig) Policy() partlog.Policy {
+	return partlog.Policy{
+		Delete:              slices.Contains(strings.Split(c.CleanupPolicy, ","), "delete"),
+		RetentionMs:         c.RetentionMs,
+		RetentionBytes:      c.RetentionBytes,
+		MaxTimestampAheadMs: c.MaxTimestampAheadMs,
+	}
 }
 
 // Limits on topics.
@@ -84,6 +97,10 @@ var topicConfigDefs = map[string]topicConfigDef{
 		func(c *TopicConfig, s string) { c.MinCompactionLagMs = mustInt(s) }},
 	"delete.retention.ms": {"86400000", intIn(0, maxInt64),
 		func(c *TopicConfig, s string) { c.DeleteRetentionMs = mustInt(s) }},
+	// Kafka's name and (since 4.0) default: a producer clock far ahead
+	// would otherwise pin its segments past retention.ms.
+	"message.timestamp.after.max.ms": {"3600000", intIn(0, maxInt64),
+		func(c *TopicConfig, s string) { c.MaxTimestampAheadMs = mustInt(s) }},
 }
 
 func checkCleanupPolicy(s string) error {

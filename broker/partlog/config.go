@@ -49,6 +49,7 @@ const (
 	DefaultProducerExpiry     = 24 * time.Hour
 	DefaultRollCheckInterval  = time.Second
 	DefaultSequenceGapWait    = 2 * time.Second
+	DefaultRetentionCheck     = 30 * time.Second
 	// producerBatches is how many batches per producer are remembered for
 	// deduplication (Kafka's NUM_BATCHES_TO_RETAIN).
 	producerBatches = 5
@@ -84,6 +85,11 @@ type Config struct {
 	ProducerExpiry time.Duration
 	// RollCheckInterval: how often age and idle rolls are checked.
 	RollCheckInterval time.Duration
+	// Policy: retention and the timestamp bound; the zero Policy means
+	// KeepEverything. SetPolicy changes it while the log is served.
+	Policy Policy
+	// RetentionCheckInterval: how often retention is enforced.
+	RetentionCheckInterval time.Duration
 	// SequenceGapWait: how long (real time) an idempotent batch that
 	// arrived ahead of its predecessors waits for them before it is
 	// refused as out of order (or, for an unknown producer, accepted).
@@ -125,6 +131,12 @@ func (c Config) withDefaults() Config {
 	if c.SequenceGapWait == 0 {
 		c.SequenceGapWait = DefaultSequenceGapWait
 	}
+	if c.Policy == (Policy{}) {
+		c.Policy = KeepEverything
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = DefaultRetentionCheck
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,7 +166,8 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("the ledger Env needs Meta, Bookies and Registry"))
 	}
 	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 ||
-		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 {
+		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 ||
+		c.RetentionCheckInterval < 0 {
 		errs = append(errs, errors.New("negative size or duration"))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -44,13 +44,20 @@
 //     original offsets. The state is snapshotted in the PartitionLog at
 //     every CAS (as of the end of the last closed segment) and rebuilt on
 //     takeover from that snapshot plus the recovered segments' batches.
+//   - P6 Retention: only a prefix of closed segments is ever removed, by
+//     one CAS that also moves log_start_offset to the first segment kept
+//     (never past the open segment); the ledgers and indexes are deleted
+//     after the CAS, so the list never names deleted data and a crash
+//     between the two only leaves unlisted ledgers (swept by the
+//     controller). log_start_offset never decreases.
 //
 // # Concurrency
 //
 // One mutex (Log.mu) guards the state; it is never held across a metad or
 // bookie call. Appends are serialized in offset order by a one-slot
 // semaphore (appendSem) held while an append is handed to the ledger
-// writer (which may block on back-pressure) and for the whole of a roll
-// or Close. Writer callbacks take only Log.mu. One goroutine per Log
-// (run) rolls segments; Close waits for it.
+// writer (which may block on back-pressure) and for the whole of a roll,
+// a retention CAS or Close: every CAS of the list holds it, so the list's
+// version has one writer. Writer callbacks take only Log.mu. One goroutine
+// per Log (run) rolls segments and enforces retention; Close waits for it.
 package partlog

@@ -15,8 +15,9 @@ import (
 //	Open         ErrConflict (the PartitionLog changed during takeover),
 //	             ErrFenced (a newer owner epoch is recorded), or the
 //	             store's / ledger's error, wrapped.
-//	Append       ErrCorruptBatch, ErrTooLarge, ErrOutOfOrderSequence,
-//	             ErrProducerFenced (rejected: nothing written);
+//	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
+//	             ErrOutOfOrderSequence, ErrProducerFenced (rejected:
+//	             nothing written);
 //	             ErrClosed; the failed log's error (ErrFenced,
 //	             ErrConflict, ErrUnknownOutcome); ErrUnknownOutcome (the
 //	             batch was handed to the ledger and the outcome is unknown,
@@ -25,6 +26,8 @@ import (
 //	ListOffset   ledger read error, wrapped.
 //	Close        the failed log's error, ErrConflict, ErrFenced, or the
 //	             store's / ledger's error.
+//	EnforceRetention  the failed log's error; ErrConflict or
+//	             ErrUnknownOutcome when its CAS failed (the log fails).
 //	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
 var (
 	ErrClosed             = errors.New("partlog: closed")
@@ -32,6 +35,7 @@ var (
 	ErrConflict           = errors.New("partlog: partition log changed under its owner")
 	ErrCorruptBatch       = errors.New("partlog: corrupt record batch")
 	ErrTooLarge           = errors.New("partlog: record batch too large")
+	ErrInvalidTimestamp   = errors.New("partlog: record timestamp too far in the future")
 	ErrOutOfOrderSequence = errors.New("partlog: out of order sequence number")
 	ErrProducerFenced     = errors.New("partlog: producer fenced (stale epoch)")
 	ErrUnknownOutcome     = errors.New("partlog: write outcome unknown")

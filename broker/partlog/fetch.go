@@ -67,6 +67,17 @@ func (r *readState) putIndex(id uint64, idx *brokerpb.LedgerIndex) {
 	r.indexes.put(id, idx)
 }
 
+// forget drops what is cached of a deleted ledger.
+func (r *readState) forget(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.indexes.remove(id)
+	r.readers.remove(id)
+	if r.aheadLedger == id {
+		r.aheadLedger, r.ahead = 0, nil
+	}
+}
+
 func (r *readState) readAhead(id uint64, entry int64) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -420,5 +431,12 @@ func (c *lru[K, V]) put(k K, v V) {
 		old := c.ll.Back()
 		c.ll.Remove(old)
 		delete(c.m, old.Value.(*lruItem[K, V]).k)
+	}
+}
+
+func (c *lru[K, V]) remove(k K) {
+	if e, ok := c.m[k]; ok {
+		c.ll.Remove(e)
+		delete(c.m, k)
 	}
 }

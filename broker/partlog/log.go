@@ -41,6 +41,10 @@ type Log struct {
 		// limits: the topic settings that may change while the log is
 		// served (SetLimits).
 		limits Limits
+		// policy: retention and the timestamp bound (SetPolicy);
+		// lastRetention: when retention last looked at the log.
+		policy        Policy
+		lastRetention time.Time
 		sync.Mutex
 		// pl is the PartitionLog as stored at version (never modified:
 		// replaced by a new one at each CAS).
@@ -132,6 +136,11 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 	}
+	if !h.LogAppendTime() {
+		if err := l.checkTimestamp(h.MaxTimestamp, start); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	if h.RecordCount <= 0 || h.LastOffsetDelta < 0 || h.LastOffsetDelta < h.RecordCount-1 {
 		return AppendResult{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrCorruptBatch, h.RecordCount, h.LastOffsetDelta)
 	}
@@ -143,6 +152,10 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 	gapDeadline := time.Now().Add(l.cfg.SequenceGapWait)
 	for {
 		if err := l.acquire(ctx); err != nil {
+			return AppendResult{}, err
+		}
+		if err := l.rollIfFull(len(batch)); err != nil {
+			l.release()
 			return AppendResult{}, err
 		}
 		var progress <-chan struct{}
@@ -425,6 +438,29 @@ func (l *Log) waitDuplicate(ctx context.Context, b *producerBatch) (AppendResult
 		}
 	}
 	return AppendResult{BaseOffset: b.base, LastOffset: b.last, LogStartOffset: l.LogStartOffset(), Duplicate: true}, nil
+}
+
+// rollIfFull rolls the open segment before a batch of size bytes goes in
+// when it would not fit (Kafka's rule), so a segment exceeds SegmentBytes
+// only when one batch alone does, however fast batches arrive (retention
+// and tiering work in whole segments). Appends wait meanwhile, as they
+// would behind any roll.
+// REQUIRES: appendSem held.
+func (l *Log) rollIfFull(size int) error {
+	l.mu.Lock()
+	if err := l.acceptErrLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	full := len(l.mu.seg.entries) > 0 && l.mu.seg.bytes+int64(size) > l.mu.limits.SegmentBytes
+	w := l.mu.writer
+	l.mu.Unlock()
+	if !full {
+		return nil
+	}
+	// The background context: a roll cut short by one caller's deadline
+	// would fail the whole log.
+	return l.roll(l.bgCtx, w, "size")
 }
 
 // maybeKickRoll asks run to roll when the open segment is full.

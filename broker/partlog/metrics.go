@@ -19,6 +19,10 @@ type Metrics struct {
 	Rolls            prometheus.Counter
 	TakeoverDuration prometheus.Histogram
 	Failures         prometheus.Counter
+	// RetentionSegments, RetentionBytes: closed segments (ledgers) and
+	// their bytes deleted by retention.
+	RetentionSegments prometheus.Counter
+	RetentionBytes    prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -53,10 +57,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		Failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_partition_log_failures_total", Help: "Partition logs that failed (fenced, CAS lost, write error)."}),
+		RetentionSegments: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_retention_deleted_segments_total", Help: "Closed segments (ledgers) deleted by time or size retention."}),
+		RetentionBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_retention_deleted_bytes_total", Help: "Bytes of the segments deleted by retention."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
-			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures)
+			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures,
+			m.RetentionSegments, m.RetentionBytes)
 	}
 	return m
 }

@@ -13,11 +13,14 @@ import (
 )
 
 // run is the Log's one goroutine: it rolls the open segment when it is
-// due (size, age, idle), and closes the writer once the log failed.
+// due (size, age, idle), enforces retention every RetentionCheckInterval,
+// and closes the writer once the log failed.
 func (l *Log) run() {
 	defer l.wg.Done()
 	t := time.NewTicker(l.cfg.RollCheckInterval)
 	defer t.Stop()
+	retention := time.NewTicker(l.cfg.RetentionCheckInterval)
+	defer retention.Stop()
 	for {
 		select {
 		case <-l.stop:
@@ -25,6 +28,11 @@ func (l *Log) run() {
 		case <-l.failed:
 			l.closeFailedWriter()
 			return
+		case <-retention.C:
+			if _, err := l.EnforceRetention(l.bgCtx); err != nil {
+				l.log.Warn("retention failed", "err", err)
+			}
+			continue
 		case <-l.rollKick:
 		case <-t.C:
 		}

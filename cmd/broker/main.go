@@ -50,6 +50,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("lag-interval", d.LagInterval, "how often consumer-group lag metrics are recomputed")
 	fs.Duration("orphan-ledger-grace", d.OrphanLedgerGrace, "the controller deletes a partition ledger its list does not name once it is this old")
 	fs.Duration("orphan-ledger-interval", d.OrphanLedgerInterval, "how often the controller looks for orphan ledgers")
+	fs.Duration("retention-check-interval", d.RetentionCheckInterval, "how often each owned partition applies retention.ms and retention.bytes")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 	return fs

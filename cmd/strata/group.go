@@ -88,15 +88,20 @@ type memberJSON struct {
 
 // groupPartJSON is one partition's progress. Committed and Lag are -1 when
 // nothing is committed; LagMs is how old the first unconsumed record is
-// (0 when caught up, -1 when unknown).
+// (0 when caught up, -1 when unknown). BelowLogStart: retention deleted
+// records the group had not consumed (the committed offset is below the
+// log start, LogStart; -1 when unknown); the group resumes at the log
+// start (or its reset policy) and those records are lost to it.
 type groupPartJSON struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Committed int64  `json:"committed"`
-	End       int64  `json:"end"`
-	Lag       int64  `json:"lag"`
-	LagMs     int64  `json:"lag_ms"`
-	Owner     string `json:"owner,omitempty"`
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	Committed     int64  `json:"committed"`
+	LogStart      int64  `json:"log_start"`
+	End           int64  `json:"end"`
+	Lag           int64  `json:"lag"`
+	LagMs         int64  `json:"lag_ms"`
+	BelowLogStart bool   `json:"below_log_start"`
+	Owner         string `json:"owner,omitempty"`
 }
 
 func newGroupDescribeCommand(g *globalOptions) *cobra.Command {
@@ -107,7 +112,9 @@ func newGroupDescribeCommand(g *globalOptions) *cobra.Command {
 and for every partition of the subscribed topics (and every partition with a
 committed offset): the committed offset, the end offset (high watermark),
 the lag in records (end - committed) and the lag in time: how long ago the
-first record not yet committed was written (0 when caught up).`,
+first record not yet committed was written (0 when caught up). A committed
+offset below the partition's log start is marked with '*': retention deleted
+records the group had not read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
 			return g.withBroker(cmd, func(ctx context.Context, c *client.Client) error {
@@ -192,12 +199,13 @@ func describeGroup(ctx context.Context, c *client.Client, group string, now time
 	})
 	lagging := map[client.TopicPartition]int64{}
 	for _, tp := range tps {
-		row := groupPartJSON{Topic: tp.Topic, Partition: tp.Partition, Committed: -1, End: -1, Lag: -1, LagMs: -1, Owner: owner[tp]}
+		row := groupPartJSON{Topic: tp.Topic, Partition: tp.Partition, Committed: -1, LogStart: -1, End: -1, Lag: -1, LagMs: -1, Owner: owner[tp]}
 		if off, ok := committed[tp]; ok {
 			row.Committed = off
 		}
 		if lo, err := c.ListOffsets(ctx, tp, -1); err == nil {
-			row.End = lo.GetOffset()
+			row.End, row.LogStart = lo.GetOffset(), lo.GetLogStartOffset()
+			row.BelowLogStart = row.Committed >= 0 && row.Committed < row.LogStart
 			if row.Committed >= 0 {
 				row.Lag = max(row.End-row.Committed, 0)
 				if row.Lag == 0 {
@@ -272,7 +280,12 @@ func printGroup(w io.Writer, g *groupJSON) error {
 		}
 		return fmt.Sprint(n)
 	}
+	var below []string
 	for _, p := range g.Partitions {
+		if p.BelowLogStart {
+			below = append(below, fmt.Sprintf("%s/%d: committed %d, log start %d (%d records deleted by retention before the group read them)",
+				p.Topic, p.Partition, p.Committed, p.LogStart, p.LogStart-p.Committed))
+		}
 		lagTime := "-"
 		if p.LagMs >= 0 {
 			lagTime = (time.Duration(p.LagMs) * time.Millisecond).String()
@@ -281,9 +294,19 @@ func printGroup(w io.Writer, g *groupJSON) error {
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, dash(p.Committed), dash(p.End), dash(p.Lag), lagTime, owner)
+		committed := dash(p.Committed)
+		if p.BelowLogStart {
+			committed += "*"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, committed, dash(p.End), dash(p.Lag), lagTime, owner)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(below) > 0 {
+		fmt.Fprintf(w, "\n* committed offset below the log start:\n  %s\n", strings.Join(below, "\n  "))
+	}
+	return nil
 }
 
 type resetOptions struct {

@@ -102,6 +102,9 @@ type Process struct {
 	Bin     string
 	Args    []string
 	LogPath string
+	// Env is added to the test's environment at the next start (e.g.
+	// STRATA_FAILPOINTS before a Restart).
+	Env []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -144,6 +147,7 @@ func (p *Process) start() error {
 		return err
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
+	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so a signal to the test does not reach it and
 	// Kill reaches all of it.
