@@ -202,6 +202,12 @@ func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *broke
 					LastOffset: s.LastOffset, Bytes: s.Bytes, MaxTimestampMs: s.MaxTimestampMs, Closed: s.Closed})
 				pd.HighWatermark = max(pd.HighWatermark, s.LastOffset+1)
 			}
+			for _, t := range pl.Tiered {
+				pd.TieredSegments++
+				pd.TieredBytes += t.SizeBytes
+				pd.TieredEndOffset = t.LastOffset + 1
+			}
+			pd.HighWatermark = max(pd.HighWatermark, pd.TieredEndOffset)
 		}
 		if l != nil {
 			pd.HighWatermark = l.HighWatermark()

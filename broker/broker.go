@@ -18,6 +18,7 @@ import (
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/tiering"
 )
 
 // Broker is one broker process's state.
@@ -32,7 +33,10 @@ type Broker struct {
 	plm     *partlog.Metrics
 	gm      *group.Metrics
 	cache   *partlog.TailCache
-	started time.Time
+	// tier: the object store (nil without --tier-store).
+	tier        *tierState
+	tierMetrics *tiering.Metrics
+	started     time.Time
 
 	brokers, topics, assignments, owners, controller *mirror
 
@@ -78,6 +82,13 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	b.plm = partlog.NewMetrics(reg)
 	b.gm = group.NewMetrics(reg)
 	b.cache = partlog.NewTailCache(cfg.TailCacheBytes, b.plm)
+	b.tierMetrics = tiering.NewMetrics(reg)
+	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.openTier(tctx); err != nil {
+		meta.Close()
+		return nil, err
+	}
 	b.brokers = newMirror(meta, brokersPrefix, log)
 	b.topics = newMirror(meta, topicsPrefix, log)
 	b.assignments = newMirror(meta, assignmentsPrefix, log)
@@ -167,6 +178,7 @@ func (b *Broker) Close() {
 	b.cancel()
 	b.wg.Wait()
 	b.peers.close()
+	b.closeTier()
 	b.bookies.Close()
 	b.meta.Close()
 }

@@ -55,6 +55,24 @@ type Config struct {
 	// RetentionCheckInterval: how often each owned partition applies its
 	// topic's retention.ms and retention.bytes.
 	RetentionCheckInterval time.Duration `mapstructure:"retention-check-interval"`
+	// TierStore is the object store sealed ledgers move to
+	// (s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&insecure=true]
+	// or file:///ABS/DIR); empty: no tiering.
+	TierStore string `mapstructure:"tier-store"`
+	// TierSegmentBytes: a run of closed ledgers is uploaded as one object
+	// once it holds this much; TierMaxDelay: or once its oldest ledger is
+	// this old.
+	TierSegmentBytes int64         `mapstructure:"tier-segment-bytes"`
+	TierMaxDelay     time.Duration `mapstructure:"tier-max-delay"`
+	// TierCheckInterval: how often each owned partition uploads, deletes
+	// local copies and (every 10th time) sweeps orphan objects.
+	TierCheckInterval time.Duration `mapstructure:"tier-check-interval"`
+	// TierOrphanGrace: an object no partition names is deleted once this old.
+	TierOrphanGrace time.Duration `mapstructure:"tier-orphan-grace"`
+	// TierUploads bounds concurrent uploads; TierCacheBytes the memory of
+	// the object read cache.
+	TierUploads    int   `mapstructure:"tier-uploads"`
+	TierCacheBytes int64 `mapstructure:"tier-cache-bytes"`
 
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
@@ -79,6 +97,12 @@ func DefaultConfig() Config {
 		OrphanLedgerGrace:      time.Hour,
 		OrphanLedgerInterval:   5 * time.Minute,
 		RetentionCheckInterval: 30 * time.Second,
+		TierSegmentBytes:       256 << 20,
+		TierMaxDelay:           10 * time.Minute,
+		TierCheckInterval:      30 * time.Second,
+		TierOrphanGrace:        time.Hour,
+		TierUploads:            4,
+		TierCacheBytes:         256 << 20,
 		LogLevel:               "info",
 		LogFormat:              "text",
 	}
@@ -125,6 +149,10 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionCheckInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--retention-check-interval must be at least 100ms"))
+	}
+	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
+		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 {
+		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-cache-bytes at least 1 MiB"))
 	}
 	if c.OffsetsRetention < time.Minute {
 		errs = append(errs, errors.New("--offsets-retention must be at least 1m"))

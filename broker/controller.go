@@ -294,8 +294,9 @@ func (b *Broker) assign(ctx context.Context, k tp, broker string, epoch, version
 }
 
 // finishDelete removes a deleting topic's data once no broker serves any of
-// its partitions: every segment's ledger, the partition records, and last
-// the topic record.
+// its partitions: every segment's ledger, the partition records, the
+// topic's objects (a broker without a store cannot: it leaves the topic
+// for one that has), and last the topic record.
 func (b *Broker) finishDelete(ctx context.Context, name string, owners map[string]*metadpb.KeyValue) error {
 	for key := range owners {
 		if k, err := parseTP(key[len(ownersPrefix):]); err == nil && k.topic == name {
@@ -330,6 +331,10 @@ func (b *Broker) finishDelete(ctx context.Context, name string, owners map[strin
 		if _, err := b.meta.Delete(ctx, partlog.PartitionKey(name, p)); err != nil {
 			return err
 		}
+	}
+	// Every object of the topic, committed or not, is under its id.
+	if err := b.deleteTopicObjects(ctx, &rec); err != nil {
+		return err
 	}
 	if _, err := b.meta.Delete(ctx, topicKey(name), metaclient.WithExpectedVersion(kv.Version)); err != nil {
 		return err

@@ -245,6 +245,10 @@ func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
 }
 
 func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
+	var tier *partlog.Tier
+	if rec, err := b.topicRecord(p.tp.topic); err == nil && !rec.Internal {
+		tier = b.partitionTier(rec, p.tp.partition)
+	}
 	return partlog.Config{
 		Topic: p.tp.topic, Partition: p.tp.partition, Epoch: p.epoch,
 		Env: b.env, Store: b.store,
@@ -254,6 +258,7 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 		IdleRoll:               b.cfg.IdleRoll,
 		MaxBatchBytes:          tc.MaxMessageBytes,
 		Policy:                 tc.Policy(),
+		Tier:                   tier,
 		RetentionCheckInterval: b.cfg.RetentionCheckInterval,
 		Cache:                  b.cache,
 		Logger:                 b.log.With("topic", p.tp.topic, "partition", p.tp.partition),

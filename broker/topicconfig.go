@@ -28,6 +28,10 @@ type TopicConfig struct {
 	DeleteRetentionMs  int64
 	// MaxTimestampAheadMs: message.timestamp.after.max.ms.
 	MaxTimestampAheadMs int64
+	// RemoteStorage: remote.storage.enable (tiering, when the broker has
+	// a store); LocalRetentionMs: local.retention.ms.
+	RemoteStorage    bool
+	LocalRetentionMs int64
 }
 
 // Policy is the partition log's lifecycle policy under this config.
@@ -37,6 +41,10 @@ func (c TopicConfig) Policy() partlog.Policy {
 		RetentionMs:         c.RetentionMs,
 		RetentionBytes:      c.RetentionBytes,
 		MaxTimestampAheadMs: c.MaxTimestampAheadMs,
+		// Compacted topics stay on the bookies until compaction exists
+		// (Kafka refuses remote storage with compaction too).
+		RemoteStorage:    c.RemoteStorage && !strings.Contains(c.CleanupPolicy, "compact"),
+		LocalRetentionMs: c.LocalRetentionMs,
 	}
 }
 
@@ -101,6 +109,20 @@ var topicConfigDefs = map[string]topicConfigDef{
 	// would otherwise pin its segments past retention.ms.
 	"message.timestamp.after.max.ms": {"3600000", intIn(0, maxInt64),
 		func(c *TopicConfig, s string) { c.MaxTimestampAheadMs = mustInt(s) }},
+	// Tiering (KIP-405 names): copy closed ledgers to the broker's object
+	// store, and delete the bookie copies once they are this old (-1:
+	// keep them until retention.ms / retention.bytes).
+	"remote.storage.enable": {"true", checkBool,
+		func(c *TopicConfig, s string) { c.RemoteStorage = s == "true" }},
+	"local.retention.ms": {"3600000", intIn(-1, maxInt64),
+		func(c *TopicConfig, s string) { c.LocalRetentionMs = mustInt(s) }},
+}
+
+func checkBool(s string) error {
+	if s != "true" && s != "false" {
+		return fmt.Errorf("want true or false, got %q", s)
+	}
+	return nil
 }
 
 func checkCleanupPolicy(s string) error {

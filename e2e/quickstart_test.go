@@ -78,7 +78,8 @@ func TestQuickstart(t *testing.T) {
 	base := freeBase(t)
 	brokerPort := freePorts(t, base+500, 2, 100)
 	dev := exec.Command(filepath.Join("bin", "strata"), "dev", "--metad-port", fmt.Sprint(base),
-		"--bookie-port", fmt.Sprint(base+300), "--broker-port", fmt.Sprint(brokerPort))
+		"--bookie-port", fmt.Sprint(base+300), "--broker-port", fmt.Sprint(brokerPort),
+		"--minio-port", fmt.Sprint(freePorts(t, base+700, 1, 1)))
 	dev.Dir = dir
 	dev.Env = append(os.Environ(), env...)
 	var devOut bytes.Buffer

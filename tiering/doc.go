@@ -6,7 +6,7 @@
 //
 // # What exists and what is to come
 //
-// Built so far, each with its own doc.go:
+// Built so far:
 //
 //   - tiering/objstore: the object-store interface (Store) and its
 //     implementations: s3, localdir (one machine), memstore (tests, with
@@ -14,17 +14,20 @@
 //   - tiering/segfile: the segment object format STRATSEG v1 (writer,
 //     tail parser, offset and time lookups, batch iterator, full
 //     verification).
+//   - this package: the read path (Reader, below).
+//   - tiering/scrub: checks every committed object against its record.
+//   - broker/partlog (tier.go, retention.go): the upload machine (pick a
+//     run, stream, verify, commit by the PartitionLog CAS), deletion of
+//     bookie copies after local.retention.ms, the orphan-object sweep, and
+//     retention over both tiers. The committed objects are listed in the
+//     PartitionLog (field tiered), so every commit is fenced by the list's
+//     version (T7) without separate intent records: an upload that never
+//     commits leaves an object only the orphan sweep sees (by age, under
+//     the partition's own prefix).
 //
-// To come, in this order: the metad records (TieredSegment, UploadIntent,
-// GarbageObject, the PartitionLog tier fields) and the per-partition
-// metadata mutator; the upload state machine (intent, stream, verify,
-// commit) with failpoints; the read path (routing to bookies or objects,
-// aligned chunk reads, chunk and tail caches, ListOffsets by time); ledger
-// deletion after the tier lag; retention over both tiers with the GC queue
-// and the orphan sweeper; compaction; the bucket cookie; scrub and repair;
-// topic recovery from the bucket. Until then nothing is uploaded, no
-// ledger is deleted because of tiering, and the invariants below are the
-// contract those pieces must keep (tests will cite them by name).
+// To come: a durable garbage queue, the bucket cookie (T9 is not enforced
+// yet), compaction, repair, and topic recovery from the bucket. See
+// docs/tiering.md.
 //
 // # Model
 //
@@ -34,18 +37,20 @@
 // object holds one run of consecutive closed ledgers (or a compaction
 // output), byte for byte as stored. Object keys are
 //
-//	<prefix>/strata/<cluster-id>/t/<topic-id>/<partition>/<base:020d>-<last:020d>-g<gen>-<uid16>.seg
+//	<prefix>/strata/<cluster-id>/t/<topic-id>/<partition>/<base:020d>-<last:020d>-<uid16>.seg
 //
 // with the topic's random id (never its name, so delete and recreate
-// cannot collide), zero-padded offsets (key order = offset order), the
-// compaction generation and 64 random bits per upload attempt. Object
-// states are metad records: UploadIntent (copy started) -> TieredSegment
-// LIVE (copy finished) -> GarbageObject (delete started) -> gone.
+// cannot collide), zero-padded offsets (key order = offset order) and 64
+// random bits per upload attempt. An object is LIVE while the
+// PartitionLog's tiered list names it (a TieredSegment record); before
+// its commit and after its unlinking it is garbage, deleted at once and,
+// if that fails or the process dies, by the orphan sweep.
 //
 // # Invariants
 //
 //   - T1 Single source of truth. A byte of tiered data is readable iff a
-//     LIVE TieredSegment record in metad names its object. Object
+//     LIVE TieredSegment record in metad (the PartitionLog's tiered list)
+//     names its object. Object
 //     listings and footers never decide readability; they serve only the
 //     sweeper, scrub and recovery.
 //   - T2 Immutability and uniqueness. An object key is written at most
@@ -63,13 +68,15 @@
 //     last offset + 1. tiered_end_offset never decreases, except by an
 //     operator's explicit repair that accepts data loss.
 //   - T5 Prefix-only deletion. Retention removes only a prefix of the log;
-//     log_start_offset never decreases and is advanced in the same Txn
+//     log_start_offset never decreases and is advanced in the same CAS
 //     that unlinks what it covers.
-//   - T6 References before objects. An object is deleted only after (a) no
-//     LIVE record names it and (b) a GC entry for it is durable; removing
-//     the LIVE record and creating the GC entry happen in one Txn.
-//   - T7 Fencing. Every tiering, retention and compaction commit is a Txn
-//     that compares the PartitionLog version held by the owner; losing
+//   - T6 References before objects. An object is deleted only after the
+//     CAS that removes its LIVE record; a deletion that fails (or a crash
+//     before it) leaves an unlisted object that the orphan sweep deletes
+//     once older than its grace. (The reference design's durable GC queue
+//     is not built: the sweep is the safety net.)
+//   - T7 Fencing. Every tiering, retention and compaction commit is a CAS
+//     on the PartitionLog version held by the owner; losing
 //     the compare drops the partition (partlog P3). A zombie owner can
 //     leave only orphan objects, never metadata.
 //   - T8 Never tier what you cannot verify. Only ledgers that are CLOSED
@@ -80,10 +87,43 @@
 //     (segfile.ReadTail / segfile.Verify against the committed summary).
 //   - T9 Bucket identity. No destructive action (bookie ledger deletion,
 //     GC, sweep) runs unless the bucket cookie matched metad's within the
-//     last cookie check interval.
+//     last cookie check interval. NOT ENFORCED YET: there is no cookie; a
+//     wiped bucket makes reads fail loudly (T10) but does not stop local
+//     deletions.
 //   - T10 Fail closed. A LIVE segment whose object is missing or corrupt
 //     yields an error to the fetch, never a silent skip (segfile reports
 //     segfile.ErrCorrupt and never takes a short read for the end of the
 //     data); skipping requires an operator action that advances
 //     log_start_offset.
+//
+// # Read path
+//
+// Reader serves fetches and ListOffsets by time from LIVE segment
+// objects, knowing only what metad recorded (SegmentRef: key, size, index
+// position, offsets). Every read goes through segfile, so every batch
+// returned passed its CRC-32C and offset checks.
+//
+//   - Tails: one GET of [IndexPos, Size) per object, parsed by
+//     segfile.ReadTail, checked against the ref's offsets and kept parsed
+//     in an LRU of TailCacheEntries.
+//   - Chunks: data is read as ChunkBytes-aligned chunks of the object (the
+//     last one shorter), one ranged GET each, through a cache bounded by
+//     CacheBytes: LRU, and a chunk counts from the start of its download,
+//     so a reader that finds no room waits for a download to end. Readers
+//     of one chunk share its download, which runs under the Reader's
+//     context, not a caller's, and is cancelled once all of them gave up.
+//     The chunks of one read download in parallel.
+//   - Read-ahead: a fetch that starts in or right after the chunk where an
+//     earlier fetch of the segment ended is sequential; it starts
+//     background downloads of the next ReadAhead chunks, never past the
+//     data, at most 16 at a time and only into room that needs no waiting.
+//     Close cancels them and waits for them.
+//   - Failures (T10): nothing that failed is cached. A missing object is
+//     an error wrapping objstore.ErrNotFound with its key. An object
+//     shorter than recorded (a range past its end, a body ending cleanly
+//     but short) or failing a check is segfile.ErrCorrupt, and the chunks
+//     of that read are dropped, so a retry downloads them again: damage in
+//     transit heals, damage at rest fails again. A body cut by the network
+//     stays objstore.ErrTransient. Every failed call is counted
+//     (strata_broker_tier_read_errors_total).
 package tiering

@@ -90,6 +90,9 @@ type Config struct {
 	Policy Policy
 	// RetentionCheckInterval: how often retention is enforced.
 	RetentionCheckInterval time.Duration
+	// Tier is the object-store tier (nil: none, everything stays on the
+	// bookies).
+	Tier *Tier
 	// SequenceGapWait: how long (real time) an idempotent batch that
 	// arrived ahead of its predecessors waits for them before it is
 	// refused as out of order (or, for an unknown producer, accepted).
@@ -137,6 +140,9 @@ func (c Config) withDefaults() Config {
 	if c.RetentionCheckInterval == 0 {
 		c.RetentionCheckInterval = DefaultRetentionCheck
 	}
+	if c.Tier != nil {
+		c.Tier = c.Tier.withDefaults()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -161,6 +167,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("no Store"))
+	}
+	if c.Tier != nil && (c.Tier.Store == nil || c.Tier.Reader == nil || c.Tier.KeyPrefix == "") {
+		errs = append(errs, errors.New("a Tier needs a Store, a Reader and a KeyPrefix"))
 	}
 	if c.Env.Meta == nil || c.Env.Bookies == nil || c.Env.Registry == nil {
 		errs = append(errs, errors.New("the ledger Env needs Meta, Bookies and Registry"))

@@ -106,6 +106,14 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 			return FetchResult{}, &OutOfRangeError{Offset: offset, Start: start, End: hw}
 		}
 		if offset < hw {
+			if pl := l.mu.pl; offset < localStart(pl, hw) {
+				l.mu.Unlock()
+				records, err := l.readTiered(ctx, pl, offset, maxBytes)
+				if err != nil {
+					return FetchResult{}, err
+				}
+				return FetchResult{Records: records, HighWatermark: hw, LogStartOffset: start}, nil
+			}
 			segs := l.segmentsLocked()
 			l.mu.Unlock()
 			records, err := l.read(ctx, segs, offset, hw, maxBytes)
@@ -331,7 +339,7 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 		l.mu.Unlock()
 		return 0, 0, err
 	}
-	start, hw := l.mu.pl.GetLogStartOffset(), l.mu.hw
+	start, hw, pl := l.mu.pl.GetLogStartOffset(), l.mu.hw, l.mu.pl
 	segs := l.segmentsLocked()
 	l.mu.Unlock()
 	switch {
@@ -341,6 +349,21 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 		return hw, -1, nil
 	case timestampMs < 0:
 		return 0, 0, fmt.Errorf("partlog: invalid timestamp %d", timestampMs)
+	}
+	for _, t := range pl.GetTiered() {
+		if t.MaxTimestampMs < timestampMs || t.LastOffset < start {
+			continue
+		}
+		if l.cfg.Tier == nil {
+			return 0, 0, errNoTier(t)
+		}
+		off, ts, found, err := l.cfg.Tier.Reader.OffsetForTime(ctx, t, timestampMs)
+		if err != nil {
+			return 0, 0, fmt.Errorf("partlog: time lookup in %s: %w", t.ObjectKey, err)
+		}
+		if found && off >= start {
+			return off, ts, nil
+		}
 	}
 	for _, s := range segs {
 		if s.last < s.first || s.maxTs < timestampMs {
@@ -439,4 +462,29 @@ func (c *lru[K, V]) remove(k K) {
 		c.ll.Remove(e)
 		delete(c.m, k)
 	}
+}
+
+// readTiered reads batches from offset on from the segment object that
+// holds it (T10: a missing segment or object is an error, never a skip).
+func (l *Log) readTiered(ctx context.Context, pl *brokerpb.PartitionLog, offset int64, maxBytes int) ([]byte, error) {
+	t := tieredFor(pl.GetTiered(), offset)
+	if t == nil {
+		return nil, fmt.Errorf("partlog: offset %d is below the first ledger (%d) and no segment object holds it",
+			offset, localStart(pl, offset+1))
+	}
+	if l.cfg.Tier == nil {
+		return nil, errNoTier(t)
+	}
+	records, err := l.cfg.Tier.Reader.Fetch(ctx, t, offset, maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("partlog: reading offset %d from %s: %w", offset, t.ObjectKey, err)
+	}
+	l.metrics.TierReadBytes.Add(float64(len(records)))
+	l.metrics.FetchedBytes.Add(float64(len(records)))
+	return records, nil
+}
+
+func errNoTier(t *brokerpb.TieredSegment) error {
+	return fmt.Errorf("partlog: offsets %d-%d are in the object store (%s) and this broker has no --tier-store",
+		t.BaseOffset, t.LastOffset, t.ObjectKey)
 }

@@ -23,6 +23,14 @@ type Metrics struct {
 	// their bytes deleted by retention.
 	RetentionSegments prometheus.Counter
 	RetentionBytes    prometheus.Counter
+	// The object-store tier.
+	TierUploadedBytes   prometheus.Counter
+	TierUploadedObjects prometheus.Counter
+	TierErrors          prometheus.Counter
+	TierLocalDeleted    prometheus.Counter
+	TierOrphansDeleted  prometheus.Counter
+	TierReadBytes       prometheus.Counter
+	TierLagBytes        prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -61,11 +69,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "strata_broker_retention_deleted_segments_total", Help: "Closed segments (ledgers) deleted by time or size retention."}),
 		RetentionBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_retention_deleted_bytes_total", Help: "Bytes of the segments deleted by retention."}),
+		TierUploadedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_uploaded_bytes_total", Help: "Bytes of segment objects uploaded, verified and committed."}),
+		TierUploadedObjects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_uploaded_objects_total", Help: "Segment objects uploaded, verified and committed."}),
+		TierErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_errors_total", Help: "Tier checks that failed (upload, verify, commit, local deletion or orphan sweep)."}),
+		TierLocalDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_local_deleted_ledgers_total", Help: "Ledgers deleted from the bookies because an object covers them."}),
+		TierOrphansDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_orphan_objects_deleted_total", Help: "Objects no PartitionLog names, deleted by the orphan sweep."}),
+		TierReadBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_fetched_bytes_total", Help: "Batch bytes fetches read from segment objects."}),
+		TierLagBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_broker_tier_lag_bytes", Help: "Bytes of closed ledgers of the owned partitions that no object covers yet."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
 			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures,
-			m.RetentionSegments, m.RetentionBytes)
+			m.RetentionSegments, m.RetentionBytes, m.TierUploadedBytes, m.TierUploadedObjects, m.TierErrors,
+			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes, m.TierLagBytes)
 	}
 	return m
 }

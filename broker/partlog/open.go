@@ -67,7 +67,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		segs[i] = seg
 	}
 	segs = slices.DeleteFunc(segs, func(s *brokerpb.LedgerSegment) bool { return s == nil })
-	next := pl.GetLogStartOffset()
+	next := max(pl.GetLogStartOffset(), tieredEnd(pl))
 	if n := len(segs); n > 0 {
 		next = segs[n-1].GetLastOffset() + 1
 	}
@@ -83,6 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	newPL := &brokerpb.PartitionLog{
 		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
 		Segments: append(segs, open), Producers: producers.snapshot(now, cfg.ProducerExpiry),
+		Tiered: pl.GetTiered(),
 	}
 	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
 	if err != nil {
@@ -101,6 +102,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.mu.producers = producers
 	l.wg.Add(1)
 	go l.run()
+	if cfg.Tier != nil {
+		l.wg.Add(1)
+		go l.tierLoop()
+	}
 	cfg.Metrics.TakeoverDuration.Observe(time.Since(began).Seconds())
 	l.log.Info("partition taken over", "epoch", cfg.Epoch, "next_offset", next, "ledger", w.ID(),
 		"segments", len(newPL.Segments), "producers", len(newPL.Producers), "took", time.Since(began))

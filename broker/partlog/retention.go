@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -30,50 +28,91 @@ type Policy struct {
 	// more than this ahead of the broker's clock (Kafka's
 	// message.timestamp.after.max.ms); -1: no bound.
 	MaxTimestampAheadMs int64
+	// RemoteStorage: closed ledgers are copied to the object store (with
+	// a Tier; remote.storage.enable).
+	RemoteStorage bool
+	// LocalRetentionMs: a ledger an object covers is deleted from the
+	// bookies once its newest record is older than this; -1: kept until
+	// retention (local.retention.ms).
+	LocalRetentionMs int64
 }
 
 // KeepEverything is the policy of a log without one (Config's zero
 // Policy).
-var KeepEverything = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1}
+var KeepEverything = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, LocalRetentionMs: -1}
 
-// RetentionCut is what retention removes: the first Segments segments of
-// the list, and why ("time" or "size").
+// RetentionCut is what retention removes: the first Pieces pieces of the
+// log (tiered segments, then ledgers), up to offset Start (the new log
+// start), and why ("time", "size" or "time+size").
 type RetentionCut struct {
-	Segments int
-	Bytes    int64
-	Reason   string
+	Pieces int
+	Bytes  int64
+	Start  int64
+	Reason string
 }
 
-// retentionCut decides which leading segments of a partition's list may be
-// deleted (P6): only closed ones (the open segment, the last, never goes),
-// only a prefix, by time when a segment's newest record is older than
-// r.RetentionMs before now (a segment without records counts from its creation),
-// by size while what remains, openBytes of the open segment included,
-// still holds at least r.RetentionBytes. It is a pure function of its inputs.
-func retentionCut(segs []*brokerpb.LedgerSegment, openBytes int64, nowMs int64, r Policy) RetentionCut {
+// piece is one deletable unit of a partition's log, in offset order: a
+// tiered segment object, or a ledger the tiered segments do not cover.
+type piece struct {
+	first, last int64
+	bytes       int64
+	maxTs       int64 // -1: no record
+	createdAtMs int64
+	closed      bool
+}
+
+// logPieces lists the log as retention sees it: the tiered segments, then
+// the ledgers after them (ledgers an object covers are local copies, not
+// more data); openBytes is the open ledger's live size.
+func logPieces(pl *brokerpb.PartitionLog, openBytes int64) []piece {
+	var out []piece
+	for _, t := range pl.GetTiered() {
+		out = append(out, piece{first: t.BaseOffset, last: t.LastOffset, bytes: t.SizeBytes, maxTs: t.MaxTimestampMs,
+			createdAtMs: t.CommittedAtMs, closed: true})
+	}
+	end := tieredEnd(pl)
+	for _, s := range pl.GetSegments() {
+		if end >= 0 && s.LastOffset < end {
+			continue
+		}
+		p := piece{first: s.FirstOffset, last: s.LastOffset, bytes: s.Bytes, maxTs: s.MaxTimestampMs,
+			createdAtMs: s.CreatedAtMs, closed: s.Closed}
+		if !s.Closed {
+			p.bytes = openBytes
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// retentionCut decides which leading pieces of a partition's log may be
+// deleted (P6): only closed ones (the open ledger, the last, never goes),
+// only a prefix, by time when a piece's newest record is older than
+// r.RetentionMs before now (a piece without records counts from its
+// creation), by size while what remains still holds at least
+// r.RetentionBytes. It is a pure function of its inputs.
+func retentionCut(pieces []piece, nowMs int64, r Policy) RetentionCut {
 	var cut RetentionCut
 	if !r.Delete {
 		return cut
 	}
-	total := openBytes
-	for _, s := range segs {
-		if s.Closed {
-			total += s.Bytes
-		}
+	var total int64
+	for _, p := range pieces {
+		total += p.bytes
 	}
-	for _, s := range segs {
-		if !s.Closed {
+	for _, p := range pieces {
+		if !p.closed {
 			break
 		}
-		newest := s.MaxTimestampMs
-		if s.LastOffset < s.FirstOffset || newest < 0 {
-			newest = s.CreatedAtMs
+		newest := p.maxTs
+		if p.last < p.first || newest < 0 {
+			newest = p.createdAtMs
 		}
 		reason := ""
 		switch {
 		case r.RetentionMs >= 0 && newest < nowMs-r.RetentionMs:
 			reason = "time"
-		case r.RetentionBytes >= 0 && total-s.Bytes >= r.RetentionBytes:
+		case r.RetentionBytes >= 0 && total-p.bytes >= r.RetentionBytes:
 			reason = "size"
 		default:
 			return cut
@@ -83,9 +122,10 @@ func retentionCut(segs []*brokerpb.LedgerSegment, openBytes int64, nowMs int64, 
 		} else {
 			cut.Reason = "time+size"
 		}
-		cut.Segments++
-		cut.Bytes += s.Bytes
-		total -= s.Bytes
+		cut.Pieces++
+		cut.Bytes += p.bytes
+		cut.Start = p.last + 1
+		total -= p.bytes
 	}
 	return cut
 }
@@ -112,71 +152,49 @@ func (l *Log) checkTimestamp(maxTimestampMs int64, now time.Time) error {
 }
 
 // EnforceRetention deletes what the retention policy no longer keeps (P6):
-// one CAS removes the leading segments from the list and moves the log
-// start offset to the first one kept, then their ledgers and indexes are
-// deleted. A crash after the CAS leaves unlisted ledgers, which the
-// controller's orphan sweeper deletes; a failed CAS fails the log (P3).
-// The log's run goroutine calls it every RetentionCheckInterval.
+// one CAS removes the leading tiered segments and ledgers and moves the log
+// start offset to the first offset kept, then their ledgers, indexes and
+// objects are deleted. A crash after the CAS leaves unlisted ledgers and
+// objects, which the controller's orphan sweeper and the tier's orphan
+// sweep delete; a failed CAS fails the log (P3). The log's run goroutine
+// calls it every RetentionCheckInterval.
 func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
-	select {
-	case l.appendSem <- struct{}{}:
-	case <-l.stop:
-		return RetentionCut{}, nil
-	case <-l.failed:
-		return RetentionCut{}, l.Err()
-	case <-ctx.Done():
-		return RetentionCut{}, ctx.Err()
+	var cut RetentionCut
+	var gone []*brokerpb.LedgerSegment
+	var goneObjects []string
+	err := l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
+		l.mu.Lock()
+		now := l.cfg.Now()
+		cut = retentionCut(logPieces(pl, l.mu.seg.bytes), now.UnixMilli(), l.mu.policy)
+		l.mu.lastRetention = now
+		l.mu.Unlock()
+		if cut.Pieces == 0 {
+			return errNothing
+		}
+		for len(pl.Tiered) > 0 && pl.Tiered[0].LastOffset < cut.Start {
+			goneObjects = append(goneObjects, pl.Tiered[0].ObjectKey)
+			pl.Tiered = pl.Tiered[1:]
+		}
+		for len(pl.Segments) > 0 && pl.Segments[0].Closed && pl.Segments[0].LastOffset < cut.Start {
+			gone = append(gone, pl.Segments[0])
+			pl.Segments = pl.Segments[1:]
+		}
+		pl.LogStartOffset = max(pl.LogStartOffset, cut.Start)
+		return nil
+	})
+	if err != nil || cut.Pieces == 0 {
+		return RetentionCut{}, err
 	}
-	gone, cut, err := l.unlinkExpired(ctx)
-	l.release()
-	if err != nil || cut.Segments == 0 {
-		return cut, err
-	}
+	l.log.Info("retention", "reason", cut.Reason, "pieces", cut.Pieces, "bytes", cut.Bytes, "log_start_offset", cut.Start,
+		"ledgers", len(gone), "objects", len(goneObjects))
 	failpoint.Hit("retention.after_cas")
 	for _, s := range gone {
 		l.deleteSegment(ctx, s)
 	}
-	l.metrics.RetentionSegments.Add(float64(cut.Segments))
+	l.deleteObjects(ctx, goneObjects)
+	l.metrics.RetentionSegments.Add(float64(cut.Pieces))
 	l.metrics.RetentionBytes.Add(float64(cut.Bytes))
 	return cut, nil
-}
-
-// unlinkExpired is EnforceRetention's CAS.
-// REQUIRES: appendSem held.
-func (l *Log) unlinkExpired(ctx context.Context) ([]*brokerpb.LedgerSegment, RetentionCut, error) {
-	l.mu.Lock()
-	if err := l.acceptErrLocked(); err != nil {
-		l.mu.Unlock()
-		return nil, RetentionCut{}, nil
-	}
-	now := l.cfg.Now()
-	cut := retentionCut(l.mu.pl.Segments, l.mu.seg.bytes, now.UnixMilli(), l.mu.policy)
-	l.mu.lastRetention = now
-	if cut.Segments == 0 {
-		l.mu.Unlock()
-		return nil, cut, nil
-	}
-	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
-	gone := pl.Segments[:cut.Segments]
-	pl.Segments = pl.Segments[cut.Segments:]
-	pl.LogStartOffset = max(pl.LogStartOffset, pl.Segments[0].FirstOffset)
-	version := l.mu.version
-	l.mu.Unlock()
-
-	v, err := casPartitionLog(ctx, l.cfg.Store, l.cfg.Topic, l.cfg.Partition, pl, version)
-	if err != nil {
-		if !errors.Is(err, ErrConflict) {
-			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-		}
-		l.fail(err)
-		return nil, RetentionCut{}, err
-	}
-	l.mu.Lock()
-	l.mu.pl, l.mu.version = pl, v
-	l.mu.Unlock()
-	l.log.Info("retention", "reason", cut.Reason, "segments", cut.Segments, "bytes", cut.Bytes,
-		"log_start_offset", pl.LogStartOffset, "first_ledger", gone[0].LedgerId, "last_ledger", gone[len(gone)-1].LedgerId)
-	return gone, cut, nil
 }
 
 // deleteSegment deletes an unlisted segment's ledger and index. Failures

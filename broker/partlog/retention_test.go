@@ -25,29 +25,41 @@ func TestRetentionCut(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		segs      []*brokerpb.LedgerSegment
+		tiered    []*brokerpb.TieredSegment
 		openBytes int64
 		policy    Policy
 		want      RetentionCut
 	}{
-		{"no delete policy", segs, 0, Policy{RetentionMs: 0, RetentionBytes: 0}, RetentionCut{}},
-		{"keep everything", segs, 0, KeepEverything, RetentionCut{}},
-		{"older than 250ms", segs, 0, Policy{Delete: true, RetentionMs: 250, RetentionBytes: -1}, RetentionCut{2, 200, "time"}},
-		{"exactly at the horizon stays", segs, 0, Policy{Delete: true, RetentionMs: 300, RetentionBytes: -1}, RetentionCut{1, 100, "time"}},
-		{"time never takes the open segment", segs, 0, Policy{Delete: true, RetentionMs: 0, RetentionBytes: -1}, RetentionCut{4, 400, "time"}},
-		{"size keeps at least retention.bytes", segs, 50, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 250}, RetentionCut{2, 200, "size"}},
-		{"size stops before going under", segs, 50, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 260}, RetentionCut{1, 100, "size"}},
-		{"size counts the open segment", segs, 300, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 300}, RetentionCut{4, 400, "size"}},
-		{"size 0 takes every closed one", segs, 0, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 0}, RetentionCut{4, 400, "size"}},
-		{"both", segs, 0, Policy{Delete: true, RetentionMs: 350, RetentionBytes: 150}, RetentionCut{2, 200, "time+size"}},
+		{"no delete policy", segs, nil, 0, Policy{RetentionMs: 0, RetentionBytes: 0}, RetentionCut{}},
+		{"keep everything", segs, nil, 0, KeepEverything, RetentionCut{}},
+		{"older than 250ms", segs, nil, 0, Policy{Delete: true, RetentionMs: 250, RetentionBytes: -1}, RetentionCut{2, 200, 20, "time"}},
+		{"exactly at the horizon stays", segs, nil, 0, Policy{Delete: true, RetentionMs: 300, RetentionBytes: -1}, RetentionCut{1, 100, 10, "time"}},
+		{"time never takes the open segment", segs, nil, 0, Policy{Delete: true, RetentionMs: 0, RetentionBytes: -1}, RetentionCut{4, 400, 40, "time"}},
+		{"size keeps at least retention.bytes", segs, nil, 50, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 250}, RetentionCut{2, 200, 20, "size"}},
+		{"size stops before going under", segs, nil, 50, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 260}, RetentionCut{1, 100, 10, "size"}},
+		{"size counts the open segment", segs, nil, 300, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 300}, RetentionCut{4, 400, 40, "size"}},
+		{"size 0 takes every closed one", segs, nil, 0, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 0}, RetentionCut{4, 400, 40, "size"}},
+		{"both", segs, nil, 0, Policy{Delete: true, RetentionMs: 350, RetentionBytes: 150}, RetentionCut{2, 200, 20, "time+size"}},
 		{"prefix only: a young segment stops time retention", []*brokerpb.LedgerSegment{
 			seg(0, 9, 100, now, true), seg(10, 19, 100, now-1000, true), seg(20, 19, 0, -1, false),
-		}, 0, Policy{Delete: true, RetentionMs: 10, RetentionBytes: -1}, RetentionCut{}},
+		}, nil, 0, Policy{Delete: true, RetentionMs: 10, RetentionBytes: -1}, RetentionCut{}},
 		{"an empty closed segment ages from its creation", []*brokerpb.LedgerSegment{
 			seg(0, -1, 0, -1, true), seg(0, 9, 100, now, true), seg(10, 9, 0, -1, false),
-		}, 0, Policy{Delete: true, RetentionMs: 1000, RetentionBytes: -1}, RetentionCut{1, 0, "time"}},
+		}, nil, 0, Policy{Delete: true, RetentionMs: 1000, RetentionBytes: -1}, RetentionCut{1, 0, 0, "time"}},
+		// Two objects cover offsets 0-19; the ledgers of 0-19 are local
+		// copies (not counted twice), 20-39 are only on the bookies.
+		{"tiered objects first, local copies not counted", segs, []*brokerpb.TieredSegment{
+			{BaseOffset: 0, LastOffset: 9, SizeBytes: 100, MaxTimestampMs: now - 400},
+			{BaseOffset: 10, LastOffset: 19, SizeBytes: 100, MaxTimestampMs: now - 300},
+		}, 0, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 250}, RetentionCut{1, 100, 10, "size"}},
+		{"time across both tiers", segs, []*brokerpb.TieredSegment{
+			{BaseOffset: 0, LastOffset: 9, SizeBytes: 100, MaxTimestampMs: now - 400},
+			{BaseOffset: 10, LastOffset: 19, SizeBytes: 100, MaxTimestampMs: now - 300},
+		}, 0, Policy{Delete: true, RetentionMs: 150, RetentionBytes: -1}, RetentionCut{3, 300, 30, "time"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := retentionCut(tc.segs, tc.openBytes, now, tc.policy); got != tc.want {
+			pl := &brokerpb.PartitionLog{Segments: tc.segs, Tiered: tc.tiered}
+			if got := retentionCut(logPieces(pl, tc.openBytes), now, tc.policy); got != tc.want {
 				t.Fatalf("retentionCut = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -81,7 +93,7 @@ func TestEnforceRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cut.Segments != 3 || cut.Reason != "size" {
+	if cut.Pieces != 3 || cut.Reason != "size" {
 		t.Fatalf("cut %+v, want 3 segments by size", cut)
 	}
 	start := before[3].FirstOffset
@@ -114,7 +126,7 @@ func TestEnforceRetention(t *testing.T) {
 	// Time: every record is far older than an hour (appendN stamps them
 	// near 1970); all closed segments go, the open one stays.
 	l.SetPolicy(Policy{Delete: true, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1, MaxTimestampAheadMs: -1})
-	if cut, err = l.EnforceRetention(testCtx(t)); err != nil || cut.Segments != 3 || cut.Reason != "time" {
+	if cut, err = l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 3 || cut.Reason != "time" {
 		t.Fatalf("cut %+v, %v; want the 3 remaining closed segments by time", cut, err)
 	}
 	open := before[6]
@@ -124,7 +136,7 @@ func TestEnforceRetention(t *testing.T) {
 	if recs := fetchAll(t, l, open.FirstOffset); len(recs) != 3 {
 		t.Fatalf("the open segment holds %d records, want 3", len(recs))
 	}
-	if cut, err = l.EnforceRetention(testCtx(t)); err != nil || cut.Segments != 0 {
+	if cut, err = l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 0 {
 		t.Fatalf("again: cut %+v, %v; want nothing", cut, err)
 	}
 

@@ -51,6 +51,13 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("orphan-ledger-grace", d.OrphanLedgerGrace, "the controller deletes a partition ledger its list does not name once it is this old")
 	fs.Duration("orphan-ledger-interval", d.OrphanLedgerInterval, "how often the controller looks for orphan ledgers")
 	fs.Duration("retention-check-interval", d.RetentionCheckInterval, "how often each owned partition applies retention.ms and retention.bytes")
+	fs.String("tier-store", d.TierStore, "object store for sealed ledgers: s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&insecure=true] (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or file:///ABS/DIR; empty: no tiering")
+	fs.Int64("tier-segment-bytes", d.TierSegmentBytes, "upload a run of closed ledgers as one object once it holds this much")
+	fs.Duration("tier-max-delay", d.TierMaxDelay, "upload what a partition has once its oldest closed ledger is this old")
+	fs.Duration("tier-check-interval", d.TierCheckInterval, "how often each owned partition uploads and deletes local copies")
+	fs.Duration("tier-orphan-grace", d.TierOrphanGrace, "objects no partition names are deleted once this old")
+	fs.Int("tier-uploads", d.TierUploads, "concurrent uploads")
+	fs.Int64("tier-cache-bytes", d.TierCacheBytes, "memory for object chunks read by fetches")
 	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "text or json")
 	return fs

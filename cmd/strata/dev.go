@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +26,12 @@ func newDevCommand(g *globalOptions) *cobra.Command {
 loopback ports, data under --dir (kept across restarts). Prints the addresses,
 writes a CLI profile so that strata needs no flags, and stops everything on
 Ctrl-C. The state file DIR/cluster.json lists every node (role, id, pid,
-addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.`,
+addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.
+
+The brokers tier sealed ledgers to MinIO, run as one more node (minio, data in
+DIR/minio, S3 on --minio-port, console on the next port), when a minio binary
+is beside the role binaries, on PATH or in $(go env GOPATH)/bin ('make minio'
+installs it); otherwise to the local directory DIR/tier.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.BinDir == "" {
@@ -34,6 +41,7 @@ addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.`,
 				}
 				o.BinDir = filepath.Dir(exe)
 			}
+			o.MinIO = devcluster.FindMinIO(o.BinDir, os.Getenv)
 			return runDev(cmd, o)
 		},
 	}
@@ -46,6 +54,7 @@ addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.`,
 	f.IntVar(&o.BookiePort, "bookie-port", o.BookiePort, "first bookie port (admin +100)")
 	f.IntVar(&o.Brokers, "brokers", o.Brokers, "number of brokers")
 	f.IntVar(&o.BrokerPort, "broker-port", o.BrokerPort, "first broker port (admin +100)")
+	f.IntVar(&o.MinIOPort, "minio-port", o.MinIOPort, "MinIO's S3 port, when a minio binary is found (console +1)")
 	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),
 		newDevNodeCommand("stop", "Stop a node (SIGTERM, then SIGKILL after 10s)", &o.Dir),
 		newDevNodeCommand("start", "Start a stopped or killed node again with its recorded arguments", &o.Dir),
@@ -57,6 +66,14 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
 	start := time.Now()
+	tierStore, err := devcluster.TierStore(o)
+	if err != nil {
+		return err
+	}
+	if o.MinIO == "" && o.Brokers > 0 {
+		fmt.Fprintf(out, "no minio binary beside the role binaries, on PATH or in $(go env GOPATH)/bin: "+
+			"brokers tier to the local directory %s ('make minio' installs MinIO)\n", tierStore)
+	}
 	st, err := devcluster.Up(ctx, o, out)
 	if err != nil {
 		return err
@@ -73,6 +90,15 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 	}
 	fmt.Fprintf(out, "\nStrata dev cluster ready in %s (data in %s, state in %s)\n", time.Since(start).Round(time.Millisecond),
 		o.Dir, filepath.Join(o.Dir, devcluster.StateFile))
+	printDevSummary(out, st, prof, tierStore, profiles)
+	superviseDev(ctx, out, o.Dir, st)
+	return nil
+}
+
+// printDevSummary lists the cluster's addresses, object store and
+// profiles. The MinIO credentials stay out of it: the output is often
+// pasted into issues.
+func printDevSummary(out io.Writer, st *devcluster.State, prof devcluster.Profile, tierStore string, profiles []string) {
 	fmt.Fprintf(out, "  metad:   %s\n", prof.Metad)
 	if bookies := devcluster.Endpoints(st.Nodes, devcluster.RoleBookie); len(bookies) > 0 {
 		fmt.Fprintf(out, "  bookies: %s\n", strings.Join(bookies, ","))
@@ -80,14 +106,23 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 	if prof.Brokers != "" {
 		fmt.Fprintf(out, "  brokers: %s\n", prof.Brokers)
 	}
+	if m, err := st.Node(devcluster.MinIOName); err == nil {
+		fmt.Fprintf(out, "  objects: %s (MinIO, data in %s; console http://%s, login in %s)\n", tierStore, m.DataDir, m.Admin,
+			filepath.Join(st.Dir, devcluster.StateFile))
+	} else if prof.Brokers != "" {
+		fmt.Fprintf(out, "  objects: %s (local directory; 'make minio' installs MinIO)\n", tierStore)
+	}
 	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
 	if prof.Brokers != "" {
 		fmt.Fprintf(out, "Try:  strata cluster status    (Ctrl-C stops the cluster)\n")
 	} else {
 		fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
 	}
+}
 
-	// Supervise: report nodes that exit, until interrupted.
+// superviseDev reports nodes that exit or come back, until ctx ends; then
+// it stops the cluster.
+func superviseDev(ctx context.Context, out io.Writer, dir string, st *devcluster.State) {
 	reported := map[string]bool{}
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
@@ -97,14 +132,14 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 			fmt.Fprintln(out, "\nstopping the cluster...")
 			// Nodes may have been restarted since: stop what the state file
 			// lists now.
-			if cur, err := devcluster.LoadState(o.Dir); err == nil {
+			if cur, err := devcluster.LoadState(dir); err == nil {
 				st = cur
 			}
 			devcluster.Down(st, 10*time.Second)
 			fmt.Fprintln(out, "stopped")
-			return nil
+			return
 		case <-ticker.C:
-			cur, err := devcluster.LoadState(o.Dir)
+			cur, err := devcluster.LoadState(dir)
 			if err != nil {
 				continue
 			}

@@ -77,7 +77,8 @@ func newRootCommand() *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", string(cli.FormatText), "output format: text or json")
 
 	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g),
-		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newBenchCommand(g))
+		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newBenchCommand(g),
+		newTierCommand(g))
 	return root
 }
 

@@ -291,6 +291,11 @@ type partitionJSON struct {
 	Live           bool         `json:"live"` // offsets from the owner, not the stored list
 	Bytes          int64        `json:"bytes"`
 	Ledgers        []ledgerJSON `json:"ledgers"`
+	// The object-store tier: segment objects, their bytes and the first
+	// offset they do not cover (0: nothing tiered).
+	TieredSegments  int32 `json:"tiered_segments"`
+	TieredBytes     int64 `json:"tiered_bytes"`
+	TieredEndOffset int64 `json:"tiered_end_offset"`
 }
 
 type ledgerJSON struct {
@@ -312,7 +317,8 @@ func newTopicJSON(d *brokerpb.TopicDescription) *topicJSON {
 	for _, p := range d.GetPartitions() {
 		pj := partitionJSON{Partition: p.GetPartition(), OwnerID: p.GetOwnerId(), OwnerAddress: p.GetOwnerAddress(),
 			OwnerEpoch: p.GetOwnerEpoch(), LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(),
-			Bytes: p.GetBytes(), Ledgers: []ledgerJSON{}}
+			Bytes: p.GetBytes(), Ledgers: []ledgerJSON{},
+			TieredSegments: p.GetTieredSegments(), TieredBytes: p.GetTieredBytes(), TieredEndOffset: p.GetTieredEndOffset()}
 		for _, l := range p.GetLedgers() {
 			pj.Ledgers = append(pj.Ledgers, ledgerJSON{LedgerID: l.GetLedgerId(), FirstOffset: l.GetFirstOffset(),
 				LastOffset: l.GetLastOffset(), Bytes: l.GetBytes(), MaxTimestampMs: l.GetMaxTimestampMs(), Closed: l.GetClosed()})
@@ -366,7 +372,7 @@ func printTopic(w io.Writer, t *topicJSON) error {
 	}
 	fmt.Fprintln(w, "\nPartitions:")
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "  PARTITION\tOWNER\tEPOCH\tSTART\tEND\tRECORDS\tBYTES\tLEDGERS")
+	fmt.Fprintln(tw, "  PARTITION\tOWNER\tEPOCH\tSTART\tEND\tRECORDS\tBYTES\tLEDGERS\tTIERED")
 	for _, p := range t.Partitions {
 		owner := "-"
 		if p.OwnerID != "" {
@@ -384,8 +390,12 @@ func printTopic(w io.Writer, t *topicJSON) error {
 			}
 			ledgers = append(ledgers, s)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", p.Partition, owner, p.OwnerEpoch, p.LogStartOffset, end,
-			max(0, p.HighWatermark-p.LogStartOffset), cli.Bytes(uint64(max(0, p.Bytes))), dash(strings.Join(ledgers, ",")))
+		tiered := "-"
+		if p.TieredSegments > 0 {
+			tiered = fmt.Sprintf("%d objects, %s, to offset %d", p.TieredSegments, cli.Bytes(uint64(p.TieredBytes)), p.TieredEndOffset)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Partition, owner, p.OwnerEpoch, p.LogStartOffset, end,
+			max(0, p.HighWatermark-p.LogStartOffset), cli.Bytes(uint64(max(0, p.Bytes))), dash(strings.Join(ledgers, ",")), tiered)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -3,7 +3,9 @@
 // output of metad data, the metad status report, exit codes, and for the
 // record commands the consume offset grammar (ParseOffset), kcat-style
 // record format strings (ParseRecordFormat), the produce line splitter
-// (LineSplitter: -K, -k, -Z) and the latency histogram of strata bench.
+// (LineSplitter: -K, -k, -Z), the latency histogram of strata bench, and
+// the progress line of long commands (ProgressLine, on stderr when it is a
+// terminal).
 // cmd/strata only wires cobra commands to it.
 //
 // # Output
@@ -32,5 +34,7 @@
 //
 // 0 success; 1 a runtime error (printed as "strata: <message>" on stderr),
 // including a missing key for get and a version conflict for put; 2 a usage
-// error, or (meta status, cluster status) an unhealthy cluster.
+// error, or (meta status, cluster status) an unhealthy cluster, or (tier
+// scrub) a damaged segment object; tier scrub exits 1 when objects could
+// not be read but none was found damaged.
 package cli

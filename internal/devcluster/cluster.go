@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +68,8 @@ func (s *State) Save() error {
 	}
 	path := filepath.Join(s.Dir, StateFile)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+	// Owner-only: nodes' Env holds the object store's credentials.
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
@@ -103,10 +103,11 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 		}
 	}
 	s := &State{Dir: o.Dir, Nodes: nodes}
-	// Two phases: metad and bookies start together (bookies retry metad
-	// until it answers), brokers once both are ready, so that their first
-	// partition takeovers find bookies to write to.
-	for _, phase := range [][]string{{RoleMetad, RoleBookie}, {RoleBroker}} {
+	// Two phases: metad, bookies and MinIO start together (bookies retry
+	// metad until it answers), brokers once all are ready, so that their
+	// first partition takeovers find bookies to write to, and their tier
+	// store (opened at start-up) its bucket.
+	for _, phase := range [][]string{{RoleMetad, RoleBookie, RoleMinIO}, {RoleBroker}} {
 		var started []int
 		for i := range s.Nodes {
 			if !slices.Contains(phase, s.Nodes[i].Role) {
@@ -146,6 +147,8 @@ func Start(n *Node) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(n.Bin, n.Args...)
+	// Later entries win: n.Env overrides what the user's shell has.
+	cmd.Env = append(os.Environ(), n.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -158,32 +161,31 @@ func Start(n *Node) error {
 	return nil
 }
 
-// WaitReady polls the node's /readyz until it answers 200.
+// WaitReady polls the node until it is ready: /readyz answers 200 on its
+// admin address, or for MinIO, /minio/health/live answers and the bucket
+// exists (created if missing).
 func WaitReady(ctx context.Context, n Node, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	url := "http://" + n.Admin + "/readyz"
-	var last string
+	probe := func(ctx context.Context) error { return httpOK(ctx, "http://"+n.Admin+"/readyz") }
+	if n.Role == RoleMinIO {
+		var err error
+		if probe, err = minIOProbe(n); err != nil {
+			return err
+		}
+	}
 	for {
-		resp, err := client.Get(url)
+		err := probe(ctx)
 		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
-		} else {
-			last = err.Error()
+			return nil
 		}
 		if !alive(n.PID) {
 			return fmt.Errorf("devcluster: %s exited during start-up; see %s", n.Name, n.LogFile)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("devcluster: %s not ready after %s (%s); see %s", n.Name, timeout, last, n.LogFile)
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("devcluster: %s not ready after %s (%v); see %s", n.Name, timeout, err, n.LogFile)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -215,15 +217,23 @@ func Stop(n Node, grace time.Duration) {
 	}
 }
 
-// Down stops every node, role by role in the reverse of the start order:
-// brokers first, while metad and bookies still run for their clean
-// hand-off, then bookies, then metad. Nodes of one role stop together.
+// Down stops every node, in rounds in the reverse of the start order:
+// brokers first, while metad, bookies and MinIO still run for their clean
+// hand-off and last uploads, then bookies and MinIO, then metad, then any
+// node of a role this version does not know. Nodes of a round stop
+// together.
 func Down(s *State, grace time.Duration) {
-	for _, role := range []string{RoleBroker, RoleBookie, RoleMetad, ""} {
+	rounds := [][]string{{RoleBroker}, {RoleBookie, RoleMinIO}, {RoleMetad}}
+	known := slices.Concat(rounds...)
+	rounds = append(rounds, nil)
+	for i, round := range rounds {
 		var wg sync.WaitGroup
 		for _, n := range s.Nodes {
-			known := n.Role == RoleBroker || n.Role == RoleBookie || n.Role == RoleMetad
-			if n.Role != role && (role != "" || known) {
+			in := slices.Contains(round, n.Role)
+			if i == len(rounds)-1 {
+				in = !slices.Contains(known, n.Role)
+			}
+			if !in {
 				continue
 			}
 			wg.Add(1)
@@ -262,7 +272,14 @@ func sameProgram(n Node) bool {
 		return true
 	}
 	want, err := filepath.Abs(n.Bin)
-	return err != nil || exe == want
+	if err != nil {
+		return true
+	}
+	// The binary may be found through a symlink (minio on PATH often is).
+	if resolved, err := filepath.EvalSymlinks(want); err == nil {
+		want = resolved
+	}
+	return exe == want
 }
 
 func portFree(addr string) bool {

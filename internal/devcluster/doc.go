@@ -20,7 +20,22 @@
 //	{"metad": "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 //	 "brokers": "127.0.0.1:9092,127.0.0.1:9093"}
 //
+// # Object store
+//
+// The brokers tier sealed ledgers (--tier-store). When a minio binary is
+// found (FindMinIO: beside the role binaries, on PATH, in GOPATH/bin),
+// MinIO runs as the node "minio" (role RoleMinIO), started with metad and
+// the bookies, on Options.MinIOPort (console on +1) with its data in
+// DIR/minio; it is ready once /minio/health/live answers and the bucket
+// MinIOBucket exists (created on first start, found on later ones). The
+// brokers get s3://strata/dev?endpoint=HOST:PORT&insecure=true and the
+// fixed dev credentials in their environment. The credentials are recorded
+// in the state file only (Node.Env, which 'strata dev start' passes
+// again; the file is owner-only), never in arguments, logs or profiles.
+// Without a minio binary, or without brokers, there is no MinIO node and
+// the brokers tier to file:///ABS/DIR/tier.
+//
 // Nodes run in their own process groups: Ctrl-C in the terminal reaches the
-// supervisor only, which then stops every node in order (SIGTERM, SIGKILL
-// after a grace period).
+// supervisor only, which then stops every node in order (brokers; bookies
+// and MinIO; metad), each with SIGTERM, then SIGKILL after a grace period.
 package devcluster

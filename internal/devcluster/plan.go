@@ -8,7 +8,8 @@ import (
 )
 
 // Roles, in start order: metad first, since everything registers there;
-// brokers last, once bookies can store their ledgers.
+// brokers last, once bookies can store their ledgers and MinIO (RoleMinIO,
+// started with the bookies) their objects.
 const (
 	RoleMetad  = "metad"
 	RoleBookie = "bookie"
@@ -39,12 +40,19 @@ type Options struct {
 	// BrokerPort is the first broker (client) port; admin ports are +100
 	// (defaults 9092, 9192).
 	BrokerPort int
+	// MinIO is the minio binary to run as the brokers' object store (see
+	// FindMinIO); empty: no MinIO, the brokers tier to the directory
+	// DIR/tier instead. Without brokers MinIO does not run.
+	MinIO string
+	// MinIOPort is MinIO's S3 port; its console is on +1 (defaults 9000,
+	// 9001).
+	MinIOPort int
 }
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
 	return Options{Dir: ".strata", Metad: 3, Bookies: 3, Host: "127.0.0.1", MetadPort: 7001, BookiePort: 7301,
-		Brokers: 2, BrokerPort: 9092}
+		Brokers: 2, BrokerPort: 9092, MinIOPort: 9000}
 }
 
 // Validate says what is wrong with o.
@@ -71,6 +79,9 @@ func (o Options) Validate() error {
 	if o.Brokers > 0 && (o.BrokerPort < 1024 || o.BrokerPort+100+o.Brokers > 65535) {
 		errs = append(errs, fmt.Errorf("--broker-port %d: out of range", o.BrokerPort))
 	}
+	if o.runsMinIO() && (o.MinIOPort < 1024 || o.MinIOPort+1 > 65535) {
+		errs = append(errs, fmt.Errorf("--minio-port %d: out of range", o.MinIOPort))
+	}
 	return errors.Join(errs...)
 }
 
@@ -87,6 +98,10 @@ type Node struct {
 	LogFile string   `json:"log_file"`
 	Bin     string   `json:"bin"`
 	Args    []string `json:"args"`
+	// Env is added to the inherited environment: the object store's
+	// credentials, for MinIO and the brokers. It is kept here so that
+	// 'strata dev start' passes them again.
+	Env []string `json:"env,omitempty"`
 }
 
 // Plan computes every node's addresses, directories and arguments. It
@@ -116,6 +131,10 @@ func Plan(o Options) ([]Node, error) {
 		nodes = append(nodes, n)
 	}
 	metadEndpoints := strings.Join(Endpoints(nodes, RoleMetad), ",")
+	tierStore, err := TierStore(o)
+	if err != nil {
+		return nil, err
+	}
 	for i := 1; i <= o.Bookies; i++ {
 		n := Node{
 			Name: fmt.Sprintf("bookie-%d", i), Role: RoleBookie, ID: fmt.Sprintf("b%d", i),
@@ -130,6 +149,9 @@ func Plan(o Options) ([]Node, error) {
 		}
 		nodes = append(nodes, n)
 	}
+	if o.runsMinIO() {
+		nodes = append(nodes, planMinIO(o))
+	}
 	for i := 1; i <= o.Brokers; i++ {
 		n := Node{
 			Name: fmt.Sprintf("broker-%d", i), Role: RoleBroker, ID: fmt.Sprintf("k%d", i),
@@ -142,8 +164,14 @@ func Plan(o Options) ([]Node, error) {
 		// DataDir is reserved for them but not passed. A short drain keeps
 		// Ctrl-C quick: when every broker stops at once none can take the
 		// others' partitions, and a dev cluster's hand-over takes ~1 s.
+		// Small objects, uploaded soon, so a dev cluster shows its history
+		// moving to the store within a minute.
 		n.Args = []string{"--id", n.ID, "--listen", n.Listen, "--admin-listen", n.Admin, "--metad", metadEndpoints,
-			"--drain-timeout", "3s"}
+			"--drain-timeout", "3s", "--tier-segment-bytes", "8388608", "--tier-max-delay", "30s", "--tier-check-interval", "5s",
+			"--tier-store", tierStore}
+		if o.runsMinIO() {
+			n.Env = brokerTierEnv()
+		}
 		nodes = append(nodes, n)
 	}
 	return nodes, nil

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,11 +16,16 @@ func TestPlan(t *testing.T) {
 	if len(nodes) != 8 {
 		t.Fatalf("%d nodes, want 8", len(nodes))
 	}
+	abs, err := filepath.Abs(".strata")
+	if err != nil {
+		t.Fatal(err)
+	}
 	k2 := nodes[7]
 	if k2.Name != "broker-2" || k2.Role != RoleBroker || k2.ID != "k2" || k2.Listen != "127.0.0.1:9093" ||
 		k2.Admin != "127.0.0.1:9193" || k2.DataDir != ".strata/broker-2" || k2.Bin != "/opt/strata/bin/broker" ||
 		strings.Join(k2.Args, " ") != "--id k2 --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 "+
-			"--metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --drain-timeout 3s" {
+			"--metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --drain-timeout 3s --tier-segment-bytes 8388608 --tier-max-delay 30s --tier-check-interval 5s --tier-store file://"+abs+"/tier" ||
+		len(k2.Env) != 0 {
 		t.Fatalf("broker-2 planned as %+v", k2)
 	}
 	if got := ProfileFromState(&State{Nodes: nodes}); got.Brokers != "127.0.0.1:9092,127.0.0.1:9093" {
@@ -53,6 +59,8 @@ func TestPlanRejects(t *testing.T) {
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 80},
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: -1},
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 2, BrokerPort: 65500},
+		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 1, BrokerPort: 9092, MinIO: "/bin/minio",
+			MinIOPort: 65535},
 	} {
 		if _, err := Plan(o); err == nil {
 			t.Errorf("Plan(%+v) accepted", o)

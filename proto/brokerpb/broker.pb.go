@@ -1808,8 +1808,13 @@ type PartitionDescription struct {
 	HighWatermark int64                `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	Bytes         int64                `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	Ledgers       []*LedgerDescription `protobuf:"bytes,8,rep,name=ledgers,proto3" json:"ledgers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The object-store tier: segment objects, their bytes, and the first
+	// offset they do not cover (0: nothing tiered).
+	TieredSegments  int32 `protobuf:"varint,9,opt,name=tiered_segments,json=tieredSegments,proto3" json:"tiered_segments,omitempty"`
+	TieredBytes     int64 `protobuf:"varint,10,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
+	TieredEndOffset int64 `protobuf:"varint,11,opt,name=tiered_end_offset,json=tieredEndOffset,proto3" json:"tiered_end_offset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1896,6 +1901,27 @@ func (x *PartitionDescription) GetLedgers() []*LedgerDescription {
 		return x.Ledgers
 	}
 	return nil
+}
+
+func (x *PartitionDescription) GetTieredSegments() int32 {
+	if x != nil {
+		return x.TieredSegments
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetTieredBytes() int64 {
+	if x != nil {
+		return x.TieredBytes
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetTieredEndOffset() int64 {
+	if x != nil {
+		return x.TieredEndOffset
+	}
+	return 0
 }
 
 type TopicDescription struct {
@@ -3751,7 +3777,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"lastOffset\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12(\n" +
 	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\x12\x16\n" +
-	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xbb\x02\n" +
+	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xb3\x03\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12#\n" +
@@ -3761,7 +3787,11 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12=\n" +
-	"\aledgers\x18\b \x03(\v2#.strata.broker.v1.LedgerDescriptionR\aledgers\"\xa0\x02\n" +
+	"\aledgers\x18\b \x03(\v2#.strata.broker.v1.LedgerDescriptionR\aledgers\x12'\n" +
+	"\x0ftiered_segments\x18\t \x01(\x05R\x0etieredSegments\x12!\n" +
+	"\ftiered_bytes\x18\n" +
+	" \x01(\x03R\vtieredBytes\x12*\n" +
+	"\x11tiered_end_offset\x18\v \x01(\x03R\x0ftieredEndOffset\"\xa0\x02\n" +
 	"\x10TopicDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +

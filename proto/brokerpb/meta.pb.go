@@ -530,7 +530,13 @@ type PartitionLog struct {
 	Segments       []*LedgerSegment       `protobuf:"bytes,3,rep,name=segments,proto3" json:"segments,omitempty"`
 	// producers: idempotent-producer state as of the end of the last closed
 	// segment (a snapshot; the open segment is replayed on takeover).
-	Producers     []*ProducerState `protobuf:"bytes,4,rep,name=producers,proto3" json:"producers,omitempty"`
+	Producers []*ProducerState `protobuf:"bytes,4,rep,name=producers,proto3" json:"producers,omitempty"`
+	// tiered: the committed segment objects (tiering), sorted, contiguous:
+	// each one's base_offset is the previous one's last_offset + 1. They
+	// cover [tiered[0].base_offset, last tiered last_offset]; the ledgers
+	// in segments still cover what follows, and may still hold copies of
+	// tiered offsets until local retention deletes them.
+	Tiered        []*TieredSegment `protobuf:"bytes,5,rep,name=tiered,proto3" json:"tiered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +599,141 @@ func (x *PartitionLog) GetProducers() []*ProducerState {
 	return nil
 }
 
+func (x *PartitionLog) GetTiered() []*TieredSegment {
+	if x != nil {
+		return x.Tiered
+	}
+	return nil
+}
+
+// TieredSegment is one committed segment object (tiering/segfile format)
+// holding the batches of offsets [base_offset, last_offset].
+type TieredSegment struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ObjectKey  string                 `protobuf:"bytes,1,opt,name=object_key,json=objectKey,proto3" json:"object_key,omitempty"`
+	BaseOffset int64                  `protobuf:"varint,2,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	LastOffset int64                  `protobuf:"varint,3,opt,name=last_offset,json=lastOffset,proto3" json:"last_offset,omitempty"`
+	SizeBytes  int64                  `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// index_pos: where the object's tail (index, footer, trailer) starts.
+	IndexPos       int64 `protobuf:"varint,5,opt,name=index_pos,json=indexPos,proto3" json:"index_pos,omitempty"`
+	DataBytes      int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	Records        int64 `protobuf:"varint,7,opt,name=records,proto3" json:"records,omitempty"`
+	MinTimestampMs int64 `protobuf:"varint,8,opt,name=min_timestamp_ms,json=minTimestampMs,proto3" json:"min_timestamp_ms,omitempty"`
+	MaxTimestampMs int64 `protobuf:"varint,9,opt,name=max_timestamp_ms,json=maxTimestampMs,proto3" json:"max_timestamp_ms,omitempty"`
+	// source_ledgers: the ledgers copied into it.
+	SourceLedgers []uint64 `protobuf:"varint,10,rep,packed,name=source_ledgers,json=sourceLedgers,proto3" json:"source_ledgers,omitempty"`
+	CommittedAtMs int64    `protobuf:"varint,11,opt,name=committed_at_ms,json=committedAtMs,proto3" json:"committed_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TieredSegment) Reset() {
+	*x = TieredSegment{}
+	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TieredSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TieredSegment) ProtoMessage() {}
+
+func (x *TieredSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TieredSegment.ProtoReflect.Descriptor instead.
+func (*TieredSegment) Descriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TieredSegment) GetObjectKey() string {
+	if x != nil {
+		return x.ObjectKey
+	}
+	return ""
+}
+
+func (x *TieredSegment) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetLastOffset() int64 {
+	if x != nil {
+		return x.LastOffset
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetIndexPos() int64 {
+	if x != nil {
+		return x.IndexPos
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetDataBytes() int64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetRecords() int64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetMinTimestampMs() int64 {
+	if x != nil {
+		return x.MinTimestampMs
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetMaxTimestampMs() int64 {
+	if x != nil {
+		return x.MaxTimestampMs
+	}
+	return 0
+}
+
+func (x *TieredSegment) GetSourceLedgers() []uint64 {
+	if x != nil {
+		return x.SourceLedgers
+	}
+	return nil
+}
+
+func (x *TieredSegment) GetCommittedAtMs() int64 {
+	if x != nil {
+		return x.CommittedAtMs
+	}
+	return 0
+}
+
 // IndexPoint: entry entry_id holds the batch starting at base_offset;
 // max_timestamp_ms is the largest record timestamp in entries <= entry_id.
 type IndexPoint struct {
@@ -606,7 +747,7 @@ type IndexPoint struct {
 
 func (x *IndexPoint) Reset() {
 	*x = IndexPoint{}
-	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +759,7 @@ func (x *IndexPoint) String() string {
 func (*IndexPoint) ProtoMessage() {}
 
 func (x *IndexPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +772,7 @@ func (x *IndexPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexPoint.ProtoReflect.Descriptor instead.
 func (*IndexPoint) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IndexPoint) GetEntryId() int64 {
@@ -666,7 +807,7 @@ type LedgerIndex struct {
 
 func (x *LedgerIndex) Reset() {
 	*x = LedgerIndex{}
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +819,7 @@ func (x *LedgerIndex) String() string {
 func (*LedgerIndex) ProtoMessage() {}
 
 func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +832,7 @@ func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerIndex.ProtoReflect.Descriptor instead.
 func (*LedgerIndex) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LedgerIndex) GetPoints() []*IndexPoint {
@@ -715,7 +856,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +868,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +881,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GroupRecordKey) GetGroupId() string {
@@ -776,7 +917,7 @@ type GroupOffsetValue struct {
 
 func (x *GroupOffsetValue) Reset() {
 	*x = GroupOffsetValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +929,7 @@ func (x *GroupOffsetValue) String() string {
 func (*GroupOffsetValue) ProtoMessage() {}
 
 func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +942,7 @@ func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffsetValue.ProtoReflect.Descriptor instead.
 func (*GroupOffsetValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupOffsetValue) GetOffset() int64 {
@@ -842,7 +983,7 @@ type GroupMetadataValue struct {
 
 func (x *GroupMetadataValue) Reset() {
 	*x = GroupMetadataValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +995,7 @@ func (x *GroupMetadataValue) String() string {
 func (*GroupMetadataValue) ProtoMessage() {}
 
 func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1008,7 @@ func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMetadataValue.ProtoReflect.Descriptor instead.
 func (*GroupMetadataValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupMetadataValue) GetGroupEpoch() int32 {
@@ -935,13 +1076,32 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x129\n" +
 	"\abatches\x18\x03 \x03(\v2\x1f.strata.broker.v1.ProducerBatchR\abatches\x12*\n" +
-	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\xd5\x01\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\x8e\x02\n" +
 	"\fPartitionLog\x12\x1f\n" +
 	"\vowner_epoch\x18\x01 \x01(\x03R\n" +
 	"ownerEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12;\n" +
 	"\bsegments\x18\x03 \x03(\v2\x1f.strata.broker.v1.LedgerSegmentR\bsegments\x12=\n" +
-	"\tproducers\x18\x04 \x03(\v2\x1f.strata.broker.v1.ProducerStateR\tproducers\"r\n" +
+	"\tproducers\x18\x04 \x03(\v2\x1f.strata.broker.v1.ProducerStateR\tproducers\x127\n" +
+	"\x06tiered\x18\x05 \x03(\v2\x1f.strata.broker.v1.TieredSegmentR\x06tiered\"\x88\x03\n" +
+	"\rTieredSegment\x12\x1d\n" +
+	"\n" +
+	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x1f\n" +
+	"\vbase_offset\x18\x02 \x01(\x03R\n" +
+	"baseOffset\x12\x1f\n" +
+	"\vlast_offset\x18\x03 \x01(\x03R\n" +
+	"lastOffset\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12\x1b\n" +
+	"\tindex_pos\x18\x05 \x01(\x03R\bindexPos\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\x12\x18\n" +
+	"\arecords\x18\a \x01(\x03R\arecords\x12(\n" +
+	"\x10min_timestamp_ms\x18\b \x01(\x03R\x0eminTimestampMs\x12(\n" +
+	"\x10max_timestamp_ms\x18\t \x01(\x03R\x0emaxTimestampMs\x12%\n" +
+	"\x0esource_ledgers\x18\n" +
+	" \x03(\x04R\rsourceLedgers\x12&\n" +
+	"\x0fcommitted_at_ms\x18\v \x01(\x03R\rcommittedAtMs\"r\n" +
 	"\n" +
 	"IndexPoint\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x12\x1f\n" +
@@ -976,7 +1136,7 @@ func file_broker_v1_meta_proto_rawDescGZIP() []byte {
 	return file_broker_v1_meta_proto_rawDescData
 }
 
-var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_broker_v1_meta_proto_goTypes = []any{
 	(*ControllerRecord)(nil),   // 0: strata.broker.v1.ControllerRecord
 	(*TopicRecord)(nil),        // 1: strata.broker.v1.TopicRecord
@@ -986,26 +1146,28 @@ var file_broker_v1_meta_proto_goTypes = []any{
 	(*ProducerBatch)(nil),      // 5: strata.broker.v1.ProducerBatch
 	(*ProducerState)(nil),      // 6: strata.broker.v1.ProducerState
 	(*PartitionLog)(nil),       // 7: strata.broker.v1.PartitionLog
-	(*IndexPoint)(nil),         // 8: strata.broker.v1.IndexPoint
-	(*LedgerIndex)(nil),        // 9: strata.broker.v1.LedgerIndex
-	(*GroupRecordKey)(nil),     // 10: strata.broker.v1.GroupRecordKey
-	(*GroupOffsetValue)(nil),   // 11: strata.broker.v1.GroupOffsetValue
-	(*GroupMetadataValue)(nil), // 12: strata.broker.v1.GroupMetadataValue
-	nil,                        // 13: strata.broker.v1.TopicRecord.ConfigsEntry
-	(*GroupMember)(nil),        // 14: strata.broker.v1.GroupMember
+	(*TieredSegment)(nil),      // 8: strata.broker.v1.TieredSegment
+	(*IndexPoint)(nil),         // 9: strata.broker.v1.IndexPoint
+	(*LedgerIndex)(nil),        // 10: strata.broker.v1.LedgerIndex
+	(*GroupRecordKey)(nil),     // 11: strata.broker.v1.GroupRecordKey
+	(*GroupOffsetValue)(nil),   // 12: strata.broker.v1.GroupOffsetValue
+	(*GroupMetadataValue)(nil), // 13: strata.broker.v1.GroupMetadataValue
+	nil,                        // 14: strata.broker.v1.TopicRecord.ConfigsEntry
+	(*GroupMember)(nil),        // 15: strata.broker.v1.GroupMember
 }
 var file_broker_v1_meta_proto_depIdxs = []int32{
-	13, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
+	14, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
 	5,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
 	4,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
 	6,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
-	8,  // 4: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
-	14, // 5: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	8,  // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
+	9,  // 5: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
+	15, // 6: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_broker_v1_meta_proto_init() }
@@ -1020,7 +1182,7 @@ func file_broker_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_v1_meta_proto_rawDesc), len(file_broker_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

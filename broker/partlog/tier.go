@@ -1,0 +1,508 @@
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/internal/failpoint"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/tieringpb"
+	"github.com/strata-log/strata/tiering/objstore"
+	"github.com/strata-log/strata/tiering/segfile"
+)
+
+// Tier is a partition log's object-store tier (tiering/, DESIGN §7): the
+// owner copies runs of closed ledgers into segment objects, commits them
+// in the PartitionLog, reads offsets below its first ledger from them, and
+// deletes ledgers an object covers once local retention allows.
+type Tier struct {
+	Store objstore.Store
+	// Reader reads committed segment objects (tiering.Reader).
+	Reader TierReader
+	// KeyPrefix starts every object key of this partition:
+	// "strata/<cluster id>/t/<topic id>/<partition>/". The orphan sweep
+	// only ever lists and deletes under it.
+	KeyPrefix string
+	// TopicID goes into the objects' footers.
+	TopicID string
+	// SegmentBytes: upload a run of closed ledgers once it holds this
+	// much; MaxDelay: or once its oldest ledger is this old.
+	SegmentBytes int64
+	MaxDelay     time.Duration
+	// CheckInterval: how often uploads, local deletions and (every
+	// 10th check) the orphan sweep run.
+	CheckInterval time.Duration
+	// OrphanGrace: objects under KeyPrefix that the PartitionLog does not
+	// name are deleted once older than this (uploads that never
+	// committed, deletions that failed).
+	OrphanGrace time.Duration
+	// Uploads bounds concurrent uploads broker-wide (a semaphore shared
+	// by every Log; nil: unbounded).
+	Uploads chan struct{}
+}
+
+// TierReader reads committed segment objects.
+type TierReader interface {
+	// Fetch returns whole batches of seg from the one holding offset (or
+	// the first after it) on, at least one, then more within maxBytes.
+	Fetch(ctx context.Context, seg *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error)
+	// OffsetForTime is the first record of seg whose timestamp is >= ts.
+	OffsetForTime(ctx context.Context, seg *brokerpb.TieredSegment, ts int64) (offset, timestampMs int64, found bool, err error)
+}
+
+// Defaults of Tier.
+const (
+	DefaultTierSegmentBytes  = 256 << 20
+	DefaultTierMaxDelay      = 10 * time.Minute
+	DefaultTierCheckInterval = 30 * time.Second
+	DefaultTierOrphanGrace   = time.Hour
+)
+
+func (t *Tier) withDefaults() *Tier {
+	c := *t
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = DefaultTierSegmentBytes
+	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = DefaultTierMaxDelay
+	}
+	if c.CheckInterval <= 0 {
+		c.CheckInterval = DefaultTierCheckInterval
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = DefaultTierOrphanGrace
+	}
+	return &c
+}
+
+// tieredEnd is the first offset the tiered segments do not cover, -1 when
+// there are none.
+func tieredEnd(pl *brokerpb.PartitionLog) int64 {
+	if n := len(pl.GetTiered()); n > 0 {
+		return pl.Tiered[n-1].LastOffset + 1
+	}
+	return -1
+}
+
+// uploadRun decides which closed ledgers to copy next (T3, T4): the run
+// of closed segments that starts where the tiered segments end (at the
+// first segment when nothing is tiered yet), cut once it holds
+// segmentBytes, or all of it once its oldest segment is maxDelay old. It
+// returns nil when nothing is due. A pure function of its inputs.
+func uploadRun(pl *brokerpb.PartitionLog, nowMs int64, segmentBytes int64, maxDelay time.Duration) []*brokerpb.LedgerSegment {
+	end := tieredEnd(pl)
+	var run []*brokerpb.LedgerSegment
+	var bytes int64
+	for _, s := range pl.GetSegments() {
+		if end >= 0 && s.LastOffset < end {
+			continue // covered already (a local copy local retention keeps)
+		}
+		if !s.Closed {
+			break
+		}
+		if len(run) == 0 && end >= 0 && s.FirstOffset != end {
+			return nil // not contiguous: never leave a hole (T4)
+		}
+		run = append(run, s)
+		bytes += s.Bytes
+		if bytes >= segmentBytes {
+			return run
+		}
+	}
+	if len(run) == 0 || bytes == 0 || run[0].CreatedAtMs > nowMs-maxDelay.Milliseconds() {
+		return nil
+	}
+	return run
+}
+
+// localDeletable is how many leading segments local retention may delete
+// from the bookies: closed ones that a committed object covers (T8: it was
+// verified before the commit) and whose newest record is older than
+// localRetentionMs (-1: keep them until retention). A pure function.
+func localDeletable(pl *brokerpb.PartitionLog, nowMs, localRetentionMs int64) int {
+	end := tieredEnd(pl)
+	if end < 0 || localRetentionMs < 0 {
+		return 0
+	}
+	n := 0
+	for _, s := range pl.GetSegments() {
+		newest := s.MaxTimestampMs
+		if s.LastOffset < s.FirstOffset || newest < 0 {
+			newest = s.CreatedAtMs
+		}
+		if !s.Closed || s.LastOffset >= end || newest >= nowMs-localRetentionMs {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// tierLoop runs the tier's work every CheckInterval until the log stops,
+// and keeps this log's share of the broker's upload-lag gauge.
+func (l *Log) tierLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.cfg.Tier.CheckInterval)
+	defer t.Stop()
+	var lag int64 // this log's share of TierLagBytes
+	defer func() { l.metrics.TierLagBytes.Add(float64(-lag)) }()
+	for i := 1; ; i++ {
+		select {
+		case <-l.stop:
+			return
+		case <-l.failed:
+			return
+		case <-t.C:
+		}
+		if err := l.TierOnce(l.bgCtx, i%10 == 0); err != nil && l.bgCtx.Err() == nil {
+			l.metrics.TierErrors.Inc()
+			l.log.Warn("tiering", "err", err)
+		}
+		l.mu.Lock()
+		var now int64
+		if l.mu.policy.RemoteStorage {
+			now = untieredBytes(l.mu.pl)
+		}
+		l.mu.Unlock()
+		l.metrics.TierLagBytes.Add(float64(now - lag))
+		lag = now
+	}
+}
+
+// untieredBytes is the upload lag: bytes of closed ledgers no object covers.
+func untieredBytes(pl *brokerpb.PartitionLog) int64 {
+	end := tieredEnd(pl)
+	var n int64
+	for _, s := range pl.GetSegments() {
+		if s.Closed && s.LastOffset >= end {
+			n += s.Bytes
+		}
+	}
+	return n
+}
+
+// TierOnce uploads what is due, deletes local copies local retention no
+// longer keeps and, with sweep, deletes orphan objects.
+func (l *Log) TierOnce(ctx context.Context, sweep bool) error {
+	if l.cfg.Tier == nil {
+		return nil
+	}
+	var errs []error
+	for {
+		uploaded, err := l.uploadOnce(ctx)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !uploaded || err != nil {
+			break
+		}
+	}
+	if err := l.deleteLocalCopies(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if sweep {
+		if err := l.sweepOrphanObjects(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// uploadOnce copies the next due run of ledgers into one object, verifies
+// it and commits it (T2, T7, T8). A crash or failure at any step leaves
+// either nothing visible or an unreferenced object, which the orphan sweep
+// deletes; produce goes on meanwhile.
+func (l *Log) uploadOnce(ctx context.Context) (bool, error) {
+	tier := l.cfg.Tier
+	l.mu.Lock()
+	pl, remote := l.mu.pl, l.mu.policy.RemoteStorage
+	l.mu.Unlock()
+	if !remote {
+		return false, nil
+	}
+	run := uploadRun(pl, l.cfg.Now().UnixMilli(), tier.SegmentBytes, tier.MaxDelay)
+	if len(run) == 0 {
+		return false, nil
+	}
+	if tier.Uploads != nil {
+		select {
+		case tier.Uploads <- struct{}{}:
+			defer func() { <-tier.Uploads }()
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	start := time.Now()
+	base, last := run[0].FirstOffset, run[len(run)-1].LastOffset
+	key := fmt.Sprintf("%s%020d-%020d-%016x.seg", tier.KeyPrefix, base, last, rand.Uint64())
+	sum, err := l.writeObject(ctx, key, run)
+	if err != nil {
+		l.deleteObjects(ctx, []string{key})
+		return false, fmt.Errorf("partlog: uploading offsets %d-%d: %w", base, last, err)
+	}
+	// Read it all back before anything depends on it (T8).
+	got, err := segfile.Verify(ctx, objectRange{tier.Store, key}, sum.Size)
+	if err != nil || got != sum {
+		l.deleteObjects(ctx, []string{key})
+		return false, fmt.Errorf("partlog: verifying %s: %w (read back %+v, wrote %+v)", key, err, got, sum)
+	}
+	failpoint.Hit("tier.after_upload")
+	seg := &brokerpb.TieredSegment{
+		ObjectKey: key, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset, SizeBytes: sum.Size,
+		IndexPos: sum.IndexPos, DataBytes: sum.DataBytes, Records: sum.Records,
+		MinTimestampMs: sum.MinTimestampMs, MaxTimestampMs: sum.MaxTimestampMs, CommittedAtMs: l.cfg.Now().UnixMilli(),
+	}
+	for _, s := range run {
+		seg.SourceLedgers = append(seg.SourceLedgers, s.LedgerId)
+	}
+	if err := l.commitTiered(ctx, seg); err != nil {
+		l.deleteObjects(ctx, []string{key})
+		return false, err
+	}
+	failpoint.Hit("tier.after_commit")
+	l.metrics.TierUploadedBytes.Add(float64(sum.Size))
+	l.metrics.TierUploadedObjects.Inc()
+	l.log.Info("tiered", "object", key, "base_offset", seg.BaseOffset, "last_offset", seg.LastOffset,
+		"bytes", seg.SizeBytes, "ledgers", len(run), "took", time.Since(start).Round(time.Millisecond))
+	return true, nil
+}
+
+// writeObject streams the run's batches, read from the bookies, into a
+// new object under key.
+func (l *Log) writeObject(ctx context.Context, key string, run []*brokerpb.LedgerSegment) (segfile.Summary, error) {
+	pr, pw := io.Pipe()
+	type result struct {
+		sum segfile.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := l.writeSegment(ctx, pw, run)
+		pw.CloseWithError(err)
+		done <- result{sum, err}
+	}()
+	meta := map[string]string{"strata-topic-id": l.cfg.Tier.TopicID, "strata-partition": fmt.Sprint(l.cfg.Partition),
+		"strata-base": fmt.Sprint(run[0].FirstOffset), "strata-last": fmt.Sprint(run[len(run)-1].LastOffset)}
+	_, putErr := l.cfg.Tier.Store.Put(ctx, key, pr, -1, meta)
+	pr.CloseWithError(putErr) // a failed Put stops the writer
+	res := <-done
+	return res.sum, errors.Join(res.err, putErr)
+}
+
+// writeSegment writes the segment object of run to w: every entry of each
+// ledger, in order, checked by segfile (CRC, dense offsets from the run's
+// first offset).
+func (l *Log) writeSegment(ctx context.Context, w io.Writer, run []*brokerpb.LedgerSegment) (segfile.Summary, error) {
+	sw, err := segfile.NewWriter(w, segfile.Options{BaseOffset: run[0].FirstOffset, Footer: &tieringpb.SegmentFooter{
+		Topic: l.cfg.Topic, TopicId: l.cfg.Tier.TopicID, Partition: l.cfg.Partition, OwnerEpoch: l.cfg.Epoch,
+		SourceLedgers: ledgerIDs(run), CreatedAtMs: l.cfg.Now().UnixMilli(),
+	}})
+	if err != nil {
+		return segfile.Summary{}, err
+	}
+	for _, s := range run {
+		if s.LastEntryId < 0 {
+			continue
+		}
+		r, err := ledger.OpenReader(ctx, l.cfg.Env, s.LedgerId)
+		if err != nil {
+			return segfile.Summary{}, fmt.Errorf("opening ledger %d: %w", s.LedgerId, err)
+		}
+		r.AdvanceLAC(s.LastEntryId) // closed: every entry is acknowledged
+		err = r.ReadRange(ctx, 0, s.LastEntryId, func(e ledger.Entry) error {
+			l.metrics.BookieReadBytes.Add(float64(len(e.Payload)))
+			return sw.Append(e.Payload)
+		})
+		if err != nil {
+			return segfile.Summary{}, fmt.Errorf("copying ledger %d: %w", s.LedgerId, err)
+		}
+	}
+	return sw.Finish()
+}
+
+func ledgerIDs(segs []*brokerpb.LedgerSegment) []uint64 {
+	out := make([]uint64, len(segs))
+	for i, s := range segs {
+		out[i] = s.LedgerId
+	}
+	return out
+}
+
+// commitTiered adds seg to the PartitionLog in one CAS (T4, T7), unless
+// the log changed so that it no longer follows (retention moved the log
+// start past it): then nothing is committed and the caller deletes it.
+func (l *Log) commitTiered(ctx context.Context, seg *brokerpb.TieredSegment) error {
+	return l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
+		if end := tieredEnd(pl); (end >= 0 && end != seg.BaseOffset) || pl.LogStartOffset > seg.BaseOffset {
+			return fmt.Errorf("partlog: segment %d-%d no longer follows (tiered end %d, log start %d)",
+				seg.BaseOffset, seg.LastOffset, end, pl.LogStartOffset)
+		}
+		pl.Tiered = append(pl.Tiered, seg)
+		return nil
+	})
+}
+
+// errNothing: a casUnderSem change function that has nothing to change.
+var errNothing = errors.New("partlog: nothing to change")
+
+// casUnderSem applies change to a copy of the PartitionLog and CASes it,
+// holding appendSem like every writer of the list. change returning
+// errNothing writes nothing; any other error is returned as is. A failed
+// CAS fails the log (P3).
+func (l *Log) casUnderSem(ctx context.Context, change func(pl *brokerpb.PartitionLog) error) error {
+	select {
+	case l.appendSem <- struct{}{}:
+	case <-l.stop:
+		return ErrClosed
+	case <-l.failed:
+		return l.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer l.release()
+	l.mu.Lock()
+	if err := l.acceptErrLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
+	version := l.mu.version
+	l.mu.Unlock()
+	if err := change(pl); err != nil {
+		if errors.Is(err, errNothing) {
+			return nil
+		}
+		return err
+	}
+	v, err := casPartitionLog(ctx, l.cfg.Store, l.cfg.Topic, l.cfg.Partition, pl, version)
+	if err != nil {
+		if !errors.Is(err, ErrConflict) {
+			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		}
+		l.fail(err)
+		return err
+	}
+	l.mu.Lock()
+	l.mu.pl, l.mu.version = pl, v
+	l.mu.Unlock()
+	return nil
+}
+
+// deleteLocalCopies deletes the ledgers a committed object covers once
+// local retention allows: one CAS drops them from the list (the log start
+// does not move: the object serves those offsets), then the ledgers go.
+func (l *Log) deleteLocalCopies(ctx context.Context) error {
+	var gone []*brokerpb.LedgerSegment
+	err := l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
+		l.mu.Lock()
+		localMs := l.mu.policy.LocalRetentionMs
+		l.mu.Unlock()
+		n := localDeletable(pl, l.cfg.Now().UnixMilli(), localMs)
+		if n == 0 {
+			return errNothing
+		}
+		gone = slices.Clone(pl.Segments[:n])
+		pl.Segments = pl.Segments[n:]
+		return nil
+	})
+	if err != nil || len(gone) == 0 {
+		return err
+	}
+	failpoint.Hit("tier.after_local_unlink")
+	for _, s := range gone {
+		l.deleteSegment(ctx, s)
+	}
+	l.metrics.TierLocalDeleted.Add(float64(len(gone)))
+	l.log.Info("deleted local copies of tiered ledgers", "ledgers", len(gone), "first_ledger", gone[0].LedgerId,
+		"last_offset", gone[len(gone)-1].LastOffset)
+	return nil
+}
+
+// deleteObjects deletes objects nothing references (any more); failures
+// are left to the orphan sweep.
+func (l *Log) deleteObjects(ctx context.Context, keys []string) {
+	if l.cfg.Tier == nil || len(keys) == 0 {
+		return
+	}
+	failed, err := l.cfg.Tier.Store.Delete(ctx, keys)
+	if err != nil || len(failed) > 0 {
+		l.log.Warn("deleting objects failed; the orphan sweep retries", "objects", len(keys), "failed", len(failed), "err", err)
+	}
+}
+
+// sweepOrphanObjects deletes objects under this partition's prefix that
+// the PartitionLog does not name and that are older than OrphanGrace
+// (T1: the listing never decides what is readable, only what is garbage).
+func (l *Log) sweepOrphanObjects(ctx context.Context) error {
+	tier := l.cfg.Tier
+	var orphans []string
+	horizon := time.Now().Add(-tier.OrphanGrace)
+	err := tier.Store.List(ctx, tier.KeyPrefix, "", func(o objstore.ObjectInfo) bool {
+		if strings.HasSuffix(o.Key, ".seg") && o.LastModified.Before(horizon) {
+			orphans = append(orphans, o.Key)
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("partlog: listing %s: %w", tier.KeyPrefix, err)
+	}
+	// Read the list after the listing: an object committed meanwhile is
+	// named by it.
+	l.mu.Lock()
+	live := map[string]bool{}
+	for _, s := range l.mu.pl.GetTiered() {
+		live[s.ObjectKey] = true
+	}
+	l.mu.Unlock()
+	orphans = slices.DeleteFunc(orphans, func(k string) bool { return live[k] })
+	if len(orphans) == 0 {
+		return nil
+	}
+	l.deleteObjects(ctx, orphans)
+	l.metrics.TierOrphansDeleted.Add(float64(len(orphans)))
+	l.log.Info("deleted orphan objects", "objects", len(orphans))
+	return nil
+}
+
+// tieredFor returns the tiered segment holding offset, or nil.
+func tieredFor(tiered []*brokerpb.TieredSegment, offset int64) *brokerpb.TieredSegment {
+	i := sort.Search(len(tiered), func(i int) bool { return tiered[i].LastOffset >= offset })
+	if i < len(tiered) && tiered[i].BaseOffset <= offset {
+		return tiered[i]
+	}
+	return nil
+}
+
+// localStart is the first offset the ledgers hold (the high watermark
+// when there are none): below it, reads go to the object store.
+func localStart(pl *brokerpb.PartitionLog, hw int64) int64 {
+	if len(pl.GetSegments()) > 0 {
+		return pl.Segments[0].FirstOffset
+	}
+	return hw
+}
+
+// objectRange reads byte ranges of one object (segfile.RangeReader).
+type objectRange struct {
+	store objstore.Store
+	key   string
+}
+
+func (o objectRange) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
+	rc, err := o.store.GetRange(ctx, o.key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}

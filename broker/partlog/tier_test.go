@@ -1,0 +1,289 @@
+package partlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/tiering/objstore"
+	"github.com/strata-log/strata/tiering/objstore/memstore"
+	"github.com/strata-log/strata/tiering/segfile"
+)
+
+// segfileReader is a TierReader straight over the store (no cache).
+type segfileReader struct{ store objstore.Store }
+
+func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error) {
+	rr := objectRange{r.store, t.ObjectKey}
+	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
+	if err != nil {
+		return nil, err
+	}
+	return tail.ReadFetch(ctx, rr, offset, int64(maxBytes))
+}
+
+func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64) (int64, int64, bool, error) {
+	rr := objectRange{r.store, t.ObjectKey}
+	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return tail.ReadOffsetForTime(ctx, rr, ts, t.BaseOffset)
+}
+
+func TestUploadRun(t *testing.T) {
+	const now = 10_000_000
+	seg := func(first, last, bytes int64, closed bool) *brokerpb.LedgerSegment {
+		return &brokerpb.LedgerSegment{FirstOffset: first, LastOffset: last, Bytes: bytes, Closed: closed, CreatedAtMs: now - 1000}
+	}
+	segs := []*brokerpb.LedgerSegment{seg(0, 9, 100, true), seg(10, 19, 100, true), seg(20, 29, 100, true), seg(30, 29, 0, false)}
+	ids := func(run []*brokerpb.LedgerSegment) []int64 {
+		var out []int64
+		for _, s := range run {
+			out = append(out, s.FirstOffset)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		tiered   []*brokerpb.TieredSegment
+		size     int64
+		maxDelay time.Duration
+		want     []int64
+	}{
+		{"cut at the target size", nil, 150, time.Hour, []int64{0, 10}},
+		{"not enough and not old enough", nil, 1000, time.Hour, nil},
+		{"not enough but old enough: all closed", nil, 1000, time.Second, []int64{0, 10, 20}},
+		{"starts where the objects end", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 9}}, 150, time.Hour, []int64{10, 20}},
+		{"never the open ledger", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 29}}, 1, time.Second, nil},
+		{"a hole is never tiered", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 4}}, 1, time.Second, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := &brokerpb.PartitionLog{Segments: segs, Tiered: tc.tiered}
+			if got := ids(uploadRun(pl, now, tc.size, tc.maxDelay)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("uploadRun = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLocalDeletable(t *testing.T) {
+	segs := []*brokerpb.LedgerSegment{
+		{FirstOffset: 0, LastOffset: 9, MaxTimestampMs: 100, Closed: true},
+		{FirstOffset: 10, LastOffset: 19, MaxTimestampMs: 200, Closed: true},
+		{FirstOffset: 20, LastOffset: 29, MaxTimestampMs: 300, Closed: true},
+		{FirstOffset: 30, LastOffset: 29, Closed: false},
+	}
+	tiered := []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 19}}
+	for _, tc := range []struct {
+		name    string
+		tiered  []*brokerpb.TieredSegment
+		now     int64
+		localMs int64
+		want    int
+	}{
+		{"nothing tiered", nil, 10_000, 0, 0},
+		{"covered and old", tiered, 10_000, 0, 2},
+		{"kept until retention", tiered, 10_000, -1, 0},
+		{"covered but young", tiered, 250, 100, 1},
+		{"only what an object covers", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 29}}, 10_000, 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pl := &brokerpb.PartitionLog{Segments: segs, Tiered: tc.tiered}
+			if got := localDeletable(pl, tc.now, tc.localMs); got != tc.want {
+				t.Fatalf("localDeletable = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTierUploadReadDelete: closed ledgers become objects (one per
+// ledger here), the bookie copies go, every offset and timestamp still
+// reads back the same, through a takeover too; retention then deletes
+// objects; the orphan sweep deletes what no list names.
+func TestTierUploadReadDelete(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	cfg := f.config(1)
+	cfg.SegmentAge = time.Minute
+	cfg.RetentionCheckInterval = time.Hour
+	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+		SegmentBytes: 1, MaxDelay: time.Hour, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	l := f.open(cfg)
+	for range 4 {
+		appendN(t, l, 3)
+		rollByAge(t, f, l)
+	}
+	appendN(t, l, 1)
+	before := l.Describe().Segments
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	pl := l.Describe()
+	if len(pl.Tiered) != 4 || len(pl.Segments) != 1 || pl.Segments[0].Closed {
+		t.Fatalf("after tiering: %d objects, %d ledgers; want 4 and the open one", len(pl.Tiered), len(pl.Segments))
+	}
+	for i, s := range pl.Tiered {
+		if s.BaseOffset != before[i].FirstOffset || s.LastOffset != before[i].LastOffset || s.SourceLedgers[0] != before[i].LedgerId {
+			t.Fatalf("object %d covers %d-%d from %v, ledger %d covered %d-%d", i, s.BaseOffset, s.LastOffset,
+				s.SourceLedgers, before[i].LedgerId, before[i].FirstOffset, before[i].LastOffset)
+		}
+		if _, _, err := f.cluster.Env().Meta.Get(testCtx(t), before[i].LedgerId); !errors.Is(err, ledger.ErrNoSuchLedger) {
+			t.Fatalf("ledger %d still exists: %v", before[i].LedgerId, err)
+		}
+	}
+	check := func(l *Log) {
+		t.Helper()
+		hw := l.HighWatermark()
+		for off := int64(0); off < hw; off++ {
+			res, err := l.Fetch(testCtx(t), off, 1, 0)
+			if err != nil {
+				t.Fatalf("Fetch(%d): %v", off, err)
+			}
+			found := false
+			for _, r := range decodeAll(t, res.Records) {
+				found = found || (r.Offset == off && string(r.Value) == fmt.Sprintf("r%d", off))
+			}
+			if !found {
+				t.Fatalf("Fetch(%d) did not return that offset's record", off)
+			}
+			got, ts, err := l.ListOffset(testCtx(t), 10*off)
+			if err != nil || got != off || ts != 10*off {
+				t.Fatalf("ListOffset(%d) = %d, %d, %v; want offset %d", 10*off, got, ts, err, off)
+			}
+		}
+	}
+	check(l)
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := f.config(2)
+	cfg2.Tier, cfg2.Policy, cfg2.Cache = cfg.Tier, cfg.Policy, nil
+	l2 := f.open(cfg2)
+	check(l2)
+
+	// Retention across both tiers: keep at most one object's bytes.
+	pol := cfg.Policy
+	pol.Delete, pol.RetentionBytes = true, pl.Tiered[3].SizeBytes
+	l2.SetPolicy(pol)
+	cut, err := l2.EnforceRetention(testCtx(t))
+	if err != nil || cut.Start != pl.Tiered[3].BaseOffset {
+		t.Fatalf("retention: %+v, %v; want the log to start at the last object, %d", cut, err, pl.Tiered[3].BaseOffset)
+	}
+	for _, s := range pl.Tiered[:3] {
+		if _, err := store.Stat(testCtx(t), s.ObjectKey); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("object %s of a deleted segment: %v", s.ObjectKey, err)
+		}
+	}
+	if recs := fetchAll(t, l2, cut.Start); len(recs) == 0 || recs[0].Offset != cut.Start {
+		t.Fatalf("reading from the new log start: %d records", len(recs))
+	}
+
+	// The orphan sweep deletes objects under the prefix that no list
+	// names, once old enough, and nothing else.
+	if _, err := store.Put(testCtx(t), "c/t/topic-id/3/00000000000000000000-00000000000000000001-00.seg", bytes.NewReader([]byte("junk")), 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(testCtx(t), "c/t/other/3/x.seg", bytes.NewReader([]byte("not ours")), 8, nil); err != nil {
+		t.Fatal(err)
+	}
+	l2.cfg.Tier.OrphanGrace = time.Nanosecond
+	if err := l2.TierOnce(testCtx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	// (The takeover closed the open ledger, so that check also uploaded it.)
+	var keys []string
+	_ = store.List(testCtx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
+	want := []string{"c/t/other/3/x.seg"}
+	for _, s := range l2.Describe().Tiered {
+		want = append(want, s.ObjectKey)
+	}
+	if fmt.Sprint(keys) != fmt.Sprint(want) || len(want) != 3 {
+		t.Fatalf("objects after the sweep: %v, want %v", keys, want)
+	}
+}
+
+// TestTierCorruptObjectIsRefusedAtVerify: an object whose bytes change on
+// the way is not committed, and the ledgers stay (T8).
+func TestTierCorruptObjectIsRefusedAtVerify(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	store.SetHook(func(c memstore.Call) memstore.Fault {
+		if c.Op == objstore.OpGetRange {
+			return memstore.Fault{Body: func(b []byte) []byte {
+				b = bytes.Clone(b)
+				b[len(b)/2] ^= 1 // one bit flipped on the way back
+				return b
+			}}
+		}
+		return memstore.Fault{}
+	})
+	cfg := f.config(1)
+	cfg.SegmentAge = time.Minute
+	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour}
+	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	l := f.open(cfg)
+	appendN(t, l, 2)
+	rollByAge(t, f, l)
+	if err := l.TierOnce(testCtx(t), false); err == nil {
+		t.Fatal("a corrupt read-back was committed")
+	}
+	pl := l.Describe()
+	if len(pl.Tiered) != 0 || len(pl.Segments) != 2 {
+		t.Fatalf("%d objects, %d ledgers; want none and both ledgers", len(pl.Tiered), len(pl.Segments))
+	}
+	var keys []string
+	_ = store.List(testCtx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
+	if len(keys) != 0 {
+		t.Fatalf("objects left: %v", keys)
+	}
+	if recs := fetchAll(t, l, 0); len(recs) != 6 {
+		t.Fatalf("read %d records, want 6", len(recs))
+	}
+}
+
+// TestTierStaleOwnerCannotCommit: an owner that lost the partition (a
+// zombie: another broker took over) uploads, and its commit fails on the
+// list's version (T7); its object is deleted, and it fails (P3).
+func TestTierStaleOwnerCannotCommit(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour}
+	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
+	cfg := f.config(1)
+	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
+	zombie := f.open(cfg)
+	appendN(t, zombie, 2)
+	rollByAge(t, f, zombie)
+
+	cfg2 := f.config(2)
+	cfg2.Tier, cfg2.Policy = tier, pol
+	owner := f.open(cfg2) // takes over: the list's version moves on
+
+	if err := zombie.TierOnce(testCtx(t), false); !errors.Is(err, ErrConflict) {
+		t.Fatalf("the zombie's commit: %v, want a conflict", err)
+	}
+	if zombie.Err() == nil {
+		t.Fatal("the zombie did not fail")
+	}
+	var keys []string
+	_ = store.List(testCtx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
+	if len(keys) != 0 {
+		t.Fatalf("the zombie's object is left: %v", keys)
+	}
+	if pl := owner.Describe(); len(pl.Tiered) != 0 {
+		t.Fatalf("the owner's list names %d objects", len(pl.Tiered))
+	}
+	if err := owner.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	if pl := owner.Describe(); len(pl.Tiered) == 0 {
+		t.Fatal("the owner did not tier")
+	}
+}

@@ -1,0 +1,481 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/failpoint"
+	"github.com/strata-log/strata/internal/miniotest"
+	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// tierCluster is a cluster of one broker tiering to its own MinIO.
+type tierCluster struct {
+	*strataCluster
+	minio  *miniotest.Server
+	prefix string
+}
+
+// startTierCluster starts MinIO and a cluster whose broker tiers to it
+// quickly: objects of 4 MiB (or whatever closed ledgers there are after
+// 1 s), checks every 200 ms, orphans swept after 2 s.
+func startTierCluster(t *testing.T) *tierCluster {
+	t.Helper()
+	m := miniotest.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", m.AccessKey) // the broker processes inherit them
+	t.Setenv("AWS_SECRET_ACCESS_KEY", m.SecretKey)
+	prefix := "tiertest"
+	url := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", m.Bucket, prefix, m.Endpoint)
+	c := startStrata(t, 1, "--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
+		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--idle-roll", "1s",
+		"--retention-check-interval", "200ms", "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms")
+	return &tierCluster{strataCluster: c, minio: m, prefix: prefix}
+}
+
+// objects lists the keys in the cluster's prefix of the bucket.
+func (c *tierCluster) objects(t *testing.T) []string {
+	t.Helper()
+	mc, err := c.minio.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var keys []string
+	for o := range mc.ListObjects(ctx, c.minio.Bucket, minio.ListObjectsOptions{Prefix: c.prefix + "/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+// produceTimed writes n records of size bytes to partition 0 of topic,
+// record i stamped base+i ms, value "<prefix><i>:" and padding.
+func produceTimed(t *testing.T, cl *client.Client, topic, prefix string, from, n, size int, base time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := cl.NewProducer(client.ProducerConfig{Linger: 5 * time.Millisecond, BatchBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	pad := bytes.Repeat([]byte{'x'}, size)
+	errs := make(chan error, 1024)
+	for i := from; i < from+n; i++ {
+		v := append([]byte(prefix+strconv.Itoa(i)+":"), pad...)
+		rec := &client.Record{Topic: topic, Partition: 0, Value: v, Timestamp: base.Add(time.Duration(i) * time.Millisecond)}
+		if err := p.Produce(ctx, rec, func(_ *client.Record, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("produce: %v", err)
+	default:
+	}
+}
+
+// tiered waits until every record of the partition but the open ledger's
+// is in objects and the bookies hold no closed ledger of it.
+func tiered(t *testing.T, cl *client.Client, topic string) (hw int64) {
+	t.Helper()
+	eventually(t, 120*time.Second, "everything tiered and the bookie copies deleted", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		d, err := cl.DescribeTopic(ctx, topic)
+		if err != nil {
+			return err
+		}
+		p := d.Partitions[0]
+		hw = p.HighWatermark
+		if p.TieredEndOffset != hw || len(p.Ledgers) != 1 || p.Ledgers[0].Closed {
+			return fmt.Errorf("tiered to %d of %d; ledgers %d", p.TieredEndOffset, hw, len(p.Ledgers))
+		}
+		return nil
+	})
+	return hw
+}
+
+// checkRecords reads partition 0 from the earliest offset to hw: each
+// record exactly once, at its offset, with its value and timestamp.
+func checkRecords(t *testing.T, cl *client.Client, topic, prefix string, hw int64, base time.Time) {
+	t.Helper()
+	recs := readFromEarliest(t, cl, topic)
+	if int64(len(recs)) != hw {
+		t.Fatalf("read %d records, want %d", len(recs), hw)
+	}
+	for _, r := range recs {
+		if !bytes.HasPrefix(r.Value, []byte(prefix+strconv.FormatInt(r.Offset, 10)+":")) {
+			t.Fatalf("offset %d holds %.24q", r.Offset, r.Value)
+		}
+		if want := base.Add(time.Duration(r.Offset) * time.Millisecond); !r.Timestamp.Equal(want) {
+			t.Fatalf("offset %d stamped %s, want %s", r.Offset, r.Timestamp, want)
+		}
+	}
+}
+
+// TestTieredStorage: 200 MB through small ledgers end up in MinIO, the
+// bookie copies go, and a consumer from the earliest offset, fetches at
+// random offsets and lookups at random timestamps read them back exactly.
+func TestTieredStorage(t *testing.T) {
+	skipShort(t)
+	c := startTierCluster(t)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "history", 1, map[string]string{"segment.bytes": "1048576", "local.retention.ms": "0"})
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	const n, size = 3200, 64 << 10 // 200 MiB
+	start := time.Now()
+	produceTimed(t, cl, "history", "h", 0, n, size, base)
+	produced := time.Since(start)
+	hw := tiered(t, cl, "history")
+	t.Logf("produced %d MiB in %s; tiered and local copies deleted %s after the start", n*size>>20, produced.Round(time.Millisecond),
+		time.Since(start).Round(time.Millisecond))
+	if hw != n {
+		t.Fatalf("high watermark %d, want %d", hw, n)
+	}
+	keys := c.objects(t)
+	if len(keys) < 40 {
+		t.Fatalf("%d objects for 200 MiB in 4 MiB objects: %v", len(keys), keys)
+	}
+	env, _ := realLedgerEnv(t, c.meta)
+	all, err := ledger.ListAll(ctx, env.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range all {
+		if md.Properties["topic"] == "history" && md.State.String() == "CLOSED" {
+			t.Fatalf("closed ledger %d of the topic is still on the bookies", md.Id)
+		}
+	}
+	eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error { return bookieCopiesMatch(c.strataCluster, env) })
+
+	// Catch-up reads (numbers for the note; nothing is asserted on time):
+	// the whole history from the objects only, with a cold then a warm
+	// chunk cache, beside a plain sequential GET of the same objects.
+	coldStart := time.Now()
+	checkRecords(t, cl, "history", "h", hw, base)
+	cold := time.Since(coldStart)
+	warmStart := time.Now()
+	checkRecords(t, cl, "history", "h", hw, base)
+	warm := time.Since(warmStart)
+	getStart := time.Now()
+	var got int64
+	mc, err := c.minio.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		obj, err := mc.GetObject(ctx, c.minio.Bucket, k, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		n, err := buf.ReadFrom(obj)
+		obj.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	plain := time.Since(getStart)
+	mbps := func(d time.Duration) float64 { return float64(n*size) / (1 << 20) / d.Seconds() }
+	t.Logf("catch-up read of %d MiB from objects: cold %.0f MB/s, warm %.0f MB/s; plain sequential GET of the %d objects (%d MiB) %.0f MB/s",
+		n*size>>20, mbps(cold), mbps(warm), len(keys), got>>20, float64(got)/(1<<20)/plain.Seconds())
+
+	tp := client.TopicPartition{Topic: "history", Partition: 0}
+	cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond, PartitionMaxBytes: size + 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 30 {
+		off := rng.Int64N(n)
+		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := cons.Seek(qctx, tp, client.OffsetAt(off)); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := cons.Poll(qctx)
+		if err != nil || len(recs) == 0 || recs[0].Offset != off {
+			t.Fatalf("fetch at %d: %d records, %v", off, len(recs), err)
+		}
+		lo, err := cl.ListOffsets(qctx, tp, base.Add(time.Duration(off)*time.Millisecond).UnixMilli())
+		if err != nil || lo.Offset != off {
+			t.Fatalf("offset for the time of record %d: %v, %v", off, lo, err)
+		}
+		cancel()
+	}
+	desc, err := cl.DescribeTopic(ctx, "history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d objects, %d MiB in the store, %d bytes on the bookies", desc.Partitions[0].TieredSegments,
+		desc.Partitions[0].TieredBytes>>20, desc.Partitions[0].Bytes)
+}
+
+// TestTieringCrashes: kill -9 the owner right after an upload (before its
+// commit), right after a commit (before the bookie copies go), and right
+// after the CAS that unlinks them (before they are deleted). Nothing is
+// lost, no offset is in two objects, and the leftovers (an uncommitted
+// object, unlisted ledgers) are collected.
+func TestTieringCrashes(t *testing.T) {
+	skipShort(t)
+	c := startTierCluster(t)
+	cl := c.client(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	broker := c.brokers[0]
+	for i, point := range []string{"tier.after_upload", "tier.after_commit", "tier.after_local_unlink"} {
+		topic := fmt.Sprint("crash", i)
+		createTopic(t, cl, topic, 1, map[string]string{"segment.bytes": "65536", "local.retention.ms": "0"})
+		broker.Kill()
+		broker.Env = []string{failpoint.EnvVar + "=" + point + "=kill"}
+		broker.Restart(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := broker.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		d, err := cl.DescribeTopic(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Records to upload; the broker dies at the failpoint (the
+		// producer may see it die: those records are written again below).
+		produceUntilDeath(t, cl, topic, broker.Process, base)
+		// What the crash left: an object the list does not name, or
+		// ledgers the list no longer names.
+		pl := storedPartitionLog(t, c.strataCluster, topic)
+		inStore := 0
+		for _, k := range c.objects(t) {
+			if strings.Contains(k, "/"+d.Id+"/") {
+				inStore++
+			}
+		}
+		switch point {
+		case "tier.after_upload":
+			if inStore != len(pl.Tiered)+1 {
+				t.Fatalf("%s: %d objects in the store, %d committed: want one uncommitted", point, inStore, len(pl.Tiered))
+			}
+		case "tier.after_commit":
+			if inStore != len(pl.Tiered) || len(pl.Tiered) == 0 {
+				t.Fatalf("%s: %d objects in the store, %d committed", point, inStore, len(pl.Tiered))
+			}
+		}
+		broker.Env = nil
+		broker.Restart(t)
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		if err := broker.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		produceTimed(t, cl, topic, "c", 0, 10, 1024, base) // a fresh, complete run after the crash
+		hw := tiered(t, cl, topic)
+		recs := readFromEarliest(t, cl, topic)
+		if int64(len(recs)) != hw {
+			t.Fatalf("%s: read %d records, high watermark %d", point, len(recs), hw)
+		}
+		for j, r := range recs {
+			if r.Offset != int64(j) {
+				t.Fatalf("%s: record %d at offset %d", point, j, r.Offset)
+			}
+		}
+		// Leftovers go: every object is named by the partition's list.
+		eventually(t, 30*time.Second, point+": orphan objects swept", func() error {
+			d, err := cl.DescribeTopic(context.Background(), topic)
+			if err != nil {
+				return err
+			}
+			var named int32
+			for _, k := range c.objects(t) {
+				if strings.Contains(k, "/"+d.Id+"/") {
+					named++
+				}
+			}
+			if named != d.Partitions[0].TieredSegments {
+				return fmt.Errorf("%d objects of the topic in the store, %d committed", named, d.Partitions[0].TieredSegments)
+			}
+			return nil
+		})
+		t.Logf("%s: killed there, restarted; %d records read back, leftovers collected", point, len(recs))
+	}
+}
+
+// produceUntilDeath produces small records until the broker process dies
+// (at its failpoint), for at most a minute.
+func produceUntilDeath(t *testing.T, cl *client.Client, topic string, broker *proctest.Process, base time.Time) {
+	t.Helper()
+	p, err := cl.NewProducer(client.ProducerConfig{Linger: time.Millisecond, DeliveryTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	}()
+	deadline := time.Now().Add(time.Minute)
+	pad := bytes.Repeat([]byte{'y'}, 1024)
+	for i := 0; broker.Running(); i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker did not reach its failpoint within a minute")
+		}
+		rec := &client.Record{Topic: topic, Partition: 0, Value: pad, Timestamp: base}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := p.Produce(ctx, rec, nil) // blocks while a dead broker's metadata is refreshed
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if i%64 == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// storedPartitionLog reads partition 0's list from metad (when no broker
+// answers).
+func storedPartitionLog(t *testing.T, c *strataCluster, topic string) *brokerpb.PartitionLog {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := newMetaClient(t, c.meta).Get(ctx, fmt.Sprintf("/strata/partitions/%s/0", topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl brokerpb.PartitionLog
+	if err := proto.Unmarshal(kv.Value, &pl); err != nil {
+		t.Fatal(err)
+	}
+	return &pl
+}
+
+// TestTieringStoreFaults: MinIO stopped for longer than local.retention.ms
+// stops nothing but uploads (produce and tail reads go on, no bookie copy
+// is deleted) and uploads catch up when it returns; an object corrupted
+// in the store is refused at read, loudly and counted, never served.
+func TestTieringStoreFaults(t *testing.T) {
+	skipShort(t)
+	c := startTierCluster(t)
+	cl := c.client(t)
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	createTopic(t, cl, "faults", 1, map[string]string{"segment.bytes": "65536", "local.retention.ms": "0"})
+	produceTimed(t, cl, "faults", "f", 0, 500, 1024, base)
+	before := tiered(t, cl, "faults")
+
+	c.minio.Stop()
+	produceTimed(t, cl, "faults", "f", 500, 500, 1024, base) // produce goes on
+	metrics := "http://" + c.brokers[0].AdminAddr + "/metrics"
+	eventually(t, 30*time.Second, "uploads to fail while the store is down", func() error {
+		if n, err := metricValue(metrics, "strata_broker_tier_errors_total"); err != nil || n < 3 {
+			return fmt.Errorf("tier errors %v, %v", n, err)
+		}
+		return nil
+	})
+	d, err := cl.DescribeTopic(ctx, "faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Partitions[0]; p.TieredEndOffset != before || len(p.Ledgers) < 3 {
+		t.Fatalf("store down: tiered to %d (was %d), %d ledgers on the bookies; want nothing tiered or deleted", p.TieredEndOffset, before, len(p.Ledgers))
+	}
+	// Tail reads from the bookies go on.
+	cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	tp := client.TopicPartition{Topic: "faults", Partition: 0}
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cons.Assign(qctx, map[client.TopicPartition]client.Offset{tp: client.OffsetAt(before)}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := cons.Poll(qctx); err != nil || len(recs) == 0 || recs[0].Offset != before {
+		t.Fatalf("tail read while the store is down: %d records, %v", len(recs), err)
+	}
+
+	if err := c.minio.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hw := tiered(t, cl, "faults")
+	checkRecords(t, cl, "faults", "f", hw, base)
+
+	// Corrupt one object in place (a store that changed bytes behind our
+	// back), restart the broker so nothing is cached, and read it.
+	mc, err := c.minio.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := c.objects(t)[0]
+	obj, err := mc.GetObject(ctx, c.minio.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Close()
+	b := buf.Bytes()
+	b[100] ^= 0x40 // inside the first batch
+	if _, err := mc.PutObject(ctx, c.minio.Bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.brokers[0].Kill()
+	c.brokers[0].Restart(t)
+	if err := c.brokers[0].WaitReady(qctx); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if err := bad.Assign(qctx, map[client.TopicPartition]client.Offset{tp: client.OffsetAt(0)}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		recs, err := bad.Poll(qctx)
+		if err != nil {
+			if !strings.Contains(err.Error(), "corrupt") {
+				t.Fatalf("reading the corrupt object: %v, want a corruption error", err)
+			}
+			t.Logf("reading a corrupted object: %v", err)
+			break
+		}
+		if len(recs) > 0 {
+			t.Fatalf("records served from a corrupt object: first offset %d", recs[0].Offset)
+		}
+	}
+	if n, err := metricValue(metrics, "strata_broker_tier_read_errors_total"); err != nil || n < 1 {
+		t.Fatalf("read errors counted: %v, %v", n, err)
+	}
+}

@@ -1,0 +1,482 @@
+package tiering
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/strata-log/strata/tiering/objstore"
+	"github.com/strata-log/strata/tiering/segfile"
+)
+
+// SegmentRef is what a reader needs to know of a committed segment object
+// (all of it is recorded in metad when the segment is committed).
+type SegmentRef struct {
+	Key        string // object key
+	Size       int64  // object size in bytes
+	IndexPos   int64  // segfile trailer's index position (start of the tail)
+	BaseOffset int64
+	LastOffset int64
+}
+
+// validate catches a ref no committed segment can have: a caller's bug,
+// not a property of the object.
+func (s SegmentRef) validate() error {
+	if err := objstore.ValidateKey(s.Key); err != nil {
+		return fmt.Errorf("tiering: invalid segment ref: %w", err)
+	}
+	switch {
+	case s.Size <= 0:
+		return fmt.Errorf("tiering: invalid segment ref %s: size %d", s.Key, s.Size)
+	case s.BaseOffset < 0 || s.LastOffset < s.BaseOffset:
+		return fmt.Errorf("tiering: invalid segment ref %s: offsets [%d, %d]", s.Key, s.BaseOffset, s.LastOffset)
+	}
+	return nil
+}
+
+// Defaults of ReaderConfig.
+const (
+	DefaultChunkBytes       = 4 << 20
+	DefaultCacheBytes       = 256 << 20
+	DefaultTailCacheEntries = 1024
+	DefaultReadAhead        = 2
+	DefaultRequestTimeout   = 30 * time.Second
+)
+
+const (
+	// Chunk size bounds: below 4 KiB a GET costs more in requests than it
+	// moves in bytes; above 1 GiB one chunk is one huge allocation.
+	minChunkBytes = 4 << 10
+	maxChunkBytes = 1 << 30
+	// maxReadAheadFlights bounds the read-ahead downloads in flight over
+	// all segments: enough for 8 sequential consumers at the default
+	// ReadAhead, while more would only take bandwidth from the reads
+	// consumers are waiting for.
+	maxReadAheadFlights = 16
+	// readStreams is how many sequential readers of one segment the
+	// read-ahead detector tells apart (consumer groups reading the same
+	// segment at different positions).
+	readStreams = 4
+)
+
+// ErrClosed is returned by a Reader after Close.
+var ErrClosed = errors.New("tiering: reader closed")
+
+// ReaderConfig configures a Reader. Zero fields take the defaults.
+type ReaderConfig struct {
+	ChunkBytes       int64         // aligned ranged GET size; default 4 MiB (a quarter of a smaller CacheBytes)
+	CacheBytes       int64         // bound of the in-memory chunk cache; default 256 MiB
+	TailCacheEntries int           // parsed tails kept (LRU); default 1024
+	ReadAhead        int           // chunks prefetched after a sequential read; default 2, negative: none
+	RequestTimeout   time.Duration // each GET; default 30s
+}
+
+func (c ReaderConfig) withDefaults() ReaderConfig {
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.ChunkBytes == 0 {
+		// A small cache still holds a few chunks (at least the minimum).
+		c.ChunkBytes = max(min(DefaultChunkBytes, c.CacheBytes/4), minChunkBytes)
+	}
+	if c.TailCacheEntries == 0 {
+		c.TailCacheEntries = DefaultTailCacheEntries
+	}
+	if c.ReadAhead == 0 {
+		c.ReadAhead = DefaultReadAhead
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	return c
+}
+
+// Validate reports the problems with c (after defaults).
+func (c ReaderConfig) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.ChunkBytes < minChunkBytes || c.ChunkBytes > maxChunkBytes {
+		errs = append(errs, fmt.Errorf("chunk size %d outside [%d, %d]", c.ChunkBytes, minChunkBytes, maxChunkBytes))
+	}
+	// A chunk that cannot fit would wait for room forever.
+	if c.CacheBytes < c.ChunkBytes {
+		errs = append(errs, fmt.Errorf("a cache of %d bytes cannot hold one %d-byte chunk", c.CacheBytes, c.ChunkBytes))
+	}
+	if c.TailCacheEntries < 0 {
+		errs = append(errs, fmt.Errorf("tail cache entries %d", c.TailCacheEntries))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("request timeout %v", c.RequestTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tiering: invalid reader config: %w", err)
+	}
+	return nil
+}
+
+func (c ReaderConfig) String() string {
+	c = c.withDefaults()
+	return fmt.Sprintf("chunk=%dB cache=%dB tails=%d readahead=%d timeout=%v",
+		c.ChunkBytes, c.CacheBytes, c.TailCacheEntries, max(c.ReadAhead, 0), c.RequestTimeout)
+}
+
+// Reader reads committed segment objects: fetches by offset and lookups
+// by time, through a cache of parsed tails and a cache of aligned object
+// chunks (see "Read path" in the package documentation). Every error is
+// an error (T10): a missing object wraps objstore.ErrNotFound, a
+// truncated or corrupt one matches segfile.ErrCorrupt, a call whose ctx
+// ended matches ctx.Err(). Safe for concurrent use. Close stops the
+// read-ahead and the downloads in flight and waits for them.
+type Reader struct {
+	store  objstore.Store
+	cfg    ReaderConfig
+	m      *Metrics
+	g      *group
+	chunks *chunkCache
+
+	mu struct {
+		sync.Mutex
+		tails map[tailKey]*segEntry
+		lru   list.List // entries whose tail is loaded, most recently used first
+	}
+}
+
+// tailKey names a tail by the whole ref it was checked against, so a ref
+// that disagrees with a cached one is checked afresh.
+type tailKey SegmentRef
+
+// segEntry is a tail cache entry: loading (elem nil, f running) or
+// loaded (elem in the LRU, f.val the tail), with the segment's read-ahead
+// state.
+type segEntry struct {
+	k tailKey
+	f *flight[*segfile.Tail]
+
+	// REQUIRES: Reader.mu held, for all below.
+	elem *list.Element
+	// streams holds the last chunk of recent reads (-1: none); next is
+	// the one a new stream replaces.
+	streams [readStreams]int64
+	next    int
+}
+
+// NewReader returns a Reader of store's segment objects; cfg gets its
+// defaults. It panics when cfg.Validate fails: configurations are
+// validated where they are loaded. m may be nil.
+func NewReader(store objstore.Store, cfg ReaderConfig, m *Metrics) *Reader {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	r := &Reader{store: store, cfg: cfg.withDefaults(), m: m, g: newGroup()}
+	r.chunks = newChunkCache(r.cfg.ChunkBytes, r.cfg.CacheBytes, maxReadAheadFlights, r.g, m, r.readObject)
+	r.mu.tails = make(map[tailKey]*segEntry)
+	return r
+}
+
+// Close stops read-ahead, cancels the downloads in flight and waits for
+// their goroutines. Calls after Close fail with ErrClosed. Idempotent.
+func (r *Reader) Close() error {
+	r.g.close()
+	return nil
+}
+
+// Fetch returns whole batches of seg, concatenated as stored: the batch
+// holding offset (or the first one after it, in a compacted segment's
+// hole) and those after it while the total stays within maxBytes, but at
+// least that first batch however large, as a Kafka fetch does; never
+// past the segment's data. It returns nil when offset is beyond
+// seg.LastOffset. Every batch returned passed its CRC-32C and offset
+// checks. The slice is the caller's.
+func (r *Reader) Fetch(ctx context.Context, seg SegmentRef, offset int64, maxBytes int) ([]byte, error) {
+	var out []byte
+	err := r.read(ctx, seg, true, func(t *segfile.Tail, rr segfile.RangeReader) (err error) {
+		out, err = t.ReadFetch(ctx, rr, offset, int64(max(maxBytes, 0)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tiering: fetch from %s at offset %d: %w", seg.Key, offset, err)
+	}
+	return out, nil
+}
+
+// OffsetForTime is Kafka ListOffsets by timestamp within seg: the first
+// record (by offset) whose timestamp is >= ts, and its timestamp; found
+// is false when the segment has none. The special timestamps of
+// ListOffsets (latest, earliest) are the caller's to resolve.
+func (r *Reader) OffsetForTime(ctx context.Context, seg SegmentRef, ts int64) (offset, timestampMs int64, found bool, err error) {
+	err = r.read(ctx, seg, false, func(t *segfile.Tail, rr segfile.RangeReader) (err error) {
+		offset, timestampMs, found, err = t.ReadOffsetForTime(ctx, rr, ts, seg.BaseOffset)
+		return err
+	})
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("tiering: time lookup in %s at %d: %w", seg.Key, ts, err)
+	}
+	return offset, timestampMs, found, nil
+}
+
+// read runs fn over seg's tail and a chunked reader of its object, and
+// counts a failure. Only fetches drive read-ahead: time lookups are
+// probes, not a consumer's sequence.
+func (r *Reader) read(ctx context.Context, seg SegmentRef, readAhead bool, fn func(*segfile.Tail, segfile.RangeReader) error) error {
+	err := r.doRead(ctx, seg, readAhead, fn)
+	if err != nil {
+		r.m.ReadErrors.Inc()
+	}
+	return err
+}
+
+func (r *Reader) doRead(ctx context.Context, seg SegmentRef, readAhead bool, fn func(*segfile.Tail, segfile.RangeReader) error) error {
+	if r.g.isClosed() {
+		return ErrClosed
+	}
+	if err := seg.validate(); err != nil {
+		return err
+	}
+	t, e, err := r.tail(ctx, seg)
+	if err != nil {
+		return err
+	}
+	sr := &segReader{r: r, seg: seg, e: e, lastDataChunk: (t.DataEnd() - 1) / r.cfg.ChunkBytes, readAhead: readAhead}
+	err = fn(t, sr)
+	if errors.Is(err, segfile.ErrCorrupt) {
+		r.chunks.invalidate(seg.Key, sr.touched)
+	}
+	return err
+}
+
+// tail returns seg's parsed tail, from the cache or by loading it (one
+// load per object however many readers want it at once).
+func (r *Reader) tail(ctx context.Context, seg SegmentRef) (*segfile.Tail, *segEntry, error) {
+	k := tailKey(seg)
+	r.mu.Lock()
+	e := r.mu.tails[k]
+	switch {
+	case e != nil && e.elem != nil:
+		r.mu.lru.MoveToFront(e.elem)
+		r.mu.Unlock()
+		return e.f.val, e, nil
+	case e == nil || !e.f.join():
+		e = &segEntry{k: k}
+		for i := range e.streams {
+			e.streams[i] = -1
+		}
+		load := func(ctx context.Context) (*segfile.Tail, error) { return r.loadTail(ctx, seg) }
+		f, ok := startFlight(r.g, 1, load, func(f *flight[*segfile.Tail]) { r.settleTail(e, f) })
+		if !ok {
+			r.mu.Unlock()
+			return nil, nil, ErrClosed
+		}
+		e.f = f
+		r.mu.tails[k] = e
+	}
+	r.mu.Unlock()
+	t, err := e.f.wait(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, e, nil
+}
+
+// loadTail reads seg's tail with one GET of [IndexPos, Size) (not through
+// the chunk cache: a tail is parsed once and cached parsed, while the
+// chunk holding it would cost a whole chunk's download) and checks it
+// against what metad recorded.
+func (r *Reader) loadTail(ctx context.Context, seg SegmentRef) (*segfile.Tail, error) {
+	t, err := segfile.ReadTail(ctx, objectReader{r, seg.Key}, seg.IndexPos, seg.Size)
+	if err != nil {
+		return nil, err
+	}
+	if f := t.Footer; f.GetBaseOffset() != seg.BaseOffset || f.GetLastOffset() != seg.LastOffset {
+		return nil, &segfile.CorruptError{Pos: t.Trailer.FooterPos, Section: "footer", Detail: fmt.Sprintf(
+			"offsets [%d, %d], metad records [%d, %d]", f.GetBaseOffset(), f.GetLastOffset(), seg.BaseOffset, seg.LastOffset)}
+	}
+	return t, nil
+}
+
+// settleTail caches a loaded tail, evicting the least recently used ones
+// beyond TailCacheEntries, or forgets a failed load so the next reader
+// tries again.
+func (r *Reader) settleTail(e *segEntry, f *flight[*segfile.Tail]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	current := r.mu.tails[e.k] == e
+	if f.err == nil && current {
+		e.elem = r.mu.lru.PushFront(e)
+		for r.mu.lru.Len() > r.cfg.TailCacheEntries {
+			old := r.mu.lru.Remove(r.mu.lru.Back()).(*segEntry)
+			old.elem = nil
+			delete(r.mu.tails, old.k)
+		}
+		return
+	}
+	if current {
+		delete(r.mu.tails, e.k)
+	}
+}
+
+// noteRead records a fetch that read chunks [first, last] of e's segment
+// and, when it continues a previous read (starts in or just after the
+// chunk where one ended), prefetches the ReadAhead chunks after it, up to
+// the end of the data.
+func (r *Reader) noteRead(e *segEntry, seg SegmentRef, first, last, lastDataChunk int64) {
+	if r.cfg.ReadAhead < 0 {
+		return
+	}
+	r.mu.Lock()
+	slot, sequential := e.next, false
+	for i, s := range e.streams {
+		if s >= 0 && s >= first-1 && s <= last {
+			slot, sequential = i, true
+			break
+		}
+	}
+	if !sequential {
+		e.next = (e.next + 1) % readStreams
+	}
+	e.streams[slot] = last
+	r.mu.Unlock()
+	if !sequential {
+		return
+	}
+	for i := last + 1; i <= min(last+int64(r.cfg.ReadAhead), lastDataChunk); i++ {
+		r.chunks.readAhead(seg.Key, i, r.chunkLen(seg, i))
+	}
+}
+
+// chunkLen is the size of chunk idx of seg's object: ChunkBytes, but the
+// last chunk is shorter.
+func (r *Reader) chunkLen(seg SegmentRef, idx int64) int64 {
+	return min(r.cfg.ChunkBytes, seg.Size-idx*r.cfg.ChunkBytes)
+}
+
+// segReader is a segfile.RangeReader over a segment's object through the
+// chunk cache. One serves one call (it records the chunks it read).
+type segReader struct {
+	r             *Reader
+	seg           SegmentRef
+	e             *segEntry
+	lastDataChunk int64
+	readAhead     bool
+	touched       []int64 // chunks read, dropped from the cache if the read proves corrupt
+}
+
+// ReadAt returns exactly [off, off+n) of the object, assembled from the
+// chunks that hold it; their downloads run in parallel.
+func (s *segReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > s.seg.Size {
+		return nil, &segfile.CorruptError{Pos: off, Section: "object", Detail: fmt.Sprintf(
+			"read of [%d, %d) outside the %d bytes metad records", off, off+n, s.seg.Size)}
+	}
+	if n == 0 {
+		return []byte{}, nil
+	}
+	cb := s.r.cfg.ChunkBytes
+	first, last := off/cb, (off+n-1)/cb
+	tickets := make([]ticket, 0, last-first+1)
+	defer func() {
+		for _, t := range tickets {
+			t.drop()
+		}
+	}()
+	for i := first; i <= last; i++ {
+		t, err := s.r.chunks.acquire(ctx, s.seg.Key, i, s.r.chunkLen(s.seg, i))
+		if err != nil {
+			return nil, err
+		}
+		tickets = append(tickets, t)
+	}
+	out := make([]byte, n)
+	for len(tickets) > 0 {
+		t := tickets[0]
+		tickets = tickets[1:] // waited for: not dropped
+		data, err := t.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		start := t.key.idx * cb
+		if int64(len(data)) != s.r.chunkLen(s.seg, t.key.idx) {
+			return nil, fmt.Errorf("tiering: chunk %d of %s holds %d bytes", t.key.idx, s.seg.Key, len(data))
+		}
+		lo, hi := max(off, start), min(off+n, start+int64(len(data)))
+		copy(out[lo-off:hi-off], data[lo-start:hi-start])
+		s.touched = append(s.touched, t.key.idx)
+	}
+	if s.readAhead {
+		s.r.noteRead(s.e, s.seg, first, last, s.lastDataChunk)
+	}
+	return out, nil
+}
+
+// objectReader is a segfile.RangeReader doing one GET per read, for
+// tails.
+type objectReader struct {
+	r   *Reader
+	key string
+}
+
+func (o objectReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
+	return o.r.readObject(ctx, o.key, off, n)
+}
+
+// readObject is one ranged GET of exactly [off, off+n) of key, bounded by
+// RequestTimeout. An object shorter than metad records answers a range
+// past its end with ErrInvalidRange, or a body that ends cleanly but
+// short: both are a truncated object, so they become corruption (T10),
+// never a short read. A body the store reports cut short is a network
+// failure and stays transient.
+func (r *Reader) readObject(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	r.m.RemoteReads.Inc()
+	defer func() { r.m.RemoteReadDuration.Observe(time.Since(start).Seconds()) }()
+	body, err := r.store.GetRange(ctx, key, off, n)
+	if errors.Is(err, objstore.ErrInvalidRange) {
+		return nil, truncated(key, off, n, 0, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	buf := make([]byte, n)
+	got, err := io.ReadFull(body, buf)
+	r.m.RemoteReadBytes.Add(float64(got))
+	switch {
+	case err == nil:
+		return buf, nil
+	case errors.Is(err, io.ErrUnexpectedEOF) && objstore.Classified(err):
+		return nil, &cutError{err}
+	case objstore.Classified(err):
+		return nil, err
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, truncated(key, off, n, int64(got), nil)
+	}
+	return nil, fmt.Errorf("tiering: reading %s [%d, %d): %w", key, off, off+n, err)
+}
+
+// truncated is the error for an object that ended before the range
+// [off, off+n) did, after got bytes.
+func truncated(key string, off, n, got int64, cause error) error {
+	detail := fmt.Sprintf("%s is shorter than metad records: [%d, %d) ended after %d bytes", key, off, off+n, got)
+	if cause != nil {
+		detail += " (" + cause.Error() + ")"
+	}
+	return &segfile.CorruptError{Pos: off + got, Section: "object", Detail: detail, Err: io.ErrUnexpectedEOF}
+}
+
+// cutError is a body the store reported cut short (ErrTransient wrapping
+// io.ErrUnexpectedEOF): a dropped connection, worth a retry. segfile
+// takes io.ErrUnexpectedEOF for a truncated object, so the cause is kept
+// in the message but hidden from errors.Is behind the class: a flaky
+// network must not read as a corrupt segment.
+type cutError struct{ err error }
+
+func (e *cutError) Error() string { return e.err.Error() }
+func (e *cutError) Unwrap() error { return objstore.ErrTransient }
