@@ -73,6 +73,9 @@ type Config struct {
 	// the object read cache.
 	TierUploads    int   `mapstructure:"tier-uploads"`
 	TierCacheBytes int64 `mapstructure:"tier-cache-bytes"`
+	// TierCookieCheckInterval: how long a confirmed bucket identity (the
+	// bucket cookie) is trusted before a deletion checks it again.
+	TierCookieCheckInterval time.Duration `mapstructure:"tier-cookie-check-interval"`
 
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
@@ -81,30 +84,31 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:                 "127.0.0.1:9092",
-		AdminListen:            "127.0.0.1:9192",
-		Metad:                  "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
-		SessionTTL:             5 * time.Second,
-		TailCacheBytes:         256 << 20,
-		IdleRoll:               10 * time.Minute,
-		ProduceTimeout:         30 * time.Second,
-		MaxFetchWait:           30 * time.Second,
-		OffsetsPartitions:      16,
-		GroupSessionTimeout:    45 * time.Second,
-		OffsetsRetention:       7 * 24 * time.Hour,
-		DrainTimeout:           30 * time.Second,
-		LagInterval:            15 * time.Second,
-		OrphanLedgerGrace:      time.Hour,
-		OrphanLedgerInterval:   5 * time.Minute,
-		RetentionCheckInterval: 30 * time.Second,
-		TierSegmentBytes:       256 << 20,
-		TierMaxDelay:           10 * time.Minute,
-		TierCheckInterval:      30 * time.Second,
-		TierOrphanGrace:        time.Hour,
-		TierUploads:            4,
-		TierCacheBytes:         256 << 20,
-		LogLevel:               "info",
-		LogFormat:              "text",
+		Listen:                  "127.0.0.1:9092",
+		AdminListen:             "127.0.0.1:9192",
+		Metad:                   "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+		SessionTTL:              5 * time.Second,
+		TailCacheBytes:          256 << 20,
+		IdleRoll:                10 * time.Minute,
+		ProduceTimeout:          30 * time.Second,
+		MaxFetchWait:            30 * time.Second,
+		OffsetsPartitions:       16,
+		GroupSessionTimeout:     45 * time.Second,
+		OffsetsRetention:        7 * 24 * time.Hour,
+		DrainTimeout:            30 * time.Second,
+		LagInterval:             15 * time.Second,
+		OrphanLedgerGrace:       time.Hour,
+		OrphanLedgerInterval:    5 * time.Minute,
+		RetentionCheckInterval:  30 * time.Second,
+		TierSegmentBytes:        256 << 20,
+		TierMaxDelay:            10 * time.Minute,
+		TierCheckInterval:       30 * time.Second,
+		TierOrphanGrace:         time.Hour,
+		TierUploads:             4,
+		TierCacheBytes:          256 << 20,
+		TierCookieCheckInterval: 30 * time.Second,
+		LogLevel:                "info",
+		LogFormat:               "text",
 	}
 }
 
@@ -151,7 +155,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--retention-check-interval must be at least 100ms"))
 	}
 	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
-		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 {
+		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 {
 		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-cache-bytes at least 1 MiB"))
 	}
 	if c.OffsetsRetention < time.Minute {

@@ -17,6 +17,9 @@ type metrics struct {
 	assignments prometheus.Counter
 	lag         *prometheus.GaugeVec
 	orphans     prometheus.Counter
+	// tierIdentityErrors: checks of the bucket cookie that failed (no
+	// deletion happens while they do).
+	tierIdentityErrors prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
@@ -76,7 +79,10 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		}
 		return float64(n)
 	})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, m.orphans, owned, under)
+	m.tierIdentityErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "strata_broker_tier_bucket_identity_errors_total",
+		Help: "Checks of the object store's bucket cookie that failed: deletions of local copies and orphan objects are stopped."})
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under)
 	return m
 }
 

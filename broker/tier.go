@@ -1,12 +1,15 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/metad/metaclient"
@@ -18,16 +21,27 @@ import (
 
 // tierClusterIDKey holds the id that prefixes this cluster's object keys,
 // so clusters can share a bucket and a re-created metad never mistakes
-// another cluster's objects for its own.
-const tierClusterIDKey = "/strata/tier/cluster-id"
+// another cluster's objects for its own. tierCookieKey holds the bucket
+// cookie as written to the store: once it exists, the store must hold the
+// same cookie (T9).
+const (
+	tierClusterIDKey = "/strata/tier/cluster-id"
+	tierCookieKey    = "/strata/tier/bucket-cookie"
+)
 
 // tierState is the broker's object-store tier (nil without --tier-store).
 type tierState struct {
 	store     objstore.Store
 	reader    *tiering.Reader
 	clusterID string
+	cookie    []byte
 	// uploads bounds concurrent uploads over all partitions.
 	uploads chan struct{}
+
+	mu struct {
+		sync.Mutex
+		checkedAt time.Time // the cookie last matched
+	}
 }
 
 // openTier opens --tier-store and learns (or makes) the cluster id.
@@ -44,12 +58,109 @@ func (b *Broker) openTier(ctx context.Context) error {
 		closeStore(store)
 		return err
 	}
-	b.tier = &tierState{
+	t := &tierState{
 		store: store, clusterID: id, uploads: make(chan struct{}, b.cfg.TierUploads),
 		reader: tiering.NewReader(store, tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes}, b.tierMetrics),
 	}
+	if err := b.ensureCookie(ctx, t); err != nil {
+		// Not fatal: the broker serves and reads; it deletes nothing
+		// until the identity is confirmed (canDestroy says why).
+		b.log.Error("tiered storage: the bucket's identity is not confirmed; no local copy or object will be deleted", "err", err)
+	}
+	b.tier = t
 	b.log.Info("tiered storage", "store", b.cfg.TierStore, "cluster_id", id)
 	return nil
+}
+
+// cookieObjectKey is the bucket cookie's key in the store.
+func (t *tierState) cookieObjectKey() string { return fmt.Sprintf("strata/%s/bucket.json", t.clusterID) }
+
+// ensureCookie makes sure the store holds this cluster's bucket cookie:
+// the first broker ever creates it in the store, then records it in metad
+// (both create-only); later, metad's copy is what the store must hold. A
+// store that lost it (wiped, or another bucket) is never given a new one
+// by a broker: an operator must look.
+func (b *Broker) ensureCookie(ctx context.Context, t *tierState) error {
+	kv, err := b.meta.Get(ctx, tierCookieKey)
+	switch {
+	case err == nil:
+		t.cookie = kv.Value
+	case errors.Is(err, metaclient.ErrNotFound):
+		cookie := fmt.Appendf(nil, `{"cluster_id":%q,"created_at_ms":%d}`, t.clusterID, time.Now().UnixMilli())
+		if err := t.store.PutIfAbsent(ctx, t.cookieObjectKey(), cookie); err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
+			return fmt.Errorf("writing the bucket cookie: %w", err)
+		}
+		stored, err := readObject(ctx, t.store, t.cookieObjectKey())
+		if err != nil {
+			return fmt.Errorf("reading the bucket cookie back: %w", err)
+		}
+		if _, err := b.meta.Put(ctx, tierCookieKey, stored, metaclient.WithExpectedVersion(0)); err != nil &&
+			!errors.Is(err, metaclient.ErrVersionConflict) {
+			return fmt.Errorf("recording the bucket cookie: %w", err)
+		}
+		if kv, err = b.meta.Get(ctx, tierCookieKey); err != nil {
+			return err
+		}
+		t.cookie = kv.Value
+	default:
+		return err
+	}
+	return t.checkCookie(ctx)
+}
+
+// checkCookie confirms the store holds the recorded cookie.
+func (t *tierState) checkCookie(ctx context.Context) error {
+	if t.cookie == nil {
+		return errors.New("tiered storage: no bucket cookie recorded in metad yet")
+	}
+	got, err := readObject(ctx, t.store, t.cookieObjectKey())
+	if err != nil {
+		return fmt.Errorf("tiered storage: the bucket cookie %s: %w (was the bucket wiped or swapped?)", t.cookieObjectKey(), err)
+	}
+	if !bytes.Equal(got, t.cookie) {
+		return fmt.Errorf("tiered storage: the bucket cookie %s is %q, metad recorded %q (another bucket?)", t.cookieObjectKey(), got, t.cookie)
+	}
+	t.mu.Lock()
+	t.mu.checkedAt = time.Now()
+	t.mu.Unlock()
+	return nil
+}
+
+// canDestroy is partlog.Tier.CanDestroy: nil when the bucket's identity
+// was confirmed within --tier-cookie-check-interval (checked again if
+// not).
+func (b *Broker) canDestroy(ctx context.Context) error {
+	t := b.tier
+	t.mu.Lock()
+	fresh := time.Since(t.mu.checkedAt) < b.cfg.TierCookieCheckInterval
+	t.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	if t.cookie == nil {
+		if err := b.ensureCookie(ctx, t); err != nil {
+			b.metrics.tierIdentityErrors.Inc()
+			return err
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := t.checkCookie(ctx); err != nil {
+		b.metrics.tierIdentityErrors.Inc()
+		b.log.Error("tiered storage: deletions stopped", "err", err)
+		return err
+	}
+	return nil
+}
+
+func readObject(ctx context.Context, s objstore.Store, key string) ([]byte, error) {
+	rc, err := s.GetRange(ctx, key, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // tierClusterID reads the cluster id from metad, creating it the first
@@ -97,7 +208,7 @@ func (b *Broker) partitionTier(rec *brokerpb.TopicRecord, partition int32) *part
 		Store: b.tier.store, Reader: tierReader{b.tier.reader},
 		KeyPrefix: fmt.Sprintf("%s%d/", b.tier.topicPrefix(rec.Id), partition), TopicID: rec.Id,
 		SegmentBytes: b.cfg.TierSegmentBytes, MaxDelay: b.cfg.TierMaxDelay, CheckInterval: b.cfg.TierCheckInterval,
-		OrphanGrace: b.cfg.TierOrphanGrace, Uploads: b.tier.uploads,
+		OrphanGrace: b.cfg.TierOrphanGrace, Uploads: b.tier.uploads, CanDestroy: b.canDestroy,
 	}
 }
 

@@ -40,12 +40,13 @@ func startTierCluster(t *testing.T) *tierCluster {
 	prefix := "tiertest"
 	url := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", m.Bucket, prefix, m.Endpoint)
 	c := startStrata(t, 1, "--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
-		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--idle-roll", "1s",
+		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-cookie-check-interval", "100ms", "--idle-roll", "1s",
 		"--retention-check-interval", "200ms", "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms")
 	return &tierCluster{strataCluster: c, minio: m, prefix: prefix}
 }
 
-// objects lists the keys in the cluster's prefix of the bucket.
+// objects lists the segment objects in the cluster's prefix of the bucket
+// (not the bucket cookie).
 func (c *tierCluster) objects(t *testing.T) []string {
 	t.Helper()
 	mc, err := c.minio.Client()
@@ -59,7 +60,9 @@ func (c *tierCluster) objects(t *testing.T) []string {
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}
-		keys = append(keys, o.Key)
+		if strings.HasSuffix(o.Key, ".seg") {
+			keys = append(keys, o.Key)
+		}
 	}
 	return keys
 }
@@ -478,4 +481,55 @@ func TestTieringStoreFaults(t *testing.T) {
 	if n, err := metricValue(metrics, "strata_broker_tier_read_errors_total"); err != nil || n < 1 {
 		t.Fatalf("read errors counted: %v, %v", n, err)
 	}
+
+	// The bucket is wiped: the bucket cookie is gone, so nothing more is
+	// deleted (local copies of what is uploaded next stay), and reads of
+	// the lost range fail clearly.
+	for o := range mc.ListObjects(ctx, c.minio.Bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		if err := mc.RemoveObject(ctx, c.minio.Bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceTimed(t, cl, "faults", "f", int(hw), 300, 1024, base)
+	eventually(t, 30*time.Second, "deletions to stop on a wiped bucket", func() error {
+		if n, err := metricValue(metrics, "strata_broker_tier_bucket_identity_errors_total"); err != nil || n < 1 {
+			return fmt.Errorf("identity errors %v, %v", n, err)
+		}
+		d, err := cl.DescribeTopic(ctx, "faults")
+		if err != nil {
+			return err
+		}
+		if p := d.Partitions[0]; p.TieredEndOffset <= hw {
+			return fmt.Errorf("the new records are not uploaded yet (tiered to %d)", p.TieredEndOffset)
+		}
+		return nil
+	})
+	d, err = cl.DescribeTopic(ctx, "faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept int
+	for _, l := range d.Partitions[0].Ledgers {
+		if l.Closed && l.LastOffset >= hw {
+			kept++
+		}
+	}
+	if kept == 0 {
+		t.Fatalf("local copies of records uploaded after the wipe were deleted: ledgers %v", d.Partitions[0].Ledgers)
+	}
+	lost, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lost.Close()
+	if err := lost.Assign(qctx, map[client.TopicPartition]client.Offset{tp: client.OffsetAt(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lost.Poll(qctx); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("reading a range whose object is gone: %v, want a not-found error", err)
+	}
+	t.Logf("bucket wiped: %d local ledgers kept, reads of the lost range fail", kept)
 }

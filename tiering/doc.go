@@ -25,9 +25,8 @@
 //     commits leaves an object only the orphan sweep sees (by age, under
 //     the partition's own prefix).
 //
-// To come: a durable garbage queue, the bucket cookie (T9 is not enforced
-// yet), compaction, repair, and topic recovery from the bucket. See
-// docs/tiering.md.
+// To come: a durable garbage queue, compaction, repair, and topic
+// recovery from the bucket. See docs/tiering.md.
 //
 // # Model
 //
@@ -87,9 +86,12 @@
 //     (segfile.ReadTail / segfile.Verify against the committed summary).
 //   - T9 Bucket identity. No destructive action (bookie ledger deletion,
 //     GC, sweep) runs unless the bucket cookie matched metad's within the
-//     last cookie check interval. NOT ENFORCED YET: there is no cookie; a
-//     wiped bucket makes reads fail loudly (T10) but does not stop local
-//     deletions.
+//     last cookie check interval. Built in the broker (broker/tier.go):
+//     the first broker writes the cookie to the store and records it in
+//     metad (both create-only); deletions of local copies and the orphan
+//     sweep ask for it first (partlog.Tier.CanDestroy), and a store that
+//     lost it is never given a new one. Retention's deletions go by policy
+//     and are not gated.
 //   - T10 Fail closed. A LIVE segment whose object is missing or corrupt
 //     yields an error to the fetch, never a silent skip (segfile reports
 //     segfile.ErrCorrupt and never takes a short read for the end of the

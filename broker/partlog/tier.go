@@ -49,6 +49,17 @@ type Tier struct {
 	// Uploads bounds concurrent uploads broker-wide (a semaphore shared
 	// by every Log; nil: unbounded).
 	Uploads chan struct{}
+	// RequestTimeout bounds every store call but an upload (list, delete,
+	// each read of the verification); UploadTimeout bounds one upload with
+	// its copy from the bookies. A store that hangs never holds a
+	// partition's tiering forever.
+	RequestTimeout time.Duration
+	UploadTimeout  time.Duration
+	// CanDestroy, when set, is asked before anything is deleted because of
+	// the store's state (local copies of tiered ledgers, orphan objects);
+	// false skips it this time (the bucket's identity could not be
+	// confirmed: T9).
+	CanDestroy func(context.Context) error
 }
 
 // TierReader reads committed segment objects.
@@ -66,6 +77,8 @@ const (
 	DefaultTierMaxDelay      = 10 * time.Minute
 	DefaultTierCheckInterval = 30 * time.Second
 	DefaultTierOrphanGrace   = time.Hour
+	DefaultTierRequest       = 30 * time.Second
+	DefaultTierUpload        = 10 * time.Minute
 )
 
 func (t *Tier) withDefaults() *Tier {
@@ -81,6 +94,12 @@ func (t *Tier) withDefaults() *Tier {
 	}
 	if c.OrphanGrace <= 0 {
 		c.OrphanGrace = DefaultTierOrphanGrace
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultTierRequest
+	}
+	if c.UploadTimeout <= 0 {
+		c.UploadTimeout = DefaultTierUpload
 	}
 	return &c
 }
@@ -245,13 +264,15 @@ func (l *Log) uploadOnce(ctx context.Context) (bool, error) {
 	start := time.Now()
 	base, last := run[0].FirstOffset, run[len(run)-1].LastOffset
 	key := fmt.Sprintf("%s%020d-%020d-%016x.seg", tier.KeyPrefix, base, last, rand.Uint64())
-	sum, err := l.writeObject(ctx, key, run)
+	uctx, cancel := context.WithTimeout(ctx, tier.UploadTimeout)
+	sum, err := l.writeObject(uctx, key, run)
+	cancel()
 	if err != nil {
 		l.deleteObjects(ctx, []string{key})
 		return false, fmt.Errorf("partlog: uploading offsets %d-%d: %w", base, last, err)
 	}
 	// Read it all back before anything depends on it (T8).
-	got, err := segfile.Verify(ctx, objectRange{tier.Store, key}, sum.Size)
+	got, err := segfile.Verify(ctx, objectRange{tier.Store, key, tier.RequestTimeout}, sum.Size)
 	if err != nil || got != sum {
 		l.deleteObjects(ctx, []string{key})
 		return false, fmt.Errorf("partlog: verifying %s: %w (read back %+v, wrote %+v)", key, err, got, sum)
@@ -402,6 +423,17 @@ func (l *Log) casUnderSem(ctx context.Context, change func(pl *brokerpb.Partitio
 // local retention allows: one CAS drops them from the list (the log start
 // does not move: the object serves those offsets), then the ledgers go.
 func (l *Log) deleteLocalCopies(ctx context.Context) error {
+	if tier := l.cfg.Tier; tier.CanDestroy != nil {
+		l.mu.Lock()
+		due := localDeletable(l.mu.pl, l.cfg.Now().UnixMilli(), l.mu.policy.LocalRetentionMs) > 0
+		l.mu.Unlock()
+		if !due {
+			return nil
+		}
+		if err := tier.CanDestroy(ctx); err != nil {
+			return fmt.Errorf("partlog: keeping local copies: %w", err)
+		}
+	}
 	var gone []*brokerpb.LedgerSegment
 	err := l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
 		l.mu.Lock()
@@ -434,6 +466,8 @@ func (l *Log) deleteObjects(ctx context.Context, keys []string) {
 	if l.cfg.Tier == nil || len(keys) == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Tier.RequestTimeout)
+	defer cancel()
 	failed, err := l.cfg.Tier.Store.Delete(ctx, keys)
 	if err != nil || len(failed) > 0 {
 		l.log.Warn("deleting objects failed; the orphan sweep retries", "objects", len(keys), "failed", len(failed), "err", err)
@@ -445,9 +479,16 @@ func (l *Log) deleteObjects(ctx context.Context, keys []string) {
 // (T1: the listing never decides what is readable, only what is garbage).
 func (l *Log) sweepOrphanObjects(ctx context.Context) error {
 	tier := l.cfg.Tier
+	if tier.CanDestroy != nil {
+		if err := tier.CanDestroy(ctx); err != nil {
+			return fmt.Errorf("partlog: orphan sweep skipped: %w", err)
+		}
+	}
 	var orphans []string
 	horizon := time.Now().Add(-tier.OrphanGrace)
-	err := tier.Store.List(ctx, tier.KeyPrefix, "", func(o objstore.ObjectInfo) bool {
+	lctx, cancel := context.WithTimeout(ctx, tier.RequestTimeout)
+	defer cancel()
+	err := tier.Store.List(lctx, tier.KeyPrefix, "", func(o objstore.ObjectInfo) bool {
 		if strings.HasSuffix(o.Key, ".seg") && o.LastModified.Before(horizon) {
 			orphans = append(orphans, o.Key)
 		}
@@ -492,13 +533,20 @@ func localStart(pl *brokerpb.PartitionLog, hw int64) int64 {
 	return hw
 }
 
-// objectRange reads byte ranges of one object (segfile.RangeReader).
+// objectRange reads byte ranges of one object (segfile.RangeReader), each
+// read bounded by timeout (0: ctx only).
 type objectRange struct {
-	store objstore.Store
-	key   string
+	store   objstore.Store
+	key     string
+	timeout time.Duration
 }
 
 func (o objectRange) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
 	rc, err := o.store.GetRange(ctx, o.key, off, n)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ import (
 type segfileReader struct{ store objstore.Store }
 
 func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error) {
-	rr := objectRange{r.store, t.ObjectKey}
+	rr := objectRange{r.store, t.ObjectKey, 0}
 	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, off
 }
 
 func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64) (int64, int64, bool, error) {
-	rr := objectRange{r.store, t.ObjectKey}
+	rr := objectRange{r.store, t.ObjectKey, 0}
 	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
 	if err != nil {
 		return 0, 0, false, err
