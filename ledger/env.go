@@ -62,6 +62,9 @@ type Env struct {
 	Bookies  BookieClient
 	Registry BookieRegistry
 	Logger   *slog.Logger
+	// Metrics counts what the protocol wants an operator to see (a stuck
+	// recovery); nil counts nothing.
+	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }

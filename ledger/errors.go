@@ -27,9 +27,11 @@ import "errors"
 //	                 metadata and must be recovered).
 //	Recover          ErrNoSuchLedger, ErrInvalid (malformed metadata, or a
 //	                 bookie rejected a recovery add as invalid),
-//	                 ErrMetadataConflict (the ledger went back to OPEN, which
-//	                 only a bug can do), or ctx's error (not enough bookies
-//	                 answered to decide: never a truncation).
+//	                 ErrEntryConflict (bookies hold different bytes for
+//	                 one entry), ErrMetadataConflict (the ledger went back
+//	                 to OPEN, which only a bug can do), or ctx's error (not
+//	                 enough bookies answered to decide, or an entry below
+//	                 the LAC that no bookie holds: never a truncation).
 //	ChooseEnsemble   ErrInvalid, ErrNotEnoughBookies.
 //
 // A MetadataStore returns ErrNoSuchLedger and ErrMetadataConflict.
@@ -57,4 +59,10 @@ var (
 	ErrWriterFailed = errors.New("ledger: writer failed")
 	// ErrInvalid: a malformed argument (options, metadata).
 	ErrInvalid = errors.New("ledger: invalid argument")
+	// ErrEntryConflict: a bookie answered ADD_ENTRY_CONFLICT to a recovery
+	// add: it holds other bytes for the entry than the copy recovery read
+	// elsewhere. Entries are immutable, so a copy was tampered with; the
+	// ledger is left IN_RECOVERY for an operator (R7 in
+	// recovery_machine.go). Not retryable.
+	ErrEntryConflict = errors.New("ledger: bookies hold different bytes for one entry")
 )

@@ -37,8 +37,11 @@ const (
 //     is returned, so concurrent recoveries converge on one answer.
 //
 // Errors: ErrNoSuchLedger; ErrInvalid (malformed metadata, or a bookie
-// rejected a recovery add as invalid); ctx's error when too few bookies
-// answer to decide (never a truncation: an error is never "absent").
+// rejected a recovery add as invalid); ErrEntryConflict (two bookies hold
+// different bytes for one entry, R7); ctx's error when too few bookies
+// answer to decide, or when an entry below the LAC cannot be read (never a
+// truncation: an error is never "absent"; the second case is logged and
+// counted, see prefixLength).
 //
 // length needs the size of every entry up to the last one, and entries do
 // not carry a cumulative length (BookKeeper's do, in their header), so
@@ -220,9 +223,20 @@ func runRecovery(ctx context.Context, env Env, m *recoveryMachine) error {
 // With E = Qw one stream per fragment usually does it; with striping a
 // bookie's stream stops at the first entry it does not hold and the next
 // member of the next entry's write set takes over.
+//
+// An entry below upTo that no member serves is retried until ctx ends: it
+// is acknowledged (below the LAC), so closing the ledger without it would
+// truncate acknowledged data. When every member explicitly answers that it
+// does not hold it, the LAC was inflated (a buggy or hostile WriteLAC
+// stored before bookies refused them, ledger/storage/doc.go H1) or data
+// was lost: recovery cannot finish by itself, so this is logged as a
+// warning naming the ledger and the entry and counted once in
+// strata_ledger_recoveries_stuck_total, and logged again every
+// stuckLogEvery attempts while it lasts.
 func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upTo int64) (int64, error) {
 	var total int64
 	errStop := errors.New("stop")
+	stuck := false // reported for this recovery
 	for i, f := range md.Fragments {
 		end := upTo - 1
 		if i+1 < len(md.Fragments) {
@@ -234,7 +248,8 @@ func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upT
 			// Any member of next's write set may serve it (it was
 			// acknowledged by Qa of them); one that cannot (error, or
 			// it does not hold next) hands over to the next member.
-			for _, b := range writeSet(f.Bookies, next, int(md.WriteQuorum)) {
+			ws := writeSet(f.Bookies, next, int(md.WriteQuorum))
+			for _, b := range ws {
 				_ = env.Bookies.ReadEntries(ctx, b, &bookiepb.ReadEntriesRequest{
 					LedgerId: md.Id, FirstEntryId: uint64(next), LastEntryId: uint64(end),
 				}, func(r *bookiepb.ReadEntryResponse) error {
@@ -255,12 +270,42 @@ func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upT
 				continue
 			}
 			attempt++
+			switch {
+			case !stuck && absentEverywhere(ctx, env, md.Id, ws, next):
+				stuck = true
+				env.Metrics.recoveryStuck()
+				logger(env).Warn("recovery cannot finish: an entry below the LAC is absent from every bookie of its "+
+					"write set (an inflated LAC, or lost data); retrying until cancelled",
+					"ledger", md.Id, "entry", next, "recovery_start", upTo, "bookies", ws)
+			case attempt%stuckLogEvery == 0:
+				logger(env).Warn("recovery still cannot read an entry below the LAC; retrying",
+					"ledger", md.Id, "entry", next, "recovery_start", upTo, "bookies", ws, "attempts", attempt,
+					"absent_everywhere", stuck)
+			}
 			if err := sleepReal(ctx, attempt); err != nil {
 				return 0, fmt.Errorf("entry %d unreadable: %w", next, err)
 			}
 		}
 	}
 	return total, nil
+}
+
+// stuckLogEvery is how many failed attempts (about a second each, at the
+// longest backoff) pass between two warnings about an entry recovery
+// cannot read.
+const stuckLogEvery = 30
+
+// absentEverywhere reports whether every bookie in ws explicitly answers
+// that it does not hold the entry. An error or a timeout is not "absent"
+// (DESIGN.md §3), so any of them makes it false.
+func absentEverywhere(ctx context.Context, env Env, ledgerID uint64, ws []string, entry int64) bool {
+	for _, b := range ws {
+		resp, err := env.Bookies.ReadEntry(ctx, b, &bookiepb.ReadEntryRequest{LedgerId: ledgerID, EntryId: uint64(entry)})
+		if err != nil || resp.GetStatus() != bookiepb.ReadStatus_READ_NO_ENTRY {
+			return false
+		}
+	}
+	return len(ws) > 0
 }
 
 // sleepReal waits the backoff for attempt (1, 2, ...) or until ctx ends.

@@ -33,7 +33,13 @@ import (
 //   - R4 Reading starts at max(max fenced LAC + 1, first entry of the last
 //     fragment): LACs are acknowledged entries, and the writer starts a
 //     fragment at LAC+1, so everything below the last fragment is
-//     acknowledged and stays as it is.
+//     acknowledged and stays as it is. A fenced bookie's LAC counts only up
+//     to the last entry it reports holding: starting lower is always safe
+//     (entries found are rewritten with the bytes they have), while a LAC
+//     above every entry a bookie holds can only be a buggy or hostile
+//     WriteLAC (bookies refuse them now, H1 in ledger/storage/doc.go, but
+//     one stored before that rule would make recovery look for entries
+//     nobody has).
 //   - R5 Every entry found is rewritten to its whole write set with
 //     recovery adds (allowed on fenced bookies) and counts once Qa members
 //     answered ADD_OK, like a normal acknowledgement. Recovery does not
@@ -41,6 +47,12 @@ import (
 //     it waits (and retries) until ctx ends.
 //   - R6 The ledger ends just before the first absent entry; entries read
 //     ahead beyond it are ignored.
+//   - R7 A member answering ADD_ENTRY_CONFLICT holds other bytes for an
+//     entry another member served. Entries are immutable and have one
+//     writer, so one of the copies was tampered with (or a bug wrote it);
+//     recovery cannot tell which, and closing the ledger would make the
+//     disagreement permanent, so it stops with ErrEntryConflict naming the
+//     ledger, the entry and the bookie.
 type recoveryMachine struct {
 	ledgerID    uint64
 	ensemble    []string
@@ -169,7 +181,7 @@ func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, e
 		return []recoveryOp{{kind: opFence, bookie: bookie, attempt: attempt + 1}}
 	}
 	m.fenced[bookie] = true
-	m.maxLAC = max(m.maxLAC, resp.Lac)
+	m.maxLAC = max(m.maxLAC, min(resp.Lac, resp.LastEntryId)) // R4
 	if !m.fencedEveryWriteSet() {
 		return nil
 	}
@@ -289,6 +301,10 @@ func (m *recoveryMachine) onAdd(bookie string, entryID int64, resp *bookiepb.Add
 	case bookiepb.AddStatus_ADD_INVALID:
 		m.err = fmt.Errorf("%w: ledger %d: bookie %s rejected the recovery add of entry %d: %s",
 			ErrInvalid, m.ledgerID, bookie, entryID, resp.GetMessage())
+		return nil
+	case bookiepb.AddStatus_ADD_ENTRY_CONFLICT: // R7
+		m.err = fmt.Errorf("%w: ledger %d entry %d: bookie %s holds other bytes than recovery read: %s",
+			ErrEntryConflict, m.ledgerID, entryID, bookie, resp.GetMessage())
 		return nil
 	}
 	w.attempts[bookie]++

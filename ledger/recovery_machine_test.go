@@ -58,7 +58,7 @@ func (d *smDriver) fence(bookie string, lac int64, err error) {
 	op := d.take("fence", bookie, 0)
 	var resp *bookiepb.FenceResponse
 	if err == nil {
-		resp = &bookiepb.FenceResponse{Lac: lac}
+		resp = &bookiepb.FenceResponse{Lac: lac, LastEntryId: lac}
 	}
 	d.ops = append(d.ops, d.r.OnFence(op, resp, err)...)
 }
@@ -80,15 +80,26 @@ func (d *smDriver) read(bookie string, entry int64, answer string) {
 	d.ops = append(d.ops, d.r.OnRead(op, resp, err)...)
 }
 
-// add answers a recovery add: "ok" or "err".
+// fenceHolding answers a fence from a bookie that reports a LAC and the
+// last entry it holds.
+func (d *smDriver) fenceHolding(bookie string, lac, last int64) {
+	d.t.Helper()
+	op := d.take("fence", bookie, 0)
+	d.ops = append(d.ops, d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last}, nil)...)
+}
+
+// add answers a recovery add: "ok", "conflict" or "err".
 func (d *smDriver) add(bookie string, entry int64, answer string) {
 	d.t.Helper()
 	op := d.take("recovery-add", bookie, entry)
 	var resp *bookiepb.AddResponse
 	var err error
-	if answer == "ok" {
+	switch answer {
+	case "ok":
 		resp = &bookiepb.AddResponse{EntryId: uint64(entry)}
-	} else {
+	case "conflict":
+		resp = &bookiepb.AddResponse{EntryId: uint64(entry), Status: bookiepb.AddStatus_ADD_ENTRY_CONFLICT}
+	default:
 		err = errors.New("timeout")
 	}
 	d.ops = append(d.ops, d.r.OnAdd(op, resp, err)...)
@@ -204,6 +215,45 @@ func TestRecoveryMachine(t *testing.T) {
 		d.wantNotDone()
 		d.read(b2, 0, "no")
 		d.wantDone(-1)
+	})
+	t.Run("a LAC counts only up to the entries its bookie holds (R4)", func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			lac, last [3]int64 // per bookie
+			start     int64
+		}{
+			{"honest", [3]int64{4, 3, 4}, [3]int64{5, 5, 4}, 5},
+			{"one inflated explicit LAC", [3]int64{1_000_000_000, 3, 4}, [3]int64{5, 5, 5}, 6},
+			{"inflated on a bookie holding nothing", [3]int64{1 << 40, -1, -1}, [3]int64{-1, -1, -1}, 0},
+			{"a lagging bookie lowers nothing", [3]int64{7, 2, 7}, [3]int64{8, 3, 8}, 8},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+				for i, b := range []string{b0, b1, b2} {
+					d.fenceHolding(b, tc.lac[i], tc.last[i])
+				}
+				if !d.has("read", b0, tc.start) || d.has("read", b0, tc.start-1) {
+					t.Fatalf("reads should start at %d: %s", tc.start, d.pending())
+				}
+			})
+		}
+	})
+	t.Run("a conflicting copy stops recovery (R7)", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fence(b0, -1, nil)
+		d.fence(b1, -1, nil)
+		d.read(b0, 0, "ok")
+		d.add(b0, 0, "ok")
+		d.add(b1, 0, "conflict")
+		if !d.r.Done() {
+			t.Fatalf("not done after a conflict; pending: %s", d.pending())
+		}
+		if _, _, _, err := d.r.Result(); !errors.Is(err, ledger.ErrEntryConflict) || !strings.Contains(err.Error(), b1) {
+			t.Fatalf("result error %v, want ErrEntryConflict naming %s", err, b1)
+		}
+		if d.has("recovery-add", b1, 0) {
+			t.Fatalf("a conflict is not retried: %s", d.pending())
+		}
 	})
 	t.Run("starts at the last fragment", func(t *testing.T) {
 		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3), &ledgerpb.Fragment{FirstEntryId: 10, Bookies: []string{b0, b3, b2}})

@@ -497,7 +497,13 @@ func (w *Writer) handleAddLocked(e *entry, bookie string, resp *bookiepb.AddResp
 		// Entry ids are dense: an entry no bookie accepts cannot be skipped.
 		w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s rejected entry %d: %w: %s",
 			ErrWriterFailed, w.id, bookie, e.id, ErrInvalid, msg))
-	default: // transport error, timeout, ADD_FAILED, ADD_READ_ONLY
+	default: // transport error, timeout, ADD_FAILED, ADD_READ_ONLY, ADD_ENTRY_CONFLICT
+		// ADD_ENTRY_CONFLICT: the bookie holds other bytes for this entry
+		// of our own ledger: someone else wrote into it first. Replacing
+		// the bookie keeps later entries off it; the foreign copy of this
+		// entry stays in its write set if the entry is acknowledged before
+		// the change (readers cannot tell copies apart without per-entry
+		// digests: docs/security.md).
 		w.log.Warn("add failed; replacing the bookie", "bookie", bookie, "entry", e.id, "status", status, "err", msg)
 		w.bookieFailedLocked(bookie)
 	}

@@ -45,6 +45,20 @@ type Config struct {
 	SnapshotThreshold uint64 `mapstructure:"snapshot-threshold"`
 	// HistoryRevisions is how many recent revisions watches can resume from.
 	HistoryRevisions int `mapstructure:"history-revisions"`
+	// HistoryBytes bounds the key and value bytes of that history (the
+	// newest revision always stays): every member keeps it in memory.
+	HistoryBytes int64 `mapstructure:"history-bytes"`
+	// MaxTxnOps caps the compares, and separately the ops, of one
+	// transaction.
+	MaxTxnOps int `mapstructure:"max-txn-ops"`
+	// QuotaKeys, QuotaBytes and QuotaLeases bound the live keys, their key
+	// and value bytes, and the granted leases: writes that would grow past
+	// them fail with RESOURCE_EXHAUSTED. The leader stamps its values on
+	// each command it proposes (kv rule L1), so members may differ safely;
+	// the leader's values apply.
+	QuotaKeys   int64 `mapstructure:"quota-keys"`
+	QuotaBytes  int64 `mapstructure:"quota-bytes"`
+	QuotaLeases int64 `mapstructure:"quota-leases"`
 	// NoSync turns off fsync of the Raft log: benchmarks of CPU only, never
 	// production.
 	NoSync bool `mapstructure:"no-sync"`
@@ -64,6 +78,11 @@ func DefaultConfig() Config {
 		RequestTimeout:    5 * time.Second,
 		SnapshotThreshold: 8192,
 		HistoryRevisions:  10000,
+		HistoryBytes:      64 << 20,
+		MaxTxnOps:         128,
+		QuotaKeys:         1_000_000,
+		QuotaBytes:        512 << 20,
+		QuotaLeases:       100_000,
 		LogLevel:          "info",
 		LogFormat:         "text",
 	}
@@ -120,6 +139,15 @@ func (c Config) Validate() error {
 	if c.HistoryRevisions < 1 {
 		errs = append(errs, errors.New("--history-revisions must be at least 1"))
 	}
+	if c.HistoryBytes < 1 {
+		errs = append(errs, errors.New("--history-bytes must be at least 1"))
+	}
+	if c.MaxTxnOps < 1 {
+		errs = append(errs, errors.New("--max-txn-ops must be at least 1"))
+	}
+	if c.QuotaKeys < 1 || c.QuotaBytes < 1 || c.QuotaLeases < 1 {
+		errs = append(errs, errors.New("--quota-keys, --quota-bytes and --quota-leases must be at least 1"))
+	}
 	if c.SnapshotThreshold < 1 {
 		errs = append(errs, errors.New("--snapshot-threshold must be at least 1"))
 	}
@@ -135,8 +163,10 @@ func (c Config) AdvertiseAddress() string {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s data-dir=%s listen=%s raft-listen=%s admin-listen=%s peers=%s join=%t heartbeat=%s election=%s",
-		c.ID, c.DataDir, c.Listen, c.RaftListen, c.AdminListen, c.Peers, c.Join, c.HeartbeatTimeout, c.ElectionTimeout)
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s raft-listen=%s admin-listen=%s peers=%s join=%t heartbeat=%s election=%s "+
+		"history-revisions=%d history-bytes=%d max-txn-ops=%d quota-keys=%d quota-bytes=%d quota-leases=%d",
+		c.ID, c.DataDir, c.Listen, c.RaftListen, c.AdminListen, c.Peers, c.Join, c.HeartbeatTimeout, c.ElectionTimeout,
+		c.HistoryRevisions, c.HistoryBytes, c.MaxTxnOps, c.QuotaKeys, c.QuotaBytes, c.QuotaLeases)
 }
 
 // ParsePeers parses "id=addr,id=addr". An empty string gives no peers.

@@ -32,7 +32,18 @@ var (
 	ErrVersionConflict = errors.New("metad: version conflict")
 	// ErrShutdown: the member is stopping.
 	ErrShutdown = errors.New("metad: shutting down")
+	// ErrBusy: the leader had too many bytes of writes in flight for the
+	// request's deadline. The write was not proposed; retry.
+	ErrBusy = errors.New("metad: busy: the write was not proposed")
+	// errTooManyOps: a transaction has more compares or ops than
+	// Config.MaxTxnOps (INVALID_ARGUMENT).
+	errTooManyOps = errors.New("metad: too many operations in one transaction")
 )
+
+// ReasonQuotaExceeded is the ErrorInfo reason of a write refused by a
+// quota (kv.ErrQuotaExceeded, code RESOURCE_EXHAUSTED). It belongs with
+// the other reasons in internal/rpcerror; metaclient matches it.
+const ReasonQuotaExceeded = "QUOTA_EXCEEDED"
 
 // notLeaderError is ErrNotLeader with the leader's client address.
 type notLeaderError struct{ leader string }
@@ -91,8 +102,13 @@ func toStatus(err error) error {
 		return rpcerror.Error(codes.FailedPrecondition, info(rpcerror.ReasonVersionConflict, false), err.Error())
 	case errors.Is(err, kv.ErrLeaseNotFound):
 		return rpcerror.Error(codes.NotFound, info(rpcerror.ReasonNotFound, false), err.Error())
+	case errors.Is(err, kv.ErrQuotaExceeded):
+		// Not retryable as is: only deletes (or a higher quota) make room.
+		return rpcerror.Error(codes.ResourceExhausted, info(ReasonQuotaExceeded, false), err.Error())
+	case errors.Is(err, ErrBusy):
+		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonUnavailable, true), err.Error())
 	case errors.Is(err, kv.ErrInvalidKey), errors.Is(err, kv.ErrValueTooLarge), errors.Is(err, kv.ErrInvalidCommand),
-		errors.Is(err, errInvalidArgument):
+		errors.Is(err, errInvalidArgument), errors.Is(err, errTooManyOps):
 		return rpcerror.Error(codes.InvalidArgument, info(rpcerror.ReasonInvalid, false), err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return rpcerror.FromContext(err)

@@ -62,7 +62,11 @@ func newMetrics(s *Server) *metrics {
 	})
 	gauge("strata_metad_revision", "Store revision.", func() float64 { return float64(s.store.Revision()) })
 	gauge("strata_metad_keys", "Keys in the store.", func() float64 { return float64(s.store.KeyCount()) })
-	gauge("strata_metad_leases", "Live leases.", func() float64 { return float64(len(s.store.Leases())) })
+	gauge("strata_metad_leases", "Live leases.", func() float64 { return float64(s.store.LeaseCount()) })
+	gauge("strata_metad_data_bytes", "Bytes of live keys and values (what --quota-bytes bounds).",
+		func() float64 { return float64(s.store.DataBytes()) })
+	gauge("strata_metad_history_bytes", "Bytes the watch history holds (what --history-bytes bounds).",
+		func() float64 { return float64(s.store.HistoryBytes()) })
 	return m
 }
 

@@ -34,6 +34,10 @@ type Server struct {
 	trans   *raft.NetworkTransport
 	metrics *metrics
 	peers   *peerConns
+	// proposals bounds the bytes of commands proposed and not yet applied
+	// on this member (leader), so a flood of large writes waits instead of
+	// queueing in raft without limit.
+	proposals *byteBudget
 
 	// leaderReady is true while this member is leader and has applied every
 	// entry committed before it became leader (its barrier completed).
@@ -65,12 +69,13 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Server, err
 	}
 	log = log.With("component", "metad", "member", cfg.ID)
 	s := &Server{
-		cfg:      cfg,
-		log:      log,
-		store:    kv.New(kv.Options{HistoryRevisions: cfg.HistoryRevisions}),
-		leaderCh: make(chan bool, 16),
-		closing:  make(chan struct{}),
-		peers:    newPeerConns(),
+		cfg:       cfg,
+		log:       log,
+		store:     kv.New(kv.Options{HistoryRevisions: cfg.HistoryRevisions, HistoryBytes: cfg.HistoryBytes}),
+		leaderCh:  make(chan bool, 16),
+		closing:   make(chan struct{}),
+		peers:     newPeerConns(),
+		proposals: newByteBudget(maxProposalBytes),
 	}
 	var err error
 	if s.logs, err = raftstore.Open(filepath.Join(cfg.DataDir, "raft"), raftstore.Options{NoSync: cfg.NoSync, Logger: log}); err != nil {
@@ -116,11 +121,9 @@ func (s *Server) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("metad: raft transport on %s: %w", cfg.RaftListen, err)
 	}
-	logCache, err := raft.NewLogCache(1024, s.logs)
-	if err != nil {
-		trans.Close()
-		return err
-	}
+	// Recent entries stay in memory for replication, but only small ones:
+	// raft.LogCache pinned its 1024 last entries whatever their size.
+	logCache := raftstore.NewLogCache(s.logs, logCacheSlots, logCacheMaxEntryBytes)
 	existing, err := raft.HasExistingState(logCache, s.logs, snaps)
 	if err != nil {
 		trans.Close()
@@ -146,6 +149,24 @@ func (s *Server) startRaft() error {
 		s.log.Info("bootstrapped cluster", "peers", cfg.Peers)
 	}
 	return nil
+}
+
+// Memory bounds of the Raft plumbing (review finding H5): with values up
+// to 1 MiB, counts alone let a client pin gigabytes on every member.
+const (
+	// logCacheSlots and logCacheMaxEntryBytes bound the in-memory log
+	// cache to 16 MiB of command data.
+	logCacheSlots         = 1024
+	logCacheMaxEntryBytes = 16 << 10
+	// maxProposalBytes bounds the command bytes proposed and not yet
+	// applied; one command larger than that is let in alone.
+	maxProposalBytes = 32 << 20
+)
+
+// limits are the quotas the leader stamps on the commands it proposes
+// (kv rule L1).
+func (s *Server) limits() *metadpb.Limits {
+	return &metadpb.Limits{MaxKeys: s.cfg.QuotaKeys, MaxDataBytes: s.cfg.QuotaBytes, MaxLeases: s.cfg.QuotaLeases}
 }
 
 // goLoop runs fn in a goroutine that Close waits for.
@@ -275,14 +296,8 @@ func (s *Server) expireLeases(now time.Time) {
 
 // keepAlive restarts a lease's clock on the leader.
 func (s *Server) keepAlive(id int64) (time.Duration, error) {
-	var lease *metadpb.Lease
-	for _, l := range s.store.Leases() {
-		if l.Id == id {
-			lease = l
-			break
-		}
-	}
-	if lease == nil {
+	lease, ok := s.store.Lease(id) // a map lookup: keep-alives are frequent
+	if !ok {
 		return 0, fmt.Errorf("%w: %d", kv.ErrLeaseNotFound, id)
 	}
 	s.mu.Lock()
@@ -341,6 +356,10 @@ func (s *Server) propose(ctx context.Context, cmd *metadpb.Command) (proto.Messa
 	if err != nil {
 		return nil, fmt.Errorf("metad: encode command: %w", err)
 	}
+	if err := s.proposals.acquire(ctx, int64(len(data))); err != nil {
+		return nil, fmt.Errorf("%w: %d bytes of writes in flight", ErrBusy, maxProposalBytes)
+	}
+	defer s.proposals.release(int64(len(data)))
 	start := time.Now()
 	future := s.raft.Apply(data, time.Until(deadline(ctx, s.cfg.RequestTimeout)))
 	done := make(chan error, 1)

@@ -2,13 +2,17 @@ package metad
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
@@ -68,14 +72,19 @@ func (v *service) List(ctx context.Context, req *metadpb.ListRequest) (*metadpb.
 	return resp, toStatus(err)
 }
 
-// txn proposes a transaction on the leader, forwarding when needed.
+// txn proposes a transaction on the leader, forwarding when needed, with
+// the leader's quotas stamped on the command.
 func (v *service) txn(ctx context.Context, req *metadpb.TxnRequest) (*metadpb.TxnResponse, error) {
+	if n := max(len(req.GetCompares()), len(req.GetOps())); n > v.s.cfg.MaxTxnOps {
+		return nil, fmt.Errorf("%w: %d compares and %d ops, at most %d of each",
+			errTooManyOps, len(req.GetCompares()), len(req.GetOps()), v.s.cfg.MaxTxnOps)
+	}
 	return forwardOr(ctx, v.s,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.TxnResponse, error) {
 			return c.Txn(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.TxnResponse, error) {
-			msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_Txn{Txn: req}})
+			msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_Txn{Txn: req}, Limits: v.s.limits()})
 			if err != nil {
 				return nil, err
 			}
@@ -203,22 +212,46 @@ func (v *service) LeaseGrant(ctx context.Context, req *metadpb.LeaseGrantRequest
 			return c.LeaseGrant(ctx, req, opts...)
 		},
 		func(ctx context.Context) (*metadpb.LeaseGrantResponse, error) {
-			msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_LeaseGrant{
-				LeaseGrant: &metadpb.LeaseGrantCommand{TtlMs: req.TtlMs},
-			}})
-			if err != nil {
-				return nil, err
+			// A random id, written in the command: unpredictable, yet every
+			// replica and every replay grants the same one. An id that
+			// exists already is refused by every replica alike (nothing
+			// applied), and another is drawn.
+			for attempt := 1; ; attempt++ {
+				msg, err := v.s.propose(ctx, &metadpb.Command{Command: &metadpb.Command_LeaseGrant{
+					LeaseGrant: &metadpb.LeaseGrantCommand{Id: randomLeaseID(), TtlMs: req.TtlMs},
+				}, Limits: v.s.limits()})
+				if errors.Is(err, kv.ErrInvalidCommand) && attempt < maxLeaseIDDraws {
+					continue // the TTL was checked above: the id was taken
+				}
+				if err != nil {
+					return nil, err
+				}
+				resp, _ := msg.(*metadpb.LeaseGrantResponse)
+				if resp == nil {
+					return nil, fmt.Errorf("metad: lease grant applied with unexpected result %T", msg)
+				}
+				if _, err := v.s.keepAlive(resp.Id); err != nil && !errors.Is(err, ErrNotLeader) {
+					return nil, err
+				}
+				return resp, nil
 			}
-			resp, _ := msg.(*metadpb.LeaseGrantResponse)
-			if resp == nil {
-				return nil, fmt.Errorf("metad: lease grant applied with unexpected result %T", msg)
-			}
-			if _, err := v.s.keepAlive(resp.Id); err != nil && !errors.Is(err, ErrNotLeader) {
-				return nil, err
-			}
-			return resp, nil
 		})
 	return resp, toStatus(err)
+}
+
+// maxLeaseIDDraws bounds the draws of one grant: random 63-bit ids
+// colliding with granted leases twice in a row is next to impossible.
+const maxLeaseIDDraws = 3
+
+// randomLeaseID draws a lease id in [1, 2^63-1] from crypto/rand.
+func randomLeaseID() int64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		if id := int64(binary.LittleEndian.Uint64(b[:]) & math.MaxInt64); id != 0 {
+			return id
+		}
+	}
 }
 
 func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliveRequest) (*metadpb.LeaseKeepAliveResponse, error) {
@@ -287,7 +320,7 @@ func (v *service) Status(ctx context.Context, _ *metadpb.StatusRequest) (*metadp
 		LastLogIndex: s.raft.LastIndex(),
 		Revision:     s.store.Revision(),
 		Keys:         int64(s.store.KeyCount()),
-		Leases:       int64(len(s.store.Leases())),
+		Leases:       int64(s.store.LeaseCount()),
 	}
 	if leaderID != "" {
 		if m, ok := s.store.Member(string(leaderID)); ok {

@@ -136,13 +136,15 @@ func (b *Bookie) newSweeper(reg prometheus.Registerer) error {
 // by Start).
 func (b *Bookie) newReplicator(reg prometheus.Registerer) error {
 	metrics := replication.NewMetrics()
+	ledgerMetrics := ledger.NewMetrics() // the replicator recovers open ledgers of lost bookies
 	if reg != nil {
-		if err := metrics.Register(reg); err != nil {
+		if err := errors.Join(metrics.Register(reg), ledgerMetrics.Register(reg)); err != nil {
 			return err
 		}
 	}
 	b.bookies = ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: b.log})
-	env := ledger.Env{Meta: ledger.NewMetadStore(b.meta), Bookies: b.bookies, Registry: ledger.RegistryFromMeta(b.meta), Logger: b.log}
+	env := ledger.Env{Meta: ledger.NewMetadStore(b.meta), Bookies: b.bookies, Registry: ledger.RegistryFromMeta(b.meta),
+		Logger: b.log, Metrics: ledgerMetrics}
 	elector := &replication.MetadElector{Meta: b.meta, ID: b.cfg.ID, TTL: b.cfg.LeaseTTL, Logger: b.log}
 	r, err := replication.New(replication.Config{
 		ID: b.cfg.ID, Interval: b.cfg.AutorecoveryInterval, Grace: b.cfg.AutorecoveryGrace, Logger: b.log, Metrics: metrics,

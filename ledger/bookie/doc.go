@@ -43,6 +43,20 @@
 // cluster is elected on a metad lease and copies the ledgers of missing or
 // decommissioned bookies to others (see package ledger/replication).
 //
+// # Buggy and hostile requests
+//
+// The API has no authentication yet (docs/security.md). Two storage rules
+// bound what one request can do to entries other writers stored
+// (ledger/storage/doc.go, "Hostile and buggy writers"): an add that would
+// replace a stored entry with other bytes is answered ADD_ENTRY_CONFLICT
+// (C2; recovery adds of the same bytes succeed), and a LAC, explicit or
+// piggybacked, is kept only up to the highest entry held (H1). Adds for a
+// ledger metad does not know are accepted and collected by the orphan
+// sweep below. The service maps storage.ErrEntryConflict to
+// ADD_ENTRY_CONFLICT (addStatus) and, for unary calls, to AlreadyExists
+// with reason ENTRY_CONFLICT (toStatus). FuzzRequests checks both rules
+// against arbitrary requests.
+//
 // # Orphan sweep
 //
 // ledger.Delete removes a ledger's metadata first and then asks each

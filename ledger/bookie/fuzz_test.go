@@ -13,9 +13,15 @@ import (
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
+// guardedLedger holds entries written before the fuzzing starts: no
+// request but its deletion may change them (C2 in ledger/storage/doc.go).
+const guardedLedger = 1 << 40
+
 // FuzzRequests decodes arbitrary bytes as each bookie request and serves
-// it against an in-memory storage: no input may panic or hang, and every
-// answer is either a response or a status error.
+// it against an in-memory storage: no input may panic or hang, every
+// answer is either a response or a status error, no request but a delete
+// changes the bytes of a stored entry (C2), and no ledger's LAC passes the
+// highest entry it holds (H1).
 func FuzzRequests(f *testing.F) {
 	seeds := []proto.Message{
 		&bookiepb.AddRequest{RequestId: 1, LedgerId: 1, EntryId: 0, Lac: -1, Payload: []byte("x")},
@@ -25,6 +31,8 @@ func FuzzRequests(f *testing.F) {
 		&bookiepb.FenceRequest{LedgerId: 1},
 		&bookiepb.WriteLACRequest{LedgerId: 1, Lac: 3},
 		&bookiepb.DeleteLedgerRequest{LedgerId: 1},
+		&bookiepb.AddRequest{RequestId: 1, LedgerId: guardedLedger, EntryId: 2, Lac: 1 << 40, Payload: []byte("EVIL"), Recovery: true},
+		&bookiepb.WriteLACRequest{LedgerId: guardedLedger, Lac: 1_000_000_000},
 	}
 	for i, m := range seeds {
 		b, _ := proto.Marshal(m)
@@ -40,16 +48,37 @@ func FuzzRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { st.Close() })
+	guarded := [][]byte{[]byte("zero"), []byte("one"), []byte("two"), []byte("three")}
+	for entry, p := range guarded {
+		done := make(chan error, 1)
+		if err := st.Add(context.Background(), guardedLedger, uint64(entry), int64(entry)-1, p, false,
+			func(err error) { done <- err }); err != nil || <-done != nil {
+			f.Fatalf("setup: add %d: %v", entry, err)
+		}
+	}
 	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }}
 	f.Fuzz(func(t *testing.T, kind byte, data []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
+		touched := uint64(0)
+		defer func() {
+			if st, ok := st.State(touched); ok && st.LAC > max(st.LastEntryID, -1) {
+				t.Fatalf("ledger %d: LAC %d above the last entry held %d", touched, st.LAC, st.LastEntryID)
+			}
+			for entry, want := range guarded {
+				e, err := st.Read(guardedLedger, uint64(entry))
+				if err != nil || string(e.Payload) != string(want) {
+					t.Fatalf("guarded entry %d: %q, %v; want %q", entry, e.Payload, err, want)
+				}
+			}
+		}()
 		switch kind % 6 {
 		case 0:
 			var req bookiepb.AddRequest
 			if proto.Unmarshal(data, &req) != nil {
 				return
 			}
+			touched = req.LedgerId
 			done := make(chan struct{})
 			err := st.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Payload, req.Recovery, func(error) { close(done) })
 			if err == nil {
@@ -73,11 +102,12 @@ func FuzzRequests(f *testing.F) {
 		case 4:
 			var req bookiepb.WriteLACRequest
 			if proto.Unmarshal(data, &req) == nil {
+				touched = req.LedgerId
 				_, _ = s.WriteLAC(ctx, &req)
 			}
 		case 5:
 			var req bookiepb.DeleteLedgerRequest
-			if proto.Unmarshal(data, &req) == nil {
+			if proto.Unmarshal(data, &req) == nil && req.LedgerId != guardedLedger {
 				_, _ = s.DeleteLedger(ctx, &req)
 			}
 		}

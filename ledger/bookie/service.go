@@ -115,6 +115,8 @@ func addStatus(err error) bookiepb.AddStatus {
 		return bookiepb.AddStatus_ADD_READ_ONLY
 	case errors.Is(err, storage.ErrInvalid):
 		return bookiepb.AddStatus_ADD_INVALID
+	case errors.Is(err, storage.ErrEntryConflict):
+		return bookiepb.AddStatus_ADD_ENTRY_CONFLICT
 	}
 	return bookiepb.AddStatus_ADD_FAILED
 }
@@ -216,6 +218,10 @@ func (s *service) Info(context.Context, *bookiepb.InfoRequest) (*bookiepb.InfoRe
 	return &bookiepb.InfoResponse{Info: s.info()}, nil
 }
 
+// reasonEntryConflict is the ErrorInfo reason for storage.ErrEntryConflict.
+// It belongs with the others in internal/rpcerror.
+const reasonEntryConflict = "ENTRY_CONFLICT"
+
 // toStatus is the one place where the bookie's errors become gRPC statuses.
 func toStatus(err error) error {
 	if err == nil {
@@ -234,6 +240,10 @@ func toStatus(err error) error {
 		return rpcerror.New(codes.Unavailable, rpcerror.ReasonReadOnly, true, err.Error())
 	case errors.Is(err, storage.ErrInvalid):
 		return rpcerror.New(codes.InvalidArgument, rpcerror.ReasonInvalid, false, err.Error())
+	case errors.Is(err, storage.ErrEntryConflict):
+		// Adds answer with ADD_ENTRY_CONFLICT; no unary call returns this
+		// today, but if one does the client must not retry.
+		return rpcerror.New(codes.AlreadyExists, reasonEntryConflict, false, err.Error())
 	case errors.Is(err, storage.ErrCorrupt):
 		return rpcerror.New(codes.DataLoss, rpcerror.ReasonCorrupt, false, err.Error())
 	case errors.Is(err, storage.ErrUnknown):

@@ -104,6 +104,22 @@ func (b *Batch) lookup(ledgerID, entryID uint64) (journal.Location, bool, error)
 	return loc, err == nil, err
 }
 
+// Lookup returns where entry (ledgerID, entryID) is as of this batch
+// (committed state plus this batch's operations), and whether the ledger
+// holds it. An entry above the ledger's LastEntryID costs no read
+// (invariant 2). The storage engine uses it to compare a re-added entry
+// with the stored one before Add replaces it.
+func (b *Batch) Lookup(ledgerID, entryID uint64) (journal.Location, bool, error) {
+	s, err := b.state(ledgerID)
+	if err != nil {
+		return journal.Location{}, false, err
+	}
+	if !s.exists || entryID > math.MaxInt64 || int64(entryID) > s.st.LastEntryID {
+		return journal.Location{}, false, nil
+	}
+	return b.lookup(ledgerID, entryID)
+}
+
 // addUsage changes the usage of (file, ledger) by delta.
 func (b *Batch) addUsage(file, ledgerID uint64, delta Usage) {
 	key := fileLedger{file, ledgerID}

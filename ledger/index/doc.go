@@ -18,6 +18,11 @@
 //     order from any committed prefix converges to the same state.
 //   - One Batch at a time (NewBatch blocks); reads run concurrently with it
 //     and see committed batches only.
+//   - The index stores what it is told: an Add replaces an existing entry,
+//     and LACs only rise. Refusing an overwrite with different bytes and
+//     bounding a LAC by the entries held are the storage engine's rules
+//     (package storage, "Hostile and buggy writers"), decided before a
+//     record reaches the index so that replay repeats them exactly.
 //
 // # Invariants
 //
@@ -89,6 +94,7 @@
 //     errors, ErrCorrupt for a malformed key or value.
 //   - Batch.Add, Relocate, SetLAC: ErrInvalid for values the format
 //     cannot hold (entry id > 2^63-1, LAC < -1, an impossible location).
+//   - Batch.Lookup: Pebble errors, ErrCorrupt for a malformed value.
 //   - Batch.Commit: ErrCorrupt when the accounting would go negative,
 //     Pebble errors; on error nothing of the batch is applied.
 //   - NewBatch, SetCheckpoint, ClearLimbo: ErrClosed, Pebble errors.

@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,7 @@ type fakeLedger struct {
 	entries map[uint64]fakeEntry
 	fenced  bool
 	lac     int64
+	last    int64 // highest entry id held, -1 for none
 }
 
 type fakeEntry struct {
@@ -282,8 +284,16 @@ func (f *FakeBookies) process(addr string, a InFlightAdd) (*bookiepb.AddResponse
 		resp.Status = bookiepb.AddStatus_ADD_FENCED
 		return resp, nil
 	}
-	l.entries[a.EntryID] = fakeEntry{payload: slices.Clone(a.Payload), lac: a.LAC}
-	l.lac = max(l.lac, a.LAC)
+	// The real bookie's rules (ledger/storage/doc.go): a stored entry
+	// keeps its bytes (C2), and a LAC never passes the entries held (H1).
+	if old, ok := l.entries[a.EntryID]; ok && !bytes.Equal(old.payload, a.Payload) {
+		resp.Status = bookiepb.AddStatus_ADD_ENTRY_CONFLICT
+		return resp, nil
+	}
+	l.last = max(l.last, int64(a.EntryID))
+	lac := min(a.LAC, l.last)
+	l.entries[a.EntryID] = fakeEntry{payload: slices.Clone(a.Payload), lac: lac}
+	l.lac = max(l.lac, lac)
 	f.notifyLocked()
 	return resp, nil
 }
@@ -291,19 +301,13 @@ func (f *FakeBookies) process(addr string, a InFlightAdd) (*bookiepb.AddResponse
 func (b *fakeBookie) ledger(id uint64) *fakeLedger {
 	l := b.ledgers[id]
 	if l == nil {
-		l = &fakeLedger{entries: make(map[uint64]fakeEntry), lac: -1}
+		l = &fakeLedger{entries: make(map[uint64]fakeEntry), lac: -1, last: -1}
 		b.ledgers[id] = l
 	}
 	return l
 }
 
-func (l *fakeLedger) lastEntry() int64 {
-	last := int64(-1)
-	for e := range l.entries {
-		last = max(last, int64(e))
-	}
-	return last
-}
+func (l *fakeLedger) lastEntry() int64 { return l.last }
 
 // REQUIRES: f.mu held.
 func (f *FakeBookies) notifyLocked() {
@@ -479,7 +483,7 @@ func (f *FakeBookies) WriteLAC(ctx context.Context, bookie string, ledgerID uint
 		return err
 	}
 	l := b.ledger(ledgerID)
-	l.lac = max(l.lac, lac)
+	l.lac = max(l.lac, min(lac, l.last)) // H1, as the real bookie
 	f.notifyLocked()
 	return nil
 }
@@ -543,6 +547,18 @@ func (f *FakeBookies) LAC(addr string, ledgerID uint64) int64 {
 		return -1
 	}
 	return b.ledgers[ledgerID].lac
+}
+
+// ForceLAC sets addr's LAC for a ledger to lac as is, bypassing the rule
+// that a LAC never passes the entries held: what a bookie written before
+// that rule may still report (inspection and setup, not a call).
+func (f *FakeBookies) ForceLAC(addr string, ledgerID uint64, lac int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.bookies[addr]; b != nil {
+		b.ledger(ledgerID).lac = lac
+		f.notifyLocked()
+	}
 }
 
 // Addrs lists the bookies, sorted.

@@ -4,7 +4,9 @@
 //
 //   - FakeBookies implements ledger.BookieClient over in-memory bookies that
 //     keep every entry they acknowledged (durable), honour fencing and
-//     recovery adds, and can crash, restart, be wiped (a "forgetful" bookie
+//     recovery adds, apply the real bookie's rules against buggy or
+//     hostile writers (an entry keeps its bytes: ADD_ENTRY_CONFLICT; a LAC
+//     never passes the entries held; ledger/storage/doc.go), and can crash, restart, be wiped (a "forgetful" bookie
 //     that lost its disk) or lose fence requests. In manual mode adds wait
 //     in flight until the test delivers, fails or drops them one by one,
 //     which is how a test scripts an interleaving. Synchronous calls

@@ -246,10 +246,15 @@ func runCrashRound(t *testing.T, s *Storage, m *crashModel, r *rand.Rand, round 
 			}
 		case n < 45:
 			lac := int64(r.IntN(100)) - 1
+			// The bookie keeps a LAC only up to the highest entry it
+			// holds (H1): entries acknowledged before the call are held.
+			m.mu.Lock()
+			held := l.maxAcked
+			m.mu.Unlock()
 			if err := s.WriteLAC(ctx, w.id, lac); err != nil {
 				t.Errorf("write LAC: %v", err)
 			}
-			m.ack(func() { l.lacAcked = max(l.lacAcked, lac) })
+			m.ack(func() { l.lacAcked = max(l.lacAcked, min(lac, held)) })
 		case n < 60:
 			close(w.stop)
 			<-w.done

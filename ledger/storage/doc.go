@@ -29,6 +29,57 @@
 //   - Near a full disk (ReadOnlyAbove) adds fail with ErrReadOnly until
 //     usage falls to WritableBelow; reads, fences, LACs, deletes and GC go
 //     on. OnStateChange hooks hear of each change.
+//   - An entry, once stored, keeps its bytes; a LAC never passes the
+//     highest entry held (next section).
+//
+// # Hostile and buggy writers
+//
+// The bookie API has no authentication yet (docs/security.md), and the
+// recovery flag of an add is the client's word. Two rules bound what a
+// buggy or hostile client can do to data other writers stored:
+//
+//   - C2 Immutable entries. An add of an entry the ledger already holds
+//     (applied, or queued ahead of it) is applied only if its payload is
+//     byte for byte the stored one: a recovery add or a writer's retry
+//     rewrites what was written, so it succeeds and only moves the entry;
+//     anything else completes with ErrEntryConflict (not retryable),
+//     leaves the stored entry and the ledger's state untouched, and counts
+//     in strata_bookie_entry_overwrites_refused_total (logged at most
+//     once per 10s). The decision is taken where records are applied, in
+//     journal order, so two racing adds of one entry are decided in the
+//     order they were journaled, and replay decides every record again the
+//     same way (the refused record stays in the journal but is never
+//     indexed, so GC reclaims it).
+//
+//     The comparison reads the stored copy from the journal instead of
+//     keeping a checksum in the index: it is exact (a CRC is forged in
+//     microseconds, so a digest would have to be cryptographic and
+//     computed on every add), it costs nothing on the hot path (only an
+//     add of an entry already held reads anything, and those are rare:
+//     recoveries and retries), and it needs no change of the index
+//     format. If the stored copy cannot be read because it is corrupt or
+//     its journal file is gone, the add replaces it (a repair: nothing
+//     could be served anyway); another read error fails the add with that
+//     error and keeps the stored entry.
+//
+//     Limits: a ledger id this bookie holds nothing of accepts any entry
+//     (the orphan sweep of package bookie collects ledgers metad does not
+//     know). An index rebuilt from a journal that GC has trimmed (see
+//     Recovery) keeps the first copy of an entry that it finds, which may
+//     be a refused one if the original's file is gone.
+//
+//   - H1 Bounded LAC. A LAC, explicit (WriteLAC) or piggybacked on an
+//     add, is lowered to the highest entry id the ledger holds, counting
+//     adds journaled ahead of it and, for an add, its own entry (-1 when
+//     there is none), and counted in strata_bookie_lac_clamped_total. A
+//     writer's LAC never needs more: it piggybacks LAC < entry, and an
+//     explicit LAC goes to bookies that were sent every entry up to it
+//     (readers take the highest LAC of the ensemble, so a lagging
+//     bookie's lower LAC costs nothing). Recovery starts reading after the
+//     highest LAC reported: one inflated LAC on one bookie made it demand
+//     entries nobody has, forever (ledger/recovery.go). The lowered value
+//     is what the journal records, so replay restores it exactly. LACs
+//     stored before this rule are kept as they were.
 //
 // # Write path
 //
@@ -111,7 +162,9 @@
 //     journal that does not belong with the index); replay I/O errors;
 //     ctx's error.
 //   - Add: ErrInvalid, ErrFenced, ErrReadOnly, ErrClosed, ErrFailed, ctx's;
-//     then done(nil) or done(ErrFailed).
+//     then done(nil), done(ErrEntryConflict), done(ErrFailed), or
+//     done(ErrClosed or an I/O error) when the stored copy of the entry
+//     could not be read for the comparison (the stored entry is kept).
 //   - Fence, WriteLAC, Delete: ErrInvalid (WriteLAC), ErrClosed,
 //     ErrFailed, ctx's (outcome unknown).
 //   - Read, ReadRange: ErrNoEntry, ErrUnknown, ErrCorrupt, ErrInvalid

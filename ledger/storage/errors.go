@@ -12,6 +12,11 @@ import (
 var (
 	// ErrFenced: the ledger is fenced and the add is not a recovery add.
 	ErrFenced = errors.New("storage: ledger fenced")
+	// ErrEntryConflict: an add named an entry this bookie already holds,
+	// with different bytes. Entries are immutable (a recovery rewrites the
+	// same bytes), so the add is refused and the stored entry kept. Not
+	// retryable.
+	ErrEntryConflict = errors.New("storage: entry already stored with different bytes")
 	// ErrReadOnly: the disk is nearly full; adds are refused until space
 	// frees. Retriable (elsewhere).
 	ErrReadOnly = errors.New("storage: read-only (disk nearly full)")
@@ -44,7 +49,7 @@ func translate(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrFailed), errors.Is(err, ErrClosed), errors.Is(err, ErrCorrupt),
-		errors.Is(err, ErrInvalid):
+		errors.Is(err, ErrInvalid), errors.Is(err, ErrEntryConflict):
 		return err
 	case errors.Is(err, journal.ErrFailed):
 		return fmt.Errorf("%w: %w", ErrFailed, err)

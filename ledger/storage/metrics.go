@@ -30,6 +30,10 @@ type Metrics struct {
 	limbo            prometheus.Gauge
 	replaySeconds    prometheus.Gauge
 	replayRecords    prometheus.Gauge
+	// Defences against buggy or hostile writers (doc.go, "Hostile and
+	// buggy writers").
+	overwritesRefused prometheus.Counter
+	lacClamped        prometheus.Counter
 }
 
 // Sources of corruption, the label of strata_bookie_corruptions_total.
@@ -108,6 +112,14 @@ func NewMetrics() *Metrics {
 		replayRecords: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_bookie_replay_records", Help: "Records applied by the last start-up journal replay.",
 		}),
+		overwritesRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_bookie_entry_overwrites_refused_total",
+			Help: "Adds refused because they named an entry already stored with different bytes.",
+		}),
+		lacClamped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_bookie_lac_clamped_total",
+			Help: "LACs (explicit or piggybacked on adds) lowered to the highest entry id held.",
+		}),
 	}
 	for _, source := range []string{corruptionReplay, corruptionRead, corruptionCompaction, corruptionIndex} {
 		m.corruptions.WithLabelValues(source)
@@ -130,6 +142,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.journalBytes, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions,
 		m.gcReclaimedBytes, m.gcRemovedFiles, m.compactedFiles, m.compactedBytes,
 		m.ledgers, m.readOnly, m.limbo, m.replaySeconds, m.replayRecords,
+		m.overwritesRefused, m.lacClamped,
 	}
 }
 

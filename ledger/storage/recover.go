@@ -65,7 +65,7 @@ func (s *Storage) recover(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := applyRecord(b, rec, loc); err != nil {
+		if err := s.applyRecord(b, rec, loc); err != nil {
 			return err
 		}
 		records++
@@ -163,24 +163,6 @@ func (s *Storage) recover(ctx context.Context) error {
 		"bytes", bytes, "duration", elapsed, "truncated_bytes", res.TruncatedBytes,
 		"corrupt_ranges", len(res.Corrupt), "ledgers", len(states), "limbo", inLimbo)
 	return nil
-}
-
-// applyRecord applies one journal record to a batch.
-func applyRecord(b *index.Batch, rec journal.Record, loc journal.Location) error {
-	var err error
-	switch rec.Type {
-	case journal.TypeAdd:
-		_, err = b.Add(rec.LedgerID, rec.EntryID, rec.LAC, loc)
-	case journal.TypeFence:
-		_, err = b.Fence(rec.LedgerID)
-	case journal.TypeLAC:
-		_, err = b.SetLAC(rec.LedgerID, rec.LAC)
-	case journal.TypeDelete:
-		err = b.Delete(rec.LedgerID)
-	default:
-		err = fmt.Errorf("%w: journal record of type %v at %+v", ErrCorrupt, rec.Type, loc)
-	}
-	return err
 }
 
 // checkIndexFiles reports index entries that point at journal files that

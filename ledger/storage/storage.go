@@ -122,6 +122,7 @@ type Storage struct {
 	gcKick      chan struct{}
 
 	fatalOnce sync.Once
+	refusals  logLimiter // log lines about refused overwrites
 
 	// For tests and benchmarks.
 	groups, groupRecords atomic.Int64

@@ -95,12 +95,14 @@ func TestAddReadRange(t *testing.T) {
 	}
 	wantErr(t, s.ReadRange(4, 5, 4, 0, collect), ErrInvalid)
 
-	// Re-adding an entry replaces it.
-	mustAdd(t, s, 1, 3, 2, []byte("rewritten"))
-	mustRead(t, s, 1, 3, []byte("rewritten"))
+	// Re-adding an entry with the same bytes succeeds (a recovery add);
+	// with other bytes it is refused (C2, hostile_test.go).
+	mustAdd(t, s, 1, 3, 2, payloadFor(1, 1, 3, 100))
+	wantErr(t, add(s, 1, 3, 2, []byte("rewritten"), true), ErrEntryConflict)
+	mustRead(t, s, 1, 3, payloadFor(1, 1, 3, 100))
 
 	e.reopen()
-	mustRead(t, e.s, 1, 3, []byte("rewritten"))
+	mustRead(t, e.s, 1, 3, payloadFor(1, 1, 3, 100))
 	mustRead(t, e.s, 1, 9, payloadFor(1, 1, 9, 100))
 	if st, _ := e.s.State(1); st != (LedgerState{LAC: 8, LastEntryID: 9}) {
 		t.Fatalf("State after reopen = %+v", st)
@@ -244,7 +246,12 @@ func TestWriteLACAndWaitLAC(t *testing.T) {
 	if st, err := s.WaitLAC(ctx, 5, -1); err != nil || st.LAC != 0 {
 		t.Fatalf("WaitLAC(already) = %+v %v", st, err)
 	}
-	// An explicit LAC wakes it too, and only raises.
+	// An explicit LAC wakes it too, and only raises. (The bookie holds
+	// entries up to 7: a LAC above the entries held is lowered, see
+	// TestLACClampedToEntriesHeld.)
+	for entry := uint64(2); entry <= 7; entry++ {
+		mustAdd(t, s, 5, entry, 0, []byte("c"))
+	}
 	go func() {
 		st, err := s.WaitLAC(ctx, 5, 0)
 		if err != nil {

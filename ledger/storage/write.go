@@ -80,8 +80,11 @@ type op struct {
 	lac       int64
 	size      int64 // budget bytes
 	overwrite bool  // add: may replace an existing entry
-	from      journal.Location
-	start     time.Time
+	// payload is an add's bytes, kept until it is applied so that an
+	// overwrite can be compared with the stored entry (Storage.conflict).
+	payload []byte
+	from    journal.Location
+	start   time.Time
 	// finish is called once, by the applier, after the op is applied (err
 	// nil) or failed.
 	finish func(o *op, err error)
@@ -92,6 +95,10 @@ type op struct {
 	// Set by the applier.
 	state index.LedgerState
 	moved bool // opCopy: the index now points at the copy
+	// refused: an add the applier did not apply (a different entry is
+	// stored, or the stored one could not be read to compare); it
+	// completes in journal order with this error.
+	refused error
 }
 
 // admit updates the ledger's queued bookkeeping for o, or refuses it.
@@ -158,6 +165,17 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 	case opDelete:
 		l.maxQueued = -1
 	}
+	if (o.kind == opAdd || o.kind == opLAC) && o.lac > l.maxQueued {
+		// H1: a LAC says "every entry up to here is acknowledged"; this
+		// bookie accepts it only up to the highest entry it holds or has
+		// journaled ahead of this record, whatever a writer claims. The
+		// journal records the lowered value, so replay repeats it.
+		s.metrics.lacClamped.Inc()
+		s.logger.Debug("LAC lowered to the highest entry held", "ledger", o.ledgerID, "lac", o.lac,
+			"held", l.maxQueued)
+		o.lac = max(l.maxQueued, -1)
+		rec.LAC = o.lac
+	}
 	s.mu.Unlock()
 	err = s.j.Append(ctx, rec, func(loc journal.Location, err error) {
 		o.loc, o.queueErr = loc, err
@@ -185,8 +203,15 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 // Otherwise done is called exactly once, in journal order, with nil once
 // the entry is durable (fdatasync) and indexed — a Read after done sees it
 // — or with an error wrapping ErrFailed (outcome unknown). done must not
-// block. Adding an existing entry id replaces it (recovery rewrites the
-// same content). payload must not change until done is called.
+// block. payload must not change until done is called.
+//
+// Adding an entry this bookie already holds succeeds only with the same
+// bytes (a recovery or a writer's retry rewrites what it wrote); with other
+// bytes done gets ErrEntryConflict and the stored entry stays. If the
+// stored copy cannot be read for the comparison because it is corrupt or
+// its journal file is gone, the add replaces it (a repair); any other read
+// error fails the add with that error and keeps the stored entry. lac is
+// lowered to the highest entry id held, this one included.
 func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, payload []byte, recovery bool, done func(error)) error {
 	start := s.now()
 	switch {
@@ -205,7 +230,7 @@ func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, 
 		return err
 	}
 	o := &op{
-		kind: opAdd, ledgerID: ledgerID, entryID: entryID, lac: lac, start: start,
+		kind: opAdd, ledgerID: ledgerID, entryID: entryID, lac: lac, start: start, payload: payload,
 		size: int64(journal.RecordHeaderSize + len(payload)),
 		finish: func(o *op, err error) {
 			if err == nil {
@@ -258,8 +283,10 @@ func (s *Storage) Fence(ctx context.Context, ledgerID uint64) (LedgerState, erro
 }
 
 // WriteLAC journals an explicit LAC for the ledger (the LAC only rises) and
-// returns once it is durable. Errors: ErrInvalid (lac < -1), ErrClosed,
-// ErrFailed, ctx's.
+// returns once it is durable. lac is first lowered to the highest entry id
+// this bookie holds for the ledger (-1 when none): a LAC above it would
+// claim entries nobody can read here (H1). Errors: ErrInvalid (lac < -1),
+// ErrClosed, ErrFailed, ctx's.
 func (s *Storage) WriteLAC(ctx context.Context, ledgerID uint64, lac int64) error {
 	if lac < -1 {
 		return fmt.Errorf("%w: LAC %d", ErrInvalid, lac)
@@ -374,7 +401,10 @@ func (s *Storage) applyOps(ops []*op) {
 		var err error
 		switch o.kind {
 		case opAdd:
-			o.state, err = b.Add(o.ledgerID, o.entryID, o.lac, o.loc)
+			o.refused, err = s.conflict(b, o.ledgerID, o.entryID, o.payload, o.loc, true)
+			if err == nil && o.refused == nil {
+				o.state, err = b.Add(o.ledgerID, o.entryID, o.lac, o.loc)
+			}
 		case opFence:
 			o.state, err = b.Fence(o.ledgerID)
 		case opLAC:
@@ -407,15 +437,16 @@ func (s *Storage) completeOps(ops []*op) {
 		size += o.size
 		l := s.ledgerLocked(o.ledgerID)
 		o.settle(l)
-		switch o.kind {
-		case opAdd, opFence, opLAC:
+		switch {
+		case o.refused != nil:
+		case o.kind == opAdd, o.kind == opFence, o.kind == opLAC:
 			rose := o.state.LAC > l.st.LAC
 			l.st, l.exists = o.state, true
 			if rose && l.lacAdvanced != nil {
 				close(l.lacAdvanced)
 				l.lacAdvanced = nil
 			}
-		case opDelete:
+		case o.kind == opDelete:
 			l.st, l.exists = o.state, false
 		}
 		s.dropIdleLocked(o.ledgerID, l)
@@ -425,7 +456,7 @@ func (s *Storage) completeOps(ops []*op) {
 	s.mu.Unlock()
 	s.budget.release(size)
 	for _, o := range ops {
-		o.finish(o, nil)
+		o.finish(o, o.refused)
 	}
 }
 

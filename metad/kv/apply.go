@@ -21,8 +21,9 @@ import (
 // for a lease grant, a *metadpb.LeaseRevokeResponse for a lease revoke and
 // nil for a member record. A txn whose compares fail is not an error: it
 // returns Succeeded false. An invalid command returns an error wrapping
-// ErrInvalidCommand, ErrInvalidKey, ErrValueTooLarge or ErrLeaseNotFound
-// and changes nothing but the applied index, which Apply always advances to
+// ErrInvalidCommand, ErrInvalidKey, ErrValueTooLarge or ErrLeaseNotFound,
+// a command over cmd.Limits one wrapping ErrQuotaExceeded, and either
+// changes nothing but the applied index, which Apply always advances to
 // index.
 //
 // Apply keeps no reference to cmd: values are copied, so the caller may
@@ -36,15 +37,16 @@ func (s *Store) Apply(index uint64, cmd *metadpb.Command) (proto.Message, error)
 		resp    proto.Message // stays a nil interface for member records
 		changed bool
 	)
+	limits := cmd.GetLimits()
 	switch c := cmd.GetCommand().(type) {
 	case *metadpb.Command_Txn:
-		r, ch, err := s.applyTxnLocked(c.Txn)
+		r, ch, err := s.applyTxnLocked(c.Txn, limits)
 		if err != nil {
 			return nil, err
 		}
 		resp, changed = r, ch
 	case *metadpb.Command_LeaseGrant:
-		r, err := s.grantLeaseLocked(index, c.LeaseGrant)
+		r, err := s.grantLeaseLocked(index, c.LeaseGrant, limits)
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +143,7 @@ func (s *Store) validateTxnLocked(txn *metadpb.TxnRequest) error {
 // applyTxnLocked validates and applies a txn and reports whether it changed
 // the state.
 // REQUIRES: s.mu held for writing.
-func (s *Store) applyTxnLocked(txn *metadpb.TxnRequest) (*metadpb.TxnResponse, bool, error) {
+func (s *Store) applyTxnLocked(txn *metadpb.TxnRequest, limits *metadpb.Limits) (*metadpb.TxnResponse, bool, error) {
 	if err := s.validateTxnLocked(txn); err != nil {
 		return nil, false, err
 	}
@@ -149,6 +151,9 @@ func (s *Store) applyTxnLocked(txn *metadpb.TxnRequest) (*metadpb.TxnResponse, b
 		if s.versionLocked(c.Key) != c.Version {
 			return s.failedTxnLocked(txn.Compares), false, nil
 		}
+	}
+	if err := s.checkQuotaLocked(txn.Ops, limits); err != nil {
+		return nil, false, err
 	}
 
 	// Every change of this txn carries the next revision; the revision is
@@ -227,7 +232,9 @@ func (s *Store) putLocked(put *metadpb.PutOp, rev int64) *metadpb.KeyValue {
 	if len(put.Value) > 0 {
 		kv.Value = bytes.Clone(put.Value)
 	}
+	s.mu.dataBytes += kvBytes(kv)
 	if prev, ok := s.mu.kvs[put.Key]; ok {
+		s.mu.dataBytes -= kvBytes(prev)
 		kv.CreateRevision = prev.CreateRevision
 		kv.Version = prev.Version + 1
 		if prev.Lease != put.Lease {
@@ -265,6 +272,7 @@ func (s *Store) keysToDeleteLocked(del *metadpb.DeleteOp) []string {
 // deleteLocked removes a live key at revision rev and returns its event.
 // REQUIRES: s.mu held for writing.
 func (s *Store) deleteLocked(key string, rev int64) *metadpb.Event {
+	s.mu.dataBytes -= kvBytes(s.mu.kvs[key])
 	s.detachLocked(s.mu.kvs[key])
 	delete(s.mu.kvs, key)
 	s.mu.index.delete(key)
@@ -283,11 +291,15 @@ func (s *Store) detachLocked(kv *metadpb.KeyValue) {
 }
 
 // grantLeaseLocked creates a lease. Id 0 asks for the log index as the id,
-// which is unique and the same on every replica.
+// which is unique and the same on every replica. (The server proposes
+// random ids instead, so that they cannot be enumerated.)
 // REQUIRES: s.mu held for writing.
-func (s *Store) grantLeaseLocked(index uint64, g *metadpb.LeaseGrantCommand) (*metadpb.LeaseGrantResponse, error) {
+func (s *Store) grantLeaseLocked(index uint64, g *metadpb.LeaseGrantCommand, limits *metadpb.Limits) (*metadpb.LeaseGrantResponse, error) {
 	if g == nil {
 		return nil, fmt.Errorf("%w: lease grant is nil", ErrInvalidCommand)
+	}
+	if maxLeases := limits.GetMaxLeases(); maxLeases > 0 && int64(len(s.mu.leases)) >= maxLeases {
+		return nil, fmt.Errorf("%w: %d leases granted, the most allowed", ErrQuotaExceeded, len(s.mu.leases))
 	}
 	id := g.Id
 	if id == 0 {
@@ -351,4 +363,73 @@ func (s *Store) putMemberLocked(m *metadpb.MemberInfo) (bool, error) {
 	}
 	s.mu.members[m.Id] = copyMember(m)
 	return true, nil
+}
+
+// checkQuotaLocked refuses ops that would grow the store past limits: a
+// quota on keys or data bytes is enforced only against ops that increase
+// that quantity, so deletes and shrinking puts always go through, even
+// over a quota lowered since. The growth is exact (the ops are simulated
+// in order, deletes credited), and depends only on the state and the
+// command, so every replica decides alike.
+// REQUIRES: s.mu held.
+func (s *Store) checkQuotaLocked(ops []*metadpb.Op, limits *metadpb.Limits) error {
+	maxKeys, maxBytes := limits.GetMaxKeys(), limits.GetMaxDataBytes()
+	if maxKeys <= 0 && maxBytes <= 0 {
+		return nil
+	}
+	// after maps a key this txn touched to its size after the ops so far,
+	// -1 when deleted.
+	after := map[string]int64{}
+	size := func(key string) (int64, bool) {
+		if n, ok := after[key]; ok {
+			return n, n >= 0
+		}
+		if kv, ok := s.mu.kvs[key]; ok {
+			return kvBytes(kv), true
+		}
+		return 0, false
+	}
+	var keys, data int64
+	remove := func(key string) {
+		if n, ok := size(key); ok {
+			keys--
+			data -= n
+			after[key] = -1
+		}
+	}
+	for _, op := range ops {
+		switch o := op.Op.(type) {
+		case *metadpb.Op_Put:
+			n := int64(len(o.Put.Key) + len(o.Put.Value))
+			old, had := size(o.Put.Key)
+			if !had {
+				keys++
+			}
+			data += n - old
+			after[o.Put.Key] = n
+		case *metadpb.Op_Delete:
+			if !o.Delete.Prefix {
+				remove(o.Delete.Key)
+				continue
+			}
+			for _, key := range s.keysToDeleteLocked(o.Delete) {
+				remove(key)
+			}
+			for key := range after { // keys this txn created under the prefix
+				if strings.HasPrefix(key, o.Delete.Key) {
+					remove(key)
+				}
+			}
+		}
+	}
+	total := int64(len(s.mu.kvs))
+	if maxKeys > 0 && keys > 0 && total+keys > maxKeys {
+		return fmt.Errorf("%w: %d keys, and this write adds %d; the quota is %d keys",
+			ErrQuotaExceeded, total, keys, maxKeys)
+	}
+	if maxBytes > 0 && data > 0 && s.mu.dataBytes+data > maxBytes {
+		return fmt.Errorf("%w: %d bytes of keys and values, and this write adds %d; the quota is %d bytes",
+			ErrQuotaExceeded, s.mu.dataBytes, data, maxBytes)
+	}
+	return nil
 }

@@ -11,7 +11,9 @@
 // Apply is a function of the state and the command (and, for a lease grant
 // with id 0, the log index): the same commands in the same order give the
 // same state and the same responses on every replica. Nothing depends on map
-// iteration order, time or randomness. Snapshot followed by Restore on
+// iteration order, time, randomness or a member's configuration: quotas
+// travel in the command (Limits), and random lease ids are drawn by the
+// proposer and written in the command. Snapshot followed by Restore on
 // another Store gives a store that answers every further command exactly as
 // the original would.
 //
@@ -58,7 +60,10 @@
 // # Leases
 //
 // LeaseGrantCommand{id, ttl_ms} creates a lease; id 0 means "use the log
-// index as the id". The TTL is stored and reported, never timed here.
+// index as the id" (commands from before random ids; the server now draws
+// a random id in [1, 2^63-1] before proposing, so ids cannot be enumerated,
+// and draws again if the grant is refused because the id exists). The TTL
+// is stored and reported, never timed here.
 // LeaseRevokeCommand{id} deletes every key attached to the lease, in key
 // order at one new revision (none if it has no keys), and removes the lease.
 // Granting and revoking leases fire Changed but do not move the revision.
@@ -74,10 +79,36 @@
 // Every revision is recorded as one WatchResponse holding all its events in
 // the order they happened: a PUT event carries the new KeyValue, a DELETE
 // event carries KeyValue{Key, ModRevision: the delete's revision}. The
-// store keeps the last Options.HistoryRevisions revisions; when it drops the
-// oldest, the compact revision becomes that revision. Events serves
-// from > compact revision; it starts at 0, so a fresh store serves every
-// revision from 1.
+// store keeps the last Options.HistoryRevisions revisions, and drops older
+// ones while the history's events hold more than Options.HistoryBytes
+// (each event is charged its key and value bytes plus a fixed 96), except
+// the newest revision, which always stays; when it drops the oldest, the
+// compact revision becomes that revision. Events serves from > compact
+// revision; it starts at 0, so a fresh store serves every revision from 1.
+// The bounds are a member's own: they change which revisions a watch can
+// resume from on that member, never the state or a response of Apply.
+//
+// # Limits
+//
+// Every member holds the whole store in memory, so whatever a client can
+// make it hold, it can make every member hold at once (review finding H5).
+// Besides the key and value sizes above:
+//   - L1 Quotas. A command may carry Limits (max_keys, max_data_bytes,
+//     max_leases; 0 is no bound), stamped by the proposer. A txn whose
+//     compares hold and whose ops would leave more live keys than
+//     max_keys while adding keys, or more key and value bytes than
+//     max_data_bytes while adding bytes, is refused with ErrQuotaExceeded
+//     and changes nothing. What it adds is computed exactly, op by op,
+//     deletes credited. A write that does not grow an exceeded quantity
+//     (a delete, a smaller value) always goes through, so a store over a
+//     lowered quota can be cleaned up. A lease grant when max_leases are
+//     granted is refused the same way. A store from before Limits
+//     ignores them, so every member must run a version that knows them
+//     before a write can reach a quota (docs/metad.md).
+//   - L2 History by bytes (above).
+//   - L3 List pages: at most MaxListLimit keys whatever the limit asked,
+//     and no more key and value bytes than MaxListBytes beyond the first
+//     key; more says whether to go on.
 //
 // # Errors
 //
@@ -93,6 +124,8 @@
 //   - ErrLeaseNotFound: a put naming a lease that does not exist (the whole
 //     txn is rejected, whatever its compares), or a revoke of an unknown
 //     lease.
+//   - ErrQuotaExceeded: a txn or lease grant over the command's Limits
+//     (L1).
 //
 // A txn whose compares fail is not an error (Succeeded is false).
 //
@@ -119,7 +152,8 @@
 //
 // Snapshot returns the whole state as a metadpb.Snapshot: revision, compact
 // revision, kvs sorted by key, leases sorted by id, members sorted by id and
-// the history oldest first, one WatchResponse per revision. Which keys a
+// the history oldest first, one WatchResponse per revision. The data-bytes
+// total is not stored: Restore sums it from the kvs. Which keys a
 // lease holds is not stored: it is derived from the kvs' lease fields. Two
 // stores in the same state give proto.Equal snapshots. The applied index is
 // not part of the snapshot; Restore takes it separately (Raft keeps it in

@@ -20,6 +20,10 @@ var (
 	// negative compare version, a lease TTL <= 0, an existing lease id, a
 	// member with no id, ...).
 	ErrInvalidCommand = errors.New("metad: invalid command")
+	// ErrQuotaExceeded: a command would grow the store past the limits
+	// its proposer stamped on it (keys, key and value bytes, leases). The
+	// command changes nothing; deleting frees room. Not retryable as is.
+	ErrQuotaExceeded = errors.New("metad: quota exceeded")
 	// ErrCompacted: the watch history no longer reaches back to the asked
 	// revision; the caller must re-list and watch from the list's revision.
 	// Events returns it as a *CompactedError.

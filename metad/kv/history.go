@@ -9,53 +9,79 @@ import (
 )
 
 // history is the watch history: one WatchResponse per revision, holding
-// every event of that revision, for the most recent revisions. It is a ring
-// buffer that grows up to maxRevisions entries and then overwrites the
-// oldest.
+// every event of that revision, for the most recent revisions. It keeps at
+// most maxRevisions entries and, beyond the newest one, at most maxBytes of
+// events (eventBytes): a few large values must not pin gigabytes on every
+// member (review finding H5). Dropping the oldest entry makes its revision
+// the compact revision.
 //
 // Invariants: entries are in strictly increasing revision order and, since
 // every revision bump records its events, cover exactly the revisions
 // (compactRevision, store revision]. Entries are immutable once appended.
+// bytes is the sum of eventBytes over the entries.
 type history struct {
 	maxRevisions int
-	buf          []*metadpb.WatchResponse
-	start        int // index in buf of the oldest entry; 0 until buf is full
+	maxBytes     int64
+	buf          []*metadpb.WatchResponse // buf[head:] are the entries, oldest first
+	head         int
+	bytes        int64
 	// compactRevision is the newest revision no longer in the history.
 	compactRevision int64
 }
 
-func newHistory(maxRevisions int) history {
-	return history{maxRevisions: maxRevisions}
+func newHistory(maxRevisions int, maxBytes int64) history {
+	return history{maxRevisions: maxRevisions, maxBytes: maxBytes}
 }
 
-func (h *history) len() int { return len(h.buf) }
+// eventOverheadBytes approximates what an event costs besides its key and
+// value bytes (the Event, KeyValue and slice headers).
+const eventOverheadBytes = 96
+
+// responseBytes is what a history entry is charged.
+func responseBytes(r *metadpb.WatchResponse) int64 {
+	n := int64(0)
+	for _, e := range r.GetEvents() {
+		n += eventOverheadBytes + int64(len(e.GetKv().GetKey())+len(e.GetKv().GetValue()))
+	}
+	return n
+}
+
+func (h *history) len() int { return len(h.buf) - h.head }
 
 // at returns the i-th oldest entry.
 func (h *history) at(i int) *metadpb.WatchResponse {
-	return h.buf[(h.start+i)%len(h.buf)]
+	return h.buf[h.head+i]
 }
 
-// append records the events of a new, higher revision, dropping the oldest
-// revision when the history is full.
+// append records the events of a new, higher revision, then drops the
+// oldest entries while there are more than maxRevisions, or more than
+// maxBytes and more than one: the newest revision always stays, so a
+// watcher that is up to date never has to re-list.
 func (h *history) append(r *metadpb.WatchResponse) {
-	if len(h.buf) < h.maxRevisions {
-		h.buf = append(h.buf, r)
-		return
+	h.buf = append(h.buf, r)
+	h.bytes += responseBytes(r)
+	for h.len() > h.maxRevisions || (h.bytes > h.maxBytes && h.len() > 1) {
+		old := h.buf[h.head]
+		h.compactRevision = old.Revision
+		h.bytes -= responseBytes(old)
+		h.buf[h.head] = nil
+		h.head++
 	}
-	h.compactRevision = h.buf[h.start].Revision
-	h.buf[h.start] = r
-	h.start = (h.start + 1) % len(h.buf)
+	// Reclaim the dropped prefix once it is half the slice: amortised O(1).
+	if h.head > 0 && h.head >= len(h.buf)/2 {
+		n := copy(h.buf, h.buf[h.head:])
+		clear(h.buf[n:])
+		h.buf, h.head = h.buf[:n], 0
+	}
 }
 
 // all returns the entries, oldest first, in a new slice.
 func (h *history) all() []*metadpb.WatchResponse {
-	out := make([]*metadpb.WatchResponse, 0, len(h.buf))
-	out = append(out, h.buf[h.start:]...)
-	return append(out, h.buf[:h.start]...)
+	return slices.Clone(h.buf[h.head:])
 }
 
 func (h *history) firstRevision() (int64, bool) {
-	if len(h.buf) == 0 {
+	if h.len() == 0 {
 		return 0, false
 	}
 	return h.at(0).Revision, true
@@ -64,10 +90,10 @@ func (h *history) firstRevision() (int64, bool) {
 // lastRevision returns the newest revision in the history, or the compact
 // revision when it is empty.
 func (h *history) lastRevision() int64 {
-	if len(h.buf) == 0 {
+	if h.len() == 0 {
 		return h.compactRevision
 	}
-	return h.at(len(h.buf) - 1).Revision
+	return h.at(h.len() - 1).Revision
 }
 
 // Events returns the watch history of keys starting with prefix ("" for

@@ -19,12 +19,21 @@ const (
 	MaxValueBytes = 1 << 20
 )
 
-// Defaults applied by New.
+// Defaults applied by New, and the bounds of a List page.
 const (
 	// DefaultHistoryRevisions is Options.HistoryRevisions when it is 0.
 	DefaultHistoryRevisions = 10000
+	// DefaultHistoryBytes is Options.HistoryBytes when it is 0 (64 MiB).
+	DefaultHistoryBytes = 64 << 20
 	// DefaultListLimit is the page size of List when limit <= 0.
 	DefaultListLimit = 1000
+	// MaxListLimit caps a List page whatever limit asks for: a page is
+	// built under the store's read lock, which holds up Apply.
+	MaxListLimit = 10000
+	// MaxListBytes caps the key and value bytes of a List page (at least
+	// one key is returned): a page must fit in one response (the servers'
+	// 16 MiB message limit) and not cost the server more memory than that.
+	MaxListBytes = 4 << 20
 	// DefaultEventsMaxRevisions is the response cap of Events when
 	// maxRevisions <= 0.
 	DefaultEventsMaxRevisions = 1000
@@ -36,6 +45,10 @@ type Options struct {
 	// keep; 0 means DefaultHistoryRevisions. Watches that fall further
 	// behind get a *CompactedError and must re-list.
 	HistoryRevisions int
+	// HistoryBytes bounds the key and value bytes the watch history keeps
+	// (beyond its newest revision, which is always kept); 0 means
+	// DefaultHistoryBytes. Every member holds the history in memory.
+	HistoryBytes int64
 }
 
 // Validate reports whether the options are usable.
@@ -43,16 +56,22 @@ func (o Options) Validate() error {
 	if o.HistoryRevisions < 0 {
 		return fmt.Errorf("kv: HistoryRevisions is %d, want >= 0", o.HistoryRevisions)
 	}
+	if o.HistoryBytes < 0 {
+		return fmt.Errorf("kv: HistoryBytes is %d, want >= 0", o.HistoryBytes)
+	}
 	return nil
 }
 
 func (o Options) String() string {
-	return fmt.Sprintf("kv.Options{HistoryRevisions: %d}", o.HistoryRevisions)
+	return fmt.Sprintf("kv.Options{HistoryRevisions: %d, HistoryBytes: %d}", o.HistoryRevisions, o.HistoryBytes)
 }
 
 func (o Options) withDefaults() Options {
 	if o.HistoryRevisions == 0 {
 		o.HistoryRevisions = DefaultHistoryRevisions
+	}
+	if o.HistoryBytes == 0 {
+		o.HistoryBytes = DefaultHistoryBytes
 	}
 	return o
 }
@@ -83,10 +102,13 @@ type Store struct {
 type state struct {
 	revision int64
 	kvs      map[string]*metadpb.KeyValue
-	index    keyIndex // the keys of kvs, in order
-	leases   map[int64]*lease
-	members  map[string]*metadpb.MemberInfo
-	history  history
+	// dataBytes is the sum over kvs of len(key)+len(value), what the
+	// max_data_bytes quota bounds.
+	dataBytes int64
+	index     keyIndex // the keys of kvs, in order
+	leases    map[int64]*lease
+	members   map[string]*metadpb.MemberInfo
+	history   history
 }
 
 // lease is a granted lease and the keys attached to it.
@@ -95,14 +117,17 @@ type lease struct {
 	keys  map[string]struct{}
 }
 
-func newState(historyRevisions int) state {
+func newState(opts Options) state {
 	return state{
 		kvs:     make(map[string]*metadpb.KeyValue),
 		leases:  make(map[int64]*lease),
 		members: make(map[string]*metadpb.MemberInfo),
-		history: newHistory(historyRevisions),
+		history: newHistory(opts.HistoryRevisions, opts.HistoryBytes),
 	}
 }
+
+// kvBytes is what a live key counts towards the data quota.
+func kvBytes(kv *metadpb.KeyValue) int64 { return int64(len(kv.Key) + len(kv.Value)) }
 
 // New returns an empty store: revision 0, compact revision 0, applied index
 // 0. It panics if opts.Validate fails, which is a programming error.
@@ -111,7 +136,7 @@ func New(opts Options) *Store {
 		panic(err)
 	}
 	s := &Store{opts: opts.withDefaults()}
-	s.mu.state = newState(s.opts.HistoryRevisions)
+	s.mu.state = newState(s.opts)
 	s.mu.changed = make(chan struct{})
 	return s
 }
@@ -153,12 +178,18 @@ func (s *Store) Get(key string) (kv *metadpb.KeyValue, found bool, revision int6
 
 // List returns, in key order, up to limit keys that start with prefix and
 // sort after startAfter ("" for the first page), with more set when further
-// matching keys remain. limit <= 0 means DefaultListLimit. keysOnly leaves
-// values out. revision is the revision the read was served at.
+// matching keys remain. limit <= 0 means DefaultListLimit, and limit is at
+// most MaxListLimit; a page also ends before the key that would take its
+// key and value bytes past MaxListBytes (it holds at least one key), so a
+// caller pages until more is false, never until it has limit keys.
+// keysOnly leaves values out. revision is the revision the read was served
+// at.
 func (s *Store) List(prefix, startAfter string, limit int, keysOnly bool) (kvs []*metadpb.KeyValue, more bool, revision int64) {
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
+	limit = min(limit, MaxListLimit)
+	var size int64
 	start := prefix
 	if startAfter != "" {
 		// The smallest string greater than startAfter.
@@ -170,11 +201,17 @@ func (s *Store) List(prefix, startAfter string, limit int, keysOnly bool) (kvs [
 		if !strings.HasPrefix(key, prefix) {
 			break
 		}
-		if len(kvs) == limit {
+		kv := s.mu.kvs[key]
+		n := int64(len(key))
+		if !keysOnly {
+			n += int64(len(kv.Value))
+		}
+		if len(kvs) == limit || (len(kvs) > 0 && size+n > MaxListBytes) {
 			more = true
 			break
 		}
-		kvs = append(kvs, copyKV(s.mu.kvs[key], keysOnly))
+		size += n
+		kvs = append(kvs, copyKV(kv, keysOnly))
 	}
 	return kvs, more, s.mu.revision
 }
@@ -184,6 +221,40 @@ func (s *Store) KeyCount() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.mu.kvs)
+}
+
+// DataBytes returns the sum over live keys of their key and value bytes,
+// what Limits.max_data_bytes bounds.
+func (s *Store) DataBytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.dataBytes
+}
+
+// HistoryBytes returns what the watch history is charged for its events.
+func (s *Store) HistoryBytes() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.history.bytes
+}
+
+// LeaseCount returns the number of granted leases.
+func (s *Store) LeaseCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.mu.leases)
+}
+
+// Lease returns lease id, if it is granted: one map lookup, for the
+// leader's keep-alives.
+func (s *Store) Lease(id int64) (*metadpb.Lease, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.mu.leases[id]
+	if !ok {
+		return nil, false
+	}
+	return &metadpb.Lease{Id: id, TtlMs: l.ttlMs}, true
 }
 
 // Leases returns every granted lease, sorted by id.
@@ -268,11 +339,12 @@ func (s *Store) Snapshot() *metadpb.Snapshot {
 // empty store) and sets the applied index to index. snap is trusted to come
 // from Snapshot; Restore still keeps the store's invariants when it does
 // not: duplicate keys keep the last entry, a key naming an unknown lease is
-// kept but attached to nothing, history is trimmed to HistoryRevisions, and
+// kept but attached to nothing, history is trimmed to HistoryRevisions and
+// HistoryBytes, and
 // the compact revision is raised so that Events never skips a revision the
 // history lacks.
 func (s *Store) Restore(snap *metadpb.Snapshot, index uint64) {
-	st := restoreState(snap, s.opts.HistoryRevisions)
+	st := restoreState(snap, s.opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.state = st
@@ -280,8 +352,8 @@ func (s *Store) Restore(snap *metadpb.Snapshot, index uint64) {
 	s.notifyLocked()
 }
 
-func restoreState(snap *metadpb.Snapshot, historyRevisions int) state {
-	st := newState(historyRevisions)
+func restoreState(snap *metadpb.Snapshot, opts Options) state {
+	st := newState(opts)
 	if snap == nil {
 		return st
 	}
@@ -301,6 +373,7 @@ func restoreState(snap *metadpb.Snapshot, historyRevisions int) state {
 		st.kvs[kv.Key] = kv
 	}
 	for _, kv := range st.kvs {
+		st.dataBytes += kvBytes(kv)
 		if l, ok := st.leases[kv.Lease]; ok {
 			l.keys[kv.Key] = struct{}{}
 		}

@@ -47,13 +47,15 @@
 //	Get                 ErrNotFound (missing key), ErrUnavailable
 //	List, Status        ErrUnavailable
 //	Put                 ErrVersionConflict (WithExpectedVersion),
-//	                    ErrLeaseNotFound (WithLease), ErrNoQuorum,
-//	                    ErrUnknownOutcome, ErrUnavailable
+//	                    ErrLeaseNotFound (WithLease), ErrQuotaExceeded,
+//	                    ErrNoQuorum, ErrUnknownOutcome, ErrUnavailable
 //	Delete              ErrVersionConflict, ErrNoQuorum, ErrUnknownOutcome,
 //	                    ErrUnavailable (a missing key is not an error)
-//	Txn                 ErrLeaseNotFound, ErrNoQuorum, ErrUnknownOutcome,
-//	                    ErrUnavailable (failed compares are not an error)
-//	Grant               ErrNoQuorum, ErrUnknownOutcome, ErrUnavailable
+//	Txn                 ErrLeaseNotFound, ErrQuotaExceeded, ErrNoQuorum,
+//	                    ErrUnknownOutcome, ErrUnavailable (failed compares
+//	                    are not an error)
+//	Grant               ErrQuotaExceeded, ErrNoQuorum, ErrUnknownOutcome,
+//	                    ErrUnavailable
 //	KeepAlive           ErrLeaseNotFound, ErrUnavailable
 //	Revoke              ErrLeaseNotFound, ErrNoQuorum, ErrUnknownOutcome,
 //	                    ErrUnavailable

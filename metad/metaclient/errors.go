@@ -45,7 +45,15 @@ var (
 	ErrUnknownOutcome = errors.New("metaclient: write outcome unknown")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("metaclient: client closed")
+	// ErrQuotaExceeded: the write would grow metad past a quota (keys,
+	// bytes of keys and values, leases). It was not applied; only deletes,
+	// or a higher quota, make room.
+	ErrQuotaExceeded = errors.New("metaclient: quota exceeded")
 )
+
+// reasonQuotaExceeded is metad.ReasonQuotaExceeded (code
+// RESOURCE_EXHAUSTED).
+const reasonQuotaExceeded = "QUOTA_EXCEEDED"
 
 // CompactedError is returned (as a watch's final WatchResult.Err) when a
 // watch starts from, or has to resume from, a revision that was compacted
@@ -144,6 +152,8 @@ func translate(o *op, err error, sent bool) error {
 		kinds = []error{o.notFound()}
 	case rpcerror.ReasonVersionConflict:
 		kinds = []error{ErrVersionConflict}
+	case reasonQuotaExceeded:
+		kinds = []error{ErrQuotaExceeded}
 	case rpcerror.ReasonCompacted:
 		return &CompactedError{CompactRevision: info.CompactRevision, err: err}
 	case rpcerror.ReasonNoQuorum:

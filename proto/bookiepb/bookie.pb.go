@@ -34,6 +34,10 @@ const (
 	AddStatus_ADD_INVALID AddStatus = 3
 	// The journal failed; the bookie is stopping. Outcome unknown.
 	AddStatus_ADD_FAILED AddStatus = 4
+	// The bookie already holds this entry with different bytes. Entries are
+	// immutable: a recovery add or a retry must carry the bytes stored, so
+	// the add is refused and the stored entry kept. Not retryable.
+	AddStatus_ADD_ENTRY_CONFLICT AddStatus = 5
 )
 
 // Enum value maps for AddStatus.
@@ -44,13 +48,15 @@ var (
 		2: "ADD_READ_ONLY",
 		3: "ADD_INVALID",
 		4: "ADD_FAILED",
+		5: "ADD_ENTRY_CONFLICT",
 	}
 	AddStatus_value = map[string]int32{
-		"ADD_OK":        0,
-		"ADD_FENCED":    1,
-		"ADD_READ_ONLY": 2,
-		"ADD_INVALID":   3,
-		"ADD_FAILED":    4,
+		"ADD_OK":             0,
+		"ADD_FENCED":         1,
+		"ADD_READ_ONLY":      2,
+		"ADD_INVALID":        3,
+		"ADD_FAILED":         4,
+		"ADD_ENTRY_CONFLICT": 5,
 	}
 )
 
@@ -186,7 +192,8 @@ type AddRequest struct {
 	LedgerId  uint64 `protobuf:"varint,2,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
 	EntryId   uint64 `protobuf:"varint,3,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
 	// lac is the writer's last-add-confirmed when it sent this add
-	// (piggybacked); -1 for none.
+	// (piggybacked); -1 for none. The bookie keeps it only up to the highest
+	// entry id it holds, this one included.
 	Lac     int64  `protobuf:"varint,4,opt,name=lac,proto3" json:"lac,omitempty"`
 	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
 	// recovery marks a recovery add, allowed on a fenced ledger.
@@ -1279,7 +1286,7 @@ const file_bookie_v1_bookie_proto_rawDesc = "" +
 	"\tbookie_id\x18\x01 \x01(\tR\bbookieId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
 	"instanceId\x12\"\n" +
-	"\rcreated_at_ms\x18\x03 \x01(\x03R\vcreatedAtMs*[\n" +
+	"\rcreated_at_ms\x18\x03 \x01(\x03R\vcreatedAtMs*s\n" +
 	"\tAddStatus\x12\n" +
 	"\n" +
 	"\x06ADD_OK\x10\x00\x12\x0e\n" +
@@ -1288,7 +1295,8 @@ const file_bookie_v1_bookie_proto_rawDesc = "" +
 	"\rADD_READ_ONLY\x10\x02\x12\x0f\n" +
 	"\vADD_INVALID\x10\x03\x12\x0e\n" +
 	"\n" +
-	"ADD_FAILED\x10\x04*,\n" +
+	"ADD_FAILED\x10\x04\x12\x16\n" +
+	"\x12ADD_ENTRY_CONFLICT\x10\x05*,\n" +
 	"\n" +
 	"ReadStatus\x12\v\n" +
 	"\aREAD_OK\x10\x00\x12\x11\n" +

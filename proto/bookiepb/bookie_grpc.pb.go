@@ -53,7 +53,8 @@ type BookieClient interface {
 	// Fence makes the ledger reject further (non-recovery) adds, durably,
 	// before answering.
 	Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error)
-	// WriteLAC records an explicit LAC (the writer is idle).
+	// WriteLAC records an explicit LAC (the writer is idle). The bookie keeps
+	// it only up to the highest entry id it holds for the ledger.
 	WriteLAC(ctx context.Context, in *WriteLACRequest, opts ...grpc.CallOption) (*WriteLACResponse, error)
 	DeleteLedger(ctx context.Context, in *DeleteLedgerRequest, opts ...grpc.CallOption) (*DeleteLedgerResponse, error)
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
@@ -183,7 +184,8 @@ type BookieServer interface {
 	// Fence makes the ledger reject further (non-recovery) adds, durably,
 	// before answering.
 	Fence(context.Context, *FenceRequest) (*FenceResponse, error)
-	// WriteLAC records an explicit LAC (the writer is idle).
+	// WriteLAC records an explicit LAC (the writer is idle). The bookie keeps
+	// it only up to the highest entry id it holds for the ledger.
 	WriteLAC(context.Context, *WriteLACRequest) (*WriteLACResponse, error)
 	DeleteLedger(context.Context, *DeleteLedgerRequest) (*DeleteLedgerResponse, error)
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)

@@ -31,7 +31,13 @@ type Command struct {
 	//	*Command_LeaseGrant
 	//	*Command_LeaseRevoke
 	//	*Command_MemberInfo
-	Command       isCommand_Command `protobuf_oneof:"command"`
+	Command isCommand_Command `protobuf_oneof:"command"`
+	// limits are the quotas Apply enforces for this command, stamped by the
+	// leader that proposed it from its configuration. Carried in the log
+	// rather than read from each member's configuration, so that every
+	// replica, and every replay, takes the same decision. Absent: no quota
+	// (commands proposed before quotas existed).
+	Limits        *Limits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -109,6 +115,13 @@ func (x *Command) GetMemberInfo() *MemberInfo {
 	return nil
 }
 
+func (x *Command) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 type isCommand_Command interface {
 	isCommand_Command()
 }
@@ -137,9 +150,75 @@ func (*Command_LeaseRevoke) isCommand_Command() {}
 
 func (*Command_MemberInfo) isCommand_Command() {}
 
-// LeaseGrantCommand creates a lease. The id is chosen by the leader before
-// proposing (unique: derived from term and a counter), so that replaying the
-// log creates the same id.
+// Limits bounds the state a command may grow; 0 means no bound.
+type Limits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_keys bounds the number of live keys.
+	MaxKeys int64 `protobuf:"varint,1,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	// max_data_bytes bounds the sum over live keys of key and value bytes.
+	MaxDataBytes int64 `protobuf:"varint,2,opt,name=max_data_bytes,json=maxDataBytes,proto3" json:"max_data_bytes,omitempty"`
+	// max_leases bounds the number of granted leases.
+	MaxLeases     int64 `protobuf:"varint,3,opt,name=max_leases,json=maxLeases,proto3" json:"max_leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Limits) Reset() {
+	*x = Limits{}
+	mi := &file_metad_v1_raft_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Limits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Limits) ProtoMessage() {}
+
+func (x *Limits) ProtoReflect() protoreflect.Message {
+	mi := &file_metad_v1_raft_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Limits.ProtoReflect.Descriptor instead.
+func (*Limits) Descriptor() ([]byte, []int) {
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Limits) GetMaxKeys() int64 {
+	if x != nil {
+		return x.MaxKeys
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxDataBytes() int64 {
+	if x != nil {
+		return x.MaxDataBytes
+	}
+	return 0
+}
+
+func (x *Limits) GetMaxLeases() int64 {
+	if x != nil {
+		return x.MaxLeases
+	}
+	return 0
+}
+
+// LeaseGrantCommand creates a lease. The leader draws the id at random
+// before proposing (so ids cannot be enumerated, and every replica and
+// every replay grants the same id); an id already granted is refused and
+// the leader draws again. Id 0 means the log index (commands written before
+// random ids).
 type LeaseGrantCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -150,7 +229,7 @@ type LeaseGrantCommand struct {
 
 func (x *LeaseGrantCommand) Reset() {
 	*x = LeaseGrantCommand{}
-	mi := &file_metad_v1_raft_proto_msgTypes[1]
+	mi := &file_metad_v1_raft_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +241,7 @@ func (x *LeaseGrantCommand) String() string {
 func (*LeaseGrantCommand) ProtoMessage() {}
 
 func (x *LeaseGrantCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[1]
+	mi := &file_metad_v1_raft_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +254,7 @@ func (x *LeaseGrantCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrantCommand.ProtoReflect.Descriptor instead.
 func (*LeaseGrantCommand) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{1}
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LeaseGrantCommand) GetId() int64 {
@@ -203,7 +282,7 @@ type LeaseRevokeCommand struct {
 
 func (x *LeaseRevokeCommand) Reset() {
 	*x = LeaseRevokeCommand{}
-	mi := &file_metad_v1_raft_proto_msgTypes[2]
+	mi := &file_metad_v1_raft_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +294,7 @@ func (x *LeaseRevokeCommand) String() string {
 func (*LeaseRevokeCommand) ProtoMessage() {}
 
 func (x *LeaseRevokeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[2]
+	mi := &file_metad_v1_raft_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +307,7 @@ func (x *LeaseRevokeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRevokeCommand.ProtoReflect.Descriptor instead.
 func (*LeaseRevokeCommand) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{2}
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeaseRevokeCommand) GetId() int64 {
@@ -248,7 +327,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_metad_v1_raft_proto_msgTypes[3]
+	mi := &file_metad_v1_raft_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +339,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[3]
+	mi := &file_metad_v1_raft_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +352,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{3}
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Lease) GetId() int64 {
@@ -308,7 +387,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_metad_v1_raft_proto_msgTypes[4]
+	mi := &file_metad_v1_raft_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +399,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_metad_v1_raft_proto_msgTypes[4]
+	mi := &file_metad_v1_raft_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +412,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_metad_v1_raft_proto_rawDescGZIP(), []int{4}
+	return file_metad_v1_raft_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Snapshot) GetRevision() int64 {
@@ -382,15 +461,21 @@ var File_metad_v1_raft_proto protoreflect.FileDescriptor
 
 const file_metad_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x13metad/v1/raft.proto\x12\x0fstrata.metad.v1\x1a\x14metad/v1/metad.proto\"\x96\x02\n" +
+	"\x13metad/v1/raft.proto\x12\x0fstrata.metad.v1\x1a\x14metad/v1/metad.proto\"\xc7\x02\n" +
 	"\aCommand\x12/\n" +
 	"\x03txn\x18\x01 \x01(\v2\x1b.strata.metad.v1.TxnRequestH\x00R\x03txn\x12E\n" +
 	"\vlease_grant\x18\x02 \x01(\v2\".strata.metad.v1.LeaseGrantCommandH\x00R\n" +
 	"leaseGrant\x12H\n" +
 	"\flease_revoke\x18\x03 \x01(\v2#.strata.metad.v1.LeaseRevokeCommandH\x00R\vleaseRevoke\x12>\n" +
 	"\vmember_info\x18\x04 \x01(\v2\x1b.strata.metad.v1.MemberInfoH\x00R\n" +
-	"memberInfoB\t\n" +
-	"\acommand\":\n" +
+	"memberInfo\x12/\n" +
+	"\x06limits\x18\x05 \x01(\v2\x17.strata.metad.v1.LimitsR\x06limitsB\t\n" +
+	"\acommand\"h\n" +
+	"\x06Limits\x12\x19\n" +
+	"\bmax_keys\x18\x01 \x01(\x03R\amaxKeys\x12$\n" +
+	"\x0emax_data_bytes\x18\x02 \x01(\x03R\fmaxDataBytes\x12\x1d\n" +
+	"\n" +
+	"max_leases\x18\x03 \x01(\x03R\tmaxLeases\":\n" +
 	"\x11LeaseGrantCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"$\n" +
@@ -419,32 +504,34 @@ func file_metad_v1_raft_proto_rawDescGZIP() []byte {
 	return file_metad_v1_raft_proto_rawDescData
 }
 
-var file_metad_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_metad_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_metad_v1_raft_proto_goTypes = []any{
 	(*Command)(nil),            // 0: strata.metad.v1.Command
-	(*LeaseGrantCommand)(nil),  // 1: strata.metad.v1.LeaseGrantCommand
-	(*LeaseRevokeCommand)(nil), // 2: strata.metad.v1.LeaseRevokeCommand
-	(*Lease)(nil),              // 3: strata.metad.v1.Lease
-	(*Snapshot)(nil),           // 4: strata.metad.v1.Snapshot
-	(*TxnRequest)(nil),         // 5: strata.metad.v1.TxnRequest
-	(*MemberInfo)(nil),         // 6: strata.metad.v1.MemberInfo
-	(*KeyValue)(nil),           // 7: strata.metad.v1.KeyValue
-	(*WatchResponse)(nil),      // 8: strata.metad.v1.WatchResponse
+	(*Limits)(nil),             // 1: strata.metad.v1.Limits
+	(*LeaseGrantCommand)(nil),  // 2: strata.metad.v1.LeaseGrantCommand
+	(*LeaseRevokeCommand)(nil), // 3: strata.metad.v1.LeaseRevokeCommand
+	(*Lease)(nil),              // 4: strata.metad.v1.Lease
+	(*Snapshot)(nil),           // 5: strata.metad.v1.Snapshot
+	(*TxnRequest)(nil),         // 6: strata.metad.v1.TxnRequest
+	(*MemberInfo)(nil),         // 7: strata.metad.v1.MemberInfo
+	(*KeyValue)(nil),           // 8: strata.metad.v1.KeyValue
+	(*WatchResponse)(nil),      // 9: strata.metad.v1.WatchResponse
 }
 var file_metad_v1_raft_proto_depIdxs = []int32{
-	5, // 0: strata.metad.v1.Command.txn:type_name -> strata.metad.v1.TxnRequest
-	1, // 1: strata.metad.v1.Command.lease_grant:type_name -> strata.metad.v1.LeaseGrantCommand
-	2, // 2: strata.metad.v1.Command.lease_revoke:type_name -> strata.metad.v1.LeaseRevokeCommand
-	6, // 3: strata.metad.v1.Command.member_info:type_name -> strata.metad.v1.MemberInfo
-	7, // 4: strata.metad.v1.Snapshot.kvs:type_name -> strata.metad.v1.KeyValue
-	3, // 5: strata.metad.v1.Snapshot.leases:type_name -> strata.metad.v1.Lease
-	6, // 6: strata.metad.v1.Snapshot.members:type_name -> strata.metad.v1.MemberInfo
-	8, // 7: strata.metad.v1.Snapshot.history:type_name -> strata.metad.v1.WatchResponse
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	6, // 0: strata.metad.v1.Command.txn:type_name -> strata.metad.v1.TxnRequest
+	2, // 1: strata.metad.v1.Command.lease_grant:type_name -> strata.metad.v1.LeaseGrantCommand
+	3, // 2: strata.metad.v1.Command.lease_revoke:type_name -> strata.metad.v1.LeaseRevokeCommand
+	7, // 3: strata.metad.v1.Command.member_info:type_name -> strata.metad.v1.MemberInfo
+	1, // 4: strata.metad.v1.Command.limits:type_name -> strata.metad.v1.Limits
+	8, // 5: strata.metad.v1.Snapshot.kvs:type_name -> strata.metad.v1.KeyValue
+	4, // 6: strata.metad.v1.Snapshot.leases:type_name -> strata.metad.v1.Lease
+	7, // 7: strata.metad.v1.Snapshot.members:type_name -> strata.metad.v1.MemberInfo
+	9, // 8: strata.metad.v1.Snapshot.history:type_name -> strata.metad.v1.WatchResponse
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_metad_v1_raft_proto_init() }
@@ -465,7 +552,7 @@ func file_metad_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metad_v1_raft_proto_rawDesc), len(file_metad_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,210 @@
+package ledger_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgertest"
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/ledgerpb"
+)
+
+// Recovery against buggy or hostile bookie requests (review finding H1):
+// an inflated LAC no longer makes a ledger unrecoverable, and when a LAC
+// points past entries nobody holds, recovery says so instead of retrying
+// in silence.
+
+// hostileLedger writes n entries to a new 3/3/2 ledger and leaves it open.
+func hostileLedger(t *testing.T, c *ledgertest.Cluster, n int) *ledger.Writer {
+	t.Helper()
+	w := wtCreate(t, c, ledger.CreateOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	for i := range n {
+		if _, err := w.AppendSync(wtCtx(t), []byte(fmt.Sprint("entry-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// TestRecoverAfterInflatedLAC: a WriteLAC far past the last entry, sent to
+// one bookie of an open ledger, is lowered by the bookie (H1); a LAC
+// stored inflated anyway (a bookie from before that rule) counts only up
+// to the entries that bookie holds (R4). Either way recovery closes the
+// ledger at its real last entry.
+func TestRecoverAfterInflatedLAC(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		inflate func(c *ledgertest.Cluster, id uint64) error
+	}{
+		{"WriteLAC", func(c *ledgertest.Cluster, id uint64) error {
+			return c.Bookies.WriteLAC(context.Background(), wtAddr(0), id, 1_000_000_000)
+		}},
+		{"piggybacked on a re-add", func(c *ledgertest.Cluster, id uint64) error {
+			stored, _ := c.Bookies.Stored(wtAddr(0), id, 9)
+			var resp *bookiepb.AddResponse
+			c.Bookies.Add(wtAddr(0), &bookiepb.AddRequest{LedgerId: id, EntryId: 9, Lac: 1_000_000_000, Payload: stored},
+				func(r *bookiepb.AddResponse, err error) { resp = r })
+			if resp.GetStatus() != bookiepb.AddStatus_ADD_OK {
+				return fmt.Errorf("re-add: %v", resp)
+			}
+			return nil
+		}},
+		{"stored before the rule", func(c *ledgertest.Cluster, id uint64) error {
+			c.Bookies.ForceLAC(wtAddr(0), id, 1_000_000_000)
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ledgertest.NewCluster(3)
+			w := hostileLedger(t, c, 10)
+			if err := tc.inflate(c, w.ID()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name != "stored before the rule" {
+				if lac := c.Bookies.LAC(wtAddr(0), w.ID()); lac > 9 {
+					t.Fatalf("the bookie kept LAC %d above its last entry 9", lac)
+				}
+			}
+			md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if md.State != ledgerpb.LedgerState_CLOSED || md.LastEntryId != 9 {
+				t.Fatalf("recovered %v, want CLOSED at entry 9", md)
+			}
+		})
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func gaugeOrCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// TestRecoverStuckBelowLACIsReported: a bookie that holds an entry far
+// beyond the others, with a LAC as high (what a hostile add can still do),
+// makes the LAC point past entries nobody holds. Recovery cannot close
+// the ledger without truncating "acknowledged" entries, so it keeps
+// trying, but it logs a warning naming the ledger and counts the stuck
+// recovery once; cancelling it leaves the ledger IN_RECOVERY (never a
+// truncation).
+func TestRecoverStuckBelowLACIsReported(t *testing.T) {
+	c := ledgertest.NewCluster(3)
+	w := hostileLedger(t, c, 10)
+	var resp *bookiepb.AddResponse
+	c.Bookies.Add(wtAddr(0), &bookiepb.AddRequest{LedgerId: w.ID(), EntryId: 1000, Lac: 1000, Payload: []byte("far")},
+		func(r *bookiepb.AddResponse, err error) { resp = r })
+	if resp.GetStatus() != bookiepb.AddStatus_ADD_OK {
+		t.Fatalf("hostile add: %v", resp)
+	}
+
+	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	metrics := ledger.NewMetrics()
+	if err := metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	env := c.Env()
+	env.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	env.Metrics = metrics
+	ctx, cancel := context.WithCancel(wtCtx(t))
+	defer cancel()
+	result := make(chan error, 1)
+	go func() {
+		_, err := ledger.Recover(ctx, env, w.ID())
+		result <- err
+	}()
+	deadline := time.Now().Add(wtTimeout)
+	want := fmt.Sprintf("ledger=%d entry=10", w.ID())
+	for gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total") != 1 || !strings.Contains(logs.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no stuck recovery reported; log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("the report is not a warning:\n%s", logs.String())
+	}
+	cancel()
+	if err := <-result; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Recover after cancel: %v, want context.Canceled", err)
+	}
+	if got := gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total"); got != 1 {
+		t.Fatalf("counted %v stuck recoveries, want 1", got)
+	}
+	md, _, err := c.Meta.Get(context.Background(), w.ID())
+	if err != nil || md.State != ledgerpb.LedgerState_IN_RECOVERY {
+		t.Fatalf("after a cancelled recovery: %v, %v; want IN_RECOVERY", md, err)
+	}
+}
+
+// TestWriterSurvivesAForeignEntry: an entry of the writer's own open
+// ledger already stored on one bookie with other bytes (someone wrote into
+// the ledger) is refused there with ADD_ENTRY_CONFLICT; the writer treats
+// that bookie as failed: the entry is acknowledged by the two others and
+// the bookie is replaced for later entries.
+func TestWriterSurvivesAForeignEntry(t *testing.T) {
+	c := ledgertest.NewCluster(4)
+	w := wtCreate(t, c, ledger.CreateOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	poisoned := wtMetadata(t, c, w.ID()).Fragments[0].Bookies[0]
+	var resp *bookiepb.AddResponse
+	c.Bookies.Add(poisoned, &bookiepb.AddRequest{LedgerId: w.ID(), EntryId: 0, Lac: -1, Payload: []byte("EVIL")},
+		func(r *bookiepb.AddResponse, err error) { resp = r })
+	if resp.GetStatus() != bookiepb.AddStatus_ADD_OK {
+		t.Fatalf("foreign add: %v", resp)
+	}
+	r := newWTRecorder(t, c, w)
+	wtAppend(t, w, r, "mine")
+	wtWaitFor(t, func() bool {
+		c.Scheduler.RunDue()
+		return len(r.ackedIDs()) == 1
+	})
+	wtWaitFor(t, func() bool {
+		c.Scheduler.RunDue()
+		md := wtMetadata(t, c, w.ID())
+		return !slices.Contains(md.Fragments[len(md.Fragments)-1].Bookies, poisoned)
+	})
+	if got, _ := c.Bookies.Stored(poisoned, w.ID(), 0); string(got) != "EVIL" {
+		t.Fatalf("the bookie replaced its stored entry: %q", got)
+	}
+	wtClose(t, c, w)
+}
