@@ -73,6 +73,11 @@ type Config struct {
 	// the object read cache.
 	TierUploads    int   `mapstructure:"tier-uploads"`
 	TierCacheBytes int64 `mapstructure:"tier-cache-bytes"`
+	// TierRequestTimeout bounds one store call (a read, a list, a
+	// delete); TierUploadTimeout one upload with its copy from the
+	// bookies.
+	TierRequestTimeout time.Duration `mapstructure:"tier-request-timeout"`
+	TierUploadTimeout  time.Duration `mapstructure:"tier-upload-timeout"`
 	// TierCookieCheckInterval: how long a confirmed bucket identity (the
 	// bucket cookie) is trusted before a deletion checks it again.
 	TierCookieCheckInterval time.Duration `mapstructure:"tier-cookie-check-interval"`
@@ -107,6 +112,8 @@ func DefaultConfig() Config {
 		TierUploads:             4,
 		TierCacheBytes:          256 << 20,
 		TierCookieCheckInterval: 30 * time.Second,
+		TierRequestTimeout:      30 * time.Second,
+		TierUploadTimeout:       10 * time.Minute,
 		LogLevel:                "info",
 		LogFormat:               "text",
 	}
@@ -155,8 +162,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--retention-check-interval must be at least 100ms"))
 	}
 	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
-		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 {
-		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-cache-bytes at least 1 MiB"))
+		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||
+		c.TierRequestTimeout < 100*time.Millisecond || c.TierUploadTimeout < time.Second {
+		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-cache-bytes at least 1 MiB, --tier-request-timeout at least 100ms, --tier-upload-timeout at least 1s"))
 	}
 	if c.OffsetsRetention < time.Minute {
 		errs = append(errs, errors.New("--offsets-retention must be at least 1m"))

@@ -81,6 +81,8 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		// The partition is moving (released, or taken by another broker):
 		// nothing was written; ask again where it lives.
 		return codes.Unavailable, info(rpcerror.ReasonNotOwner, true)
+	case errors.Is(err, partlog.ErrTierUnavailable):
+		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
 	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
 		return codes.Unavailable, info(rpcerror.ReasonUnknownOutcome, false)
 	case errors.Is(err, context.Canceled):

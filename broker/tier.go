@@ -60,7 +60,7 @@ func (b *Broker) openTier(ctx context.Context) error {
 	}
 	t := &tierState{
 		store: store, clusterID: id, uploads: make(chan struct{}, b.cfg.TierUploads),
-		reader: tiering.NewReader(store, tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes}, b.tierMetrics),
+		reader: tiering.NewReader(store, tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes, RequestTimeout: b.cfg.TierRequestTimeout}, b.tierMetrics),
 	}
 	if err := b.ensureCookie(ctx, t); err != nil {
 		// Not fatal: the broker serves and reads; it deletes nothing
@@ -73,7 +73,9 @@ func (b *Broker) openTier(ctx context.Context) error {
 }
 
 // cookieObjectKey is the bucket cookie's key in the store.
-func (t *tierState) cookieObjectKey() string { return fmt.Sprintf("strata/%s/bucket.json", t.clusterID) }
+func (t *tierState) cookieObjectKey() string {
+	return fmt.Sprintf("strata/%s/bucket.json", t.clusterID)
+}
 
 // ensureCookie makes sure the store holds this cluster's bucket cookie:
 // the first broker ever creates it in the store, then records it in metad
@@ -144,7 +146,7 @@ func (b *Broker) canDestroy(ctx context.Context) error {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.TierRequestTimeout)
 	defer cancel()
 	if err := t.checkCookie(ctx); err != nil {
 		b.metrics.tierIdentityErrors.Inc()
@@ -209,6 +211,7 @@ func (b *Broker) partitionTier(rec *brokerpb.TopicRecord, partition int32) *part
 		KeyPrefix: fmt.Sprintf("%s%d/", b.tier.topicPrefix(rec.Id), partition), TopicID: rec.Id,
 		SegmentBytes: b.cfg.TierSegmentBytes, MaxDelay: b.cfg.TierMaxDelay, CheckInterval: b.cfg.TierCheckInterval,
 		OrphanGrace: b.cfg.TierOrphanGrace, Uploads: b.tier.uploads, CanDestroy: b.canDestroy,
+		RequestTimeout: b.cfg.TierRequestTimeout, UploadTimeout: b.cfg.TierUploadTimeout,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/internal/miniotest"
+	"github.com/strata-log/strata/internal/objfault"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -35,13 +36,21 @@ type tierCluster struct {
 func startTierCluster(t *testing.T) *tierCluster {
 	t.Helper()
 	m := miniotest.Start(t)
+	return startTierClusterAt(t, m, m.Endpoint)
+}
+
+// startTierClusterAt is startTierCluster with the brokers reaching MinIO
+// at endpoint (a fault proxy), plus extra broker flags.
+func startTierClusterAt(t *testing.T, m *miniotest.Server, endpoint string, extra ...string) *tierCluster {
+	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", m.AccessKey) // the broker processes inherit them
 	t.Setenv("AWS_SECRET_ACCESS_KEY", m.SecretKey)
 	prefix := "tiertest"
-	url := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", m.Bucket, prefix, m.Endpoint)
-	c := startStrata(t, 1, "--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
+	url := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", m.Bucket, prefix, endpoint)
+	args := append([]string{"--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
 		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-cookie-check-interval", "100ms", "--idle-roll", "1s",
-		"--retention-check-interval", "200ms", "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms")
+		"--retention-check-interval", "200ms", "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms"}, extra...)
+	c := startStrata(t, 1, args...)
 	return &tierCluster{strataCluster: c, minio: m, prefix: prefix}
 }
 
@@ -532,4 +541,121 @@ func TestTieringStoreFaults(t *testing.T) {
 		t.Fatalf("reading a range whose object is gone: %v, want a not-found error", err)
 	}
 	t.Logf("bucket wiped: %d local ledgers kept, reads of the lost range fail", kept)
+}
+
+// TestTieringThroughFaultyStore: the store answers 503s, hangs, and cuts
+// bodies short (through internal/objfault). Every call ends at its
+// deadline; uploads fail and catch up once the store heals, with nothing
+// deleted meanwhile; a read whose object cannot be fetched whole is an
+// error to the consumer, never wrong or missing records.
+func TestTieringThroughFaultyStore(t *testing.T) {
+	skipShort(t)
+	m := miniotest.Start(t)
+	proxy := objfault.Start(t, m.Endpoint)
+	c := startTierClusterAt(t, m, proxy.Endpoint, "--tier-request-timeout", "2s", "--tier-upload-timeout", "5s")
+	cl := c.client(t)
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	createTopic(t, cl, "faulty", 1, map[string]string{"segment.bytes": "65536", "local.retention.ms": "0"})
+	metrics := "http://" + c.brokers[0].AdminAddr + "/metrics"
+	tierErrors := func() float64 {
+		n, err := metricValue(metrics, "strata_broker_tier_errors_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	notTiered := func(what string) {
+		t.Helper()
+		d, err := cl.DescribeTopic(ctx, "faulty")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := d.Partitions[0]; p.TieredSegments != 0 || len(p.Ledgers) < 2 {
+			t.Fatalf("%s: %d objects, %d ledgers; want none tiered, every ledger kept", what, p.TieredSegments, len(p.Ledgers))
+		}
+	}
+
+	// Uploads answered with 503 SlowDown: they fail, nothing is deleted.
+	slow := proxy.Add(objfault.Rule{Method: "PUT", Status: 503})
+	produceTimed(t, cl, "faulty", "q", 0, 300, 1024, base)
+	before := tierErrors()
+	eventually(t, 30*time.Second, "uploads to fail on 503", func() error {
+		if n := tierErrors(); n < before+3 {
+			return fmt.Errorf("%v tier errors", n)
+		}
+		return nil
+	})
+	notTiered("503s")
+	slow.Remove()
+
+	// Uploads that hang: each ends at --tier-upload-timeout.
+	hang := proxy.Add(objfault.Rule{Method: "PUT", Hang: true})
+	before = tierErrors()
+	start := time.Now()
+	eventually(t, 30*time.Second, "hanging uploads to end at their deadline", func() error {
+		if n := tierErrors(); n < before+1 {
+			return fmt.Errorf("%v tier errors", n)
+		}
+		return nil
+	})
+	t.Logf("a hanging upload ended after %s (upload timeout 5s)", time.Since(start).Round(time.Millisecond))
+	notTiered("hanging uploads")
+	hang.Remove()
+	proxy.Release()
+
+	hw := tiered(t, cl, "faulty") // healed: everything catches up
+	checkRecords(t, cl, "faulty", "q", hw, base)
+
+	// Reads: restart the broker so nothing is cached, then a GET that
+	// hangs, a body cut short, a 500: the broker answers each fetch within
+	// its bounds with a retryable error, so the consumer gets no record
+	// (never a wrong one) and carries on by itself once the store heals.
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	tp := client.TopicPartition{Topic: "faulty", Partition: 0}
+	unavailable := func() float64 {
+		n, _ := metricValue(metrics, "strata_broker_tier_read_errors_total")
+		return n
+	}
+	for _, fault := range []objfault.Rule{
+		{Method: "GET", KeyContains: ".seg", Hang: true},
+		{Method: "GET", KeyContains: ".seg", TruncateBody: 100},
+		{Method: "GET", KeyContains: ".seg", Status: 500},
+	} {
+		c.brokers[0].Kill() // an empty chunk cache
+		c.brokers[0].Restart(t)
+		if err := c.brokers[0].WaitReady(rctx); err != nil {
+			t.Fatal(err)
+		}
+		h := proxy.Add(fault)
+		errsBefore := unavailable()
+		cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cons.Assign(rctx, map[client.TopicPartition]client.Offset{tp: client.OffsetAt(0)}); err != nil {
+			t.Fatal(err)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		recs, err := cons.Poll(pctx)
+		pcancel()
+		if len(recs) > 0 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%+v: %d records, %v; want none while the store fails", fault, len(recs), err)
+		}
+		if unavailable() <= errsBefore {
+			t.Fatalf("%+v: no failed read counted", fault)
+		}
+		h.Remove()
+		proxy.Release()
+		pctx, pcancel = context.WithTimeout(ctx, 30*time.Second)
+		recs, err = cons.Poll(pctx)
+		pcancel()
+		if err != nil || len(recs) == 0 || recs[0].Offset != 0 || !bytes.HasPrefix(recs[0].Value, []byte("q0:")) {
+			t.Fatalf("%+v healed: %d records, %v", fault, len(recs), err)
+		}
+		cons.Close()
+		t.Logf("%+v: no record while it lasted, the consumer resumed by itself", fault)
+	}
+	checkRecords(t, cl, "faulty", "q", hw, base) // healed: read back exactly
 }

@@ -25,8 +25,8 @@
 //     commits leaves an object only the orphan sweep sees (by age, under
 //     the partition's own prefix).
 //
-// To come: a durable garbage queue, compaction, repair, and topic
-// recovery from the bucket. See docs/tiering.md.
+// To come: compaction, repair, and topic recovery from the bucket. See
+// docs/tiering.md.
 //
 // # Model
 //
@@ -41,9 +41,10 @@
 // with the topic's random id (never its name, so delete and recreate
 // cannot collide), zero-padded offsets (key order = offset order) and 64
 // random bits per upload attempt. An object is LIVE while the
-// PartitionLog's tiered list names it (a TieredSegment record); before
-// its commit and after its unlinking it is garbage, deleted at once and,
-// if that fails or the process dies, by the orphan sweep.
+// PartitionLog's tiered list names it (a TieredSegment record); once
+// retention unlinks it, it is queued in the list's garbage until deleted;
+// an upload that never committed is deleted at once or, if the process
+// dies first, by the orphan sweep.
 //
 // # Invariants
 //
@@ -70,10 +71,11 @@
 //     log_start_offset never decreases and is advanced in the same CAS
 //     that unlinks what it covers.
 //   - T6 References before objects. An object is deleted only after the
-//     CAS that removes its LIVE record; a deletion that fails (or a crash
-//     before it) leaves an unlisted object that the orphan sweep deletes
-//     once older than its grace. (The reference design's durable GC queue
-//     is not built: the sweep is the safety net.)
+//     CAS that removes its LIVE record, and that same CAS queues it in the
+//     PartitionLog's garbage list (a durable queue in metad); it leaves the
+//     queue only once the store confirmed the deletion. An object never
+//     committed (an upload cut short) is deleted at once, and by the
+//     orphan sweep once older than its grace if that fails.
 //   - T7 Fencing. Every tiering, retention and compaction commit is a CAS
 //     on the PartitionLog version held by the owner; losing
 //     the compare drops the partition (partlog P3). A zombie owner can

@@ -22,8 +22,10 @@ import (
 //	             ErrConflict, ErrUnknownOutcome); ErrUnknownOutcome (the
 //	             batch was handed to the ledger and the outcome is unknown,
 //	             also when ctx ends while waiting for the acknowledgement).
-//	Fetch,       *OutOfRangeError, ErrClosed, the failed log's error, or a
-//	ListOffset   ledger read error, wrapped.
+//	Fetch,       *OutOfRangeError, ErrClosed, the failed log's error, a
+//	ListOffset   ledger read error, wrapped; below the first ledger,
+//	             ErrTierUnavailable or the object store's / segfile's
+//	             error (not found, corrupt).
 //	Close        the failed log's error, ErrConflict, ErrFenced, or the
 //	             store's / ledger's error.
 //	EnforceRetention  the failed log's error; ErrConflict or
@@ -39,6 +41,11 @@ var (
 	ErrOutOfOrderSequence = errors.New("partlog: out of order sequence number")
 	ErrProducerFenced     = errors.New("partlog: producer fenced (stale epoch)")
 	ErrUnknownOutcome     = errors.New("partlog: write outcome unknown")
+	// ErrTierUnavailable: a read from the object store failed in a way
+	// that may pass (timeout, 5xx, a body cut short): retry. A missing or
+	// corrupt object is not this (T10: the error stays until an operator
+	// acts).
+	ErrTierUnavailable = errors.New("partlog: object store unavailable")
 	// ErrNotFound is metaclient.ErrNotFound: ReadPartitionLog (and
 	// Store.Get) of a missing key.
 	ErrNotFound = metaclient.ErrNotFound

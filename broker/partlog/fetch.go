@@ -12,6 +12,7 @@ import (
 	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/tiering/objstore"
 )
 
 // Read-side bounds.
@@ -359,7 +360,7 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 		}
 		off, ts, found, err := l.cfg.Tier.Reader.OffsetForTime(ctx, t, timestampMs)
 		if err != nil {
-			return 0, 0, fmt.Errorf("partlog: time lookup in %s: %w", t.ObjectKey, err)
+			return 0, 0, tierReadError(ctx, fmt.Errorf("partlog: time lookup in %s: %w", t.ObjectKey, err))
 		}
 		if found && off >= start {
 			return off, ts, nil
@@ -477,7 +478,7 @@ func (l *Log) readTiered(ctx context.Context, pl *brokerpb.PartitionLog, offset 
 	}
 	records, err := l.cfg.Tier.Reader.Fetch(ctx, t, offset, maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("partlog: reading offset %d from %s: %w", offset, t.ObjectKey, err)
+		return nil, tierReadError(ctx, fmt.Errorf("partlog: reading offset %d from %s: %w", offset, t.ObjectKey, err))
 	}
 	l.metrics.TierReadBytes.Add(float64(len(records)))
 	l.metrics.FetchedBytes.Add(float64(len(records)))
@@ -487,4 +488,14 @@ func (l *Log) readTiered(ctx context.Context, pl *brokerpb.PartitionLog, offset 
 func errNoTier(t *brokerpb.TieredSegment) error {
 	return fmt.Errorf("partlog: offsets %d-%d are in the object store (%s) and this broker has no --tier-store",
 		t.BaseOffset, t.LastOffset, t.ObjectKey)
+}
+
+// tierReadError marks an object-store read failure that may pass (the
+// store's transient class, or its own deadline while the caller's ctx is
+// still live) with ErrTierUnavailable, so clients retry it.
+func tierReadError(ctx context.Context, err error) error {
+	if errors.Is(err, objstore.ErrTransient) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+		return fmt.Errorf("%w: %w", ErrTierUnavailable, err)
+	}
+	return err
 }

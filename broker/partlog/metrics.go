@@ -31,6 +31,8 @@ type Metrics struct {
 	TierOrphansDeleted  prometheus.Counter
 	TierReadBytes       prometheus.Counter
 	TierLagBytes        prometheus.Gauge
+	TierGarbageDeleted  prometheus.Counter
+	TierGarbageObjects  prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -83,12 +85,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "strata_broker_tier_fetched_bytes_total", Help: "Batch bytes fetches read from segment objects."}),
 		TierLagBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_broker_tier_lag_bytes", Help: "Bytes of closed ledgers of the owned partitions that no object covers yet."}),
+		TierGarbageDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_tier_garbage_deleted_objects_total", Help: "Objects unlinked by retention and then deleted from the store."}),
+		TierGarbageObjects: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_broker_tier_garbage_objects", Help: "Objects of the owned partitions unlinked and queued for deletion, not deleted yet."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
 			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures,
 			m.RetentionSegments, m.RetentionBytes, m.TierUploadedBytes, m.TierUploadedObjects, m.TierErrors,
-			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes, m.TierLagBytes)
+			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes, m.TierLagBytes,
+			m.TierGarbageDeleted, m.TierGarbageObjects)
 	}
 	return m
 }

@@ -83,7 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	newPL := &brokerpb.PartitionLog{
 		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
 		Segments: append(segs, open), Producers: producers.snapshot(now, cfg.ProducerExpiry),
-		Tiered: pl.GetTiered(),
+		Tiered: pl.GetTiered(), Garbage: pl.GetGarbage(),
 	}
 	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
 	if err != nil {

@@ -162,9 +162,10 @@ func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
 	var cut RetentionCut
 	var gone []*brokerpb.LedgerSegment
 	var goneObjects []string
+	var now time.Time
 	err := l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
 		l.mu.Lock()
-		now := l.cfg.Now()
+		now = l.cfg.Now()
 		cut = retentionCut(logPieces(pl, l.mu.seg.bytes), now.UnixMilli(), l.mu.policy)
 		l.mu.lastRetention = now
 		l.mu.Unlock()
@@ -173,6 +174,8 @@ func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
 		}
 		for len(pl.Tiered) > 0 && pl.Tiered[0].LastOffset < cut.Start {
 			goneObjects = append(goneObjects, pl.Tiered[0].ObjectKey)
+			// Queued in the same CAS that unlinks it (T6).
+			pl.Garbage = append(pl.Garbage, &brokerpb.GarbageObject{ObjectKey: pl.Tiered[0].ObjectKey, SinceMs: now.UnixMilli()})
 			pl.Tiered = pl.Tiered[1:]
 		}
 		for len(pl.Segments) > 0 && pl.Segments[0].Closed && pl.Segments[0].LastOffset < cut.Start {
@@ -191,7 +194,11 @@ func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
 	for _, s := range gone {
 		l.deleteSegment(ctx, s)
 	}
-	l.deleteObjects(ctx, goneObjects)
+	if len(goneObjects) > 0 {
+		if err := l.collectGarbage(ctx); err != nil {
+			l.log.Warn("retention: deleting unlinked objects; the garbage queue retries", "err", err)
+		}
+	}
 	l.metrics.RetentionSegments.Add(float64(cut.Pieces))
 	l.metrics.RetentionBytes.Add(float64(cut.Bytes))
 	return cut, nil

@@ -173,8 +173,11 @@ func (l *Log) tierLoop() {
 	defer l.wg.Done()
 	t := time.NewTicker(l.cfg.Tier.CheckInterval)
 	defer t.Stop()
-	var lag int64 // this log's share of TierLagBytes
-	defer func() { l.metrics.TierLagBytes.Add(float64(-lag)) }()
+	var lag, garbage int64 // this log's shares of TierLagBytes and TierGarbageObjects
+	defer func() {
+		l.metrics.TierLagBytes.Add(float64(-lag))
+		l.metrics.TierGarbageObjects.Add(float64(-garbage))
+	}()
 	for i := 1; ; i++ {
 		select {
 		case <-l.stop:
@@ -192,9 +195,11 @@ func (l *Log) tierLoop() {
 		if l.mu.policy.RemoteStorage {
 			now = untieredBytes(l.mu.pl)
 		}
+		queued := int64(len(l.mu.pl.GetGarbage()))
 		l.mu.Unlock()
 		l.metrics.TierLagBytes.Add(float64(now - lag))
-		lag = now
+		l.metrics.TierGarbageObjects.Add(float64(queued - garbage))
+		lag, garbage = now, queued
 	}
 }
 
@@ -227,6 +232,9 @@ func (l *Log) TierOnce(ctx context.Context, sweep bool) error {
 		}
 	}
 	if err := l.deleteLocalCopies(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := l.collectGarbage(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if sweep {
@@ -460,6 +468,52 @@ func (l *Log) deleteLocalCopies(ctx context.Context) error {
 	return nil
 }
 
+// collectGarbage deletes the queued garbage objects and, once the store
+// confirms, removes them from the queue by CAS. Objects whose deletion
+// fails stay queued for the next check.
+func (l *Log) collectGarbage(ctx context.Context) error {
+	if l.cfg.Tier == nil {
+		return nil
+	}
+	l.mu.Lock()
+	var keys []string
+	for _, g := range l.mu.pl.GetGarbage() {
+		keys = append(keys, g.ObjectKey)
+	}
+	l.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, l.cfg.Tier.RequestTimeout)
+	failed, err := l.cfg.Tier.Store.Delete(dctx, keys)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("partlog: deleting %d garbage objects: %w", len(keys), err)
+	}
+	kept := map[string]bool{}
+	for _, f := range failed {
+		kept[f.Key] = true
+	}
+	err = l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
+		n := len(pl.Garbage)
+		pl.Garbage = slices.DeleteFunc(pl.Garbage, func(g *brokerpb.GarbageObject) bool {
+			return slices.Contains(keys, g.ObjectKey) && !kept[g.ObjectKey]
+		})
+		if len(pl.Garbage) == n {
+			return errNothing
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.metrics.TierGarbageDeleted.Add(float64(len(keys) - len(failed)))
+	if len(failed) > 0 {
+		return fmt.Errorf("partlog: %d of %d garbage objects not deleted (first: %s: %v)", len(failed), len(keys), failed[0].Key, failed[0].Err)
+	}
+	return nil
+}
+
 // deleteObjects deletes objects nothing references (any more); failures
 // are left to the orphan sweep.
 func (l *Log) deleteObjects(ctx context.Context, keys []string) {
@@ -506,6 +560,7 @@ func (l *Log) sweepOrphanObjects(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	orphans = slices.DeleteFunc(orphans, func(k string) bool { return live[k] })
+	l.abortOldUploads(ctx, horizon)
 	if len(orphans) == 0 {
 		return nil
 	}
@@ -513,6 +568,34 @@ func (l *Log) sweepOrphanObjects(ctx context.Context) error {
 	l.metrics.TierOrphansDeleted.Add(float64(len(orphans)))
 	l.log.Info("deleted orphan objects", "objects", len(orphans))
 	return nil
+}
+
+// abortOldUploads aborts multipart uploads under the partition's prefix
+// begun before horizon: a crash mid-upload leaves one behind (an upload
+// in progress is younger). Stores that cannot list them by prefix (MinIO)
+// expire them on their own.
+func (l *Log) abortOldUploads(ctx context.Context, horizon time.Time) {
+	tier := l.cfg.Tier
+	ctx, cancel := context.WithTimeout(ctx, tier.RequestTimeout)
+	defer cancel()
+	var old []objstore.UploadInfo
+	err := tier.Store.ListIncompleteUploads(ctx, tier.KeyPrefix, func(u objstore.UploadInfo) bool {
+		if u.Initiated.Before(horizon) {
+			old = append(old, u)
+		}
+		return true
+	})
+	if err != nil {
+		l.log.Warn("listing incomplete uploads", "err", err)
+		return
+	}
+	for _, u := range old {
+		if err := tier.Store.AbortIncompleteUpload(ctx, u.Key, u.UploadID); err != nil {
+			l.log.Warn("aborting an abandoned upload", "key", u.Key, "err", err)
+			continue
+		}
+		l.log.Info("aborted an abandoned upload", "key", u.Key, "initiated", u.Initiated)
+	}
 }
 
 // tieredFor returns the tiered segment holding offset, or nil.

@@ -193,6 +193,17 @@ func TestTierUploadReadDelete(t *testing.T) {
 	if _, err := store.Put(testCtx(t), "c/t/other/3/x.seg", bytes.NewReader([]byte("not ours")), 8, nil); err != nil {
 		t.Fatal(err)
 	}
+	store.AddIncompleteUpload("c/t/topic-id/3/abandoned.seg", time.Now().Add(-time.Hour))
+	l2.cfg.Tier.OrphanGrace = time.Minute
+	store.AddIncompleteUpload("c/t/topic-id/3/in-progress.seg", time.Now())
+	if err := l2.TierOnce(testCtx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	var uploads []string
+	_ = store.ListIncompleteUploads(testCtx(t), "", func(u objstore.UploadInfo) bool { uploads = append(uploads, u.Key); return true })
+	if fmt.Sprint(uploads) != "[c/t/topic-id/3/in-progress.seg]" {
+		t.Fatalf("incomplete uploads after the sweep: %v, want only the young one", uploads)
+	}
 	l2.cfg.Tier.OrphanGrace = time.Nanosecond
 	if err := l2.TierOnce(testCtx(t), true); err != nil {
 		t.Fatal(err)
@@ -285,5 +296,60 @@ func TestTierStaleOwnerCannotCommit(t *testing.T) {
 	}
 	if pl := owner.Describe(); len(pl.Tiered) == 0 {
 		t.Fatal("the owner did not tier")
+	}
+}
+
+// TestTierGarbageQueue: retention unlinks an object and queues it in the
+// same CAS (T6); while the store refuses the deletion it stays queued, in
+// metad, across a takeover; once the store deletes it, the queue empties.
+func TestTierGarbageQueue(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour}
+	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	cfg := f.config(1)
+	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
+	l := f.open(cfg)
+	for range 2 {
+		appendN(t, l, 2)
+		rollByAge(t, f, l)
+	}
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	first := l.Describe().Tiered[0]
+	store.SetHook(func(c memstore.Call) memstore.Fault {
+		if c.Op == objstore.OpDelete {
+			return memstore.Fault{Err: errors.New("store refuses")}
+		}
+		return memstore.Fault{}
+	})
+	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].SizeBytes
+	l.SetPolicy(pol)
+	if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 1 {
+		t.Fatalf("retention: %+v, %v", cut, err)
+	}
+	stored, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	if err != nil || len(stored.Garbage) != 1 || stored.Garbage[0].ObjectKey != first.ObjectKey || len(stored.Tiered) != 1 {
+		t.Fatalf("stored: garbage %v, %d objects, %v", stored.GetGarbage(), len(stored.GetTiered()), err)
+	}
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := f.config(2)
+	cfg2.Tier, cfg2.Policy, cfg2.RetentionCheckInterval = tier, pol, time.Hour
+	l2 := f.open(cfg2)
+	if g := l2.Describe().Garbage; len(g) != 1 {
+		t.Fatalf("garbage after the takeover: %v", g)
+	}
+	store.SetHook(nil)
+	if err := l2.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	if g := l2.Describe().Garbage; len(g) != 0 {
+		t.Fatalf("garbage after a working store: %v", g)
+	}
+	if _, err := store.Stat(testCtx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the unlinked object: %v", err)
 	}
 }

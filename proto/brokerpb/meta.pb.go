@@ -536,7 +536,11 @@ type PartitionLog struct {
 	// cover [tiered[0].base_offset, last tiered last_offset]; the ledgers
 	// in segments still cover what follows, and may still hold copies of
 	// tiered offsets until local retention deletes them.
-	Tiered        []*TieredSegment `protobuf:"bytes,5,rep,name=tiered,proto3" json:"tiered,omitempty"`
+	Tiered []*TieredSegment `protobuf:"bytes,5,rep,name=tiered,proto3" json:"tiered,omitempty"`
+	// garbage: objects no longer named by tiered (retention unlinked them in
+	// the same CAS) whose deletion from the store is not confirmed yet: a
+	// durable queue, retried until the store says they are gone (T6).
+	Garbage       []*GarbageObject `protobuf:"bytes,6,rep,name=garbage,proto3" json:"garbage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -606,6 +610,65 @@ func (x *PartitionLog) GetTiered() []*TieredSegment {
 	return nil
 }
 
+func (x *PartitionLog) GetGarbage() []*GarbageObject {
+	if x != nil {
+		return x.Garbage
+	}
+	return nil
+}
+
+type GarbageObject struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ObjectKey     string                 `protobuf:"bytes,1,opt,name=object_key,json=objectKey,proto3" json:"object_key,omitempty"`
+	SinceMs       int64                  `protobuf:"varint,2,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GarbageObject) Reset() {
+	*x = GarbageObject{}
+	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GarbageObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GarbageObject) ProtoMessage() {}
+
+func (x *GarbageObject) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GarbageObject.ProtoReflect.Descriptor instead.
+func (*GarbageObject) Descriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GarbageObject) GetObjectKey() string {
+	if x != nil {
+		return x.ObjectKey
+	}
+	return ""
+}
+
+func (x *GarbageObject) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
+}
+
 // TieredSegment is one committed segment object (tiering/segfile format)
 // holding the batches of offsets [base_offset, last_offset].
 type TieredSegment struct {
@@ -629,7 +692,7 @@ type TieredSegment struct {
 
 func (x *TieredSegment) Reset() {
 	*x = TieredSegment{}
-	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +704,7 @@ func (x *TieredSegment) String() string {
 func (*TieredSegment) ProtoMessage() {}
 
 func (x *TieredSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +717,7 @@ func (x *TieredSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TieredSegment.ProtoReflect.Descriptor instead.
 func (*TieredSegment) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TieredSegment) GetObjectKey() string {
@@ -747,7 +810,7 @@ type IndexPoint struct {
 
 func (x *IndexPoint) Reset() {
 	*x = IndexPoint{}
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +822,7 @@ func (x *IndexPoint) String() string {
 func (*IndexPoint) ProtoMessage() {}
 
 func (x *IndexPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +835,7 @@ func (x *IndexPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexPoint.ProtoReflect.Descriptor instead.
 func (*IndexPoint) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IndexPoint) GetEntryId() int64 {
@@ -807,7 +870,7 @@ type LedgerIndex struct {
 
 func (x *LedgerIndex) Reset() {
 	*x = LedgerIndex{}
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +882,7 @@ func (x *LedgerIndex) String() string {
 func (*LedgerIndex) ProtoMessage() {}
 
 func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +895,7 @@ func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerIndex.ProtoReflect.Descriptor instead.
 func (*LedgerIndex) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LedgerIndex) GetPoints() []*IndexPoint {
@@ -856,7 +919,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +931,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +944,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupRecordKey) GetGroupId() string {
@@ -917,7 +980,7 @@ type GroupOffsetValue struct {
 
 func (x *GroupOffsetValue) Reset() {
 	*x = GroupOffsetValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +992,7 @@ func (x *GroupOffsetValue) String() string {
 func (*GroupOffsetValue) ProtoMessage() {}
 
 func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1005,7 @@ func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffsetValue.ProtoReflect.Descriptor instead.
 func (*GroupOffsetValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupOffsetValue) GetOffset() int64 {
@@ -983,7 +1046,7 @@ type GroupMetadataValue struct {
 
 func (x *GroupMetadataValue) Reset() {
 	*x = GroupMetadataValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[13]
+	mi := &file_broker_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1058,7 @@ func (x *GroupMetadataValue) String() string {
 func (*GroupMetadataValue) ProtoMessage() {}
 
 func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[13]
+	mi := &file_broker_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1071,7 @@ func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMetadataValue.ProtoReflect.Descriptor instead.
 func (*GroupMetadataValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupMetadataValue) GetGroupEpoch() int32 {
@@ -1076,14 +1139,19 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x129\n" +
 	"\abatches\x18\x03 \x03(\v2\x1f.strata.broker.v1.ProducerBatchR\abatches\x12*\n" +
-	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\x8e\x02\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\xc9\x02\n" +
 	"\fPartitionLog\x12\x1f\n" +
 	"\vowner_epoch\x18\x01 \x01(\x03R\n" +
 	"ownerEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12;\n" +
 	"\bsegments\x18\x03 \x03(\v2\x1f.strata.broker.v1.LedgerSegmentR\bsegments\x12=\n" +
 	"\tproducers\x18\x04 \x03(\v2\x1f.strata.broker.v1.ProducerStateR\tproducers\x127\n" +
-	"\x06tiered\x18\x05 \x03(\v2\x1f.strata.broker.v1.TieredSegmentR\x06tiered\"\x88\x03\n" +
+	"\x06tiered\x18\x05 \x03(\v2\x1f.strata.broker.v1.TieredSegmentR\x06tiered\x129\n" +
+	"\agarbage\x18\x06 \x03(\v2\x1f.strata.broker.v1.GarbageObjectR\agarbage\"I\n" +
+	"\rGarbageObject\x12\x1d\n" +
+	"\n" +
+	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x19\n" +
+	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\"\x88\x03\n" +
 	"\rTieredSegment\x12\x1d\n" +
 	"\n" +
 	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x1f\n" +
@@ -1136,7 +1204,7 @@ func file_broker_v1_meta_proto_rawDescGZIP() []byte {
 	return file_broker_v1_meta_proto_rawDescData
 }
 
-var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_broker_v1_meta_proto_goTypes = []any{
 	(*ControllerRecord)(nil),   // 0: strata.broker.v1.ControllerRecord
 	(*TopicRecord)(nil),        // 1: strata.broker.v1.TopicRecord
@@ -1146,28 +1214,30 @@ var file_broker_v1_meta_proto_goTypes = []any{
 	(*ProducerBatch)(nil),      // 5: strata.broker.v1.ProducerBatch
 	(*ProducerState)(nil),      // 6: strata.broker.v1.ProducerState
 	(*PartitionLog)(nil),       // 7: strata.broker.v1.PartitionLog
-	(*TieredSegment)(nil),      // 8: strata.broker.v1.TieredSegment
-	(*IndexPoint)(nil),         // 9: strata.broker.v1.IndexPoint
-	(*LedgerIndex)(nil),        // 10: strata.broker.v1.LedgerIndex
-	(*GroupRecordKey)(nil),     // 11: strata.broker.v1.GroupRecordKey
-	(*GroupOffsetValue)(nil),   // 12: strata.broker.v1.GroupOffsetValue
-	(*GroupMetadataValue)(nil), // 13: strata.broker.v1.GroupMetadataValue
-	nil,                        // 14: strata.broker.v1.TopicRecord.ConfigsEntry
-	(*GroupMember)(nil),        // 15: strata.broker.v1.GroupMember
+	(*GarbageObject)(nil),      // 8: strata.broker.v1.GarbageObject
+	(*TieredSegment)(nil),      // 9: strata.broker.v1.TieredSegment
+	(*IndexPoint)(nil),         // 10: strata.broker.v1.IndexPoint
+	(*LedgerIndex)(nil),        // 11: strata.broker.v1.LedgerIndex
+	(*GroupRecordKey)(nil),     // 12: strata.broker.v1.GroupRecordKey
+	(*GroupOffsetValue)(nil),   // 13: strata.broker.v1.GroupOffsetValue
+	(*GroupMetadataValue)(nil), // 14: strata.broker.v1.GroupMetadataValue
+	nil,                        // 15: strata.broker.v1.TopicRecord.ConfigsEntry
+	(*GroupMember)(nil),        // 16: strata.broker.v1.GroupMember
 }
 var file_broker_v1_meta_proto_depIdxs = []int32{
-	14, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
+	15, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
 	5,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
 	4,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
 	6,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
-	8,  // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
-	9,  // 5: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
-	15, // 6: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	9,  // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
+	8,  // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
+	10, // 6: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
+	16, // 7: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_broker_v1_meta_proto_init() }
@@ -1182,7 +1252,7 @@ func file_broker_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_v1_meta_proto_rawDesc), len(file_broker_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
