@@ -78,6 +78,14 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 		parts:   map[tp]*partition{},
 		stateCh: make(chan struct{}, 1),
 	}
+	// Takeovers recover ledgers: a stuck recovery is counted, not silent.
+	b.env.Metrics = ledger.NewMetrics()
+	if reg != nil {
+		if err := b.env.Metrics.Register(reg); err != nil {
+			meta.Close()
+			return nil, err
+		}
+	}
 	b.metrics = newMetrics(reg, b)
 	b.plm = partlog.NewMetrics(reg)
 	b.gm = group.NewMetrics(reg)
