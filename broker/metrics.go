@@ -63,26 +63,41 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		Name: "strata_broker_under_replicated_partitions",
 		Help: "Served partitions whose open ledger has entries below write-quorum copies.",
 	}, func() float64 {
-		b.mu.Lock()
-		var logs []*partlog.Log
-		for _, p := range b.parts {
-			if p.log != nil {
-				logs = append(logs, p.log)
-			}
-		}
-		b.mu.Unlock()
 		n := 0
-		for _, l := range logs {
+		for _, l := range b.servedLogs() {
 			if l.UnderReplicated() {
 				n++
 			}
 		}
 		return float64(n)
 	})
+	tierLagBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_broker_tier_lag_bytes",
+		Help: "Bytes of closed ledgers of the served partitions that no object covers yet (upload lag).",
+	}, func() float64 {
+		var n int64
+		for _, l := range b.servedLogs() {
+			bytes, _ := l.TierLag()
+			n += bytes
+		}
+		return float64(n)
+	})
+	tierLagSeconds := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_broker_tier_lag_seconds",
+		Help: "Age of the oldest closed ledger of the served partitions that no object covers yet (0: none).",
+	}, func() float64 {
+		var oldest time.Duration
+		for _, l := range b.servedLogs() {
+			_, age := l.TierLag()
+			oldest = max(oldest, age)
+		}
+		return oldest.Seconds()
+	})
 	m.tierIdentityErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "strata_broker_tier_bucket_identity_errors_total",
 		Help: "Checks of the object store's bucket cookie that failed: deletions of local copies and orphan objects are stopped."})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under)
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under,
+		tierLagBytes, tierLagSeconds)
 	return m
 }
 
@@ -95,4 +110,17 @@ func (m *metrics) produced(bytes int, err error) {
 	if err != nil {
 		m.produceErrs.Inc()
 	}
+}
+
+// servedLogs is a snapshot of the partition logs this broker serves.
+func (b *Broker) servedLogs() []*partlog.Log {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var logs []*partlog.Log
+	for _, p := range b.parts {
+		if p.log != nil {
+			logs = append(logs, p.log)
+		}
+	}
+	return logs
 }

@@ -30,7 +30,6 @@ type Metrics struct {
 	TierLocalDeleted    prometheus.Counter
 	TierOrphansDeleted  prometheus.Counter
 	TierReadBytes       prometheus.Counter
-	TierLagBytes        prometheus.Gauge
 	TierGarbageDeleted  prometheus.Counter
 	TierGarbageObjects  prometheus.Gauge
 }
@@ -83,8 +82,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "strata_broker_tier_orphan_objects_deleted_total", Help: "Objects no PartitionLog names, deleted by the orphan sweep."}),
 		TierReadBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_tier_fetched_bytes_total", Help: "Batch bytes fetches read from segment objects."}),
-		TierLagBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_broker_tier_lag_bytes", Help: "Bytes of closed ledgers of the owned partitions that no object covers yet."}),
 		TierGarbageDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_tier_garbage_deleted_objects_total", Help: "Objects unlinked by retention and then deleted from the store."}),
 		TierGarbageObjects: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -94,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
 			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures,
 			m.RetentionSegments, m.RetentionBytes, m.TierUploadedBytes, m.TierUploadedObjects, m.TierErrors,
-			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes, m.TierLagBytes,
+			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes,
 			m.TierGarbageDeleted, m.TierGarbageObjects)
 	}
 	return m

@@ -168,16 +168,13 @@ func localDeletable(pl *brokerpb.PartitionLog, nowMs, localRetentionMs int64) in
 }
 
 // tierLoop runs the tier's work every CheckInterval until the log stops,
-// and keeps this log's share of the broker's upload-lag gauge.
+// and keeps this log's share of the broker's garbage gauge.
 func (l *Log) tierLoop() {
 	defer l.wg.Done()
 	t := time.NewTicker(l.cfg.Tier.CheckInterval)
 	defer t.Stop()
-	var lag, garbage int64 // this log's shares of TierLagBytes and TierGarbageObjects
-	defer func() {
-		l.metrics.TierLagBytes.Add(float64(-lag))
-		l.metrics.TierGarbageObjects.Add(float64(-garbage))
-	}()
+	var garbage int64 // this log's share of TierGarbageObjects
+	defer func() { l.metrics.TierGarbageObjects.Add(float64(-garbage)) }()
 	for i := 1; ; i++ {
 		select {
 		case <-l.stop:
@@ -191,28 +188,39 @@ func (l *Log) tierLoop() {
 			l.log.Warn("tiering", "err", err)
 		}
 		l.mu.Lock()
-		var now int64
-		if l.mu.policy.RemoteStorage {
-			now = untieredBytes(l.mu.pl)
-		}
 		queued := int64(len(l.mu.pl.GetGarbage()))
 		l.mu.Unlock()
-		l.metrics.TierLagBytes.Add(float64(now - lag))
 		l.metrics.TierGarbageObjects.Add(float64(queued - garbage))
-		lag, garbage = now, queued
+		garbage = queued
 	}
 }
 
-// untieredBytes is the upload lag: bytes of closed ledgers no object covers.
-func untieredBytes(pl *brokerpb.PartitionLog) int64 {
-	end := tieredEnd(pl)
-	var n int64
-	for _, s := range pl.GetSegments() {
-		if s.Closed && s.LastOffset >= end {
-			n += s.Bytes
-		}
+// TierLag is the upload lag: the bytes of closed ledgers no object covers
+// and the age of the oldest of them (from its newest record, or its
+// creation when it has none). Zero without tiering.
+func (l *Log) TierLag() (bytes int64, age time.Duration) {
+	if l.cfg.Tier == nil {
+		return 0, 0
 	}
-	return n
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.mu.policy.RemoteStorage {
+		return 0, 0
+	}
+	end := tieredEnd(l.mu.pl)
+	now := l.cfg.Now().UnixMilli()
+	for _, s := range l.mu.pl.GetSegments() {
+		if !s.Closed || s.LastOffset < end || s.LastOffset < s.FirstOffset {
+			continue
+		}
+		bytes += s.Bytes
+		newest := s.MaxTimestampMs
+		if newest < 0 {
+			newest = s.CreatedAtMs
+		}
+		age = max(age, time.Duration(now-newest)*time.Millisecond)
+	}
+	return bytes, age
 }
 
 // TierOnce uploads what is due, deletes local copies local retention no
