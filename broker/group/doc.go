@@ -73,6 +73,7 @@
 // member is not persisted: a heartbeat that relies on it after a failover is
 // fenced.
 //
-// Not done: offset retention for empty groups (offsets.retention.minutes),
-// static membership (epoch -2), client-side assignors.
+// Offsets of a group without members expire after OffsetsRetention
+// (KIP-211; tombstones in the log), and an empty group goes with them.
+// Not done: static membership (epoch -2), client-side assignors.
 package group
