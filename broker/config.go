@@ -77,7 +77,10 @@ type Config struct {
 	// delete); TierUploadTimeout one upload with its copy from the
 	// bookies.
 	TierRequestTimeout time.Duration `mapstructure:"tier-request-timeout"`
-	TierUploadTimeout  time.Duration `mapstructure:"tier-upload-timeout"`
+	// TierVerifyFull reads every new object back whole before committing
+	// it (default: its tail only).
+	TierVerifyFull    bool          `mapstructure:"tier-verify-full"`
+	TierUploadTimeout time.Duration `mapstructure:"tier-upload-timeout"`
 	// TierCookieCheckInterval: how long a confirmed bucket identity (the
 	// bucket cookie) is trusted before a deletion checks it again.
 	TierCookieCheckInterval time.Duration `mapstructure:"tier-cookie-check-interval"`
@@ -85,6 +88,25 @@ type Config struct {
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
 }
+
+// Per-request limits (review finding H4): a small request must not make the
+// broker allocate, spawn or compute in proportion to a number the client
+// chose. Requests beyond them are refused as INVALID, before any work.
+const (
+	// MaxMetadataTopics caps the distinct topics one Metadata request may
+	// name (repeats are answered once).
+	MaxMetadataTopics = 1000
+	// MaxProducePartitions and MaxFetchPartitions cap the partition
+	// entries of one Produce or Fetch request.
+	MaxProducePartitions = 1000
+	MaxFetchPartitions   = 1000
+	// MaxProduceTimeout caps a Produce request's timeout_ms: each waiting
+	// request holds its batches (up to max.message.bytes each).
+	MaxProduceTimeout = 5 * time.Minute
+	// produceWorkers bounds the goroutines one Produce request appends
+	// with; its entries queue for them.
+	produceWorkers = 16
+)
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {

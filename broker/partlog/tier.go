@@ -55,6 +55,15 @@ type Tier struct {
 	// partition's tiering forever.
 	RequestTimeout time.Duration
 	UploadTimeout  time.Duration
+	// VerifyFull reads every byte of a new object back before committing
+	// it; otherwise only its tail (index, footer, trailer with the data
+	// CRC the writer computed) is read back and compared. The batches
+	// were checked (CRC-32C, offsets) on their way from the bookies, and
+	// every uploaded part carries a CRC-32C the store checks (minio-go
+	// adds it), so the tail proves the object is whole; full verification
+	// costs one more pass over the data (scrub does it later, off the
+	// upload path).
+	VerifyFull bool
 	// CanDestroy, when set, is asked before anything is deleted because of
 	// the store's state (local copies of tiered ledgers, orphan objects);
 	// false skips it this time (the bucket's identity could not be
@@ -287,8 +296,8 @@ func (l *Log) uploadOnce(ctx context.Context) (bool, error) {
 		l.deleteObjects(ctx, []string{key})
 		return false, fmt.Errorf("partlog: uploading offsets %d-%d: %w", base, last, err)
 	}
-	// Read it all back before anything depends on it (T8).
-	got, err := segfile.Verify(ctx, objectRange{tier.Store, key, tier.RequestTimeout}, sum.Size)
+	// Read it back before anything depends on it (T8).
+	got, err := l.readBack(ctx, key, sum)
 	if err != nil || got != sum {
 		l.deleteObjects(ctx, []string{key})
 		return false, fmt.Errorf("partlog: verifying %s: %w (read back %+v, wrote %+v)", key, err, got, sum)
@@ -312,6 +321,20 @@ func (l *Log) uploadOnce(ctx context.Context) (bool, error) {
 	l.log.Info("tiered", "object", key, "base_offset", seg.BaseOffset, "last_offset", seg.LastOffset,
 		"bytes", seg.SizeBytes, "ledgers", len(run), "took", time.Since(start).Round(time.Millisecond))
 	return true, nil
+}
+
+// readBack reads a new object back as Tier.VerifyFull says: all of it, or
+// its tail, and returns the summary it states.
+func (l *Log) readBack(ctx context.Context, key string, wrote segfile.Summary) (segfile.Summary, error) {
+	rr := objectRange{l.cfg.Tier.Store, key, l.cfg.Tier.RequestTimeout}
+	if l.cfg.Tier.VerifyFull {
+		return segfile.Verify(ctx, rr, wrote.Size)
+	}
+	tail, err := segfile.ReadTail(ctx, rr, wrote.IndexPos, wrote.Size)
+	if err != nil {
+		return segfile.Summary{}, err
+	}
+	return tail.Summary(), nil
 }
 
 // writeObject streams the run's batches, read from the bookies, into a

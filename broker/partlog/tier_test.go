@@ -221,12 +221,19 @@ func TestTierUploadReadDelete(t *testing.T) {
 }
 
 // TestTierCorruptObjectIsRefusedAtVerify: an object whose bytes change on
-// the way is not committed, and the ledgers stay (T8).
+// the way is not committed, and the ledgers stay (T8): a damaged tail with
+// the default read-back, damaged data with VerifyFull.
 func TestTierCorruptObjectIsRefusedAtVerify(t *testing.T) {
+	t.Run("tail", func(t *testing.T) { testTierCorruptReadBack(t, false) })
+	t.Run("data with VerifyFull", func(t *testing.T) { testTierCorruptReadBack(t, true) })
+}
+
+func testTierCorruptReadBack(t *testing.T, full bool) {
 	f := newFixture(t)
 	store := memstore.New(memstore.Options{})
 	store.SetHook(func(c memstore.Call) memstore.Fault {
-		if c.Op == objstore.OpGetRange {
+		// The tail read starts past 0; a full verification reads from 0.
+		if c.Op == objstore.OpGetRange && (c.Off == 0) == full {
 			return memstore.Fault{Body: func(b []byte) []byte {
 				b = bytes.Clone(b)
 				b[len(b)/2] ^= 1 // one bit flipped on the way back
@@ -237,7 +244,8 @@ func TestTierCorruptObjectIsRefusedAtVerify(t *testing.T) {
 	})
 	cfg := f.config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour}
+	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+		VerifyFull: full}
 	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
 	l := f.open(cfg)
 	appendN(t, l, 2)

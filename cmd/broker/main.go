@@ -58,6 +58,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("tier-orphan-grace", d.TierOrphanGrace, "objects no partition names are deleted once this old")
 	fs.Int("tier-uploads", d.TierUploads, "concurrent uploads")
 	fs.Int64("tier-cache-bytes", d.TierCacheBytes, "memory for object chunks read by fetches")
+	fs.Bool("tier-verify-full", d.TierVerifyFull, "read every new object back whole before committing it (default: its tail; batches are checked on their way from the bookies)")
 	fs.Duration("tier-request-timeout", d.TierRequestTimeout, "bound on one object-store call (read, list, delete)")
 	fs.Duration("tier-upload-timeout", d.TierUploadTimeout, "bound on one upload, with its copy from the bookies")
 	fs.Duration("tier-cookie-check-interval", d.TierCookieCheckInterval, "how long a confirmed bucket identity is trusted before a deletion checks it again")
