@@ -26,7 +26,25 @@ func (o offsetsLog) Append(ctx context.Context, records []recordbatch.Record) er
 }
 
 func (o offsetsLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) error {
+	var undecodable error
+	err := o.ReplaySkipping(ctx, fn, func(offset int64, err error) {
+		if undecodable == nil {
+			undecodable = fmt.Errorf("batch at offset %d: %w", offset, err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return undecodable
+}
+
+// ReplaySkipping implements group.SkippingReplayer: the coordinator counts
+// and logs what is skipped.
+func (o offsetsLog) ReplaySkipping(ctx context.Context, fn func(recordbatch.Record) error, skip func(int64, error)) error {
 	end := o.l.HighWatermark()
+	// Decompression is bounded like a produced batch's: the coordinator
+	// writes uncompressed batches, so only a hostile one would inflate.
+	maxDecompressed := o.l.Limits().MaxBatchBytes
 	for off := o.l.LogStartOffset(); off < end; {
 		r, err := o.l.Fetch(ctx, off, 4<<20, 0)
 		if err != nil {
@@ -40,9 +58,14 @@ func (o offsetsLog) Replay(ctx context.Context, fn func(recordbatch.Record) erro
 			return fmt.Errorf("replaying %s: no data at offset %d below the high watermark %d", OffsetsTopic, off, end)
 		}
 		for _, raw := range batches {
-			h, recs, err := recordbatch.Decode(raw)
+			h, recs, err := recordbatch.DecodeLimit(raw, maxDecompressed)
 			if err != nil {
-				return err
+				// Split parsed the header, so the batch's offsets are
+				// known: step over it (the log assigned them).
+				h, _ = recordbatch.ParseHeader(raw)
+				skip(h.BaseOffset, err)
+				off = max(off, h.LastOffset()+1)
+				continue
 			}
 			for _, rec := range recs {
 				if rec.Offset < off || rec.Offset >= end {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/strata-log/strata/client/recordbatch"
 )
 
 // Consumer defaults.
@@ -13,6 +15,10 @@ const (
 	DefaultMinBytes          = 1
 	DefaultMaxBytes          = 16 << 20
 	DefaultPartitionMaxBytes = 1 << 20
+	// DefaultMaxDecompressedBytes bounds one batch's decompressed records:
+	// far above any batch a broker accepts (max.message.bytes is at most
+	// 8 MiB, decompressed), far below what a bomb inflates to.
+	DefaultMaxDecompressedBytes = recordbatch.MaxDecompressedBytes
 )
 
 // ConsumerConfig configures a Consumer. The zero value is usable.
@@ -27,6 +33,11 @@ type ConsumerConfig struct {
 	// PartitionMaxBytes bounds one partition's share of a fetch, and how
 	// much the consumer buffers per partition ahead of Poll. Default 1 MiB.
 	PartitionMaxBytes int
+	// MaxDecompressedBytes bounds the decompressed records of one fetched
+	// batch; a batch inflating beyond it is a fetch error for its
+	// partition, having cost about twice this much memory at most (a
+	// decompression bomb written before brokers checked). Default 64 MiB.
+	MaxDecompressedBytes int
 }
 
 func (c ConsumerConfig) withDefaults() ConsumerConfig {
@@ -42,12 +53,15 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	if c.PartitionMaxBytes <= 0 {
 		c.PartitionMaxBytes = DefaultPartitionMaxBytes
 	}
+	if c.MaxDecompressedBytes <= 0 {
+		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	}
 	return c
 }
 
 // Validate reports the first problem with c.
 func (c ConsumerConfig) Validate() error {
-	if c.MaxWait < 0 || c.MinBytes < 0 || c.MaxBytes < 0 || c.PartitionMaxBytes < 0 {
+	if c.MaxWait < 0 || c.MinBytes < 0 || c.MaxBytes < 0 || c.PartitionMaxBytes < 0 || c.MaxDecompressedBytes < 0 {
 		return errors.New("client: consumer config: negative value")
 	}
 	if c.MaxWait > time.Hour {
@@ -57,8 +71,8 @@ func (c ConsumerConfig) Validate() error {
 }
 
 func (c ConsumerConfig) String() string {
-	return fmt.Sprintf("max_wait=%s min_bytes=%d max_bytes=%d partition_max_bytes=%d",
-		c.MaxWait, c.MinBytes, c.MaxBytes, c.PartitionMaxBytes)
+	return fmt.Sprintf("max_wait=%s min_bytes=%d max_bytes=%d partition_max_bytes=%d max_decompressed_bytes=%d",
+		c.MaxWait, c.MinBytes, c.MaxBytes, c.PartitionMaxBytes, c.MaxDecompressedBytes)
 }
 
 // Consumer reads assigned partitions. Poll, Assign, Seek and the accessors

@@ -506,7 +506,7 @@ func (f *fetcher) appendLocked(p *fetchPart, buf []byte) error {
 		return fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
 	}
 	for _, raw := range batches {
-		hdr, recs, err := recordbatch.Decode(raw)
+		hdr, recs, err := recordbatch.DecodeLimit(raw, f.cfg.MaxDecompressedBytes)
 		if err != nil {
 			return fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
 		}

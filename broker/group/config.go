@@ -20,6 +20,17 @@ type OffsetsLog interface {
 	Replay(ctx context.Context, fn func(recordbatch.Record) error) error
 }
 
+// SkippingReplayer is an OffsetsLog that can step over batches it reads
+// but cannot decode; the coordinator prefers ReplaySkipping when the log
+// has it. One poison batch must not stop the coordinator of every group of
+// the partition from loading, for good (review finding H2).
+type SkippingReplayer interface {
+	// ReplaySkipping is Replay, except that an undecodable batch is
+	// reported to skip (its base offset and why) and stepped over. Read
+	// errors still fail the replay.
+	ReplaySkipping(ctx context.Context, fn func(recordbatch.Record) error, skip func(offset int64, err error)) error
+}
+
 // TopicSource tells the coordinator how many partitions a topic has. It is
 // called on every heartbeat for the group's subscribed topics, so it must be
 // cheap (the broker's metadata cache), and it is called without the

@@ -67,7 +67,9 @@ func New(cfg Config) *Coordinator {
 // TickInterval is negative, the background loop that expires sessions).
 // Groups whose members were persisted keep their epochs and assignments;
 // their sessions start at Load. A record that cannot be decoded is logged
-// and skipped (the records are independent: one bad key loses one offset).
+// and skipped (the records are independent: one bad key loses one offset);
+// so is a batch that cannot be decoded, counted in
+// strata_broker_group_replay_batches_skipped_total.
 func (c *Coordinator) Load(ctx context.Context) error {
 	start := time.Now()
 	c.mu.Lock()
@@ -83,7 +85,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 	now := c.cfg.Now()
 	groups := map[string]*group{}
 	skipped := 0
-	err := c.cfg.Log.Replay(ctx, func(r recordbatch.Record) error {
+	apply := func(r recordbatch.Record) error {
 		d, err := decodeRecord(r)
 		if err != nil {
 			skipped++
@@ -107,7 +109,16 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			g.offsets[TopicPartition{d.key.Topic, d.key.Partition}] = d.offset
 		}
 		return nil
-	})
+	}
+	var err error
+	if s, ok := c.cfg.Log.(SkippingReplayer); ok {
+		err = s.ReplaySkipping(ctx, apply, func(offset int64, err error) {
+			c.cfg.Metrics.skippedBatches.Inc()
+			c.log.Error("skipping undecodable __consumer_offsets batch", "offset", offset, "err", err)
+		})
+	} else {
+		err = c.cfg.Log.Replay(ctx, apply)
+	}
 	if err != nil {
 		return fmt.Errorf("group: load partition %d: %w", c.cfg.Partition, err)
 	}

@@ -621,3 +621,40 @@ func TestOffsetsRetention(t *testing.T) {
 		t.Fatalf("expired group back after failover: %v", err)
 	}
 }
+
+// Review finding H2 ("group coordinators bricked across restarts"): 16
+// undecodable batches in __consumer_offsets made every load fail with
+// "corrupt batch", for good. A batch the log cannot decode is now skipped,
+// counted and logged; the groups of the other records load.
+func TestLoadSkipsUndecodableBatches(t *testing.T) {
+	e := newEnv(t, newTopics("a", 2))
+	ctx := context.Background()
+	resp, err := e.c.Commit(ctx, &brokerpb.CommitOffsetsRequest{GroupId: "g1", MemberEpoch: -1,
+		Offsets: []*brokerpb.OffsetCommit{{Topic: "a", Partition: 0, Offset: 42}}})
+	if err != nil || resp.Results[0].Error != nil {
+		t.Fatalf("commit: %v %v", err, resp)
+	}
+	e.log.mu.Lock()
+	e.log.poison = []int64{7, 9}
+	e.log.mu.Unlock()
+
+	metrics := NewMetrics(prometheus.NewRegistry())
+	cfg := testConfig(e.log, e.topics, e.clock)
+	cfg.Metrics = metrics
+	_ = e.c.Close()
+	c := New(cfg)
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Load(ctx); err != nil {
+		t.Fatalf("Load with poison batches: %v", err)
+	}
+	if got := metricValue(metrics.skippedBatches); got != 2 {
+		t.Fatalf("skipped batches metric %v, want 2", got)
+	}
+	r, err := c.FetchOffsets(ctx, &brokerpb.FetchOffsetsRequest{GroupId: "g1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Offsets) != 1 || r.Offsets[0].Offset != 42 {
+		t.Fatalf("offsets after load: %v, want a/0 at 42", r.Offsets)
+	}
+}

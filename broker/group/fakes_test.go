@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -20,6 +21,8 @@ type memLog struct {
 	batches  int
 	failNext int
 	gate     chan struct{}
+	// poison: base offsets of undecodable batches Replay reports first.
+	poison []int64
 }
 
 var errInjected = errors.New("injected append failure")
@@ -48,6 +51,12 @@ func cloneValue(v []byte) []byte {
 }
 
 func (l *memLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) error {
+	return l.ReplaySkipping(ctx, fn, func(off int64, err error) {
+		panic(fmt.Sprintf("Replay cannot skip: batch at %d: %v", off, err))
+	})
+}
+
+func (l *memLog) ReplaySkipping(ctx context.Context, fn func(recordbatch.Record) error, skip func(int64, error)) error {
 	l.mu.Lock()
 	gate := l.gate
 	l.mu.Unlock()
@@ -59,8 +68,11 @@ func (l *memLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) 
 		}
 	}
 	l.mu.Lock()
-	records := slices.Clone(l.records)
+	records, poison := slices.Clone(l.records), slices.Clone(l.poison)
 	l.mu.Unlock()
+	for _, off := range poison {
+		skip(off, errors.New("recordbatch: corrupt batch: 1 records cannot fit in 3 bytes"))
+	}
 	for _, r := range records {
 		if err := fn(r); err != nil {
 			return err

@@ -11,6 +11,9 @@ type Metrics struct {
 	expired      prometheus.Counter
 	fenced       prometheus.Counter
 	loadDuration prometheus.Histogram
+	// skippedBatches: __consumer_offsets batches a load could not decode
+	// and stepped over (their records are lost to the coordinator).
+	skippedBatches prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (if not nil).
@@ -36,9 +39,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "strata_broker_group_coordinator_load_duration_seconds", Help: "Time to replay a __consumer_offsets partition when becoming its coordinator.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		skippedBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_group_replay_batches_skipped_total", Help: "__consumer_offsets batches a coordinator load could not decode and skipped.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.members, m.rebalances, m.commits, m.expired, m.fenced, m.loadDuration)
+		reg.MustRegister(m.members, m.rebalances, m.commits, m.expired, m.fenced, m.loadDuration, m.skippedBatches)
 	}
 	return m
 }

@@ -129,7 +129,8 @@ type AppendResult struct {
 // BaseOffset -1. See errors.go for the errors.
 func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult, error) {
 	start := l.cfg.Now()
-	if maxBytes := l.Limits().MaxBatchBytes; len(batch) > maxBytes {
+	maxBytes := l.Limits().MaxBatchBytes
+	if len(batch) > maxBytes {
 		return AppendResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), maxBytes)
 	}
 	h, err := recordbatch.Verify(batch)
@@ -141,8 +142,10 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 			return AppendResult{}, err
 		}
 	}
-	if h.RecordCount <= 0 || h.LastOffsetDelta < 0 || h.LastOffsetDelta < h.RecordCount-1 {
-		return AppendResult{}, fmt.Errorf("%w: %d records, last offset delta %d", ErrCorruptBatch, h.RecordCount, h.LastOffsetDelta)
+	// The decompressed records are bounded by a multiple of the batch's
+	// bound: see validate.go.
+	if err := validateRecords(batch, h, decompressedBound(maxBytes)); err != nil {
+		return AppendResult{}, err
 	}
 	if acks < AcksQuorum || acks > AcksAll {
 		return AppendResult{}, fmt.Errorf("partlog: unknown acks %d", acks)

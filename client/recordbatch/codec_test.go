@@ -191,8 +191,8 @@ func TestDecompressionLimit(t *testing.T) {
 		"xerial":    append(append([]byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}, 0, 0, 0, byte(len(block))), block...),
 	} {
 		_, _, err := recordbatch.Decode(batchWith(header, recordbatch.CompressionSnappy, sec))
-		if !errors.Is(err, recordbatch.ErrCorrupt) {
-			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		if !errors.Is(err, recordbatch.ErrTooLarge) {
+			t.Errorf("%s: %v, want ErrTooLarge", name, err)
 		}
 		t.Log(err)
 	}

@@ -3,8 +3,10 @@ package recordbatch
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -14,8 +16,18 @@ import (
 )
 
 // MaxDecompressedBytes bounds the decompressed size of one batch's records
-// section, so that a small malicious batch cannot exhaust memory.
-const MaxDecompressedBytes = 256 << 20
+// section for Decode, so that a small malicious batch cannot exhaust
+// memory. DecodeLimit and ScanRecords take their own bound (the broker
+// passes a bound derived from the topic's max.message.bytes).
+const MaxDecompressedBytes = 64 << 20
+
+// zstdMaxWindow bounds the window a zstd frame may declare: the stream
+// decoder allocates its history ring from it before any output exists, so
+// it is the one allocation a frame header controls. 8 MiB is what the
+// zstd format recommends decoders support; Kafka's Java producer streams
+// with a 2 MiB window whatever the batch size, so the bound cannot be the
+// (smaller) output bound.
+const zstdMaxWindow = 8 << 20
 
 // scratch is a pooled buffer for the uncompressed records section.
 type scratch struct{ b []byte }
@@ -51,21 +63,28 @@ func compress(dst []byte, c Compression, src []byte) ([]byte, error) {
 	return dst, fmt.Errorf("%w: unknown compression %d", ErrInvalid, c)
 }
 
-// decompress returns src decompressed with c in a new buffer.
-func decompress(c Compression, src []byte) ([]byte, error) {
+// decompress appends src decompressed with c to dst, failing with
+// ErrTooLarge as soon as the output passes limit bytes. Output buffers
+// grow with the bytes actually produced, never from a size the input
+// claims (gzip ISIZE, zstd frame content size), so the memory a batch can
+// cost is bounded by limit, not by what its header says.
+func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error) {
 	var out []byte
 	var err error
 	switch c {
 	case CompressionGzip:
-		out, err = gzipDecompress(src)
+		out, err = gzipDecompress(dst, src, limit)
 	case CompressionSnappy:
-		out, err = snappyDecompress(src)
+		out, err = snappyDecompress(dst, src, limit)
 	case CompressionLZ4:
-		out, err = lz4Decompress(src)
+		out, err = lz4Decompress(dst, src, limit)
 	case CompressionZstd:
-		out, err = zstdDecompress(src)
+		out, err = zstdDecompress(dst, src, limit)
 	default:
 		return nil, fmt.Errorf("%w: unknown compression codec %d", ErrCorrupt, c)
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("%s records: %w", c, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s records: %v", ErrCorrupt, c, err)
@@ -73,22 +92,35 @@ func decompress(c Compression, src []byte) ([]byte, error) {
 	return out, nil
 }
 
-// readAllLimited reads r to EOF into a buffer starting at capacity hint,
-// failing beyond MaxDecompressedBytes.
-func readAllLimited(r io.Reader, hint int) ([]byte, error) {
-	b := make([]byte, 0, min(max(hint, 512), MaxDecompressedBytes))
+// tooLarge is the error of output beyond limit.
+func tooLarge(limit int) error {
+	return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+}
+
+// readLimited appends r's output to dst until EOF, failing with ErrTooLarge
+// once more than limit bytes came out. It starts with room for start bytes
+// (a multiple of the compressed size, which is real, not claimed) and
+// doubles, so a bomb costs at most about twice limit before it is refused.
+func readLimited(dst []byte, r io.Reader, start, limit int) ([]byte, error) {
+	base := len(dst)
+	dst = slices.Grow(dst, min(max(start, 512), limit+1))
 	for {
-		if len(b) == cap(b) {
-			if len(b) >= MaxDecompressedBytes {
-				return nil, fmt.Errorf("decompressed size exceeds %d bytes", MaxDecompressedBytes)
-			}
-			b = append(b, 0)[:len(b)]
-			b = b[:len(b):min(cap(b), MaxDecompressedBytes)]
+		n := len(dst) - base
+		if n > limit {
+			return nil, tooLarge(limit)
 		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, min(max(n, 512), limit+1-n))
+		}
+		// Never ask for more than one byte past the limit.
+		room := min(cap(dst), base+limit+1)
+		m, err := r.Read(dst[len(dst):room])
+		dst = dst[:len(dst)+m]
 		if err == io.EOF {
-			return b, nil
+			if len(dst)-base > limit {
+				return nil, tooLarge(limit)
+			}
+			return dst, nil
 		}
 		if err != nil {
 			return nil, err
@@ -133,27 +165,16 @@ type gzipReader struct {
 
 var gzipReaders = sync.Pool{New: func() any { return &gzipReader{} }}
 
-func gzipDecompress(src []byte) ([]byte, error) {
+func gzipDecompress(dst, src []byte, limit int) ([]byte, error) {
 	g := gzipReaders.Get().(*gzipReader)
 	defer gzipReaders.Put(g)
 	g.br.Reset(src)
+	defer g.br.Reset(nil)
 	if err := g.r.Reset(&g.br); err != nil {
 		return nil, err
 	}
-	out, err := readAllLimited(&g.r, gzipSizeHint(src))
-	g.br.Reset(nil)
-	return out, err
-}
-
-// gzipSizeHint reads the uncompressed size (mod 2^32) from the gzip
-// trailer, trusting it no further than deflate's maximum ratio (1032:1)
-// allows: the +1 lets the final read see EOF without growing the buffer.
-func gzipSizeHint(src []byte) int {
-	if len(src) < 18 { // header 10 + trailer 8
-		return 4 * len(src)
-	}
-	isize := int(binary.LittleEndian.Uint32(src[len(src)-4:]))
-	return min(isize, 1032*len(src)) + 1
+	// The trailer's ISIZE is not trusted: it is the attacker's number.
+	return readLimited(dst, &g.r, 4*len(src), limit)
 }
 
 // snappy (xerial framing, as Kafka's Java client writes it)
@@ -180,9 +201,24 @@ func xerialCompress(dst, src []byte) []byte {
 	return dst
 }
 
-func snappyDecompress(src []byte) ([]byte, error) {
+// snappyDecompress trusts the blocks' length prefixes only after checking
+// their sum against limit: a snappy block decodes into exactly the length
+// it declares, so that sum is the real output size.
+func snappyDecompress(dst, src []byte, limit int) ([]byte, error) {
 	if len(src) < xerialMagicSize || !bytes.Equal(src[:xerialMagicSize], xerialHeader[:xerialMagicSize]) {
-		return snappyBlock(nil, src)
+		n, err := s2.DecodedLen(src)
+		if err != nil {
+			return nil, err
+		}
+		if n > limit {
+			return nil, fmt.Errorf("%w: block of %d bytes exceeds %d", ErrTooLarge, n, limit)
+		}
+		dst = slices.Grow(dst, n)
+		dec, err := s2.Decode(dst[len(dst):len(dst)+n], src)
+		if err != nil {
+			return nil, err
+		}
+		return dst[:len(dst)+len(dec)], nil
 	}
 	if len(src) < len(xerialHeader) {
 		return nil, fmt.Errorf("xerial header truncated at %d bytes", len(src))
@@ -198,12 +234,12 @@ func snappyDecompress(src []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if total += n; total > MaxDecompressedBytes {
-			return nil, fmt.Errorf("decompressed size exceeds %d bytes", MaxDecompressedBytes)
+		if total += n; total > limit {
+			return nil, tooLarge(limit)
 		}
 		rest = next
 	}
-	out := make([]byte, 0, total)
+	out := slices.Grow(dst, total)
 	for rest := src[len(xerialHeader):]; len(rest) > 0; {
 		chunk, next, _ := xerialChunk(rest)
 		dec, err := snappyBlock(out[len(out):cap(out)], chunk)
@@ -227,15 +263,9 @@ func xerialChunk(b []byte) (chunk, rest []byte, err error) {
 	return b[4 : 4+n], b[4+n:], nil
 }
 
-// snappyBlock decodes one raw snappy block into dst's capacity when it fits.
+// snappyBlock decodes one raw snappy block into dst's capacity, which
+// snappyDecompress sized from the validated block lengths.
 func snappyBlock(dst, src []byte) ([]byte, error) {
-	n, err := s2.DecodedLen(src)
-	if err != nil {
-		return nil, err
-	}
-	if n > MaxDecompressedBytes {
-		return nil, fmt.Errorf("decompressed size %d exceeds %d bytes", n, MaxDecompressedBytes)
-	}
 	return s2.Decode(dst, src)
 }
 
@@ -283,14 +313,13 @@ var lz4Readers = sync.Pool{New: func() any {
 	return l
 }}
 
-func lz4Decompress(src []byte) ([]byte, error) {
+func lz4Decompress(dst, src []byte, limit int) ([]byte, error) {
 	l := lz4Readers.Get().(*lz4Reader)
 	defer lz4Readers.Put(l)
 	l.br.Reset(src)
+	defer l.br.Reset(nil)
 	l.r.Reset(&l.br)
-	out, err := readAllLimited(l.r, 2*len(src))
-	l.br.Reset(nil)
-	return out, err
+	return readLimited(dst, l.r, 2*len(src), limit)
 }
 
 // zstd: encoders and decoders are expensive to create; one of each, made on
@@ -305,14 +334,45 @@ var zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 	return e
 })
 
-var zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-	d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxDecompressedBytes), zstd.WithDecoderConcurrency(0))
+// zstd decoding streams through pooled single-goroutine decoders rather
+// than DecodeAll, which sizes its output from the frame content size the
+// frame claims (up to 32768 times the input). A stream decoder allocates
+// its window (bounded by zstdMaxWindow and by the frame's declared content
+// size, checked against max(limit, zstdMaxWindow) first) and then only what
+// it outputs, which readLimited stops at limit.
+type zstdReader struct {
+	d  *zstd.Decoder
+	br bytes.Reader
+}
+
+var zstdReaders = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(zstdMaxWindow))
 	if err != nil {
 		panic("recordbatch: zstd decoder: " + err.Error()) // static options: cannot fail
 	}
-	return d
-})
+	return &zstdReader{d: d}
+}}
 
-func zstdDecompress(src []byte) ([]byte, error) {
-	return zstdDecoder().DecodeAll(src, nil)
+func zstdDecompress(dst, src []byte, limit int) ([]byte, error) {
+	z := zstdReaders.Get().(*zstdReader)
+	defer zstdReaders.Put(z)
+	z.br.Reset(src)
+	defer func() { z.br.Reset(nil); _ = z.d.Reset(nil) }()
+	// A frame whose declared size exceeds the bound fails here, before its
+	// window is allocated.
+	if err := z.d.ResetWithOptions(onlyReader{&z.br}, zstd.WithDecoderMaxMemory(uint64(max(limit, zstdMaxWindow)))); err != nil {
+		return nil, err
+	}
+	out, err := readLimited(dst, z.d, 4*len(src), limit)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return nil, fmt.Errorf("%w: %v (bound %d bytes)", ErrTooLarge, err, max(limit, zstdMaxWindow))
+	}
+	return out, err
 }
+
+// onlyReader hides everything but Read, so that the zstd decoder streams
+// instead of taking its whole-buffer shortcut (which is DecodeAll).
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }

@@ -17,13 +17,20 @@ const minRecordSize = 7
 // With LogAppendTime set, every record's timestamp is MaxTimestamp. Keys
 // and values alias buf (uncompressed batch) or one new buffer (compressed).
 func Decode(buf []byte) (BatchHeader, []Record, error) {
+	return DecodeLimit(buf, MaxDecompressedBytes)
+}
+
+// DecodeLimit is Decode with its own bound on the decompressed records
+// section: more fails with ErrTooLarge, having cost at most about twice
+// maxDecompressed bytes of memory.
+func DecodeLimit(buf []byte, maxDecompressed int) (BatchHeader, []Record, error) {
 	h, err := Verify(buf)
 	if err != nil {
 		return BatchHeader{}, nil, err
 	}
 	data := buf[HeaderSize:]
 	if c := h.Compression(); c != CompressionNone {
-		if data, err = decompress(c, data); err != nil {
+		if data, err = decompress(nil, c, data, maxDecompressed); err != nil {
 			return BatchHeader{}, nil, err
 		}
 	}

@@ -64,7 +64,13 @@
 //     bytes.
 //   - Decode checks every length against the buffer: it never panics and
 //     never reads outside buf, whatever the input (see the fuzz tests).
-//     Decompressed output is limited to MaxDecompressedBytes.
+//     Decompressed output is limited to MaxDecompressedBytes (DecodeLimit
+//     and ScanRecords take the bound as an argument). Output buffers grow
+//     with the bytes actually produced: no size a batch claims (gzip
+//     ISIZE, zstd frame content size, a snappy length beyond the bound)
+//     is allocated up front, so a bomb costs about twice the bound at most.
+//   - ScanRecords checks every record's framing like Decode, without
+//     trusting RecordCount and without keeping records.
 //   - Records returned by Decode alias memory: for an uncompressed batch the
 //     keys and values are sub-slices of buf (capacity-limited, so appending
 //     to one never overwrites its neighbour); for a compressed batch they
@@ -80,7 +86,9 @@
 //	              and ErrCorrupt (CRC mismatch, trailing bytes, negative
 //	              record count)
 //	Decode        as Verify, plus ErrCorrupt (malformed records, bad
-//	              compressed data, unknown codec, size limits)
+//	              compressed data, unknown codec) and ErrTooLarge
+//	              (decompressed section beyond the bound)
+//	ScanRecords   ErrCorrupt, ErrTooLarge as Decode; fn's own error
 //	Split         ErrShort (partial trailing batch), ParseHeader's errors
 //	Encode/Build  ErrInvalid (no records, unknown codec)
 package recordbatch

@@ -12,6 +12,9 @@ var (
 	ErrShort = errors.New("recordbatch: short buffer")
 	// ErrMagic: the batch is not a v2 (magic 2) record batch.
 	ErrMagic = errors.New("recordbatch: unsupported magic")
+	// ErrTooLarge: the records section decompresses to more than the
+	// bound the caller gave (or MaxDecompressedBytes).
+	ErrTooLarge = errors.New("recordbatch: decompressed batch too large")
 	// ErrInvalid: Encode or Build was given a batch it cannot encode.
 	ErrInvalid = errors.New("recordbatch: invalid batch")
 )

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/client/recordbatch/hostilebatch"
+	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// brokerRSSGrowthBoundMiB is how much the broker's peak RSS (VmHWM) may grow
+// while it refuses the requests of TestHostileBroker. Before the bounds,
+// one ListOffsets over a stored 300 MiB gzip bomb took the broker from
+// 25 MB to 288 MB (review H3), and 300 Metadata repeats of one topic to
+// 1 GB (H4). Now a bomb costs about twice its decompression bound (8 MiB
+// for a 1 MiB max.message.bytes) plus an 8 MiB zstd window, and a 300k-entry Produce is refused after gRPC
+// decoded it (a few MiB).
+const brokerRSSGrowthBoundMiB = 96
+
+// TestHostileBroker replays the review's broker probes (H2, H3, H4) against
+// a real broker through raw gRPC: every one is refused with a clear,
+// non-retryable error, nothing is written, the broker's memory stays
+// bounded, and a consumer from the earliest offset reads every good record.
+func TestHostileBroker(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	createTopic(t, cl, "hostile", 1, nil)
+	broker := c.brokers[0]
+	conn, err := grpc.NewClient(broker.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bc := brokerpb.NewBrokerClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	now := time.Now().UnixMilli()
+	good := func(value string) []byte {
+		b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{{TimestampMs: now, Value: []byte(value)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	produce := func(topic string, records []byte) *brokerpb.ProducePartitionResult {
+		t.Helper()
+		resp, err := bc.Produce(ctx, &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{{Topic: topic, Partition: 0, Records: records}}})
+		if err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
+		return resp.Partitions[0]
+	}
+	refused := func(what string, r *brokerpb.ProducePartitionResult, reason, message string) {
+		t.Helper()
+		e := r.Error
+		if e.GetInfo().GetReason() != reason || e.GetInfo().GetRetryable() || !strings.Contains(e.GetMessage(), message) {
+			t.Fatalf("%s: got %s retryable=%v %q, want %s (not retryable) containing %q",
+				what, e.GetInfo().GetReason(), e.GetInfo().GetRetryable(), e.GetMessage(), reason, message)
+		}
+		t.Logf("%s: %s %s", what, e.GetInfo().GetReason(), e.GetMessage())
+	}
+	rss := func() (int64, int64) {
+		t.Helper()
+		cur, peak, err := rssKiB(broker.Pid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur >> 10, peak >> 10
+	}
+
+	if r := produce("hostile", good("first")); r.Error != nil || r.BaseOffset != 0 {
+		t.Fatalf("first batch: %v at %d", r.Error, r.BaseOffset)
+	}
+	startRSS, startPeak := rss()
+	t.Logf("broker RSS %d MiB, peak %d MiB before the hostile requests", startRSS, startPeak)
+
+	// H2: a 61-byte batch claiming 2^31-1 records moved the next offset by
+	// two billion and stopped every consumer.
+	claim := hostilebatch.Claim([]recordbatch.Record{{TimestampMs: now, Value: []byte("x")}}, math.MaxInt32, math.MaxInt32)
+	refused("2^31-1 records claimed", produce("hostile", claim), rpcerror.ReasonCorruptBatch, "records")
+
+	// H3: decompression bombs, refused at produce.
+	for name, bomb := range map[string][]byte{"gzip": hostilebatch.GzipBomb(300 << 20), "zstd": hostilebatch.ZstdBomb(200 << 20)} {
+		refused(fmt.Sprintf("%s bomb (%d bytes)", name, len(bomb)), produce("hostile", bomb), rpcerror.ReasonTooLarge, "max.message.bytes")
+	}
+
+	// H2: clients may not write the group coordinators' topic.
+	refused("produce to __consumer_offsets", produce("__consumer_offsets", good("forged")), rpcerror.ReasonInvalid, "internal")
+
+	// The next good batch gets the next dense offset: nothing was written.
+	if r := produce("hostile", good("second")); r.Error != nil || r.BaseOffset != 1 {
+		t.Fatalf("batch after the refused ones: %v at %d, want offset 1", r.Error, r.BaseOffset)
+	}
+
+	// H4: one topic named 300 times is described once.
+	names := make([]string, 300)
+	for i := range names {
+		names[i] = "hostile"
+	}
+	start := time.Now()
+	md, err := bc.Metadata(ctx, &brokerpb.MetadataRequest{Topics: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Name != "hostile" {
+		t.Fatalf("metadata for 300 repeats: %d topics, want 1", len(md.Topics))
+	}
+	t.Logf("metadata with 300 repeats: %v", time.Since(start))
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = fmt.Sprintf("t%d", i)
+	}
+	_, err = bc.Metadata(ctx, &brokerpb.MetadataRequest{Topics: many})
+	wantInvalid(t, "metadata for 1001 topics", err, "more than 1000")
+
+	// H4: 300k partition entries in one Produce (a goroutine each before),
+	// 1001 in a Fetch.
+	entries := make([]*brokerpb.ProducePartition, 300_000)
+	for i := range entries {
+		entries[i] = &brokerpb.ProducePartition{Topic: "hostile", Partition: 0}
+	}
+	start = time.Now()
+	_, err = bc.Produce(ctx, &brokerpb.ProduceRequest{Partitions: entries})
+	wantInvalid(t, "produce with 300k entries", err, "at most 1000")
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("produce with 300k entries refused after %v", took)
+	} else {
+		t.Logf("produce with 300k entries refused in %v", took)
+	}
+	fetches := make([]*brokerpb.FetchPartition, 1001)
+	for i := range fetches {
+		fetches[i] = &brokerpb.FetchPartition{Topic: "hostile", Partition: 0}
+	}
+	_, err = bc.Fetch(ctx, &brokerpb.FetchRequest{Partitions: fetches})
+	wantInvalid(t, "fetch with 1001 entries", err, "at most 1000")
+
+	endRSS, endPeak := rss()
+	t.Logf("broker RSS %d MiB, peak %d MiB after (bound: peak grows by at most %d MiB)", endRSS, endPeak, brokerRSSGrowthBoundMiB)
+	if endPeak-startRSS > brokerRSSGrowthBoundMiB {
+		t.Errorf("broker peak RSS %d MiB, %d MiB above the %d MiB before", endPeak, endPeak-startRSS, startRSS)
+	}
+
+	// A consumer from the earliest offset reads everything.
+	recs := consumeAll(t, cl, "hostile", 1)[0]
+	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" || recs[1].Offset != 1 {
+		t.Fatalf("consumer read %d records, want first@0 and second@1", len(recs))
+	}
+}
+
+// wantInvalid checks a whole-RPC refusal: INVALID_ARGUMENT, not retryable,
+// with a message naming the limit.
+func wantInvalid(t *testing.T, what string, err error, message string) {
+	t.Helper()
+	if status.Code(err) != codes.InvalidArgument || rpcerror.Reason(err) != rpcerror.ReasonInvalid || !strings.Contains(err.Error(), message) {
+		t.Fatalf("%s: %v, want INVALID_ARGUMENT containing %q", what, err, message)
+	}
+	t.Logf("%s: %v", what, err)
+}
