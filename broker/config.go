@@ -6,6 +6,8 @@ import (
 	"net"
 	"regexp"
 	"time"
+
+	"github.com/strata-log/strata/internal/config"
 )
 
 // Config is one broker's configuration. Brokers keep no local state: every
@@ -18,6 +20,8 @@ type Config struct {
 	Listen      string `mapstructure:"listen"`
 	Advertise   string `mapstructure:"advertise"`
 	AdminListen string `mapstructure:"admin-listen"`
+	// Exposure: pprof on the admin address, gRPC reflection.
+	config.Exposure `mapstructure:",squash"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
 	Rack  string `mapstructure:"rack"`
@@ -111,6 +115,7 @@ const (
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
+		Exposure:                config.DefaultExposure(),
 		Listen:                  "127.0.0.1:9092",
 		AdminListen:             "127.0.0.1:9192",
 		Metad:                   "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/strata-log/strata/internal/config"
 )
 
 // Config is one metad member's configuration. Fill it with DefaultConfig,
@@ -26,8 +28,11 @@ type Config struct {
 	// RaftListen is the Raft transport address; it is also advertised, so it
 	// must be reachable by the peers (not 0.0.0.0).
 	RaftListen string `mapstructure:"raft-listen"`
-	// AdminListen serves /metrics, /livez, /readyz and /debug/pprof/.
+	// AdminListen serves /metrics, /livez, /readyz and, with
+	// EnablePprof, /debug/pprof/.
 	AdminListen string `mapstructure:"admin-listen"`
+	// Exposure: pprof on the admin address, gRPC reflection.
+	config.Exposure `mapstructure:",squash"`
 	// Peers lists the initial voters as "id=raftAddress,...". It is used only
 	// to bootstrap a member that has no Raft state yet.
 	Peers string `mapstructure:"peers"`
@@ -70,6 +75,7 @@ type Config struct {
 // DefaultConfig returns the defaults for every field that has one.
 func DefaultConfig() Config {
 	return Config{
+		Exposure:          config.DefaultExposure(),
 		Listen:            "127.0.0.1:7001",
 		RaftListen:        "127.0.0.1:7101",
 		AdminListen:       "127.0.0.1:7201",

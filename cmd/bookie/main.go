@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/ledger/bookie"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -33,7 +34,8 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.String("data-dir", d.DataDir, "directory for the journal, the index and the cookie")
 	fs.String("listen", d.Listen, "gRPC address")
 	fs.String("advertise", d.Advertise, "address registered for writers and readers (default: --listen)")
-	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz, /debug/pprof/")
+	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
+	config.ExposureFlags(fs, d.Exposure)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label: ensembles spread across racks")
 	fs.Duration("lease-ttl", d.LeaseTTL, "registration lease TTL (a dead bookie vanishes after it)")
@@ -80,7 +82,8 @@ func run(args []string) error {
 	defer b.Close()
 	b.Start()
 	return node.Serve(ctx, log, node.Serving{
-		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
+		Exposure: cfg.Exposure,
+		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register: func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
 	})
 }

@@ -43,3 +43,33 @@ func TestLedgerGCSettings(t *testing.T) {
 		t.Fatalf("flag over environment: %s", cfg.LedgerGCGrace)
 	}
 }
+
+// The embedded config.Exposure reads like any other flag: defaults, flags,
+// YAML and the environment.
+func TestExposureSettings(t *testing.T) {
+	parse := func(t *testing.T, args ...string) bookie.Config {
+		t.Helper()
+		cfg := bookie.DefaultConfig()
+		if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if cfg := parse(t); cfg.EnablePprof || !cfg.GRPCReflection {
+		t.Fatalf("defaults: %+v", cfg.Exposure)
+	}
+	if cfg := parse(t, "--enable-pprof", "--grpc-reflection=false"); !cfg.EnablePprof || cfg.GRPCReflection {
+		t.Fatalf("flags: %+v", cfg.Exposure)
+	}
+	file := filepath.Join(t.TempDir(), "bookie.yaml")
+	if err := os.WriteFile(file, []byte("enable-pprof: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := parse(t, "--config", file); !cfg.EnablePprof {
+		t.Fatalf("YAML: %+v", cfg.Exposure)
+	}
+	t.Setenv("STRATA_GRPC_REFLECTION", "false")
+	if cfg := parse(t); cfg.GRPCReflection {
+		t.Fatalf("environment: %+v", cfg.Exposure)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/broker"
+	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -35,7 +36,8 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.String("id", d.ID, "broker id in metad")
 	fs.String("listen", d.Listen, "gRPC address")
 	fs.String("advertise", d.Advertise, "address clients are told to dial (default: --listen)")
-	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz, /debug/pprof/")
+	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
+	config.ExposureFlags(fs, d.Exposure)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label")
 	fs.Duration("session-ttl", d.SessionTTL, "lease of the registration and ownerships: a dead broker's partitions move after it")
@@ -88,7 +90,8 @@ func run(args []string) error {
 	defer b.Close()
 	b.Start()
 	return node.Serve(context.Background(), log, node.Serving{
-		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
+		Exposure: cfg.Exposure,
+		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.Service()) },
 		Drain:        b.Drain,
 		DrainTimeout: cfg.DrainTimeout,

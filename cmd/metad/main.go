@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/metad"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -36,7 +37,8 @@ func flags(d metad.Config) *pflag.FlagSet {
 	fs.String("listen", d.Listen, "client gRPC address")
 	fs.String("advertise", d.Advertise, "client address published to others (default: --listen)")
 	fs.String("raft-listen", d.RaftListen, "Raft transport address (also advertised to peers)")
-	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz, /debug/pprof/")
+	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
+	config.ExposureFlags(fs, d.Exposure)
 	fs.String("peers", d.Peers, "initial voters, id=raftAddress,... (used only to bootstrap an empty member)")
 	fs.Bool("join", d.Join, "do not bootstrap; wait to be added with 'strata meta member add'")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -75,7 +77,8 @@ func run(args []string) error {
 	}
 	defer srv.Close()
 	return node.Serve(context.Background(), log, node.Serving{
-		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
+		Exposure: cfg.Exposure,
+		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
 		ServerOptions: srv.ServerOptions(),
 		Register:      func(s *grpc.Server) { metadpb.RegisterMetadServer(s, srv.Service()) },
 	})

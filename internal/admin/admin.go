@@ -1,7 +1,7 @@
 // Package admin is the HTTP server every Strata node runs on its admin
 // address: /metrics (Prometheus, from the node's own registry), /livez
 // (200 while the process runs), /readyz (200 only while the node can serve)
-// and /debug/pprof/.
+// and, when enabled (--enable-pprof), /debug/pprof/.
 package admin
 
 import (
@@ -28,8 +28,9 @@ type Server struct {
 	done chan error
 }
 
-// Start listens on addr and serves in the background until Close.
-func Start(addr string, reg *prometheus.Registry, ready ReadyFunc, log *slog.Logger) (*Server, error) {
+// Start listens on addr and serves in the background until Close;
+// /debug/pprof/ only with pprofOn.
+func Start(addr string, reg *prometheus.Registry, ready ReadyFunc, pprofOn bool, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
@@ -46,11 +47,13 @@ func Start(addr string, reg *prometheus.Registry, ready ReadyFunc, log *slog.Log
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if pprofOn {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s := &Server{
 		ln:   ln,
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},

@@ -34,7 +34,7 @@ func TestEndpoints(t *testing.T) {
 			return errors.New("replaying")
 		}
 		return nil
-	}, slog.New(slog.DiscardHandler))
+	}, true, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,5 +55,19 @@ func TestEndpoints(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/debug/pprof/"); code != 200 {
 		t.Fatalf("pprof %d", code)
+	}
+}
+
+// pprof hands out command lines and heap dumps: only when asked for.
+func TestPprofOffByDefault(t *testing.T) {
+	s, err := Start("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
+		if code, _ := get(t, "http://"+s.Addr()+path); code != 404 {
+			t.Fatalf("%s without --enable-pprof: %d, want 404", path, code)
+		}
 	}
 }

@@ -66,3 +66,24 @@ func fileKeys(v *viper.Viper) []string {
 	}
 	return keys
 }
+
+// Exposure is what a node's listeners serve beyond its role's own API;
+// every role's config embeds it (squashed: its keys are plain flags).
+type Exposure struct {
+	// EnablePprof serves /debug/pprof/ on the admin address. Off by
+	// default: it hands anyone who can reach the port the command line
+	// and heap and goroutine dumps.
+	EnablePprof bool `mapstructure:"enable-pprof"`
+	// GRPCReflection registers gRPC server reflection on the gRPC
+	// listener, so grpcurl works without .proto files. On by default.
+	GRPCReflection bool `mapstructure:"grpc-reflection"`
+}
+
+// DefaultExposure is the default: reflection on, pprof off.
+func DefaultExposure() Exposure { return Exposure{GRPCReflection: true} }
+
+// ExposureFlags defines the flags of Exposure with d's values as defaults.
+func ExposureFlags(fs *pflag.FlagSet, d Exposure) {
+	fs.Bool("enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the admin address (command line, heap and goroutine dumps: keep it off where the port is reachable)")
+	fs.Bool("grpc-reflection", d.GRPCReflection, "register gRPC server reflection (grpcurl without .proto files)")
+}

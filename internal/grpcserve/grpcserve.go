@@ -44,8 +44,8 @@ type Server struct {
 }
 
 // New listens on addr and returns a server ready for services to be
-// registered; call Serve afterwards.
-func New(addr string, opts ...grpc.ServerOption) (*Server, error) {
+// registered (reflection too, with reflect); call Serve afterwards.
+func New(addr string, reflect bool, opts ...grpc.ServerOption) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("grpcserve: listen %s: %w", addr, err)
@@ -62,7 +62,9 @@ func New(addr string, opts ...grpc.ServerOption) (*Server, error) {
 	}
 	s := &Server{Server: grpc.NewServer(append(base, opts...)...), Health: health.NewServer(), ln: ln}
 	healthpb.RegisterHealthServer(s.Server, s.Health)
-	reflection.Register(s.Server)
+	if reflect {
+		reflection.Register(s.Server)
+	}
 	return s, nil
 }
 

@@ -63,17 +63,19 @@ type Serving struct {
 	// serves (a broker hands its partitions over), bounded by DrainTimeout.
 	Drain        func(ctx context.Context)
 	DrainTimeout time.Duration
+	// Exposure: pprof on the admin address, gRPC reflection.
+	Exposure config.Exposure
 }
 
 // Serve runs the gRPC and admin servers until ctx ends or SIGINT/SIGTERM
 // arrives, then stops them gracefully.
 func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
-	gs, err := grpcserve.New(s.Listen, s.ServerOptions...)
+	gs, err := grpcserve.New(s.Listen, s.Exposure.GRPCReflection, s.ServerOptions...)
 	if err != nil {
 		return err
 	}
 	s.Register(gs.Server)
-	adm, err := admin.Start(s.AdminListen, s.Registry, s.Ready, log)
+	adm, err := admin.Start(s.AdminListen, s.Registry, s.Ready, s.Exposure.EnablePprof, log)
 	if err != nil {
 		gs.Stop(time.Second)
 		return err

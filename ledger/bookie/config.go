@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/ledger/replication"
 )
 
@@ -20,6 +21,8 @@ type Config struct {
 	Listen      string `mapstructure:"listen"`
 	Advertise   string `mapstructure:"advertise"`
 	AdminListen string `mapstructure:"admin-listen"`
+	// Exposure: pprof on the admin address, gRPC reflection.
+	config.Exposure `mapstructure:",squash"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
 	// Rack is an optional placement label: ensembles spread across racks.
@@ -59,6 +62,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
+		Exposure:             config.DefaultExposure(),
 		Listen:               "127.0.0.1:7301",
 		AdminListen:          "127.0.0.1:7401",
 		Metad:                "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
