@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -658,4 +659,99 @@ func TestTieringThroughFaultyStore(t *testing.T) {
 		t.Logf("%+v: no record while it lasted, the consumer resumed by itself", fault)
 	}
 	checkRecords(t, cl, "faulty", "q", hw, base) // healed: read back exactly
+}
+
+// TestTieringStaleOwner: the owner pauses (SIGSTOP, at its failpoint) right
+// after uploading an object and before committing it; the other broker
+// takes the partition over and tiers it itself; when the zombie resumes,
+// its commit fails on the list's version (T7), its object never becomes
+// readable and is deleted, and the log reads back exactly.
+func TestTieringStaleOwner(t *testing.T) {
+	skipShort(t)
+	m := miniotest.Start(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", m.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", m.SecretKey)
+	url := fmt.Sprintf("s3://%s/tiertest?endpoint=%s&insecure=true", m.Bucket, m.Endpoint)
+	args := []string{"--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
+		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-cookie-check-interval", "100ms",
+		"--idle-roll", "1s"}
+	c := &strataCluster{meta: proctest.StartMetad(t, bins["metad"], 3)}
+	for i := 1; i <= 3; i++ {
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i)))
+	}
+	// Only the first broker pauses at the failpoint; it is alone when the
+	// topic is created, so it owns the partition.
+	t.Setenv(failpoint.EnvVar, "tier.after_upload=stop")
+	zombie := proctest.StartBroker(t, bins["broker"], c.meta, "k1", args...)
+	c.brokers = append(c.brokers, zombie)
+	cl := c.client(t)
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	createTopic(t, cl, "zombie", 1, map[string]string{"segment.bytes": "65536", "local.retention.ms": "0"})
+	t.Setenv(failpoint.EnvVar, "")
+	other := proctest.StartBroker(t, bins["broker"], c.meta, "k2", args...)
+	c.brokers = append(c.brokers, other)
+	cl = c.client(t) // bootstrapped from both: the first one will hang
+
+	produceTimed(t, cl, "zombie", "z", 0, 200, 1024, base)
+	eventually(t, 30*time.Second, "the owner to pause after its upload", func() error {
+		if state := procState(zombie.Pid()); state != "T" {
+			return fmt.Errorf("state %q", state)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, "the other broker to serve the partition", func() error {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		owner, err := ownerOf(octx, cl, "zombie", 0)
+		if err != nil || owner != other.Listen {
+			return fmt.Errorf("owner %q, %v", owner, err)
+		}
+		return nil
+	})
+	hw := tiered(t, cl, "zombie") // tiered again by the new owner
+	zombie.Resume()
+	// The zombie's commit fails; the list names only the new owner's
+	// objects, and the store ends up holding exactly those.
+	eventually(t, 30*time.Second, "only committed objects in the store", func() error {
+		pl := storedPartitionLog(t, c, "zombie")
+		named := map[string]bool{}
+		for i, s := range pl.Tiered {
+			named[s.ObjectKey] = true
+			if i > 0 && s.BaseOffset != pl.Tiered[i-1].LastOffset+1 {
+				return fmt.Errorf("objects %d and %d are not contiguous", i-1, i)
+			}
+		}
+		mc, err := m.Client()
+		if err != nil {
+			return err
+		}
+		for o := range mc.ListObjects(ctx, m.Bucket, minio.ListObjectsOptions{Prefix: "tiertest/", Recursive: true}) {
+			if o.Err != nil {
+				return o.Err
+			}
+			// The store URL's prefix is not part of the recorded keys.
+			if key := strings.TrimPrefix(o.Key, "tiertest/"); strings.HasSuffix(key, ".seg") && !named[key] {
+				return fmt.Errorf("object %s is in the store but not in the list", o.Key)
+			}
+		}
+		return nil
+	})
+	// (The controller may give the partition back to the resumed broker:
+	// it is a healthy member again.)
+	checkRecords(t, cl, "zombie", "z", hw, base)
+}
+
+// procState is the state letter of a process (R, S, T for stopped...).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ...: comm may hold spaces, so cut after the last ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
 }

@@ -8,6 +8,9 @@
 //
 //	kill   the process sends itself SIGKILL (as kill -9: no deferred
 //	       function, no flush, no clean shutdown)
+//	stop   the process sends itself SIGSTOP (paused, as a long GC pause
+//	       or a frozen VM: a test resumes it with SIGCONT); the failpoint
+//	       fires once, so a resumed process goes on past it
 //
 // Several failpoints are separated by commas: a=kill,b=kill.
 package failpoint
@@ -30,11 +33,25 @@ var (
 // Hit runs the action configured for name, if any.
 func Hit(name string) {
 	once.Do(func() { actions = parse(os.Getenv(EnvVar)) })
-	if actions[name] == "kill" {
+	switch actions[name] {
+	case "kill":
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way: never go past the failpoint
+	case "stop":
+		mu.Lock()
+		first := !stopped[name]
+		stopped[name] = true
+		mu.Unlock()
+		if first {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
 	}
 }
+
+var (
+	mu      sync.Mutex
+	stopped = map[string]bool{}
+)
 
 // parse reads "a=kill,b=kill".
 func parse(spec string) map[string]string {
