@@ -1,0 +1,200 @@
+package compact
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/strata-log/strata/client/recordbatch"
+)
+
+func TestOffsetMapFillsAtLoadLimit(t *testing.T) {
+	m := NewOffsetMap(100 * slotBytes)
+	if m.Capacity() != 80 {
+		t.Fatalf("capacity %d, want 80", m.Capacity())
+	}
+	for i := range 80 {
+		if !m.Put(fmt.Appendf(nil, "k%d", i), int64(i)) {
+			t.Fatalf("Put %d: full at %d keys", i, m.Len())
+		}
+	}
+	if m.Put([]byte("new"), 1000) {
+		t.Fatal("Put of a new key past the load limit succeeded")
+	}
+	if !m.Put([]byte("k3"), 500) { // an existing key still updates
+		t.Fatal("Put of an existing key refused when full")
+	}
+	if off, ok := m.Get([]byte("k3")); !ok || off != 500 {
+		t.Fatalf("Get k3 = %d %v", off, ok)
+	}
+	m.Put([]byte("k3"), 7) // an older offset never wins
+	for i := range 80 {
+		want := int64(i)
+		if i == 3 {
+			want = 500
+		}
+		if off, ok := m.Get(fmt.Appendf(nil, "k%d", i)); !ok || off != want {
+			t.Fatalf("Get k%d = %d %v, want %d", i, off, ok, want)
+		}
+	}
+	if _, ok := m.Get([]byte("new")); ok {
+		t.Fatal("refused key is present")
+	}
+	m.Reset()
+	if _, ok := m.Get([]byte("k0")); ok || m.Len() != 0 || m.Room() != 80 {
+		t.Fatal("Reset left keys")
+	}
+	if !m.Put([]byte("zero"), 0) { // offset 0 is storable
+		t.Fatal("Put offset 0")
+	}
+	if off, ok := m.Get([]byte("zero")); !ok || off != 0 {
+		t.Fatalf("Get zero = %d %v", off, ok)
+	}
+	if KeysPerMiB != 34952 {
+		t.Fatalf("KeysPerMiB = %d; doc.go quotes 34,952", KeysPerMiB)
+	}
+}
+
+func TestPlanMapTooSmall(t *testing.T) {
+	b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: []recordbatch.Record{
+		{Key: []byte("a")}, {Key: []byte("b")}, {Key: []byte("c")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Plan(NewOffsetMap(0), [][]byte{b}, 10, 0); !errors.Is(err, ErrMapTooSmall) {
+		t.Fatalf("Plan = %v, want ErrMapTooSmall", err)
+	}
+	b2 := append([]byte(nil), b...)
+	recordbatch.SetBaseOffset(b2, 1) // overlaps b
+	if _, err := Plan(NewOffsetMap(1<<10), [][]byte{b, b2}, 10, 0); !errors.Is(err, ErrOrder) {
+		t.Fatalf("Plan = %v, want ErrOrder", err)
+	}
+	// A batch straddling endOffset is not indexed.
+	res, err := Plan(NewOffsetMap(1<<10), [][]byte{b}, 2, 0)
+	if err != nil || res.IndexedEnd != 0 || res.Batches != 0 {
+		t.Fatalf("Plan = %+v, %v", res, err)
+	}
+}
+
+// TestDeleteHorizonEncoding pins the KIP-534 layout (C3): bit 6 set,
+// baseTimestamp = now + delete.retention.ms, record timestamps still
+// decode to their original values through negative deltas.
+func TestDeleteHorizonEncoding(t *testing.T) {
+	b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: 9, ProducerEpoch: 1, BaseSequence: 40,
+		Compression: recordbatch.CompressionLZ4, Records: []recordbatch.Record{
+			{Key: []byte("a"), Value: []byte("old"), TimestampMs: 100},
+			{Key: []byte("a"), TimestampMs: 150}, // tombstone, latest
+			{Key: []byte("b"), Value: []byte("v"), TimestampMs: 120},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordbatch.SetBaseOffset(b, 1000)
+	m := NewOffsetMap(1 << 10)
+	if _, err := Plan(m, [][]byte{b}, 1003, 0); err != nil {
+		t.Fatal(err)
+	}
+	out, st, err := Rewrite(b, m, Options{NowMs: 5000, DeleteRetentionMs: 86_400_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, recs, err := recordbatch.Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Attributes&0x40 == 0 || h.BaseTimestamp != 5000+86_400_000 || h.MaxTimestamp != 150 ||
+		h.BaseOffset != 1000 || h.LastOffsetDelta != 2 || h.Compression() != recordbatch.CompressionLZ4 || h.RecordCount != 2 {
+		t.Fatalf("header %+v", h)
+	}
+	if len(recs) != 2 || recs[0].Offset != 1001 || recs[0].TimestampMs != 150 || recs[1].Offset != 1002 || recs[1].TimestampMs != 120 {
+		t.Fatalf("records %+v", recs)
+	}
+	if st.HorizonsStamped != 1 || st.RecordsRemoved != 1 || st.RecordsKept != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Unchanged before the horizon: the same bytes come back.
+	again, _, err := Rewrite(out, m, Options{NowMs: 5000 + 86_400_000 - 1, DeleteRetentionMs: 86_400_000})
+	if err != nil || &again[0] != &out[0] {
+		t.Fatalf("second rewrite changed an unchanged batch (%v)", err)
+	}
+	// On the horizon the tombstone goes and so does the horizon bit.
+	last, st, err := Rewrite(out, m, Options{NowMs: 5000 + 86_400_000, DeleteRetentionMs: 86_400_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, recs, err = recordbatch.Decode(last)
+	if err != nil || h.Attributes&0x40 != 0 || h.BaseTimestamp != 120 || len(recs) != 1 || recs[0].Offset != 1002 || st.TombstonesDropped != 1 {
+		t.Fatalf("after horizon: %+v %+v %v %+v", h, recs, err, st)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	seg := func(first, last, bytes, maxTs int64) SegmentSummary {
+		return SegmentSummary{FirstOffset: first, LastOffset: last, Bytes: bytes, MaxTimestampMs: maxTs}
+	}
+	open := func(s SegmentSummary) SegmentSummary { s.Open = true; return s }
+	def := DefaultPolicy()
+	lag := Policy{MinCompactionLagMs: 100, MaxCompactionLagMs: math.MaxInt64, MinCleanableDirtyRatio: 0.5}
+	maxLag := Policy{MinCompactionLagMs: 0, MaxCompactionLagMs: 500, MinCleanableDirtyRatio: 0.9}
+	tests := []struct {
+		name    string
+		segs    []SegmentSummary
+		cleaned int64
+		now     int64
+		p       Policy
+		want    Decision
+	}{
+		{"empty log", nil, 0, 1000, def, Decision{Reason: ReasonNothingCleanable}},
+		{"only the open segment", []SegmentSummary{open(seg(0, 9, 100, 0))}, 0, 1000, def,
+			Decision{Reason: ReasonNothingCleanable, CleanableEnd: 0}},
+		{"all dirty, open excluded", []SegmentSummary{seg(0, 9, 100, 10), seg(10, 19, 100, 20), open(seg(20, 29, 100, 30))}, 0, 1000, def,
+			Decision{Compact: true, Reason: ReasonDirtyRatio, Cleanable: 2, CleanableEnd: 20, DirtyBytes: 200, DirtyRatio: 1}},
+		{"ratio exactly at the threshold", []SegmentSummary{seg(0, 9, 100, 10), seg(10, 19, 100, 20), open(seg(20, 29, 5, 30))}, 10, 1000, def,
+			Decision{Compact: true, Reason: ReasonDirtyRatio, Cleanable: 2, CleanableEnd: 20, CleanBytes: 100, DirtyBytes: 100, DirtyRatio: 0.5}},
+		{"below ratio", []SegmentSummary{seg(0, 9, 300, 10), seg(10, 19, 100, 20), open(seg(20, 29, 5, 30))}, 10, 1000, def,
+			Decision{Reason: ReasonBelowRatio, Cleanable: 2, CleanableEnd: 20, CleanBytes: 300, DirtyBytes: 100, DirtyRatio: 0.25}},
+		{"all clean", []SegmentSummary{seg(0, 9, 300, 10), open(seg(10, 19, 5, 30))}, 10, 1000, def,
+			Decision{Reason: ReasonNothingCleanable, Cleanable: 1, CleanableEnd: 10, CleanBytes: 300}},
+		{"segment cut by cleaned offset counts dirty", []SegmentSummary{seg(0, 9, 100, 10), open(seg(10, 19, 5, 30))}, 5, 1000, def,
+			Decision{Compact: true, Reason: ReasonDirtyRatio, Cleanable: 1, CleanableEnd: 10, DirtyBytes: 100, DirtyRatio: 1}},
+		{"min lag holds back young segments and everything after", []SegmentSummary{seg(0, 9, 100, 850), seg(10, 19, 100, 950), seg(20, 29, 100, 800), open(seg(30, 39, 5, 999))}, 0, 1000, lag,
+			Decision{Compact: true, Reason: ReasonDirtyRatio, Cleanable: 1, CleanableEnd: 10, DirtyBytes: 100, DirtyRatio: 1}},
+		{"min lag boundary: exactly old enough", []SegmentSummary{seg(0, 9, 100, 900), open(seg(10, 19, 5, 999))}, 0, 1000, lag,
+			Decision{Compact: true, Reason: ReasonDirtyRatio, Cleanable: 1, CleanableEnd: 10, DirtyBytes: 100, DirtyRatio: 1}},
+		{"min lag: nothing old enough", []SegmentSummary{seg(0, 9, 100, 901), open(seg(10, 19, 5, 999))}, 0, 1000, lag,
+			Decision{Reason: ReasonNothingCleanable, CleanableEnd: 0}},
+		{"max lag forces below ratio", []SegmentSummary{seg(0, 9, 900, 10), seg(10, 19, 100, 400), open(seg(20, 29, 5, 999))}, 10, 1000, maxLag,
+			Decision{Compact: true, Reason: ReasonMaxLag, Cleanable: 2, CleanableEnd: 20, CleanBytes: 900, DirtyBytes: 100, DirtyRatio: 0.1}},
+		{"max lag not yet", []SegmentSummary{seg(0, 9, 900, 10), seg(10, 19, 100, 500), open(seg(20, 29, 5, 999))}, 10, 1000, maxLag,
+			Decision{Reason: ReasonBelowRatio, Cleanable: 2, CleanableEnd: 20, CleanBytes: 900, DirtyBytes: 100, DirtyRatio: 0.1}},
+		{"max lag ignores the open segment", []SegmentSummary{seg(0, 9, 900, 10), open(seg(10, 19, 100, 0))}, 10, 1000, maxLag,
+			Decision{Reason: ReasonNothingCleanable, Cleanable: 1, CleanableEnd: 10, CleanBytes: 900}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := Decide(tc.segs, tc.cleaned, tc.now, tc.p); got != tc.want {
+				t.Fatalf("Decide:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	for _, p := range []Policy{
+		{MinCompactionLagMs: -1, MinCleanableDirtyRatio: 0.5},
+		{MinCleanableDirtyRatio: 1.5},
+		{MinCleanableDirtyRatio: math.NaN()},
+		{MinCompactionLagMs: 100, MaxCompactionLagMs: 50, MinCleanableDirtyRatio: 0.5},
+	} {
+		if p.Validate() == nil {
+			t.Errorf("Validate(%v) = nil", p)
+		}
+	}
+	if DirtyRatio(1, 0) != 0 || DirtyRatio(1, 4) != 0.25 {
+		t.Fatal("DirtyRatio")
+	}
+}

@@ -1,0 +1,113 @@
+// Package compact is the pure core of log compaction (cleanup.policy =
+// compact; DESIGN.md §7, docs reference tiering.md §4.11): deciding when
+// a partition needs it (Decide), indexing the dirty range into a bounded
+// key map (OffsetMap, Plan) and rewriting stored batches into their
+// compacted form (Rewrite, CompactBatches). It does no I/O and reads no
+// clock: batches come in as bytes, the time as Options.NowMs. Wiring it
+// to the broker is left for later (see "Left for wiring").
+//
+// # A pass
+//
+//  1. Decide(segments, cleanedOffset, now, policy) says whether to run
+//     and returns CleanableEnd, the first offset that may not be
+//     compacted yet (open segment or min.compaction.lag.ms).
+//  2. Plan(map, dirty batches from cleanedOffset, CleanableEnd) fills the
+//     map with key -> latest offset and returns IndexedEnd (< CleanableEnd
+//     when the map filled up).
+//  3. CompactBatches (Rewrite per batch) over every batch in
+//     [log start, IndexedEnd), with lastOfProducer from the whole log.
+//  4. The caller swaps the output in and stores IndexedEnd as the new
+//     cleaned offset; the next pass continues from there.
+//
+// # Invariants
+//
+//   - C1 Latest wins: a keyed record survives only if no record with the
+//     same key (by 128-bit hash) has a higher offset in the indexed range;
+//     a key not in the map (only possible below cleanedOffset) survives.
+//   - C2 Keyless records always survive. (Kafka refuses them in compacted
+//     topics at produce time; Strata keeps what it was given.)
+//   - C3 A tombstone (keyed record with a null value) that survives
+//     leaves the rewrite in a batch with a delete horizon: the horizon
+//     already stamped, or NowMs + delete.retention.ms if none was.
+//   - C4 A tombstone is dropped when NowMs >= its batch's horizon, never
+//     before; a batch without a horizon never loses a latest tombstone.
+//   - C5 Batch identity: an output batch has its input's base offset,
+//     lastOffsetDelta (so it spans the same [base, last] and the
+//     producer's last sequence survives), producer id, epoch, base
+//     sequence, partition leader epoch and attributes (codec re-applied
+//     as is; bit 6 per C3). A batch left with no record is dropped,
+//     except the last batch of its producer id (>= 0) in the log, which
+//     stays as an empty batch (RecordCount 0, codec none), as Kafka
+//     keeps them for idempotence state.
+//   - C6 Records keep their offsets, timestamps, keys, values and
+//     headers; offsets only increase; every output batch passes
+//     recordbatch.Verify and decodes.
+//   - C7 Fail loudly: a batch that does not decode is an error, never
+//     skipped (a skipped batch could resurrect keys it superseded).
+//   - C8 Passes compose: Plan indexes whole batches only, so the map
+//     describes exactly [first, IndexedEnd); several passes with a small
+//     map give byte for byte what one pass with a large map gives
+//     (TestTwoPassesEqualOne).
+//   - C9 Only a prefix of closed segments whose newest record is at least
+//     min.compaction.lag.ms old is ever cleanable; the open segment never
+//     is (the takeover replay reads it).
+//   - C10 A batch with nothing to drop and nothing to stamp is returned
+//     as the input slice itself: callers can keep a segment with no
+//     rewritten batch as is (no new object).
+//
+// # Delete horizon encoding (KIP-534)
+//
+// Decision: exactly Kafka's. Attribute bit 6 (0x40) set means the batch's
+// baseTimestamp field holds the delete horizon (ms), and every record's
+// timestampDelta is re-based on it: delta = timestamp - horizon, negative
+// since the horizon lies in the future. Any decoder computing
+// baseTimestamp + delta (recordbatch.Decode, Kafka clients) thus reads the
+// original record timestamps; nothing may assume baseTimestamp is the
+// first record's time. maxTimestamp is the max of the surviving records
+// (LogAppendTime batches keep theirs, which is every record's timestamp).
+// Without bit 6, a rewritten batch's baseTimestamp is its first surviving
+// record's timestamp, as Kafka's MemoryRecordsBuilder writes it. A
+// rewritten batch keeps bit 6 only while it holds a tombstone. The
+// alternative — keep baseTimestamp and store the horizon elsewhere — would
+// need a format Kafka clients do not know.
+//
+// # Key map capacity
+//
+// OffsetMap stores the first 16 bytes of SHA-256(key) and an offset: 24
+// bytes a slot, open addressing with linear probing, at most 80% of the
+// slots used. That is KeysPerMiB = 34,952 keys per MiB of budget: 128 MiB
+// (Kafka's default dedupe buffer) holds about 4.47 million keys. Two
+// keys colliding on 128 bits make the older key's latest record look
+// superseded (dropped); for n keys the odds are about n²/2^129 — the
+// risk Kafka (MD5) and Redpanda (SHA-256) accept.
+//
+// # Numbers (2-core AMD EPYC, go test -bench, 200 batches x 100 records)
+//
+//	Rewrite, uncompressed input   ~620 MB/s of input (about half the records superseded)
+//	Rewrite, lz4 input            ~135 MB/s of (compressed) input
+//	Plan, uncompressed            ~860 MB/s
+//	OffsetMap Put / Get           ~220 ns (16 MiB map at its load limit; SHA-256 and a cache miss dominate)
+//
+// # Errors
+//
+//	Plan     ErrMapTooSmall, ErrOrder, client/recordbatch decode errors
+//	Rewrite  client/recordbatch decode errors, ErrUnsupported (codec)
+//
+// # Left for wiring
+//
+//   - Reading the segments (bookie ledgers or STRATSEG objects) into
+//     batches and summaries, and writing outputs through a SegmentSink:
+//     new segment objects when the partition tiers, new closed ledgers
+//     (one batch per entry) for a cluster without a shared store.
+//   - Aligning IndexedEnd down to a segment boundary before the swap, so
+//     that a segment is never half compacted.
+//   - The fenced swap in broker/partlog: one CAS replacing the input
+//     segments by the outputs and moving cleaned_offset, re-validated
+//     against retention; readers switch only after it succeeds. partlog's
+//     "offsets are dense" must relax to "increasing" (compaction leaves
+//     holes; a fetch at a removed offset returns the next batch).
+//   - Producer-side rule (refuse keyless records in compacted topics) if
+//     wanted; control batches and transactions (passed through today).
+//   - __consumer_offsets as the first compacted topic; the scheduler (one
+//     compaction per broker, a memory budget for the map) and metrics.
+package compact
