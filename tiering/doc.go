@@ -16,6 +16,8 @@
 //     verification).
 //   - this package: the read path (Reader, below).
 //   - tiering/scrub: checks every committed object against its record.
+//   - tiering/compact: the pure core of compaction (key map, batch
+//     rewrite, delete horizons, when to compact); not wired yet.
 //   - broker/partlog (tier.go, retention.go): the upload machine (pick a
 //     run, stream, verify, commit by the PartitionLog CAS), deletion of
 //     bookie copies after local.retention.ms, the orphan-object sweep, and
@@ -25,8 +27,8 @@
 //     commits leaves an object only the orphan sweep sees (by age, under
 //     the partition's own prefix).
 //
-// To come: compaction, repair, and topic recovery from the bucket. See
-// docs/tiering.md.
+// To come: compaction wired into partlog, repair, and topic recovery from
+// the bucket. See docs/tiering.md.
 //
 // # Model
 //
