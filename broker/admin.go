@@ -211,6 +211,9 @@ func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *broke
 		}
 		if l != nil {
 			pd.HighWatermark = l.HighWatermark()
+			if t := l.LastRetention(); !t.IsZero() {
+				pd.LastRetentionMs = t.UnixMilli()
+			}
 		}
 		d.Partitions = append(d.Partitions, pd)
 	}

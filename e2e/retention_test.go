@@ -158,6 +158,10 @@ func TestRetention(t *testing.T) {
 		eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error {
 			return bookieCopiesMatch(c, env)
 		})
+		d, err := cl.DescribeTopic(context.Background(), "sized")
+		if err != nil || d.Partitions[0].LastRetentionMs <= 0 {
+			t.Fatalf("describe says retention never ran: %v", err)
+		}
 		t.Logf("1000 records of 1 KiB, retention.bytes %d: log start %d, %d bytes kept", keep, start, size)
 	})
 

@@ -296,6 +296,9 @@ type partitionJSON struct {
 	TieredSegments  int32 `json:"tiered_segments"`
 	TieredBytes     int64 `json:"tiered_bytes"`
 	TieredEndOffset int64 `json:"tiered_end_offset"`
+	// LastRetentionMs: when the owner last applied retention (0: not
+	// known to the broker that answered).
+	LastRetentionMs int64 `json:"last_retention_ms"`
 }
 
 type ledgerJSON struct {
@@ -318,7 +321,8 @@ func newTopicJSON(d *brokerpb.TopicDescription) *topicJSON {
 		pj := partitionJSON{Partition: p.GetPartition(), OwnerID: p.GetOwnerId(), OwnerAddress: p.GetOwnerAddress(),
 			OwnerEpoch: p.GetOwnerEpoch(), LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(),
 			Bytes: p.GetBytes(), Ledgers: []ledgerJSON{},
-			TieredSegments: p.GetTieredSegments(), TieredBytes: p.GetTieredBytes(), TieredEndOffset: p.GetTieredEndOffset()}
+			TieredSegments: p.GetTieredSegments(), TieredBytes: p.GetTieredBytes(), TieredEndOffset: p.GetTieredEndOffset(),
+			LastRetentionMs: p.GetLastRetentionMs()}
 		for _, l := range p.GetLedgers() {
 			pj.Ledgers = append(pj.Ledgers, ledgerJSON{LedgerID: l.GetLedgerId(), FirstOffset: l.GetFirstOffset(),
 				LastOffset: l.GetLastOffset(), Bytes: l.GetBytes(), MaxTimestampMs: l.GetMaxTimestampMs(), Closed: l.GetClosed()})
@@ -399,6 +403,15 @@ func printTopic(w io.Writer, t *topicJSON) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	var ran []string
+	for _, p := range t.Partitions {
+		if p.LastRetentionMs > 0 {
+			ran = append(ran, fmt.Sprintf("%d at %s", p.Partition, time.UnixMilli(p.LastRetentionMs).UTC().Format(time.TimeOnly)))
+		}
+	}
+	if len(ran) > 0 {
+		fmt.Fprintf(w, "  retention last ran (UTC): partition %s\n", strings.Join(ran, ", "))
 	}
 	for _, p := range t.Partitions {
 		if !p.Live {

@@ -1813,6 +1813,9 @@ type PartitionDescription struct {
 	TieredSegments  int32 `protobuf:"varint,9,opt,name=tiered_segments,json=tieredSegments,proto3" json:"tiered_segments,omitempty"`
 	TieredBytes     int64 `protobuf:"varint,10,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
 	TieredEndOffset int64 `protobuf:"varint,11,opt,name=tiered_end_offset,json=tieredEndOffset,proto3" json:"tiered_end_offset,omitempty"`
+	// last_retention_ms: when the owner last applied retention (0: unknown,
+	// e.g. the broker answering does not serve the partition).
+	LastRetentionMs int64 `protobuf:"varint,12,opt,name=last_retention_ms,json=lastRetentionMs,proto3" json:"last_retention_ms,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1920,6 +1923,13 @@ func (x *PartitionDescription) GetTieredBytes() int64 {
 func (x *PartitionDescription) GetTieredEndOffset() int64 {
 	if x != nil {
 		return x.TieredEndOffset
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetLastRetentionMs() int64 {
+	if x != nil {
+		return x.LastRetentionMs
 	}
 	return 0
 }
@@ -3777,7 +3787,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"lastOffset\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12(\n" +
 	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\x12\x16\n" +
-	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xb3\x03\n" +
+	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xdf\x03\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12#\n" +
@@ -3791,7 +3801,8 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x0ftiered_segments\x18\t \x01(\x05R\x0etieredSegments\x12!\n" +
 	"\ftiered_bytes\x18\n" +
 	" \x01(\x03R\vtieredBytes\x12*\n" +
-	"\x11tiered_end_offset\x18\v \x01(\x03R\x0ftieredEndOffset\"\xa0\x02\n" +
+	"\x11tiered_end_offset\x18\v \x01(\x03R\x0ftieredEndOffset\x12*\n" +
+	"\x11last_retention_ms\x18\f \x01(\x03R\x0flastRetentionMs\"\xa0\x02\n" +
 	"\x10TopicDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +
