@@ -182,6 +182,11 @@ func newDevNodeCommand(action, short string, dir *string) *cobra.Command {
 				if err := devcluster.Signal(*n, s); err != nil {
 					return err
 				}
+				// A killed node is gone (its ports free) before this
+				// returns, so `dev start` right after it works.
+				if s == syscall.SIGKILL && !devcluster.WaitGone(*n, 10*time.Second) {
+					return fmt.Errorf("%s (pid %d) still runs 10s after SIGKILL", n.Name, n.PID)
+				}
 				fmt.Fprintf(out, "sent SIG%s to %s (pid %d)\n", strings.ToUpper(sig), n.Name, n.PID)
 			case "stop":
 				devcluster.Stop(*n, 10*time.Second)

@@ -198,6 +198,19 @@ func Signal(n Node, sig syscall.Signal) error {
 	return syscall.Kill(-n.PID, sig)
 }
 
+// WaitGone waits up to timeout for n's process to be gone (exited: its
+// ports are free), reporting whether it is.
+func WaitGone(n Node, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for alive(n.PID) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
 // Stop sends SIGTERM and waits up to grace, then SIGKILL.
 func Stop(n Node, grace time.Duration) {
 	if n.PID <= 0 || !alive(n.PID) {
