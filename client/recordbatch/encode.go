@@ -52,19 +52,41 @@ func AppendEncode(dst []byte, b *Batch) ([]byte, error) {
 		BaseSequence:         b.BaseSequence,
 		RecordCount:          int32(len(b.Records)),
 	}
+	return appendWithHeader(dst, h, b.Records)
+}
+
+// EncodeWithHeader encodes recs as one v2 batch under header h, as given:
+// base offset and timestamp, attributes (compression included), last
+// offset delta, max timestamp, producer fields and partition leader epoch
+// are h's; each record keeps its OffsetDelta and is written with
+// timestamp delta TimestampMs - h.BaseTimestamp; RecordCount, the batch
+// length, the magic and the CRC are computed. recs may be empty (then
+// nothing is compressed). It is what a rewrite of stored batches needs
+// (compaction: offsets with gaps, a delete horizon in BaseTimestamp), which
+// Encode, numbering records from 0, cannot do.
+func EncodeWithHeader(h BatchHeader, recs []Record) ([]byte, error) {
+	if !h.Compression().valid() {
+		return nil, fmt.Errorf("%w: unknown compression %d", ErrInvalid, h.Compression())
+	}
+	h.RecordCount = int32(len(recs))
+	return appendWithHeader(make([]byte, 0, HeaderSize+encodedRecordsSize(recs)), h, recs)
+}
+
+// appendWithHeader appends recs under h (RecordCount set) to dst.
+func appendWithHeader(dst []byte, h BatchHeader, recs []Record) ([]byte, error) {
 	start := len(dst)
 	out := slices.Grow(dst, HeaderSize)[:start+HeaderSize]
-	if b.Compression == CompressionNone {
-		for i := range b.Records {
-			out = appendRecord(out, &b.Records[i], int32(i), b.Records[i].TimestampMs-baseTs)
+	if c := h.Compression(); c == CompressionNone || len(recs) == 0 {
+		for i := range recs {
+			out = appendRecord(out, &recs[i], recs[i].OffsetDelta, recs[i].TimestampMs-h.BaseTimestamp)
 		}
 	} else {
 		scratch := getScratch()
-		for i := range b.Records {
-			scratch.b = appendRecord(scratch.b, &b.Records[i], int32(i), b.Records[i].TimestampMs-baseTs)
+		for i := range recs {
+			scratch.b = appendRecord(scratch.b, &recs[i], recs[i].OffsetDelta, recs[i].TimestampMs-h.BaseTimestamp)
 		}
 		var err error
-		out, err = compress(out, b.Compression, scratch.b)
+		out, err = compress(out, c, scratch.b)
 		putScratch(scratch)
 		if err != nil {
 			return dst, err

@@ -91,7 +91,7 @@
 // # Errors
 //
 //	Plan     ErrMapTooSmall, ErrOrder, client/recordbatch decode errors
-//	Rewrite  client/recordbatch decode errors, ErrUnsupported (codec)
+//	Rewrite  client/recordbatch decode and encode errors
 //
 // # Left for wiring
 //

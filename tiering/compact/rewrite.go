@@ -15,9 +15,6 @@ var (
 	// ErrMapTooSmall: Plan met a batch with more keys than an empty
 	// OffsetMap holds, so no pass could make progress.
 	ErrMapTooSmall = errors.New("compact: offset map too small for one batch")
-	// ErrUnsupported: a batch uses a compression codec this package cannot
-	// write.
-	ErrUnsupported = errors.New("compact: unsupported batch")
 	// ErrOrder: Plan's batches are not in increasing offset order.
 	ErrOrder = errors.New("compact: batches out of order")
 )
@@ -189,19 +186,7 @@ func encode(h recordbatch.BatchHeader, kept []recordbatch.Record, keptTombstone,
 			out.MaxTimestamp = max(out.MaxTimestamp, kept[i].TimestampMs)
 		}
 	} // LogAppendTime: MaxTimestamp is every record's timestamp; keep it.
-	scratch := getScratch()
-	defer putScratch(scratch)
-	for i := range kept {
-		r := &kept[i]
-		scratch.b = appendRecord(scratch.b, r, r.OffsetDelta, r.TimestampMs-out.BaseTimestamp)
-	}
-	buf := make([]byte, recordbatch.HeaderSize, recordbatch.HeaderSize+len(scratch.b)+64)
-	var err error
-	if buf, err = compress(buf, h.Compression(), scratch.b); err != nil {
-		return nil, err
-	}
-	finishHeader(buf, &out)
-	return buf, nil
+	return recordbatch.EncodeWithHeader(out, kept)
 }
 
 // emptyBatch is h's batch with no records, as Kafka writes it
@@ -213,8 +198,10 @@ func emptyBatch(h recordbatch.BatchHeader) []byte {
 	out.RecordCount = 0
 	out.Attributes &^= attrCompressionMask | attrDeleteHorizon
 	out.BaseTimestamp = h.MaxTimestamp
-	buf := make([]byte, recordbatch.HeaderSize)
-	finishHeader(buf, &out)
+	buf, err := recordbatch.EncodeWithHeader(out, nil)
+	if err != nil {
+		panic(fmt.Sprintf("compact: an empty batch cannot fail to encode: %v", err)) // codec none, no records
+	}
 	return buf
 }
 
