@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/metad/raftstore"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -37,7 +38,7 @@ type Server struct {
 	// proposals bounds the bytes of commands proposed and not yet applied
 	// on this member (leader), so a flood of large writes waits instead of
 	// queueing in raft without limit.
-	proposals *byteBudget
+	proposals *bytebudget.Budget
 
 	// leaderReady is true while this member is leader and has applied every
 	// entry committed before it became leader (its barrier completed).
@@ -75,7 +76,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Server, err
 		leaderCh:  make(chan bool, 16),
 		closing:   make(chan struct{}),
 		peers:     newPeerConns(),
-		proposals: newByteBudget(maxProposalBytes),
+		proposals: bytebudget.New(maxProposalBytes),
 	}
 	var err error
 	if s.logs, err = raftstore.Open(filepath.Join(cfg.DataDir, "raft"), raftstore.Options{NoSync: cfg.NoSync, Logger: log}); err != nil {
@@ -356,10 +357,10 @@ func (s *Server) propose(ctx context.Context, cmd *metadpb.Command) (proto.Messa
 	if err != nil {
 		return nil, fmt.Errorf("metad: encode command: %w", err)
 	}
-	if err := s.proposals.acquire(ctx, int64(len(data))); err != nil {
+	if err := s.proposals.Acquire(ctx, int64(len(data))); err != nil {
 		return nil, fmt.Errorf("%w: %d bytes of writes in flight", ErrBusy, maxProposalBytes)
 	}
-	defer s.proposals.release(int64(len(data)))
+	defer s.proposals.Release(int64(len(data)))
 	start := time.Now()
 	future := s.raft.Apply(data, time.Until(deadline(ctx, s.cfg.RequestTimeout)))
 	done := make(chan error, 1)

@@ -229,7 +229,7 @@ func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from 
 			ErrCorrupt, ledgerID, entryID, rec.Type, rec.LedgerID, rec.EntryID, from)
 	}
 	size := int64(from.Length)
-	if err := s.budget.acquire(ctx, size); err != nil {
+	if err := s.budget.Acquire(ctx, size); err != nil {
 		return 0, err
 	}
 	stripe := &s.stripes[ledgerID%ledgerStripes]
@@ -237,14 +237,14 @@ func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from 
 	defer stripe.Unlock()
 	cur, ok, err := s.ix.Get(ledgerID, entryID)
 	if err != nil || !ok || cur != from {
-		s.budget.release(size)
+		s.budget.Release(size)
 		return 0, s.indexErrOrNil(err)
 	}
 	s.mu.Lock()
 	l := s.mu.ledgers[ledgerID]
 	if l == nil || !l.exists || l.deletes > 0 || l.overwrites > 0 {
 		s.mu.Unlock()
-		s.budget.release(size)
+		s.budget.Release(size)
 		return 0, nil
 	}
 	l.queued++
@@ -269,7 +269,7 @@ func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from 
 		o.settle(l)
 		s.dropIdleLocked(ledgerID, l)
 		s.mu.Unlock()
-		s.budget.release(size)
+		s.budget.Release(size)
 		return 0, translate(err)
 	}
 	return size, nil

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/vfs"
@@ -72,7 +73,7 @@ type Storage struct {
 	// ledger's records against Fence, Delete and compaction.
 	stripes [ledgerStripes]sync.Mutex
 
-	budget budget // bytes queued and not yet applied
+	budget *bytebudget.Budget // bytes queued and not yet applied
 
 	// closeMu is held (read) while a call queues records or runs GC, and
 	// (write) by Close to stop both.
@@ -153,7 +154,7 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 		s.metrics = NewMetrics() // unregistered: updates go nowhere
 	}
 	s.mu.ledgers = map[uint64]*ledger{}
-	s.budget.init(budgetBytes(o.MaxEntryBytes))
+	s.budget = bytebudget.New(budgetBytes(o.MaxEntryBytes))
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 
 	if err := s.fs.MkdirAll(o.Dir); err != nil {

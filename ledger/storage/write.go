@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/strata-log/strata/ledger/index"
@@ -16,49 +15,6 @@ import (
 // normally acts first and this one only catches a slow applier.
 func budgetBytes(maxEntryBytes int) int64 {
 	return 2*journal.DefaultMaxQueueBytes + int64(maxEntryBytes)
-}
-
-// budget is a byte semaphore. One request larger than the limit is let in
-// when nothing else holds bytes.
-type budget struct {
-	mu    sync.Mutex
-	limit int64
-	used  int64
-	freed chan struct{} // closed and replaced when bytes are released
-}
-
-func (b *budget) init(limit int64) {
-	b.limit = limit
-	b.freed = make(chan struct{})
-}
-
-func (b *budget) acquire(ctx context.Context, n int64) error {
-	for {
-		b.mu.Lock()
-		if b.used == 0 || b.used+n <= b.limit {
-			b.used += n
-			b.mu.Unlock()
-			return nil
-		}
-		freed := b.freed
-		b.mu.Unlock()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (b *budget) release(n int64) {
-	if n == 0 {
-		return
-	}
-	b.mu.Lock()
-	b.used -= n
-	close(b.freed)
-	b.freed = make(chan struct{})
-	b.mu.Unlock()
 }
 
 type opKind uint8
@@ -144,7 +100,7 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 		return err
 	}
 	defer release()
-	if err := s.budget.acquire(ctx, o.size); err != nil {
+	if err := s.budget.Acquire(ctx, o.size); err != nil {
 		return err
 	}
 	stripe := &s.stripes[o.ledgerID%ledgerStripes]
@@ -156,7 +112,7 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 	if err := o.admit(l, recovery); err != nil {
 		s.dropIdleLocked(o.ledgerID, l)
 		s.mu.Unlock()
-		s.budget.release(o.size)
+		s.budget.Release(o.size)
 		return err
 	}
 	switch o.kind {
@@ -190,7 +146,7 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 		}
 		s.dropIdleLocked(o.ledgerID, l)
 		s.mu.Unlock()
-		s.budget.release(o.size)
+		s.budget.Release(o.size)
 		return translate(err)
 	}
 	return nil
@@ -454,7 +410,7 @@ func (s *Storage) completeOps(ops []*op) {
 	last := ops[len(ops)-1].loc
 	s.mu.applied = journal.Position{File: last.File, Offset: last.Offset + int64(last.Length)}
 	s.mu.Unlock()
-	s.budget.release(size)
+	s.budget.Release(size)
 	for _, o := range ops {
 		o.finish(o, o.refused)
 	}
@@ -471,7 +427,7 @@ func (s *Storage) failOps(ops []*op, err error) {
 		s.dropIdleLocked(o.ledgerID, l)
 	}
 	s.mu.Unlock()
-	s.budget.release(size)
+	s.budget.Release(size)
 	for _, o := range ops {
 		o.finish(o, err)
 	}

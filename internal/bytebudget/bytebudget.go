@@ -1,0 +1,60 @@
+// Package bytebudget is a byte semaphore: callers take bytes before work
+// that holds them (a queued write, a proposal in flight) and give them back
+// after, so the bytes held stay bounded. A request larger than the limit
+// is let in when nothing else holds bytes, so it waits but never
+// deadlocks. The bookie's add queue and metad's proposals use it.
+package bytebudget
+
+import (
+	"context"
+	"sync"
+)
+
+// Budget is a byte semaphore of a fixed limit. Safe for concurrent use.
+type Budget struct {
+	limit int64
+
+	mu struct {
+		sync.Mutex
+		used  int64
+		freed chan struct{} // closed and replaced on Release
+	}
+}
+
+// New returns a Budget of limit bytes.
+func New(limit int64) *Budget {
+	b := &Budget{limit: limit}
+	b.mu.freed = make(chan struct{})
+	return b
+}
+
+// Acquire takes n bytes, waiting until they fit or ctx ends.
+func (b *Budget) Acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.mu.used == 0 || b.mu.used+n <= b.limit {
+			b.mu.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.mu.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Release gives back n bytes taken by Acquire.
+func (b *Budget) Release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.used -= n
+	close(b.mu.freed)
+	b.mu.freed = make(chan struct{})
+}

@@ -1,0 +1,39 @@
+package bytebudget
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestBudget(t *testing.T) {
+	b := New(10)
+	ctx := context.Background()
+	if err := b.Acquire(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	// 6 + 6 > 10: waits until the first 6 are released.
+	got := make(chan error, 1)
+	go func() { got <- b.Acquire(ctx, 6) }()
+	select {
+	case err := <-got:
+		t.Fatalf("acquired over the limit: %v", err)
+	case <-time.After(20 * time.Millisecond): // it must still be waiting
+	}
+	b.Release(6)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	b.Release(6)
+	// Larger than the limit: let in when nothing is held.
+	if err := b.Acquire(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := b.Acquire(cctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("acquire with a done context while full: %v", err)
+	}
+	b.Release(100)
+}
