@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -129,20 +128,7 @@ func TestTierCLI(t *testing.T) {
 	if err := mc.RemoveObject(ctx, c.minio.Bucket, c.prefix+"/"+deleted, minio.RemoveObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	obj, err := mc.GetObject(ctx, c.minio.Bucket, c.prefix+"/"+corrupted, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(obj); err != nil {
-		t.Fatal(err)
-	}
-	obj.Close()
-	b := buf.Bytes()
-	b[len(b)/2] ^= 0x01
-	if _, err := mc.PutObject(ctx, c.minio.Bucket, c.prefix+"/"+corrupted, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	corruptObject(t, c.minio, c.prefix+"/"+corrupted, func(b []byte) int { return len(b) / 2 })
 
 	out, errOut, code = strata(t, env, "tier", "scrub", "--store", storeURL, "--topic", topic, "--parallel", "2", "--progress")
 	if code != 2 {

@@ -443,23 +443,9 @@ func TestTieringStoreFaults(t *testing.T) {
 
 	// Corrupt one object in place (a store that changed bytes behind our
 	// back), restart the broker so nothing is cached, and read it.
+	corruptObject(t, c.minio, c.objects(t)[0], func(b []byte) int { return 100 }) // inside the first batch
 	mc, err := c.minio.Client()
 	if err != nil {
-		t.Fatal(err)
-	}
-	key := c.objects(t)[0]
-	obj, err := mc.GetObject(ctx, c.minio.Bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(obj); err != nil {
-		t.Fatal(err)
-	}
-	obj.Close()
-	b := buf.Bytes()
-	b[100] ^= 0x40 // inside the first batch
-	if _, err := mc.PutObject(ctx, c.minio.Bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.brokers[0].Kill()
@@ -754,4 +740,32 @@ func procState(pid int) string {
 		return s[i+2 : i+3]
 	}
 	return ""
+}
+
+// corruptObject flips one bit of an object in the store (bucket-relative
+// key), at the position at picks: a store that changed bytes behind
+// Strata's back.
+func corruptObject(t *testing.T, m *miniotest.Server, key string, at func([]byte) int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mc, err := m.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := mc.GetObject(ctx, m.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(obj)
+	obj.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	b[at(b)] ^= 0x40
+	if _, err := mc.PutObject(ctx, m.Bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
