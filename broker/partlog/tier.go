@@ -582,14 +582,24 @@ func (l *Log) sweepOrphanObjects(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("partlog: listing %s: %w", tier.KeyPrefix, err)
 	}
-	// Read the list after the listing: an object committed meanwhile is
-	// named by it.
+	// Read the list from metad after the listing, so an object committed
+	// meanwhile is named by it, and sweep only if it is still the version
+	// this log wrote: a stale owner (paused past its lease) would otherwise
+	// take the new owner's objects for orphans (T1, T7).
+	stored, version, err := ReadPartitionLog(ctx, l.cfg.Store, l.cfg.Topic, l.cfg.Partition)
+	if err != nil {
+		return fmt.Errorf("partlog: orphan sweep: %w", err)
+	}
 	l.mu.Lock()
+	ours := l.mu.version
+	l.mu.Unlock()
+	if version != ours {
+		return fmt.Errorf("partlog: orphan sweep skipped: the partition's list is at version %d, this owner wrote %d", version, ours)
+	}
 	live := map[string]bool{}
-	for _, s := range l.mu.pl.GetTiered() {
+	for _, s := range stored.GetTiered() {
 		live[s.ObjectKey] = true
 	}
-	l.mu.Unlock()
 	orphans = slices.DeleteFunc(orphans, func(k string) bool { return live[k] })
 	l.abortOldUploads(ctx, horizon)
 	if len(orphans) == 0 {

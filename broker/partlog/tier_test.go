@@ -361,3 +361,38 @@ func TestTierGarbageQueue(t *testing.T) {
 		t.Fatalf("the unlinked object: %v", err)
 	}
 }
+
+// TestTierStaleOwnerDoesNotSweepLiveObjects: a stale owner's orphan sweep
+// must not take the new owner's committed objects for orphans: it checks
+// the list in metad is still the version it wrote, and skips otherwise.
+func TestTierStaleOwnerDoesNotSweepLiveObjects(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+		OrphanGrace: time.Nanosecond}
+	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
+	cfg := f.config(1)
+	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
+	zombie := f.open(cfg)
+	appendN(t, zombie, 2)
+	rollByAge(t, f, zombie)
+
+	cfg2 := f.config(2)
+	cfg2.Tier, cfg2.Policy = tier, pol
+	owner := f.open(cfg2)
+	if err := owner.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	live := owner.Describe().Tiered
+	if len(live) == 0 {
+		t.Fatal("the owner did not tier")
+	}
+	if err := zombie.sweepOrphanObjects(testCtx(t)); err == nil {
+		t.Fatal("the stale owner's sweep ran")
+	}
+	for _, s := range live {
+		if _, err := store.Stat(testCtx(t), s.ObjectKey); err != nil {
+			t.Fatalf("the owner's object %s after the zombie's sweep: %v", s.ObjectKey, err)
+		}
+	}
+}
