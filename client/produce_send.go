@@ -88,8 +88,17 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 			}
 			ps.havePID, ps.pid, ps.epoch = true, p.mu.pid, p.mu.epoch
 		}
+		// The window starts at the oldest unacknowledged batch, not at
+		// the in-flight count: answers of concurrent requests arrive in
+		// any order, and a batch retried after more than
+		// maxIdempotentInFlight later ones were stored is no longer
+		// recognised as a duplicate by the broker (it would answer
+		// OUT_OF_ORDER_SEQUENCE for data it holds).
 		var b *batch
-		for _, c := range ps.batches {
+		for i, c := range ps.batches {
+			if i >= p.cfg.MaxInFlight {
+				break
+			}
 			if !c.done && !c.inflight {
 				b = c
 				break
@@ -122,7 +131,7 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 		ps.inflight++
 		reqs[addr] = append(reqs[addr], b)
 		if ps.inflight < p.cfg.MaxInFlight {
-			for _, c := range ps.batches {
+			for _, c := range ps.batches[:min(len(ps.batches), p.cfg.MaxInFlight)] {
 				if !c.done && !c.inflight {
 					more = true
 					break

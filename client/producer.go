@@ -57,8 +57,9 @@ type ProducerConfig struct {
 	// a retry after an unknown outcome is not attempted). Idempotence is
 	// always off with AcksNone.
 	DisableIdempotence bool
-	// MaxInFlight is the number of batches per partition sent and not yet
-	// answered. Default 5 with idempotence (the broker puts batches that
+	// MaxInFlight is the number of batches per partition that may be sent
+	// from the oldest unanswered one on (a window, not a count of open
+	// requests: answers arrive in any order). Default 5 with idempotence (the broker puts batches that
 	// arrive out of order back in sequence order) and 1 without it (more
 	// than 1 may then reorder records); at most 5 when idempotent.
 	MaxInFlight int

@@ -137,6 +137,11 @@ func TestRecoverStuckBelowLACIsReported(t *testing.T) {
 		t.Fatalf("hostile add: %v", resp)
 	}
 
+	// Fencing completes with any 2 of the 3 bookies; the hostile one must
+	// be among them for its LAC to count, so the third never answers a
+	// fence (its fencing read still fences it).
+	c.Bookies.Blackhole(wtAddr(2), ledgertest.RPCFence)
+
 	var logs syncBuffer
 	reg := prometheus.NewRegistry()
 	metrics := ledger.NewMetrics()
