@@ -40,13 +40,13 @@ func TestBookieGCDeletesOrphanedLedger(t *testing.T) {
 
 	// With three bookies and E=3 both ledgers are on every bookie.
 	const entries = 100
-	doomed, doomedData := writeGCLedger(ctx, t, env, entries)
-	kept, keptData := writeGCLedger(ctx, t, env, entries)
+	doomed, _, doomedStored := writeGCLedger(ctx, t, env, entries)
+	kept, keptData, keptStored := writeGCLedger(ctx, t, env, entries)
 	victim := nodes[1]
 	clients := map[string]bookiepb.BookieClient{}
 	for _, n := range nodes {
 		clients[n.ID] = dialBookie(t, n.Listen)
-		for id, want := range map[uint64][][]byte{doomed: doomedData, kept: keptData} {
+		for id, want := range map[uint64][][]byte{doomed: doomedStored, kept: keptStored} {
 			if err := checkCopy(ctx, clients[n.ID], id, want); err != nil {
 				t.Fatalf("bookie %s before the kill: %v", n.ID, err)
 			}
@@ -120,7 +120,7 @@ func TestBookieGCDeletesOrphanedLedger(t *testing.T) {
 		return nil
 	})
 	for _, n := range nodes {
-		if err := checkCopy(ctx, clients[n.ID], kept, keptData); err != nil {
+		if err := checkCopy(ctx, clients[n.ID], kept, keptStored); err != nil {
 			t.Fatalf("bookie %s: the kept ledger: %v", n.ID, err)
 		}
 		want := 0.0
@@ -151,13 +151,15 @@ func TestBookieGCDeletesOrphanedLedger(t *testing.T) {
 
 // writeGCLedger writes a closed 3/3/2 ledger of n entries and returns its id
 // and payloads.
-func writeGCLedger(ctx context.Context, t *testing.T, env ledger.Env, n int) (uint64, [][]byte) {
+// writeGCLedger writes a closed ledger of n entries and returns its id,
+// the payloads and the entries as bookies store them (digest included).
+func writeGCLedger(ctx context.Context, t *testing.T, env ledger.Env, n int) (id uint64, data, stored [][]byte) {
 	t.Helper()
 	w, err := ledger.Create(ctx, env, ledger.CreateOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := make([][]byte, n)
+	data = make([][]byte, n)
 	for i := range data {
 		data[i] = payloadFor(entryKey{w.ID(), uint64(i)}, 256)
 		if _, err := w.AppendSync(ctx, data[i]); err != nil {
@@ -167,10 +169,15 @@ func writeGCLedger(ctx context.Context, t *testing.T, env ledger.Env, n int) (ui
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return w.ID(), data
+	md := w.Metadata()
+	for i, p := range data {
+		stored = append(stored, ledger.SealEntry(md, int64(i), p))
+	}
+	return w.ID(), data, stored
 }
 
-// checkCopy checks that a bookie holds every entry of a ledger, as written.
+// checkCopy checks that a bookie holds every entry of a ledger as want
+// has it (as stored: digest included).
 func checkCopy(ctx context.Context, c bookiepb.BookieClient, id uint64, want [][]byte) error {
 	for e := range want {
 		resp, err := c.ReadEntry(ctx, &bookiepb.ReadEntryRequest{LedgerId: id, EntryId: uint64(e)})

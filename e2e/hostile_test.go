@@ -59,7 +59,7 @@ func TestHostileOverwriteClosedLedger(t *testing.T) {
 	defer cancel()
 
 	const entries = 20
-	id, data := writeGCLedger(ctx, t, env, entries) // CLOSED, 3/3/2: on every bookie
+	id, data, stored := writeGCLedger(ctx, t, env, entries) // CLOSED, 3/3/2: on every bookie
 	evil := []byte("EVIL-INJECTED")
 	for _, n := range nodes {
 		c := dialBookie(t, n.Listen)
@@ -73,11 +73,11 @@ func TestHostileOverwriteClosedLedger(t *testing.T) {
 			t.Logf("bookie %s: overwrite (recovery=%v) refused: %s", n.ID, recovery, resp.Message)
 		}
 		resp, err := sendAdd(ctx, c, &bookiepb.AddRequest{RequestId: 1, LedgerId: id, EntryId: 0, Lac: -1,
-			Payload: data[0], Recovery: true})
+			Payload: stored[0], Recovery: true})
 		if err != nil || resp.Status != bookiepb.AddStatus_ADD_OK {
 			t.Fatalf("bookie %s: recovery re-add of the same bytes: %v, %v", n.ID, resp, err)
 		}
-		if err := checkCopy(ctx, c, id, data); err != nil {
+		if err := checkCopy(ctx, c, id, stored); err != nil {
 			t.Fatalf("bookie %s after the overwrites: %v", n.ID, err)
 		}
 		if v, err := metricValue("http://"+n.AdminAddr+"/metrics", "strata_bookie_entry_overwrites_refused_total"); err != nil || v != 2 {
@@ -105,7 +105,7 @@ func TestHostileOverwriteClosedLedger(t *testing.T) {
 	if err := victim.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkCopy(ctx, dialBookie(t, victim.Listen), id, data); err != nil {
+	if err := checkCopy(ctx, dialBookie(t, victim.Listen), id, stored); err != nil {
 		t.Fatalf("bookie %s after kill -9 and replay: %v", victim.ID, err)
 	}
 }
@@ -145,7 +145,7 @@ func TestHostileInflatedLAC(t *testing.T) {
 		t.Fatalf("WriteLAC: %v", err)
 	}
 	resp, err := sendAdd(ctx, c, &bookiepb.AddRequest{RequestId: 1, LedgerId: w.ID(), EntryId: entries - 1,
-		Lac: inflated, Payload: zombiePayload(entries - 1)})
+		Lac: inflated, Payload: ledger.SealEntry(w.Metadata(), entries-1, zombiePayload(entries-1))})
 	if err != nil || resp.Status != bookiepb.AddStatus_ADD_OK {
 		t.Fatalf("re-add of the last entry with LAC %d: %v, %v", inflated, resp, err)
 	}

@@ -261,7 +261,7 @@ func TestLedgerSimpletestThroughBookieKill4(t *testing.T) {
 	c := dialBookie(t, spare.Listen)
 	for _, e := range []int64{second.FirstEntryID, killSimpletestEntries - 1} {
 		resp, err := c.ReadEntry(ctx, &bookiepb.ReadEntryRequest{LedgerId: res.LedgerID, EntryId: uint64(e)})
-		if err != nil || resp.GetStatus() != bookiepb.ReadStatus_READ_OK || len(resp.GetPayload()) != 1024 {
+		if err != nil || resp.GetStatus() != bookiepb.ReadStatus_READ_OK || len(resp.GetPayload()) != 1024+ledger.DigestSize {
 			t.Fatalf("entry %d on the spare bookie %s: %v, %v", e, spare.Listen, resp.GetStatus(), err)
 		}
 	}

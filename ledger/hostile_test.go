@@ -213,3 +213,78 @@ func TestWriterSurvivesAForeignEntry(t *testing.T) {
 	}
 	wtClose(t, c, w)
 }
+
+// TestForgedCopiesAreNeverServed: every entry's copy on the first bookie
+// of its write set is replaced with other bytes (a damaged disk, or a copy
+// someone else wrote first, with or without a tag of its own). Single
+// reads and streamed reads return the writer's payloads from the other
+// copies and count the mismatches (D1).
+func TestForgedCopiesAreNeverServed(t *testing.T) {
+	c := ledgertest.NewCluster(3)
+	w := hostileLedger(t, c, 6)
+	wtClose(t, c, w)
+	md := wtMetadata(t, c, w.ID())
+	other := wtMetadata(t, c, hostileLedger(t, c, 1).ID()) // a real tag, of another ledger
+	for e := range int64(6) {
+		forged := []byte(fmt.Sprint("forged-", e))
+		if e%2 == 1 {
+			forged = ledger.SealEntry(other, e, forged)
+		}
+		c.Bookies.ForceStored(ledger.EntryWriteSet(md, e)[0], w.ID(), uint64(e), forged)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := ledger.NewMetrics()
+	if err := metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	env := c.Env()
+	env.Metrics = metrics
+	r, err := ledger.OpenReader(wtCtx(t), env, w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := r.Read(wtCtx(t), 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []ledger.Entry
+	if err := r.ReadRange(wtCtx(t), 0, 5, func(e ledger.Entry) error {
+		streamed = append(streamed, e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		want := fmt.Sprint("entry-", i)
+		if string(entries[i].Payload) != want || string(streamed[i].Payload) != want {
+			t.Fatalf("entry %d: read %q, streamed %q, want %q", i, entries[i].Payload, streamed[i].Payload, want)
+		}
+	}
+	if got := gaugeOrCounter(t, reg, "strata_ledger_digest_mismatches_total"); got < 6 {
+		t.Fatalf("counted %v digest mismatches, want at least 6", got)
+	}
+}
+
+// TestRecoveryIgnoresForgedEntryBeyondTheEnd: a copy of an entry past
+// the writer's last one, placed on one bookie of an open ledger (before
+// digests, recovery took it for the writer's, rewrote it to the others and
+// closed the ledger with it), is not an answer: the other bookies decide
+// the entry is absent and recovery closes the ledger at the writer's last
+// entry (D1).
+func TestRecoveryIgnoresForgedEntryBeyondTheEnd(t *testing.T) {
+	c := ledgertest.NewCluster(3)
+	w := hostileLedger(t, c, 4)
+	c.Bookies.ForceStored(wtAddr(0), w.ID(), 4, []byte("forged entry 4"))
+	md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.LastEntryId != 3 {
+		t.Fatalf("recovered up to entry %d, want 3 (the forged entry 4 was taken)", md.LastEntryId)
+	}
+	for _, b := range []string{wtAddr(1), wtAddr(2)} {
+		if got, ok := c.Bookies.Stored(b, w.ID(), 4); ok {
+			t.Fatalf("recovery copied the forged entry to %s: %q", b, got)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 // with Register on an explicit registry, and hand them to the protocol in
 // Env.Metrics; with a nil Env.Metrics nothing is counted.
 type Metrics struct {
-	recoveriesStuck prometheus.Counter
+	recoveriesStuck  prometheus.Counter
+	digestMismatches prometheus.Counter
 }
 
 // NewMetrics returns unregistered collectors.
@@ -22,17 +23,29 @@ func NewMetrics() *Metrics {
 			Help: "Recoveries that found an entry below the LAC that every bookie of its write set reports absent " +
 				"(an inflated LAC, or lost data): they retry until their context ends, and are logged.",
 		}),
+		digestMismatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_ledger_digest_mismatches_total",
+			Help: "Entry copies a bookie served whose digest does not match (written by someone else, moved, or damaged): " +
+				"never returned; the entry is read from another bookie of its write set.",
+		}),
 	}
 }
 
 // Register registers every collector on r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.recoveriesStuck))
+	return errors.Join(r.Register(m.recoveriesStuck), r.Register(m.digestMismatches))
 }
 
 // recoveryStuck counts one stuck recovery; m may be nil.
 func (m *Metrics) recoveryStuck() {
 	if m != nil {
 		m.recoveriesStuck.Inc()
+	}
+}
+
+// digestMismatch counts one copy with a wrong digest; m may be nil.
+func (m *Metrics) digestMismatch() {
+	if m != nil {
+		m.digestMismatches.Inc()
 	}
 }

@@ -363,7 +363,7 @@ func (p *propRun) check() {
 		length += int64(len(p.payloads[e]))
 		have := 0
 		for _, b := range ledger.EntryWriteSet(final, e) {
-			if got, ok := c.Bookies.Stored(b, id, uint64(e)); ok && bytes.Equal(got, p.payloads[e]) {
+			if got, ok := c.Bookies.Stored(b, id, uint64(e)); ok && bytes.Equal(openStored(final, e, got), p.payloads[e]) {
 				have++
 			}
 		}
@@ -377,7 +377,8 @@ func (p *propRun) check() {
 	}
 	for _, b := range p.addrs {
 		for _, e := range c.Bookies.StoredEntries(b, id) {
-			got, _ := c.Bookies.Stored(b, id, e)
+			stored, _ := c.Bookies.Stored(b, id, e)
+			got := openStored(final, int64(e), stored)
 			if e >= uint64(len(p.payloads)) || !bytes.Equal(got, p.payloads[e]) {
 				t.Errorf("seed %d: %s holds entry %d = %q, never appended as such", p.seed, b, e, got)
 			}
@@ -386,4 +387,14 @@ func (p *propRun) check() {
 	if got := wtMetadata(t, c, id); got.LastEntryId != last || got.State != ledgerpb.LedgerState_CLOSED {
 		t.Errorf("seed %d: metadata changed after recovery: %v", p.seed, got)
 	}
+}
+
+// openStored is the payload of entry e as a bookie stores it, or nil when
+// its digest does not match.
+func openStored(md *ledgerpb.LedgerMetadata, e int64, stored []byte) []byte {
+	payload, err := ledger.OpenEntry(md, e, stored)
+	if err != nil {
+		return nil
+	}
+	return payload
 }

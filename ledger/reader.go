@@ -132,6 +132,9 @@ type Reader struct {
 	id   uint64
 	opts ReaderOptions
 	log  *slog.Logger
+	// dig checks and strips every entry's digest (digest.go); the key
+	// never changes for a ledger.
+	dig digester
 
 	mu struct {
 		sync.Mutex
@@ -160,7 +163,7 @@ func OpenReaderWith(ctx context.Context, env Env, id uint64, opts ReaderOptions)
 	if err := validateMetadata(md); err != nil {
 		return nil, err
 	}
-	r := &Reader{env: env, id: id, opts: opts.withDefaults(env)}
+	r := &Reader{env: env, id: id, opts: opts.withDefaults(env), dig: newDigester(md)}
 	r.log = r.opts.Logger.With("component", "ledger-reader", "ledger", id)
 	r.mu.lac = -1
 	r.setMetadata(md, version)
@@ -461,7 +464,13 @@ func (r *Reader) readFrom(ctx context.Context, bookies []string, e int64) ([]byt
 			case a.resp.GetLedgerId() != r.id || a.resp.GetEntryId() != uint64(e):
 				errs = append(errs, fmt.Errorf("bookie %s: answered with entry %d/%d", a.bookie, a.resp.GetLedgerId(), a.resp.GetEntryId()))
 			default:
-				return a.resp.GetPayload(), nil
+				payload, err := r.dig.open(e, a.resp.GetPayload())
+				if err == nil {
+					return payload, nil
+				}
+				r.digestMismatch(a.bookie, err)
+				errs = append(errs, fmt.Errorf("bookie %s: %w", a.bookie, err))
+				corrupt = true
 			}
 			if launched < len(bookies) {
 				launch()
@@ -603,7 +612,12 @@ func (r *Reader) stream(ctx context.Context, set []string, avoid map[string]bool
 		if resp.GetStatus() != bookiepb.ReadStatus_READ_OK || resp.GetLedgerId() != r.id || resp.GetEntryId() != uint64(pos+n) {
 			return errStreamGap
 		}
-		if err := fn(Entry{ID: pos + n, Payload: resp.GetPayload()}); err != nil {
+		payload, err := r.dig.open(pos+n, resp.GetPayload())
+		if err != nil {
+			r.digestMismatch(bookie, err)
+			return err // the entry is read again from another bookie
+		}
+		if err := fn(Entry{ID: pos + n, Payload: payload}); err != nil {
 			return fnError{err}
 		}
 		n++
@@ -679,4 +693,10 @@ func (r *Reader) WaitLAC(ctx context.Context, previous int64) (int64, error) {
 			r.log.Debug("re-read metadata", "err", err)
 		}
 	}
+}
+
+// digestMismatch reports a copy whose digest does not match (digest.go).
+func (r *Reader) digestMismatch(bookie string, err error) {
+	r.env.Metrics.digestMismatch()
+	r.log.Warn("a bookie served an entry whose digest does not match; reading another copy", "bookie", bookie, "err", err)
 }

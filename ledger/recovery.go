@@ -63,6 +63,13 @@ func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata,
 	if err := runRecovery(ctx, env, m); err != nil {
 		return nil, fmt.Errorf("ledger %d: recovering: %w", id, err)
 	}
+	if m.digestMismatches > 0 {
+		log.Warn("recovery: bookies served entry copies whose digest does not match; other copies were used",
+			"copies", m.digestMismatches)
+		for range m.digestMismatches {
+			env.Metrics.digestMismatch()
+		}
+	}
 	last, start, length, _ := m.result()
 	prefix, err := prefixLength(ctx, env, md, start)
 	if err != nil {
@@ -237,6 +244,7 @@ func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upT
 	var total int64
 	errStop := errors.New("stop")
 	stuck := false // reported for this recovery
+	dig := newDigester(md)
 	for i, f := range md.Fragments {
 		end := upTo - 1
 		if i+1 < len(md.Fragments) {
@@ -256,7 +264,13 @@ func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upT
 					if r.Status != bookiepb.ReadStatus_READ_OK || r.EntryId != uint64(next) {
 						return errStop
 					}
-					total += int64(len(r.Payload))
+					if _, err := dig.open(next, r.Payload); err != nil {
+						env.Metrics.digestMismatch()
+						logger(env).Warn("recovery: a bookie served an entry whose digest does not match; reading another copy",
+							"bookie", b, "err", err)
+						return errStop
+					}
+					total += dig.payloadLen(r.Payload)
 					next++
 					progressed = true
 					return nil

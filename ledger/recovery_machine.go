@@ -55,6 +55,7 @@ import (
 //     ledger, the entry and the bookie.
 type recoveryMachine struct {
 	ledgerID    uint64
+	dig         digester // checks the copies read (D1)
 	ensemble    []string
 	firstEntry  int64 // the last fragment's first entry
 	writeQuorum int
@@ -73,6 +74,8 @@ type recoveryMachine struct {
 	writes  map[int64]*entryWrite // rewrites that have not reached Qa
 	length  int64                 // payload bytes of entries start..present
 	err     error
+	// digestMismatches counts copies read with a wrong digest.
+	digestMismatches int
 }
 
 // recoveryWindow bounds the entries read ahead and the rewrites in flight.
@@ -137,6 +140,7 @@ func newRecoveryMachine(md *ledgerpb.LedgerMetadata) (*recoveryMachine, error) {
 	last := md.Fragments[len(md.Fragments)-1]
 	return &recoveryMachine{
 		ledgerID:    md.Id,
+		dig:         newDigester(md),
 		ensemble:    last.Bookies,
 		firstEntry:  last.FirstEntryId,
 		writeQuorum: int(md.WriteQuorum),
@@ -233,15 +237,16 @@ func (m *recoveryMachine) onRead(bookie string, entryID int64, resp *bookiepb.Re
 		return nil
 	}
 	switch {
-	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_OK && resp.EntryId == uint64(entryID):
-		r.decided, r.found, r.payload = true, true, resp.Payload
+	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_OK && resp.EntryId == uint64(entryID) &&
+		m.validCopy(entryID, resp.Payload):
+		r.decided, r.found, r.payload = true, true, resp.Payload // rewritten as stored, digest included
 	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_NO_ENTRY:
 		r.negatives[bookie] = true
 		if len(r.negatives) < m.absentQ {
 			return nil
 		}
 		r.decided = true
-	default: // unknown: ask again
+	default: // unknown (a copy with a wrong digest too): ask again
 		r.attempts[bookie]++
 		return []recoveryOp{{kind: opRead, bookie: bookie, entry: entryID, fence: true, attempt: r.attempts[bookie]}}
 	}
@@ -265,7 +270,7 @@ func (m *recoveryMachine) advance() []recoveryOp {
 			break
 		}
 		m.present = e
-		m.length += int64(len(r.payload))
+		m.length += m.dig.payloadLen(r.payload)
 		w := &entryWrite{ws: r.ws, payload: r.payload, oks: make(map[string]bool), attempts: make(map[string]int)}
 		m.writes[e] = w
 		for _, b := range w.ws {
@@ -309,4 +314,18 @@ func (m *recoveryMachine) onAdd(bookie string, entryID int64, resp *bookiepb.Add
 	}
 	w.attempts[bookie]++
 	return []recoveryOp{m.addOp(bookie, entryID, w)}
+}
+
+// validCopy reports whether stored, entry e as a bookie served it, has a
+// matching digest (D1). A copy that does not is neither the entry nor
+// proof of its absence: it may be a damaged copy of an acknowledged entry
+// (counting it absent could truncate that entry) or one written by someone
+// else (taking it would extend the ledger with it), so it counts as no
+// answer and the bookie is asked again while the others decide.
+func (m *recoveryMachine) validCopy(e int64, stored []byte) bool {
+	_, err := m.dig.open(e, stored)
+	if err != nil {
+		m.digestMismatches++
+	}
+	return err == nil
 }

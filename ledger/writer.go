@@ -52,6 +52,8 @@ type Writer struct {
 	id    uint64
 	log   *slog.Logger
 	sched Scheduler
+	// dig tags every entry before it is sent (digest.go).
+	dig digester
 
 	// bgCtx bounds background I/O; Close cancels it.
 	bgCtx    context.Context
@@ -180,7 +182,12 @@ func Create(ctx context.Context, env Env, opts CreateOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: creating a ledger: %w", err)
 	}
+	key, err := newDigestKey()
+	if err != nil {
+		return nil, err
+	}
 	md := &ledgerpb.LedgerMetadata{
+		DigestKey:    key,
 		EnsembleSize: int32(opts.EnsembleSize),
 		WriteQuorum:  int32(opts.WriteQuorum),
 		AckQuorum:    int32(opts.AckQuorum),
@@ -200,7 +207,7 @@ func Create(ctx context.Context, env Env, opts CreateOptions) (*Writer, error) {
 }
 
 func newWriter(env Env, opts CreateOptions, md *ledgerpb.LedgerMetadata, version int64) *Writer {
-	w := &Writer{env: env, opts: opts, id: md.Id, sched: opts.Scheduler}
+	w := &Writer{env: env, opts: opts, id: md.Id, sched: opts.Scheduler, dig: newDigester(md)}
 	w.log = logger(env).With("ledger", md.Id)
 	w.bgCtx, w.bgCancel = context.WithCancel(context.Background())
 	w.mu.md = md
@@ -291,6 +298,9 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 		return err
 	}
 	size := int64(len(payload))
+	if w.dig.key != nil {
+		size += DigestSize
+	}
 	w.mu.Lock()
 	for {
 		if err := w.appendErrLocked(); err != nil {
@@ -309,7 +319,7 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 		}
 		w.mu.Lock()
 	}
-	e := &entry{id: w.mu.nextID, payload: payload, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
+	e := &entry{id: w.mu.nextID, payload: w.dig.seal(w.mu.nextID, payload), cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
 		level: level, levelCB: levelCB}
 	if levelCB != nil {
 		w.mu.levelWaiters[e.id] = e
@@ -556,7 +566,7 @@ func (w *Writer) ackLocked() {
 		w.mu.entries = w.mu.entries[1:]
 		e.acked = true
 		w.mu.lac = e.id
-		w.mu.length += int64(len(e.payload))
+		w.mu.length += w.dig.payloadLen(e.payload)
 		w.mu.inFlightBytes -= int64(len(e.payload))
 		for _, b := range entryWriteSet(w.mu.md, e.id) {
 			if !e.sent[b] { // a failed member never got it

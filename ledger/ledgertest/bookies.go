@@ -561,6 +561,20 @@ func (f *FakeBookies) ForceLAC(addr string, ledgerID uint64, lac int64) {
 	}
 }
 
+// ForceStored replaces what addr holds for an entry with payload,
+// bypassing the rule that a stored entry keeps its bytes: a damaged disk,
+// or a copy someone else wrote first (setup, not a call).
+func (f *FakeBookies) ForceStored(addr string, ledgerID, entryID uint64, payload []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.bookies[addr]; b != nil {
+		l := b.ledger(ledgerID)
+		l.entries[entryID] = fakeEntry{payload: slices.Clone(payload), lac: l.lac}
+		l.last = max(l.last, int64(entryID))
+		f.notifyLocked()
+	}
+}
+
 // Addrs lists the bookies, sorted.
 func (f *FakeBookies) Addrs() []string {
 	f.mu.Lock()

@@ -183,8 +183,9 @@ func (g *rig) checkFullyReplicated(id uint64, gone ...string) {
 			}
 		}
 		for _, b := range writeSet(md.Fragments[fi].Bookies, e, int(md.WriteQuorum)) {
-			got, ok := g.c.Bookies.Stored(b, id, uint64(e))
-			if !ok || string(got) != string(payload(id, e)) {
+			stored, ok := g.c.Bookies.Stored(b, id, uint64(e))
+			got, err := ledger.OpenEntry(md, e, stored)
+			if !ok || err != nil || string(got) != string(payload(id, e)) {
 				g.t.Errorf("entry %d on %s: %q, %v", e, b, got, ok)
 			}
 		}

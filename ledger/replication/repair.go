@@ -253,7 +253,7 @@ func (w *worker) copyFragment(ctx context.Context, md *ledgerpb.LedgerMetadata, 
 				if !ok {
 					return
 				}
-				n, bytes, err := w.copyEntry(ctx, md.GetId(), writeSet(ensemble, e, qw), e, bad, replacement)
+				n, bytes, err := w.copyEntry(ctx, md, writeSet(ensemble, e, qw), e, bad, replacement)
 				copied.Add(n)
 				size.Add(bytes)
 				if err != nil {
@@ -277,7 +277,8 @@ func (w *worker) copyFragment(ctx context.Context, md *ledgerpb.LedgerMetadata, 
 // copyEntry reads entry e from its write set ws (the bad bookie last) and
 // writes it to replacement, and to every surviving member that explicitly
 // lacks it. It returns the copies written and their bytes.
-func (w *worker) copyEntry(ctx context.Context, ledgerID uint64, ws []string, e int64, bad, replacement string) (int64, int64, error) {
+func (w *worker) copyEntry(ctx context.Context, md *ledgerpb.LedgerMetadata, ws []string, e int64, bad, replacement string) (int64, int64, error) {
+	ledgerID := md.GetId()
 	sources := make([]string, 0, len(ws))
 	for _, b := range ws {
 		if b != bad {
@@ -305,6 +306,11 @@ func (w *worker) copyEntry(ctx context.Context, ledgerID uint64, ws []string, e 
 		case resp.GetLedgerId() != ledgerID || resp.GetEntryId() != uint64(e):
 			errs = append(errs, fmt.Errorf("bookie %s: answered with entry %d/%d", src, resp.GetLedgerId(), resp.GetEntryId()))
 		default:
+			// A copy with a wrong digest is never copied on (D1).
+			if _, err := ledger.OpenEntry(md, e, resp.GetPayload()); err != nil {
+				errs = append(errs, fmt.Errorf("bookie %s: %w", src, err))
+				continue
+			}
 			found = resp
 		}
 		if found != nil {

@@ -146,7 +146,11 @@ type LedgerMetadata struct {
 	CreatedAtMs int64       `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	ClosedAtMs  int64       `protobuf:"varint,10,opt,name=closed_at_ms,json=closedAtMs,proto3" json:"closed_at_ms,omitempty"`
 	// properties are the creator's labels (e.g. the owning topic-partition).
-	Properties    map[string]string `protobuf:"bytes,11,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Properties map[string]string `protobuf:"bytes,11,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// digest_key keys every entry's digest (ledger/digest.go): 32 random
+	// bytes chosen at creation. Empty for ledgers created before digests:
+	// their entries are stored and read as they are.
+	DigestKey     []byte `protobuf:"bytes,12,opt,name=digest_key,json=digestKey,proto3" json:"digest_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +262,13 @@ func (x *LedgerMetadata) GetProperties() map[string]string {
 	return nil
 }
 
+func (x *LedgerMetadata) GetDigestKey() []byte {
+	if x != nil {
+		return x.DigestKey
+	}
+	return nil
+}
+
 var File_ledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_ledger_v1_ledger_proto_rawDesc = "" +
@@ -265,7 +276,7 @@ const file_ledger_v1_ledger_proto_rawDesc = "" +
 	"\x16ledger/v1/ledger.proto\x12\x10strata.ledger.v1\"J\n" +
 	"\bFragment\x12$\n" +
 	"\x0efirst_entry_id\x18\x01 \x01(\x03R\ffirstEntryId\x12\x18\n" +
-	"\abookies\x18\x02 \x03(\tR\abookies\"\x89\x04\n" +
+	"\abookies\x18\x02 \x03(\tR\abookies\"\xa8\x04\n" +
 	"\x0eLedgerMetadata\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12#\n" +
 	"\rensemble_size\x18\x02 \x01(\x05R\fensembleSize\x12!\n" +
@@ -282,7 +293,9 @@ const file_ledger_v1_ledger_proto_rawDesc = "" +
 	"closedAtMs\x12P\n" +
 	"\n" +
 	"properties\x18\v \x03(\v20.strata.ledger.v1.LedgerMetadata.PropertiesEntryR\n" +
-	"properties\x1a=\n" +
+	"properties\x12\x1d\n" +
+	"\n" +
+	"digest_key\x18\f \x01(\fR\tdigestKey\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*4\n" +
