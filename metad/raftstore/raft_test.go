@@ -236,6 +236,14 @@ func TestRaftClusterSnapshotsAndRestart(t *testing.T) {
 		conf.SnapshotThreshold = 64
 		conf.TrailingLogs = 32
 		conf.SnapshotInterval = 50 * time.Millisecond
+		// Leadership must hold through the run: with the 50 ms lease of
+		// the other tests, a loaded CI machine made the leader step down
+		// mid-apply ("leadership lost while committing log", an unknown
+		// outcome the command list cannot absorb). Elections are not
+		// what this test is about.
+		conf.HeartbeatTimeout = time.Second
+		conf.ElectionTimeout = time.Second
+		conf.LeaderLeaseTimeout = 500 * time.Millisecond
 	}
 	ids := []raft.ServerID{"node1", "node2", "node3"}
 	nodes := make([]*testNode, len(ids))
