@@ -78,7 +78,7 @@ func newRootCommand() *cobra.Command {
 
 	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g),
 		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newBenchCommand(g),
-		newTierCommand(g))
+		newTierCommand(g), newNodeCommand(g))
 	return root
 }
 
