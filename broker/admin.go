@@ -208,12 +208,14 @@ func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *broke
 				pd.TieredEndOffset = t.LastOffset + 1
 			}
 			pd.HighWatermark = max(pd.HighWatermark, pd.TieredEndOffset)
+			pd.LastCompactionMs, pd.CleanedOffset = pl.LastCompactionMs, pl.CleanedOffset
 		}
 		if l != nil {
 			pd.HighWatermark = l.HighWatermark()
 			if t := l.LastRetention(); !t.IsZero() {
 				pd.LastRetentionMs = t.UnixMilli()
 			}
+			pd.DirtyRatio = l.DirtyRatio()
 		}
 		d.Partitions = append(d.Partitions, pd)
 	}

@@ -33,6 +33,8 @@ type Broker struct {
 	plm     *partlog.Metrics
 	gm      *group.Metrics
 	cache   *partlog.TailCache
+	// compaction: the compactor's metrics (compactor.go).
+	compaction *compactionMetrics
 	// tier: the object store (nil without --tier-store).
 	tier        *tierState
 	tierMetrics *tiering.Metrics
@@ -89,6 +91,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	b.metrics = newMetrics(reg, b)
 	b.plm = partlog.NewMetrics(reg)
 	b.gm = group.NewMetrics(reg)
+	b.compaction = newCompactionMetrics(reg)
 	b.cache = partlog.NewTailCache(cfg.TailCacheBytes, b.plm)
 	b.tierMetrics = tiering.NewMetrics(reg)
 	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -114,6 +117,7 @@ func (b *Broker) Start() {
 	b.goRun(b.sessions)
 	b.goRun(b.reportLag)
 	b.goRun(b.followTopicConfigs)
+	b.goRun(b.compactLoop)
 }
 
 func (b *Broker) goRun(fn func(ctx context.Context)) {

@@ -59,6 +59,12 @@ type Config struct {
 	// RetentionCheckInterval: how often each owned partition applies its
 	// topic's retention.ms and retention.bytes.
 	RetentionCheckInterval time.Duration `mapstructure:"retention-check-interval"`
+	// CompactionCheckInterval: how often the broker's compactor offers
+	// each served compacted partition a pass (one at a time);
+	// CompactionMapBytes: the memory of its key map (tiering/compact:
+	// 34,952 keys per MiB), which bounds the dirty range of one pass.
+	CompactionCheckInterval time.Duration `mapstructure:"compaction-check-interval"`
+	CompactionMapBytes      int64         `mapstructure:"compaction-map-bytes"`
 	// TierStore is the object store sealed ledgers move to
 	// (s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&insecure=true]
 	// or file:///ABS/DIR); empty: no tiering.
@@ -77,6 +83,10 @@ type Config struct {
 	// the object read cache.
 	TierUploads    int   `mapstructure:"tier-uploads"`
 	TierCacheBytes int64 `mapstructure:"tier-cache-bytes"`
+	// TierCacheDir holds the on-disk chunk cache under the memory one
+	// (empty: none), bounded by TierDiskCacheBytes.
+	TierCacheDir       string `mapstructure:"tier-cache-dir"`
+	TierDiskCacheBytes int64  `mapstructure:"tier-disk-cache-bytes"`
 	// TierRequestTimeout bounds one store call (a read, a list, a
 	// delete); TierUploadTimeout one upload with its copy from the
 	// bookies.
@@ -132,12 +142,15 @@ func DefaultConfig() Config {
 		OrphanLedgerGrace:       time.Hour,
 		OrphanLedgerInterval:    5 * time.Minute,
 		RetentionCheckInterval:  30 * time.Second,
+		CompactionCheckInterval: 15 * time.Second,
+		CompactionMapBytes:      64 << 20,
 		TierSegmentBytes:        256 << 20,
 		TierMaxDelay:            10 * time.Minute,
 		TierCheckInterval:       30 * time.Second,
 		TierOrphanGrace:         time.Hour,
 		TierUploads:             4,
 		TierCacheBytes:          256 << 20,
+		TierDiskCacheBytes:      10 << 30,
 		TierCookieCheckInterval: 30 * time.Second,
 		TierRequestTimeout:      30 * time.Second,
 		TierUploadTimeout:       10 * time.Minute,
@@ -185,8 +198,14 @@ func (c Config) Validate() error {
 	if c.OrphanLedgerGrace < time.Second || c.OrphanLedgerInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--orphan-ledger-grace must be at least 1s and --orphan-ledger-interval at least 100ms"))
 	}
+	if c.TierCacheDir != "" && c.TierDiskCacheBytes < 64<<20 {
+		errs = append(errs, errors.New("--tier-disk-cache-bytes must be at least 64 MiB"))
+	}
 	if c.RetentionCheckInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--retention-check-interval must be at least 100ms"))
+	}
+	if c.CompactionCheckInterval < 100*time.Millisecond || c.CompactionMapBytes < 64<<10 || c.CompactionMapBytes > 64<<30 {
+		errs = append(errs, errors.New("--compaction-check-interval must be at least 100ms and --compaction-map-bytes in [64 KiB, 64 GiB]"))
 	}
 	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
 		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering"
+	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/storeurl"
 )
@@ -58,9 +60,17 @@ func (b *Broker) openTier(ctx context.Context) error {
 		closeStore(store)
 		return err
 	}
+	rc := tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes, RequestTimeout: b.cfg.TierRequestTimeout}
+	if b.cfg.TierCacheDir != "" {
+		rc.DiskCache, err = diskcache.Open(vfs.Default(), diskcache.Config{Dir: b.cfg.TierCacheDir, CapBytes: b.cfg.TierDiskCacheBytes}, b.tierMetrics.DiskCache)
+		if err != nil {
+			closeStore(store)
+			return fmt.Errorf("--tier-cache-dir: %w", err)
+		}
+	}
 	t := &tierState{
 		store: store, clusterID: id, uploads: make(chan struct{}, b.cfg.TierUploads),
-		reader: tiering.NewReader(store, tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes, RequestTimeout: b.cfg.TierRequestTimeout}, b.tierMetrics),
+		reader: tiering.NewReader(store, rc, b.tierMetrics),
 	}
 	if err := b.ensureCookie(ctx, t); err != nil {
 		// Not fatal: the broker serves and reads; it deletes nothing
@@ -68,7 +78,7 @@ func (b *Broker) openTier(ctx context.Context) error {
 		b.log.Error("tiered storage: the bucket's identity is not confirmed; no local copy or object will be deleted", "err", err)
 	}
 	b.tier = t
-	b.log.Info("tiered storage", "store", b.cfg.TierStore, "cluster_id", id)
+	b.log.Info("tiered storage", "store", b.cfg.TierStore, "cluster_id", id, "reader", rc.String())
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/tiering/compact"
 )
 
 // TopicConfig is a topic's configuration (DESIGN §2) with defaults applied.
@@ -26,6 +28,11 @@ type TopicConfig struct {
 	MaxMessageBytes    int
 	MinCompactionLagMs int64
 	DeleteRetentionMs  int64
+	// MaxCompactionLagMs (max.compaction.lag.ms) and
+	// MinCleanableDirtyRatio (min.cleanable.dirty.ratio): when compaction
+	// runs (tiering/compact.Decide).
+	MaxCompactionLagMs     int64
+	MinCleanableDirtyRatio float64
 	// MaxTimestampAheadMs: message.timestamp.after.max.ms.
 	MaxTimestampAheadMs int64
 	// RemoteStorage: remote.storage.enable (tiering, when the broker has
@@ -37,15 +44,25 @@ type TopicConfig struct {
 // Policy is the partition log's lifecycle policy under this config.
 func (c TopicConfig) Policy() partlog.Policy {
 	return partlog.Policy{
-		Delete:              slices.Contains(strings.Split(c.CleanupPolicy, ","), "delete"),
+		Delete:  slices.Contains(strings.Split(c.CleanupPolicy, ","), "delete"),
+		Compact: c.Compacted(),
+		Compaction: compact.Policy{MinCompactionLagMs: c.MinCompactionLagMs, MaxCompactionLagMs: c.MaxCompactionLagMs,
+			MinCleanableDirtyRatio: c.MinCleanableDirtyRatio},
+		DeleteRetentionMs:   c.DeleteRetentionMs,
 		RetentionMs:         c.RetentionMs,
 		RetentionBytes:      c.RetentionBytes,
 		MaxTimestampAheadMs: c.MaxTimestampAheadMs,
-		// Compacted topics stay on the bookies until compaction exists
-		// (Kafka refuses remote storage with compaction too).
-		RemoteStorage:    c.RemoteStorage && !strings.Contains(c.CleanupPolicy, "compact"),
+		// Compacted topics stay on the bookies: compaction rewrites
+		// ledgers only, not segment objects (Kafka refuses remote
+		// storage with compaction too).
+		RemoteStorage:    c.RemoteStorage && !c.Compacted(),
 		LocalRetentionMs: c.LocalRetentionMs,
 	}
+}
+
+// Compacted: cleanup.policy contains compact.
+func (c TopicConfig) Compacted() bool {
+	return slices.Contains(strings.Split(c.CleanupPolicy, ","), "compact")
 }
 
 // Limits on topics.
@@ -105,6 +122,12 @@ var topicConfigDefs = map[string]topicConfigDef{
 		func(c *TopicConfig, s string) { c.MinCompactionLagMs = mustInt(s) }},
 	"delete.retention.ms": {"86400000", intIn(0, maxInt64),
 		func(c *TopicConfig, s string) { c.DeleteRetentionMs = mustInt(s) }},
+	// Kafka's defaults: no forced compaction, compact once half of the
+	// cleanable bytes are dirty.
+	"max.compaction.lag.ms": {"9223372036854775807", intIn(1, maxInt64),
+		func(c *TopicConfig, s string) { c.MaxCompactionLagMs = mustInt(s) }},
+	"min.cleanable.dirty.ratio": {"0.5", checkRatio,
+		func(c *TopicConfig, s string) { c.MinCleanableDirtyRatio, _ = strconv.ParseFloat(s, 64) }},
 	// Kafka's name and (since 4.0) default: a producer clock far ahead
 	// would otherwise pin its segments past retention.ms.
 	"message.timestamp.after.max.ms": {"3600000", intIn(0, maxInt64),
@@ -116,6 +139,14 @@ var topicConfigDefs = map[string]topicConfigDef{
 		func(c *TopicConfig, s string) { c.RemoteStorage = s == "true" }},
 	"local.retention.ms": {"3600000", intIn(-1, maxInt64),
 		func(c *TopicConfig, s string) { c.LocalRetentionMs = mustInt(s) }},
+}
+
+func checkRatio(s string) error {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1 || math.IsNaN(f) {
+		return fmt.Errorf("want a number in [0, 1], got %q", s)
+	}
+	return nil
 }
 
 func checkBool(s string) error {
@@ -163,6 +194,9 @@ func ParseTopicConfig(set map[string]string) (TopicConfig, error) {
 			v = def.def
 		}
 		def.set(&c, v)
+	}
+	if c.MaxCompactionLagMs < c.MinCompactionLagMs {
+		return c, fmt.Errorf("topic config: max.compaction.lag.ms %d is below min.compaction.lag.ms %d", c.MaxCompactionLagMs, c.MinCompactionLagMs)
 	}
 	if !(c.Ensemble >= c.WriteQuorum && c.WriteQuorum >= c.AckQuorum) {
 		return c, fmt.Errorf("topic config: want ensemble >= write.quorum >= ack.quorum, got %d/%d/%d", c.Ensemble, c.WriteQuorum, c.AckQuorum)

@@ -15,6 +15,7 @@
 //     tail parser, offset and time lookups, batch iterator, full
 //     verification).
 //   - this package: the read path (Reader, below).
+//   - tiering/diskcache: the read path's bounded on-disk chunk cache.
 //   - tiering/scrub: checks every committed object against its record.
 //   - tiering/compact: the pure core of compaction (key map, batch
 //     rewrite, delete horizons, when to compact); not wired yet.
@@ -119,8 +120,15 @@
 //     of one chunk share its download, which runs under the Reader's
 //     context, not a caller's, and is cancelled once all of them gave up.
 //     The chunks of one read download in parallel.
+//   - Disk: with ReaderConfig.DiskCache, a chunk's download looks on disk
+//     first (tiering/diskcache checks every file it serves), and a chunk
+//     downloaded from the store is queued (at most spillQueue) for a
+//     writer goroutine that puts it on disk; a full queue skips it. A read
+//     that proves a chunk corrupt drops it from memory and disk, and a
+//     copy queued or being written meanwhile is not kept.
 //   - Read-ahead: a fetch that starts in or right after the chunk where an
-//     earlier fetch of the segment ended is sequential; it starts
+//     earlier fetch of the segment ended, or in the object's first chunk,
+//     is sequential; it starts
 //     background downloads of the next ReadAhead chunks, never past the
 //     data, at most 16 at a time and only into room that needs no waiting.
 //     Close cancels them and waits for them.

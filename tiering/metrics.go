@@ -2,6 +2,8 @@ package tiering
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-log/strata/tiering/diskcache"
 )
 
 // Metrics are the read path's metrics, shared by a broker's Reader. No
@@ -27,6 +29,13 @@ type Metrics struct {
 	// read-ahead downloads no caller waited for. A missing or corrupt LIVE
 	// segment shows here (tiering invariant T10).
 	ReadErrors prometheus.Counter
+	// DiskCache: the on-disk chunk cache's metrics
+	// (strata_broker_tier_disk_cache_*), registered with the others; give
+	// it to diskcache.Open.
+	DiskCache *diskcache.Metrics
+	// DiskCacheSkipped: downloaded chunks not written to the disk cache
+	// because its writer was behind (its queue full).
+	DiskCacheSkipped prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -51,8 +60,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ReadErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_tier_read_errors_total", Help: "Failed reads of segment objects (missing, corrupt, unreachable, timed out)."}),
 	}
+	m.DiskCache = diskcache.NewMetrics(reg)
+	m.DiskCacheSkipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "strata_broker_tier_disk_cache_skipped_total", Help: "Downloaded chunks not written to the on-disk cache because its writer was behind."})
 	if reg != nil {
-		reg.MustRegister(m.RemoteReadBytes, m.RemoteReads, m.RemoteReadDuration,
+		reg.MustRegister(m.DiskCacheSkipped, m.RemoteReadBytes, m.RemoteReads, m.RemoteReadDuration,
 			m.ChunkCacheHits, m.ChunkCacheMisses, m.ChunkCacheBytes, m.ReadErrors)
 	}
 	return m

@@ -543,9 +543,12 @@ func TestFailedDownloadIsNotCached(t *testing.T) {
 	if value(t, m.ReadErrors) != 2 {
 		t.Errorf("%v read errors", value(t, m.ReadErrors))
 	}
-	if b, _, cached := r.chunks.stats(); b != int64(cached)*testChunk || cached < 2 {
-		t.Errorf("cache: %d bytes in %d chunks", b, cached)
-	}
+	// A download its waiters abandoned (the other chunk of a failed read)
+	// stays charged until its goroutine ends: wait for that, not longer.
+	eventually(t, 10*time.Second, "only cached chunks charged", func() bool {
+		b, _, cached := r.chunks.stats()
+		return b == int64(cached)*testChunk && cached >= 2
+	})
 }
 
 func TestHangingGetEndsAtDeadline(t *testing.T) {
@@ -612,7 +615,7 @@ func TestSegmentRefAndConfig(t *testing.T) {
 			t.Errorf("%+v: %v", ref, err)
 		}
 	}
-	if got := (ReaderConfig{}).String(); got != "chunk=4194304B cache=268435456B tails=1024 readahead=2 timeout=30s" {
+	if got := (ReaderConfig{}).String(); got != "chunk=8388608B cache=268435456B tails=1024 readahead=2 timeout=30s" {
 		t.Errorf("defaults: %s", got)
 	}
 	// A small cache gets smaller chunks rather than being refused.

@@ -19,9 +19,14 @@
 // One ledger entry is one Kafka record batch v2 (client/recordbatch),
 // byte for byte as the producer sent it, except two fields outside the
 // CRC that the owner stamps: the base offset (bytes 0..8) and the
-// partition leader epoch = the owner epoch (bytes 12..16). Offsets are
-// dense: entry e+1's base offset is entry e's last offset + 1, across
-// segments too.
+// partition leader epoch = the owner epoch (bytes 12..16). Offsets
+// increase: entry e+1's base offset is above entry e's last offset. They
+// are dense (entry e's last offset + 1) as written, in the open segment
+// and in every segment compaction did not rewrite; a compacted segment
+// has holes (P7). Segments stay contiguous over offsets whatever their
+// entries: a segment's first offset is the previous one's last + 1, so
+// the list still says which ledger an offset belongs to, and a fetch at
+// a removed offset returns the next batch after it.
 //
 // # Invariants
 //
@@ -50,6 +55,22 @@
 //     after the CAS, so the list never names deleted data and a crash
 //     between the two only leaves unlisted ledgers (swept by the
 //     controller). log_start_offset never decreases.
+//   - P7 Compaction (cleanup.policy compact): only closed segments no
+//     segment object covers are rewritten (the open one never: takeover
+//     replays it; tiered ones are not compacted yet), a whole segment or
+//     none, from the first such segment up to the cleaned end (the map's
+//     indexed end aligned down to a segment boundary). Outputs are new
+//     closed ledgers (one batch per entry, index written) that keep their
+//     inputs' offset range; batches keep their offsets (tiering/compact
+//     C1-C10). The range's last batch is kept, empty if nothing
+//     survives, so that every offset below the high watermark has a
+//     batch at or after it (a consumer at a hole is never stuck). ONE CAS
+//     replaces the inputs by the outputs and stores cleaned_offset, after
+//     re-checking that the inputs are still listed, closed and untiered;
+//     otherwise (ErrCompactionStale, or a lost CAS) the outputs are
+//     deleted. Inputs are deleted after the CAS, like retention's (P6).
+//     The producer state is unaffected: it is snapshotted in the list
+//     (P5) and compaction keeps each producer's last batch (C5).
 //
 // # Concurrency
 //
@@ -60,4 +81,7 @@
 // a retention CAS or Close: every CAS of the list holds it, so the list's
 // version has one writer. Writer callbacks take only Log.mu. One goroutine
 // per Log (run) rolls segments and enforces retention; Close waits for it.
+// Compaction (Compact, called by the broker's one compactor) reads and
+// writes ledgers holding no lock and takes appendSem only for its CAS;
+// a per-log mutex keeps passes on one log one at a time.
 package partlog

@@ -30,6 +30,10 @@ import (
 //	             store's / ledger's error.
 //	EnforceRetention  the failed log's error; ErrConflict or
 //	             ErrUnknownOutcome when its CAS failed (the log fails).
+//	Compact      ErrCompactionStale (the inputs changed: outputs deleted,
+//	             the log healthy); ErrConflict or ErrUnknownOutcome when
+//	             its CAS failed (the log fails); ErrCorruptBatch,
+//	             compact.ErrMapTooSmall, a ledger or store error.
 //	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
 var (
 	ErrClosed             = errors.New("partlog: closed")
@@ -41,6 +45,11 @@ var (
 	ErrOutOfOrderSequence = errors.New("partlog: out of order sequence number")
 	ErrProducerFenced     = errors.New("partlog: producer fenced (stale epoch)")
 	ErrUnknownOutcome     = errors.New("partlog: write outcome unknown")
+	// ErrCompactionStale: the log changed while a compaction pass
+	// rewrote it (retention removed an input, tiering covered one):
+	// nothing was swapped in, the outputs were deleted; the next pass
+	// starts over.
+	ErrCompactionStale = errors.New("partlog: compaction inputs changed")
 	// ErrTierUnavailable: a read from the object store failed in a way
 	// that may pass (timeout, 5xx, a body cut short): retry. A missing or
 	// corrupt object is not this (T10: the error stays until an operator

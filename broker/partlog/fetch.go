@@ -95,6 +95,7 @@ func (r *readState) readAhead(id uint64, entry int64) ([]byte, bool) {
 // *OutOfRangeError.
 func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
 	var timeout <-chan time.Time
+	retries := 0
 	for {
 		l.mu.Lock()
 		if err := l.readErrLocked(); err != nil {
@@ -115,10 +116,17 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 				}
 				return FetchResult{Records: records, HighWatermark: hw, LogStartOffset: start}, nil
 			}
-			segs := l.segmentsLocked()
+			segs, version := l.segmentsLocked(), l.mu.version
 			l.mu.Unlock()
 			records, err := l.read(ctx, segs, offset, hw, maxBytes)
 			if err != nil {
+				// A compaction or retention CAS may have replaced (and
+				// deleted) a ledger this read had listed: read again from
+				// the new list.
+				if retries < 3 && l.listVersion() != version && ctx.Err() == nil {
+					retries++
+					continue
+				}
 				return FetchResult{}, err
 			}
 			l.metrics.FetchedBytes.Add(float64(len(records)))
@@ -142,6 +150,13 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 			return FetchResult{}, ctx.Err()
 		}
 	}
+}
+
+// listVersion is the version of the PartitionLog as last written.
+func (l *Log) listVersion() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.version
 }
 
 // readErrLocked is why reads must be refused, or nil.

@@ -36,6 +36,8 @@ type Log struct {
 	wg       sync.WaitGroup
 
 	reads readState
+	// compaction serializes compaction passes (P7).
+	compaction compactionLogState
 
 	mu struct {
 		// limits: the topic settings that may change while the log is

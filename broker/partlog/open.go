@@ -84,6 +84,8 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
 		Segments: append(segs, open), Producers: producers.snapshot(now, cfg.ProducerExpiry),
 		Tiered: pl.GetTiered(), Garbage: pl.GetGarbage(),
+		// Compaction's progress survives the takeover (P7).
+		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
 	}
 	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/tiering/compact"
 )
 
 // Policy is a topic's data lifecycle: its delete policy (retention), and
@@ -35,6 +36,13 @@ type Policy struct {
 	// bookies once its newest record is older than this; -1: kept until
 	// retention (local.retention.ms).
 	LocalRetentionMs int64
+	// Compact: cleanup.policy contains compact (P7); Compaction is its
+	// schedule (min/max.compaction.lag.ms, min.cleanable.dirty.ratio) and
+	// DeleteRetentionMs how long a tombstone survives a pass
+	// (delete.retention.ms).
+	Compact           bool
+	Compaction        compact.Policy
+	DeleteRetentionMs int64
 }
 
 // KeepEverything is the policy of a log without one (Config's zero

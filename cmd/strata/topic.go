@@ -299,6 +299,13 @@ type partitionJSON struct {
 	// LastRetentionMs: when the owner last applied retention (0: not
 	// known to the broker that answered).
 	LastRetentionMs int64 `json:"last_retention_ms"`
+	// Compaction (cleanup.policy compact): when the last pass was
+	// swapped in (0: never), the offset it cleaned up to, and the dirty
+	// ratio of the cleanable ledgers (0 when not known to the broker that
+	// answered).
+	LastCompactionMs int64   `json:"last_compaction_ms"`
+	CleanedOffset    int64   `json:"cleaned_offset"`
+	DirtyRatio       float64 `json:"dirty_ratio"`
 }
 
 type ledgerJSON struct {
@@ -322,7 +329,8 @@ func newTopicJSON(d *brokerpb.TopicDescription) *topicJSON {
 			OwnerEpoch: p.GetOwnerEpoch(), LogStartOffset: p.GetLogStartOffset(), HighWatermark: p.GetHighWatermark(),
 			Bytes: p.GetBytes(), Ledgers: []ledgerJSON{},
 			TieredSegments: p.GetTieredSegments(), TieredBytes: p.GetTieredBytes(), TieredEndOffset: p.GetTieredEndOffset(),
-			LastRetentionMs: p.GetLastRetentionMs()}
+			LastRetentionMs: p.GetLastRetentionMs(), LastCompactionMs: p.GetLastCompactionMs(),
+			CleanedOffset: p.GetCleanedOffset(), DirtyRatio: p.GetDirtyRatio()}
 		for _, l := range p.GetLedgers() {
 			pj.Ledgers = append(pj.Ledgers, ledgerJSON{LedgerID: l.GetLedgerId(), FirstOffset: l.GetFirstOffset(),
 				LastOffset: l.GetLastOffset(), Bytes: l.GetBytes(), MaxTimestampMs: l.GetMaxTimestampMs(), Closed: l.GetClosed()})
@@ -412,6 +420,19 @@ func printTopic(w io.Writer, t *topicJSON) error {
 	}
 	if len(ran) > 0 {
 		fmt.Fprintf(w, "  retention last ran (UTC): partition %s\n", strings.Join(ran, ", "))
+	}
+	var compacted []string
+	for _, p := range t.Partitions {
+		if p.LastCompactionMs > 0 || p.DirtyRatio > 0 {
+			last := "never"
+			if p.LastCompactionMs > 0 {
+				last = "at " + time.UnixMilli(p.LastCompactionMs).UTC().Format(time.TimeOnly) + fmt.Sprintf(" to offset %d", p.CleanedOffset)
+			}
+			compacted = append(compacted, fmt.Sprintf("%d %s, dirty ratio %.2f", p.Partition, last, p.DirtyRatio))
+		}
+	}
+	if len(compacted) > 0 {
+		fmt.Fprintf(w, "  compaction last ran (UTC): partition %s\n", strings.Join(compacted, "; "))
 	}
 	for _, p := range t.Partitions {
 		if !p.Live {

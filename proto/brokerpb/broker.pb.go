@@ -1816,8 +1816,14 @@ type PartitionDescription struct {
 	// last_retention_ms: when the owner last applied retention (0: unknown,
 	// e.g. the broker answering does not serve the partition).
 	LastRetentionMs int64 `protobuf:"varint,12,opt,name=last_retention_ms,json=lastRetentionMs,proto3" json:"last_retention_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Compaction (cleanup.policy compact): when the last pass was swapped
+	// in (0: never), the offset it cleaned up to, and the dirty ratio of
+	// the cleanable ledgers now (as min.cleanable.dirty.ratio compares it).
+	LastCompactionMs int64   `protobuf:"varint,13,opt,name=last_compaction_ms,json=lastCompactionMs,proto3" json:"last_compaction_ms,omitempty"`
+	CleanedOffset    int64   `protobuf:"varint,14,opt,name=cleaned_offset,json=cleanedOffset,proto3" json:"cleaned_offset,omitempty"`
+	DirtyRatio       float64 `protobuf:"fixed64,15,opt,name=dirty_ratio,json=dirtyRatio,proto3" json:"dirty_ratio,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -1930,6 +1936,27 @@ func (x *PartitionDescription) GetTieredEndOffset() int64 {
 func (x *PartitionDescription) GetLastRetentionMs() int64 {
 	if x != nil {
 		return x.LastRetentionMs
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetLastCompactionMs() int64 {
+	if x != nil {
+		return x.LastCompactionMs
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetCleanedOffset() int64 {
+	if x != nil {
+		return x.CleanedOffset
+	}
+	return 0
+}
+
+func (x *PartitionDescription) GetDirtyRatio() float64 {
+	if x != nil {
+		return x.DirtyRatio
 	}
 	return 0
 }
@@ -3787,7 +3814,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"lastOffset\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12(\n" +
 	"\x10max_timestamp_ms\x18\x05 \x01(\x03R\x0emaxTimestampMs\x12\x16\n" +
-	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xdf\x03\n" +
+	"\x06closed\x18\x06 \x01(\bR\x06closed\"\xd5\x04\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12#\n" +
@@ -3802,7 +3829,11 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\ftiered_bytes\x18\n" +
 	" \x01(\x03R\vtieredBytes\x12*\n" +
 	"\x11tiered_end_offset\x18\v \x01(\x03R\x0ftieredEndOffset\x12*\n" +
-	"\x11last_retention_ms\x18\f \x01(\x03R\x0flastRetentionMs\"\xa0\x02\n" +
+	"\x11last_retention_ms\x18\f \x01(\x03R\x0flastRetentionMs\x12,\n" +
+	"\x12last_compaction_ms\x18\r \x01(\x03R\x10lastCompactionMs\x12%\n" +
+	"\x0ecleaned_offset\x18\x0e \x01(\x03R\rcleanedOffset\x12\x1f\n" +
+	"\vdirty_ratio\x18\x0f \x01(\x01R\n" +
+	"dirtyRatio\"\xa0\x02\n" +
 	"\x10TopicDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +

@@ -540,9 +540,15 @@ type PartitionLog struct {
 	// garbage: objects no longer named by tiered (retention unlinked them in
 	// the same CAS) whose deletion from the store is not confirmed yet: a
 	// durable queue, retried until the store says they are gone (T6).
-	Garbage       []*GarbageObject `protobuf:"bytes,6,rep,name=garbage,proto3" json:"garbage,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Garbage []*GarbageObject `protobuf:"bytes,6,rep,name=garbage,proto3" json:"garbage,omitempty"`
+	// cleaned_offset: compaction's cleaned-up-to offset (0: never
+	// compacted). Every ledger wholly below it was rewritten by a
+	// compaction pass; the next pass indexes keys from here (P7).
+	CleanedOffset int64 `protobuf:"varint,7,opt,name=cleaned_offset,json=cleanedOffset,proto3" json:"cleaned_offset,omitempty"`
+	// last_compaction_ms: when the last compaction pass was swapped in.
+	LastCompactionMs int64 `protobuf:"varint,8,opt,name=last_compaction_ms,json=lastCompactionMs,proto3" json:"last_compaction_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionLog) Reset() {
@@ -615,6 +621,20 @@ func (x *PartitionLog) GetGarbage() []*GarbageObject {
 		return x.Garbage
 	}
 	return nil
+}
+
+func (x *PartitionLog) GetCleanedOffset() int64 {
+	if x != nil {
+		return x.CleanedOffset
+	}
+	return 0
+}
+
+func (x *PartitionLog) GetLastCompactionMs() int64 {
+	if x != nil {
+		return x.LastCompactionMs
+	}
+	return 0
 }
 
 type GarbageObject struct {
@@ -1139,7 +1159,7 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x129\n" +
 	"\abatches\x18\x03 \x03(\v2\x1f.strata.broker.v1.ProducerBatchR\abatches\x12*\n" +
-	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\xc9\x02\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\x9e\x03\n" +
 	"\fPartitionLog\x12\x1f\n" +
 	"\vowner_epoch\x18\x01 \x01(\x03R\n" +
 	"ownerEpoch\x12(\n" +
@@ -1147,7 +1167,9 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\bsegments\x18\x03 \x03(\v2\x1f.strata.broker.v1.LedgerSegmentR\bsegments\x12=\n" +
 	"\tproducers\x18\x04 \x03(\v2\x1f.strata.broker.v1.ProducerStateR\tproducers\x127\n" +
 	"\x06tiered\x18\x05 \x03(\v2\x1f.strata.broker.v1.TieredSegmentR\x06tiered\x129\n" +
-	"\agarbage\x18\x06 \x03(\v2\x1f.strata.broker.v1.GarbageObjectR\agarbage\"I\n" +
+	"\agarbage\x18\x06 \x03(\v2\x1f.strata.broker.v1.GarbageObjectR\agarbage\x12%\n" +
+	"\x0ecleaned_offset\x18\a \x01(\x03R\rcleanedOffset\x12,\n" +
+	"\x12last_compaction_ms\x18\b \x01(\x03R\x10lastCompactionMs\"I\n" +
 	"\rGarbageObject\x12\x1d\n" +
 	"\n" +
 	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x19\n" +

@@ -3,8 +3,8 @@
 // a partition needs it (Decide), indexing the dirty range into a bounded
 // key map (OffsetMap, Plan) and rewriting stored batches into their
 // compacted form (Rewrite, CompactBatches). It does no I/O and reads no
-// clock: batches come in as bytes, the time as Options.NowMs. Wiring it
-// to the broker is left for later (see "Left for wiring").
+// clock: batches come in as bytes, the time as Options.NowMs. The broker
+// wires it (see "Wiring").
 //
 // # A pass
 //
@@ -93,21 +93,25 @@
 //	Plan     ErrMapTooSmall, ErrOrder, client/recordbatch decode errors
 //	Rewrite  client/recordbatch decode and encode errors
 //
-// # Left for wiring
+// # Wiring (broker/partlog P7, broker/compactor.go)
 //
-//   - Reading the segments (bookie ledgers or STRATSEG objects) into
-//     batches and summaries, and writing outputs through a SegmentSink:
-//     new segment objects when the partition tiers, new closed ledgers
-//     (one batch per entry) for a cluster without a shared store.
-//   - Aligning IndexedEnd down to a segment boundary before the swap, so
-//     that a segment is never half compacted.
-//   - The fenced swap in broker/partlog: one CAS replacing the input
-//     segments by the outputs and moving cleaned_offset, re-validated
-//     against retention; readers switch only after it succeeds. partlog's
-//     "offsets are dense" must relax to "increasing" (compaction leaves
-//     holes; a fetch at a removed offset returns the next batch).
+// Done: partlog.Log.Compact reads closed ledgers into Plan and Rewrite
+// (streaming, one batch at a time), writes new closed ledgers (one batch
+// per entry, index written), aligns IndexedEnd down to a ledger boundary,
+// keeps the range's last batch (empty if need be) so that no offset below
+// the high watermark is left without a batch after it, and swaps the
+// outputs in with one fenced CAS that stores cleaned_offset, re-validated
+// against retention and tiering; the broker runs one pass at a time with
+// one OffsetMap (--compaction-map-bytes), every
+// --compaction-check-interval. __consumer_offsets is compacted.
+//
+// Left:
+//
+//   - Segment objects: a tiered partition's object part is not compacted
+//     (ledgers an object covers are skipped; compacted topics do not tier).
+//   - lastOfProducer is computed over the pass's range, not the whole log
+//     (conservative: a producer's last batch in the range stays empty even
+//     when it has later batches; the next pass drops it).
 //   - Producer-side rule (refuse keyless records in compacted topics) if
 //     wanted; control batches and transactions (passed through today).
-//   - __consumer_offsets as the first compacted topic; the scheduler (one
-//     compaction per broker, a memory budget for the map) and metrics.
 package compact

@@ -23,12 +23,49 @@ func (t *Tail) ReadFetch(ctx context.Context, r RangeReader, offset, maxBytes in
 	if !ok {
 		return nil, nil
 	}
+	var buf []byte
+	if rng.End > rng.Start {
+		var err error
+		if buf, err = readExact(ctx, r, rng.Start, rng.End-rng.Start, "data"); err != nil {
+			return nil, err
+		}
+	}
+	// The batches returned are adjacent in buf: return them in place, not
+	// copied. Only a first batch the range does not hold whole needs the
+	// general scan (a batch larger than maxBytes after an index entry).
+	it := t.Batches(buf, rng.Start)
+	first, end := int64(-1), int64(-1)
+	for it.Next() {
+		b := it.Batch()
+		if b.Header.LastOffset() < offset {
+			continue
+		}
+		at := b.Pos - rng.Start
+		if first < 0 {
+			first = at
+		} else if at+int64(len(b.Bytes))-first > maxBytes {
+			break
+		}
+		end = at + int64(len(b.Bytes))
+		if end-first >= maxBytes {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	if first >= 0 {
+		return buf[first:end:end], nil
+	}
+	if it.Done() {
+		return nil, nil
+	}
 	var out []byte
 	// A batch that the range does not hold whole, once out has one, would
 	// take out past maxBytes (the range holds maxBytes after the first
 	// batch's start), so reading on is needed only while out is empty.
 	readOn := func() bool { return len(out) == 0 }
-	err := t.scan(ctx, r, nil, rng.Start, rng.End, readOn, func(b Batch) (bool, error) {
+	err := t.scan(ctx, r, buf, rng.Start, rng.End, readOn, func(b Batch) (bool, error) {
 		if b.Header.LastOffset() < offset {
 			return true, nil
 		}
@@ -156,7 +193,11 @@ func (t *Tail) scan(ctx context.Context, r RangeReader, buf []byte, pos, readEnd
 		if err != nil {
 			return err
 		}
-		buf = append(buf, more...)
+		if len(buf) == 0 {
+			buf = more
+		} else {
+			buf = append(buf, more...)
+		}
 	}
 	it := t.Batches(buf, pos)
 	for {

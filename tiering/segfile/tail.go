@@ -19,7 +19,9 @@ import (
 // a range beyond the end of the object yields fewer bytes, io.EOF or
 // io.ErrUnexpectedEOF, which segfile reports as corruption (a truncated
 // object), never as a short read. Other errors (network, not found) are
-// passed through wrapped.
+// passed through wrapped. The slice returned is the caller's: segfile
+// may hand parts of it on (ReadFetch returns a sub-slice of it rather
+// than a copy).
 type RangeReader interface {
 	ReadAt(ctx context.Context, off, n int64) ([]byte, error)
 }
