@@ -60,7 +60,7 @@ func (c TopicConfig) Policy() partlog.Policy {
 	}
 }
 
-// Compacted: cleanup.policy contains compact.
+// Compacted reports whether cleanup.policy contains compact.
 func (c TopicConfig) Compacted() bool {
 	return slices.Contains(strings.Split(c.CleanupPolicy, ","), "compact")
 }

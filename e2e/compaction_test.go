@@ -225,7 +225,7 @@ func TestCompaction(t *testing.T) {
 		// pass that first keeps it and goes at the next pass: new data
 		// makes one.
 		mDrop.produceKeyed(t, cl, "compact-drop", rng, 50, 10_000_000, 300, 1<<30)
-		pd = waitCleaned(t, cl, "compact-drop", pd.LastCompactionMs)
+		waitCleaned(t, cl, "compact-drop", pd.LastCompactionMs)
 		checkAgainstModel(t, readCompacted(t, cl, "compact-drop"), mDrop.latest(false))
 		if pk.Bytes >= int64(4000*300) || pk.DirtyRatio > 0.01 {
 			t.Errorf("compact-keep: %d bytes, dirty ratio %v after compaction", pk.Bytes, pk.DirtyRatio)

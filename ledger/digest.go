@@ -39,7 +39,7 @@ const DigestSize = 16
 // digestKeySize is the size of a ledger's key.
 const digestKeySize = 32
 
-// ErrDigestMismatch: a stored entry's tag does not match its payload.
+// ErrDigestMismatch is a stored entry whose tag does not match its payload.
 var ErrDigestMismatch = errors.New("ledger: entry digest mismatch")
 
 // newDigestKey returns a fresh random key.

@@ -3,6 +3,7 @@ package metad
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -435,4 +437,51 @@ func (v *service) MemberRemove(ctx context.Context, req *metadpb.MemberRemoveReq
 			return &metadpb.MemberRemoveResponse{Members: members}, nil
 		})
 	return resp, toStatus(err)
+}
+
+// snapshotChunkBytes is the data size of one SnapshotChunk.
+const snapshotChunkBytes = 1 << 20
+
+// Snapshot streams this member's copy of the state once it holds
+// everything committed before the call (a linearizable read gives the
+// revision to wait for; the leader or a forwarding follower answers it),
+// without the watch history.
+func (v *service) Snapshot(_ *metadpb.SnapshotRequest, stream metadpb.Metad_SnapshotServer) error {
+	ctx := stream.Context()
+	cur, err := v.Get(ctx, &metadpb.GetRequest{Key: "/strata"})
+	if err != nil {
+		return err
+	}
+	for {
+		changed := v.s.store.Changed()
+		if v.s.store.Revision() >= cur.Revision {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return toStatus(ctx.Err())
+		}
+	}
+	snap := v.s.store.Snapshot()
+	snap.History = nil
+	data, err := proto.Marshal(snap)
+	if err != nil {
+		return toStatus(fmt.Errorf("metad: snapshot: %w", err))
+	}
+	sum := sha256.Sum256(data)
+	first := true
+	for off := 0; first || off < len(data); off += snapshotChunkBytes {
+		chunk := &metadpb.SnapshotChunk{Data: data[off:min(off+snapshotChunkBytes, len(data))]}
+		if first {
+			chunk.TotalBytes, chunk.Revision, first = int64(len(data)), snap.Revision, false
+		}
+		if off+snapshotChunkBytes >= len(data) {
+			chunk.Sha256 = sum[:]
+		}
+		if err := stream.Send(chunk); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -31,6 +31,7 @@ func newMetaCommand(g *globalOptions) *cobra.Command {
 		newMetaListCommand(g),
 		newMetaWatchCommand(g),
 		newMetaMemberCommand(g),
+		newMetaSnapshotCommand(g),
 	)
 	return meta
 }

@@ -2083,6 +2083,113 @@ func (*RegisterMemberResponse) Descriptor() ([]byte, []int) {
 	return file_metad_v1_metad_proto_rawDescGZIP(), []int{33}
 }
 
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_metad_v1_metad_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_metad_v1_metad_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_metad_v1_metad_proto_rawDescGZIP(), []int{34}
+}
+
+// SnapshotChunk is one piece of a marshalled Snapshot (raft.proto). The
+// first chunk carries total_bytes and revision, the last one sha256 (of
+// the whole marshalled Snapshot).
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TotalBytes    int64                  `protobuf:"varint,1,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	Revision      int64                  `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_metad_v1_metad_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_metad_v1_metad_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_metad_v1_metad_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SnapshotChunk) GetTotalBytes() int64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
 var File_metad_v1_metad_proto protoreflect.FileDescriptor
 
 const file_metad_v1_metad_proto_rawDesc = "" +
@@ -2222,7 +2329,14 @@ const file_metad_v1_metad_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12#\n" +
 	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\"\x18\n" +
-	"\x16RegisterMemberResponse2\x8f\b\n" +
+	"\x16RegisterMemberResponse\"\x11\n" +
+	"\x0fSnapshotRequest\"x\n" +
+	"\rSnapshotChunk\x12\x1f\n" +
+	"\vtotal_bytes\x18\x01 \x01(\x03R\n" +
+	"totalBytes\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\fR\x06sha2562\xdf\b\n" +
 	"\x05Metad\x12@\n" +
 	"\x03Get\x12\x1b.strata.metad.v1.GetRequest\x1a\x1c.strata.metad.v1.GetResponse\x12C\n" +
 	"\x04List\x12\x1c.strata.metad.v1.ListRequest\x1a\x1d.strata.metad.v1.ListResponse\x12@\n" +
@@ -2236,7 +2350,8 @@ const file_metad_v1_metad_proto_rawDesc = "" +
 	"\vLeaseRevoke\x12#.strata.metad.v1.LeaseRevokeRequest\x1a$.strata.metad.v1.LeaseRevokeResponse\x12I\n" +
 	"\x06Status\x12\x1e.strata.metad.v1.StatusRequest\x1a\x1f.strata.metad.v1.StatusResponse\x12R\n" +
 	"\tMemberAdd\x12!.strata.metad.v1.MemberAddRequest\x1a\".strata.metad.v1.MemberAddResponse\x12[\n" +
-	"\fMemberRemove\x12$.strata.metad.v1.MemberRemoveRequest\x1a%.strata.metad.v1.MemberRemoveResponse\x12V\n" +
+	"\fMemberRemove\x12$.strata.metad.v1.MemberRemoveRequest\x1a%.strata.metad.v1.MemberRemoveResponse\x12N\n" +
+	"\bSnapshot\x12 .strata.metad.v1.SnapshotRequest\x1a\x1e.strata.metad.v1.SnapshotChunk0\x01\x12V\n" +
 	"\x0eRegisterMember\x12\x1b.strata.metad.v1.MemberInfo\x1a'.strata.metad.v1.RegisterMemberResponseB,Z*github.com/strata-log/strata/proto/metadpbb\x06proto3"
 
 var (
@@ -2252,7 +2367,7 @@ func file_metad_v1_metad_proto_rawDescGZIP() []byte {
 }
 
 var file_metad_v1_metad_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_metad_v1_metad_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_metad_v1_metad_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_metad_v1_metad_proto_goTypes = []any{
 	(Event_Type)(0),                // 0: strata.metad.v1.Event.Type
 	(*KeyValue)(nil),               // 1: strata.metad.v1.KeyValue
@@ -2289,6 +2404,8 @@ var file_metad_v1_metad_proto_goTypes = []any{
 	(*MemberRemoveResponse)(nil),   // 32: strata.metad.v1.MemberRemoveResponse
 	(*MemberInfo)(nil),             // 33: strata.metad.v1.MemberInfo
 	(*RegisterMemberResponse)(nil), // 34: strata.metad.v1.RegisterMemberResponse
+	(*SnapshotRequest)(nil),        // 35: strata.metad.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),          // 36: strata.metad.v1.SnapshotChunk
 }
 var file_metad_v1_metad_proto_depIdxs = []int32{
 	1,  // 0: strata.metad.v1.GetResponse.kv:type_name -> strata.metad.v1.KeyValue
@@ -2319,22 +2436,24 @@ var file_metad_v1_metad_proto_depIdxs = []int32{
 	26, // 25: strata.metad.v1.Metad.Status:input_type -> strata.metad.v1.StatusRequest
 	29, // 26: strata.metad.v1.Metad.MemberAdd:input_type -> strata.metad.v1.MemberAddRequest
 	31, // 27: strata.metad.v1.Metad.MemberRemove:input_type -> strata.metad.v1.MemberRemoveRequest
-	33, // 28: strata.metad.v1.Metad.RegisterMember:input_type -> strata.metad.v1.MemberInfo
-	3,  // 29: strata.metad.v1.Metad.Get:output_type -> strata.metad.v1.GetResponse
-	5,  // 30: strata.metad.v1.Metad.List:output_type -> strata.metad.v1.ListResponse
-	7,  // 31: strata.metad.v1.Metad.Put:output_type -> strata.metad.v1.PutResponse
-	9,  // 32: strata.metad.v1.Metad.Delete:output_type -> strata.metad.v1.DeleteResponse
-	16, // 33: strata.metad.v1.Metad.Txn:output_type -> strata.metad.v1.TxnResponse
-	19, // 34: strata.metad.v1.Metad.Watch:output_type -> strata.metad.v1.WatchResponse
-	21, // 35: strata.metad.v1.Metad.LeaseGrant:output_type -> strata.metad.v1.LeaseGrantResponse
-	23, // 36: strata.metad.v1.Metad.LeaseKeepAlive:output_type -> strata.metad.v1.LeaseKeepAliveResponse
-	25, // 37: strata.metad.v1.Metad.LeaseRevoke:output_type -> strata.metad.v1.LeaseRevokeResponse
-	28, // 38: strata.metad.v1.Metad.Status:output_type -> strata.metad.v1.StatusResponse
-	30, // 39: strata.metad.v1.Metad.MemberAdd:output_type -> strata.metad.v1.MemberAddResponse
-	32, // 40: strata.metad.v1.Metad.MemberRemove:output_type -> strata.metad.v1.MemberRemoveResponse
-	34, // 41: strata.metad.v1.Metad.RegisterMember:output_type -> strata.metad.v1.RegisterMemberResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
+	35, // 28: strata.metad.v1.Metad.Snapshot:input_type -> strata.metad.v1.SnapshotRequest
+	33, // 29: strata.metad.v1.Metad.RegisterMember:input_type -> strata.metad.v1.MemberInfo
+	3,  // 30: strata.metad.v1.Metad.Get:output_type -> strata.metad.v1.GetResponse
+	5,  // 31: strata.metad.v1.Metad.List:output_type -> strata.metad.v1.ListResponse
+	7,  // 32: strata.metad.v1.Metad.Put:output_type -> strata.metad.v1.PutResponse
+	9,  // 33: strata.metad.v1.Metad.Delete:output_type -> strata.metad.v1.DeleteResponse
+	16, // 34: strata.metad.v1.Metad.Txn:output_type -> strata.metad.v1.TxnResponse
+	19, // 35: strata.metad.v1.Metad.Watch:output_type -> strata.metad.v1.WatchResponse
+	21, // 36: strata.metad.v1.Metad.LeaseGrant:output_type -> strata.metad.v1.LeaseGrantResponse
+	23, // 37: strata.metad.v1.Metad.LeaseKeepAlive:output_type -> strata.metad.v1.LeaseKeepAliveResponse
+	25, // 38: strata.metad.v1.Metad.LeaseRevoke:output_type -> strata.metad.v1.LeaseRevokeResponse
+	28, // 39: strata.metad.v1.Metad.Status:output_type -> strata.metad.v1.StatusResponse
+	30, // 40: strata.metad.v1.Metad.MemberAdd:output_type -> strata.metad.v1.MemberAddResponse
+	32, // 41: strata.metad.v1.Metad.MemberRemove:output_type -> strata.metad.v1.MemberRemoveResponse
+	36, // 42: strata.metad.v1.Metad.Snapshot:output_type -> strata.metad.v1.SnapshotChunk
+	34, // 43: strata.metad.v1.Metad.RegisterMember:output_type -> strata.metad.v1.RegisterMemberResponse
+	30, // [30:44] is the sub-list for method output_type
+	16, // [16:30] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2355,7 +2474,7 @@ func file_metad_v1_metad_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_metad_v1_metad_proto_rawDesc), len(file_metad_v1_metad_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

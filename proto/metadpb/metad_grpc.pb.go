@@ -31,6 +31,7 @@ const (
 	Metad_Status_FullMethodName         = "/strata.metad.v1.Metad/Status"
 	Metad_MemberAdd_FullMethodName      = "/strata.metad.v1.Metad/MemberAdd"
 	Metad_MemberRemove_FullMethodName   = "/strata.metad.v1.Metad/MemberRemove"
+	Metad_Snapshot_FullMethodName       = "/strata.metad.v1.Metad/Snapshot"
 	Metad_RegisterMember_FullMethodName = "/strata.metad.v1.Metad/RegisterMember"
 )
 
@@ -61,6 +62,10 @@ type MetadClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	MemberAdd(ctx context.Context, in *MemberAddRequest, opts ...grpc.CallOption) (*MemberAddResponse, error)
 	MemberRemove(ctx context.Context, in *MemberRemoveRequest, opts ...grpc.CallOption) (*MemberRemoveResponse, error)
+	// Snapshot streams a consistent copy of the key space, the leases and the
+	// members (no watch history), at least as fresh as the call: what
+	// `strata meta snapshot save` writes to a file.
+	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 	// RegisterMember is internal: a member publishes its own client and admin
 	// addresses through it once it sees a leader. Not for clients.
 	RegisterMember(ctx context.Context, in *MemberInfo, opts ...grpc.CallOption) (*RegisterMemberResponse, error)
@@ -203,6 +208,25 @@ func (c *metadClient) MemberRemove(ctx context.Context, in *MemberRemoveRequest,
 	return out, nil
 }
 
+func (c *metadClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Metad_ServiceDesc.Streams[1], Metad_Snapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Metad_SnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 func (c *metadClient) RegisterMember(ctx context.Context, in *MemberInfo, opts ...grpc.CallOption) (*RegisterMemberResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterMemberResponse)
@@ -240,6 +264,10 @@ type MetadServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	MemberAdd(context.Context, *MemberAddRequest) (*MemberAddResponse, error)
 	MemberRemove(context.Context, *MemberRemoveRequest) (*MemberRemoveResponse, error)
+	// Snapshot streams a consistent copy of the key space, the leases and the
+	// members (no watch history), at least as fresh as the call: what
+	// `strata meta snapshot save` writes to a file.
+	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	// RegisterMember is internal: a member publishes its own client and admin
 	// addresses through it once it sees a leader. Not for clients.
 	RegisterMember(context.Context, *MemberInfo) (*RegisterMemberResponse, error)
@@ -288,6 +316,9 @@ func (UnimplementedMetadServer) MemberAdd(context.Context, *MemberAddRequest) (*
 }
 func (UnimplementedMetadServer) MemberRemove(context.Context, *MemberRemoveRequest) (*MemberRemoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MemberRemove not implemented")
+}
+func (UnimplementedMetadServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
 }
 func (UnimplementedMetadServer) RegisterMember(context.Context, *MemberInfo) (*RegisterMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterMember not implemented")
@@ -522,6 +553,17 @@ func _Metad_MemberRemove_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Metad_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MetadServer).Snapshot(m, &grpc.GenericServerStream[SnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Metad_SnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 func _Metad_RegisterMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MemberInfo)
 	if err := dec(in); err != nil {
@@ -600,6 +642,11 @@ var Metad_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _Metad_Watch_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Snapshot",
+			Handler:       _Metad_Snapshot_Handler,
 			ServerStreams: true,
 		},
 	},
