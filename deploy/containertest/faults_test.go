@@ -20,13 +20,45 @@ func TestContainers(t *testing.T) {
 	start := time.Now()
 	c := startCluster(t)
 	t.Logf("cluster ready in %s (network %s, %s.0/24)", time.Since(start).Round(time.Millisecond), c.network, c.prefix)
-	t.Run("CLIInContainer", func(t *testing.T) { testCLIInContainer(t, c) })
-	t.Run("BrokerCutOff", func(t *testing.T) { testBrokerCutOff(t, c) })
-	t.Run("MetadLeaderCutOff", func(t *testing.T) { testMetadLeaderCutOff(t, c) })
-	t.Run("BookieCutOff", func(t *testing.T) { testBookieCutOff(t, c) })
-	t.Run("KillEachRole", func(t *testing.T) { testKillEachRole(t, c) })
-	t.Run("RollingRestart", func(t *testing.T) { testRollingRestart(t, c) })
-	t.Run("MonitoringNamesExistingMetrics", func(t *testing.T) { testMonitoringNamesExistingMetrics(t, c) })
+	for _, sc := range []struct {
+		name string
+		run  func(*testing.T, *cluster)
+	}{
+		{"CLIInContainer", testCLIInContainer},
+		{"BrokerCutOff", testBrokerCutOff},
+		{"MetadLeaderCutOff", testMetadLeaderCutOff},
+		{"BookieCutOff", testBookieCutOff},
+		{"KillEachRole", testKillEachRole},
+		{"RollingRestart", testRollingRestart},
+		{"MonitoringNamesExistingMetrics", testMonitoringNamesExistingMetrics},
+	} {
+		// Each scenario starts from a whole cluster: after a cut the
+		// nodes' metad sessions may still be coming back (a bookie
+		// whose keepalives went to a cut-off metad leader registers
+		// again seconds later), and a scenario that started then found
+		// 2 writable bookies of 4.
+		c.waitHealthy(t, 90*time.Second)
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, c) })
+	}
+}
+
+// waitHealthy waits until `strata cluster status` (run in broker-1) says
+// the whole cluster is healthy: every metad member, broker and bookie up
+// and registered, every partition served, no ledger under-replicated.
+func (c *cluster) waitHealthy(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	var out string
+	var err error
+	deadline := time.Now().Add(timeout)
+	for {
+		if out, err = c.exec("broker-1", "cluster", "status"); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster is not healthy after %s: %v\n%s", timeout, err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // The images' promise: `strata` inside any container finds the cluster
