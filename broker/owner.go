@@ -11,6 +11,7 @@ import (
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // partition is one partition assigned to this broker: being taken over,
@@ -193,11 +194,18 @@ func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p
 		b.closeLog(l)
 		log.Info("released partition")
 	}
-	// Remove our ownership record, but never a successor's.
+	// Remove our ownership record, but never a successor's. The compare
+	// names the record's mod revision, not only its version: when ours
+	// vanished with our lease and a successor created the key again, the
+	// successor's record is at version 1 too, and a version-only delete
+	// removed it (partitions served with no ownership record, found by
+	// the container tests' broker cut-off).
 	dctx, dcancel := context.WithTimeout(context.Background(), b.cfg.SessionTTL)
 	defer dcancel()
-	if _, err := b.meta.Delete(dctx, ownerKey(p.tp), metaclient.WithExpectedVersion(kv.GetVersion())); err != nil &&
-		!errors.Is(err, metaclient.ErrVersionConflict) && sessionAlive(sess) {
+	_, err = b.meta.Txn(dctx,
+		[]*metadpb.Compare{{Key: kv.GetKey(), Version: kv.GetVersion(), ModRevision: kv.GetModRevision()}},
+		[]*metadpb.Op{{Op: &metadpb.Op_Delete{Delete: &metadpb.DeleteOp{Key: kv.GetKey()}}}})
+	if err != nil && sessionAlive(sess) {
 		log.Warn("could not remove the ownership record", "err", err)
 	}
 	if failed == nil {

@@ -100,8 +100,8 @@ func (s *Store) validateTxnLocked(txn *metadpb.TxnRequest) error {
 		if p := keyProblem(c.Key); p != "" {
 			return fmt.Errorf("%w: compare %d: %s", ErrInvalidKey, i, p)
 		}
-		if c.Version < 0 {
-			return fmt.Errorf("%w: compare %d: version %d is negative", ErrInvalidCommand, i, c.Version)
+		if c.Version < 0 || c.ModRevision < 0 {
+			return fmt.Errorf("%w: compare %d: version %d or mod revision %d is negative", ErrInvalidCommand, i, c.Version, c.ModRevision)
 		}
 	}
 	for i, op := range txn.Ops {
@@ -148,7 +148,7 @@ func (s *Store) applyTxnLocked(txn *metadpb.TxnRequest, limits *metadpb.Limits) 
 		return nil, false, err
 	}
 	for _, c := range txn.Compares {
-		if s.versionLocked(c.Key) != c.Version {
+		if !s.compareHoldsLocked(c) {
 			return s.failedTxnLocked(txn.Compares), false, nil
 		}
 	}
@@ -199,6 +199,20 @@ func (s *Store) failedTxnLocked(compares []*metadpb.Compare) *metadpb.TxnRespons
 
 // versionLocked returns key's version, 0 when absent.
 // REQUIRES: s.mu held.
+// compareHoldsLocked evaluates one compare: the version, and the mod
+// revision when it is set.
+// REQUIRES: s.mu held.
+func (s *Store) compareHoldsLocked(c *metadpb.Compare) bool {
+	if s.versionLocked(c.Key) != c.Version {
+		return false
+	}
+	if c.ModRevision == 0 {
+		return true
+	}
+	kv, ok := s.mu.kvs[c.Key]
+	return ok && kv.ModRevision == c.ModRevision
+}
+
 func (s *Store) versionLocked(key string) int64 {
 	if kv, ok := s.mu.kvs[key]; ok {
 		return kv.Version

@@ -330,3 +330,29 @@ func TestDefaultListLimit(t *testing.T) {
 		t.Fatalf("List with limit 0: %d keys, more %v", len(got), more)
 	}
 }
+
+// TestCompareModRevisionSurvivesRecreation: a key deleted and created
+// again is back at version 1, so a compare on the version alone holds for
+// the new key too (the ABA that let a broker delete its successor's
+// ownership record); a compare that also names the mod revision does not.
+func TestCompareModRevisionSurvivesRecreation(t *testing.T) {
+	a := newApplier(t, Options{})
+	first := a.must(ops(put("/owner", "k1"))).(*metadpb.TxnResponse).Results[0].Kv
+	a.must(ops(del("/owner")))
+	second := a.must(ops(put("/owner", "k2"))).(*metadpb.TxnResponse).Results[0].Kv
+	if first.Version != second.Version || first.ModRevision == second.ModRevision {
+		t.Fatalf("versions %d, %d and mod revisions %d, %d", first.Version, second.Version, first.ModRevision, second.ModRevision)
+	}
+	stale := &metadpb.Compare{Key: "/owner", Version: first.Version, ModRevision: first.ModRevision}
+	if r := a.must(txn([]*metadpb.Compare{stale}, del("/owner"))).(*metadpb.TxnResponse); r.Succeeded {
+		t.Fatalf("a compare on the first record's mod revision held for the second")
+	}
+	current := &metadpb.Compare{Key: "/owner", Version: second.Version, ModRevision: second.ModRevision}
+	if r := a.must(txn([]*metadpb.Compare{current}, del("/owner"))).(*metadpb.TxnResponse); !r.Succeeded {
+		t.Fatalf("a compare on the current record did not hold: %v", r)
+	}
+	if _, err := a.apply(txn([]*metadpb.Compare{{Key: "/owner", ModRevision: -1}})); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("negative mod revision: %v", err)
+	}
+	checkInvariants(t, a.s)
+}

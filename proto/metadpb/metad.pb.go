@@ -663,11 +663,16 @@ func (x *DeleteResponse) GetRevision() int64 {
 }
 
 // Compare holds when the key's current version equals version
-// (0: the key does not exist).
+// (0: the key does not exist) and, when mod_revision is set (non-zero),
+// its mod_revision equals mod_revision. A version starts again at 1 when a
+// key is deleted and created again; a mod revision never repeats, so
+// "still the record I wrote" needs it (a delete of one's own record
+// after it vanished with a lease and someone else created it again).
 type Compare struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	ModRevision   int64                  `protobuf:"varint,3,opt,name=mod_revision,json=modRevision,proto3" json:"mod_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -712,6 +717,13 @@ func (x *Compare) GetKey() string {
 func (x *Compare) GetVersion() int64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *Compare) GetModRevision() int64 {
+	if x != nil {
+		return x.ModRevision
 	}
 	return 0
 }
@@ -2238,10 +2250,11 @@ const file_metad_v1_metad_proto_rawDesc = "" +
 	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\"F\n" +
 	"\x0eDeleteResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\x03R\adeleted\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevision\"5\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"X\n" +
 	"\aCompare\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\"k\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12!\n" +
+	"\fmod_revision\x18\x03 \x01(\x03R\vmodRevision\"k\n" +
 	"\x02Op\x12*\n" +
 	"\x03put\x18\x01 \x01(\v2\x16.strata.metad.v1.PutOpH\x00R\x03put\x123\n" +
 	"\x06delete\x18\x02 \x01(\v2\x19.strata.metad.v1.DeleteOpH\x00R\x06deleteB\x04\n" +
