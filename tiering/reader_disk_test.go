@@ -3,9 +3,7 @@ package tiering
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,31 +123,7 @@ func TestDiskCacheConcurrentReadersOneDownload(t *testing.T) {
 	})
 	fs := vfs.NewMem()
 	const readers, maxBytes = 20, 3 * testChunk
-	want := bruteFetch(t, s.batches, 40, maxBytes)
-	together := func(r *Reader) {
-		t.Helper()
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make(chan error, readers)
-		for range readers {
-			wg.Go(func() {
-				<-start
-				got, err := r.Fetch(bg, s.ref, 40, maxBytes)
-				if err == nil && !bytes.Equal(got, want) {
-					err = fmt.Errorf("got %d bytes, want %d", len(got), len(want))
-				}
-				errs <- err
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	together := func(r *Reader) { t.Helper(); fetchTogether(t, r, s, 40, maxBytes, readers) }
 	// Memory for all of them: every reader's chunks stay in it.
 	r, m, d := diskReaderMem(t, st, fs, 1<<30, 64*testChunk)
 	together(r)

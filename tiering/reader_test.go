@@ -122,28 +122,7 @@ func TestConcurrentReadersShareDownloads(t *testing.T) {
 	})
 	r, m := newTestReader(t, st, ReaderConfig{ChunkBytes: testChunk, CacheBytes: 64 * testChunk, ReadAhead: -1})
 	const readers, maxBytes = 20, 3 * testChunk
-	want := bruteFetch(t, s.batches, 40, maxBytes)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, readers)
-	for range readers {
-		wg.Go(func() {
-			<-start
-			got, err := r.Fetch(bg, s.ref, 40, maxBytes)
-			if err == nil && !bytes.Equal(got, want) {
-				err = fmt.Errorf("got %d bytes, want %d", len(got), len(want))
-			}
-			errs <- err
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	fetchTogether(t, r, s, 40, maxBytes, readers)
 	if n := log.count(s.ref.IndexPos, s.ref.Size-s.ref.IndexPos); n != 1 {
 		t.Errorf("tail read %d times", n)
 	}
@@ -638,4 +617,32 @@ func TestSegmentRefAndConfig(t *testing.T) {
 		}()
 		NewReader(st, ReaderConfig{ChunkBytes: 1}, nil)
 	}()
+}
+
+// fetchTogether has n readers fetch (offset, maxBytes) of s from r at the
+// same moment and fails t unless every one gets what bruteFetch computes.
+func fetchTogether(t *testing.T, r *Reader, s testSeg, offset int64, maxBytes, n int) {
+	t.Helper()
+	want := bruteFetch(t, s.batches, offset, maxBytes)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			<-start
+			got, err := r.Fetch(bg, s.ref, offset, maxBytes)
+			if err == nil && !bytes.Equal(got, want) {
+				err = fmt.Errorf("got %d bytes, want %d", len(got), len(want))
+			}
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -226,11 +226,7 @@ func testMetadLeaderCutOff(t *testing.T, c *cluster) {
 		t.Fatalf("meta status: %v\n%s", err, out)
 	}
 	t.Logf("meta status after the rejoin:\n%s", out)
-	acked, failed, errs := l.stop()
-	if failed > 0 {
-		t.Errorf("%d records failed: %v", failed, errs)
-	}
-	verifyExactlyOnce(t, cl, topic, partitions, acked)
+	l.finish(t, cl, partitions)
 }
 
 // docker kill each role in turn under load, then start it again: nothing
@@ -247,12 +243,7 @@ func testKillEachRole(t *testing.T, c *cluster) {
 		waitFor(t, 60*time.Second, s+" ready after restart", func() bool { return ready(c.nodes[s].adminAddr()) })
 		l.waitMoreAcked(50, 30*time.Second, "after "+s+" restarted")
 	}
-	acked, failed, errs := l.stop()
-	t.Logf("producer: %d acknowledged, %d failed %v", len(acked), failed, errs)
-	if failed > 0 {
-		t.Errorf("%d records failed: %v", failed, errs)
-	}
-	verifyExactlyOnce(t, cl, topic, partitions, acked)
+	l.finish(t, cl, partitions)
 }
 
 // replicationState is what the elected replicator reported at its last
@@ -303,11 +294,7 @@ func testBookieCutOff(t *testing.T, c *cluster) {
 	t.Logf("re-replicated %s's ledgers in %s (replicator %s)", victim, time.Since(cut).Round(time.Second), st.leader)
 	reconnect()
 	waitFor(t, 60*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
-	acked, failed, errs := l.stop()
-	if failed > 0 {
-		t.Errorf("%d records failed: %v", failed, errs)
-	}
-	verifyExactlyOnce(t, cl, topic, partitions, acked)
+	l.finish(t, cl, partitions)
 }
 
 // Restart every container, one at a time, under produce and consume load:

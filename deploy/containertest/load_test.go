@@ -119,6 +119,18 @@ func (l *load) stop() (acked map[string]client.TopicPartition, failed int, errs 
 	return acked, l.mu.failed, l.mu.errs
 }
 
+// finish stops the load and checks that no record failed and that every
+// acknowledged one is read back exactly once.
+func (l *load) finish(t *testing.T, cl *client.Client, partitions int32) {
+	t.Helper()
+	acked, failed, errs := l.stop()
+	t.Logf("producer: %d acknowledged, %d failed %v", len(acked), failed, errs)
+	if failed > 0 {
+		t.Errorf("%d records failed: %v", failed, errs)
+	}
+	verifyExactlyOnce(t, cl, l.topic, partitions, acked)
+}
+
 // verifyExactlyOnce reads every partition of topic from the start to its
 // high watermark and checks that each acknowledged value is there exactly
 // once, in the partition it was acknowledged in, and that no value appears
