@@ -38,8 +38,11 @@
 //     acknowledged at the ack quorum, in order). Produce acks (one, all)
 //     change when a producer hears back, never what consumers see.
 //   - P3 Lost CAS or fenced ledger: the Log fails at once (Failed closes);
-//     every pending append gets ErrFenced or ErrUnknownOutcome and nothing
-//     more is accepted. The broker must drop the partition.
+//     every pending append gets ErrUnknownOutcome (wrapping the cause:
+//     it was handed to the ledger, and the new owner's recovery may keep
+//     it), later ones get the cause (ErrFenced, ErrConflict: nothing
+//     written), and nothing more is accepted. The broker must drop the
+//     partition.
 //   - P4 Roll: close the ledger, write its index, create the next ledger,
 //     then ONE CAS; appends arriving meanwhile wait. So at most one
 //     segment is open, and the list always names every ledger holding

@@ -19,9 +19,11 @@ import (
 //	             ErrOutOfOrderSequence, ErrProducerFenced (rejected:
 //	             nothing written);
 //	             ErrClosed; the failed log's error (ErrFenced,
-//	             ErrConflict, ErrUnknownOutcome); ErrUnknownOutcome (the
-//	             batch was handed to the ledger and the outcome is unknown,
-//	             also when ctx ends while waiting for the acknowledgement).
+//	             ErrConflict, ErrUnknownOutcome: refused, nothing written);
+//	             ErrUnknownOutcome (the batch was handed to the ledger and
+//	             the outcome is unknown: the log failed meanwhile, wrapped
+//	             with its error, or ctx ended while waiting for the
+//	             acknowledgement).
 //	Fetch,       *OutOfRangeError, ErrClosed, the failed log's error, a
 //	ListOffset   ledger read error, wrapped; below the first ledger,
 //	             ErrTierUnavailable or the object store's / segfile's

@@ -378,7 +378,7 @@ func (l *Log) onLevel(p *pendingAppend, err error) {
 		l.replyLocked(p, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
 	default:
 		l.failLocked(writeError(err))
-		l.replyLocked(p, l.mu.err)
+		l.replyLocked(p, inFlightError(l.mu.err))
 	}
 }
 
@@ -394,8 +394,13 @@ func (l *Log) replyLocked(p *pendingAppend, err error) {
 	close(p.replied)
 }
 
-// failLocked makes err terminal (P3): every pending append fails with
-// it, Failed closes, nothing more is accepted.
+// failLocked makes err terminal (P3): Failed closes, nothing more is
+// accepted, and every unanswered append fails. Those appends were handed
+// to the ledger, so whatever err is (fenced by a new owner, a lost CAS),
+// they fail with ErrUnknownOutcome wrapping it: the new owner's recovery
+// may keep any of them (a copy on one bookie is enough), so "nothing was
+// written" would make a plain producer's retry a silent duplicate (M1).
+// Appends refused later get err itself: they were never written.
 // REQUIRES: l.mu held.
 func (l *Log) failLocked(err error) {
 	if l.mu.err != nil {
@@ -405,18 +410,28 @@ func (l *Log) failLocked(err error) {
 	close(l.failed)
 	l.metrics.Failures.Inc()
 	l.log.Warn("partition log failed", "err", err, "hw", l.mu.hw, "pending", len(l.mu.pending))
+	inflightErr := inFlightError(err)
 	for _, p := range l.mu.pending {
-		p.err = err
+		p.err = inflightErr
 		close(p.quorum)
-		l.replyLocked(p, err)
+		l.replyLocked(p, inflightErr)
 	}
 	l.mu.pending = nil
 	for p := range l.mu.levelWait {
-		l.replyLocked(p, err)
+		l.replyLocked(p, inflightErr)
 	}
 	clear(l.mu.levelWait)
 	close(l.mu.hwChanged)
 	l.mu.hwChanged = make(chan struct{})
+}
+
+// inFlightError is the error of an append handed to the ledger and not
+// answered when the log failed with err: its outcome is unknown.
+func inFlightError(err error) error {
+	if errors.Is(err, ErrUnknownOutcome) {
+		return err
+	}
+	return fmt.Errorf("%w: the append was in flight when the log failed: %w", ErrUnknownOutcome, err)
 }
 
 // fail is failLocked taking the lock.

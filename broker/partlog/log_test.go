@@ -875,3 +875,43 @@ func TestSetLimits(t *testing.T) {
 		t.Fatalf("limits %+v", got)
 	}
 }
+
+// M1: an append in flight when a new owner fences the log may be kept by
+// the new owner's recovery (one bookie holding it is enough), so it fails
+// with ErrUnknownOutcome, never as "nothing was written": a plain
+// producer's retry is then a possible duplicate it was told about. An
+// append refused after the failure was never written: ErrFenced alone.
+func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
+	f := newFixture(t)
+	a := f.open(f.config(1))
+	appendN(t, a, 3)
+	f.cluster.Bookies.SetManual(true)
+	res := make(chan error, 1)
+	go func() {
+		_, err := a.Append(testCtx(t), batch(t, 50, "in-flight"), AcksQuorum)
+		res <- err
+	}()
+	var inflight []ledgerInFlight
+	for len(inflight) < 3 {
+		inflight = f.cluster.Bookies.InFlight()
+		time.Sleep(time.Millisecond)
+	}
+	// One bookie stores it; A never hears a quorum.
+	f.cluster.Bookies.Deliver(func(r ledgerInFlight) bool { return r.Bookie == inflight[0].Bookie })
+	f.cluster.Bookies.SetManual(false)
+
+	b := f.open(f.config(2))
+	f.cluster.Bookies.DeliverAll()
+	err := <-res
+	if !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("append in flight during the takeover: %v, want ErrUnknownOutcome", err)
+	}
+	// The new owner's recovery kept the record A was not told about.
+	recs := fetchAll(t, b, 0)
+	if len(recs) != 10 || recs[9].Offset != 9 || string(recs[9].Value) != "in-flight" {
+		t.Fatalf("after takeover: %d records, want the in-flight one at offset 9", len(recs))
+	}
+	if _, err := a.Append(testCtx(t), batch(t, 51, "after"), AcksQuorum); !errors.Is(err, ErrFenced) || errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("append after the failure: %v, want ErrFenced only", err)
+	}
+}
