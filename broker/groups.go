@@ -25,6 +25,10 @@ func (o offsetsLog) Append(ctx context.Context, records []recordbatch.Record) er
 	return err
 }
 
+// MaxBatchBytes implements group.BatchLimiter: max.message.bytes of
+// __consumer_offsets, which bounds a group's metadata record.
+func (o offsetsLog) MaxBatchBytes() int { return o.l.Limits().MaxBatchBytes }
+
 func (o offsetsLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) error {
 	var undecodable error
 	err := o.ReplaySkipping(ctx, fn, func(offset int64, err error) {
@@ -103,8 +107,13 @@ func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partl
 		Topics:           topicSource{b},
 		SessionTimeout:   b.cfg.GroupSessionTimeout,
 		OffsetsRetention: b.cfg.OffsetsRetention,
-		Logger:           b.log.With("coordinator", partition),
-		Metrics:          b.gm,
+		Limits: group.Limits{
+			MaxGroups:     b.cfg.GroupMaxGroups,
+			MaxMembers:    b.cfg.GroupMaxSize,
+			MaxGroupBytes: b.cfg.GroupMaxMetadataBytes,
+		},
+		Logger:  b.log.With("coordinator", partition),
+		Metrics: b.gm,
 	})
 	go func() {
 		start := time.Now()

@@ -51,9 +51,11 @@ type Config struct {
 	Log           OffsetsLog
 	Topics        TopicSource
 	// Now is the clock; time.Now when nil.
-	Now     func() time.Time
-	Logger  *slog.Logger
-	Metrics *Metrics // shared by the broker's coordinators; unregistered when nil
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Metrics are shared by the broker's coordinators (unregistered when
+	// nil); so is the count of groups Limits.MaxGroups bounds, kept there.
+	Metrics *Metrics
 
 	// SessionTimeout is used when a member asks for none (default 45s); a
 	// member may ask for one in [MinSessionTimeout, MaxSessionTimeout]
@@ -78,6 +80,9 @@ type Config struct {
 	// offsets.retention.minutes); a group left with no member and no offset
 	// is deleted. Offsets of groups with members never expire (KIP-211).
 	OffsetsRetention time.Duration
+	// Limits bound what clients can make the coordinator hold (review
+	// finding M2); zero fields take DefaultLimits.
+	Limits Limits
 }
 
 func (c *Config) setDefaults() {
@@ -103,6 +108,7 @@ func (c *Config) setDefaults() {
 	def(&c.TickInterval, time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.OffsetsRetention, 7*24*time.Hour)
+	c.Limits.setDefaults()
 }
 
 // Validate says what is wrong with the configuration (after defaults), or nil.
@@ -126,10 +132,10 @@ func (c Config) Validate() error {
 	case c.OffsetsRetention < 0:
 		return fmt.Errorf("%w: config: OffsetsRetention %s < 0", ErrInvalid, c.OffsetsRetention)
 	}
-	return nil
+	return c.Limits.validate()
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, TickInterval: %s, OffsetsRetention: %s}",
-		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.TickInterval, c.OffsetsRetention)
+	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, TickInterval: %s, OffsetsRetention: %s, Limits: %s}",
+		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.TickInterval, c.OffsetsRetention, c.Limits)
 }

@@ -56,6 +56,8 @@ func New(cfg Config) *Coordinator {
 			minSessionTimeout: cfg.MinSessionTimeout,
 			maxSessionTimeout: cfg.MaxSessionTimeout,
 			rebalanceTimeout:  cfg.RebalanceTimeout,
+			Limits:            cfg.Limits,
+			maxGroupBytes:     cfg.Limits.MaxGroupBytes,
 		},
 		stop: make(chan struct{}),
 	}
@@ -148,6 +150,8 @@ func (c *Coordinator) Load(ctx context.Context) error {
 	}
 	c.mu.groups = groups
 	c.mu.state = stateLoaded
+	// Stored groups count even past MaxGroups: they are never refused.
+	c.cfg.Metrics.groups.add(len(groups))
 	for _, g := range groups {
 		c.cfg.Metrics.members.WithLabelValues(g.id).Set(float64(len(g.members)))
 	}
@@ -169,6 +173,8 @@ func (c *Coordinator) Close() error {
 		for id := range c.mu.groups {
 			c.cfg.Metrics.members.DeleteLabelValues(id)
 		}
+		c.cfg.Metrics.groups.add(-len(c.mu.groups))
+		c.mu.groups = map[string]*group{}
 		c.mu.Unlock()
 		close(c.stop)
 	})
@@ -281,6 +287,7 @@ func (c *Coordinator) expireOffsetsLocked(ctx context.Context, now time.Time) er
 		}
 		if e.whole {
 			delete(c.mu.groups, e.g.id)
+			c.cfg.Metrics.groups.add(-1)
 			c.cfg.Metrics.members.DeleteLabelValues(e.g.id)
 			c.cfg.Metrics.rebalances.DeleteLabelValues(e.g.id)
 		}
@@ -322,11 +329,15 @@ func (c *Coordinator) reportLocked(g *group) {
 	c.cfg.Metrics.members.WithLabelValues(g.id).Set(float64(len(g.members)))
 }
 
-// persistLocked writes the metadata of the named dirty groups as one batch.
-// On failure they stay dirty (the next change or tick writes them again).
+// persistLocked writes the metadata of the named dirty groups, in as few
+// batches as the OffsetsLog's batch bound allows (each record is a whole
+// group: many large groups changed by one Tick must not make one batch too
+// large for all of them). On failure the groups not yet written stay dirty
+// (the next change or tick writes them again).
 // REQUIRES: c.mu held.
 func (c *Coordinator) persistLocked(ctx context.Context, ids ...string) error {
 	var records []recordbatch.Record
+	var written []*group
 	nowMs := c.cfg.Now().UnixMilli()
 	for _, id := range ids {
 		g := c.mu.groups[id]
@@ -338,19 +349,65 @@ func (c *Coordinator) persistLocked(ctx context.Context, ids ...string) error {
 			return err
 		}
 		records = append(records, r)
+		written = append(written, g)
 	}
-	if len(records) == 0 {
-		return nil
-	}
-	if err := c.cfg.Log.Append(ctx, records); err != nil {
-		return fmt.Errorf("group: persist group metadata: %w", err)
-	}
-	for _, id := range ids {
-		if g := c.mu.groups[id]; g != nil {
+	for len(records) > 0 {
+		n := batchPrefix(records, c.maxBatchBytes())
+		if err := c.cfg.Log.Append(ctx, records[:n]); err != nil {
+			return fmt.Errorf("group: persist group metadata: %w", err)
+		}
+		for _, g := range written[:n] {
 			g.dirty = false
 		}
+		records, written = records[n:], written[n:]
 	}
 	return nil
+}
+
+// maxBatchBytes is the OffsetsLog's batch bound, or the default
+// max.message.bytes when it does not say.
+func (c *Coordinator) maxBatchBytes() int {
+	if b, ok := c.cfg.Log.(BatchLimiter); ok && b.MaxBatchBytes() > 0 {
+		return b.MaxBatchBytes()
+	}
+	return defaultMaxBatchBytes
+}
+
+// defaultMaxBatchBytes is Kafka's (and Strata's) default max.message.bytes.
+const defaultMaxBatchBytes = 1048588
+
+// batchPrefix returns how many of records (at least one) fit in a batch of
+// maxBytes: the batch header, and per record its key, value and at most
+// recordOverhead bytes of lengths, deltas and attributes.
+func batchPrefix(records []recordbatch.Record, maxBytes int) int {
+	const batchHeader, recordOverhead = 61, 32
+	size := batchHeader
+	for i, r := range records {
+		size += len(r.Key) + len(r.Value) + recordOverhead
+		if size > maxBytes && i > 0 {
+			return i
+		}
+	}
+	return len(records)
+}
+
+// limitsNow returns the limits with maxGroupBytes at most half the
+// OffsetsLog's current batch bound (the topic's max.message.bytes may
+// change at any time).
+func (c *Coordinator) limitsNow() limits {
+	lim := c.lim
+	lim.maxGroupBytes = min(lim.MaxGroupBytes, c.maxBatchBytes()/2)
+	return lim
+}
+
+// refused counts err in strata_broker_group_requests_refused_total when a
+// limit refused the request, and returns it.
+func (c *Coordinator) refused(err error) error {
+	if reason := refusalReason(err); reason != "" {
+		c.cfg.Metrics.refused.WithLabelValues(reason).Inc()
+		c.log.Debug("request refused by a limit", "reason", reason, "err", err)
+	}
+	return err
 }
 
 // Heartbeat serves GroupHeartbeat (KIP-848): join with epoch 0, leave with
@@ -361,6 +418,9 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbea
 	id := req.GetGroupId()
 	if id == "" {
 		return nil, fmt.Errorf("%w: group_id is required", ErrInvalid)
+	}
+	if err := checkHeartbeat(req, c.lim.Limits); err != nil {
+		return nil, c.refused(err)
 	}
 	// Partition counts of the topics involved, fetched without the lock.
 	c.mu.Lock()
@@ -396,13 +456,18 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbea
 			}
 			return nil, fmt.Errorf("%w: %q (no group %q)", ErrUnknownMember, req.GetMemberId(), id)
 		}
+		if !c.cfg.Metrics.groups.reserve(c.lim.MaxGroups) {
+			return nil, c.refused(refuse(refusedMaxGroups, ErrLimitExceeded, "this broker coordinates %d groups, the most it may (group %q)", c.lim.MaxGroups, id))
+		}
 		g, created = newGroup(id), true
 		c.mu.groups[id] = g
 	}
 	c.expireLocked(g, now)
-	resp, hbErr := g.heartbeat(req, counts, now, c.lim, newMemberID)
+	resp, hbErr := g.heartbeat(req, counts, now, c.limitsNow(), newMemberID)
+	hbErr = c.refused(hbErr)
 	if created && hbErr != nil {
 		delete(c.mu.groups, id)
+		c.cfg.Metrics.groups.add(-1)
 		c.cfg.Metrics.members.DeleteLabelValues(id)
 		return nil, hbErr
 	}

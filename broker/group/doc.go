@@ -73,6 +73,25 @@
 // member is not persisted: a heartbeat that relies on it after a failover is
 // fenced.
 //
+// # Limits (review finding M2)
+//
+// A group's metadata is one record, rewritten whole on every change, so it
+// must fit in a batch of __consumer_offsets (max.message.bytes). Limits
+// (config.go, limits.go) refuse, before anything changes, a request that
+// would make a coordinator hold more than it allows: ids, client id and
+// host over MaxIDBytes, subscriptions over MaxSubscribedTopics names or
+// names over MaxTopicNameBytes (ErrInvalid); a join to a group of
+// MaxMembers (ErrGroupMaxSize); a new group past MaxGroups for the whole
+// broker, a member whose entry would pass MaxMemberBytes or a record that
+// would pass MaxGroupBytes, at most half the log's batch bound
+// (ErrLimitExceeded). The byte bounds are estimates that reserve room for
+// each subscribed topic's assignment and owned entries, which the
+// coordinator itself writes later; reporting owned partitions the member
+// was handed out never counts as growth. Only growth is refused: what
+// Load replays is never checked, so a group stored over a limit loads,
+// and its members may heartbeat, leave and shrink it. Refusals are
+// counted in strata_broker_group_requests_refused_total{reason}.
+//
 // Offsets of a group without members expire after OffsetsRetention
 // (KIP-211; tombstones in the log), and an empty group goes with them.
 // Not done: static membership (epoch -2), client-side assignors.

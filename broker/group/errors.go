@@ -9,13 +9,18 @@ import "errors"
 //
 //	every call     ErrLoading (COORDINATOR_LOADING, retryable) before Load
 //	               has finished; ErrClosed (NOT_COORDINATOR) after Close.
-//	Heartbeat      ErrInvalid (malformed request), ErrUnknownMember
+//	Heartbeat      ErrInvalid (malformed request, or an id, a topic name
+//	               or a subscription over Limits), ErrGroupMaxSize (a join
+//	               to a full group), ErrLimitExceeded (a new group past
+//	               MaxGroups, a member or group record that would grow past
+//	               MaxMemberBytes or MaxGroupBytes), ErrUnknownMember
 //	               (UNKNOWN_MEMBER_ID: rejoin with an empty member id and
 //	               epoch 0), ErrFencedMemberEpoch (FENCED_MEMBER_EPOCH: drop
 //	               every partition, rejoin with epoch 0), or the OffsetsLog's
 //	               error when the group's new state could not be persisted
 //	               (retry the heartbeat with the same epoch).
-//	Commit         ErrInvalid, ErrUnknownMember, ErrFencedMemberEpoch (an
+//	Commit         ErrInvalid, ErrLimitExceeded (an admin commit that
+//	               would create a group past MaxGroups), ErrUnknownMember, ErrFencedMemberEpoch (an
 //	               epoch newer than the member's), ErrStaleMemberEpoch
 //	               (STALE_MEMBER_EPOCH: an older epoch; heartbeat, then
 //	               retry), ErrGroupNotEmpty (an admin commit to a group with
@@ -46,6 +51,14 @@ var (
 	ErrNotFound = errors.New("group: not found")
 	// ErrInvalid: a malformed request; the message says what.
 	ErrInvalid = errors.New("group: invalid request")
+	// ErrGroupMaxSize: a join to a group that has Limits.MaxMembers members
+	// (Kafka's GROUP_MAX_SIZE_REACHED). Nothing changed; not retryable
+	// until members leave.
+	ErrGroupMaxSize = errors.New("group: group max size reached")
+	// ErrLimitExceeded: the request would make the coordinator hold more
+	// than a Limit allows (groups, or bytes of a member or a group's
+	// record). Nothing changed.
+	ErrLimitExceeded = errors.New("group: limit exceeded")
 	// ErrUnknownTopic may be returned by a TopicSource for a missing topic
 	// (returning 0 partitions and nil means the same).
 	ErrUnknownTopic = errors.New("group: unknown topic")

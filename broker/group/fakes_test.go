@@ -23,9 +23,22 @@ type memLog struct {
 	gate     chan struct{}
 	// poison: base offsets of undecodable batches Replay reports first.
 	poison []int64
+	// maxBatch, when set, is the batch bound the log reports
+	// (BatchLimiter) and enforces on the encoded batch; largestBatch is
+	// the largest encoded batch appended.
+	maxBatch, largestBatch int
 }
 
-var errInjected = errors.New("injected append failure")
+func (l *memLog) MaxBatchBytes() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxBatch
+}
+
+var (
+	errInjected = errors.New("injected append failure")
+	errTooLarge = errors.New("batch larger than max.message.bytes")
+)
 
 func (l *memLog) Append(ctx context.Context, records []recordbatch.Record) error {
 	l.mu.Lock()
@@ -34,6 +47,14 @@ func (l *memLog) Append(ctx context.Context, records []recordbatch.Record) error
 		l.failNext--
 		return errInjected
 	}
+	buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: records})
+	if err != nil {
+		return err
+	}
+	if l.maxBatch > 0 && len(buf) > l.maxBatch {
+		return fmt.Errorf("%w: batch of %d bytes > %d", errTooLarge, len(buf), l.maxBatch)
+	}
+	l.largestBatch = max(l.largestBatch, len(buf))
 	for _, r := range records {
 		r.Offset = int64(len(l.records))
 		r.Key, r.Value = slices.Clone(r.Key), cloneValue(r.Value)
@@ -143,11 +164,14 @@ const (
 )
 
 type env struct {
-	t      *testing.T
-	log    *memLog
-	topics *fakeTopics
-	clock  *fakeClock
-	c      *Coordinator
+	t *testing.T
+	// configure, when set, changes the config of every coordinator open
+	// starts.
+	configure func(*Config)
+	log       *memLog
+	topics    *fakeTopics
+	clock     *fakeClock
+	c         *Coordinator
 }
 
 func testConfig(log *memLog, topics *fakeTopics, clock *fakeClock) Config {
@@ -177,6 +201,9 @@ func newEnv(t *testing.T, topics *fakeTopics) *env {
 func (e *env) open() *Coordinator {
 	e.t.Helper()
 	cfg := testConfig(e.log, e.topics, e.clock)
+	if e.configure != nil {
+		e.configure(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -117,7 +117,18 @@ func (c *Coordinator) Commit(ctx context.Context, req *brokerpb.CommitOffsetsReq
 	if len(records) == 0 {
 		return resp, nil
 	}
+	if g == nil { // an admin commit creates the group
+		if err := checkGroupID(id, c.lim.Limits); err != nil {
+			return nil, c.refused(err)
+		}
+		if !c.cfg.Metrics.groups.reserve(c.lim.MaxGroups) {
+			return nil, c.refused(refuse(refusedMaxGroups, ErrLimitExceeded, "this broker coordinates %d groups, the most it may (group %q)", c.lim.MaxGroups, id))
+		}
+	}
 	if err := c.cfg.Log.Append(ctx, records); err != nil {
+		if g == nil {
+			c.cfg.Metrics.groups.add(-1)
+		}
 		return nil, fmt.Errorf("group: commit offsets of %q: %w", id, err)
 	}
 	if g == nil {
@@ -291,6 +302,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroup
 		return nil, fmt.Errorf("group: delete %q: %w", id, err)
 	}
 	delete(c.mu.groups, id)
+	c.cfg.Metrics.groups.add(-1)
 	c.cfg.Metrics.members.DeleteLabelValues(id)
 	c.cfg.Metrics.rebalances.DeleteLabelValues(id)
 	return &brokerpb.DeleteGroupResponse{}, nil

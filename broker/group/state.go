@@ -34,6 +34,9 @@ type member struct {
 	// member while it is in assigned or owned: no other member is told it
 	// may own a held partition (the invariant of the package).
 	target, assigned, owned tpSet
+	// budget: what the member counts against the limits (budgetBytes), as
+	// of its last heartbeat.
+	budget int
 }
 
 func (m *member) held() tpSet {
@@ -63,6 +66,9 @@ type group struct {
 	emptySince time.Time
 	// rebalances counts epoch bumps not yet reported to the metrics.
 	rebalances int
+	// budget: the sum of the members' budgets, what Limits.MaxGroupBytes
+	// bounds (see budgetBytes).
+	budget int
 }
 
 func newGroup(id string) *group {
@@ -78,6 +84,10 @@ func newGroup(id string) *group {
 type limits struct {
 	sessionTimeout, minSessionTimeout, maxSessionTimeout time.Duration
 	rebalanceTimeout                                     time.Duration
+	Limits
+	// maxGroupBytes is the bound of a group's record now: MaxGroupBytes,
+	// or less when the OffsetsLog's batch bound is smaller.
+	maxGroupBytes int
 }
 
 // subscribedTopics returns the union of the members' subscriptions, sorted.
@@ -209,6 +219,9 @@ func (g *group) reconcile(m *member, now time.Time) (assignment, pending tpSet) 
 
 // remove drops a member: everything it held is free at once.
 func (g *group) remove(id string) {
+	if m := g.members[id]; m != nil {
+		g.budget -= m.budget
+	}
 	delete(g.members, id)
 	g.dirty = true
 }
@@ -252,6 +265,7 @@ func (g *group) heartbeat(req *brokerpb.GroupHeartbeatRequest, counts map[string
 	id := req.GetMemberId()
 	m := g.members[id]
 	bump := false
+	budget := 0 // the member's, once the request is applied
 
 	switch epoch := req.GetMemberEpoch(); {
 	case epoch == -1: // leave
@@ -267,8 +281,14 @@ func (g *group) heartbeat(req *brokerpb.GroupHeartbeatRequest, counts map[string
 			if len(subscribed) == 0 {
 				return nil, fmt.Errorf("%w: subscribed_topics is required to join", ErrInvalid)
 			}
+			if len(g.members) >= lim.MaxMembers {
+				return nil, refuse(refusedGroupMaxSize, ErrGroupMaxSize, "group %q has %d members, the most a group may have", g.id, len(g.members))
+			}
 			if id == "" {
 				id = newID()
+			}
+			if budget, err = g.checkGrowth(nil, id, req, subscribed, owned, lim); err != nil {
+				return nil, err
 			}
 			m = &member{id: id, target: tpSet{}, assigned: tpSet{}, owned: tpSet{}}
 			g.members[id] = m
@@ -279,6 +299,9 @@ func (g *group) heartbeat(req *brokerpb.GroupHeartbeatRequest, counts map[string
 			// response was lost): it owns nothing from before (the
 			// protocol makes it drop everything), so release it all.
 			// Its target stays: no rebalance.
+			if budget, err = g.checkGrowth(m, id, req, subscribed, owned, lim); err != nil {
+				return nil, err
+			}
 			m.prevEpoch, m.epoch = 0, 0
 			m.assigned = tpSet{}
 			g.dirty = true
@@ -291,7 +314,12 @@ func (g *group) heartbeat(req *brokerpb.GroupHeartbeatRequest, counts map[string
 		if epoch != m.epoch && !lostResponse {
 			return nil, fmt.Errorf("%w: member %q sent epoch %d, its epoch is %d", ErrFencedMemberEpoch, id, epoch, m.epoch)
 		}
+		if budget, err = g.checkGrowth(m, id, req, subscribed, owned, lim); err != nil {
+			return nil, err
+		}
 	}
+	g.budget += budget - m.budget
+	m.budget = budget
 
 	if len(subscribed) > 0 && !slices.Equal(subscribed, m.subscribed) {
 		m.subscribed = subscribed
@@ -322,6 +350,52 @@ func (g *group) heartbeat(req *brokerpb.GroupHeartbeatRequest, counts map[string
 		Assignment:  assignment.toProto(),
 		Pending:     pending.toProto(),
 	}, nil
+}
+
+// checkGrowth refuses a heartbeat that would make member m (nil: a new
+// member id) count more than MaxMemberBytes, or its group more than
+// maxGroupBytes, and otherwise returns the member's budget once the request
+// is applied. Only growth the client causes is refused: a request that
+// changes none of its ids and subscription, and reports owned only
+// partitions it holds, is always accepted, so a group stored over the
+// limits keeps working. It changes nothing.
+func (g *group) checkGrowth(m *member, id string, req *brokerpb.GroupHeartbeatRequest, subscribed []string, owned tpSet, lim limits) (int, error) {
+	clientID, clientHost := req.GetClientId(), req.GetClientHost()
+	var assigned tpSet // a (re)join starts with no assignment
+	before, counted, checkedOwned := 0, 0, owned
+	if m != nil {
+		counted = m.budget
+		if len(subscribed) == 0 {
+			subscribed = m.subscribed
+		}
+		if clientID == "" {
+			clientID = m.clientID
+		}
+		if clientHost == "" {
+			clientHost = m.clientHost
+		}
+		if req.GetMemberEpoch() != 0 {
+			assigned = m.assigned
+		}
+		// Owning what the coordinator handed out is not the client's
+		// growth: then compare the rest.
+		oldOwned := m.owned
+		if owned.subsetOf(m.held()) {
+			oldOwned, checkedOwned = nil, nil
+		}
+		before = budgetBytes(m.id, m.clientID, m.clientHost, m.subscribed, m.assigned, oldOwned)
+	}
+	after := budgetBytes(id, clientID, clientHost, subscribed, assigned, owned)
+	if budgetBytes(id, clientID, clientHost, subscribed, assigned, checkedOwned) <= before {
+		return after, nil
+	}
+	switch total := g.budget - counted + after; {
+	case after > lim.MaxMemberBytes:
+		return 0, refuse(refusedMemberBytes, ErrLimitExceeded, "member %q would take about %d bytes of group %q's record, at most %d are allowed", id, after, g.id, lim.MaxMemberBytes)
+	case total > lim.maxGroupBytes:
+		return 0, refuse(refusedGroupBytes, ErrLimitExceeded, "group %q's record would grow to about %d bytes, at most %d are allowed", g.id, total, lim.maxGroupBytes)
+	}
+	return after, nil
 }
 
 func requestTimeouts(req *brokerpb.GroupHeartbeatRequest, lim limits) (session, rebalance time.Duration, err error) {
@@ -383,6 +457,7 @@ func (g *group) metadata() *brokerpb.GroupMetadataValue {
 func (g *group) restore(v *brokerpb.GroupMetadataValue, now time.Time, lim limits) {
 	g.epoch = v.GetGroupEpoch()
 	g.members = map[string]*member{}
+	g.budget = 0
 	for _, pm := range v.GetMembers() {
 		m := &member{
 			id:               pm.GetMemberId(),
@@ -401,6 +476,8 @@ func (g *group) restore(v *brokerpb.GroupMetadataValue, now time.Time, lim limit
 		// The last target is not persisted: the member's assignment is the
 		// best base for stickiness.
 		m.target = m.assigned.clone()
+		m.budget = budgetBytes(m.id, m.clientID, m.clientHost, m.subscribed, m.assigned, m.owned)
+		g.budget += m.budget
 		g.members[m.id] = m
 	}
 	g.dirty = false
