@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +27,7 @@ type consumeOptions struct {
 	exitAtEnd bool
 	format    string
 	group     string
+	raw       bool
 }
 
 func newConsumeCommand(g *globalOptions) *cobra.Command {
@@ -47,13 +50,30 @@ The default -o is earliest.
 --output json prints one object per record: topic, partition, offset,
 timestamp, key, value, headers; a key or value that is not UTF-8 is base64
 with "key_base64"/"value_base64": true. Records of one partition come in
-offset order. --timeout bounds connecting, not the stream.`,
+offset order. --timeout bounds connecting, not the stream.
+
+When stdout is a terminal, control characters anywhere in the output
+(Unicode Cc: C0, DEL and C1) except newline and tab print escaped, so that
+a record cannot drive the terminal (move the cursor, rewrite a line, set
+the title): \r, \x1b for ESC, \u007f, \u009b; bytes that are not UTF-8 print
+as \xNN (JSON output stays valid JSON of the same data). Pipes and files
+get the bytes exactly as stored; --raw prints them exactly on a terminal
+too (as kcat does).`,
 		Example: `  strata consume orders -e -f '%k=%v (p%p@%o)\n'
   strata consume orders -p 0 -o -10 -n 10
   strata consume orders -o @-1h --output json`,
 		Args: cobra.ExactArgs(1),
 		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
-			return runConsume(cmd, g, o, args[0])
+			if o.raw || !stdoutIsTerminal(cmd.OutOrStdout()) {
+				return runConsume(cmd, g, o, args[0])
+			}
+			tw := &terminalWriter{w: cmd.OutOrStdout()}
+			cmd.SetOut(tw) // the group path (-g) prints through it too
+			err := runConsume(cmd, g, o, args[0])
+			if ferr := tw.Flush(); err == nil {
+				err = ferr
+			}
+			return err
 		}),
 	}
 	f := cmd.Flags()
@@ -63,11 +83,103 @@ offset order. --timeout bounds connecting, not the stream.`,
 	f.BoolVarP(&o.exitAtEnd, "exit", "e", false, "exit once every partition reached its end")
 	f.StringVarP(&o.format, "format", "f", cli.DefaultRecordFormat, "output format of each record (text output)")
 	f.StringVarP(&o.group, "group", "g", "", "consume as a member of GROUP: resume from its committed offsets (-o applies where none is)")
+	f.BoolVar(&o.raw, "raw", false, "print control characters as they are even when stdout is a terminal")
 	// -o is the offset here (as in kcat): --output keeps its long form
 	// only. Declaring it locally keeps cobra from merging the global
 	// --output with its -o shorthand, which would clash.
 	f.StringVar(&g.output, "output", string(cli.FormatText), "output format: text or json")
 	return cmd
+}
+
+// stdoutIsTerminal reports whether w, consume's stdout, is a terminal,
+// where control characters are escaped. Tests replace it.
+var stdoutIsTerminal = cli.IsTerminal
+
+// terminalWriter writes to a terminal what it is given with every control
+// character (Unicode Cc: C0, DEL, C1) but newline and tab escaped, and
+// every byte that is not UTF-8 as \xNN; see consume's help. A UTF-8
+// sequence split across two writes is held back until the next (Flush
+// ends the stream).
+type terminalWriter struct {
+	w     io.Writer
+	carry []byte // the start of a UTF-8 sequence that the last write cut
+	buf   []byte
+}
+
+func (t *terminalWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(t.carry) > 0 {
+		p = append(t.carry, p...)
+		t.carry = nil
+	}
+	out := t.buf[:0]
+	for i := 0; i < len(p); {
+		c := p[i]
+		if c >= 0x20 && c < 0x7f || c == '\n' || c == '\t' {
+			j := i + 1
+			for j < len(p) && (p[j] >= 0x20 && p[j] < 0x7f || p[j] == '\n' || p[j] == '\t') {
+				j++
+			}
+			out = append(out, p[i:j]...)
+			i = j
+			continue
+		}
+		r, size := utf8.DecodeRune(p[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1 && !utf8.FullRune(p[i:]):
+			t.carry = append(t.carry[:0], p[i:]...) // cut: wait for the rest
+			i = len(p)
+		case r == utf8.RuneError && size <= 1:
+			out = fmt.Appendf(out, `\x%02x`, c)
+			i++
+		default:
+			out = appendEscapedRune(out, r, p[i:i+size])
+			i += size
+		}
+	}
+	t.buf = out
+	if _, err := t.w.Write(out); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Flush writes a UTF-8 sequence held back, which no write completed,
+// escaped.
+func (t *terminalWriter) Flush() error {
+	if len(t.carry) == 0 {
+		return nil
+	}
+	var out []byte
+	for _, c := range t.carry {
+		out = fmt.Appendf(out, `\x%02x`, c)
+	}
+	t.carry = nil
+	_, err := t.w.Write(out)
+	return err
+}
+
+// appendEscapedRune appends r (encoded as b): escaped when it is a control
+// character, as is otherwise.
+func appendEscapedRune(dst []byte, r rune, b []byte) []byte {
+	switch {
+	case r == '\a':
+		return append(dst, `\a`...)
+	case r == '\b':
+		return append(dst, `\b`...)
+	case r == '\f':
+		return append(dst, `\f`...)
+	case r == '\r':
+		return append(dst, `\r`...)
+	case r == '\v':
+		return append(dst, `\v`...)
+	case r < 0x20:
+		return fmt.Appendf(dst, `\x%02x`, r)
+	case r >= 0x7f && r <= 0x9f:
+		// \u: valid in JSON as well, for --output json.
+		return fmt.Appendf(dst, `\u%04x`, r)
+	}
+	return append(dst, b...)
 }
 
 func runConsume(cmd *cobra.Command, g *globalOptions, o *consumeOptions, topic string) error {

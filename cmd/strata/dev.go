@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -189,8 +190,14 @@ func newDevNodeCommand(action, short string, dir *string) *cobra.Command {
 				}
 				fmt.Fprintf(out, "sent SIG%s to %s (pid %d)\n", strings.ToUpper(sig), n.Name, n.PID)
 			case "stop":
-				devcluster.Stop(*n, 10*time.Second)
-				fmt.Fprintf(out, "stopped %s\n", n.Name)
+				switch err := devcluster.Stop(*n, 10*time.Second); {
+				case errors.Is(err, devcluster.ErrNotRunning):
+					fmt.Fprintf(out, "%s was not running\n", n.Name)
+				case err != nil:
+					return err
+				default:
+					fmt.Fprintf(out, "stopped %s\n", n.Name)
+				}
 			case "start":
 				if devcluster.Signal(*n, 0) == nil {
 					return fmt.Errorf("%s is already running (pid %d)", n.Name, n.PID)

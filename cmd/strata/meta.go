@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -152,14 +154,23 @@ func readValue(r io.Reader) ([]byte, error) {
 func newMetaDeleteCommand(g *globalOptions) *cobra.Command {
 	var (
 		prefix          bool
+		yes             bool
 		expectedVersion int64
 	)
 	cmd := &cobra.Command{
 		Use:     "del KEY",
 		Aliases: []string{"delete"},
 		Short:   "Delete a key, or every key under a prefix",
-		Args:    cobra.ExactArgs(1),
+		Long: "Deletes KEY, or with --prefix every key that starts with KEY.\n\n" +
+			"A --prefix that matches more than one key asks first when stdin is a\n" +
+			"terminal; otherwise it needs --yes (without, nothing is deleted, exit 2).\n" +
+			"The keys are counted before the delete: keys created under the prefix\n" +
+			"in between are deleted too.",
+		Example: "  strata meta list /tmp/ --keys-only     # what a prefix delete would take\n" +
+			"  strata meta del /tmp/ --prefix --yes",
+		Args: cobra.ExactArgs(1),
 		RunE: cli.Run(func(cmd *cobra.Command, args []string) error {
+			key := args[0]
 			var opts []metaclient.WriteOption
 			if prefix {
 				opts = append(opts, metaclient.WithPrefix())
@@ -167,11 +178,27 @@ func newMetaDeleteCommand(g *globalOptions) *cobra.Command {
 			if cmd.Flags().Changed("expected-version") {
 				opts = append(opts, metaclient.WithExpectedVersion(expectedVersion))
 			}
+			if prefix && !yes {
+				var matches int
+				err := g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
+					kvs, _, err := c.List(ctx, key, metaclient.KeysOnly())
+					matches = len(kvs)
+					return err
+				})
+				if err != nil {
+					return err
+				}
+				// Asked outside withMeta: --timeout does not run while a
+				// person reads the question.
+				if err := confirmPrefixDelete(cmd, key, matches); err != nil {
+					return err
+				}
+			}
 			return g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) error {
-				n, err := c.Delete(ctx, args[0], opts...)
+				n, err := c.Delete(ctx, key, opts...)
 				if errors.Is(err, metaclient.ErrVersionConflict) {
 					return fmt.Errorf("delete %q: version conflict: the key is not at version %d, nothing deleted (%s)",
-						args[0], expectedVersion, cli.ServerMessage(err))
+						key, expectedVersion, cli.ServerMessage(err))
 				}
 				if err != nil {
 					return err
@@ -181,8 +208,41 @@ func newMetaDeleteCommand(g *globalOptions) *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "delete every key that starts with KEY")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "with --prefix: delete without asking, however many keys match")
 	cmd.Flags().Int64Var(&expectedVersion, "expected-version", 0, "delete only if the key is at this version")
 	return cmd
+}
+
+// stdinIsTerminal reports whether r, a command's stdin, is a terminal a
+// person can answer from. Tests replace it.
+var stdinIsTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && cli.IsTerminal(f)
+}
+
+// confirmPrefixDelete decides whether a prefix delete matching n keys may
+// go ahead without --yes: at most one key, yes; more, only if a person at
+// the terminal answers y. A non-terminal stdin is refused (exit 2), saying
+// how many keys would go.
+func confirmPrefixDelete(cmd *cobra.Command, prefix string, n int) error {
+	if n <= 1 {
+		return nil
+	}
+	in := cmd.InOrStdin()
+	if !stdinIsTerminal(in) {
+		return cli.Exit(cli.ExitUsage, fmt.Errorf("del %q --prefix would delete %d keys: pass --yes to delete them "+
+			"(stdin is not a terminal to ask; 'strata meta list %s --keys-only' lists them); nothing deleted", prefix, n, prefix))
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "Delete %d keys under %q? [y/N] ", n, prefix)
+	answer, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return nil
+	}
+	return fmt.Errorf("del %q --prefix: not confirmed; nothing deleted", prefix)
 }
 
 func newMetaListCommand(g *globalOptions) *cobra.Command {

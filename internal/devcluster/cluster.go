@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -87,7 +88,7 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 	}
 	if old, err := LoadState(o.Dir); err == nil {
 		for _, n := range old.Nodes {
-			if alive(n.PID) && sameProgram(n) {
+			if Check(n) == nil {
 				return nil, fmt.Errorf("devcluster: %s is still running (pid %d): is another 'strata dev' using %s?", n.Name, n.PID, o.Dir)
 			}
 		}
@@ -190,10 +191,37 @@ func WaitReady(ctx context.Context, n Node, timeout time.Duration) error {
 	}
 }
 
-// Signal sends sig to the node's process group.
-func Signal(n Node, sig syscall.Signal) error {
+// ErrNotRunning is returned by Signal, Stop and Check when the node's
+// recorded process has exited.
+var ErrNotRunning = errors.New("devcluster: node not running")
+
+// ErrOtherProgram is returned by Signal, Stop and Check when the node's
+// recorded pid is alive but no longer the node: the node exited and the
+// pid was reused by another program, which is never signalled.
+var ErrOtherProgram = errors.New("devcluster: recorded pid is not the node")
+
+// Check reports whether n's recorded process still runs: nil when its pid
+// is alive, runs n's binary (/proc/PID/exe, where /proc exists) and leads
+// its own process group (Start makes every node a group leader, and
+// Signal and Stop signal the group); otherwise ErrNotRunning or
+// ErrOtherProgram, wrapped with the details. Without /proc only the group
+// is checked.
+func Check(n Node) error {
 	if n.PID <= 0 || !alive(n.PID) {
-		return fmt.Errorf("devcluster: %s is not running", n.Name)
+		return fmt.Errorf("%w: %s (pid %d) has exited", ErrNotRunning, n.Name, n.PID)
+	}
+	if why := notTheNode(n); why != "" {
+		return fmt.Errorf("%w: %s has exited and its pid %d %s; not signalled", ErrOtherProgram, n.Name, n.PID, why)
+	}
+	return nil
+}
+
+// Signal sends sig to the node's process group, after Check: a node that
+// has exited, or whose pid now belongs to another program, gets no signal
+// and Signal returns Check's error. Signal(n, 0) is thus a liveness test.
+func Signal(n Node, sig syscall.Signal) error {
+	if err := Check(n); err != nil {
+		return err
 	}
 	return syscall.Kill(-n.PID, sig)
 }
@@ -202,7 +230,7 @@ func Signal(n Node, sig syscall.Signal) error {
 // ports are free), reporting whether it is.
 func WaitGone(n Node, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	for alive(n.PID) {
+	for Check(n) == nil {
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -211,10 +239,14 @@ func WaitGone(n Node, timeout time.Duration) bool {
 	return true
 }
 
-// Stop sends SIGTERM and waits up to grace, then SIGKILL.
-func Stop(n Node, grace time.Duration) {
-	if n.PID <= 0 || !alive(n.PID) {
-		return
+// Stop sends SIGTERM to the node's process group and waits up to grace,
+// then SIGKILL. Like Signal it first checks that the recorded process is
+// still the node (Check, again before SIGKILL), returning Check's error
+// without signalling anything when it is not; and an error when the node
+// still runs after SIGKILL.
+func Stop(n Node, grace time.Duration) error {
+	if err := Check(n); err != nil {
+		return err
 	}
 	_ = syscall.Kill(-n.PID, syscall.SIGCONT)
 	_ = syscall.Kill(-n.PID, syscall.SIGTERM)
@@ -222,12 +254,17 @@ func Stop(n Node, grace time.Duration) {
 	for alive(n.PID) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if alive(n.PID) {
-		_ = syscall.Kill(-n.PID, syscall.SIGKILL)
-		for i := 0; i < 100 && alive(n.PID); i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
+	if Check(n) != nil {
+		return nil // gone (or, its pid already reused: gone too)
 	}
+	_ = syscall.Kill(-n.PID, syscall.SIGKILL)
+	for i := 0; i < 100 && alive(n.PID); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(n.PID) {
+		return fmt.Errorf("devcluster: %s (pid %d) still runs after SIGKILL", n.Name, n.PID)
+	}
+	return nil
 }
 
 // Down stops every node, in rounds in the reverse of the start order:
@@ -252,7 +289,7 @@ func Down(s *State, grace time.Duration) {
 			wg.Add(1)
 			go func(n Node) {
 				defer wg.Done()
-				Stop(n, grace)
+				_ = Stop(n, grace) // a node already gone is what Down wants
 			}(n)
 		}
 		wg.Wait()
@@ -277,22 +314,41 @@ func alive(pid int) bool {
 	return true
 }
 
-// sameProgram reports whether pid still runs the node's binary (pids are
-// reused).
-func sameProgram(n Node) bool {
+// notTheNode says why the live process n.PID is not n ("" when it is, or
+// when nothing here can tell): another binary, another user's process, or
+// not the leader of its process group.
+func notTheNode(n Node) string {
+	if pgid, err := syscall.Getpgid(n.PID); err == nil && pgid != n.PID {
+		return "is not a process group leader (another program)"
+	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", n.PID))
 	if err != nil {
-		return true
+		if _, selfErr := os.Readlink("/proc/self/exe"); selfErr == nil && !errors.Is(err, os.ErrNotExist) {
+			// /proc works, but this process's binary may not be read:
+			// another user's.
+			return "belongs to another user"
+		}
+		return "" // no /proc: the group check is all there is
 	}
 	want, err := filepath.Abs(n.Bin)
 	if err != nil {
-		return true
+		return ""
 	}
 	// The binary may be found through a symlink (minio on PATH often is).
 	if resolved, err := filepath.EvalSymlinks(want); err == nil {
 		want = resolved
 	}
-	return exe == want
+	if !sameExecutable(exe, want) {
+		return "runs " + exe + ", not " + want
+	}
+	return ""
+}
+
+// sameExecutable reports whether exe, read from /proc/PID/exe, is the
+// binary want. A binary replaced while it runs (make build during 'strata
+// dev') reads as "PATH (deleted)": still the node.
+func sameExecutable(exe, want string) bool {
+	return exe == want || strings.TrimSuffix(exe, " (deleted)") == want
 }
 
 func portFree(addr string) bool {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/strata-log/strata/internal/cli"
+)
+
+func TestTerminalWriter(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text\tand tab\n", "plain text\tand tab\n"},
+		{"a\x1b[2Jb", `a\x1b[2Jb`},
+		{"title\x1b]0;pwned\x07", `title\x1b]0;pwned\a`},
+		{"over\rwrite\b\f\v\x00", `over\rwrite\b\f\v\x00`},
+		{"del\x7f", `del\u007f`},
+		{"c1 csi \u009b31m", `c1 csi \u009b31m`},
+		{"raw 8-bit csi \x9b31m", `raw 8-bit csi \x9b31m`},
+		{"not utf-8 \xff\xfe", `not utf-8 \xff\xfe`},
+		{"utf-8 stays: héllo € 😀 \u200b", "utf-8 stays: héllo € 😀 \u200b"},
+		{"\ufffd is a character", "\ufffd is a character"},
+		{"cut at the end \xe2\x82", `cut at the end \xe2\x82`}, // Flush escapes it
+	} {
+		// Whole, and a byte at a time: a sequence cut between writes comes
+		// out the same.
+		for _, chunk := range []int{len(tc.in), 1, 2} {
+			var out bytes.Buffer
+			tw := &terminalWriter{w: &out}
+			for rest := tc.in; rest != ""; {
+				n := min(chunk, len(rest))
+				if w, err := tw.Write([]byte(rest[:n])); err != nil || w != n {
+					t.Fatalf("Write: %d, %v; want %d", w, err, n)
+				}
+				rest = rest[n:]
+			}
+			if err := tw.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tc.want {
+				t.Errorf("%q in writes of %d: %q, want %q", tc.in, chunk, out.String(), tc.want)
+			}
+		}
+	}
+}
+
+// consumeRun runs `strata ARGS` against broker with stdout taken for a
+// terminal or not.
+func consumeRun(t *testing.T, broker string, terminal bool, args ...string) string {
+	t.Helper()
+	saved := stdoutIsTerminal
+	stdoutIsTerminal = func(io.Writer) bool { return terminal }
+	defer func() { stdoutIsTerminal = saved }()
+	out, errOut, code := strataRun(t, broker, "", args...)
+	if code != 0 {
+		t.Fatalf("strata %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// TestConsumeEscapesOnTerminal (review L1): a record's key, value and
+// headers cannot drive a terminal: on one, control characters print
+// escaped; into a pipe, or with --raw, the bytes come out exactly.
+func TestConsumeEscapesOnTerminal(t *testing.T) {
+	fb := startFakeBroker(t)
+	for _, topic := range []string{"esc", "esc2"} {
+		if _, errOut, code := strataRun(t, fb.addr, "", "topic", "create", topic, "-p", "1"); code != 0 {
+			t.Fatalf("create %s: exit %d: %s", topic, code, errOut)
+		}
+	}
+	key, value, header := "k\x1b[31m", "v\x1b]0;pwned\x07\rfake line\u009b\xff", "h=\x1b[2J"
+	if _, errOut, code := strataRun(t, fb.addr, key+":"+value+"\n", "produce", "esc", "-K:", "-H", header); code != 0 {
+		t.Fatalf("produce: exit %d: %s", code, errOut)
+	}
+	format := []string{"consume", "esc", "-e", "-f", `%k|%v|%h\n`}
+
+	raw := key + "|" + value + "|" + header + "\n"
+	if out := consumeRun(t, fb.addr, false, format...); out != raw {
+		t.Fatalf("into a pipe: %q, want the bytes as stored %q", out, raw)
+	}
+	if out := consumeRun(t, fb.addr, true, append(format, "--raw")...); out != raw {
+		t.Fatalf("--raw on a terminal: %q, want %q", out, raw)
+	}
+	escaped := `k\x1b[31m|v\x1b]0;pwned\a\rfake line\u009b\xff|h=\x1b[2J` + "\n"
+	if out := consumeRun(t, fb.addr, true, format...); out != escaped {
+		t.Fatalf("on a terminal: %q, want %q", out, escaped)
+	}
+
+	// JSON on a terminal stays JSON of the same record (the value is not
+	// UTF-8, so base64; the key has ESC, which JSON escapes itself).
+	out := consumeRun(t, fb.addr, true, "consume", "esc", "-e", "--output", "json")
+	if strings.ContainsAny(out, "\x1b\x07\r") {
+		t.Fatalf("JSON on a terminal holds control characters: %q", out)
+	}
+	var rec cli.JSONRecord
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.Key == nil || *rec.Key != key {
+		t.Fatalf("JSON on a terminal: %v: %q", err, out)
+	}
+	// A C1 character in a UTF-8 value, which JSON leaves raw, is escaped
+	// as \u009b: still valid JSON of the same string.
+	if _, errOut, code := strataRun(t, fb.addr, "k:c1\u009bvalue\x7f\n", "produce", "esc2", "-K:"); code != 0 {
+		t.Fatalf("produce: exit %d: %s", code, errOut)
+	}
+	out = consumeRun(t, fb.addr, true, "consume", "esc2", "-e", "--output", "json")
+	if strings.Contains(out, "\u009b") || !strings.Contains(out, `\u009b`) {
+		t.Fatalf("JSON on a terminal: %q", out)
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.Value == nil || *rec.Value != "c1\u009bvalue\x7f" {
+		t.Fatalf("JSON on a terminal does not decode to the value: %v: %q", err, out)
+	}
+}
