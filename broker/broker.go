@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -33,6 +34,9 @@ type Broker struct {
 	plm     *partlog.Metrics
 	gm      *group.Metrics
 	cache   *partlog.TailCache
+	// produceBudget holds the batch bytes of the Produce requests being
+	// served (--max-inflight-produce-bytes).
+	produceBudget *bytebudget.Budget
 	// compaction: the compactor's metrics (compactor.go).
 	compaction *compactionMetrics
 	// tier: the object store (nil without --tier-store).
@@ -79,6 +83,8 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 		started: time.Now(),
 		parts:   map[tp]*partition{},
 		stateCh: make(chan struct{}, 1),
+
+		produceBudget: bytebudget.New(cfg.MaxInflightProduceBytes),
 	}
 	// Takeovers recover ledgers: a stuck recovery is counted, not silent.
 	b.env.Metrics = ledger.NewMetrics()

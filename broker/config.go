@@ -39,11 +39,26 @@ type Config struct {
 	ProduceTimeout time.Duration `mapstructure:"produce-timeout"`
 	// MaxFetchWait caps a fetch's long-poll.
 	MaxFetchWait time.Duration `mapstructure:"max-fetch-wait"`
+	// MaxInflightProduceBytes bounds the batch bytes of the Produce
+	// requests the broker works on at once; a request that does not fit
+	// within produceBudgetWait is refused as UNAVAILABLE (retryable).
+	MaxInflightProduceBytes int64 `mapstructure:"max-inflight-produce-bytes"`
+	// MaxTopics, MaxPartitionsPerTopic and MaxClusterPartitions bound what
+	// CreateTopic and AddPartitions may create (internal topics count).
+	MaxTopics             int   `mapstructure:"max-topics"`
+	MaxPartitionsPerTopic int32 `mapstructure:"max-partitions-per-topic"`
+	MaxClusterPartitions  int   `mapstructure:"max-cluster-partitions"`
 	// OffsetsPartitions is the partition count of __consumer_offsets when
 	// the controller creates it.
 	OffsetsPartitions int32 `mapstructure:"offsets-partitions"`
 	// GroupSessionTimeout is the default consumer-group session timeout.
 	GroupSessionTimeout time.Duration `mapstructure:"group-session-timeout"`
+	// GroupMaxGroups, GroupMaxSize and GroupMaxMetadataBytes bound the
+	// groups this broker coordinates, the members of a group and the bytes
+	// of a group's record (review finding M2; group.Limits, 0: default).
+	GroupMaxGroups        int `mapstructure:"group-max-groups"`
+	GroupMaxSize          int `mapstructure:"group-max-size"`
+	GroupMaxMetadataBytes int `mapstructure:"group-max-metadata-bytes"`
 	// OffsetsRetention: committed offsets of a group without members are
 	// deleted once older than this.
 	OffsetsRetention time.Duration `mapstructure:"offsets-retention"`
@@ -120,6 +135,10 @@ const (
 	// produceWorkers bounds the goroutines one Produce request appends
 	// with; its entries queue for them.
 	produceWorkers = 16
+	// produceBudgetWait: how long a Produce request waits for room in
+	// MaxInflightProduceBytes before it is refused (its bytes are held
+	// meanwhile, so the wait is short: the client backs off instead).
+	produceBudgetWait = time.Second
 )
 
 // DefaultConfig returns the defaults.
@@ -134,8 +153,15 @@ func DefaultConfig() Config {
 		IdleRoll:                10 * time.Minute,
 		ProduceTimeout:          30 * time.Second,
 		MaxFetchWait:            30 * time.Second,
+		MaxInflightProduceBytes: 256 << 20,
+		MaxTopics:               10_000,
+		MaxPartitionsPerTopic:   MaxPartitions,
+		MaxClusterPartitions:    100_000,
 		OffsetsPartitions:       16,
 		GroupSessionTimeout:     45 * time.Second,
+		GroupMaxGroups:          10_000,
+		GroupMaxSize:            1000,
+		GroupMaxMetadataBytes:   512 << 10,
 		OffsetsRetention:        7 * 24 * time.Hour,
 		DrainTimeout:            30 * time.Second,
 		LagInterval:             15 * time.Second,
@@ -191,6 +217,18 @@ func (c Config) Validate() error {
 	}
 	if c.ProduceTimeout <= 0 || c.MaxFetchWait <= 0 || c.DrainTimeout <= 0 || c.LagInterval <= 0 {
 		errs = append(errs, errors.New("--produce-timeout, --max-fetch-wait, --drain-timeout and --lag-interval must be positive"))
+	}
+	if c.MaxInflightProduceBytes < 1<<20 {
+		errs = append(errs, errors.New("--max-inflight-produce-bytes must be at least 1 MiB"))
+	}
+	if c.GroupMaxGroups < 1 || c.GroupMaxSize < 1 || c.GroupMaxMetadataBytes < 1 {
+		errs = append(errs, errors.New("--group-max-groups, --group-max-size and --group-max-metadata-bytes must be positive"))
+	}
+	if c.MaxTopics < 1 || c.MaxClusterPartitions < 1 {
+		errs = append(errs, errors.New("--max-topics and --max-cluster-partitions must be positive"))
+	}
+	if c.MaxPartitionsPerTopic < 1 || c.MaxPartitionsPerTopic > MaxPartitions {
+		errs = append(errs, fmt.Errorf("--max-partitions-per-topic must be in [1, %d]", MaxPartitions))
 	}
 	if c.OffsetsPartitions < 1 || c.OffsetsPartitions > 1000 {
 		errs = append(errs, errors.New("--offsets-partitions must be in [1, 1000]"))

@@ -24,6 +24,8 @@ var (
 	errNotCoordinator   = errors.New("this broker is not the group's coordinator")
 	errTopicExists      = errors.New("topic already exists")
 	errInvalid          = errors.New("invalid request")
+	errBusy             = errors.New("broker busy")
+	errLimit            = errors.New("cluster limit reached")
 )
 
 // redirectError is a not-owner or not-coordinator error that knows where to
@@ -63,6 +65,10 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.NotFound, info(rpcerror.ReasonNotFound, false)
 	case errors.Is(err, errTopicExists):
 		return codes.AlreadyExists, info(rpcerror.ReasonTopicExists, false)
+	case errors.Is(err, errBusy):
+		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
+	case errors.Is(err, errLimit):
+		return codes.ResourceExhausted, info(rpcerror.ReasonInvalid, false)
 	case errors.Is(err, errInvalid), errors.Is(err, group.ErrInvalid):
 		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
 	case errors.As(err, &oor):
@@ -101,6 +107,8 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.FailedPrecondition, info(rpcerror.ReasonStaleMemberEpoch, true)
 	case errors.Is(err, group.ErrGroupNotEmpty):
 		return codes.FailedPrecondition, info(rpcerror.ReasonGroupNotEmpty, false)
+	case errors.Is(err, group.ErrGroupMaxSize), errors.Is(err, group.ErrLimitExceeded):
+		return codes.ResourceExhausted, info(rpcerror.ReasonInvalid, false)
 	}
 	return codes.Internal, info(rpcerror.ReasonInternal, false)
 }

@@ -1,13 +1,20 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
+	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/proto/brokerpb"
 )
 
 // What a client is told decides whether its retry can duplicate a record:
@@ -25,10 +32,48 @@ func TestClassifyAppendOutcomes(t *testing.T) {
 		// M1: in flight when the log was fenced: may be stored.
 		{"in flight when fenced", fmt.Errorf("%w: in flight: %w", partlog.ErrUnknownOutcome, partlog.ErrFenced), codes.Unavailable, rpcerror.ReasonUnknownOutcome, false},
 		{"in flight when the CAS was lost", fmt.Errorf("%w: in flight: %w", partlog.ErrUnknownOutcome, partlog.ErrConflict), codes.Unavailable, rpcerror.ReasonUnknownOutcome, false},
+		// M2 and H4: refusals that retrying cannot fix.
+		{"group full", fmt.Errorf("%w: 1000 members", group.ErrGroupMaxSize), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+		{"group limit", fmt.Errorf("%w: record too large", group.ErrLimitExceeded), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+		{"cluster partition cap", fmt.Errorf("%w: 100000 partitions", errLimit), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+		// The produce budget stayed full: back off and retry.
+		{"broker busy", fmt.Errorf("%w: no room", errBusy), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 	} {
 		code, info := classify(tc.err)
 		if code != tc.code || info.GetReason() != tc.reason || info.GetRetryable() != tc.retryable {
 			t.Errorf("%s: %v %s retryable=%v, want %v %s retryable=%v", tc.name, code, info.GetReason(), info.GetRetryable(), tc.code, tc.reason, tc.retryable)
 		}
 	}
+}
+
+// H4: the Produce requests in flight hold at most
+// --max-inflight-produce-bytes; one that finds no room within
+// produceBudgetWait is refused as busy (retryable) and counted, and room
+// given back lets the next one in.
+func TestProduceBudget(t *testing.T) {
+	b := &Broker{cfg: DefaultConfig(), produceBudget: bytebudget.New(1 << 20)}
+	b.cfg.MaxInflightProduceBytes = 1 << 20
+	b.metrics = newMetrics(prometheus.NewRegistry(), b)
+	req := func(n int) *brokerpb.ProduceRequest {
+		return &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{{Topic: "t", Records: make([]byte, n)}}}
+	}
+	ctx := context.Background()
+	release, err := b.holdProduceBytes(ctx, req(768<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.holdProduceBytes(ctx, req(512<<10)); !errors.Is(err, errBusy) {
+		t.Fatalf("a request past the budget: %v, want errBusy", err)
+	}
+	var m dto.Metric
+	if err := b.metrics.produceBusy.Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		n := m.GetCounter().GetValue()
+		t.Fatalf("refusals counted: %v, want 1", n)
+	}
+	release()
+	release2, err := b.holdProduceBytes(ctx, req(512<<10))
+	if err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	release2()
 }

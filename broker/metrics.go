@@ -13,6 +13,9 @@ type metrics struct {
 	requests    *prometheus.HistogramVec
 	produceB    prometheus.Counter
 	produceErrs prometheus.Counter
+	// produceBusy: Produce requests refused because
+	// --max-inflight-produce-bytes stayed full.
+	produceBusy prometheus.Counter
 	controller  prometheus.Gauge
 	assignments prometheus.Counter
 	lag         *prometheus.GaugeVec
@@ -33,6 +36,9 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 			Name: "strata_broker_produce_bytes_total", Help: "Record batch bytes received in produce requests."}),
 		produceErrs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_produce_errors_total", Help: "Produced batches answered with an error."}),
+		produceBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_produce_requests_refused_busy_total",
+			Help: "Produce requests refused (UNAVAILABLE, retryable) because --max-inflight-produce-bytes stayed full for 1s."}),
 		controller: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_broker_controller", Help: "1 while this broker is the controller."}),
 		assignments: prometheus.NewCounter(prometheus.CounterOpts{
@@ -96,7 +102,7 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 	m.tierIdentityErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "strata_broker_tier_bucket_identity_errors_total",
 		Help: "Checks of the object store's bucket cookie that failed: deletions of local copies and orphan objects are stopped."})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under,
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.produceBusy, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under,
 		tierLagBytes, tierLagSeconds)
 	return m
 }

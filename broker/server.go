@@ -91,6 +91,11 @@ func (s *service) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*b
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	release, err := s.b.holdProduceBytes(ctx, req)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	defer release()
 	acks := partlog.Acks(req.Acks)
 	out := make([]*brokerpb.ProducePartitionResult, len(req.Partitions))
 	one := func(i int) {
@@ -123,6 +128,25 @@ func (s *service) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*b
 	return &brokerpb.ProduceResponse{Partitions: out}, nil
 }
 
+// holdProduceBytes takes req's batch bytes from the broker-wide produce
+// budget (review finding H4), waiting at most produceBudgetWait: beyond,
+// the request is refused as busy (retryable) so its memory is freed and
+// the client backs off, instead of requests piling up on partitions'
+// append queues each holding its batches. release gives them back.
+func (b *Broker) holdProduceBytes(ctx context.Context, req *brokerpb.ProduceRequest) (release func(), err error) {
+	var n int64
+	for _, pp := range req.Partitions {
+		n += int64(len(pp.Records))
+	}
+	wctx, cancel := context.WithTimeout(ctx, produceBudgetWait)
+	defer cancel()
+	if err := b.produceBudget.Acquire(wctx, n); err != nil {
+		b.metrics.produceBusy.Inc()
+		return nil, fmt.Errorf("%w: produce requests holding %d bytes (--max-inflight-produce-bytes) left no room for %d more within %s", errBusy, b.cfg.MaxInflightProduceBytes, n, produceBudgetWait)
+	}
+	return func() { b.produceBudget.Release(n) }, nil
+}
+
 // internalTopic: names starting with "__" are reserved for the broker's
 // own topics (CreateTopic refuses them).
 func internalTopic(name string) bool { return strings.HasPrefix(name, "__") }
@@ -151,6 +175,15 @@ func forEachBounded(n, workers int, f func(i int)) {
 func (s *service) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*brokerpb.FetchResponse, error) {
 	if n := len(req.Partitions); n > MaxFetchPartitions {
 		return nil, rpcError(invalidf("fetch request names %d partitions, at most %d", n, MaxFetchPartitions))
+	}
+	named := make(map[tp]struct{}, len(req.Partitions))
+	for _, fp := range req.Partitions {
+		k := tp{fp.Topic, fp.Partition}
+		if _, dup := named[k]; dup {
+			// Served twice it would return the same bytes twice (H4).
+			return nil, rpcError(invalidf("fetch request names %s/%d more than once", fp.Topic, fp.Partition))
+		}
+		named[k] = struct{}{}
 	}
 	start := time.Now()
 	defer s.b.metrics.observe("fetch", start)

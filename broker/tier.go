@@ -263,6 +263,6 @@ func (a tierReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset
 	return a.r.Fetch(ctx, segmentRef(t), offset, maxBytes)
 }
 
-func (a tierReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64) (int64, int64, bool, error) {
-	return a.r.OffsetForTime(ctx, segmentRef(t), ts)
+func (a tierReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64, maxDecompressed int) (int64, int64, bool, error) {
+	return a.r.OffsetForTime(ctx, segmentRef(t), ts, maxDecompressed)
 }

@@ -108,7 +108,9 @@ var topicConfigDefs = map[string]topicConfigDef{
 		func(c *TopicConfig, s string) { c.CleanupPolicy = normalizeCleanupPolicy(s) }},
 	"segment.ms": {"604800000", intIn(1000, maxInt64),
 		func(c *TopicConfig, s string) { c.SegmentMs = mustInt(s) }},
-	"segment.bytes": {"1073741824", intIn(1<<14, 1<<40),
+	// At most 2 GiB (Kafka's bound): a closed segment's index has a point
+	// per MiB and lives in one metad value.
+	"segment.bytes": {"1073741824", intIn(1<<14, 1<<31),
 		func(c *TopicConfig, s string) { c.SegmentBytes = mustInt(s) }},
 	"ensemble": {"3", intIn(1, 16),
 		func(c *TopicConfig, s string) { c.Ensemble = int(mustInt(s)) }},

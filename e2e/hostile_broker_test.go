@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,8 @@ const brokerRSSGrowthBoundMiB = 96
 // bounded, and a consumer from the earliest offset reads every good record.
 func TestHostileBroker(t *testing.T) {
 	skipShort(t)
-	c := startStrata(t, 1)
+	// __consumer_offsets (16) and "hostile" (1) leave room for 3 more.
+	c := startStrata(t, 1, "--max-cluster-partitions=20")
 	cl := c.client(t)
 	createTopic(t, cl, "hostile", 1, nil)
 	broker := c.brokers[0]
@@ -100,6 +103,16 @@ func TestHostileBroker(t *testing.T) {
 	// H2: clients may not write the group coordinators' topic.
 	refused("produce to __consumer_offsets", produce("__consumer_offsets", good("forged")), rpcerror.ReasonInvalid, "internal")
 
+	// A record stamped after its batch's max timestamp would slip past
+	// message.timestamp.after.max.ms and the time index.
+	future, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{
+		{TimestampMs: now, Value: []byte("now")}, {TimestampMs: now + 365*24*3600*1000, Value: []byte("next year")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.BigEndian.PutUint64(future[35:], uint64(now)) // max timestamp: the first record's
+	refused("a record after the max timestamp", produce("hostile", hostilebatch.Fix(future)), rpcerror.ReasonCorruptBatch, "max timestamp")
+
 	// The next good batch gets the next dense offset: nothing was written.
 	if r := produce("hostile", good("second")); r.Error != nil || r.BaseOffset != 1 {
 		t.Fatalf("batch after the refused ones: %v at %d, want offset 1", r.Error, r.BaseOffset)
@@ -146,6 +159,29 @@ func TestHostileBroker(t *testing.T) {
 	}
 	_, err = bc.Fetch(ctx, &brokerpb.FetchRequest{Partitions: fetches})
 	wantInvalid(t, "fetch with 1001 entries", err, "at most 1000")
+	_, err = bc.Fetch(ctx, &brokerpb.FetchRequest{Partitions: fetches[:2]})
+	wantInvalid(t, "fetch naming one partition twice", err, "more than once")
+
+	// H4: a huge CreateTopic (10,000 partitions took 8 minutes, 10,000
+	// ledgers and 20,000 goroutines), and the cluster's partition cap.
+	_, err = bc.CreateTopic(ctx, &brokerpb.CreateTopicRequest{Name: "huge", Partitions: 10_001})
+	wantInvalid(t, "a topic of 10,001 partitions", err, "max-partitions-per-topic")
+	for { // the controller creates __consumer_offsets (16 partitions)
+		lt, err := bc.ListTopics(ctx, &brokerpb.ListTopicsRequest{IncludeInternal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(lt.Topics, func(s *brokerpb.TopicSummary) bool { return s.Name == "__consumer_offsets" }) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = bc.CreateTopic(ctx, &brokerpb.CreateTopicRequest{Name: "big", Partitions: 4})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "max-cluster-partitions") {
+		t.Fatalf("a topic past --max-cluster-partitions: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	t.Logf("a topic past --max-cluster-partitions: %v", err)
+	createTopic(t, cl, "small", 3, nil) // exactly up to the cap
 
 	endRSS, endPeak := rss()
 	t.Logf("broker RSS %d MiB, peak %d MiB after (bound: peak grows by at most %d MiB)", endRSS, endPeak, brokerRSSGrowthBoundMiB)

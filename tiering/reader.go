@@ -238,10 +238,11 @@ func (r *Reader) Fetch(ctx context.Context, seg SegmentRef, offset int64, maxByt
 // OffsetForTime is Kafka ListOffsets by timestamp within seg: the first
 // record (by offset) whose timestamp is >= ts, and its timestamp; found
 // is false when the segment has none. The special timestamps of
-// ListOffsets (latest, earliest) are the caller's to resolve.
-func (r *Reader) OffsetForTime(ctx context.Context, seg SegmentRef, ts int64) (offset, timestampMs int64, found bool, err error) {
+// ListOffsets (latest, earliest) are the caller's to resolve. A batch may
+// decompress to at most maxDecompressed bytes (0: recordbatch's default).
+func (r *Reader) OffsetForTime(ctx context.Context, seg SegmentRef, ts int64, maxDecompressed int) (offset, timestampMs int64, found bool, err error) {
 	err = r.read(ctx, seg, false, func(t *segfile.Tail, rr segfile.RangeReader) (err error) {
-		offset, timestampMs, found, err = t.ReadOffsetForTime(ctx, rr, ts, seg.BaseOffset)
+		offset, timestampMs, found, err = t.ReadOffsetForTime(ctx, rr, ts, seg.BaseOffset, maxDecompressed)
 		return err
 	})
 	if err != nil {

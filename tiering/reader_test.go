@@ -100,7 +100,7 @@ func TestOffsetForTime(t *testing.T) {
 			}
 		}
 		for _, ts := range tss {
-			off, bts, found, err := r.OffsetForTime(bg, s.ref, ts)
+			off, bts, found, err := r.OffsetForTime(bg, s.ref, ts, 0)
 			if err != nil {
 				t.Fatalf("%s ts %d: %v", s.ref.Key, ts, err)
 			}
@@ -329,7 +329,7 @@ func TestTruncatedObject(t *testing.T) {
 		if _, err := r.Fetch(bg, ref, 0, 100); !errors.Is(err, segfile.ErrCorrupt) {
 			t.Errorf("cut at %d: fetch: %v", cut, err)
 		}
-		if _, _, _, err := r.OffsetForTime(bg, ref, 0); !errors.Is(err, segfile.ErrCorrupt) {
+		if _, _, _, err := r.OffsetForTime(bg, ref, 0, 0); !errors.Is(err, segfile.ErrCorrupt) {
 			t.Errorf("cut at %d: time lookup: %v", cut, err)
 		}
 		if errs := value(t, m.ReadErrors); errs != 2 {
@@ -457,7 +457,7 @@ func TestDeletedObject(t *testing.T) {
 	last := headerOf(t, s.batches[len(s.batches)-1]).BaseOffset
 	for name, call := range map[string]func() error{
 		"cold fetch": func() error { _, err := cold.Fetch(bg, s.ref, 0, 0); return err },
-		"cold time":  func() error { _, _, _, err := cold.OffsetForTime(bg, s.ref, 0); return err },
+		"cold time":  func() error { _, _, _, err := cold.OffsetForTime(bg, s.ref, 0, 0); return err },
 		"warm fetch": func() error { _, err := warm.Fetch(bg, s.ref, last, 0); return err },
 	} {
 		err := call()

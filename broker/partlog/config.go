@@ -50,6 +50,7 @@ const (
 	DefaultRollCheckInterval  = time.Second
 	DefaultSequenceGapWait    = 2 * time.Second
 	DefaultRetentionCheck     = 30 * time.Second
+	DefaultMaxSegmentEntries  = 1 << 20
 	// producerBatches is how many batches per producer are remembered for
 	// deduplication (Kafka's NUM_BATCHES_TO_RETAIN).
 	producerBatches = 5
@@ -73,6 +74,11 @@ type Config struct {
 	// many bytes, or is this old (and not empty).
 	SegmentBytes int64
 	SegmentAge   time.Duration
+	// MaxSegmentEntries: roll the open segment when it holds this many
+	// entries, whatever its bytes. It keeps 40 bytes per entry in memory,
+	// so tiny batches would otherwise grow it to SegmentBytes/70 entries
+	// (review finding M3: 30M entries, 1.2 GB, for a 2 GiB segment).
+	MaxSegmentEntries int
 	// IdleRoll: roll a non-empty open segment with no append for this long,
 	// so retention and tiering can act on quiet partitions.
 	IdleRoll time.Duration
@@ -118,6 +124,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleRoll == 0 {
 		c.IdleRoll = DefaultIdleRoll
+	}
+	if c.MaxSegmentEntries == 0 {
+		c.MaxSegmentEntries = DefaultMaxSegmentEntries
 	}
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
@@ -174,7 +183,7 @@ func (c Config) Validate() error {
 	if c.Env.Meta == nil || c.Env.Bookies == nil || c.Env.Registry == nil {
 		errs = append(errs, errors.New("the ledger Env needs Meta, Bookies and Registry"))
 	}
-	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 ||
+	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 || c.MaxSegmentEntries < 0 ||
 		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 ||
 		c.RetentionCheckInterval < 0 {
 		errs = append(errs, errors.New("negative size or duration"))

@@ -269,17 +269,34 @@ func (l *Log) index(ctx context.Context, id uint64) (*brokerpb.LedgerIndex, erro
 
 // scan calls fn with the entries of s from entry from on, in order, until
 // fn says stop or the segment ends. Entries come from the tail cache, the
-// read-ahead buffer, or the bookies (budget() bytes at a time).
+// shared read-ahead buffer, or the bookies (budget() bytes at a time).
+// What it read from the bookies it uses itself before it looks elsewhere
+// again: another scan may replace the shared buffer at once, and reading
+// the same entries again would let concurrent readers at different
+// offsets starve each other (review finding M5).
 func (l *Log) scan(ctx context.Context, s segRef, from int64, budget func() int, fn func(id int64, payload []byte) (bool, error)) error {
+	var (
+		own      [][]byte // entries ownFirst.. read by this scan
+		ownFirst int64
+	)
 	for e := from; e <= s.lastEntry; {
-		payload, ok := l.cfg.Cache.Get(s.ledgerID, e)
+		var payload []byte
+		ok := false
+		if i := e - ownFirst; i >= 0 && i < int64(len(own)) {
+			payload, ok = own[i], true
+		}
+		if !ok {
+			payload, ok = l.cfg.Cache.Get(s.ledgerID, e)
+		}
 		if !ok {
 			payload, ok = l.reads.readAhead(s.ledgerID, e)
 		}
 		if !ok {
-			if err := l.readFromBookies(ctx, s, e, budget()); err != nil {
+			var err error
+			if own, err = l.readFromBookies(ctx, s, e, budget()); err != nil {
 				return err
 			}
+			ownFirst = e
 			continue
 		}
 		more, err := fn(e, payload)
@@ -294,11 +311,12 @@ func (l *Log) scan(ctx context.Context, s segRef, from int64, budget func() int,
 var errEnough = errors.New("partlog: read budget reached")
 
 // readFromBookies reads entries first.. of s (at least one, up to budget
-// bytes) into the read-ahead buffer.
-func (l *Log) readFromBookies(ctx context.Context, s segRef, first int64, budget int) error {
+// bytes), returns them and offers them to other readers in the read-ahead
+// buffer.
+func (l *Log) readFromBookies(ctx context.Context, s segRef, first int64, budget int) ([][]byte, error) {
 	r, err := l.reader(ctx, s.ledgerID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The segment's entries up to lastEntry are acknowledged (closed, or
 	// acknowledged to this owner): no need to ask the bookies.
@@ -316,16 +334,16 @@ func (l *Log) readFromBookies(ctx context.Context, s segRef, first int64, budget
 		return nil
 	})
 	if err != nil && !errors.Is(err, errEnough) {
-		return fmt.Errorf("partlog: reading ledger %d from entry %d: %w", s.ledgerID, first, err)
+		return nil, fmt.Errorf("partlog: reading ledger %d from entry %d: %w", s.ledgerID, first, err)
 	}
 	if len(payloads) == 0 {
-		return fmt.Errorf("partlog: reading ledger %d: no entry %d", s.ledgerID, first)
+		return nil, fmt.Errorf("partlog: reading ledger %d: no entry %d", s.ledgerID, first)
 	}
 	l.metrics.BookieReadBytes.Add(float64(size))
 	l.reads.mu.Lock()
 	l.reads.aheadLedger, l.reads.aheadFirst, l.reads.ahead = s.ledgerID, first, payloads
 	l.reads.mu.Unlock()
-	return nil
+	return payloads, nil
 }
 
 // reader returns a (cached) reader of a ledger.
@@ -350,6 +368,9 @@ func (l *Log) reader(ctx context.Context, id uint64) (*ledger.Reader, error) {
 // high watermark (ts -1 for both); otherwise the first record with a
 // timestamp >= timestampMs and its timestamp, or (HW, -1) when none.
 func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int64, err error) {
+	// A stored batch is decoded within the bound a produced one passed
+	// (H3: batches stored before that bound existed may be bombs).
+	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
 	l.mu.Lock()
 	if err := l.readErrLocked(); err != nil {
 		l.mu.Unlock()
@@ -373,7 +394,7 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 		if l.cfg.Tier == nil {
 			return 0, 0, errNoTier(t)
 		}
-		off, ts, found, err := l.cfg.Tier.Reader.OffsetForTime(ctx, t, timestampMs)
+		off, ts, found, err := l.cfg.Tier.Reader.OffsetForTime(ctx, t, timestampMs, maxDecompressed)
 		if err != nil {
 			return 0, 0, tierReadError(ctx, fmt.Errorf("partlog: time lookup in %s: %w", t.ObjectKey, err))
 		}
@@ -408,21 +429,11 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 			if h.MaxTimestamp < timestampMs {
 				return true, nil
 			}
-			if h.LogAppendTime() {
-				offset, ts, found = h.BaseOffset, h.MaxTimestamp, true
-				return false, nil
-			}
-			_, recs, err := recordbatch.Decode(payload)
+			offset, ts, found, err = recordbatch.OffsetForTime(payload, h, timestampMs, start, maxDecompressed)
 			if err != nil {
 				return false, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.ledgerID, id, err)
 			}
-			for _, r := range recs {
-				if r.TimestampMs >= timestampMs && r.Offset >= start {
-					offset, ts, found = r.Offset, r.TimestampMs, true
-					return false, nil
-				}
-			}
-			return true, nil
+			return !found, nil
 		})
 		if err != nil {
 			return 0, 0, err

@@ -463,8 +463,8 @@ func (l *Log) waitDuplicate(ctx context.Context, b *producerBatch) (AppendResult
 // rollIfFull rolls the open segment before a batch of size bytes goes in
 // when it would not fit (Kafka's rule), so a segment exceeds SegmentBytes
 // only when one batch alone does, however fast batches arrive (retention
-// and tiering work in whole segments). Appends wait meanwhile, as they
-// would behind any roll.
+// and tiering work in whole segments), or when it holds MaxSegmentEntries.
+// Appends wait meanwhile, as they would behind any roll.
 // REQUIRES: appendSem held.
 func (l *Log) rollIfFull(size int) error {
 	l.mu.Lock()
@@ -472,7 +472,8 @@ func (l *Log) rollIfFull(size int) error {
 		l.mu.Unlock()
 		return err
 	}
-	full := len(l.mu.seg.entries) > 0 && l.mu.seg.bytes+int64(size) > l.mu.limits.SegmentBytes
+	n := len(l.mu.seg.entries)
+	full := n > 0 && (l.mu.seg.bytes+int64(size) > l.mu.limits.SegmentBytes || n >= l.cfg.MaxSegmentEntries)
 	w := l.mu.writer
 	l.mu.Unlock()
 	if !full {

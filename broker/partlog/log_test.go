@@ -915,3 +915,62 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 		t.Fatalf("append after the failure: %v, want ErrFenced only", err)
 	}
 }
+
+// M3: tiny batches roll the segment at MaxSegmentEntries entries, long
+// before SegmentBytes, so the open segment's memory stays bounded.
+func TestRollByEntryCount(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.MaxSegmentEntries = 4
+	l := f.open(cfg)
+	appendN(t, l, 10)
+	pl := l.Describe()
+	if len(pl.Segments) != 3 {
+		t.Fatalf("%d segments after 10 batches at 4 entries each, want 3: %v", len(pl.Segments), pl.Segments)
+	}
+	for i, s := range pl.Segments {
+		if want := min(int64(3), 9-4*int64(i)); s.LastEntryId != want {
+			t.Errorf("segment %d ends at entry %d, want %d", i, s.LastEntryId, want)
+		}
+	}
+	if recs := fetchAll(t, l, 0); len(recs) != 30 {
+		t.Fatalf("fetched %d records, want 30", len(recs))
+	}
+}
+
+// M5: a scan uses what it read from the bookies itself, even when another
+// reader replaces the shared read-ahead buffer meanwhile: before, each such
+// replacement sent the scan back to the bookies for the same entries, so
+// readers at different offsets could starve each other.
+func TestScanKeepsItsOwnReadAhead(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.Cache = nil
+	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
+	l := f.open(cfg)
+	appendN(t, l, 10)
+	l.mu.Lock()
+	segs := l.segmentsLocked()
+	l.mu.Unlock()
+	s := segs[len(segs)-1]
+	budget := func() int { return 1 << 20 }
+	scanned := 0
+	err := l.scan(testCtx(t), s, 0, budget, func(id int64, _ []byte) (bool, error) {
+		scanned++
+		// Another reader fills the shared buffer with other entries.
+		l.reads.mu.Lock()
+		l.reads.aheadLedger, l.reads.aheadFirst, l.reads.ahead = s.ledgerID+1000, 0, nil
+		l.reads.mu.Unlock()
+		return true, nil
+	})
+	if err != nil || scanned != 10 {
+		t.Fatalf("scan: %d entries, %v", scanned, err)
+	}
+	var total int64
+	for _, e := range s.entries {
+		total += int64(e.size)
+	}
+	if read := counterValue(t, cfg.Metrics.BookieReadBytes); read != float64(total) {
+		t.Fatalf("read %v bytes from the bookies for a %d-byte segment: the scan read entries again", read, total)
+	}
+}

@@ -76,8 +76,9 @@ type TierReader interface {
 	// Fetch returns whole batches of seg from the one holding offset (or
 	// the first after it) on, at least one, then more within maxBytes.
 	Fetch(ctx context.Context, seg *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error)
-	// OffsetForTime is the first record of seg whose timestamp is >= ts.
-	OffsetForTime(ctx context.Context, seg *brokerpb.TieredSegment, ts int64) (offset, timestampMs int64, found bool, err error)
+	// OffsetForTime is the first record of seg whose timestamp is >= ts;
+	// a batch may decompress to at most maxDecompressed bytes.
+	OffsetForTime(ctx context.Context, seg *brokerpb.TieredSegment, ts int64, maxDecompressed int) (offset, timestampMs int64, found bool, err error)
 }
 
 // Defaults of Tier.

@@ -27,13 +27,13 @@ func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, off
 	return tail.ReadFetch(ctx, rr, offset, int64(maxBytes))
 }
 
-func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64) (int64, int64, bool, error) {
+func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64, maxDecompressed int) (int64, int64, bool, error) {
 	rr := objectRange{r.store, t.ObjectKey, 0}
 	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
 	if err != nil {
 		return 0, 0, false, err
 	}
-	return tail.ReadOffsetForTime(ctx, rr, ts, t.BaseOffset)
+	return tail.ReadOffsetForTime(ctx, rr, ts, t.BaseOffset, maxDecompressed)
 }
 
 func TestUploadRun(t *testing.T) {

@@ -21,7 +21,11 @@ import (
 //   - every record's framing is consistent with its bytes;
 //   - the records decoded number exactly RecordCount, which is positive;
 //   - their offset deltas are 0, 1, ..., n-1 in order;
-//   - LastOffsetDelta is RecordCount-1.
+//   - LastOffsetDelta is RecordCount-1;
+//   - with create times, no record is newer than MaxTimestamp (the
+//     header's value is what message.timestamp.after.max.ms, the time
+//     index and retention look at, so a record stamped beyond it would
+//     slip past all three).
 //
 // Anything else is ErrCorruptBatch, with what is wrong.
 func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed int) error {
@@ -37,6 +41,9 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 		}
 		if r.OffsetDelta != int32(i) {
 			return fmt.Errorf("%w: record %d has offset delta %d, want %d", ErrCorruptBatch, i, r.OffsetDelta, i)
+		}
+		if h.RecordTimestamp(r) > h.MaxTimestamp {
+			return fmt.Errorf("%w: record %d is stamped %d+%d, after the batch's max timestamp %d", ErrCorruptBatch, i, h.BaseTimestamp, r.TimestampDelta, h.MaxTimestamp)
 		}
 		return nil
 	})

@@ -14,9 +14,12 @@ import (
 
 // rawRecord encodes one record with the given offset delta and value,
 // bypassing the encoder (which always writes dense deltas).
-func rawRecord(offsetDelta int32, value string) []byte {
+func rawRecord(offsetDelta int32, value string) []byte { return rawRecordAt(offsetDelta, 0, value) }
+
+// rawRecordAt is rawRecord with a timestamp delta.
+func rawRecordAt(offsetDelta int32, timestampDelta int64, value string) []byte {
 	body := []byte{0}                                    // attributes
-	body = binary.AppendVarint(body, 0)                  // timestamp delta
+	body = binary.AppendVarint(body, timestampDelta)     // timestamp delta
 	body = binary.AppendVarint(body, int64(offsetDelta)) // offset delta
 	body = binary.AppendVarint(body, -1)                 // null key
 	body = binary.AppendVarint(body, int64(len(value)))  // value length
@@ -64,6 +67,11 @@ func TestValidateRecords(t *testing.T) {
 		{"offset deltas out of order", rawBatch(3, 2, r1, r0, r2), ErrCorruptBatch},
 		{"record length past the bytes", rawBatch(2, 1, r0, truncated), ErrCorruptBatch},
 		{"trailing garbage after the records", rawBatch(1, 0, r0, []byte{0x7f}), ErrCorruptBatch},
+		// The header's max timestamp is 0: a record at +1 h would pass
+		// message.timestamp.after.max.ms and the time index unseen.
+		{"a record newer than the max timestamp", rawBatch(2, 1, r0, rawRecordAt(1, 3_600_000, "b")), ErrCorruptBatch},
+		{"a record older than the base timestamp", rawBatch(2, 1, r0, rawRecordAt(1, -5, "b")), nil},
+		{"a timestamp delta that overflows", rawBatch(2, 1, r0, rawRecordAt(1, math.MaxInt64, "b")), ErrCorruptBatch},
 		{"gzip bomb", hostilebatch.GzipBomb(64 << 20), ErrTooLarge},
 		{"zstd bomb", hostilebatch.ZstdBomb(64 << 20), ErrTooLarge},
 	} {

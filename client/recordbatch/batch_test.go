@@ -577,3 +577,43 @@ func TestCompressionString(t *testing.T) {
 		t.Errorf("unknown codec: %q", s)
 	}
 }
+
+// OffsetForTime: the first record at or after a time and an offset, in
+// create-time, log-append-time and compacted (sparse offset) batches.
+func TestOffsetForTime(t *testing.T) {
+	recs := []recordbatch.Record{{TimestampMs: 100}, {TimestampMs: 300}, {TimestampMs: 200}, {TimestampMs: 400}}
+	b, err := recordbatch.Encode(&recordbatch.Batch{BaseOffset: 10, ProducerID: -1, Compression: recordbatch.CompressionLZ4, Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := recordbatch.Verify(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ts, minOffset     int64
+		offset, timestamp int64
+		found             bool
+	}{
+		{0, 0, 10, 100, true},
+		{150, 0, 11, 300, true}, // by offset, not by time: 300 comes before 200
+		{250, 12, 13, 400, true},
+		{401, 0, 0, 0, false},
+		{100, 14, 0, 0, false},
+	} {
+		o, ts, found, err := recordbatch.OffsetForTime(b, h, tc.ts, tc.minOffset, recordbatch.MaxDecompressedBytes)
+		if err != nil || o != tc.offset || ts != tc.timestamp || found != tc.found {
+			t.Errorf("OffsetForTime(%d, from %d) = %d@%d %v %v, want %d@%d %v", tc.ts, tc.minOffset, o, ts, found, err, tc.offset, tc.timestamp, tc.found)
+		}
+	}
+	// Log append time: every record has the batch's max timestamp; the
+	// first at or after minOffset answers.
+	b[22] |= 0x08 // timestamp type LogAppendTime
+	b = withCRC(b)
+	if h, err = recordbatch.Verify(b); err != nil {
+		t.Fatal(err)
+	}
+	if o, ts, found, _ := recordbatch.OffsetForTime(b, h, 0, 12, recordbatch.MaxDecompressedBytes); !found || o != 12 || ts != h.MaxTimestamp {
+		t.Errorf("log append time: %d@%d %v, want 12@%d", o, ts, found, h.MaxTimestamp)
+	}
+}

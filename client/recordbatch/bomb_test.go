@@ -31,11 +31,13 @@ func TestDecompressionBombsRefusedWithinBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			decode := func() error { _, _, err := recordbatch.DecodeLimit(batch, limit); return err }
+			// A time lookup (ListOffsets) over a stored bomb.
+			lookup := func() error { _, _, _, err := recordbatch.OffsetForTime(batch, h, h.MaxTimestamp, 0, limit); return err }
 			scan := func() error {
 				_, err := recordbatch.ScanRecords(batch, h, limit, func(int, recordbatch.RecordInfo) error { return nil })
 				return err
 			}
-			for what, f := range map[string]func() error{"DecodeLimit": decode, "ScanRecords": scan} {
+			for what, f := range map[string]func() error{"DecodeLimit": decode, "ScanRecords": scan, "OffsetForTime": lookup} {
 				if err := f(); !errors.Is(err, recordbatch.ErrTooLarge) {
 					t.Fatalf("%s: %v, want ErrTooLarge", what, err)
 				}

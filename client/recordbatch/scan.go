@@ -1,6 +1,10 @@
 package recordbatch
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"math"
+)
 
 // RecordInfo is what ScanRecords reports about one record.
 type RecordInfo struct {
@@ -78,4 +82,49 @@ func scanRecord(body []byte) (RecordInfo, error) {
 		d.fail(fmt.Sprintf("%d bytes left over in the record", len(d.b)))
 	}
 	return r, d.err
+}
+
+// errFound stops OffsetForTime's scan at the record it looks for.
+var errFound = errors.New("recordbatch: found")
+
+// OffsetForTime is Kafka's ListOffsets by time within one batch (buf, with
+// header h): the first record at an offset >= minOffset whose timestamp is
+// >= ts, and that timestamp (with LogAppendTime every record has the
+// batch's MaxTimestamp). found is false when no record qualifies. It walks
+// the records as ScanRecords does, with at most maxDecompressed bytes of
+// decompressed output and no allocation per record, so a stored
+// decompression bomb costs a lookup the bound, not its inflated size
+// (review finding H3). Framing errors are ErrCorrupt.
+func OffsetForTime(buf []byte, h BatchHeader, ts, minOffset int64, maxDecompressed int) (offset, timestampMs int64, found bool, err error) {
+	if h.MaxTimestamp < ts || h.LastOffset() < minOffset {
+		return 0, 0, false, nil
+	}
+	_, err = ScanRecords(buf, h, maxDecompressed, func(_ int, r RecordInfo) error {
+		rts := h.RecordTimestamp(r)
+		if o := h.BaseOffset + int64(r.OffsetDelta); rts >= ts && o >= minOffset {
+			offset, timestampMs = o, rts
+			return errFound
+		}
+		return nil
+	})
+	if errors.Is(err, errFound) {
+		return offset, timestampMs, true, nil
+	}
+	return 0, 0, false, err
+}
+
+// RecordTimestamp is the timestamp of record r of a batch with header h:
+// MaxTimestamp with LogAppendTime, else BaseTimestamp plus its delta,
+// saturating where a hostile delta would wrap.
+func (h BatchHeader) RecordTimestamp(r RecordInfo) int64 {
+	base, delta := h.BaseTimestamp, r.TimestampDelta
+	switch {
+	case h.LogAppendTime():
+		return h.MaxTimestamp
+	case delta > 0 && base > math.MaxInt64-delta:
+		return math.MaxInt64
+	case delta < 0 && base < math.MinInt64-delta:
+		return math.MinInt64
+	}
+	return base + delta
 }

@@ -19,6 +19,12 @@ import (
 // hostile length prefix cannot make it allocate without limit.
 const MaxMessageBytes = 16 << 20
 
+// MaxConcurrentStreams bounds the calls one connection may have open at
+// once (gRPC's default is unlimited): a client past it waits for one to
+// finish. Every Strata client keeps far fewer (a consumer has one fetch
+// per broker, a broker one add stream per bookie and a few watches).
+const MaxConcurrentStreams = 1000
+
 // Flow-control windows for servers and for clients that move data
 // (DialOptions).
 const (
@@ -53,6 +59,7 @@ func New(addr string, reflect bool, opts ...grpc.ServerOption) (*Server, error) 
 	base := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		// Large flow-control windows: adds and fetches carry up to MiBs per
 		// message, and the 64 KiB default stalls a stream every message.
 		grpc.InitialWindowSize(WindowBytes),

@@ -169,26 +169,17 @@ func (it *Iterator) checkIndex(h recordbatch.BatchHeader, pos, size int64) error
 
 // OffsetForTime is the first record of b whose timestamp is >= ts and at
 // an offset >= minOffset (the log start), with its timestamp: Kafka
-// ListOffsets within one batch. For a LogAppendTime batch every record's
-// timestamp is the batch's max timestamp. found is false when the batch
-// has no such record (its max timestamp is below ts, or the records do
-// not match the header). A batch that does not decode is ErrCorrupt.
-func OffsetForTime(b Batch, ts, minOffset int64) (offset, timestampMs int64, found bool, err error) {
-	if b.Header.MaxTimestamp < ts || b.Header.LastOffset() < minOffset || b.Header.RecordCount == 0 {
-		return 0, 0, false, nil
+// ListOffsets within one batch (recordbatch.OffsetForTime, decompressing
+// at most maxDecompressed bytes; 0: recordbatch.MaxDecompressedBytes).
+// found is false when the batch has no such record. A batch that does not
+// decode is ErrCorrupt.
+func OffsetForTime(b Batch, ts, minOffset int64, maxDecompressed int) (offset, timestampMs int64, found bool, err error) {
+	if maxDecompressed <= 0 {
+		maxDecompressed = recordbatch.MaxDecompressedBytes
 	}
-	_, recs, err := recordbatch.Decode(b.Bytes)
+	offset, timestampMs, found, err = recordbatch.OffsetForTime(b.Bytes, b.Header, ts, minOffset, maxDecompressed)
 	if err != nil {
 		return 0, 0, false, corruptWrap(b.Pos, "data", err, "batch at offset %d does not decode", b.Header.BaseOffset)
 	}
-	for _, r := range recs {
-		rts := r.TimestampMs
-		if b.Header.LogAppendTime() {
-			rts = b.Header.MaxTimestamp
-		}
-		if rts >= ts && r.Offset >= minOffset {
-			return r.Offset, rts, true, nil
-		}
-	}
-	return 0, 0, false, nil
+	return offset, timestampMs, found, nil
 }

@@ -87,7 +87,7 @@ func (t *Tail) ReadFetch(ctx context.Context, r RangeReader, offset, maxBytes in
 // one read, of TimeRange's range, unless the batch headers' max
 // timestamps do not match their records or minOffset is above the record
 // the time index leads to; it then reads on.
-func (t *Tail) ReadOffsetForTime(ctx context.Context, r RangeReader, ts, minOffset int64) (offset, timestampMs int64, found bool, err error) {
+func (t *Tail) ReadOffsetForTime(ctx context.Context, r RangeReader, ts, minOffset int64, maxDecompressed int) (offset, timestampMs int64, found bool, err error) {
 	rng, ok := t.TimeRange(ts)
 	if !ok || minOffset > t.Footer.GetLastOffset() {
 		return 0, 0, false, nil
@@ -96,7 +96,7 @@ func (t *Tail) ReadOffsetForTime(ctx context.Context, r RangeReader, ts, minOffs
 		rng = Range{Start: from.Start, End: max(rng.End, from.End)}
 	}
 	err = t.scan(ctx, r, nil, rng.Start, rng.End, nil, func(b Batch) (bool, error) {
-		o, bts, ok, err := OffsetForTime(b, ts, minOffset)
+		o, bts, ok, err := OffsetForTime(b, ts, minOffset, maxDecompressed)
 		if err != nil || ok {
 			offset, timestampMs, found = o, bts, ok
 			return false, err

@@ -90,7 +90,7 @@ func checkSegment(t *testing.T, obj []byte, sum segfile.Summary, batches [][]byt
 			minOffset = first + rng.Int63n(last-first+1)
 		}
 		cr := &countingReader{r: segfile.Bytes(obj)}
-		off, gotTs, ok, err := tail.ReadOffsetForTime(ctx, cr, ts, minOffset)
+		off, gotTs, ok, err := tail.ReadOffsetForTime(ctx, cr, ts, minOffset, 0)
 		if err != nil {
 			t.Fatalf("ReadOffsetForTime(%d): %v", ts, err)
 		}
