@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/client/recordbatch/hostilebatch"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -204,4 +207,83 @@ func wantInvalid(t *testing.T, what string, err error, message string) {
 		t.Fatalf("%s: %v, want INVALID_ARGUMENT containing %q", what, err, message)
 	}
 	t.Logf("%s: %v", what, err)
+}
+
+// TestHostileFenceOneBookie (review: "a fence on one bookie"): a Fence of
+// a partition's open ledger sent to one of its bookies, while an
+// idempotent producer writes, costs the partition a takeover of itself
+// (its writer is fenced, the broker drops the partition, recovers the
+// ledger and opens a new one), not data and not availability for long:
+// every record is acknowledged, and every acknowledged record is consumed
+// exactly once, in order per key.
+func TestHostileFenceOneBookie(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	ctx := context.Background()
+	createTopic(t, cl, "fenced", 1, nil)
+	p, err := cl.NewProducer(client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := &keyedLoad{rate: 500}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.run(ctx, t, p, "fenced", 10, stop) }()
+
+	openLedger := func() uint64 {
+		t.Helper()
+		d, err := cl.DescribeTopic(ctx, "fenced")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range d.Partitions[0].Ledgers {
+			if !l.Closed {
+				return l.LedgerId
+			}
+		}
+		return 0
+	}
+	eventually(t, 30*time.Second, "records acknowledged", func() error {
+		if n := len(load.snapshot()); n < 200 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
+	victim := openLedger()
+	if victim == 0 {
+		t.Fatal("fenced/0 has no open ledger")
+	}
+	before := len(load.snapshot())
+	if _, err := dialBookie(t, c.bookies[1].Listen).Fence(ctx, &bookiepb.FenceRequest{LedgerId: victim}); err != nil {
+		t.Fatalf("fence ledger %d on %s: %v", victim, c.bookies[1].ID, err)
+	}
+	fenced := time.Now()
+	t.Logf("fenced ledger %d on bookie %s with %d records acknowledged", victim, c.bookies[1].ID, before)
+	eventually(t, 30*time.Second, "the partition writes to a new ledger", func() error {
+		if l := openLedger(); l == victim || l == 0 {
+			return fmt.Errorf("open ledger %d", l)
+		}
+		if n := len(load.snapshot()); n < before+200 {
+			return fmt.Errorf("%d acknowledged since the fence", n-before)
+		}
+		return nil
+	})
+	t.Logf("200 more records acknowledged %v after the fence, on ledger %d", time.Since(fenced).Round(time.Millisecond), openLedger())
+	close(stop)
+	wg.Wait()
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.Close(fctx); err != nil {
+		t.Fatal(err)
+	}
+	load.mu.Lock()
+	acks, errs, gap := load.acks, load.errs, load.maxGap
+	load.mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("%d records failed; first: %v", len(errs), errs[0])
+	}
+	checkExactlyOnce(t, consumeAll(t, cl, "fenced", 1), acks)
+	t.Logf("%d records acknowledged, all consumed exactly once; longest gap between acknowledgements %v", len(acks), gap.Round(time.Millisecond))
 }
