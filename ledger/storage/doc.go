@@ -147,6 +147,20 @@
 //  5. Limbo, once entered, is persistent and durable before the checkpoint
 //     moves past the corruption.
 //
+// # Lock order
+//
+// A goroutine holding a lock on the left may take one on its right, never
+// the reverse:
+//
+//	closeMu (read: calls that queue records, GC) → gcMu → cpMu
+//	  → stripes[ledger % ledgerStripes] → mu
+//	diskMu → mu
+//
+// apply (the applier's queue) and the log limiter's mutex are leaves:
+// nothing else is taken while one is held. A stripe is held across the
+// journal append of a record (the fence check and the append are one
+// step), so nothing that waits for the applier may run under a stripe.
+//
 // # On disk
 //
 //	Dir/journal/%016x.journal  journal files (format: package journal)
