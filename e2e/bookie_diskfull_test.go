@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/proctest"
-	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -108,7 +108,7 @@ func TestBookieDiskFull(t *testing.T) {
 	t.Logf("read-only after %d entries of 256 KiB", readOnlyAt)
 	checkAcked(t, c, keep)
 	eventually(t, 10*time.Second, "registry says read-only", func() error {
-		known, err := bookie.List(ctx, cl)
+		known, err := bookies.List(ctx, cl)
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/strata-log/strata/internal/grpcserve"
 	"github.com/strata-log/strata/internal/proctest"
-	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -170,7 +170,7 @@ func TestBookieKill9(t *testing.T) {
 		rcancel()
 		checkAcked(t, c, all)
 	}
-	known, err := bookie.List(context.Background(), cl)
+	known, err := bookies.List(context.Background(), cl)
 	if err != nil || len(known) != 1 || known[0].State() != "writable" {
 		t.Fatalf("registry after restarts: %+v, %v", known, err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger"
-	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -158,7 +158,7 @@ func TestLedgerBookieRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.Put(ctx, bookie.RegistryPrefix+b.Id, v); err != nil {
+		if _, err := cl.Put(ctx, bookies.RegistryPrefix+b.Id, v); err != nil {
 			t.Fatal(err)
 		}
 	}

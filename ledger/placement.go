@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -74,13 +75,6 @@ func ChooseEnsemble(bookies []*bookiepb.BookieInfo, n int, exclude map[string]bo
 	return out, nil
 }
 
-// bookieRegistryPrefix is where live bookies register their BookieInfo.
-// It must equal bookie.RegistryPrefix (a test checks): it is repeated here
-// so that this client package does not import the bookie server, which
-// would pull the storage engine into every broker and forbid the bookie
-// from ever using the ledger client (for re-replication, say).
-const bookieRegistryPrefix = "/strata/bookies/registry/"
-
 // RegistryFromMeta returns the bookie registry kept in metad: every
 // BookieInfo registered under the bookies' registry prefix.
 func RegistryFromMeta(meta *metaclient.Client) BookieRegistry {
@@ -95,7 +89,7 @@ type metaRegistry struct {
 // unreadable registration is an error rather than silently skipped: it
 // means something other than a bookie writes under the prefix.
 func (r *metaRegistry) Writable(ctx context.Context) ([]*bookiepb.BookieInfo, error) {
-	kvs, _, err := r.meta.List(ctx, bookieRegistryPrefix)
+	kvs, _, err := r.meta.List(ctx, bookies.RegistryPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list bookies: %w", err)
 	}

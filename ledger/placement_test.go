@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/strata-log/strata/ledger"
-	"github.com/strata-log/strata/ledger/bookie"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -131,12 +130,5 @@ func TestChooseEnsemble(t *testing.T) {
 				t.Fatal("ChooseEnsemble reordered its input")
 			}
 		})
-	}
-}
-
-// The registry prefix is repeated in package ledger (see placement.go).
-func TestRegistryPrefixMatchesBookie(t *testing.T) {
-	if got := ledger.BookieRegistryPrefixForTest; got != bookie.RegistryPrefix {
-		t.Fatalf("ledger reads bookies at %q, bookies register at %q", got, bookie.RegistryPrefix)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/ledger"
-	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/ledger/replication"
 )
 
@@ -46,7 +46,7 @@ func newBookieListCommand(g *globalOptions) *cobra.Command {
 				return err
 			}
 			defer meta.Close()
-			known, err := bookie.List(ctx, meta)
+			known, err := bookies.List(ctx, meta)
 			if err != nil {
 				return err
 			}
@@ -134,7 +134,7 @@ func printDrain(p *cli.Printer, d replication.Drain) error {
 	}
 	if d.Drained() {
 		_, err := fmt.Fprintf(p.W, "OK bookie %s drained: no ledger names %s. Stop it; to retire its id for good: strata meta del %s\n",
-			d.Decommission.BookieID, strings.Join(d.Addresses, ","), bookie.CookiePrefix+d.Decommission.BookieID)
+			d.Decommission.BookieID, strings.Join(d.Addresses, ","), bookies.CookiePrefix+d.Decommission.BookieID)
 		return err
 	}
 	_, err := fmt.Fprintf(p.W, "%s; replicator: %s\n", d.String(), replicatorText(d.Leader))

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/bookies"
 )
 
 func newClusterCommand(g *globalOptions) *cobra.Command {
@@ -25,7 +25,7 @@ func newClusterCommand(g *globalOptions) *cobra.Command {
 				return err
 			}
 			defer meta.Close()
-			known, err := bookie.List(ctx, meta)
+			known, err := bookies.List(ctx, meta)
 			if err != nil {
 				return err
 			}
@@ -45,7 +45,7 @@ type bookieRow struct {
 	Instance   string `json:"instance,omitempty"`
 }
 
-func printBookies(cmd *cobra.Command, p *cli.Printer, known []bookie.Known) error {
+func printBookies(cmd *cobra.Command, p *cli.Printer, known []bookies.Known) error {
 	rows := make([]bookieRow, 0, len(known))
 	for _, k := range known {
 		r := bookieRow{ID: k.ID, State: k.State()}

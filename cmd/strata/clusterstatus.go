@@ -16,7 +16,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/ledger"
-	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -258,7 +258,7 @@ func probeBrokers(ctx context.Context, rep *clusterReport, timeout time.Duration
 // is a problem when fewer than minWritableBookies are writable, a warning
 // otherwise.
 func collectBookies(ctx context.Context, meta *metaclient.Client, rep *clusterReport) {
-	known, err := bookie.List(ctx, meta)
+	known, err := bookies.List(ctx, meta)
 	if err != nil {
 		rep.Problems = append(rep.Problems, "bookies: "+err.Error())
 		return

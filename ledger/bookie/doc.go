@@ -5,7 +5,7 @@
 // # Identity
 //
 // A bookie id is bound to one data directory by a cookie: a random instance
-// id stored both in DATA_DIR/COOKIE and in metad at CookiePrefix+id. A
+// id stored both in DATA_DIR/COOKIE and in metad at bookies.CookiePrefix+id. A
 // bookie whose disk was wiped or swapped must never serve under its old id:
 // it would answer "no such entry" for entries it once acknowledged, and
 // ledger recovery would truncate acknowledged data (BookKeeper #2908).
@@ -29,7 +29,7 @@
 // # Registration
 //
 // A running bookie keeps BookieInfo (address, state, disk space, rack,
-// instance id) at RegistryPrefix+id, attached to a metad lease, and refreshes
+// instance id) at bookies.RegistryPrefix+id, attached to a metad lease, and refreshes
 // it when its state or free space changes. When the bookie dies, the lease
 // expires and the registration vanishes; the cookie stays. While an operator
 // has decommissioned the bookie (ledger/replication's record at

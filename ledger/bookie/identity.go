@@ -13,16 +13,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
-)
-
-// Metadata keys owned by bookies.
-const (
-	// RegistryPrefix + id holds a live bookie's BookieInfo, on its lease.
-	RegistryPrefix = "/strata/bookies/registry/"
-	// CookiePrefix + id holds the bookie's Cookie.
-	CookiePrefix = "/strata/bookies/cookies/"
 )
 
 // Cookie file names in the data directory.
@@ -64,7 +57,7 @@ func decideIdentity(id string, local localIdentity, remote *bookiepb.Cookie) (id
 	case local.cookie != nil && remote == nil:
 		return 0, what("the data directory has instance %s but metad has no cookie for this id: metad lost it, or the disk comes from another cluster. "+
 			"If this disk's data is still wanted, restore the cookie in metad (%s%s); otherwise empty the data directory to start a new bookie",
-			local.cookie.InstanceId, CookiePrefix, id)
+			local.cookie.InstanceId, bookies.CookiePrefix, id)
 	case local.cookie != nil && local.cookie.InstanceId != remote.InstanceId:
 		return 0, what("the data directory has instance %s but metad knows this id as instance %s: this disk belongs to another incarnation. "+
 			"Use the disk that holds instance %s, or start this one under a new --id", local.cookie.InstanceId, remote.InstanceId, remote.InstanceId)
@@ -76,7 +69,7 @@ func decideIdentity(id string, local localIdentity, remote *bookiepb.Cookie) (id
 		return 0, what("metad knows this id as instance %s (created %s) but the data directory has no cookie: the disk was wiped or replaced, "+
 			"so entries this bookie acknowledged are gone from it. Do not reuse the id: start the bookie with a new --id and let "+
 			"re-replication restore the copies (after that, 'strata meta del %s%s' retires the old id)",
-			remote.InstanceId, time.UnixMilli(remote.CreatedAtMs).UTC().Format(time.RFC3339), CookiePrefix, id)
+			remote.InstanceId, time.UnixMilli(remote.CreatedAtMs).UTC().Format(time.RFC3339), bookies.CookiePrefix, id)
 	case local.hasData:
 		return 0, what("the data directory holds data but no cookie; refusing to adopt it. Use an empty directory")
 	}
@@ -91,7 +84,7 @@ func checkIdentity(ctx context.Context, meta *metaclient.Client, id, dataDir str
 		return nil, err
 	}
 	var remote *bookiepb.Cookie
-	kv, err := meta.Get(ctx, CookiePrefix+id)
+	kv, err := meta.Get(ctx, bookies.CookiePrefix+id)
 	switch {
 	case errors.Is(err, metaclient.ErrNotFound):
 	case err != nil:
@@ -99,7 +92,7 @@ func checkIdentity(ctx context.Context, meta *metaclient.Client, id, dataDir str
 	default:
 		remote = &bookiepb.Cookie{}
 		if err := proto.Unmarshal(kv.Value, remote); err != nil {
-			return nil, fmt.Errorf("bookie: cookie in metad at %s%s is unreadable: %w", CookiePrefix, id, err)
+			return nil, fmt.Errorf("bookie: cookie in metad at %s%s is unreadable: %w", bookies.CookiePrefix, id, err)
 		}
 	}
 	action, err := decideIdentity(id, local, remote)
@@ -120,7 +113,7 @@ func checkIdentity(ctx context.Context, meta *metaclient.Client, id, dataDir str
 	if err != nil {
 		return nil, err
 	}
-	if _, err := meta.Put(ctx, CookiePrefix+id, value, metaclient.WithExpectedVersion(0)); err != nil {
+	if _, err := meta.Put(ctx, bookies.CookiePrefix+id, value, metaclient.WithExpectedVersion(0)); err != nil {
 		return nil, fmt.Errorf("bookie: register cookie in metad: %w", err)
 	}
 	return c, finishCookie(dataDir)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -218,16 +219,16 @@ func (s *orphanSweeper) failed(ctx context.Context) {
 // bookie's cookie with the instance id it runs under.
 func cookieCheck(meta *metaclient.Client, id, instance string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		kv, err := meta.Get(ctx, CookiePrefix+id)
+		kv, err := meta.Get(ctx, bookies.CookiePrefix+id)
 		if errors.Is(err, metaclient.ErrNotFound) {
-			return fmt.Errorf("%w: no cookie at %s%s", ErrUntrustedMetad, CookiePrefix, id)
+			return fmt.Errorf("%w: no cookie at %s%s", ErrUntrustedMetad, bookies.CookiePrefix, id)
 		}
 		if err != nil {
 			return fmt.Errorf("bookie: orphan sweep: read cookie: %w", err)
 		}
 		c := &bookiepb.Cookie{}
 		if err := proto.Unmarshal(kv.GetValue(), c); err != nil {
-			return fmt.Errorf("%w: cookie at %s%s is unreadable: %v", ErrUntrustedMetad, CookiePrefix, id, err)
+			return fmt.Errorf("%w: cookie at %s%s is unreadable: %v", ErrUntrustedMetad, bookies.CookiePrefix, id, err)
 		}
 		if c.GetInstanceId() != instance {
 			return fmt.Errorf("%w: metad holds instance %s, this bookie runs as %s", ErrUntrustedMetad, c.GetInstanceId(), instance)

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -71,11 +72,11 @@ func (r *registrar) session(ctx context.Context) error {
 		}
 		pctx, cancel := context.WithTimeout(ctx, r.ttl)
 		defer cancel()
-		if _, err := r.meta.Put(pctx, RegistryPrefix+r.id, value, metaclient.WithLease(sess.Lease())); err != nil {
+		if _, err := r.meta.Put(pctx, bookies.RegistryPrefix+r.id, value, metaclient.WithLease(sess.Lease())); err != nil {
 			return err
 		}
 		if last == nil {
-			r.log.Info("registered in metad", "key", RegistryPrefix+r.id, "lease", sess.Lease(), "state", info.State.String())
+			r.log.Info("registered in metad", "key", bookies.RegistryPrefix+r.id, "lease", sess.Lease(), "state", info.State.String())
 		}
 		last = info
 		r.registered.Store(true)

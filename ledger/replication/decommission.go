@@ -13,6 +13,8 @@ import (
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/metadpb"
+
+	"github.com/strata-log/strata/ledger/bookies"
 )
 
 // Errors of MarkDecommissioned and Progress.
@@ -45,12 +47,12 @@ func MarkDecommissioned(ctx context.Context, kv KV, id, address string, now time
 			known, registered = true, info.GetAddress()
 		}
 	}
-	cookies, err := kv.List(ctx, cookiePrefix+id)
+	cookies, err := kv.List(ctx, bookies.CookiePrefix+id)
 	if err != nil {
 		return Decommission{}, fmt.Errorf("replication: list bookie cookies: %w", err)
 	}
 	for _, c := range cookies {
-		known = known || c.Key == cookiePrefix+id
+		known = known || c.Key == bookies.CookiePrefix+id
 	}
 	if !known && address == "" {
 		return Decommission{}, fmt.Errorf("%w: %q (metad has no cookie, registration or address for it)", ErrUnknownBookie, id)

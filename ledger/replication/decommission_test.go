@@ -11,11 +11,13 @@ import (
 
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
+
+	"github.com/strata-log/strata/ledger/bookies"
 )
 
 func putInfo(kv *memKV, id, address string) {
 	value, _ := proto.Marshal(&bookiepb.BookieInfo{Id: id, Address: address})
-	kv.data[registryPrefix+id] = value
+	kv.data[bookies.RegistryPrefix+id] = value
 }
 
 // A bookie is decommissioned by id: a running one at its registered
@@ -25,10 +27,10 @@ func TestMarkDecommissioned(t *testing.T) {
 	ctx := testCtx(t)
 	kv := newMemKV()
 	putInfo(kv, "live", "10.0.0.1:1")
-	kv.data[cookiePrefix+"live"] = []byte("cookie")
-	kv.data[cookiePrefix+"dead"] = []byte("cookie")
-	kv.data[cookiePrefix+"forgotten"] = []byte("cookie")
-	kv.data[cookiePrefix+"dead-longer-name"] = []byte("cookie")
+	kv.data[bookies.CookiePrefix+"live"] = []byte("cookie")
+	kv.data[bookies.CookiePrefix+"dead"] = []byte("cookie")
+	kv.data[bookies.CookiePrefix+"forgotten"] = []byte("cookie")
+	kv.data[bookies.CookiePrefix+"dead-longer-name"] = []byte("cookie")
 	snap, err := loadSnapshot(ctx, kv)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestSyncMissing(t *testing.T) {
 }
 
 func TestUnreadableRecordsAreErrors(t *testing.T) {
-	for _, key := range []string{DecommissionKey("x"), missingKey("x:1"), AddressPrefix + "x", registryPrefix + "x"} {
+	for _, key := range []string{DecommissionKey("x"), missingKey("x:1"), AddressPrefix + "x", bookies.RegistryPrefix + "x"} {
 		kv := newMemKV()
 		kv.data[key] = []byte("{not json")
 		if _, err := loadSnapshot(testCtx(t), kv); err == nil {

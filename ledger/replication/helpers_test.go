@@ -18,6 +18,8 @@ import (
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
+
+	"github.com/strata-log/strata/ledger/bookies"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -110,14 +112,14 @@ func addr(i int) string { return fmt.Sprintf("bookie-%d", i) }
 
 func (g *rig) register(a string) {
 	value, _ := proto.Marshal(&bookiepb.BookieInfo{Id: a, Address: a, State: bookiepb.BookieState_WRITABLE})
-	g.kv.data[registryPrefix+a] = value
+	g.kv.data[bookies.RegistryPrefix+a] = value
 }
 
 // kill crashes a bookie and lets its registration expire.
 func (g *rig) kill(a string) {
 	g.c.Bookies.Crash(a)
 	g.c.Registry.Deregister(a)
-	g.kv.Delete(context.Background(), registryPrefix+a)
+	g.kv.Delete(context.Background(), bookies.RegistryPrefix+a)
 }
 
 func (g *rig) decommission(a string) {

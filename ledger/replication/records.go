@@ -12,6 +12,8 @@ import (
 
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
+
+	"github.com/strata-log/strata/ledger/bookies"
 )
 
 // Keys in metad. The layout and the JSON values are described byte by byte
@@ -27,12 +29,6 @@ const (
 	AddressPrefix = "/strata/replication/addresses/"
 	// LeaderKey holds the elected replicator's LeaderRecord, on its lease.
 	LeaderKey = "/strata/replication/leader"
-
-	// registryPrefix and cookiePrefix must equal bookie.RegistryPrefix and
-	// bookie.CookiePrefix (a test checks). They are repeated so that this
-	// package, which the bookie hosts, does not import the bookie server.
-	registryPrefix = "/strata/bookies/registry/"
-	cookiePrefix   = "/strata/bookies/cookies/"
 )
 
 // KeyValue is one key of a KV listing.
@@ -154,7 +150,7 @@ func loadSnapshot(ctx context.Context, kv KV) (snapshot, error) {
 }
 
 func listRegistered(ctx context.Context, kv KV) ([]*bookiepb.BookieInfo, error) {
-	kvs, err := kv.List(ctx, registryPrefix)
+	kvs, err := kv.List(ctx, bookies.RegistryPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("replication: list bookies: %w", err)
 	}

@@ -1,4 +1,9 @@
-package bookie
+// Package bookies is what metad knows of the bookies: the keys under which
+// they register (on their lease, while they run) and keep their cookies
+// (for good), and List, which reads both. The bookie server writes these
+// keys; the ledger client, the re-replication worker and the CLI read them
+// through this package, which links no storage engine.
+package bookies
 
 import (
 	"context"
@@ -10,6 +15,14 @@ import (
 
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
+)
+
+// Metadata keys of bookies.
+const (
+	// RegistryPrefix + id holds a live bookie's BookieInfo, on its lease.
+	RegistryPrefix = "/strata/bookies/registry/"
+	// CookiePrefix + id holds the bookie's Cookie.
+	CookiePrefix = "/strata/bookies/cookies/"
 )
 
 // Known is a bookie metad knows of: by its cookie, and by its registration
@@ -38,7 +51,7 @@ func List(ctx context.Context, meta *metaclient.Client) ([]Known, error) {
 	for _, kv := range cookies {
 		c := &bookiepb.Cookie{}
 		if err := proto.Unmarshal(kv.Value, c); err != nil {
-			return nil, fmt.Errorf("bookie: cookie %s: %w", kv.Key, err)
+			return nil, fmt.Errorf("bookies: cookie %s: %w", kv.Key, err)
 		}
 		get(strings.TrimPrefix(kv.Key, CookiePrefix)).Cookie = c
 	}
@@ -49,7 +62,7 @@ func List(ctx context.Context, meta *metaclient.Client) ([]Known, error) {
 	for _, kv := range regs {
 		info := &bookiepb.BookieInfo{}
 		if err := proto.Unmarshal(kv.Value, info); err != nil {
-			return nil, fmt.Errorf("bookie: registration %s: %w", kv.Key, err)
+			return nil, fmt.Errorf("bookies: registration %s: %w", kv.Key, err)
 		}
 		get(strings.TrimPrefix(kv.Key, RegistryPrefix)).Info = info
 	}
