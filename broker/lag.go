@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -103,7 +103,7 @@ func (p *peerConns) conn(addr string) (*grpc.ClientConn, error) {
 	if c := p.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, append(grpcserve.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	c, err := grpc.NewClient(addr, append(grpcopts.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return nil, err
 	}

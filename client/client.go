@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -155,7 +155,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	if c.cfg.ClientID != "" {
 		opts = append(opts, grpc.WithUserAgent("strata-client/"+c.cfg.ClientID))
 	}
-	return append(opts, grpcserve.DialOptions()...)
+	return append(opts, grpcopts.DialOptions()...)
 }
 
 // broker returns a stub on the (shared) connection to addr.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/client/recordbatch"
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -370,7 +370,7 @@ func (f *fetcher) collect(addr string, wake chan struct{}) (req *brokerpb.FetchR
 		MaxWaitMs: int32(f.cfg.MaxWait.Milliseconds()),
 		MinBytes:  int32(f.cfg.MinBytes),
 		// Leave room for the response's framing under the gRPC limit.
-		MaxBytes: int32(min(f.cfg.MaxBytes, grpcserve.MaxMessageBytes-1<<20)),
+		MaxBytes: int32(min(f.cfg.MaxBytes, grpcopts.MaxMessageBytes-1<<20)),
 	}
 	now := time.Now()
 	routed := false
@@ -386,7 +386,7 @@ func (f *fetcher) collect(addr string, wake chan struct{}) (req *brokerpb.FetchR
 		parts = append(parts, p)
 		req.Partitions = append(req.Partitions, &brokerpb.FetchPartition{
 			Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: p.fetchAt,
-			MaxBytes: int32(min(f.cfg.PartitionMaxBytes, grpcserve.MaxMessageBytes-1<<20)),
+			MaxBytes: int32(min(f.cfg.PartitionMaxBytes, grpcopts.MaxMessageBytes-1<<20)),
 		})
 	}
 	if !routed && f.mu.loops[addr] == wake {

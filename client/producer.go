@@ -30,7 +30,7 @@ const (
 	// recordOverheadBytes bounds a record's varint framing.
 	recordOverheadBytes = 24
 	// maxRequestBytes bounds the batches of one ProduceRequest, below the
-	// brokers' message limit (grpcserve.MaxMessageBytes, 16 MiB).
+	// brokers' message limit (grpcopts.MaxMessageBytes, 16 MiB).
 	maxRequestBytes = 12 << 20
 )
 

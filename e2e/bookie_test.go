@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -24,7 +24,7 @@ import (
 // dialBookie returns a client for the bookie, closed by the test's cleanup.
 func dialBookie(t testing.TB, addr string) bookiepb.BookieClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, append(grpcserve.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(addr, append(grpcopts.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/kv"
@@ -364,7 +364,7 @@ func TestHostileMetadLargeValues(t *testing.T) {
 // test's cleanup.
 func dialMetad(t testing.TB, addr string) metadpb.MetadClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, append(grpcserve.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(addr, append(grpcopts.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -203,8 +203,8 @@ func (c *GRPCBookieClient) dialOptions() []grpc.DialOption {
 		// Pings find a dead bookie under an idle add stream. 10s stays
 		// above the servers' enforcement minimum (grpcserve: 5s).
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserve.MaxMessageBytes),
-			grpc.MaxCallSendMsgSize(grpcserve.MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcopts.MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(grpcopts.MaxMessageBytes)),
 	}
 }
 

@@ -32,7 +32,10 @@ func TestDecompressionBombsRefusedWithinBound(t *testing.T) {
 			}
 			decode := func() error { _, _, err := recordbatch.DecodeLimit(batch, limit); return err }
 			// A time lookup (ListOffsets) over a stored bomb.
-			lookup := func() error { _, _, _, err := recordbatch.OffsetForTime(batch, h, h.MaxTimestamp, 0, limit); return err }
+			lookup := func() error {
+				_, _, _, err := recordbatch.OffsetForTime(batch, h, h.MaxTimestamp, 0, limit)
+				return err
+			}
 			scan := func() error {
 				_, err := recordbatch.ScanRecords(batch, h, limit, func(int, recordbatch.RecordInfo) error { return nil })
 				return err

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 
@@ -141,12 +141,12 @@ func newMetaPutCommand(g *globalOptions) *cobra.Command {
 
 // readValue reads a value from r, refusing more than a request can carry.
 func readValue(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, grpcserve.MaxMessageBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r, grpcopts.MaxMessageBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read value from stdin: %w", err)
 	}
-	if len(b) > grpcserve.MaxMessageBytes {
-		return nil, fmt.Errorf("value on stdin exceeds %d bytes", grpcserve.MaxMessageBytes)
+	if len(b) > grpcopts.MaxMessageBytes {
+		return nil, fmt.Errorf("value on stdin exceeds %d bytes", grpcopts.MaxMessageBytes)
 	}
 	return b, nil
 }

@@ -17,6 +17,7 @@ package failpoint
 
 import (
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,7 +44,14 @@ func Hit(name string) {
 		stopped[name] = true
 		mu.Unlock()
 		if first {
+			// SIGSTOP reaches the process a moment after kill returns, so
+			// this goroutine could run past the failpoint first: it waits
+			// for the SIGCONT that resumes the process.
+			cont := make(chan os.Signal, 1)
+			signal.Notify(cont, syscall.SIGCONT)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			<-cont
+			signal.Stop(cont)
 		}
 	}
 }

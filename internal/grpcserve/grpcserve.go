@@ -13,34 +13,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-)
 
-// MaxMessageBytes bounds every request and response a node accepts, so a
-// hostile length prefix cannot make it allocate without limit.
-const MaxMessageBytes = 16 << 20
+	"github.com/strata-log/strata/internal/grpcopts"
+)
 
 // MaxConcurrentStreams bounds the calls one connection may have open at
 // once (gRPC's default is unlimited): a client past it waits for one to
 // finish. Every Strata client keeps far fewer (a consumer has one fetch
 // per broker, a broker one add stream per bookie and a few watches).
 const MaxConcurrentStreams = 1000
-
-// Flow-control windows for servers and for clients that move data
-// (DialOptions).
-const (
-	WindowBytes     = 4 << 20
-	ConnWindowBytes = 16 << 20
-)
-
-// DialOptions are the client-side counterparts for connections that move
-// data: message size limit and flow-control windows.
-func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
-		grpc.WithInitialWindowSize(WindowBytes),
-		grpc.WithInitialConnWindowSize(ConnWindowBytes),
-	}
-}
 
 // Server is a gRPC server with health and reflection registered.
 type Server struct {
@@ -57,13 +38,13 @@ func New(addr string, reflect bool, opts ...grpc.ServerOption) (*Server, error) 
 		return nil, fmt.Errorf("grpcserve: listen %s: %w", addr, err)
 	}
 	base := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.MaxRecvMsgSize(grpcopts.MaxMessageBytes),
+		grpc.MaxSendMsgSize(grpcopts.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		// Large flow-control windows: adds and fetches carry up to MiBs per
 		// message, and the 64 KiB default stalls a stream every message.
-		grpc.InitialWindowSize(WindowBytes),
-		grpc.InitialConnWindowSize(ConnWindowBytes),
+		grpc.InitialWindowSize(grpcopts.WindowBytes),
+		grpc.InitialConnWindowSize(grpcopts.ConnWindowBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}

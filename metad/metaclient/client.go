@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/strata-log/strata/internal/grpcserve"
+	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/metadpb"
 )
@@ -194,8 +194,8 @@ func (c *Client) dialOptions() []grpc.DialOption {
 		// Pings find dead peers under long-lived watch streams. 10s stays
 		// above the servers' enforcement minimum (grpcserve: 5s).
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcserve.MaxMessageBytes),
-			grpc.MaxCallSendMsgSize(grpcserve.MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcopts.MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(grpcopts.MaxMessageBytes)),
 	}
 }
 
