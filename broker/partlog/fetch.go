@@ -123,7 +123,7 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 				// A compaction or retention CAS may have replaced (and
 				// deleted) a ledger this read had listed: read again from
 				// the new list.
-				if retries < 3 && l.listVersion() != version && ctx.Err() == nil {
+				if retries < 3 && l.replacedSince(ctx, segs, version) {
 					retries++
 					continue
 				}
@@ -152,11 +152,32 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 	}
 }
 
-// listVersion is the version of the PartitionLog as last written.
-func (l *Log) listVersion() int64 {
+// replacedSince reports whether a read over segs, a snapshot of the list
+// taken at version, may have failed because a CAS since (a compaction
+// swap, retention, tiering's removal of local copies) replaced a ledger
+// of the snapshot and deleted it: the list changed and no longer names
+// one of segs' ledgers. The read is then worth doing again from the new
+// list; a failure on ledgers all still listed is not (false also once ctx
+// is done).
+func (l *Log) replacedSince(ctx context.Context, segs []segRef, version int64) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.mu.version
+	if l.mu.version == version {
+		return false
+	}
+	listed := make(map[uint64]bool, len(l.mu.pl.GetSegments()))
+	for _, s := range l.mu.pl.GetSegments() {
+		listed[s.GetLedgerId()] = true
+	}
+	for _, s := range segs {
+		if !listed[s.ledgerID] {
+			return true
+		}
+	}
+	return false
 }
 
 // readErrLocked is why reads must be refused, or nil.
@@ -367,26 +388,41 @@ func (l *Log) reader(ctx context.Context, id uint64) (*ledger.Reader, error) {
 // ListOffset resolves a timestamp to an offset: -2 the log start, -1 the
 // high watermark (ts -1 for both); otherwise the first record with a
 // timestamp >= timestampMs and its timestamp, or (HW, -1) when none.
+// A lookup that fails on a ledger a CAS replaced meanwhile (a compaction
+// swap deletes its inputs) looks up once more in the new list, as Fetch
+// reads again.
 func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int64, err error) {
+	for retried := false; ; retried = true {
+		l.mu.Lock()
+		if err := l.readErrLocked(); err != nil {
+			l.mu.Unlock()
+			return 0, 0, err
+		}
+		start, hw, pl, version := l.mu.pl.GetLogStartOffset(), l.mu.hw, l.mu.pl, l.mu.version
+		segs := l.segmentsLocked()
+		l.mu.Unlock()
+		switch {
+		case timestampMs == -2:
+			return start, -1, nil
+		case timestampMs == -1:
+			return hw, -1, nil
+		case timestampMs < 0:
+			return 0, 0, fmt.Errorf("partlog: invalid timestamp %d", timestampMs)
+		}
+		offset, ts, err = l.offsetForTime(ctx, pl, segs, start, hw, timestampMs)
+		if err != nil && !retried && l.replacedSince(ctx, segs, version) {
+			continue
+		}
+		return offset, ts, err
+	}
+}
+
+// offsetForTime is ListOffset's lookup of timestampMs >= 0 over one
+// snapshot of the list: pl's segment objects, then segs.
+func (l *Log) offsetForTime(ctx context.Context, pl *brokerpb.PartitionLog, segs []segRef, start, hw, timestampMs int64) (offset, ts int64, err error) {
 	// A stored batch is decoded within the bound a produced one passed
 	// (H3: batches stored before that bound existed may be bombs).
 	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
-	l.mu.Lock()
-	if err := l.readErrLocked(); err != nil {
-		l.mu.Unlock()
-		return 0, 0, err
-	}
-	start, hw, pl := l.mu.pl.GetLogStartOffset(), l.mu.hw, l.mu.pl
-	segs := l.segmentsLocked()
-	l.mu.Unlock()
-	switch {
-	case timestampMs == -2:
-		return start, -1, nil
-	case timestampMs == -1:
-		return hw, -1, nil
-	case timestampMs < 0:
-		return 0, 0, fmt.Errorf("partlog: invalid timestamp %d", timestampMs)
-	}
 	for _, t := range pl.GetTiered() {
 		if t.MaxTimestampMs < timestampMs || t.LastOffset < start {
 			continue

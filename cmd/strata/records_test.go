@@ -81,7 +81,8 @@ func TestProduceConsume(t *testing.T) {
 	out, _ = must("", "topic", "describe", "orders")
 	t.Logf("describe:\n%s", out)
 	if !strings.Contains(out, "cleanup.policy  compact    topic") || !strings.Contains(out, "retention.ms    604800000  default") ||
-		!strings.Contains(out, "  "+itoa(p1)+"          k1 ("+fb.addr+")  1      0      3    3") {
+		!strings.Contains(out, "  "+itoa(p1)+"          k1 ("+fb.addr+")  1      0      3    3") ||
+		!strings.Contains(out, "OFFSETS is END - START, not a record count") {
 		t.Fatalf("describe:\n%s", out)
 	}
 	if out, _ = must("", "topic", "list", "--output", "json"); out != `[{"name":"orders","partitions":3}]`+"\n" {

@@ -384,7 +384,10 @@ func printTopic(w io.Writer, t *topicJSON) error {
 	}
 	fmt.Fprintln(w, "\nPartitions:")
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "  PARTITION\tOWNER\tEPOCH\tSTART\tEND\tRECORDS\tBYTES\tLEDGERS\tTIERED")
+	// OFFSETS is END - START, as Kafka's tools show offsets: it counts
+	// the records only where none was removed from between (compaction
+	// leaves holes; transaction markers take offsets too).
+	fmt.Fprintln(tw, "  PARTITION\tOWNER\tEPOCH\tSTART\tEND\tOFFSETS\tBYTES\tLEDGERS\tTIERED")
 	for _, p := range t.Partitions {
 		owner := "-"
 		if p.OwnerID != "" {
@@ -434,6 +437,9 @@ func printTopic(w io.Writer, t *topicJSON) error {
 	if len(compacted) > 0 {
 		fmt.Fprintf(w, "  compaction last ran (UTC): partition %s\n", strings.Join(compacted, "; "))
 	}
+	if t.compacted() {
+		fmt.Fprintln(w, "  OFFSETS is END - START, not a record count: compaction removes records and keeps offsets")
+	}
 	for _, p := range t.Partitions {
 		if !p.Live {
 			_, err := fmt.Fprintln(w, "  * the owner did not answer: end of the last closed ledger")
@@ -441,6 +447,22 @@ func printTopic(w io.Writer, t *topicJSON) error {
 		}
 	}
 	return nil
+}
+
+// compacted: the topic compacts, or a pass ran on it (a topic switched
+// back to delete keeps its holes).
+func (t *topicJSON) compacted() bool {
+	for _, c := range t.Configs {
+		if c.Name == "cleanup.policy" && strings.Contains(c.Value, "compact") {
+			return true
+		}
+	}
+	for _, p := range t.Partitions {
+		if p.LastCompactionMs > 0 || p.CleanedOffset > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func printConfigs(w io.Writer, configs []configJSON) error {
