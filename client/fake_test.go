@@ -40,6 +40,7 @@ type fakeCluster struct {
 	// knobs and counters
 	dropProduce     int           // apply the next n Produce requests, then fail them (unknown outcome)
 	holdProduce     chan struct{} // when set, Produce waits for it to close
+	heldProduces    int           // Produce calls that waited on holdProduce
 	moveAfter       int           // after this many produce requests, moveTo takes over moveTP
 	moveTP          TopicPartition
 	moveTo          int
@@ -214,6 +215,9 @@ func (b *fakeBroker) Produce(ctx context.Context, req *brokerpb.ProduceRequest) 
 	cl := b.cl
 	cl.mu.Lock()
 	hold := cl.holdProduce
+	if hold != nil {
+		cl.heldProduces++
+	}
 	cl.mu.Unlock()
 	if hold != nil {
 		select {

@@ -538,7 +538,15 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the first is in flight, held
+	// The first is in flight, held; the nine others wait behind it.
+	waitFor(t, 10*time.Second, "the first produce held", func() error {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		if cl.heldProduces == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	cl.mu.Lock()
 	cl.holdProduce = nil
 	cl.mu.Unlock()

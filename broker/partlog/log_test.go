@@ -353,13 +353,7 @@ func TestTakeoverDropsEmptyLedger(t *testing.T) {
 	cfg.SegmentBytes = 1
 	a := f.open(cfg)
 	appendN(t, a, 1) // kicks a background roll
-	deadline := time.Now().Add(testTimeout)
-	for len(a.Describe().Segments) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no background roll")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "a background roll", func() bool { return len(a.Describe().Segments) >= 2 })
 	emptyID := a.Describe().Segments[1].LedgerId
 	b := f.open(f.config(2))
 	pl := b.Describe()
@@ -509,13 +503,7 @@ func TestSizeRollInBackground(t *testing.T) {
 	cfg.SegmentBytes = 300
 	l := f.open(cfg)
 	appendN(t, l, 5)
-	deadline := time.Now().Add(testTimeout)
-	for len(l.Describe().Segments) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no background roll")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "a background roll", func() bool { return len(l.Describe().Segments) >= 2 })
 	appendN(t, l, 1)
 	if got := len(fetchAll(t, l, 0)); got != 18 {
 		t.Fatalf("%d records", got)
@@ -600,9 +588,7 @@ func TestDuplicateOfInFlight(t *testing.T) {
 		r, _ := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
 		first <- r
 	}()
-	for len(f.cluster.Bookies.InFlight()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) > 0 })
 	retry := make(chan AppendResult, 1)
 	go func() {
 		r, err := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
@@ -646,9 +632,7 @@ func TestAcks(t *testing.T) {
 			_, err := l.Append(testCtx(t), batch(t, 1, acks.String()), acks)
 			done <- err
 		}()
-		for len(f.cluster.Bookies.InFlight()) < 3 {
-			time.Sleep(time.Millisecond)
-		}
+		waitFor(t, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 3 })
 		return done
 	}
 	quiet := func(done chan error, what string) {
@@ -711,9 +695,7 @@ func TestWriteFailureFailsLog(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for len(f.cluster.Bookies.InFlight()) < 6 {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 6 })
 	// Fence the ledger behind the writer's back (a takeover).
 	id := l.Describe().Segments[0].LedgerId
 	for _, b := range f.cluster.Bookies.Addrs() {
@@ -864,13 +846,7 @@ func TestSetLimits(t *testing.T) {
 	if _, err := l.Append(testCtx(t), batch(t, 1, strings.Repeat("x", 100)), AcksQuorum); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("batch over the new limit: %v", err)
 	}
-	deadline := time.Now().Add(testTimeout)
-	for len(l.Describe().Segments) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no roll after the segment size shrank")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "a roll after the segment size shrank", func() bool { return len(l.Describe().Segments) >= 2 })
 	if got := l.Limits(); got.MaxBatchBytes != 80 || got.SegmentBytes != 100 || got.SegmentAge != f.config(1).withDefaults().SegmentAge {
 		t.Fatalf("limits %+v", got)
 	}
@@ -892,10 +868,7 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 		res <- err
 	}()
 	var inflight []ledgerInFlight
-	for len(inflight) < 3 {
-		inflight = f.cluster.Bookies.InFlight()
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the append at 3 bookies", func() bool { inflight = f.cluster.Bookies.InFlight(); return len(inflight) >= 3 })
 	// One bookie stores it; A never hears a quorum.
 	f.cluster.Bookies.Deliver(func(r ledgerInFlight) bool { return r.Bookie == inflight[0].Bookie })
 	f.cluster.Bookies.SetManual(false)
