@@ -24,7 +24,7 @@ func TestCompactionTopicConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.Policy()
-	if !p.Compact || !p.Delete || p.RemoteStorage || p.DeleteRetentionMs != 5000 || p.Compaction.MinCleanableDirtyRatio != 0.1 ||
+	if !p.Compact || !p.Delete || !p.RemoteStorage || p.DeleteRetentionMs != 5000 || p.Compaction.MinCleanableDirtyRatio != 0.1 ||
 		p.Compaction.MaxCompactionLagMs != 60000 || p.Compaction.MinCompactionLagMs != 1000 {
 		t.Fatalf("policy: %+v", p)
 	}

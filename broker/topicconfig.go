@@ -52,10 +52,9 @@ func (c TopicConfig) Policy() partlog.Policy {
 		RetentionMs:         c.RetentionMs,
 		RetentionBytes:      c.RetentionBytes,
 		MaxTimestampAheadMs: c.MaxTimestampAheadMs,
-		// Compacted topics stay on the bookies: compaction rewrites
-		// ledgers only, not segment objects (Kafka refuses remote
-		// storage with compaction too).
-		RemoteStorage:    c.RemoteStorage && !c.Compacted(),
+		// Compacted topics tier too: compaction rewrites segment
+		// objects as well as ledgers (docs/compaction.md).
+		RemoteStorage:    c.RemoteStorage,
 		LocalRetentionMs: c.LocalRetentionMs,
 	}
 }

@@ -180,15 +180,19 @@ func TestTieredStorage(t *testing.T) {
 		t.Fatalf("%d objects for 200 MiB in 4 MiB objects: %v", len(keys), keys)
 	}
 	env, _ := realLedgerEnv(t, c.meta)
-	all, err := ledger.ListAll(ctx, env.Meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, md := range all {
-		if md.Properties["topic"] == "history" && md.State.String() == "CLOSED" {
-			t.Fatalf("closed ledger %d of the topic is still on the bookies", md.Id)
+	// The ledgers go after the CAS that unlinks them, one by one: wait.
+	eventually(t, 30*time.Second, "the closed ledgers of the topic deleted", func() error {
+		all, err := ledger.ListAll(ctx, env.Meta)
+		if err != nil {
+			return err
 		}
-	}
+		for _, md := range all {
+			if md.Properties["topic"] == "history" && md.State.String() == "CLOSED" {
+				return fmt.Errorf("closed ledger %d of the topic is still on the bookies", md.Id)
+			}
+		}
+		return nil
+	})
 	eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error { return bookieCopiesMatch(c.strataCluster, env) })
 
 	// Catch-up reads (numbers for the note; nothing is asserted on time):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/compact"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 // CompactResult is what one Compact call did.
@@ -25,9 +27,10 @@ type CompactResult struct {
 	DirtyRatio    float64
 	DirtyBytes    int64
 	OldestDirtyMs int64
-	// InputLedgers replaced by OutputLedgers; CleanedOffset is the new
-	// cleaned-up-to offset.
+	// InputLedgers replaced by OutputLedgers, InputObjects by
+	// OutputObjects; CleanedOffset is the new cleaned-up-to offset.
 	InputLedgers, OutputLedgers int
+	InputObjects, OutputObjects int
 	CleanedOffset               int64
 	Stats                       compact.Stats
 	Took                        time.Duration
@@ -52,32 +55,71 @@ type compactionLogState struct {
 	running sync.Mutex
 }
 
-// compactCandidates is the part of the log compaction may touch (P7): the
-// ledgers that no segment object covers, as SegmentSummaries for Decide
-// (the open one last, marked open so that Decide stops there).
-func compactCandidates(pl *brokerpb.PartitionLog) ([]*brokerpb.LedgerSegment, []compact.SegmentSummary) {
+// compactPiece is one part of the log compaction may rewrite: a segment object
+// or a ledger no object covers (exactly one is set).
+type compactPiece struct {
+	object *brokerpb.TieredSegment
+	ledger *brokerpb.LedgerSegment
+}
+
+func (p compactPiece) first() int64 {
+	if p.object != nil {
+		return p.object.BaseOffset
+	}
+	return p.ledger.FirstOffset
+}
+
+func (p compactPiece) last() int64 {
+	if p.object != nil {
+		return p.object.LastOffset
+	}
+	return p.ledger.LastOffset
+}
+
+func (p compactPiece) String() string {
+	if p.object != nil {
+		return "object " + p.object.ObjectKey
+	}
+	return fmt.Sprintf("ledger %d", p.ledger.LedgerId)
+}
+
+// compactCandidates is the part of the log compaction may touch (P7), in
+// offset order, as SegmentSummaries for Decide: with objects (the log has
+// a store to read and write them), every segment object, then the
+// ledgers no object covers (the open one last, marked open so that Decide
+// stops there). Ledgers an object covers are local copies, never
+// candidates; without objects, the object part is left alone.
+func compactCandidates(pl *brokerpb.PartitionLog, objects bool) ([]compactPiece, []compact.SegmentSummary) {
 	end := tieredEnd(pl)
-	var segs []*brokerpb.LedgerSegment
+	var pieces []compactPiece
 	var sums []compact.SegmentSummary
+	if objects {
+		for _, o := range pl.GetTiered() {
+			pieces = append(pieces, compactPiece{object: o})
+			sums = append(sums, compact.SegmentSummary{FirstOffset: o.BaseOffset, LastOffset: o.LastOffset,
+				Bytes: o.DataBytes, MaxTimestampMs: o.MaxTimestampMs})
+		}
+	}
 	for _, s := range pl.GetSegments() {
 		if end >= 0 && s.FirstOffset < end {
-			continue // a local copy of tiered data: the object part is not compacted
+			continue // a local copy of tiered data
 		}
-		segs = append(segs, s)
+		pieces = append(pieces, compactPiece{ledger: s})
 		sums = append(sums, compact.SegmentSummary{FirstOffset: s.FirstOffset, LastOffset: s.LastOffset,
 			Bytes: s.Bytes, MaxTimestampMs: s.MaxTimestampMs, Open: !s.Closed})
 	}
-	return segs, sums
+	return pieces, sums
 }
 
-// decideCompaction is the scheduling decision for pl (pure).
-func decideCompaction(pl *brokerpb.PartitionLog, nowMs int64, p compact.Policy) ([]*brokerpb.LedgerSegment, compact.Decision, int64) {
-	segs, sums := compactCandidates(pl)
+// decideCompaction is the scheduling decision for pl (pure); objects as
+// compactCandidates.
+func decideCompaction(pl *brokerpb.PartitionLog, nowMs int64, p compact.Policy, objects bool) ([]compactPiece, compact.Decision, int64) {
+	pieces, sums := compactCandidates(pl, objects)
 	cleaned := pl.GetCleanedOffset()
-	if len(segs) > 0 {
-		cleaned = max(cleaned, segs[0].FirstOffset)
+	if len(pieces) > 0 {
+		cleaned = max(cleaned, pieces[0].first())
 	}
-	return segs, compact.Decide(sums, cleaned, nowMs, p), cleaned
+	return pieces, compact.Decide(sums, cleaned, nowMs, p), cleaned
 }
 
 // DirtyRatio is the dirty ratio of the log's cleanable ledgers now, as
@@ -88,19 +130,21 @@ func (l *Log) DirtyRatio() float64 {
 	if !l.mu.policy.Compact {
 		return 0
 	}
-	_, d, _ := decideCompaction(l.mu.pl, l.cfg.Now().UnixMilli(), l.mu.policy.Compaction)
+	_, d, _ := decideCompaction(l.mu.pl, l.cfg.Now().UnixMilli(), l.mu.policy.Compaction, l.cfg.Tier != nil)
 	return d.DirtyRatio
 }
 
 // Compact runs one compaction pass if the policy says so (P7): it indexes
-// the dirty closed ledgers into m (reset first), rewrites every closed
-// ledger from the first one no object covers up to the indexed end
-// (aligned down to a ledger boundary) into new closed ledgers, and swaps
-// them in by one CAS that also stores the cleaned offset. The replaced
-// ledgers are deleted after the CAS. If the log changed meanwhile, the
-// outputs are deleted and ErrCompactionStale returned; a lost CAS fails
-// the log (P3) like any other and deletes the outputs too (a CAS whose
-// outcome is unknown leaves them to the orphan sweeper).
+// the dirty closed pieces (segment objects, then ledgers no object
+// covers) into m (reset first), rewrites every compactPiece from the first one up
+// to the indexed end (aligned down to a compactPiece boundary), objects into new
+// objects and ledgers into new closed ledgers, and swaps them in by one
+// CAS that also stores the cleaned offset and queues the replaced objects
+// for deletion (T6). The replaced ledgers and objects are deleted after
+// the CAS. If the log changed meanwhile, the outputs are deleted and
+// ErrCompactionStale returned; a lost CAS fails the log (P3) like any
+// other and deletes the outputs too (a CAS whose outcome is unknown leaves
+// them to the orphan sweeps).
 func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, error) {
 	m := opts.Map
 	l.compaction.running.Lock()
@@ -117,38 +161,42 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	if !policy.Compact {
 		return res, nil
 	}
-	segs, d, cleaned := decideCompaction(pl, now.UnixMilli(), policy.Compaction)
+	pieces, d, cleaned := decideCompaction(pl, now.UnixMilli(), policy.Compaction, l.cfg.Tier != nil)
 	res.Reason, res.DirtyRatio, res.DirtyBytes = d.Reason, d.DirtyRatio, d.DirtyBytes
-	for _, s := range segs[:d.Cleanable] {
-		if s.LastOffset >= cleaned {
-			res.OldestDirtyMs = s.MaxTimestampMs
+	for _, p := range pieces[:d.Cleanable] {
+		if p.last() >= cleaned {
+			if p.object != nil {
+				res.OldestDirtyMs = p.object.MaxTimestampMs
+			} else {
+				res.OldestDirtyMs = p.ledger.MaxTimestampMs
+			}
 			break
 		}
 	}
 	if !d.Compact {
 		return res, nil
 	}
-	cleanable := segs[:d.Cleanable]
+	cleanable := pieces[:d.Cleanable]
 
 	// 1. Index the dirty range; note the producers' last batches and the
 	// batch ends of the whole range (C5 and the end rule of P7).
 	m.Reset()
 	readers := map[uint64]*ledger.Reader{} // both reads of a ledger share one
 	indexedEnd := d.CleanableEnd
-	// lastOfSegment[i]: producer id -> last offset of its last batch in
+	// lastOfPiece[i]: producer id -> last offset of its last batch in
 	// cleanable[i] (bounded by producers, not batches).
-	lastOfSegment := make([]map[int64]int64, 0, len(cleanable))
+	lastOfPiece := make([]map[int64]int64, 0, len(cleanable))
 	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
-	for _, s := range cleanable {
-		if s.FirstOffset >= indexedEnd {
+	for _, p := range cleanable {
+		if p.first() >= indexedEnd {
 			break
 		}
 		lasts := map[int64]int64{}
-		lastOfSegment = append(lastOfSegment, lasts)
-		err := l.readSegment(ctx, readers, s, func(id int64, payload []byte) error {
+		lastOfPiece = append(lastOfPiece, lasts)
+		err := l.readPiece(ctx, readers, p, func(id int64, payload []byte) error {
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
-				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.LedgerId, id, err)
+				return fmt.Errorf("%w: %v entry %d: %w", ErrCorruptBatch, p, id, err)
 			}
 			if h.ProducerID >= 0 {
 				lasts[h.ProducerID] = h.LastOffset()
@@ -158,7 +206,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 			}
 			pr, err := compact.Plan(m, [][]byte{payload}, indexedEnd, maxDecompressed)
 			if err != nil {
-				return fmt.Errorf("partlog: compaction: ledger %d entry %d: %w", s.LedgerId, id, err)
+				return fmt.Errorf("partlog: compaction: %v entry %d: %w", p, id, err)
 			}
 			indexedEnd = pr.IndexedEnd
 			return nil
@@ -167,33 +215,51 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 			return res, err
 		}
 	}
-	// Keep ledgers whole: the pass covers the leading cleanable ledgers
+	// Keep pieces whole: the pass covers the leading cleanable pieces
 	// that end below the indexed end. Keys indexed beyond it only name
 	// records that exist later in the log, so dropping what they
 	// supersede is still "latest wins".
 	n := 0
-	for n < len(cleanable) && cleanable[n].LastOffset < indexedEnd {
+	for n < len(cleanable) && cleanable[n].last() < indexedEnd {
 		n++
 	}
-	if n == 0 || cleanable[n-1].LastOffset < cleaned {
-		return res, fmt.Errorf("%w: partlog: the %d keys it holds do not cover ledger %d; raise the compaction map memory",
-			compact.ErrMapTooSmall, m.Capacity(), cleanable[min(n, len(cleanable)-1)].LedgerId)
+	if n == 0 || cleanable[n-1].last() < cleaned {
+		return res, fmt.Errorf("%w: partlog: the %d keys it holds do not cover %v; raise the compaction map memory",
+			compact.ErrMapTooSmall, m.Capacity(), cleanable[min(n, len(cleanable)-1)])
 	}
-	inputs := cleanable[:n]
-	end := inputs[n-1].LastOffset + 1
+	end := cleanable[n-1].last() + 1
 	lastOf := map[int64]int64{}
-	for _, lasts := range lastOfSegment[:n] {
+	for _, lasts := range lastOfPiece[:n] {
 		for id, last := range lasts {
 			lastOf[id] = last
 		}
 	}
+	var objectInputs []*brokerpb.TieredSegment
+	var ledgerInputs []*brokerpb.LedgerSegment
+	for _, p := range cleanable[:n] {
+		if p.object != nil {
+			objectInputs = append(objectInputs, p.object)
+		} else {
+			ledgerInputs = append(ledgerInputs, p.ledger)
+		}
+	}
 
-	// 2. Rewrite into new closed ledgers.
-	outputs, st, err := l.rewriteSegments(ctx, readers, inputs, m, lastOf, compact.Options{
-		NowMs: now.UnixMilli(), DeleteRetentionMs: policy.DeleteRetentionMs, MaxDecompressedBytes: maxDecompressed,
-	})
+	// 2. Rewrite: objects into new objects, ledgers into new ledgers
+	// (compacted output is written where the data lives).
+	copt := compact.Options{NowMs: now.UnixMilli(), DeleteRetentionMs: policy.DeleteRetentionMs, MaxDecompressedBytes: maxDecompressed}
+	objectOutputs, st, err := l.rewriteObjects(ctx, objectInputs, m, lastOf, copt, end-1)
 	if err != nil {
 		return res, err
+	}
+	var outputs []*brokerpb.LedgerSegment
+	if len(ledgerInputs) > 0 {
+		var lst compact.Stats
+		outputs, lst, err = l.rewriteSegments(ctx, readers, ledgerInputs, m, lastOf, copt)
+		st.Add(lst)
+		if err != nil {
+			l.deleteObjectOutputs(ctx, objectOutputs)
+			return res, err
+		}
 	}
 	res.Stats = st
 	failpoint.Hit("compaction.before_cas")
@@ -201,52 +267,104 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	// 3. One CAS, re-validated against what changed meanwhile.
 	casAttempted := false
 	err = l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
-		i := 0
-		for i < len(pl.Segments) && pl.Segments[i].LedgerId != inputs[0].LedgerId {
-			i++
-		}
-		if i+len(inputs) > len(pl.Segments) {
-			return fmt.Errorf("%w: ledger %d is no longer listed", ErrCompactionStale, inputs[0].LedgerId)
-		}
-		for j, s := range inputs {
-			if cur := pl.Segments[i+j]; cur.LedgerId != s.LedgerId || !cur.Closed {
-				return fmt.Errorf("%w: ledger %d is no longer listed after ledger %d", ErrCompactionStale, s.LedgerId, inputs[0].LedgerId)
-			}
-		}
 		if opts.MaxDuration > 0 && time.Since(began) > opts.MaxDuration {
 			return fmt.Errorf("%w: the pass took %v, more than %v: its outputs may have been swept", ErrCompactionStale,
 				time.Since(began).Round(time.Millisecond), opts.MaxDuration)
 		}
-		if te := tieredEnd(pl); te > inputs[0].FirstOffset {
-			return fmt.Errorf("%w: offsets up to %d were tiered meanwhile", ErrCompactionStale, te-1)
+		if len(objectOutputs) > 0 && time.Since(began) > l.cfg.Tier.OrphanGrace/2 {
+			return fmt.Errorf("%w: the pass took %v, more than half the orphan object grace %v: its objects may have been swept",
+				ErrCompactionStale, time.Since(began).Round(time.Millisecond), l.cfg.Tier.OrphanGrace)
 		}
-		segs := append([]*brokerpb.LedgerSegment{}, pl.Segments[:i]...)
-		segs = append(segs, outputs...)
-		pl.Segments = append(segs, pl.Segments[i+len(inputs):]...)
-		pl.CleanedOffset = max(pl.CleanedOffset, end)
-		pl.LastCompactionMs = now.UnixMilli()
-		casAttempted = true
-		return nil
+		err := swapCompacted(pl, compactionSwap{
+			objectInputs: objectInputs, objectOutputs: objectOutputs, ledgerInputs: ledgerInputs, ledgerOutputs: outputs,
+			end: end, nowMs: now.UnixMilli(),
+		})
+		casAttempted = err == nil
+		return err
 	})
 	if err != nil {
 		// Nothing names the outputs unless the CAS was sent and its
 		// outcome is unknown: then the list decides, and the orphan
-		// sweeper deletes what it does not name.
+		// sweeps delete what it does not name.
 		if !casAttempted || errors.Is(err, ErrConflict) {
 			dctx, cancel := cleanupContext(ctx)
 			l.deleteSegments(dctx, outputs)
+			l.deleteObjectOutputs(dctx, objectOutputs)
 			cancel()
 		}
 		return res, err
 	}
 	failpoint.Hit("compaction.after_cas")
-	l.deleteSegments(ctx, inputs)
-	res.Ran, res.InputLedgers, res.OutputLedgers, res.CleanedOffset = true, len(inputs), len(outputs), end
+	l.deleteSegments(ctx, ledgerInputs)
+	if len(objectInputs) > 0 {
+		// Queued by the CAS (T6): collected now, or by a later check.
+		if err := l.collectGarbage(ctx); err != nil {
+			l.log.Warn("compaction: deleting replaced objects; the garbage queue retries", "err", err)
+		}
+	}
+	res.Ran, res.CleanedOffset = true, end
+	res.InputLedgers, res.OutputLedgers = len(ledgerInputs), len(outputs)
+	res.InputObjects, res.OutputObjects = len(objectInputs), len(objectOutputs)
 	res.Took = time.Since(began)
-	l.log.Info("compaction", "reason", d.Reason, "dirty_ratio", d.DirtyRatio, "ledgers_in", len(inputs),
-		"ledgers_out", len(outputs), "cleaned_offset", end, "bytes_in", st.BytesIn, "bytes_out", st.BytesOut,
+	l.log.Info("compaction", "reason", d.Reason, "dirty_ratio", d.DirtyRatio, "ledgers_in", len(ledgerInputs),
+		"ledgers_out", len(outputs), "objects_in", len(objectInputs), "objects_out", len(objectOutputs), "cleaned_offset", end,
+		"bytes_in", st.BytesIn, "bytes_out", st.BytesOut,
 		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped, "took", res.Took)
 	return res, nil
+}
+
+// compactionSwap is what a pass replaces: leading segment objects by new
+// objects, then ledgers by new ledgers, covering offsets up to end.
+type compactionSwap struct {
+	objectInputs, objectOutputs []*brokerpb.TieredSegment
+	ledgerInputs, ledgerOutputs []*brokerpb.LedgerSegment
+	end, nowMs                  int64
+}
+
+// swapCompacted applies a pass to pl (pure; the CAS's change): the
+// inputs must still be listed, consecutive, and the ledger inputs closed
+// and untiered, or ErrCompactionStale (retention or tiering moved
+// meanwhile). Replaced objects are queued in pl's garbage list in the same
+// change (T6); cleaned_offset moves to end.
+func swapCompacted(pl *brokerpb.PartitionLog, sw compactionSwap) error {
+	oi, li := 0, 0
+	if in := sw.objectInputs; len(in) > 0 {
+		oi = slices.IndexFunc(pl.Tiered, func(t *brokerpb.TieredSegment) bool { return t.ObjectKey == in[0].ObjectKey })
+		if oi < 0 || oi+len(in) > len(pl.Tiered) {
+			return fmt.Errorf("%w: object %s is no longer listed", ErrCompactionStale, in[0].ObjectKey)
+		}
+		for j, o := range in {
+			if pl.Tiered[oi+j].ObjectKey != o.ObjectKey {
+				return fmt.Errorf("%w: object %s is no longer listed after %s", ErrCompactionStale, o.ObjectKey, in[0].ObjectKey)
+			}
+		}
+	}
+	if in := sw.ledgerInputs; len(in) > 0 {
+		li = slices.IndexFunc(pl.Segments, func(s *brokerpb.LedgerSegment) bool { return s.LedgerId == in[0].LedgerId })
+		if li < 0 || li+len(in) > len(pl.Segments) {
+			return fmt.Errorf("%w: ledger %d is no longer listed", ErrCompactionStale, in[0].LedgerId)
+		}
+		for j, s := range in {
+			if cur := pl.Segments[li+j]; cur.LedgerId != s.LedgerId || !cur.Closed {
+				return fmt.Errorf("%w: ledger %d is no longer listed after ledger %d", ErrCompactionStale, s.LedgerId, in[0].LedgerId)
+			}
+		}
+		if te := tieredEnd(pl); te > in[0].FirstOffset {
+			return fmt.Errorf("%w: offsets up to %d were tiered meanwhile", ErrCompactionStale, te-1)
+		}
+	}
+	if in := sw.objectInputs; len(in) > 0 {
+		for _, o := range in {
+			pl.Garbage = append(pl.Garbage, &brokerpb.GarbageObject{ObjectKey: o.ObjectKey, SinceMs: sw.nowMs})
+		}
+		pl.Tiered = slices.Concat(pl.Tiered[:oi], sw.objectOutputs, pl.Tiered[oi+len(in):])
+	}
+	if in := sw.ledgerInputs; len(in) > 0 {
+		pl.Segments = slices.Concat(pl.Segments[:li], sw.ledgerOutputs, pl.Segments[li+len(in):])
+	}
+	pl.CleanedOffset = max(pl.CleanedOffset, sw.end)
+	pl.LastCompactionMs = sw.nowMs
+	return nil
 }
 
 // cleanupContext bounds the deletion of a failed pass's outputs, also
@@ -297,6 +415,167 @@ func (l *Log) readSegment(ctx context.Context, readers map[uint64]*ledger.Reader
 	return nil
 }
 
+// readPiece calls fn with every batch of a closed compactPiece, in order: a
+// ledger's entries (readSegment) or an object's batches (readObject).
+//
+// A failure to read a piece that is no longer listed (retention or
+// tiering unlinked it while the pass read it) is ErrCompactionStale.
+func (l *Log) readPiece(ctx context.Context, readers map[uint64]*ledger.Reader, p compactPiece, fn func(id int64, payload []byte) error) error {
+	var err error
+	if p.object != nil {
+		err = l.readObject(ctx, p.object, fn)
+	} else {
+		err = l.readSegment(ctx, readers, p.ledger, fn)
+	}
+	if err != nil && !l.listed(p) {
+		return fmt.Errorf("%w: %v was unlisted while the pass read it: %w", ErrCompactionStale, p, err)
+	}
+	return err
+}
+
+// listed reports whether the log's list still names p.
+func (l *Log) listed(p compactPiece) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.object != nil {
+		return slices.ContainsFunc(l.mu.pl.GetTiered(), func(t *brokerpb.TieredSegment) bool { return t.ObjectKey == p.object.ObjectKey })
+	}
+	return slices.ContainsFunc(l.mu.pl.GetSegments(), func(s *brokerpb.LedgerSegment) bool { return s.LedgerId == p.ledger.LedgerId })
+}
+
+// compactReadBytes is the size of a pass's reads of an object.
+const compactReadBytes = 8 << 20
+
+// readObject calls fn with every batch of a committed object, in order
+// (id: the batch's number in it). It reads the store directly, not
+// through the tier reader's chunk cache, for the reason readSegment has
+// its own readers: a pass must not evict what consumers read; segfile
+// checks every batch (CRC-32C, offsets, index) as a fetch does, and a
+// missing or damaged object fails the pass (T10).
+func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, fn func(id int64, payload []byte) error) error {
+	rr := objectRange{l.cfg.Tier.Store, seg.ObjectKey, l.cfg.Tier.RequestTimeout}
+	tail, err := segfile.ReadTail(ctx, rr, seg.IndexPos, seg.SizeBytes)
+	if err != nil {
+		return fmt.Errorf("partlog: compaction: reading object %s: %w", seg.ObjectKey, err)
+	}
+	id := int64(0)
+	for off := seg.BaseOffset; off <= seg.LastOffset; {
+		buf, err := tail.ReadFetch(ctx, rr, off, compactReadBytes)
+		if err != nil {
+			return fmt.Errorf("partlog: compaction: reading object %s at offset %d: %w", seg.ObjectKey, off, err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+		l.metrics.TierReadBytes.Add(float64(len(buf)))
+		for len(buf) > 0 {
+			h, err := recordbatch.ParseHeader(buf)
+			if err != nil { // segfile checked it: cannot happen
+				return fmt.Errorf("%w: object %s batch %d: %w", ErrCorruptBatch, seg.ObjectKey, id, err)
+			}
+			if err := fn(id, buf[:h.Size()]); err != nil {
+				return err
+			}
+			id, off, buf = id+1, h.LastOffset()+1, buf[h.Size():]
+		}
+	}
+	return nil
+}
+
+// groupObjects splits consecutive objects into the groups a pass writes
+// one output object for: as many as hold at most segmentBytes of data
+// together, at least one (Kafka's groupSegmentsBySize). Grouping by input
+// size bounds each output; outputs smaller than segmentBytes are merged
+// by later passes.
+func groupObjects(objects []*brokerpb.TieredSegment, segmentBytes int64) [][]*brokerpb.TieredSegment {
+	var groups [][]*brokerpb.TieredSegment
+	var bytes int64
+	for i, o := range objects {
+		if i == 0 || bytes+o.DataBytes > segmentBytes {
+			groups = append(groups, nil)
+			bytes = 0
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], o)
+		bytes += o.DataBytes
+	}
+	return groups
+}
+
+// rewriteObjects rewrites inputs (consecutive committed objects) into new
+// objects, one per group (groupObjects), each verified as an upload is
+// (putObject, T8) and covering its group's offsets exactly: batches keep
+// their offsets, and an output whose last batch is gone ends with an
+// empty one (compact.EndBatch), so the list stays contiguous (T3). last is
+// the pass's last offset (its batch is kept, P7). On error the outputs
+// made so far are deleted.
+func (l *Log) rewriteObjects(ctx context.Context, inputs []*brokerpb.TieredSegment, m *compact.OffsetMap,
+	lastOf map[int64]int64, opt compact.Options, last int64) (outputs []*brokerpb.TieredSegment, total compact.Stats, err error) {
+	if len(inputs) == 0 {
+		return nil, total, nil
+	}
+	defer func() {
+		if err != nil {
+			l.deleteObjectOutputs(ctx, outputs)
+			outputs = nil
+		}
+	}()
+	for _, group := range groupObjects(inputs, l.cfg.Tier.SegmentBytes) {
+		var sources []uint64
+		for _, o := range group {
+			sources = append(sources, o.SourceLedgers...)
+		}
+		var st compact.Stats
+		seg, err := l.putObject(ctx, group[0].BaseOffset, group[len(group)-1].LastOffset, true, sources,
+			func(ctx context.Context, out *objectOutput) error {
+				for _, o := range group {
+					err := l.readPiece(ctx, nil, compactPiece{object: o}, func(id int64, payload []byte) error {
+						h, err := recordbatch.ParseHeader(payload)
+						if err != nil {
+							return fmt.Errorf("%w: object %s batch %d: %w", ErrCorruptBatch, o.ObjectKey, id, err)
+						}
+						opt := opt
+						lastBatch, ok := lastOf[h.ProducerID]
+						opt.KeepEmpty = (h.ProducerID >= 0 && ok && lastBatch == h.LastOffset()) || h.LastOffset() == last
+						nb, bst, err := compact.Rewrite(payload, m, opt)
+						if err != nil {
+							return fmt.Errorf("partlog: compaction: object %s batch %d (offset %d): %w", o.ObjectKey, id, h.BaseOffset, err)
+						}
+						st.Add(bst)
+						if nb == nil {
+							return nil
+						}
+						return out.append(nb)
+					})
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		total.Add(st) // putObject returned: its writer is done with st
+		if err != nil {
+			return outputs, total, fmt.Errorf("partlog: compaction: %w", err)
+		}
+		outputs = append(outputs, seg)
+	}
+	return outputs, total, nil
+}
+
+// deleteObjectOutputs deletes objects a pass wrote that no list names
+// (also when ctx ended); what fails, the orphan sweep deletes.
+func (l *Log) deleteObjectOutputs(ctx context.Context, outputs []*brokerpb.TieredSegment) {
+	if len(outputs) == 0 {
+		return
+	}
+	keys := make([]string, len(outputs))
+	for i, o := range outputs {
+		keys[i] = o.ObjectKey
+	}
+	dctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	l.deleteObjects(dctx, keys)
+}
+
 // rewriteSegments rewrites inputs (consecutive closed segments) into new
 // closed ledgers, one batch per entry, each with its index written. An
 // output covers whole inputs: it is cut at an input boundary once it
@@ -329,7 +608,7 @@ func (l *Log) rewriteSegments(ctx context.Context, readers map[uint64]*ledger.Re
 		}
 		out.maxTs = max(out.maxTs, s.MaxTimestampMs)
 		out.createdAtMs = max(out.createdAtMs, s.CreatedAtMs)
-		err := l.readSegment(ctx, readers, s, func(id int64, payload []byte) error {
+		err := l.readPiece(ctx, readers, compactPiece{ledger: s}, func(id int64, payload []byte) error {
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
 				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.LedgerId, id, err)

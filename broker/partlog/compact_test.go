@@ -4,14 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/compact"
+	"github.com/strata-log/strata/tiering/objstore"
+	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
 
 // compactPolicy compacts whatever is closed (dirty ratio 0, no lag) and
@@ -449,19 +455,25 @@ func TestCompactLostRace(t *testing.T) {
 }
 
 // TestDecideCompactionSkipsTiered: ledgers a segment object covers are
-// not compaction candidates (the object part is not compacted).
+// never compaction candidates (local copies); the objects are, first, when
+// the log has a store to rewrite them in, and left alone when it has not.
 func TestDecideCompactionSkipsTiered(t *testing.T) {
 	pl := &brokerpb.PartitionLog{
-		Tiered: []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 9}},
+		Tiered: []*brokerpb.TieredSegment{{ObjectKey: "o1", BaseOffset: 0, LastOffset: 9, DataBytes: 100}},
 		Segments: []*brokerpb.LedgerSegment{
 			{LedgerId: 1, FirstOffset: 0, LastOffset: 9, Bytes: 100, Closed: true},
 			{LedgerId: 2, FirstOffset: 10, LastOffset: 19, Bytes: 100, Closed: true},
 			{LedgerId: 3, FirstOffset: 20, LastOffset: 19, Closed: false},
 		},
 	}
-	segs, d, cleaned := decideCompaction(pl, 1000, compact.Policy{MinCleanableDirtyRatio: 0.5})
-	if len(segs) != 2 || segs[0].LedgerId != 2 || cleaned != 10 || !d.Compact || d.Cleanable != 1 || d.CleanableEnd != 20 {
-		t.Fatalf("segs %v, decision %+v, cleaned %d", segs, d, cleaned)
+	pieces, d, cleaned := decideCompaction(pl, 1000, compact.Policy{MinCleanableDirtyRatio: 0.5}, false)
+	if len(pieces) != 2 || pieces[0].ledger.GetLedgerId() != 2 || cleaned != 10 || !d.Compact || d.Cleanable != 1 || d.CleanableEnd != 20 {
+		t.Fatalf("without a store: pieces %v, decision %+v, cleaned %d", pieces, d, cleaned)
+	}
+	pieces, d, cleaned = decideCompaction(pl, 1000, compact.Policy{MinCleanableDirtyRatio: 0.5}, true)
+	if len(pieces) != 3 || pieces[0].object.GetObjectKey() != "o1" || pieces[1].ledger.GetLedgerId() != 2 || cleaned != 0 ||
+		!d.Compact || d.Cleanable != 2 || d.CleanableEnd != 20 {
+		t.Fatalf("with a store: pieces %v, decision %+v, cleaned %d", pieces, d, cleaned)
 	}
 }
 
@@ -469,7 +481,14 @@ func TestDecideCompactionSkipsTiered(t *testing.T) {
 // keyed records (1 KiB values, 2,000 keys, so most records are
 // superseded), against the in-memory bookies; the figure is MB/s of input
 // read, rewritten, written to new ledgers and swapped in.
-func BenchmarkCompact(b *testing.B) {
+func BenchmarkCompact(b *testing.B) { benchmarkCompact(b, false) }
+
+// BenchmarkCompactTiered: the same data tiered first (8 objects in the
+// in-memory store, no local copies): the pass reads the objects, writes
+// and verifies new ones and queues and deletes the old ones.
+func BenchmarkCompactTiered(b *testing.B) { benchmarkCompact(b, true) }
+
+func benchmarkCompact(b *testing.B, tiered bool) {
 	value := strings.Repeat("v", 1024)
 	var inBytes int64
 	for i := 0; i < b.N; i++ {
@@ -479,6 +498,13 @@ func BenchmarkCompact(b *testing.B) {
 		cfg.SegmentAge = time.Minute
 		cfg.SegmentBytes = 1 << 20
 		cfg.Policy = compactPolicy
+		if tiered {
+			store := memstore.New(memstore.Options{})
+			cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, MaxDelay: time.Hour,
+				CheckInterval: time.Hour, OrphanGrace: time.Hour}
+			cfg.Policy = tieredCompactPolicy()
+			cfg.RetentionCheckInterval = time.Hour
+		}
 		l := f.open(cfg)
 		rng := rand.New(rand.NewPCG(1, uint64(i)))
 		for range 8 {
@@ -498,13 +524,344 @@ func BenchmarkCompact(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		if tiered {
+			if err := l.TierOnce(testCtx(b), false); err != nil || len(l.Describe().Tiered) != 8 {
+				b.Fatalf("tiering: %d objects, %v", len(l.Describe().Tiered), err)
+			}
+			l.cfg.Tier.SegmentBytes = 8 << 20 // one output object
+		}
 		m := compact.NewOffsetMap(8 << 20)
 		b.StartTimer()
 		res, err := l.Compact(testCtx(b), CompactOptions{Map: m})
-		if err != nil || !res.Ran {
+		if err != nil || !res.Ran || (tiered && res.InputObjects != 8) {
 			b.Fatalf("Compact: %+v, %v", res, err)
 		}
 		inBytes += res.Stats.BytesIn
 	}
 	b.SetBytes(inBytes / int64(b.N))
+}
+
+// appendRandomLedgers appends ledgers of random keys, values and
+// tombstones (and one idempotent producer's batch per ledger), each
+// closed by a roll.
+func appendRandomLedgers(t *testing.T, f *fixture, l *Log, m *keyedModel, rng *rand.Rand, ledgers int, seq *int32) {
+	t.Helper()
+	for range ledgers {
+		for range 5 {
+			var kv []string
+			for range 1 + rng.IntN(4) {
+				v := fmt.Sprintf("v%d", rng.IntN(1000))
+				if rng.IntN(6) == 0 {
+					v = ""
+				}
+				kv = append(kv, fmt.Sprintf("k%d", rng.IntN(12)), v)
+			}
+			m.appendKeyed(t, f, l, -1, 0, kv...)
+		}
+		m.appendKeyed(t, f, l, 7, *seq, "idem", fmt.Sprintf("s%d", *seq))
+		*seq++
+		rollByAge(t, f, l)
+	}
+}
+
+// tierAll uploads every closed ledger (one object each) and drops the
+// local copies.
+func tierAll(t *testing.T, l *Log) {
+	t.Helper()
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Describe().Segments {
+		if s.Closed {
+			t.Fatalf("ledger %d (%d-%d) still listed after tiering", s.LedgerId, s.FirstOffset, s.LastOffset)
+		}
+	}
+}
+
+// TestCompactTieredObjects: a pass over segment objects and the ledgers
+// after them keeps exactly the latest record per key at its original
+// offset (checked against the reference model), writes the object part as
+// new compacted objects covering the same offsets (the tiered end does not
+// move) and the ledger part as new ledgers, queues the replaced objects in
+// the same CAS and deletes them; after delete.retention.ms the next pass
+// drops the tombstones and merges small objects; a new owner reads the
+// same log.
+func TestCompactTieredObjects(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, true)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var m keyedModel
+	var seq int32
+	appendRandomLedgers(t, f, l, &m, rng, 6, &seq)
+	tierAll(t, l)
+	appendRandomLedgers(t, f, l, &m, rng, 3, &seq) // on the bookies only
+	m.appendKeyed(t, f, l, -1, 0, "open", "tail")
+	before := l.Describe()
+	hw := l.HighWatermark()
+	if len(before.Tiered) != 6 {
+		t.Fatalf("%d objects, want 6", len(before.Tiered))
+	}
+
+	res := compactNow(t, l, 1<<20)
+	if !res.Ran || res.InputObjects != 6 || res.OutputObjects != 6 || res.InputLedgers != 3 || res.CleanedOffset != before.Segments[2].LastOffset+1 {
+		t.Fatalf("pass %+v, want 6 objects and 3 ledgers cleaned up to %d", res, before.Segments[2].LastOffset+1)
+	}
+	after := l.Describe()
+	if l.HighWatermark() != hw || tieredEnd(after) != tieredEnd(before) || len(after.Garbage) != 0 {
+		t.Fatalf("hw %d (was %d), tiered end %d (was %d), garbage %v", l.HighWatermark(), hw, tieredEnd(after), tieredEnd(before), after.Garbage)
+	}
+	for i, o := range after.Tiered {
+		if o.BaseOffset != before.Tiered[i].BaseOffset || o.LastOffset != before.Tiered[i].LastOffset || !objectFooter(t, store, o).GetCompacted() {
+			t.Fatalf("output %d covers %d-%d, input %d-%d", i, o.BaseOffset, o.LastOffset, before.Tiered[i].BaseOffset, before.Tiered[i].LastOffset)
+		}
+	}
+	if got := storedKeys(t, store); fmt.Sprint(got) != fmt.Sprint(tieredKeys(after)) {
+		t.Fatalf("objects in the store %v, listed %v: the replaced ones must be deleted", got, tieredKeys(after))
+	}
+	got := consumeAll(t, l, 0)
+	if want := m.want(res.CleanedOffset, true); strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
+		t.Fatalf("after compaction:\n got %v\nwant %v", describeAll(got), want)
+	}
+	checkFetchEveryOffset(t, l, got)
+	checkNoLeftovers(t, f, l, before.Segments)
+	if again := compactNow(t, l, 1<<20); again.Ran {
+		t.Fatalf("a second pass with nothing dirty ran: %+v", again)
+	}
+
+	// Past delete.retention.ms, with outputs up to 1 MiB: one object.
+	f.clock.Advance(2 * time.Hour)
+	m.appendKeyed(t, f, l, -1, 0, "k0", "late")
+	rollByAge(t, f, l)
+	l.cfg.Tier.SegmentBytes = 1 << 20
+	res = compactNow(t, l, 1<<20)
+	if !res.Ran || res.InputObjects != 6 || res.OutputObjects != 1 {
+		t.Fatalf("second pass %+v, want 6 objects merged into 1", res)
+	}
+	got = consumeAll(t, l, 0)
+	if want := m.want(res.CleanedOffset, false); strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
+		t.Fatalf("after the horizon:\n got %v\nwant %v", describeAll(got), want)
+	}
+	checkFetchEveryOffset(t, l, got)
+	if keys := storedKeys(t, store); fmt.Sprint(keys) != fmt.Sprint(tieredKeys(l.Describe())) {
+		t.Fatalf("objects in the store %v, listed %v", keys, tieredKeys(l.Describe()))
+	}
+
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	l2 := tieredCompactionLog(t, f, 2, store, true)
+	if got2 := consumeAll(t, l2, 0); strings.Join(describeAll(got2), " ") != strings.Join(describeAll(got), " ") {
+		t.Fatalf("new owner reads\n %v\nwant %v", describeAll(got2), describeAll(got))
+	}
+}
+
+// TestCompactTieredSmallMap: a key map too small for the whole dirty range
+// compacts object by object over several passes (C8) and ends where one
+// big pass ends.
+func TestCompactTieredSmallMap(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, true)
+	var m keyedModel
+	for s := range 4 {
+		for i := range 3 {
+			m.appendKeyed(t, f, l, -1, 0, fmt.Sprintf("s%dk%d", s, i), "x", "shared", fmt.Sprint(s))
+		}
+		rollByAge(t, f, l)
+	}
+	tierAll(t, l)
+	passes := 0
+	for {
+		res := compactNow(t, l, 9*24)
+		if !res.Ran {
+			break
+		}
+		if passes++; passes > 10 {
+			t.Fatal("passes do not converge")
+		}
+	}
+	if passes < 2 {
+		t.Fatalf("%d passes with a small map, want several", passes)
+	}
+	got := describeAll(consumeAll(t, l, 0))
+	if want := m.want(l.Describe().CleanedOffset, true); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("after %d passes:\n got %v\nwant %v", passes, got, want)
+	}
+}
+
+// TestCompactTieredFailureBeforeCAS: a pass whose CAS never lands (metad
+// unreachable: the outcome is unknown, as after a crash between upload
+// and CAS) leaves the stored list as it was and its new objects unnamed;
+// a new owner reads the log unchanged and its orphan sweep deletes them.
+func TestCompactTieredFailureBeforeCAS(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, true)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var m keyedModel
+	var seq int32
+	appendRandomLedgers(t, f, l, &m, rng, 4, &seq)
+	tierAll(t, l)
+	appendRandomLedgers(t, f, l, &m, rng, 1, &seq)
+	stored, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := describeAll(consumeAll(t, l, 0))
+	f.store.setBeforePut(func(key string) error {
+		if key == PartitionKey("orders", 3) {
+			return errors.New("metad unreachable")
+		}
+		return nil
+	})
+	_, err = l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+	f.store.setBeforePut(nil)
+	if !errors.Is(err, ErrUnknownOutcome) || l.Err() == nil {
+		t.Fatalf("Compact with metad unreachable at its CAS: %v (log: %v), want ErrUnknownOutcome and a failed log", err, l.Err())
+	}
+	now, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	if err != nil || !proto.Equal(now, stored) {
+		t.Fatalf("the stored list changed: %v", err)
+	}
+	orphans := 0
+	for _, k := range storedKeys(t, store) {
+		if !slices.Contains(tieredKeys(stored), k) {
+			orphans++
+		}
+	}
+	if orphans != 4 {
+		t.Fatalf("%d unnamed objects in the store, want the pass's 4 outputs", orphans)
+	}
+	_ = l.Close(testCtx(t))
+
+	l2 := tieredCompactionLog(t, f, 2, store, true)
+	if got := describeAll(consumeAll(t, l2, 0)); strings.Join(got, " ") != strings.Join(records, " ") {
+		t.Fatalf("new owner reads\n %v\nwant %v", got, records)
+	}
+	l2.cfg.Tier.OrphanGrace = time.Nanosecond
+	if err := l2.TierOnce(testCtx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	if keys := storedKeys(t, store); fmt.Sprint(keys) != fmt.Sprint(tieredKeys(l2.Describe())) {
+		t.Fatalf("objects after the sweep %v, listed %v", keys, tieredKeys(l2.Describe()))
+	}
+}
+
+// TestCompactTieredStale: retention removing an input object, or tiering
+// taking an input ledger, while a pass writes its outputs: the CAS
+// re-validates, nothing is swapped in, the outputs (objects and ledgers)
+// are deleted and the log stays healthy.
+func TestCompactTieredStale(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, l *Log)
+	}{
+		{"retention", func(t *testing.T, l *Log) {
+			p := tieredCompactPolicy()
+			p.Delete, p.RetentionBytes = true, 1
+			l.SetPolicy(p)
+			if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces == 0 {
+				t.Errorf("retention: %+v, %v", cut, err)
+			}
+			p.Delete = false
+			l.SetPolicy(p)
+		}},
+		{"tiering", func(t *testing.T, l *Log) {
+			if err := l.TierOnce(testCtx(t), false); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			store := memstore.New(memstore.Options{})
+			l := tieredCompactionLog(t, f, 1, store, true)
+			rng := rand.New(rand.NewPCG(7, 8))
+			var m keyedModel
+			var seq int32
+			appendRandomLedgers(t, f, l, &m, rng, 3, &seq)
+			tierAll(t, l)
+			appendRandomLedgers(t, f, l, &m, rng, 2, &seq)
+			before := l.Describe()
+			inputs := tieredKeys(before)
+			var fired atomic.Bool // the change's own uploads come back here
+			store.SetHook(func(c memstore.Call) memstore.Fault {
+				if c.Op == objstore.OpPut && !slices.Contains(inputs, c.Key) && fired.CompareAndSwap(false, true) {
+					tc.change(t, l)
+				}
+				return memstore.Fault{}
+			})
+			_, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+			store.SetHook(nil)
+			if !errors.Is(err, ErrCompactionStale) || l.Err() != nil {
+				t.Fatalf("Compact racing %s: %v (log: %v), want ErrCompactionStale", tc.name, err, l.Err())
+			}
+			after := l.Describe()
+			if after.CleanedOffset != before.CleanedOffset || after.LastCompactionMs != 0 {
+				t.Fatalf("cleaned offset %d, last compaction %d: something was swapped in", after.CleanedOffset, after.LastCompactionMs)
+			}
+			if err := l.TierOnce(testCtx(t), false); err != nil { // collects what retention queued
+				t.Fatal(err)
+			}
+			if keys := storedKeys(t, store); fmt.Sprint(keys) != fmt.Sprint(tieredKeys(l.Describe())) {
+				t.Fatalf("objects in the store %v, listed %v: the outputs must be deleted", keys, tieredKeys(l.Describe()))
+			}
+			checkNoLeftovers(t, f, l, before.Segments)
+		})
+	}
+}
+
+// TestSwapCompacted: the CAS's change (pure) swaps objects and ledgers
+// and queues the replaced objects, accepts objects tiered after its
+// inputs, and refuses (ErrCompactionStale, pl untouched) inputs that
+// retention removed or ledgers that were tiered meanwhile.
+func TestSwapCompacted(t *testing.T) {
+	obj := func(key string, base, last int64) *brokerpb.TieredSegment {
+		return &brokerpb.TieredSegment{ObjectKey: key, BaseOffset: base, LastOffset: last}
+	}
+	led := func(id uint64, first, last int64, closed bool) *brokerpb.LedgerSegment {
+		return &brokerpb.LedgerSegment{LedgerId: id, FirstOffset: first, LastOffset: last, Closed: closed}
+	}
+	base := func() *brokerpb.PartitionLog {
+		return &brokerpb.PartitionLog{
+			Tiered:   []*brokerpb.TieredSegment{obj("a", 0, 9), obj("b", 10, 19)},
+			Segments: []*brokerpb.LedgerSegment{led(3, 20, 29, true), led(4, 30, 29, false)},
+		}
+	}
+	sw := compactionSwap{
+		objectInputs: []*brokerpb.TieredSegment{obj("a", 0, 9), obj("b", 10, 19)}, objectOutputs: []*brokerpb.TieredSegment{obj("c", 0, 19)},
+		ledgerInputs: []*brokerpb.LedgerSegment{led(3, 20, 29, true)}, ledgerOutputs: []*brokerpb.LedgerSegment{led(5, 20, 29, true)},
+		end: 30, nowMs: 7,
+	}
+	pl := base()
+	if err := swapCompacted(pl, sw); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(tieredKeys(pl)) != "[c]" || pl.Segments[0].LedgerId != 5 || len(pl.Segments) != 2 || pl.CleanedOffset != 30 ||
+		len(pl.Garbage) != 2 || pl.Garbage[0].ObjectKey != "a" || pl.Garbage[1].ObjectKey != "b" || pl.Garbage[0].SinceMs != 7 {
+		t.Fatalf("after the swap: %v", pl)
+	}
+
+	objectsOnly := sw
+	objectsOnly.ledgerInputs, objectsOnly.ledgerOutputs, objectsOnly.end = nil, nil, 20
+	pl = base()
+	pl.Tiered = append(pl.Tiered, obj("d", 20, 29)) // tiered meanwhile, after the inputs
+	pl.Segments = pl.Segments[1:]
+	if err := swapCompacted(pl, objectsOnly); err != nil || fmt.Sprint(tieredKeys(pl)) != "[c d]" {
+		t.Fatalf("objects tiered after the inputs: %v, %v", err, tieredKeys(pl))
+	}
+
+	for name, change := range map[string]func(pl *brokerpb.PartitionLog){
+		"retention removed an input object": func(pl *brokerpb.PartitionLog) { pl.Tiered = pl.Tiered[1:] },
+		"an input ledger was tiered":        func(pl *brokerpb.PartitionLog) { pl.Tiered = append(pl.Tiered, obj("d", 20, 29)) },
+		"an input ledger was removed":       func(pl *brokerpb.PartitionLog) { pl.Segments = pl.Segments[1:] },
+	} {
+		pl := base()
+		change(pl)
+		want := proto.Clone(pl)
+		if err := swapCompacted(pl, sw); !errors.Is(err, ErrCompactionStale) || !proto.Equal(pl, want) {
+			t.Fatalf("%s: %v, list %v", name, err, pl)
+		}
+	}
 }

@@ -58,22 +58,27 @@
 //     after the CAS, so the list never names deleted data and a crash
 //     between the two only leaves unlisted ledgers (swept by the
 //     controller). log_start_offset never decreases.
-//   - P7 Compaction (cleanup.policy compact): only closed segments no
-//     segment object covers are rewritten (the open one never: takeover
-//     replays it; tiered ones are not compacted yet), a whole segment or
-//     none, from the first such segment up to the cleaned end (the map's
-//     indexed end aligned down to a segment boundary). Outputs are new
-//     closed ledgers (one batch per entry, index written) that keep their
-//     inputs' offset range; batches keep their offsets (tiering/compact
-//     C1-C10). The range's last batch is kept, empty if nothing
-//     survives, so that every offset below the high watermark has a
-//     batch at or after it (a consumer at a hole is never stuck). ONE CAS
-//     replaces the inputs by the outputs and stores cleaned_offset, after
-//     re-checking that the inputs are still listed, closed and untiered;
-//     otherwise (ErrCompactionStale, or a lost CAS) the outputs are
-//     deleted. Inputs are deleted after the CAS, like retention's (P6).
-//     The producer state is unaffected: it is snapshotted in the list
-//     (P5) and compaction keeps each producer's last batch (C5).
+//   - P7 Compaction (cleanup.policy compact): only sealed pieces are
+//     rewritten (the open segment never: takeover replays it): segment
+//     objects, then the closed segments no object covers (a ledger an
+//     object covers is a local copy, skipped), whole pieces only, from
+//     the first one up to the cleaned end (the map's indexed end aligned
+//     down to a piece boundary). Outputs keep their inputs' offset
+//     ranges: new objects (grouped up to the tier segment size, verified
+//     as uploads are) for objects, new closed ledgers (one batch per
+//     entry, index written) for ledgers; batches keep their offsets
+//     (tiering/compact C1-C10). An output whose last batch went ends with
+//     an empty batch at its last offset, so that every offset below the
+//     high watermark has a batch at or after it (a consumer at a hole is
+//     never stuck). ONE CAS replaces the inputs by the outputs, stores
+//     cleaned_offset and queues replaced objects for deletion, after
+//     re-checking that the inputs are still listed, in order, and (for
+//     ledgers) untiered; otherwise (ErrCompactionStale, or a lost CAS)
+//     the outputs are deleted or left to the orphan sweeps. Inputs are
+//     deleted after the CAS, like retention's (P6). An upload commits only
+//     if its ledgers are still listed (a pass may have replaced them). The
+//     producer state is unaffected: it is snapshotted in the list (P5)
+//     and compaction keeps each producer's last batch (C5).
 //
 // # Concurrency
 //

@@ -13,10 +13,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/tieringpb"
+	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/segfile"
 )
@@ -289,37 +291,22 @@ func (l *Log) uploadOnce(ctx context.Context) (bool, error) {
 	}
 	start := time.Now()
 	base, last := run[0].FirstOffset, run[len(run)-1].LastOffset
-	key := fmt.Sprintf("%s%020d-%020d-%016x.seg", tier.KeyPrefix, base, last, rand.Uint64())
-	uctx, cancel := context.WithTimeout(ctx, tier.UploadTimeout)
-	sum, err := l.writeObject(uctx, key, run)
-	cancel()
+	// Ledgers below cleaned_offset were rewritten by compaction (P7):
+	// their offsets have holes and the run may end in one. The ones at or
+	// after it are as written, dense, and keep segfile's dense check (T8).
+	compacted := base < pl.GetCleanedOffset()
+	seg, err := l.putObject(ctx, base, last, compacted, ledgerIDs(run), func(ctx context.Context, out *objectOutput) error {
+		return l.copyLedgers(ctx, out, run)
+	})
 	if err != nil {
-		l.deleteObjects(ctx, []string{key})
-		return false, fmt.Errorf("partlog: uploading offsets %d-%d: %w", base, last, err)
+		return false, err
 	}
-	// Read it back before anything depends on it (T8).
-	got, err := l.readBack(ctx, key, sum)
-	if err != nil || got != sum {
-		l.deleteObjects(ctx, []string{key})
-		return false, fmt.Errorf("partlog: verifying %s: %w (read back %+v, wrote %+v)", key, err, got, sum)
-	}
-	failpoint.Hit("tier.after_upload")
-	seg := &brokerpb.TieredSegment{
-		ObjectKey: key, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset, SizeBytes: sum.Size,
-		IndexPos: sum.IndexPos, DataBytes: sum.DataBytes, Records: sum.Records,
-		MinTimestampMs: sum.MinTimestampMs, MaxTimestampMs: sum.MaxTimestampMs, CommittedAtMs: l.cfg.Now().UnixMilli(),
-	}
-	for _, s := range run {
-		seg.SourceLedgers = append(seg.SourceLedgers, s.LedgerId)
-	}
-	if err := l.commitTiered(ctx, seg); err != nil {
-		l.deleteObjects(ctx, []string{key})
+	if err := l.commitTiered(ctx, seg, run); err != nil {
+		l.deleteObjects(ctx, []string{seg.ObjectKey})
 		return false, err
 	}
 	failpoint.Hit("tier.after_commit")
-	l.metrics.TierUploadedBytes.Add(float64(sum.Size))
-	l.metrics.TierUploadedObjects.Inc()
-	l.log.Info("tiered", "object", key, "base_offset", seg.BaseOffset, "last_offset", seg.LastOffset,
+	l.log.Info("tiered", "object", seg.ObjectKey, "base_offset", seg.BaseOffset, "last_offset", seg.LastOffset,
 		"bytes", seg.SizeBytes, "ledgers", len(run), "took", time.Since(start).Round(time.Millisecond))
 	return true, nil
 }
@@ -338,9 +325,69 @@ func (l *Log) readBack(ctx context.Context, key string, wrote segfile.Summary) (
 	return tail.Summary(), nil
 }
 
-// writeObject streams the run's batches, read from the bookies, into a
-// new object under key.
-func (l *Log) writeObject(ctx context.Context, key string, run []*brokerpb.LedgerSegment) (segfile.Summary, error) {
+// putObject writes a new segment object covering [base, last] under a
+// new key (T2), filled by fill, verifies it (T8) and returns its entry for
+// the list, or deletes it and fails. The uploader and compaction share
+// it, so a compaction output is checked exactly as an upload is.
+// compacted allows holes (segfile.Options.Compacted); such an object
+// whose batches end before last gets an empty batch at last
+// (compact.EndBatch), so that it covers [base, last] like its inputs.
+func (l *Log) putObject(ctx context.Context, base, last int64, compacted bool, sources []uint64,
+	fill func(context.Context, *objectOutput) error) (*brokerpb.TieredSegment, error) {
+	tier := l.cfg.Tier
+	key := fmt.Sprintf("%s%020d-%020d-%016x.seg", tier.KeyPrefix, base, last, rand.Uint64())
+	uctx, cancel := context.WithTimeout(ctx, tier.UploadTimeout)
+	sum, err := l.writeObject(uctx, key, base, last, compacted, sources, fill)
+	cancel()
+	if err != nil {
+		l.deleteObjects(ctx, []string{key})
+		return nil, fmt.Errorf("partlog: uploading offsets %d-%d: %w", base, last, err)
+	}
+	if sum.BaseOffset != base || sum.LastOffset != last {
+		l.deleteObjects(ctx, []string{key})
+		return nil, fmt.Errorf("partlog: object %s covers %d-%d, want %d-%d", key, sum.BaseOffset, sum.LastOffset, base, last)
+	}
+	// Read it back before anything depends on it (T8).
+	got, err := l.readBack(ctx, key, sum)
+	if err != nil || got != sum {
+		l.deleteObjects(ctx, []string{key})
+		return nil, fmt.Errorf("partlog: verifying %s: %w (read back %+v, wrote %+v)", key, err, got, sum)
+	}
+	failpoint.Hit("tier.after_upload")
+	l.metrics.TierUploadedBytes.Add(float64(sum.Size))
+	l.metrics.TierUploadedObjects.Inc()
+	return &brokerpb.TieredSegment{
+		ObjectKey: key, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset, SizeBytes: sum.Size,
+		IndexPos: sum.IndexPos, DataBytes: sum.DataBytes, Records: sum.Records,
+		MinTimestampMs: sum.MinTimestampMs, MaxTimestampMs: sum.MaxTimestampMs, CommittedAtMs: l.cfg.Now().UnixMilli(),
+		SourceLedgers: sources,
+	}, nil
+}
+
+// objectOutput is the segment object being written: fill appends batches
+// in offset order.
+type objectOutput struct {
+	sw    *segfile.Writer
+	last  int64 // last offset of the last batch appended, -1: none
+	maxTs int64
+}
+
+func (o *objectOutput) append(batch []byte) error {
+	h, err := recordbatch.ParseHeader(batch)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+	}
+	if err := o.sw.Append(batch); err != nil {
+		return err
+	}
+	o.last, o.maxTs = h.LastOffset(), max(o.maxTs, h.MaxTimestamp)
+	return nil
+}
+
+// writeObject streams a new object under key: fill's batches, checked by
+// segfile (CRC; dense offsets from base unless compacted).
+func (l *Log) writeObject(ctx context.Context, key string, base, last int64, compacted bool, sources []uint64,
+	fill func(context.Context, *objectOutput) error) (segfile.Summary, error) {
 	pr, pw := io.Pipe()
 	type result struct {
 		sum segfile.Summary
@@ -348,47 +395,63 @@ func (l *Log) writeObject(ctx context.Context, key string, run []*brokerpb.Ledge
 	}
 	done := make(chan result, 1)
 	go func() {
-		sum, err := l.writeSegment(ctx, pw, run)
+		sum, err := l.writeSegment(ctx, pw, base, last, compacted, sources, fill)
 		pw.CloseWithError(err)
 		done <- result{sum, err}
 	}()
 	meta := map[string]string{"strata-topic-id": l.cfg.Tier.TopicID, "strata-partition": fmt.Sprint(l.cfg.Partition),
-		"strata-base": fmt.Sprint(run[0].FirstOffset), "strata-last": fmt.Sprint(run[len(run)-1].LastOffset)}
+		"strata-base": fmt.Sprint(base), "strata-last": fmt.Sprint(last)}
 	_, putErr := l.cfg.Tier.Store.Put(ctx, key, pr, -1, meta)
 	pr.CloseWithError(putErr) // a failed Put stops the writer
 	res := <-done
 	return res.sum, errors.Join(res.err, putErr)
 }
 
-// writeSegment writes the segment object of run to w: every entry of each
-// ledger, in order, checked by segfile (CRC, dense offsets from the run's
-// first offset).
-func (l *Log) writeSegment(ctx context.Context, w io.Writer, run []*brokerpb.LedgerSegment) (segfile.Summary, error) {
-	sw, err := segfile.NewWriter(w, segfile.Options{BaseOffset: run[0].FirstOffset, Footer: &tieringpb.SegmentFooter{
+// writeSegment writes a segment object to w: a segfile header, fill's
+// batches, then (compacted, when they end before last) the end batch,
+// the index and the tail.
+func (l *Log) writeSegment(ctx context.Context, w io.Writer, base, last int64, compacted bool, sources []uint64,
+	fill func(context.Context, *objectOutput) error) (segfile.Summary, error) {
+	sw, err := segfile.NewWriter(w, segfile.Options{BaseOffset: base, Compacted: compacted, Footer: &tieringpb.SegmentFooter{
 		Topic: l.cfg.Topic, TopicId: l.cfg.Tier.TopicID, Partition: l.cfg.Partition, OwnerEpoch: l.cfg.Epoch,
-		SourceLedgers: ledgerIDs(run), CreatedAtMs: l.cfg.Now().UnixMilli(),
+		SourceLedgers: sources, CreatedAtMs: l.cfg.Now().UnixMilli(),
 	}})
 	if err != nil {
 		return segfile.Summary{}, err
 	}
+	out := &objectOutput{sw: sw, last: -1, maxTs: -1}
+	if err := fill(ctx, out); err != nil {
+		return segfile.Summary{}, err
+	}
+	if compacted && out.last < last {
+		if err := out.append(compact.EndBatch(last, out.maxTs)); err != nil {
+			return segfile.Summary{}, err
+		}
+	}
+	return sw.Finish()
+}
+
+// copyLedgers appends every entry of run's ledgers, in order, read from
+// the bookies.
+func (l *Log) copyLedgers(ctx context.Context, out *objectOutput, run []*brokerpb.LedgerSegment) error {
 	for _, s := range run {
 		if s.LastEntryId < 0 {
 			continue
 		}
 		r, err := ledger.OpenReader(ctx, l.cfg.Env, s.LedgerId)
 		if err != nil {
-			return segfile.Summary{}, fmt.Errorf("opening ledger %d: %w", s.LedgerId, err)
+			return fmt.Errorf("opening ledger %d: %w", s.LedgerId, err)
 		}
 		r.AdvanceLAC(s.LastEntryId) // closed: every entry is acknowledged
 		err = r.ReadRange(ctx, 0, s.LastEntryId, func(e ledger.Entry) error {
 			l.metrics.BookieReadBytes.Add(float64(len(e.Payload)))
-			return sw.Append(e.Payload)
+			return out.append(e.Payload)
 		})
 		if err != nil {
-			return segfile.Summary{}, fmt.Errorf("copying ledger %d: %w", s.LedgerId, err)
+			return fmt.Errorf("copying ledger %d: %w", s.LedgerId, err)
 		}
 	}
-	return sw.Finish()
+	return nil
 }
 
 func ledgerIDs(segs []*brokerpb.LedgerSegment) []uint64 {
@@ -399,14 +462,25 @@ func ledgerIDs(segs []*brokerpb.LedgerSegment) []uint64 {
 	return out
 }
 
-// commitTiered adds seg to the PartitionLog in one CAS (T4, T7), unless
-// the log changed so that it no longer follows (retention moved the log
-// start past it): then nothing is committed and the caller deletes it.
-func (l *Log) commitTiered(ctx context.Context, seg *brokerpb.TieredSegment) error {
+// commitTiered adds seg, the copy of run, to the PartitionLog in one CAS
+// (T4, T7), unless the log changed so that it no longer follows
+// (retention moved the log start past it) or run is no longer what the
+// list holds there (compaction swapped those ledgers for rewritten ones
+// meanwhile: the object would bring back what the pass removed, below
+// cleaned_offset where no later pass looks for it). Then nothing is
+// committed and the caller deletes it.
+func (l *Log) commitTiered(ctx context.Context, seg *brokerpb.TieredSegment, run []*brokerpb.LedgerSegment) error {
 	return l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
 		if end := tieredEnd(pl); (end >= 0 && end != seg.BaseOffset) || pl.LogStartOffset > seg.BaseOffset {
 			return fmt.Errorf("partlog: segment %d-%d no longer follows (tiered end %d, log start %d)",
 				seg.BaseOffset, seg.LastOffset, end, pl.LogStartOffset)
+		}
+		i := slices.IndexFunc(pl.Segments, func(s *brokerpb.LedgerSegment) bool { return s.LedgerId == run[0].LedgerId })
+		for j, s := range run {
+			if i < 0 || i+j >= len(pl.Segments) || pl.Segments[i+j].LedgerId != s.LedgerId {
+				return fmt.Errorf("partlog: segment %d-%d: ledger %d is no longer listed (compacted meanwhile)",
+					seg.BaseOffset, seg.LastOffset, s.LedgerId)
+			}
 		}
 		pl.Tiered = append(pl.Tiered, seg)
 		return nil

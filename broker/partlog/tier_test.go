@@ -5,11 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/tieringpb"
+	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 	"github.com/strata-log/strata/tiering/segfile"
@@ -394,5 +400,193 @@ func TestTierStaleOwnerDoesNotSweepLiveObjects(t *testing.T) {
 		if _, err := store.Stat(testCtx(t), s.ObjectKey); err != nil {
 			t.Fatalf("the owner's object %s after the zombie's sweep: %v", s.ObjectKey, err)
 		}
+	}
+}
+
+// tieredCompactionLog opens the partition with a compacted policy and a
+// tier over store whose checks run only when a test calls them: one
+// object per ledger, local copies dropped once tiered.
+func tieredCompactionLog(t *testing.T, f *fixture, epoch int64, store *memstore.Store, remote bool) *Log {
+	t.Helper()
+	cfg := f.config(epoch)
+	cfg.SegmentAge = time.Minute
+	cfg.RetentionCheckInterval = time.Hour
+	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+		SegmentBytes: 1, MaxDelay: time.Hour, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+	cfg.Policy = tieredCompactPolicy()
+	cfg.Policy.RemoteStorage = remote
+	return f.open(cfg)
+}
+
+// tieredCompactPolicy is compactPolicy with tiering and no local copies.
+func tieredCompactPolicy() Policy {
+	p := compactPolicy
+	p.RemoteStorage, p.LocalRetentionMs = true, 0
+	return p
+}
+
+// storedKeys lists the object keys under the partition's prefix.
+func storedKeys(t *testing.T, store objstore.Store) []string {
+	t.Helper()
+	var keys []string
+	if err := store.List(testCtx(t), "c/t/topic-id/3/", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// tieredKeys lists the object keys pl names.
+func tieredKeys(pl *brokerpb.PartitionLog) []string {
+	var keys []string
+	for _, s := range pl.GetTiered() {
+		keys = append(keys, s.ObjectKey)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// objectFooter reads a committed object's footer.
+func objectFooter(t *testing.T, store objstore.Store, s *brokerpb.TieredSegment) *tieringpb.SegmentFooter {
+	t.Helper()
+	tail, err := segfile.ReadTail(testCtx(t), objectRange{store, s.ObjectKey, 0}, s.IndexPos, s.SizeBytes)
+	if err != nil {
+		t.Fatalf("object %s: %v", s.ObjectKey, err)
+	}
+	return tail.Footer
+}
+
+// TestTierCompactedLedgers: ledgers compaction rewrote (holes between
+// batches, and ledgers whose last batch was removed, so that they end in
+// a hole) upload as compacted objects covering exactly their ledgers'
+// ranges; ledgers after cleaned_offset upload as plain (dense-checked)
+// objects; every offset reads back as before from the objects alone.
+// Before, such a run failed segfile's dense check and never tiered.
+func TestTierCompactedLedgers(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, false)
+	var m keyedModel
+	// Each ledger's last batch is superseded by the next ledger: after
+	// the pass, ledgers 1 and 2 end in a hole.
+	m.appendKeyed(t, f, l, -1, 0, "a", "1")
+	m.appendKeyed(t, f, l, -1, 0, "b", "1")
+	rollByAge(t, f, l)
+	m.appendKeyed(t, f, l, -1, 0, "c", "1")
+	m.appendKeyed(t, f, l, -1, 0, "b", "2")
+	rollByAge(t, f, l)
+	m.appendKeyed(t, f, l, -1, 0, "d", "")
+	m.appendKeyed(t, f, l, 5, 0, "b", "3")
+	rollByAge(t, f, l)
+	l.SetLimits(Limits{SegmentBytes: 1}) // one output ledger per input
+	res := compactNow(t, l, 1<<20)
+	l.SetLimits(Limits{SegmentBytes: DefaultSegmentBytes})
+	if !res.Ran || res.CleanedOffset != 6 || res.OutputLedgers != 3 {
+		t.Fatalf("ledger pass %+v", res)
+	}
+	m.appendKeyed(t, f, l, -1, 0, "e", "1", "b", "4") // after cleaned_offset: dense
+	rollByAge(t, f, l)
+	want := describeAll(fetchAll(t, l, 0))
+	if strings.Join(want, " ") != strings.Join(m.want(res.CleanedOffset, true), " ") {
+		t.Fatalf("after the ledger pass: %v", want)
+	}
+	ledgers := l.Describe().Segments
+
+	l.SetPolicy(tieredCompactPolicy())
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	d := l.Describe()
+	if len(d.Tiered) != 4 || len(d.Segments) != 1 || d.Segments[0].Closed {
+		t.Fatalf("after tiering: %d objects, %d ledgers; want 4 and the open one", len(d.Tiered), len(d.Segments))
+	}
+	for i, s := range d.Tiered {
+		if s.BaseOffset != ledgers[i].FirstOffset || s.LastOffset != ledgers[i].LastOffset {
+			t.Fatalf("object %d covers %d-%d, its ledger %d-%d", i, s.BaseOffset, s.LastOffset, ledgers[i].FirstOffset, ledgers[i].LastOffset)
+		}
+		if compacted := objectFooter(t, store, s).GetCompacted(); compacted != (s.BaseOffset < res.CleanedOffset) {
+			t.Fatalf("object %d (%d-%d): compacted %t with cleaned offset %d", i, s.BaseOffset, s.LastOffset, compacted, res.CleanedOffset)
+		}
+	}
+	if d.Tiered[0].Records != 1 || d.Tiered[1].Records != 1 {
+		t.Fatalf("objects of the ledgers ending in a hole hold %d and %d records, want 1 each (and an empty end batch)",
+			d.Tiered[0].Records, d.Tiered[1].Records)
+	}
+	got := consumeAll(t, l, 0)
+	if strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
+		t.Fatalf("read back from the objects:\n got %v\nwant %v", describeAll(got), want)
+	}
+	checkFetchEveryOffset(t, l, got)
+}
+
+// consumeAll reads every record from offset to the high watermark as a
+// Kafka consumer does (client/fetcher.go): the next fetch starts after
+// the last batch returned, empty or not. A compacted object may end with
+// an empty batch (compact.EndBatch), which a fetch returns alone.
+func consumeAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
+	t.Helper()
+	var out []recordbatch.Record
+	for off := from; off < l.HighWatermark(); {
+		res, err := l.Fetch(testCtx(t), off, 1000, 0)
+		if err != nil {
+			t.Fatalf("Fetch(%d): %v", off, err)
+		}
+		batches, err := recordbatch.Split(res.Records)
+		if err != nil || len(batches) == 0 {
+			t.Fatalf("Fetch(%d): %d batches, %v", off, len(batches), err)
+		}
+		for _, r := range decodeAll(t, res.Records) {
+			if r.Offset >= off {
+				out = append(out, r)
+			}
+		}
+		h, _ := recordbatch.ParseHeader(batches[len(batches)-1])
+		if h.LastOffset() < off {
+			t.Fatalf("Fetch(%d) ended at %d", off, h.LastOffset())
+		}
+		off = h.LastOffset() + 1
+	}
+	return out
+}
+
+// TestTierUploadRacingCompaction: compaction swaps a run's ledgers for
+// rewritten ones while the run is being uploaded (between the upload and
+// its commit). The object of the old ledgers must not be committed: it
+// would bring the removed records back below cleaned_offset, where no
+// later pass looks for duplicates. The next check uploads the compacted
+// ledgers instead.
+func TestTierUploadRacingCompaction(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, true)
+	l.cfg.Tier.SegmentBytes = 1 << 20 // one object for the whole run
+	l.cfg.Tier.MaxDelay = time.Millisecond
+	var m keyedModel
+	for i := range 3 {
+		m.appendKeyed(t, f, l, -1, 0, "a", fmt.Sprint(i), "b", fmt.Sprint(i))
+		rollByAge(t, f, l)
+	}
+	var fired atomic.Bool
+	store.SetHook(func(c memstore.Call) memstore.Fault {
+		if c.Op == objstore.OpGetRange && fired.CompareAndSwap(false, true) { // the read-back of the first upload
+			if res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)}); err != nil || !res.Ran {
+				t.Errorf("compaction during the upload: %+v, %v", res, err)
+			}
+		}
+		return memstore.Fault{}
+	})
+	err := l.TierOnce(testCtx(t), false)
+	store.SetHook(nil)
+	if err == nil || len(l.Describe().Tiered) != 0 || len(storedKeys(t, store)) != 0 {
+		t.Fatalf("the upload of replaced ledgers: %v; %d objects listed, %d stored", err, len(l.Describe().Tiered), len(storedKeys(t, store)))
+	}
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	d := l.Describe()
+	if len(d.Tiered) != 1 || !objectFooter(t, store, d.Tiered[0]).GetCompacted() {
+		t.Fatalf("after the next check: %d objects", len(d.Tiered))
+	}
+	if got, want := describeAll(consumeAll(t, l, 0)), m.want(d.CleanedOffset, true); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("read back:\n got %v\nwant %v", got, want)
 	}
 }

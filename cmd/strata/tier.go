@@ -151,22 +151,17 @@ func tierStatusRows(descs []*brokerpb.TopicDescription, now time.Time) []tierSta
 }
 
 // topicTiered reports whether a topic's configs let the broker tier it:
-// remote.storage.enable, not compacted, not internal (as the broker's
-// topic config decides).
+// remote.storage.enable, not internal (as the broker decides).
 func topicTiered(d *brokerpb.TopicDescription) bool {
 	if d.GetInternal() {
 		return false
 	}
-	enabled, compacted := true, false
 	for _, c := range d.GetConfigs() {
-		switch c.GetName() {
-		case "remote.storage.enable":
-			enabled = c.GetValue() == "true"
-		case "cleanup.policy":
-			compacted = strings.Contains(c.GetValue(), "compact")
+		if c.GetName() == "remote.storage.enable" {
+			return c.GetValue() == "true"
 		}
 	}
-	return enabled && !compacted
+	return true
 }
 
 // uploadLag sums the closed, non-empty ledgers that reach past the tiered

@@ -198,3 +198,16 @@ func TestPolicyValidate(t *testing.T) {
 		t.Fatal("DirtyRatio")
 	}
 }
+
+// TestEndBatch: the end batch of a compacted object is a valid batch at
+// exactly that offset, with no record and no producer.
+func TestEndBatch(t *testing.T) {
+	b := EndBatch(41, 1234)
+	h, err := recordbatch.Verify(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.BaseOffset != 41 || h.LastOffset() != 41 || h.RecordCount != 0 || h.ProducerID != -1 || h.MaxTimestamp != 1234 || h.Magic != 2 {
+		t.Fatalf("end batch header %+v", h)
+	}
+}

@@ -103,12 +103,18 @@
 // outputs in with one fenced CAS that stores cleaned_offset, re-validated
 // against retention and tiering; the broker runs one pass at a time with
 // one OffsetMap (--compaction-map-bytes), every
-// --compaction-check-interval. __consumer_offsets is compacted.
+// --compaction-check-interval. __consumer_offsets is compacted. Segment
+// objects in the pass's range are read from the store and rewritten into
+// new compacted objects (grouped up to the tier segment size, verified
+// as uploads are), swapped in by the same CAS, the replaced objects
+// queued for deletion in it; an output whose last batch went ends with
+// EndBatch (an empty batch at the group's last offset), because a
+// segment object's last offset is its last batch's.
 //
 // Left:
 //
-//   - Segment objects: a tiered partition's object part is not compacted
-//     (ledgers an object covers are skipped; compacted topics do not tier).
+//   - The broker's topic config still keeps compacted topics off the tier
+//     (docs/compaction.md, "Not done yet").
 //   - lastOfProducer is computed over the pass's range, not the whole log
 //     (conservative: a producer's last batch in the range stays empty even
 //     when it has later batches; the next pass drops it).

@@ -255,3 +255,18 @@ func CompactBatches(batches [][]byte, m *OffsetMap, opt Options, lastOfProducer 
 	}
 	return out, total, nil
 }
+
+// EndBatch is a batch holding no record at offset, with both timestamps
+// timestampMs and no producer: what ends a compacted segment object whose
+// last offset lies in a hole (a segment object's last offset is its last
+// batch's, segfile), so that the object still covers the range its
+// inputs did.
+func EndBatch(offset, timestampMs int64) []byte {
+	h := recordbatch.BatchHeader{BaseOffset: offset, PartitionLeaderEpoch: -1, Magic: 2,
+		BaseTimestamp: timestampMs, MaxTimestamp: timestampMs, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	buf, err := recordbatch.EncodeWithHeader(h, nil)
+	if err != nil {
+		panic(fmt.Sprintf("compact: an empty batch cannot fail to encode: %v", err)) // codec none, no records
+	}
+	return buf
+}
