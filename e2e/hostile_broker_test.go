@@ -197,6 +197,7 @@ func TestHostileBroker(t *testing.T) {
 	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" || recs[1].Offset != 1 {
 		t.Fatalf("consumer read %d records, want first@0 and second@1", len(recs))
 	}
+	checkPeakRSS(t, nodeRSSBoundMiB, append(bookieProcs(c.bookies), metadProcs(c.meta)...)...)
 }
 
 // wantInvalid checks a whole-RPC refusal: INVALID_ARGUMENT, not retryable,
@@ -285,5 +286,7 @@ func TestHostileFenceOneBookie(t *testing.T) {
 		t.Errorf("%d records failed; first: %v", len(errs), errs[0])
 	}
 	checkExactlyOnce(t, consumeAll(t, cl, "fenced", 1), acks)
+	procs := append(bookieProcs(c.bookies), metadProcs(c.meta)...)
+	checkPeakRSS(t, nodeRSSBoundMiB, append(procs, c.brokers[0].Process)...)
 	t.Logf("%d records acknowledged, all consumed exactly once; longest gap between acknowledgements %v", len(acks), gap.Round(time.Millisecond))
 }

@@ -108,6 +108,7 @@ func TestHostileOverwriteClosedLedger(t *testing.T) {
 	if err := checkCopy(ctx, dialBookie(t, victim.Listen), id, stored); err != nil {
 		t.Fatalf("bookie %s after kill -9 and replay: %v", victim.ID, err)
 	}
+	checkPeakRSS(t, nodeRSSBoundMiB, append(bookieProcs(nodes), metadProcs(meta)...)...)
 }
 
 // TestHostileInflatedLAC (review H1): a WriteLAC of 10^9, and a re-add of
@@ -174,6 +175,7 @@ func TestHostileInflatedLAC(t *testing.T) {
 		t.Fatalf("recovered at entry %d, want %d", md.GetLastEntryId(), entries-1)
 	}
 	checkClosedLedger(ctx, t, env, md)
+	checkPeakRSS(t, nodeRSSBoundMiB, append(bookieProcs(nodes), metadProcs(meta)...)...)
 }
 
 // rssKiB reads a process's resident set size and its peak (VmRSS, VmHWM).
@@ -200,6 +202,47 @@ func rssKiB(pid int) (rss, peak int64, err error) {
 		}
 	}
 	return rss, peak, sc.Err()
+}
+
+// nodeRSSBoundMiB is what no process's peak RSS may reach in the hostile
+// tests whose requests are small (bookie overwrites, LACs, orphan
+// entries, a fence): they must not make a node grow, and an idle bookie,
+// metad member or broker of a test cluster peaks well under it (measured
+// peaks are logged).
+const nodeRSSBoundMiB = 256
+
+// checkPeakRSS fails the test when a process's peak RSS (VmHWM) reached
+// boundMiB.
+func checkPeakRSS(t *testing.T, boundMiB int64, procs ...*proctest.Process) {
+	t.Helper()
+	var peaks []string
+	for _, p := range procs {
+		_, peak, err := rssKiB(p.Pid())
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		peaks = append(peaks, fmt.Sprintf("%s %d", p.Name, peak>>10))
+		if peak>>10 >= boundMiB {
+			t.Errorf("%s: peak RSS %d MiB, bound %d MiB", p.Name, peak>>10, boundMiB)
+		}
+	}
+	t.Logf("peak RSS (MiB, bound %d): %s", boundMiB, strings.Join(peaks, ", "))
+}
+
+func bookieProcs(nodes []*proctest.BookieNode) []*proctest.Process {
+	var out []*proctest.Process
+	for _, n := range nodes {
+		out = append(out, n.Process)
+	}
+	return out
+}
+
+func metadProcs(m *proctest.MetadCluster) []*proctest.Process {
+	var out []*proctest.Process
+	for _, n := range m.Members {
+		out = append(out, n.Process)
+	}
+	return out
 }
 
 // metadRSSBoundMiB is what no metad member may reach, at its peak, in
@@ -407,4 +450,5 @@ func TestHostileOrphanEntriesCollected(t *testing.T) {
 		return nil
 	})
 	t.Logf("ledger %d, unknown to metad, collected %v after its entries", unknown, time.Since(added).Round(time.Millisecond))
+	checkPeakRSS(t, nodeRSSBoundMiB, append([]*proctest.Process{b.Process}, metadProcs(meta)...)...)
 }
