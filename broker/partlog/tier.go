@@ -596,15 +596,16 @@ func (l *Log) collectGarbage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("partlog: deleting %d garbage objects: %w", len(keys), err)
 	}
-	kept := map[string]bool{}
+	deleted := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		deleted[k] = true
+	}
 	for _, f := range failed {
-		kept[f.Key] = true
+		delete(deleted, f.Key)
 	}
 	err = l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
 		n := len(pl.Garbage)
-		pl.Garbage = slices.DeleteFunc(pl.Garbage, func(g *brokerpb.GarbageObject) bool {
-			return slices.Contains(keys, g.ObjectKey) && !kept[g.ObjectKey]
-		})
+		pl.Garbage = slices.DeleteFunc(pl.Garbage, func(g *brokerpb.GarbageObject) bool { return deleted[g.ObjectKey] })
 		if len(pl.Garbage) == n {
 			return errNothing
 		}
