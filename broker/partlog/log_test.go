@@ -879,10 +879,17 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 	if !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append in flight during the takeover: %v, want ErrUnknownOutcome", err)
 	}
-	// The new owner's recovery kept the record A was not told about.
+	// The new owner's recovery may keep the record A was not told about
+	// (one bookie holds it; it does unless a slow run made A's writer
+	// replace that bookie first): then it is at the next offset, once.
 	recs := fetchAll(t, b, 0)
-	if len(recs) != 10 || recs[9].Offset != 9 || string(recs[9].Value) != "in-flight" {
-		t.Fatalf("after takeover: %d records, want the in-flight one at offset 9", len(recs))
+	switch {
+	case len(recs) == 10 && recs[9].Offset == 9 && string(recs[9].Value) == "in-flight":
+		t.Log("the new owner kept the in-flight record: a retry would have duplicated it")
+	case len(recs) == 9:
+		t.Log("the new owner did not keep the in-flight record")
+	default:
+		t.Fatalf("after takeover: %d records, want the 9 acknowledged and at most the in-flight one at offset 9", len(recs))
 	}
 	if _, err := a.Append(testCtx(t), batch(t, 51, "after"), AcksQuorum); !errors.Is(err, ErrFenced) || errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append after the failure: %v, want ErrFenced only", err)
