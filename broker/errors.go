@@ -83,6 +83,10 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.FailedPrecondition, info(rpcerror.ReasonOutOfOrderSequence, false)
 	case errors.Is(err, partlog.ErrProducerFenced):
 		return codes.FailedPrecondition, info(rpcerror.ReasonProducerFenced, false)
+	case errors.Is(err, partlog.ErrTierUnavailable):
+		// Before DeadlineExceeded: a read from the object store that
+		// timed out wraps both, and a read can simply be retried.
+		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
 	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
 		// Before ErrFenced: an append in flight when its log was fenced
 		// wraps both, and may be stored (M1).
@@ -91,8 +95,6 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		// The partition is moving (released, or taken by another broker):
 		// nothing was written; ask again where it lives.
 		return codes.Unavailable, info(rpcerror.ReasonNotOwner, true)
-	case errors.Is(err, partlog.ErrTierUnavailable):
-		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled, info(rpcerror.ReasonUnavailable, true)
 	case errors.Is(err, group.ErrClosed):

@@ -36,6 +36,8 @@ func TestClassifyAppendOutcomes(t *testing.T) {
 		{"group full", fmt.Errorf("%w: 1000 members", group.ErrGroupMaxSize), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
 		{"group limit", fmt.Errorf("%w: record too large", group.ErrLimitExceeded), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
 		{"cluster partition cap", fmt.Errorf("%w: 100000 partitions", errLimit), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+		// A read from the object store that timed out: retry the fetch.
+		{"tier read timed out", fmt.Errorf("%w: get-range: %w", partlog.ErrTierUnavailable, context.DeadlineExceeded), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 		// The produce budget stayed full: back off and retry.
 		{"broker busy", fmt.Errorf("%w: no room", errBusy), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 	} {

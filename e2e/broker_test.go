@@ -189,6 +189,49 @@ type keyedLoad struct {
 	maxGap  time.Duration
 }
 
+// runningLoad is a keyedLoad running on its own producer (startLoad).
+type runningLoad struct {
+	*keyedLoad
+	p    *client.Producer
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startLoad runs a keyedLoad over nkeys keys of topic, at rate records/s
+// (0: as fast as the producer accepts them), on a new producer of cfg,
+// until finish: the skeleton of every fault-under-load test.
+func startLoad(t *testing.T, cl *client.Client, cfg client.ProducerConfig, topic string, nkeys, rate int) *runningLoad {
+	t.Helper()
+	p, err := cl.NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runningLoad{keyedLoad: &keyedLoad{rate: rate}, p: p, stop: make(chan struct{})}
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); r.run(context.Background(), t, p, topic, nkeys, r.stop) }()
+	return r
+}
+
+// finish stops the load and closes its producer, which waits for every
+// record's answer; a failed record fails the test. It returns the
+// acknowledgements and the longest pause between two of them.
+func (r *runningLoad) finish(t *testing.T) ([]acked, time.Duration) {
+	t.Helper()
+	close(r.stop)
+	r.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := r.p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errs) > 0 {
+		t.Fatalf("%d records failed; first: %v", len(r.errs), r.errs[0])
+	}
+	return r.acks, r.maxGap
+}
+
 // snapshot returns the acknowledgements so far.
 func (l *keyedLoad) snapshot() []acked {
 	l.mu.Lock()
@@ -286,15 +329,7 @@ func TestBrokerKillOwner(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "orders", 2, nil)
-	p, err := cl.NewProducer(client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var load keyedLoad
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.run(ctx, t, p, "orders", 20, stop) }()
+	load := startLoad(t, cl, client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}, "orders", 20, 0)
 
 	time.Sleep(time.Second)
 	owner, err := ownerOf(ctx, cl, "orders", 0)
@@ -313,19 +348,7 @@ func TestBrokerKillOwner(t *testing.T) {
 	})
 	t.Logf("orders/0 served again %s after the kill", time.Since(killed).Round(time.Millisecond))
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := p.Close(fctx); err != nil {
-		t.Fatal(err)
-	}
-	load.mu.Lock()
-	acks, errs := load.acks, load.errs
-	load.mu.Unlock()
-	if len(errs) > 0 {
-		t.Errorf("%d records failed; first: %v", len(errs), errs[0])
-	}
+	acks, _ := load.finish(t)
 	log := consumeAll(t, cl, "orders", 2)
 	checkExactlyOnce(t, log, acks)
 	t.Logf("%d records acknowledged, all consumed exactly once", len(acks))
@@ -439,31 +462,12 @@ func TestBrokerBookieKill(t *testing.T) {
 	skipShort(t)
 	c := startStrata(t, 1)
 	cl := c.client(t)
-	ctx := context.Background()
 	createTopic(t, cl, "bk", 2, nil)
-	p, err := cl.NewProducer(client.ProducerConfig{Linger: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var load keyedLoad
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.run(ctx, t, p, "bk", 10, stop) }()
+	load := startLoad(t, cl, client.ProducerConfig{Linger: time.Millisecond}, "bk", 10, 0)
 	time.Sleep(time.Second)
 	c.bookies[1].Kill()
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	load.mu.Lock()
-	acks, errs, gap := load.acks, load.errs, load.maxGap
-	load.mu.Unlock()
-	if len(errs) > 0 {
-		t.Fatalf("%d records failed; first: %v", len(errs), errs[0])
-	}
+	acks, gap := load.finish(t)
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
 	if gap >= 2*time.Second {
 		t.Errorf("produce stalled %s after the bookie kill (want < 2s)", gap)
@@ -686,32 +690,14 @@ func TestBrokerDrainAndLag(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "drain", 4, nil)
-	p, err := cl.NewProducer(client.ProducerConfig{Linger: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var load keyedLoad
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.run(ctx, t, p, "drain", 8, stop) }()
+	load := startLoad(t, cl, client.ProducerConfig{Linger: 2 * time.Millisecond}, "drain", 8, 0)
 	time.Sleep(500 * time.Millisecond)
 	leaving := c.brokers[1]
 	stopped := time.Now()
 	leaving.Stop(30 * time.Second) // SIGTERM: drain, then exit
 	t.Logf("%s drained and exited in %s", leaving.ID, time.Since(stopped).Round(time.Millisecond))
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	load.mu.Lock()
-	acks, errs := load.acks, load.errs
-	load.mu.Unlock()
-	if len(errs) > 0 {
-		t.Fatalf("%d records failed during the drain; first: %v", len(errs), errs[0])
-	}
+	acks, _ := load.finish(t)
 	for part := int32(0); part < 4; part++ {
 		if o, err := ownerOf(ctx, cl, "drain", part); err != nil || o != c.brokers[0].Listen {
 			t.Fatalf("partition %d owner %q (%v), want %s", part, o, err, c.brokers[0].Listen)
@@ -772,15 +758,7 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "metakill", 4, nil)
-	p, err := cl.NewProducer(client.ProducerConfig{Linger: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var load keyedLoad
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.run(ctx, t, p, "metakill", 8, stop) }()
+	load := startLoad(t, cl, client.ProducerConfig{Linger: 2 * time.Millisecond}, "metakill", 8, 0)
 	time.Sleep(500 * time.Millisecond)
 	mc := newMetaClient(t, c.meta)
 	lead, err := leader(ctx, mc)
@@ -790,17 +768,7 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	c.meta.Member(lead).Kill()
 	t.Logf("killed metad leader %s", lead)
 	time.Sleep(5 * time.Second)
-	close(stop)
-	wg.Wait()
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	load.mu.Lock()
-	acks, errs, gap := load.acks, load.errs, load.maxGap
-	load.mu.Unlock()
-	if len(errs) > 0 {
-		t.Fatalf("%d records failed; first: %v", len(errs), errs[0])
-	}
+	acks, gap := load.finish(t)
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
 	checkExactlyOnce(t, consumeAll(t, cl, "metakill", 4), acks)
 }

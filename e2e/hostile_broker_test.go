@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -223,15 +222,7 @@ func TestHostileFenceOneBookie(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "fenced", 1, nil)
-	p, err := cl.NewProducer(client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := &keyedLoad{rate: 500}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.run(ctx, t, p, "fenced", 10, stop) }()
+	load := startLoad(t, cl, client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}, "fenced", 10, 500)
 
 	openLedger := func() uint64 {
 		t.Helper()
@@ -272,19 +263,7 @@ func TestHostileFenceOneBookie(t *testing.T) {
 		return nil
 	})
 	t.Logf("200 more records acknowledged %v after the fence, on ledger %d", time.Since(fenced).Round(time.Millisecond), openLedger())
-	close(stop)
-	wg.Wait()
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := p.Close(fctx); err != nil {
-		t.Fatal(err)
-	}
-	load.mu.Lock()
-	acks, errs, gap := load.acks, load.errs, load.maxGap
-	load.mu.Unlock()
-	if len(errs) > 0 {
-		t.Errorf("%d records failed; first: %v", len(errs), errs[0])
-	}
+	acks, gap := load.finish(t)
 	checkExactlyOnce(t, consumeAll(t, cl, "fenced", 1), acks)
 	procs := append(bookieProcs(c.bookies), metadProcs(c.meta)...)
 	checkPeakRSS(t, nodeRSSBoundMiB, append(procs, c.brokers[0].Process)...)
