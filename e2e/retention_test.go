@@ -127,6 +127,19 @@ func TestRetention(t *testing.T) {
 		}
 		return err == nil
 	}
+	// deleted waits for ledgers to go: they are deleted after the CAS that
+	// moves the log start past them.
+	deleted := func(t *testing.T, ids []uint64) {
+		t.Helper()
+		eventually(t, 30*time.Second, "the ledgers retention removed to be deleted", func() error {
+			for _, id := range ids {
+				if exists(id) {
+					return fmt.Errorf("ledger %d still exists", id)
+				}
+			}
+			return nil
+		})
+	}
 
 	t.Run("size", func(t *testing.T) {
 		const segment, keep = 16384, 65536
@@ -150,11 +163,7 @@ func TestRetention(t *testing.T) {
 				t.Fatalf("offset %d holds %.20q", r.Offset, r.Value)
 			}
 		}
-		for _, id := range initial {
-			if exists(id) {
-				t.Errorf("ledger %d of the first segment still exists", id)
-			}
-		}
+		deleted(t, initial)
 		eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error {
 			return bookieCopiesMatch(c, env)
 		})
@@ -177,11 +186,7 @@ func TestRetention(t *testing.T) {
 			}
 			return nil
 		})
-		for _, id := range ledgers {
-			if exists(id) {
-				t.Errorf("ledger %d still exists", id)
-			}
-		}
+		deleted(t, ledgers)
 		cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
