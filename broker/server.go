@@ -138,13 +138,17 @@ func (b *Broker) holdProduceBytes(ctx context.Context, req *brokerpb.ProduceRequ
 	for _, pp := range req.Partitions {
 		n += int64(len(pp.Records))
 	}
+	release = func() { b.produceBudget.Release(n) }
+	if b.produceBudget.TryAcquire(n) { // the common case: no timer
+		return release, nil
+	}
 	wctx, cancel := context.WithTimeout(ctx, produceBudgetWait)
 	defer cancel()
 	if err := b.produceBudget.Acquire(wctx, n); err != nil {
 		b.metrics.produceBusy.Inc()
 		return nil, fmt.Errorf("%w: produce requests holding %d bytes (--max-inflight-produce-bytes) left no room for %d more within %s", errBusy, b.cfg.MaxInflightProduceBytes, n, produceBudgetWait)
 	}
-	return func() { b.produceBudget.Release(n) }, nil
+	return release, nil
 }
 
 // internalTopic: names starting with "__" are reserved for the broker's

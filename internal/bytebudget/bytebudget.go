@@ -47,6 +47,18 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	}
 }
 
+// TryAcquire takes n bytes if they fit now (as Acquire would let them in)
+// and reports whether it did.
+func (b *Budget) TryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mu.used == 0 || b.mu.used+n <= b.limit {
+		b.mu.used += n
+		return true
+	}
+	return false
+}
+
 // Release gives back n bytes taken by Acquire.
 func (b *Budget) Release(n int64) {
 	if n == 0 {

@@ -37,3 +37,15 @@ func TestBudget(t *testing.T) {
 	}
 	b.Release(100)
 }
+
+func TestTryAcquire(t *testing.T) {
+	b := New(10)
+	if !b.TryAcquire(6) || b.TryAcquire(6) {
+		t.Fatal("TryAcquire: 6 must fit, 6 more must not")
+	}
+	b.Release(6)
+	if !b.TryAcquire(100) { // larger than the limit: in when nothing is held
+		t.Fatal("TryAcquire of more than the limit with nothing held")
+	}
+	b.Release(100)
+}
