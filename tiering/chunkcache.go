@@ -180,10 +180,9 @@ type chunkCache struct {
 	chunkBytes   int64
 	capBytes     int64
 	maxReadAhead int
-	// fetch downloads [off, off+n) of key: exactly n bytes or an error.
-	fetch func(ctx context.Context, key string, off, n int64) ([]byte, error)
-	g     *group
-	m     *Metrics
+	fetch        fetchFunc
+	g            *group
+	m            *Metrics
 
 	mu struct {
 		sync.Mutex
@@ -199,8 +198,23 @@ type chunkCache struct {
 	}
 }
 
-func newChunkCache(chunkBytes, capBytes int64, maxReadAhead int, g *group, m *Metrics,
-	fetch func(ctx context.Context, key string, off, n int64) ([]byte, error)) *chunkCache {
+// fetchFunc downloads consecutive pieces of key from off, of the given
+// sizes, in one request where it can, and hands each to deliver (in
+// order, exactly its size) as soon as it is complete. It returns the
+// error that stopped it; the pieces not delivered by then are not.
+type fetchFunc func(ctx context.Context, key string, off int64, sizes []int64, deliver func(i int, data []byte)) error
+
+// fetchOne downloads one piece with fetch.
+func fetchOne(ctx context.Context, fetch fetchFunc, key string, off, n int64) ([]byte, error) {
+	var data []byte
+	err := fetch(ctx, key, off, []int64{n}, func(_ int, d []byte) { data = d })
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+func newChunkCache(chunkBytes, capBytes int64, maxReadAhead int, g *group, m *Metrics, fetch fetchFunc) *chunkCache {
 	c := &chunkCache{chunkBytes: chunkBytes, capBytes: capBytes, maxReadAhead: maxReadAhead, fetch: fetch, g: g, m: m}
 	c.mu.chunks = make(map[chunkKey]*chunk)
 	c.mu.space = make(chan struct{})
@@ -255,7 +269,9 @@ func (c *chunkCache) acquire(ctx context.Context, key string, idx, size int64) (
 		}
 		// Not there, or abandoned by its waiters (being cancelled): start
 		// a download that replaces it.
-		ch, space, err := c.startLocked(k, size, false)
+		ch, space, err := c.startLocked(k, size, false, func(ctx context.Context) ([]byte, error) {
+			return fetchOne(ctx, c.fetch, k.key, k.idx*c.chunkBytes, size)
+		})
 		c.mu.Unlock()
 		switch {
 		case err != nil:
@@ -274,19 +290,74 @@ func (c *chunkCache) acquire(ctx context.Context, key string, idx, size int64) (
 	}
 }
 
-// readAhead starts downloading chunk idx of key in the background unless
-// it is cached or downloading, read-ahead downloads are at their bound, or
-// there is no room without waiting: read-ahead is a bet and must never
-// hold up or crowd out the reads that are asked for.
-func (c *chunkCache) readAhead(key string, idx, size int64) {
-	k := chunkKey{key, idx}
+// readAhead starts downloading, in the background and with one request,
+// a run of chunks of key as long as the window [from, to], from the first
+// chunk in the window neither cached nor downloading (none: nothing to
+// do), but not past limit. A reader moving one chunk on thus finds its
+// window full again for a while, instead of adding one chunk to it: a
+// store spends less per byte on fewer, larger requests. size gives each
+// chunk's length. The run ends early at a chunk already there, where
+// read-ahead downloads reach their bound, or where the cache has no room
+// without waiting: read-ahead is a bet and must never hold up or crowd
+// out the reads that are asked for.
+func (c *chunkCache) readAhead(key string, from, to, limit int64, size func(idx int64) int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.chunks[k] != nil || c.mu.readAheads >= c.maxReadAhead {
+	first := from
+	for first <= to && c.mu.chunks[chunkKey{key, first}] != nil {
+		first++
+	}
+	if first > to {
 		return
 	}
-	// A closed cache or no room: nothing to do.
-	_, _, _ = c.startLocked(k, size, true)
+	end := min(first+to-from, limit)
+	var sizes []int64
+	var results []chan pieceResult
+	for idx := first; idx <= end && c.mu.readAheads < c.maxReadAhead; idx++ {
+		k := chunkKey{key, idx}
+		if c.mu.chunks[k] != nil {
+			break
+		}
+		res := make(chan pieceResult, 1) // the downloader never waits on a reader
+		ch, _, err := c.startLocked(k, size(idx), true, func(ctx context.Context) ([]byte, error) {
+			select {
+			case r := <-res:
+				return r.data, r.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+		if err != nil || ch == nil {
+			break // closed, or no room
+		}
+		sizes = append(sizes, size(idx))
+		results = append(results, res)
+	}
+	if len(sizes) == 0 {
+		return
+	}
+	// The chunks' flights wait for their pieces; a closed group cancels
+	// them, so a downloader that does not start leaves none waiting.
+	c.g.goFn(func() {
+		delivered := 0
+		err := c.fetch(c.g.ctx, key, first*c.chunkBytes, sizes, func(i int, data []byte) {
+			results[i] <- pieceResult{data: data}
+			delivered = i + 1
+		})
+		if err == nil && delivered < len(sizes) {
+			err = fmt.Errorf("tiering: read-ahead of %s delivered %d of %d chunks", key, delivered, len(sizes))
+		}
+		for _, res := range results[delivered:] {
+			res <- pieceResult{err: err}
+		}
+	})
+}
+
+// pieceResult is one chunk of a read-ahead run, handed from the run's
+// downloader to the chunk's flight.
+type pieceResult struct {
+	data []byte
+	err  error
 }
 
 // startLocked starts downloading k and charges its size, evicting
@@ -296,7 +367,7 @@ func (c *chunkCache) readAhead(key string, idx, size int64) {
 // bytes instead.
 //
 // REQUIRES: c.mu held.
-func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool) (*chunk, <-chan struct{}, error) {
+func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool, fetch func(context.Context) ([]byte, error)) (*chunk, <-chan struct{}, error) {
 	if c.mu.bytes-c.mu.cachedBytes+size > c.capBytes {
 		return nil, c.mu.space, nil
 	}
@@ -307,9 +378,6 @@ func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool) (*chunk
 	waiters := 1
 	if readAhead {
 		waiters = 0
-	}
-	fetch := func(ctx context.Context) ([]byte, error) {
-		return c.fetch(ctx, k.key, k.idx*c.chunkBytes, size)
 	}
 	f, ok := startFlight(c.g, waiters, fetch, func(f *flight[[]byte]) { c.settle(ch, f) })
 	if !ok {

@@ -21,6 +21,7 @@ type fakeObjects struct {
 		cancelled int
 		gates     map[int64]chan struct{}
 		fail      error
+		failIdx   map[int64]error // failures of one chunk
 	}
 }
 
@@ -28,14 +29,32 @@ func newFake() *fakeObjects {
 	f := &fakeObjects{}
 	f.mu.calls = map[int64]int{}
 	f.mu.gates = map[int64]chan struct{}{}
+	f.mu.failIdx = map[int64]error{}
 	return f
 }
 
-func (f *fakeObjects) fetch(ctx context.Context, key string, off, n int64) ([]byte, error) {
+// fetch is a fetchFunc: each piece downloaded as one chunk (counted,
+// gated and failed one by one).
+func (f *fakeObjects) fetch(ctx context.Context, key string, off int64, sizes []int64, deliver func(int, []byte)) error {
+	for i, n := range sizes {
+		data, err := f.fetchChunk(ctx, off, n)
+		if err != nil {
+			return err
+		}
+		deliver(i, data)
+		off += n
+	}
+	return nil
+}
+
+func (f *fakeObjects) fetchChunk(ctx context.Context, off, n int64) ([]byte, error) {
 	idx := off / unit
 	f.mu.Lock()
 	f.mu.calls[idx]++
 	gate, fail := f.mu.gates[idx], f.mu.fail
+	if err := f.mu.failIdx[idx]; err != nil {
+		fail = err
+	}
 	f.mu.Unlock()
 	if gate != nil {
 		select {
@@ -230,6 +249,61 @@ func TestChunkCacheDoesNotCacheFailures(t *testing.T) {
 	}
 }
 
+// A read-ahead run is one download of consecutive chunks: the chunks
+// before a failure are cached, those from it on are not, nobody waiting
+// sees a wrong chunk, and the next read of a failed chunk downloads it
+// again.
+func TestChunkCacheReadAheadRun(t *testing.T) {
+	f := newFake()
+	c, m := newTestCache(t, f, 8, 8)
+	size := func(int64) int64 { return unit }
+	f.mu.Lock()
+	f.mu.failIdx[3] = errors.New("boom")
+	f.mu.Unlock()
+	release := f.gate(1)
+	c.readAhead("k", 1, 4, 100, size)      // chunks 1 to 4, one download
+	tk, err := c.acquire(bg, "k", 4, unit) // joins the run's chunk 4
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if _, err := tk.wait(bg); err == nil {
+		t.Error("chunk 4, after the run failed at chunk 3: no error")
+	}
+	eventually(t, 5*time.Second, "the run to settle", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.mu.readAheads == 0
+	})
+	for idx, want := range map[int64]bool{1: true, 2: true, 3: false, 4: false} {
+		if cached(c, idx) != want {
+			t.Errorf("chunk %d cached: %v, want %v", idx, !want, want)
+		}
+	}
+	f.mu.Lock()
+	delete(f.mu.failIdx, 3)
+	f.mu.Unlock()
+	for idx := int64(1); idx <= 4; idx++ {
+		data, err := get(bg, c, idx)
+		if err != nil || !bytes.Equal(data, bytes.Repeat([]byte{byte(idx)}, unit)) {
+			t.Errorf("chunk %d: %d bytes, %v", idx, len(data), err)
+		}
+	}
+	if f.calls(3) != 2 || f.calls(4) != 1 || f.calls(1) != 1 {
+		t.Errorf("downloads: chunk 1 %d, chunk 3 %d, chunk 4 %d; want 1, 2, 1", f.calls(1), f.calls(3), f.calls(4))
+	}
+	// The failure no reader waited for (chunk 3) is counted; chunk 4's
+	// was seen by its reader.
+	if n := value(t, m.ReadErrors); n != 1 {
+		t.Errorf("%v read errors, want 1", n)
+	}
+	// A window whose chunks are all there starts nothing.
+	c.readAhead("k", 1, 4, 100, size)
+	if f.calls(2) != 1 {
+		t.Error("read-ahead downloaded a cached chunk again")
+	}
+}
+
 func TestChunkCacheReadAheadIsBounded(t *testing.T) {
 	f := newFake()
 	c, m := newTestCache(t, f, 3, 2)
@@ -237,8 +311,9 @@ func TestChunkCacheReadAheadIsBounded(t *testing.T) {
 	for i := range int64(6) {
 		releases = append(releases, f.gate(i))
 	}
+	size := func(int64) int64 { return unit }
 	for i := range int64(6) {
-		c.readAhead("k", i, unit)
+		c.readAhead("k", i, i, i, size)
 	}
 	c.mu.Lock()
 	inFlight, n := c.mu.readAheads, len(c.mu.chunks)
@@ -254,14 +329,14 @@ func TestChunkCacheReadAheadIsBounded(t *testing.T) {
 	}
 	releases[0]()
 	eventually(t, 5*time.Second, "a read-ahead to finish", func() bool { return cached(c, 0) })
-	c.readAhead("k", 4, unit) // fits by evicting chunk 0
+	c.readAhead("k", 4, 4, 4, size) // fits by evicting chunk 0
 	c.mu.Lock()
 	ok := c.mu.chunks[chunkKey{"k", 4}] != nil
 	c.mu.Unlock()
 	if !ok || cached(c, 0) {
 		t.Error("read-ahead should evict a downloaded chunk for room")
 	}
-	c.readAhead("k", 3, unit) // two read-aheads in flight, and no room
+	c.readAhead("k", 3, 3, 3, size) // two read-aheads in flight, and no room
 	if f.calls(3) != 0 {
 		t.Error("read-ahead started with no room")
 	}

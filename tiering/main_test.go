@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -249,6 +251,27 @@ func (l *getLog) maxPerRange() int {
 	m := 0
 	for _, n := range l.mu.ranges {
 		m = max(m, n)
+	}
+	return m
+}
+
+// maxPerByte is the most GETs that downloaded any one byte below end
+// (ranges of different GETs may overlap).
+func (l *getLog) maxPerByte(end int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delta := map[int64]int{} // +count where ranges start, -count where they end
+	for r, n := range l.mu.ranges {
+		if r[0] < end {
+			delta[r[0]] += n
+			delta[min(r[0]+r[1], end)] -= n
+		}
+	}
+	points := slices.Sorted(maps.Keys(delta))
+	m, cur := 0, 0
+	for _, p := range points {
+		cur += delta[p]
+		m = max(m, cur)
 	}
 	return m
 }

@@ -48,8 +48,10 @@ const (
 	DefaultChunkBytes       = 8 << 20
 	DefaultCacheBytes       = 256 << 20
 	DefaultTailCacheEntries = 1024
-	DefaultReadAhead        = 2
-	DefaultRequestTimeout   = 30 * time.Second
+	// DefaultReadAhead: runs of 4 chunks, one 32 MiB GET each, cost MinIO
+	// about the CPU per byte of whole-object GETs (TestCatchUpThroughput).
+	DefaultReadAhead      = 4
+	DefaultRequestTimeout = 30 * time.Second
 )
 
 const (
@@ -57,10 +59,10 @@ const (
 	// moves in bytes; above 1 GiB one chunk is one huge allocation.
 	minChunkBytes = 4 << 10
 	maxChunkBytes = 1 << 30
-	// maxReadAheadFlights bounds the read-ahead downloads in flight over
-	// all segments: enough for 8 sequential consumers at the default
-	// ReadAhead, while more would only take bandwidth from the reads
-	// consumers are waiting for.
+	// maxReadAheadFlights bounds the chunks read ahead in flight over all
+	// segments: a run each for 4 sequential consumers at the default
+	// ReadAhead, half the default cache; more would only take bandwidth
+	// and room from the reads consumers are waiting for.
 	maxReadAheadFlights = 16
 	// readStreams is how many sequential readers of one segment the
 	// read-ahead detector tells apart (consumer groups reading the same
@@ -76,7 +78,7 @@ type ReaderConfig struct {
 	ChunkBytes       int64         // aligned ranged GET size; default 8 MiB (a quarter of a smaller CacheBytes)
 	CacheBytes       int64         // bound of the in-memory chunk cache; default 256 MiB
 	TailCacheEntries int           // parsed tails kept (LRU); default 1024
-	ReadAhead        int           // chunks prefetched after a sequential read; default 2, negative: none
+	ReadAhead        int           // chunks prefetched after a sequential read, in one GET; default 4, negative: none
 	RequestTimeout   time.Duration // each GET; default 30s
 	// DiskCache, when not nil, is the level under the in-memory chunk
 	// cache: a chunk missing from memory is looked for there before it is
@@ -199,7 +201,7 @@ func NewReader(store objstore.Store, cfg ReaderConfig, m *Metrics) *Reader {
 		m = NewMetrics(nil)
 	}
 	r := &Reader{store: store, cfg: cfg.withDefaults(), m: m, g: newGroup()}
-	r.chunks = newChunkCache(r.cfg.ChunkBytes, r.cfg.CacheBytes, maxReadAheadFlights, r.g, m, r.readChunk)
+	r.chunks = newChunkCache(r.cfg.ChunkBytes, r.cfg.CacheBytes, maxReadAheadFlights, r.g, m, r.fetchChunks)
 	r.mu.tails = make(map[tailKey]*segEntry)
 	if r.cfg.DiskCache != nil {
 		r.spills = make(chan spill, spillQueue)
@@ -359,8 +361,9 @@ func (r *Reader) settleTail(e *segEntry, f *flight[*segfile.Tail]) {
 
 // noteRead records a fetch that read chunks [first, last] of e's segment
 // and, when it continues a previous read (starts in or just after the
-// chunk where one ended) or starts at the first chunk, prefetches the
-// ReadAhead chunks after it, up to the end of the data.
+// chunk where one ended) or starts at the first chunk, reads ahead: a run
+// of ReadAhead chunks once one of the ReadAhead after it is missing, up
+// to the end of the data (chunkCache.readAhead).
 func (r *Reader) noteRead(e *segEntry, seg SegmentRef, first, last, lastDataChunk int64) {
 	if r.cfg.ReadAhead < 0 {
 		return
@@ -385,9 +388,8 @@ func (r *Reader) noteRead(e *segEntry, seg SegmentRef, first, last, lastDataChun
 	if !sequential {
 		return
 	}
-	for i := last + 1; i <= min(last+int64(r.cfg.ReadAhead), lastDataChunk); i++ {
-		r.chunks.readAhead(seg.Key, i, r.chunkLen(seg, i))
-	}
+	r.chunks.readAhead(seg.Key, last+1, min(last+int64(r.cfg.ReadAhead), lastDataChunk), lastDataChunk,
+		func(idx int64) int64 { return r.chunkLen(seg, idx) })
 }
 
 // chunkLen is the size of chunk idx of seg's object: ChunkBytes, but the
@@ -477,22 +479,47 @@ type spill struct {
 	epoch int64  // invalidations when it was downloaded
 }
 
-// readChunk is the chunk cache's download: chunk off/ChunkBytes of key,
-// from the disk cache when it holds it (checked there), else by one
-// ranged GET, whose bytes then go to the disk cache in the background.
-func (r *Reader) readChunk(ctx context.Context, key string, off, n int64) ([]byte, error) {
+// fetchChunks is the chunk cache's download (a fetchFunc): consecutive
+// chunks of key from off. Without a disk cache they come from one ranged
+// GET. With one, each chunk it holds (checked there) is read from it, the
+// others by one GET per run of consecutive missing chunks, and their
+// bytes then go to the disk cache in the background.
+func (r *Reader) fetchChunks(ctx context.Context, key string, off int64, sizes []int64, deliver func(i int, data []byte)) error {
 	d := r.cfg.DiskCache
 	if d == nil {
-		return r.readObject(ctx, key, off, n)
+		return r.readRange(ctx, key, off, sizes, deliver)
 	}
-	idx := off / r.cfg.ChunkBytes
-	if data, ok := d.Get(key, idx, n); ok {
-		return data, nil
+	pos := make([]int64, len(sizes)) // object position of each chunk
+	var missing []int
+	for i, n := range sizes {
+		pos[i] = off
+		off += n
+		if data, ok := d.Get(key, pos[i]/r.cfg.ChunkBytes, n); ok {
+			deliver(i, data)
+		} else {
+			missing = append(missing, i)
+		}
 	}
-	data, err := r.readObject(ctx, key, off, n)
-	if err != nil {
-		return nil, err
+	for len(missing) > 0 {
+		run := 1
+		for run < len(missing) && missing[run] == missing[0]+run {
+			run++
+		}
+		first := missing[0]
+		err := r.readRange(ctx, key, pos[first], sizes[first:first+run], func(i int, data []byte) {
+			r.spill(key, pos[first+i]/r.cfg.ChunkBytes, data)
+			deliver(first+i, data)
+		})
+		if err != nil {
+			return err
+		}
+		missing = missing[run:]
 	}
+	return nil
+}
+
+// spill queues a downloaded chunk for the disk cache writer.
+func (r *Reader) spill(key string, idx int64, data []byte) {
 	r.pendingSpills.Add(1)
 	select {
 	case r.spills <- spill{key, idx, data, r.invalidations.Load()}:
@@ -502,7 +529,6 @@ func (r *Reader) readChunk(ctx context.Context, key string, off, n int64) ([]byt
 		r.pendingSpills.Add(-1)
 		r.m.DiskCacheSkipped.Inc()
 	}
-	return data, nil
 }
 
 // writeSpills writes queued chunks to the disk cache until the Reader
@@ -542,43 +568,53 @@ type objectReader struct {
 }
 
 func (o objectReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
-	return o.r.readObject(ctx, o.key, off, n)
+	return fetchOne(ctx, o.r.readRange, o.key, off, n)
 }
 
-// readObject is one ranged GET of exactly [off, off+n) of key, bounded by
-// RequestTimeout. An object shorter than metad records answers a range
-// past its end with ErrInvalidRange, or a body that ends cleanly but
-// short: both are a truncated object, so they become corruption (T10),
-// never a short read. A body the store reports cut short is a network
-// failure and stays transient.
-func (r *Reader) readObject(ctx context.Context, key string, off, n int64) ([]byte, error) {
+// readRange is one ranged GET of key from off, as many bytes as sizes
+// add up to, bounded by RequestTimeout, handing deliver each piece as
+// soon as it is read. An object shorter than metad records answers a
+// range past its end with ErrInvalidRange, or a body that ends cleanly
+// but short: both are a truncated object, so they become corruption
+// (T10), never a short read. A body the store reports cut short is a
+// network failure and stays transient.
+func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []int64, deliver func(i int, data []byte)) error {
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()
 	r.m.RemoteReads.Inc()
 	defer func() { r.m.RemoteReadDuration.Observe(time.Since(start).Seconds()) }()
-	body, err := r.store.GetRange(ctx, key, off, n)
+	body, err := r.store.GetRange(ctx, key, off, total)
 	if errors.Is(err, objstore.ErrInvalidRange) {
-		return nil, truncated(key, off, n, 0, err)
+		return truncated(key, off, total, 0, err)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer body.Close()
-	buf := make([]byte, n)
-	got, err := io.ReadFull(body, buf)
-	r.m.RemoteReadBytes.Add(float64(got))
-	switch {
-	case err == nil:
-		return buf, nil
-	case errors.Is(err, io.ErrUnexpectedEOF) && objstore.Classified(err):
-		return nil, &cutError{err}
-	case objstore.Classified(err):
-		return nil, err
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, truncated(key, off, n, int64(got), nil)
+	for i, n := range sizes {
+		buf := make([]byte, n)
+		got, err := io.ReadFull(body, buf)
+		r.m.RemoteReadBytes.Add(float64(got))
+		switch {
+		case err == nil:
+			deliver(i, buf)
+			off += n
+			continue
+		case errors.Is(err, io.ErrUnexpectedEOF) && objstore.Classified(err):
+			return &cutError{err}
+		case objstore.Classified(err):
+			return err
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return truncated(key, off, n, int64(got), nil)
+		}
+		return fmt.Errorf("tiering: reading %s [%d, %d): %w", key, off, off+n, err)
 	}
-	return nil, fmt.Errorf("tiering: reading %s [%d, %d): %w", key, off, off+n, err)
+	return nil
 }
 
 // truncated is the error for an object that ended before the range
