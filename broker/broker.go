@@ -16,6 +16,7 @@ import (
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/bytebudget"
+	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -28,6 +29,9 @@ type Broker struct {
 	log     *slog.Logger
 	meta    *metaclient.Client
 	bookies *ledger.GRPCBookieClient
+	// creds is the broker's TLS (nil: plaintext): its gRPC server, and its
+	// connections to metad, bookies and other brokers.
+	creds   *mtls.Credentials
 	env     ledger.Env
 	store   partlog.Store
 	metrics *metrics
@@ -70,13 +74,18 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	meta, err := metaclient.New(metaclient.Config{Endpoints: strings.Split(cfg.Metad, ","), Logger: log})
+	creds, err := mtls.Load(cfg.Security.Files())
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	meta, err := metaclient.New(metaclient.Config{Endpoints: strings.Split(cfg.Metad, ","), Logger: log, Credentials: creds.Transport()})
 	if err != nil {
 		return nil, err
 	}
-	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: log})
+	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: log, Credentials: creds.Transport()})
 	b := &Broker{
-		cfg: cfg, log: log, meta: meta, bookies: bookies,
+		cfg: cfg, log: log, meta: meta, bookies: bookies, creds: creds,
+		peers: peerConns{creds: creds},
 		env: ledger.Env{Meta: ledger.NewMetadStore(meta), Bookies: bookies,
 			Registry: ledger.RegistryFromMeta(meta), Logger: log},
 		store:   partlog.MetaStore(meta),
@@ -298,3 +307,6 @@ func sessionAlive(s *metaclient.Session) bool {
 		return true
 	}
 }
+
+// Credentials are the broker's TLS (nil: plaintext), for its gRPC server.
+func (b *Broker) Credentials() *mtls.Credentials { return b.creds }

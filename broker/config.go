@@ -22,6 +22,9 @@ type Config struct {
 	AdminListen string `mapstructure:"admin-listen"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
+	// Security: TLS certificate files (serving and dialling peers, mTLS)
+	// and --insecure.
+	config.Security `mapstructure:",squash"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
 	Rack  string `mapstructure:"rack"`
@@ -256,6 +259,13 @@ func (c Config) Validate() error {
 	if c.GroupSessionTimeout < time.Second {
 		errs = append(errs, errors.New("--group-session-timeout must be at least 1s"))
 	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := c.Security.CheckListeners(
+		config.Listener{Flag: "listen", Addr: c.Listen, TLSCapable: true},
+		config.Listener{Flag: "admin-listen", Addr: c.AdminListen}); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -269,5 +279,5 @@ func (c Config) AdvertiseAddress() string {
 
 func (c Config) String() string {
 	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s",
-		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll)
+		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll) + " " + c.Security.String()
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/internal/grpcopts"
+	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -93,6 +93,7 @@ func (b *Broker) highWatermark(ctx context.Context, k tp) (int64, error) {
 
 // peerConns are connections to other brokers, one per address.
 type peerConns struct {
+	creds *mtls.Credentials // nil: plaintext
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
@@ -103,7 +104,7 @@ func (p *peerConns) conn(addr string) (*grpc.ClientConn, error) {
 	if c := p.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, append(grpcopts.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	c, err := grpc.NewClient(addr, append(grpcopts.DialOptions(), p.creds.DialOption())...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,10 +13,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/strata-log/strata/internal/grpcopts"
+	"github.com/strata-log/strata/internal/mtls"
+	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -41,6 +42,11 @@ type Config struct {
 	// Logger receives retries and routing changes at debug level.
 	// Default: discard.
 	Logger *slog.Logger
+	// TLSCAFile, TLSCertFile and TLSKeyFile, all three or none, connect
+	// over mutual TLS: the CA bundle the brokers' certificates must chain
+	// to, and this client's certificate and key (PEM files, read again
+	// when they change, for the next connection). None: plaintext.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
 }
 
 func (c Config) withDefaults() Config {
@@ -67,6 +73,10 @@ func (c Config) Validate() error {
 			return fmt.Errorf("client: config: broker %q: %w", b, err)
 		}
 	}
+	if set := btoi(c.TLSCAFile != "") + btoi(c.TLSCertFile != "") + btoi(c.TLSKeyFile != ""); set != 0 && set != 3 {
+		return fmt.Errorf("client: config: TLS needs a CA, a certificate and a key file (got %q, %q, %q)",
+			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile)
+	}
 	if c.RequestTimeout < 0 || c.MetadataMaxAge < 0 {
 		return errors.New("client: config: negative duration")
 	}
@@ -74,8 +84,15 @@ func (c Config) Validate() error {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("brokers=%v client_id=%q request_timeout=%s metadata_max_age=%s",
-		c.Brokers, c.ClientID, c.RequestTimeout, c.MetadataMaxAge)
+	return fmt.Sprintf("brokers=%v client_id=%q request_timeout=%s metadata_max_age=%s tls=%t",
+		c.Brokers, c.ClientID, c.RequestTimeout, c.MetadataMaxAge, c.TLSCertFile != "")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Client holds connections to brokers and a cache of which broker owns
@@ -84,6 +101,8 @@ func (c Config) String() string {
 type Client struct {
 	cfg Config
 	log *slog.Logger
+	// creds secure every connection (nil: plaintext).
+	creds *mtls.Credentials
 
 	// refreshMu serializes metadata refreshes so a burst of misses makes
 	// one Metadata call.
@@ -116,6 +135,13 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg.withDefaults()}
+	if cfg.TLSCertFile != "" {
+		creds, err := mtls.Load(pki.Files{Cert: cfg.TLSCertFile, Key: cfg.TLSKeyFile, CA: cfg.TLSCAFile})
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		c.creds = creds
+	}
 	c.log = c.cfg.Logger.With("component", "client")
 	c.mu.conns = map[string]*grpc.ClientConn{}
 	c.mu.topics = map[string]*topicInfo{}
@@ -148,7 +174,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	bc.BaseDelay = 100 * time.Millisecond
 	bc.MaxDelay = 3 * time.Second
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		c.creds.DialOption(),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	}
@@ -213,7 +239,9 @@ func (c *Client) anyBroker(ctx context.Context, call func(context.Context, broke
 		} else {
 			addr = c.nextAddr()
 		}
-		if err := sleepCtx(ctx, bo.next()); err != nil {
+		// The call's error, not the sleep's: it says why (a refused TLS
+		// handshake, a broker down).
+		if sleepCtx(ctx, bo.next()) != nil {
 			return ctxErr(ctx, err)
 		}
 	}
@@ -416,7 +444,9 @@ func (c *Client) onOwner(ctx context.Context, tp TopicPartition, call func(conte
 		if info := rpcerror.Info(err); info != nil && info.Redirect != "" {
 			continue // go straight to the new owner
 		}
-		if err := sleepCtx(ctx, bo.next()); err != nil {
+		// The call's error, not the sleep's: it says why (a refused TLS
+		// handshake, a broker down).
+		if sleepCtx(ctx, bo.next()) != nil {
 			return ctxErr(ctx, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -44,6 +45,9 @@ const (
 
 // GRPCOptions configures a GRPCBookieClient. Zero fields take defaults.
 type GRPCOptions struct {
+	// Credentials secure every connection to a bookie (a node's
+	// mtls.Credentials.Transport). Default: plaintext.
+	Credentials credentials.TransportCredentials
 	// AddTimeout bounds the wait for a bookie's answer to one add, from
 	// the call to Add. Default 5s.
 	AddTimeout time.Duration
@@ -78,6 +82,9 @@ func (o GRPCOptions) withDefaults() GRPCOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Credentials == nil {
+		o.Credentials = insecure.NewCredentials()
 	}
 	return o
 }
@@ -198,7 +205,7 @@ func (c *GRPCBookieClient) dialOptions() []grpc.DialOption {
 	bc.BaseDelay = 100 * time.Millisecond
 	bc.MaxDelay = 2 * time.Second
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(c.opts.Credentials),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: c.opts.DialTimeout}),
 		// Pings find a dead bookie under an idle add stream. 10s stays
 		// above the servers' enforcement minimum (grpcserve: 5s).

@@ -33,6 +33,9 @@ type Config struct {
 	AdminListen string `mapstructure:"admin-listen"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
+	// Security: TLS certificate files (serving and dialling peers, mTLS)
+	// and --insecure.
+	config.Security `mapstructure:",squash"`
 	// Peers lists the initial voters as "id=raftAddress,...". It is used only
 	// to bootstrap a member that has no Raft state yet.
 	Peers string `mapstructure:"peers"`
@@ -157,6 +160,14 @@ func (c Config) Validate() error {
 	if c.SnapshotThreshold < 1 {
 		errs = append(errs, errors.New("--snapshot-threshold must be at least 1"))
 	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := c.Security.CheckListeners(
+		config.Listener{Flag: "listen", Addr: c.Listen, TLSCapable: true},
+		config.Listener{Flag: "raft-listen", Addr: c.RaftListen, TLSCapable: true},
+		config.Listener{Flag: "admin-listen", Addr: c.AdminListen}); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -172,7 +183,7 @@ func (c Config) String() string {
 	return fmt.Sprintf("id=%s data-dir=%s listen=%s raft-listen=%s admin-listen=%s peers=%s join=%t heartbeat=%s election=%s "+
 		"history-revisions=%d history-bytes=%d max-txn-ops=%d quota-keys=%d quota-bytes=%d quota-leases=%d",
 		c.ID, c.DataDir, c.Listen, c.RaftListen, c.AdminListen, c.Peers, c.Join, c.HeartbeatTimeout, c.ElectionTimeout,
-		c.HistoryRevisions, c.HistoryBytes, c.MaxTxnOps, c.QuotaKeys, c.QuotaBytes, c.QuotaLeases)
+		c.HistoryRevisions, c.HistoryBytes, c.MaxTxnOps, c.QuotaKeys, c.QuotaBytes, c.QuotaLeases) + " " + c.Security.String()
 }
 
 // ParsePeers parses "id=addr,id=addr". An empty string gives no peers.

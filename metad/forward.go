@@ -9,11 +9,11 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/strata-log/strata/internal/grpcopts"
+	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/metadpb"
 )
@@ -113,15 +113,16 @@ func (s *Server) waitForLeader(ctx context.Context) (string, error) {
 
 // peerConns keeps one client connection per peer address.
 type peerConns struct {
-	mu struct {
+	creds *mtls.Credentials // nil: plaintext
+	mu    struct {
 		sync.Mutex
 		conns  map[string]*grpc.ClientConn
 		closed bool
 	}
 }
 
-func newPeerConns() *peerConns {
-	p := &peerConns{}
+func newPeerConns(creds *mtls.Credentials) *peerConns {
+	p := &peerConns{creds: creds}
 	p.mu.conns = map[string]*grpc.ClientConn{}
 	return p
 }
@@ -136,7 +137,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		p.creds.DialOption(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcopts.MaxMessageBytes)))
 	if err != nil {
 		return nil, err

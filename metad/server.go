@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/internal/bytebudget"
+	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/metad/raftstore"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -35,6 +36,9 @@ type Server struct {
 	trans   *raft.NetworkTransport
 	metrics *metrics
 	peers   *peerConns
+	// creds is the member's TLS (nil: plaintext), for its gRPC server,
+	// its forwarding connections and the Raft transport.
+	creds *mtls.Credentials
 	// proposals bounds the bytes of commands proposed and not yet applied
 	// on this member (leader), so a flood of large writes waits instead of
 	// queueing in raft without limit.
@@ -69,16 +73,20 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Server, err
 		return nil, fmt.Errorf("metad: data dir: %w", err)
 	}
 	log = log.With("component", "metad", "member", cfg.ID)
+	creds, err := mtls.Load(cfg.Security.Files())
+	if err != nil {
+		return nil, fmt.Errorf("metad: %w", err)
+	}
 	s := &Server{
+		creds:     creds,
 		cfg:       cfg,
 		log:       log,
 		store:     kv.New(kv.Options{HistoryRevisions: cfg.HistoryRevisions, HistoryBytes: cfg.HistoryBytes}),
 		leaderCh:  make(chan bool, 16),
 		closing:   make(chan struct{}),
-		peers:     newPeerConns(),
+		peers:     newPeerConns(creds),
 		proposals: bytebudget.New(maxProposalBytes),
 	}
-	var err error
 	if s.logs, err = raftstore.Open(filepath.Join(cfg.DataDir, "raft"), raftstore.Options{NoSync: cfg.NoSync, Logger: log}); err != nil {
 		return nil, err
 	}
@@ -118,7 +126,7 @@ func (s *Server) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("metad: snapshot store: %w", err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftListen, nil, 3, 10*time.Second, rc.Logger)
+	trans, err := newRaftTransport(cfg.RaftListen, s.creds, rc.Logger)
 	if err != nil {
 		return fmt.Errorf("metad: raft transport on %s: %w", cfg.RaftListen, err)
 	}
@@ -178,6 +186,9 @@ func (s *Server) goLoop(fn func()) {
 		fn()
 	}()
 }
+
+// Credentials are the member's TLS (nil: plaintext), for its gRPC server.
+func (s *Server) Credentials() *mtls.Credentials { return s.creds }
 
 // Close stops the member. Requests in flight fail with ErrShutdown.
 func (s *Server) Close() error {

@@ -36,6 +36,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.String("advertise", d.Advertise, "address registered for writers and readers (default: --listen)")
 	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
 	config.ExposureFlags(fs, d.Exposure)
+	config.SecurityFlags(fs, d.Security)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label: ensembles spread across racks")
 	fs.Duration("lease-ttl", d.LeaseTTL, "registration lease TTL (a dead bookie vanishes after it)")
@@ -82,6 +83,7 @@ func run(args []string) error {
 	defer b.Close()
 	b.Start()
 	return node.Serve(ctx, log, node.Serving{
+		Role: "bookie", TLS: b.Credentials(),
 		Exposure: cfg.Exposure,
 		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register: func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },

@@ -73,3 +73,42 @@ func TestExposureSettings(t *testing.T) {
 		t.Fatalf("environment: %+v", cfg.Exposure)
 	}
 }
+
+// The embedded config.Security reads like any other flag, and Validate
+// refuses a plaintext non-loopback listener unless --insecure, and TLS
+// files given only in part.
+func TestSecuritySettings(t *testing.T) {
+	parse := func(t *testing.T, args ...string) bookie.Config {
+		t.Helper()
+		cfg := bookie.DefaultConfig()
+		if err := node.Parse(flags(cfg), append([]string{"--id", "b1", "--data-dir", t.TempDir()}, args...), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if cfg := parse(t); cfg.TLS() || cfg.Insecure || cfg.Validate() != nil {
+		t.Fatalf("defaults: %+v, %v", cfg.Security, cfg.Validate())
+	}
+	file := filepath.Join(t.TempDir(), "bookie.yaml")
+	if err := os.WriteFile(file, []byte("tls-cert-file: /c\ntls-key-file: /k\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STRATA_TLS_CA_FILE", "/ca")
+	cfg := parse(t, "--config", file, "--listen", "0.0.0.0:7301", "--advertise", "10.0.0.1:7301")
+	if cfg.TLSCertFile != "/c" || cfg.TLSKeyFile != "/k" || cfg.TLSCAFile != "/ca" {
+		t.Fatalf("YAML and environment: %+v", cfg.Security)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("gRPC on 0.0.0.0 with TLS: %v", err)
+	}
+	if err := parse(t, "--config", file, "--admin-listen", "0.0.0.0:7401").Validate(); err == nil {
+		t.Fatal("a plaintext admin address on 0.0.0.0 was accepted without --insecure")
+	}
+	if err := parse(t, "--config", file, "--admin-listen", "0.0.0.0:7401", "--insecure").Validate(); err != nil {
+		t.Fatalf("with --insecure: %v", err)
+	}
+	t.Setenv("STRATA_TLS_CA_FILE", "")
+	if err := parse(t, "--config", file).Validate(); err == nil {
+		t.Fatal("a certificate and a key without a CA file were accepted")
+	}
+}

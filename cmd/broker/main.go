@@ -38,6 +38,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.String("advertise", d.Advertise, "address clients are told to dial (default: --listen)")
 	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
 	config.ExposureFlags(fs, d.Exposure)
+	config.SecurityFlags(fs, d.Security)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label")
 	fs.Duration("session-ttl", d.SessionTTL, "lease of the registration and ownerships: a dead broker's partitions move after it")
@@ -101,6 +102,7 @@ func run(args []string) error {
 	defer b.Close()
 	b.Start()
 	return node.Serve(context.Background(), log, node.Serving{
+		Role: "broker", TLS: b.Credentials(),
 		Exposure: cfg.Exposure,
 		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.Service()) },

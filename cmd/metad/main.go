@@ -39,6 +39,7 @@ func flags(d metad.Config) *pflag.FlagSet {
 	fs.String("raft-listen", d.RaftListen, "Raft transport address (also advertised to peers)")
 	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
 	config.ExposureFlags(fs, d.Exposure)
+	config.SecurityFlags(fs, d.Security)
 	fs.String("peers", d.Peers, "initial voters, id=raftAddress,... (used only to bootstrap an empty member)")
 	fs.Bool("join", d.Join, "do not bootstrap; wait to be added with 'strata meta member add'")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -77,6 +78,7 @@ func run(args []string) error {
 	}
 	defer srv.Close()
 	return node.Serve(context.Background(), log, node.Serving{
+		Role: "metad", TLS: srv.Credentials(),
 		Exposure: cfg.Exposure,
 		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
 		ServerOptions: srv.ServerOptions(),

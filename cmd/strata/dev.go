@@ -56,6 +56,7 @@ installs it); otherwise to the local directory DIR/tier.`,
 	f.IntVar(&o.Brokers, "brokers", o.Brokers, "number of brokers")
 	f.IntVar(&o.BrokerPort, "broker-port", o.BrokerPort, "first broker port (admin +100)")
 	f.IntVar(&o.MinIOPort, "minio-port", o.MinIOPort, "MinIO's S3 port, when a minio binary is found (console +1)")
+	f.BoolVar(&o.TLS, "tls", false, "mutual TLS on every link: a CA and per-node certificates under DIR/tls, and an admin certificate in the profile")
 	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),
 		newDevNodeCommand("stop", "Stop a node (SIGTERM, then SIGKILL after 10s)", &o.Dir),
 		newDevNodeCommand("start", "Start a stopped or killed node again with its recorded arguments", &o.Dir),
@@ -80,6 +81,14 @@ func runDev(cmd *cobra.Command, o devcluster.Options) error {
 		return err
 	}
 	prof := devcluster.ProfileFromState(st)
+	if o.TLS {
+		admin, err := devcluster.AdminTLSFiles(o.Dir)
+		if err != nil {
+			devcluster.Down(st, 10*time.Second)
+			return err
+		}
+		prof.TLSCA, prof.TLSCert, prof.TLSKey = admin.CA, admin.Cert, admin.Key
+	}
 	profiles := []string{filepath.Join(o.Dir, "profile.json")}
 	if p, err := devcluster.UserProfilePath(); err == nil {
 		profiles = append(profiles, p)
@@ -112,6 +121,9 @@ func printDevSummary(out io.Writer, st *devcluster.State, prof devcluster.Profil
 			filepath.Join(st.Dir, devcluster.StateFile))
 	} else if prof.Brokers != "" {
 		fmt.Fprintf(out, "  objects: %s (local directory; 'make minio' installs MinIO)\n", tierStore)
+	}
+	if prof.TLSCert != "" {
+		fmt.Fprintf(out, "  tls:     mutual TLS on every link; CA %s, CLI certificate %s (role admin)\n", prof.TLSCA, prof.TLSCert)
 	}
 	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
 	if prof.Brokers != "" {

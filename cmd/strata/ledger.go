@@ -40,7 +40,12 @@ func (g *globalOptions) ledgerEnv() (env ledger.Env, close func(), err error) {
 	if err != nil {
 		return ledger.Env{}, nil, err
 	}
-	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{DialTimeout: min(ledger.DefaultDialTimeout, g.timeout)})
+	creds, err := g.credentials()
+	if err != nil {
+		meta.Close()
+		return ledger.Env{}, nil, err
+	}
+	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{DialTimeout: min(ledger.DefaultDialTimeout, g.timeout), Credentials: creds})
 	env = ledger.Env{Meta: ledger.NewMetadStore(meta), Bookies: bookies, Registry: ledger.RegistryFromMeta(meta)}
 	return env, func() {
 		bookies.Close()

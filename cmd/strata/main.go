@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/internal/mtls"
+	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 
@@ -47,6 +50,8 @@ type globalOptions struct {
 	timeout time.Duration
 	output  string
 	format  cli.Format // parsed output
+	// tls holds the --tls-ca, --tls-cert and --tls-key flags.
+	tls pki.Files
 }
 
 func newRootCommand() *cobra.Command {
@@ -75,6 +80,9 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.broker, "broker", "", "bootstrap brokers, host:port,... (default $"+cli.EnvBroker+", the profile, or "+cli.DefaultBrokers+")")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "time limit for the command (watch runs until interrupted)")
 	pf.StringVarP(&g.output, "output", "o", string(cli.FormatText), "output format: text or json")
+	pf.StringVar(&g.tls.CA, "tls-ca", "", "CA bundle (PEM) the cluster's certificates chain to: connect over mutual TLS (default $"+cli.EnvTLSCA+" or the profile's)")
+	pf.StringVar(&g.tls.Cert, "tls-cert", "", "client certificate (PEM) for mutual TLS (default $"+cli.EnvTLSCert+" or the profile's)")
+	pf.StringVar(&g.tls.Key, "tls-key", "", "private key (PEM) of --tls-cert (default $"+cli.EnvTLSKey+" or the profile's)")
 
 	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g),
 		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newBenchCommand(g),
@@ -110,6 +118,46 @@ func (g *globalOptions) brokers() ([]string, error) {
 	return cli.ResolveBrokers(g.broker, fromEnv)
 }
 
+// tlsFiles resolves the TLS files from the --tls-* flags, the
+// STRATA_TLS_* variables or, when the addresses came from it
+// (fromProfile), the profile (zero: plaintext). A cluster named by flags
+// or variables never gets the profile's certificate, and the profile is
+// not read for it.
+func (g *globalOptions) tlsFiles(fromProfile bool) (pki.Files, error) {
+	env := pki.Files{CA: os.Getenv(cli.EnvTLSCA), Cert: os.Getenv(cli.EnvTLSCert), Key: os.Getenv(cli.EnvTLSKey)}
+	var prof devcluster.Profile
+	if fromProfile && g.tls == (pki.Files{}) && env == (pki.Files{}) {
+		var err error
+		if prof, err = devcluster.LoadProfile(); err != nil {
+			return pki.Files{}, err
+		}
+	}
+	return cli.ResolveTLS(g.tls, env, prof.TLSFiles())
+}
+
+// metadFromProfile and brokersFromProfile report whether the metad
+// endpoints, or the brokers, come from the profile (no flag, no variable).
+func (g *globalOptions) metadFromProfile() bool {
+	return g.metad == "" && os.Getenv(cli.EnvMetad) == ""
+}
+func (g *globalOptions) brokersFromProfile() bool {
+	return g.broker == "" && os.Getenv(cli.EnvBroker) == ""
+}
+
+// credentials are the transport credentials of connections to metad and
+// bookies: mutual TLS with tlsFiles, or plaintext.
+func (g *globalOptions) credentials() (credentials.TransportCredentials, error) {
+	files, err := g.tlsFiles(g.metadFromProfile())
+	if err != nil {
+		return nil, err
+	}
+	creds, err := mtls.Load(files)
+	if err != nil {
+		return nil, err
+	}
+	return creds.Transport(), nil
+}
+
 // brokerClient connects to the brokers. Each attempt of a call gets at most
 // --timeout; commands that stream (produce, consume, bench) are not
 // otherwise bounded by it.
@@ -118,10 +166,15 @@ func (g *globalOptions) brokerClient(ctx context.Context) (*client.Client, error
 	if err != nil {
 		return nil, err
 	}
+	files, err := g.tlsFiles(g.brokersFromProfile())
+	if err != nil {
+		return nil, err
+	}
 	return client.New(ctx, client.Config{
 		Brokers:        addrs,
 		ClientID:       "strata-cli",
 		RequestTimeout: min(30*time.Second, g.timeout),
+		TLSCAFile:      files.CA, TLSCertFile: files.Cert, TLSKeyFile: files.Key,
 	})
 }
 
@@ -146,7 +199,12 @@ func (g *globalOptions) metaClient() (*metaclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds, err := g.credentials()
+	if err != nil {
+		return nil, err
+	}
 	return metaclient.New(metaclient.Config{
+		Credentials:    creds,
 		Endpoints:      eps,
 		RequestTimeout: min(metaclient.DefaultRequestTimeout, g.timeout/2),
 		DialTimeout:    min(metaclient.DefaultDialTimeout, g.timeout),

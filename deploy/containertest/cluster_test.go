@@ -204,7 +204,9 @@ func (c *cluster) run(service string) {
 		"-e", "STRATA_METAD=" + c.metadEndpoints(), "-e", "STRATA_BROKER=" + strings.Join(c.brokers(), ","),
 		// The Go race detector is not in these binaries; keep their
 		// logs short and readable in a failure dump.
-		"-e", "STRATA_LOG_LEVEL=info"}
+		"-e", "STRATA_LOG_LEVEL=info",
+		// Nodes listen on the network's addresses without TLS.
+		"-e", "STRATA_INSECURE=true"}
 	for k, v := range n.env {
 		args = append(args, "-e", k+"="+v)
 	}

@@ -103,6 +103,11 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 			return nil, fmt.Errorf("devcluster: %s: binary %s not found (run 'make build')", n.Name, n.Bin)
 		}
 	}
+	if o.TLS {
+		if err := WriteCertificates(o, nodes); err != nil {
+			return nil, err
+		}
+	}
 	s := &State{Dir: o.Dir, Nodes: nodes}
 	// Two phases: metad, bookies and MinIO start together (bookies retry
 	// metad until it answers), brokers once all are ready, so that their

@@ -20,6 +20,16 @@
 //	{"metad": "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 //	 "brokers": "127.0.0.1:9092,127.0.0.1:9093"}
 //
+// # TLS
+//
+// With Options.TLS (`strata dev --tls`), WriteCertificates creates a CA
+// under DIR/tls before the nodes start and issues from it one certificate
+// per node (its role, its id as name, valid for the host and localhost)
+// and one of role admin; every node gets --tls-cert-file, --tls-key-file
+// and --tls-ca-file, and the profile gets the admin certificate's
+// absolute paths (tls_ca, tls_cert, tls_key). A new `strata dev --tls`
+// issues everything again; the CA's key is not kept.
+//
 // # Object store
 //
 // The brokers tier sealed ledgers (--tier-store). When a minio binary is

@@ -47,6 +47,9 @@ type Options struct {
 	// MinIOPort is MinIO's S3 port; its console is on +1 (defaults 9000,
 	// 9001).
 	MinIOPort int
+	// TLS runs every node with mutual TLS: certificates under Dir/tls
+	// (WriteCertificates, before the nodes start) and the TLS flags.
+	TLS bool
 }
 
 // DefaultOptions returns the defaults.
@@ -128,6 +131,9 @@ func Plan(o Options) ([]Node, error) {
 			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--raft-listen", n.Raft,
 			"--admin-listen", n.Admin, "--peers", strings.Join(peers, ","),
 		}
+		if o.TLS {
+			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
+		}
 		nodes = append(nodes, n)
 	}
 	metadEndpoints := strings.Join(Endpoints(nodes, RoleMetad), ",")
@@ -146,6 +152,9 @@ func Plan(o Options) ([]Node, error) {
 		n.Args = []string{
 			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--admin-listen", n.Admin,
 			"--metad", metadEndpoints,
+		}
+		if o.TLS {
+			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
 		}
 		nodes = append(nodes, n)
 	}
@@ -169,6 +178,9 @@ func Plan(o Options) ([]Node, error) {
 		n.Args = []string{"--id", n.ID, "--listen", n.Listen, "--admin-listen", n.Admin, "--metad", metadEndpoints,
 			"--drain-timeout", "3s", "--tier-segment-bytes", "8388608", "--tier-max-delay", "30s", "--tier-check-interval", "5s",
 			"--tier-store", tierStore}
+		if o.TLS {
+			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
+		}
 		if o.runsMinIO() {
 			n.Env = brokerTierEnv()
 		}

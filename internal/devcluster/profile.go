@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/strata-log/strata/internal/pki"
 )
 
 // EnvProfile names the variable that points the CLI at a profile file.
@@ -29,6 +31,16 @@ const maxProfileBytes = 64 << 10
 type Profile struct {
 	Metad   string `json:"metad"`
 	Brokers string `json:"brokers,omitempty"` // bootstrap brokers, host:port,...
+	// TLSCA, TLSCert and TLSKey are the CLI's TLS files (PEM paths) for a
+	// cluster with mutual TLS (`strata dev --tls`: an admin certificate).
+	TLSCA   string `json:"tls_ca,omitempty"`
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+}
+
+// TLSFiles are the profile's TLS files (zero: plaintext).
+func (p Profile) TLSFiles() pki.Files {
+	return pki.Files{CA: p.TLSCA, Cert: p.TLSCert, Key: p.TLSKey}
 }
 
 // ProfileFromState builds the profile of a running cluster.

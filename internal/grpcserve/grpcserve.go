@@ -1,6 +1,8 @@
 // Package grpcserve builds the gRPC server every Strata node runs: bounded
 // message sizes, keepalive, the grpc.health.v1 service and server
-// reflection, so grpcurl works against any node.
+// reflection, so grpcurl works against any node. With TLS (Secure), the
+// server requires a client certificate and checks every call's role
+// (internal/authz) before any other interceptor runs.
 package grpcserve
 
 import (
@@ -14,7 +16,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/strata-log/strata/internal/authz"
 	"github.com/strata-log/strata/internal/grpcopts"
+	"github.com/strata-log/strata/internal/mtls"
 )
 
 // MaxConcurrentStreams bounds the calls one connection may have open at
@@ -54,6 +58,16 @@ func New(addr string, reflect bool, opts ...grpc.ServerOption) (*Server, error) 
 		reflection.Register(s.Server)
 	}
 	return s, nil
+}
+
+// Secure returns the options of a TLS server: creds' mTLS transport and
+// a's role checks. Pass them to New before the role's own options, so the
+// checks run first. creds nil (plaintext) returns none.
+func Secure(creds *mtls.Credentials, a *authz.Authorizer) []grpc.ServerOption {
+	if !creds.Enabled() {
+		return nil
+	}
+	return append([]grpc.ServerOption{creds.ServerOption()}, a.ServerOptions()...)
 }
 
 // Addr is the address the server listens on.

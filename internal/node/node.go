@@ -19,9 +19,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/internal/admin"
+	"github.com/strata-log/strata/internal/authz"
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/grpcserve"
 	"github.com/strata-log/strata/internal/logging"
+	"github.com/strata-log/strata/internal/mtls"
 )
 
 // ErrHelp is returned by Parse when --help was asked for (usage printed).
@@ -53,6 +55,12 @@ func NewRegistry() *prometheus.Registry {
 
 // Serving describes what a node serves.
 type Serving struct {
+	// Role names the node's role (metad, bookie, broker) in metric names.
+	Role string
+	// TLS, when not nil, serves gRPC over mutual TLS and checks every
+	// call's role with authz.DefaultPolicy.
+	TLS *mtls.Credentials
+
 	Listen, AdminListen string
 	Registry            *prometheus.Registry
 	Ready               admin.ReadyFunc
@@ -70,7 +78,15 @@ type Serving struct {
 // Serve runs the gRPC and admin servers until ctx ends or SIGINT/SIGTERM
 // arrives, then stops them gracefully.
 func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
-	gs, err := grpcserve.New(s.Listen, s.Exposure.GRPCReflection, s.ServerOptions...)
+	var opts []grpc.ServerOption
+	if s.TLS.Enabled() {
+		a, err := authz.New(authz.DefaultPolicy(), s.Role, log, s.Registry)
+		if err != nil {
+			return err
+		}
+		opts = grpcserve.Secure(s.TLS, a)
+	}
+	gs, err := grpcserve.New(s.Listen, s.Exposure.GRPCReflection, append(opts, s.ServerOptions...)...)
 	if err != nil {
 		return err
 	}
@@ -85,7 +101,7 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve() }()
-	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr())
+	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr(), "tls", s.TLS.Enabled())
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

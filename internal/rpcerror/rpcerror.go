@@ -22,10 +22,11 @@ const (
 	ReasonInvalid         = "INVALID_ARGUMENT"
 	ReasonUnavailable     = "UNAVAILABLE" // the node cannot serve now (starting, shutting down)
 	ReasonInternal        = "INTERNAL"
-	ReasonFenced          = "FENCED"    // a ledger was fenced by a newer writer
-	ReasonReadOnly        = "READ_ONLY" // a bookie is read-only (disk nearly full); retry elsewhere
-	ReasonCorrupt         = "CORRUPT"   // stored data failed its checksum; never served
-	ReasonLimbo           = "LIMBO"     // a bookie that may have lost data cannot answer "absent"
+	ReasonFenced          = "FENCED"            // a ledger was fenced by a newer writer
+	ReasonReadOnly        = "READ_ONLY"         // a bookie is read-only (disk nearly full); retry elsewhere
+	ReasonCorrupt         = "CORRUPT"           // stored data failed its checksum; never served
+	ReasonLimbo           = "LIMBO"             // a bookie that may have lost data cannot answer "absent"
+	ReasonDenied          = "PERMISSION_DENIED" // the caller's certificate role may not make this call
 
 	// Broker reasons.
 	ReasonNotOwner           = "NOT_OWNER"             // this broker does not own the partition; redirect names the owner when known

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/ledger/storage"
@@ -23,9 +24,12 @@ import (
 // Bookie is a running bookie: identity checked, storage replayed, and (after
 // Start) registered in metad.
 type Bookie struct {
-	cfg     Config
-	log     *slog.Logger
-	meta    *metaclient.Client
+	cfg  Config
+	log  *slog.Logger
+	meta *metaclient.Client
+	// creds is the bookie's TLS (nil: plaintext): its gRPC server, and
+	// its connections to metad and to other bookies.
+	creds   *mtls.Credentials
 	store   *storage.Storage
 	cookie  *bookiepb.Cookie
 	reg     *registrar
@@ -54,11 +58,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		return nil, err
 	}
 	log = log.With("component", "bookie", "bookie", cfg.ID)
-	meta, err := metaclient.New(metaclient.Config{Endpoints: strings.Split(cfg.Metad, ","), Logger: log})
+	creds, err := mtls.Load(cfg.Security.Files())
+	if err != nil {
+		return nil, fmt.Errorf("bookie: %w", err)
+	}
+	meta, err := metaclient.New(metaclient.Config{Endpoints: strings.Split(cfg.Metad, ","), Logger: log, Credentials: creds.Transport()})
 	if err != nil {
 		return nil, err
 	}
-	b := &Bookie{cfg: cfg, log: log, meta: meta, stateChanged: make(chan struct{}, 1), started: time.Now()}
+	b := &Bookie{cfg: cfg, log: log, meta: meta, creds: creds, stateChanged: make(chan struct{}, 1), started: time.Now()}
 	if b.cookie, err = checkIdentity(ctx, meta, cfg.ID, cfg.DataDir); err != nil {
 		meta.Close()
 		return nil, err
@@ -142,7 +150,7 @@ func (b *Bookie) newReplicator(reg prometheus.Registerer) error {
 			return err
 		}
 	}
-	b.bookies = ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: b.log})
+	b.bookies = ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: b.log, Credentials: b.creds.Transport()})
 	env := ledger.Env{Meta: ledger.NewMetadStore(b.meta), Bookies: b.bookies, Registry: ledger.RegistryFromMeta(b.meta),
 		Logger: b.log, Metrics: ledgerMetrics}
 	elector := &replication.MetadElector{Meta: b.meta, ID: b.cfg.ID, TTL: b.cfg.LeaseTTL, Logger: b.log}
@@ -230,6 +238,9 @@ func (b *Bookie) Ready() error {
 	}
 	return nil
 }
+
+// Credentials are the bookie's TLS (nil: plaintext), for its gRPC server.
+func (b *Bookie) Credentials() *mtls.Credentials { return b.creds }
 
 // Close deregisters the bookie and closes its storage.
 func (b *Bookie) Close() error {

@@ -23,6 +23,9 @@ type Config struct {
 	AdminListen string `mapstructure:"admin-listen"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
+	// Security: TLS certificate files (serving and dialling peers, mTLS)
+	// and --insecure.
+	config.Security `mapstructure:",squash"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
 	// Rack is an optional placement label: ensembles spread across racks.
@@ -133,6 +136,13 @@ func (c Config) Validate() error {
 	if c.LedgerGCGrace < time.Second {
 		errs = append(errs, errors.New("--ledger-gc-grace must be at least 1s"))
 	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := c.Security.CheckListeners(
+		config.Listener{Flag: "listen", Addr: c.Listen, TLSCapable: true},
+		config.Listener{Flag: "admin-listen", Addr: c.AdminListen}); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -147,5 +157,5 @@ func (c Config) AdvertiseAddress() string {
 func (c Config) String() string {
 	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s",
 		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
-		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace)
+		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace) + " " + c.Security.String()
 }

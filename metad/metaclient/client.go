@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -47,6 +48,9 @@ type Config struct {
 	// Logger receives retry and session events at debug and warn level.
 	// Default: discard.
 	Logger *slog.Logger
+	// Credentials secure every connection (mtls.Credentials.Transport for
+	// a node, a client's TLS for the CLI). Default: plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // withDefaults returns a copy of c with zero fields set to their defaults.
@@ -59,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Credentials == nil {
+		c.Credentials = insecure.NewCredentials()
 	}
 	c.Endpoints = append([]string(nil), c.Endpoints...)
 	return c
@@ -189,7 +196,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	bc.MaxDelay = 3 * time.Second
 	bc.BaseDelay = 200 * time.Millisecond
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(c.cfg.Credentials),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: c.cfg.DialTimeout}),
 		// Pings find dead peers under long-lived watch streams. 10s stays
 		// above the servers' enforcement minimum (grpcserve: 5s).

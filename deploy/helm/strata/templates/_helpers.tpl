@@ -75,6 +75,10 @@ app.kubernetes.io/component: {{ index . 1 }}
   value: {{ .Values.log.format | quote }}
 - name: STRATA_LOG_LEVEL
   value: {{ .Values.log.level | quote }}
+{{- if .Values.security.insecure }}
+- name: STRATA_INSECURE
+  value: "true"
+{{- end }}
 {{- end -}}
 
 {{/* Extra STRATA_* settings of a role from values: (list $ .Values.bookie.env). */}}

@@ -1,0 +1,432 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/internal/mtls"
+	"github.com/strata-log/strata/internal/pki"
+	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
+)
+
+// testPKI is a CA and the certificates a test issues from it, as files.
+type testPKI struct {
+	t      *testing.T
+	dir    string
+	ca     *pki.CA
+	caFile string
+}
+
+func newTestPKI(t *testing.T, name string) *testPKI {
+	t.Helper()
+	ca, err := pki.NewCA(name, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testPKI{t: t, dir: t.TempDir(), ca: ca}
+	p.caFile = filepath.Join(p.dir, "ca.crt")
+	if err := os.WriteFile(p.caFile, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// issue writes a certificate for role/name valid for 127.0.0.1 (an hour,
+// unless req says otherwise) and returns its files.
+func (p *testPKI) issue(req pki.Request) pki.Files {
+	p.t.Helper()
+	if req.NotAfter.IsZero() {
+		req.NotAfter = time.Now().Add(time.Hour)
+	}
+	req.Hosts = append(req.Hosts, "127.0.0.1", "localhost")
+	certPEM, keyPEM, err := p.ca.Issue(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	f, err := pki.WriteFiles(p.dir, req.Role+"-"+req.Name, certPEM, keyPEM, p.caFile)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return f
+}
+
+func tlsArgs(f pki.Files) []string {
+	return []string{"--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-ca-file", f.CA}
+}
+
+// tlsCluster is 3 metad members (Raft over TLS), 3 bookies and one broker
+// with their own certificates, every link mutual TLS.
+type tlsCluster struct {
+	pki        *testPKI
+	meta       *proctest.MetadCluster
+	bookies    []*proctest.BookieNode
+	broker     *proctest.BrokerNode
+	brokerCert pki.Files
+}
+
+func startTLSCluster(t *testing.T) *tlsCluster {
+	t.Helper()
+	c := &tlsCluster{pki: newTestPKI(t, "strata e2e CA")}
+	c.meta = proctest.StartMetad(t, bins["metad"], 3, tlsArgs(c.pki.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
+	bookieCert := c.pki.issue(pki.Request{Role: pki.RoleBookie, Name: "bookie"})
+	for i := 1; i <= 3; i++ {
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i), tlsArgs(bookieCert)...))
+	}
+	c.brokerCert = c.pki.issue(pki.Request{Role: pki.RoleBroker, Name: "k1"})
+	c.broker = proctest.StartBroker(t, bins["broker"], c.meta, "k1", tlsArgs(c.brokerCert)...)
+	return c
+}
+
+// client connects to the broker with files (zero: plaintext).
+func (c *tlsCluster) client(ctx context.Context, t *testing.T, f pki.Files) (*client.Client, error) {
+	return client.New(ctx, client.Config{Brokers: []string{c.broker.Listen}, ClientID: t.Name(), RequestTimeout: 5 * time.Second,
+		TLSCAFile: f.CA, TLSCertFile: f.Cert, TLSKeyFile: f.Key})
+}
+
+// dial opens a raw gRPC connection to addr with files' certificate.
+func dial(t *testing.T, addr string, f pki.Files) *grpc.ClientConn {
+	t.Helper()
+	creds, err := mtls.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr, creds.DialOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// wantDenied checks that err is PERMISSION_DENIED naming the role needed.
+func wantDenied(t *testing.T, what string, err error, needs string) {
+	t.Helper()
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), needs) {
+		t.Errorf("%s: %v; want PERMISSION_DENIED naming %q", what, err, needs)
+	}
+}
+
+// TestTLS runs a cluster with mutual TLS on every link (client, broker,
+// bookies, metad's gRPC and Raft): a good client produces and consumes;
+// a plaintext client, one whose certificate comes from another CA and one
+// with an expired certificate are refused; certificates are checked per
+// call by role; a Raft connection needs a metad certificate.
+func TestTLS(t *testing.T) {
+	skipShort(t)
+	c := startTLSCluster(t)
+	alice := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "alice"})
+
+	t.Run("good client", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cl, err := c.client(ctx, t, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		createTopic(t, cl, "secure", 2, nil)
+		p, err := cl.NewProducer(client.ProducerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			if err := p.Produce(ctx, &client.Record{Topic: "secure", Partition: -1, Key: []byte(fmt.Sprint(i)), Value: []byte("v")}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := counts(consumeAll(t, cl, "secure", 2)); got[0]+got[1] != 100 {
+			t.Fatalf("consumed %v, want 100 records", got)
+		}
+	})
+
+	other := newTestPKI(t, "another CA")
+	mallory := other.issue(pki.Request{Role: pki.RoleAdmin, Name: "mallory"})
+	mallory.CA = c.pki.caFile // trusts the cluster, presents a stranger's certificate
+	expired := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "old",
+		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	for _, tc := range []struct {
+		name  string
+		files pki.Files
+	}{
+		{"plaintext client", pki.Files{}},
+		{"certificate from another CA", mallory},
+		{"expired certificate", expired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			cl, err := c.client(ctx, t, tc.files)
+			if err == nil {
+				cl.Close()
+				t.Fatal("connected")
+			}
+			t.Logf("client refused: %v", err)
+			// The same credentials on a raw connection: the call never
+			// reaches the server (UNAVAILABLE, a handshake failure).
+			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer rcancel()
+			cc := dial(t, c.broker.Listen, tc.files)
+			_, err = brokerpb.NewBrokerClient(cc).Metadata(rctx, &brokerpb.MetadataRequest{})
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("raw call: %v, want UNAVAILABLE", err)
+			}
+			t.Logf("raw call refused: %v", err)
+		})
+	}
+
+	t.Run("roles", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// A broker's certificate may read metad but not change members.
+		asBroker := metadpb.NewMetadClient(dial(t, c.meta.Members[0].Listen, c.brokerCert))
+		if _, err := asBroker.Status(ctx, &metadpb.StatusRequest{}); err != nil {
+			t.Fatalf("broker certificate, Status: %v", err)
+		}
+		_, err := asBroker.MemberAdd(ctx, &metadpb.MemberAddRequest{Id: "4", RaftAddress: "127.0.0.1:1"})
+		wantDenied(t, "broker certificate, MemberAdd", err, "metad or admin")
+		_, err = asBroker.MemberRemove(ctx, &metadpb.MemberRemoveRequest{Id: "3"})
+		wantDenied(t, "broker certificate, MemberRemove", err, "metad or admin")
+
+		// A user's certificate may call no bookie RPC, nor metad.
+		asUser := bookiepb.NewBookieClient(dial(t, c.bookies[0].Listen, alice))
+		_, err = asUser.ReadEntry(ctx, &bookiepb.ReadEntryRequest{})
+		wantDenied(t, "user, ReadEntry", err, "broker or bookie")
+		_, err = asUser.ReadLAC(ctx, &bookiepb.ReadLACRequest{})
+		wantDenied(t, "user, ReadLAC", err, "broker or bookie")
+		_, err = asUser.Fence(ctx, &bookiepb.FenceRequest{})
+		wantDenied(t, "user, Fence", err, "broker or bookie")
+		_, err = asUser.WriteLAC(ctx, &bookiepb.WriteLACRequest{})
+		wantDenied(t, "user, WriteLAC", err, "broker or bookie")
+		_, err = asUser.DeleteLedger(ctx, &bookiepb.DeleteLedgerRequest{})
+		wantDenied(t, "user, DeleteLedger", err, "broker or bookie")
+		_, err = asUser.Info(ctx, &bookiepb.InfoRequest{})
+		wantDenied(t, "user, Info", err, "broker or bookie")
+		if s, err := asUser.AddEntries(ctx); err == nil {
+			_, err = s.Recv()
+			wantDenied(t, "user, AddEntries", err, "broker or bookie")
+		} else {
+			wantDenied(t, "user, AddEntries", err, "broker or bookie")
+		}
+		if s, err := asUser.ReadEntries(ctx, &bookiepb.ReadEntriesRequest{}); err == nil {
+			_, err = s.Recv()
+			wantDenied(t, "user, ReadEntries", err, "broker or bookie")
+		} else {
+			wantDenied(t, "user, ReadEntries", err, "broker or bookie")
+		}
+		_, err = metadpb.NewMetadClient(dial(t, c.meta.Members[0].Listen, alice)).Put(ctx, &metadpb.PutRequest{Key: "x"})
+		wantDenied(t, "user, metad Put", err, "metad or bookie or broker or admin")
+		// Denials are counted.
+		eventually(t, 5*time.Second, "denials counted", func() error {
+			v, err := metricValue("http://"+c.bookies[0].AdminAddr+"/metrics", `strata_bookie_rpc_denied_total{method="/strata.bookie.v1.Bookie/Fence",role="user"}`)
+			if err == nil && v != 1 {
+				err = fmt.Errorf("counter %v, want 1", v)
+			}
+			return err
+		})
+	})
+
+	t.Run("raft needs a metad certificate", func(t *testing.T) {
+		creds, err := mtls.Load(c.brokerCert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := tls.Dial("tcp", c.meta.Members[0].RaftAddr, creds.ClientTLS("127.0.0.1", nil))
+		if err == nil {
+			// TLS 1.3: the server judges the client's certificate after the
+			// client's side of the handshake; it answers with an alert.
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = conn.Read(make([]byte, 1))
+			conn.Close()
+		}
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a broker certificate on the Raft port: %v; want the connection refused", err)
+		}
+		t.Logf("refused: %v", err)
+	})
+}
+
+// TestTLSRotation replaces the broker's certificate files with newly
+// issued ones while a producer runs: no record fails, and new connections
+// are served the new certificate without a restart.
+func TestTLSRotation(t *testing.T) {
+	skipShort(t)
+	c := startTLSCluster(t)
+	alice := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "alice"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := c.client(ctx, t, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	createTopic(t, cl, "rotate", 2, nil)
+	load := startLoad(t, cl, client.ProducerConfig{}, "rotate", 50, 500)
+	eventually(t, 20*time.Second, "records acknowledged before the rotation", func() error {
+		if n := len(load.snapshot()); n < 200 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
+
+	creds, err := mtls.Load(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servedName := func() (string, error) {
+		conn, err := tls.Dial("tcp", c.broker.Listen, creds.ClientTLS("127.0.0.1", nil))
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+	}
+	if name, err := servedName(); err != nil || name != "k1" {
+		t.Fatalf("before the rotation the broker serves %q (%v)", name, err)
+	}
+	// Issue the new certificate and replace the files the broker reads,
+	// each by rename, key first (a certificate that does not match its key
+	// yet is not loaded).
+	fresh := c.pki.issue(pki.Request{Role: pki.RoleBroker, Name: "k1-rotated"})
+	for _, f := range [][2]string{{fresh.Key, c.brokerCert.Key}, {fresh.Cert, c.brokerCert.Cert}} {
+		if err := os.Rename(f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atRotation := len(load.snapshot())
+	eventually(t, 10*time.Second, "new connections served the new certificate", func() error {
+		name, err := servedName()
+		if err == nil && name != "k1-rotated" {
+			err = fmt.Errorf("served %q", name)
+		}
+		return err
+	})
+	eventually(t, 20*time.Second, "records acknowledged after the rotation", func() error {
+		if n := len(load.snapshot()); n < atRotation+500 {
+			return fmt.Errorf("%d acknowledged, %d at the rotation", n, atRotation)
+		}
+		return nil
+	})
+	acks, _ := load.finish(t) // fails the test on any record error
+	t.Logf("%d records acknowledged, %d of them after the rotation, none failed", len(acks), len(acks)-atRotation)
+	// A client connecting now works with the rotated broker.
+	cl2, err := c.client(ctx, t, alice)
+	if err != nil {
+		t.Fatalf("a new client after the rotation: %v", err)
+	}
+	cl2.Close()
+}
+
+// TestInsecureListenerRefused: a node asked to listen on a non-loopback
+// address without TLS refuses to start, unless --insecure is given.
+func TestInsecureListenerRefused(t *testing.T) {
+	skipShort(t)
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bins[args[0]], args[1:]...).CombinedOutput()
+		return string(out), err
+	}
+	anyAddr := func() string { return strings.Replace(proctest.FreeAddr(t), "127.0.0.1", "0.0.0.0", 1) }
+	for _, args := range [][]string{
+		{"metad", "--id", "1", "--data-dir", t.TempDir(), "--listen", anyAddr(), "--raft-listen", proctest.FreeAddr(t),
+			"--admin-listen", proctest.FreeAddr(t), "--peers", "1=127.0.0.1:1"},
+		{"bookie", "--id", "b1", "--data-dir", t.TempDir(), "--listen", proctest.FreeAddr(t), "--admin-listen", anyAddr(),
+			"--metad", "127.0.0.1:1"},
+		{"broker", "--id", "k1", "--listen", anyAddr(), "--admin-listen", proctest.FreeAddr(t), "--metad", "127.0.0.1:1"},
+	} {
+		out, err := run(args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(out, "non-loopback") || !strings.Contains(out, "--insecure") {
+			t.Errorf("%s on 0.0.0.0 without TLS: %v\n%s", args[0], err, out)
+		}
+	}
+	// With --insecure the same metad starts.
+	m := &proctest.MetadMember{ID: "1", Listen: anyAddr(), RaftAddr: proctest.FreeAddr(t), AdminAddr: proctest.FreeAddr(t), DataDir: t.TempDir()}
+	m.Process = proctest.Start(t, "metad-insecure", bins["metad"], "--id", "1", "--data-dir", m.DataDir, "--listen", m.Listen,
+		"--raft-listen", m.RaftAddr, "--admin-listen", m.AdminAddr, "--peers", "1="+m.RaftAddr, "--insecure")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Stop(10 * time.Second)
+}
+
+// TestDevTLS runs `strata dev --tls`: every node starts with its own
+// certificate, the profile carries the admin certificate, and the CLI
+// works through it with no flags; a plaintext CLI is refused.
+func TestDevTLS(t *testing.T) {
+	skipShort(t)
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	profile := filepath.Join(dir, "profile.json")
+	env := []string{"STRATA_PROFILE=" + profile, "STRATA_METAD=", "STRATA_BROKER=", "PATH=" + empty, "GOPATH=" + empty}
+	clusterDir := filepath.Join(dir, "cluster")
+	ports, _ := devPortFlags(t)
+	d := startDev(t, clusterDir, env, append(ports, "--tls", "--metad", "1", "--brokers", "1")...)
+	d.waitFor("cluster ready", 60*time.Second)
+	d.waitFor("tls:     mutual TLS", 5*time.Second)
+	st, err := devcluster.LoadState(clusterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if !strings.Contains(strings.Join(n.Args, " "), "--tls-cert-file") {
+			t.Errorf("%s runs without TLS: %v", n.Name, n.Args)
+		}
+	}
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bins["strata"], args...)
+		cmd.Env = append(cmd.Environ(), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("strata %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("", "meta", "put", "/dev", "secure")
+	run("", "topic", "create", "secure", "-p", "1")
+	eventually(t, 20*time.Second, "produce through the profile's certificate", func() error {
+		cmd := exec.Command(bins["strata"], "produce", "secure")
+		cmd.Env = append(cmd.Environ(), env...)
+		cmd.Stdin = strings.NewReader("one\ntwo\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	if out := run("", "consume", "secure", "-n", "2", "-f", "%v\n"); !strings.Contains(out, "one\ntwo") {
+		t.Fatalf("consumed %q", out)
+	}
+	// Without the profile (plaintext) the same cluster refuses the CLI.
+	plain := []string{"STRATA_PROFILE=" + filepath.Join(dir, "none.json"), "STRATA_METAD=" + st.Nodes[0].Listen}
+	if out, errOut, code := strata(t, append(append([]string{}, env...), plain...), "--timeout", "3s", "meta", "get", "/dev"); code == 0 {
+		t.Fatalf("a plaintext CLI read metad: %q %q", out, errOut)
+	}
+	d.interrupt()
+}

@@ -1,0 +1,144 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/strata-log/strata/internal/pki"
+)
+
+// ErrInsecureListener is returned by Security.CheckListeners for a
+// listener on a non-loopback address without TLS and without --insecure.
+var ErrInsecureListener = errors.New("config: plaintext listener on a non-loopback address")
+
+// Security is a node's transport security; every role's config embeds it
+// (squashed: its keys are plain flags). With the three files set, the
+// node serves gRPC (and metad its Raft transport) over mutual TLS and
+// dials every other node with the same certificate; with none, it is
+// plaintext as before. The admin HTTP listener is plaintext either way.
+type Security struct {
+	// TLSCertFile, TLSKeyFile and TLSCAFile are the node's certificate
+	// chain, its private key and the CA bundle it trusts for peers (PEM).
+	// All three or none.
+	TLSCertFile string `mapstructure:"tls-cert-file"`
+	TLSKeyFile  string `mapstructure:"tls-key-file"`
+	TLSCAFile   string `mapstructure:"tls-ca-file"`
+	// Insecure allows a plaintext listener on a non-loopback address.
+	Insecure bool `mapstructure:"insecure"`
+}
+
+// SecurityFlags defines the flags of Security with d's values as defaults.
+func SecurityFlags(fs *pflag.FlagSet, d Security) {
+	fs.String("tls-cert-file", d.TLSCertFile, "PEM certificate chain of this node: serve gRPC over mutual TLS and dial peers with it (with --tls-key-file and --tls-ca-file)")
+	fs.String("tls-key-file", d.TLSKeyFile, "PEM private key of --tls-cert-file")
+	fs.String("tls-ca-file", d.TLSCAFile, "PEM CA bundle trusted for peers' certificates (clients and other nodes)")
+	fs.Bool("insecure", d.Insecure, "allow plaintext listeners (gRPC without TLS, the admin HTTP address) on non-loopback addresses")
+}
+
+// Files are the TLS files for pki and mtls.
+func (s Security) Files() pki.Files {
+	return pki.Files{Cert: s.TLSCertFile, Key: s.TLSKeyFile, CA: s.TLSCAFile}
+}
+
+// TLS reports whether the certificate files are set.
+func (s Security) TLS() bool { return s.TLSCertFile != "" }
+
+// Validate checks that the TLS files are given all three or not at all.
+func (s Security) Validate() error {
+	set := 0
+	for _, f := range []string{s.TLSCertFile, s.TLSKeyFile, s.TLSCAFile} {
+		if f != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return fmt.Errorf("config: --tls-cert-file, --tls-key-file and --tls-ca-file go together (got %q, %q, %q)",
+			s.TLSCertFile, s.TLSKeyFile, s.TLSCAFile)
+	}
+	return nil
+}
+
+// String summarises s for the start-up log line (paths are not secret).
+func (s Security) String() string {
+	if !s.TLS() {
+		return fmt.Sprintf("tls=off insecure=%t", s.Insecure)
+	}
+	return fmt.Sprintf("tls=on tls-cert-file=%s tls-ca-file=%s insecure=%t", s.TLSCertFile, s.TLSCAFile, s.Insecure)
+}
+
+// Listener names one address a node listens on, and whether it is served
+// over TLS when Security has certificates.
+type Listener struct {
+	// Flag is the flag naming the address, for the error message.
+	Flag, Addr string
+	// TLSCapable: served over TLS when TLS is on (gRPC, Raft); false for
+	// the admin HTTP address, which is always plaintext.
+	TLSCapable bool
+}
+
+// CheckListeners refuses (ErrInsecureListener) a listener that would be
+// plaintext on an address other than loopback, unless Insecure is set: a
+// node reachable from the network must not serve unauthenticated calls
+// by accident. An empty address is not checked (the listener is off).
+func (s Security) CheckListeners(ls ...Listener) error {
+	if s.Insecure {
+		return nil
+	}
+	var bad []string
+	for _, l := range ls {
+		if l.Addr == "" || (l.TLSCapable && s.TLS()) {
+			continue
+		}
+		if !IsLoopback(l.Addr) {
+			bad = append(bad, fmt.Sprintf("--%s %s", l.Flag, l.Addr))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	hint := "give --tls-cert-file, --tls-key-file and --tls-ca-file, or"
+	if s.TLS() {
+		hint = "the admin HTTP address has no TLS yet:"
+	}
+	return fmt.Errorf("%w: %s; %s listen on loopback, or pass --insecure to accept it",
+		ErrInsecureListener, strings.Join(bad, ", "), hint)
+}
+
+// IsLoopback reports whether addr (host:port) can only be reached from
+// this machine: a loopback IP, "localhost", or a name that resolves only
+// to loopback IPs. An empty host (every interface), an unspecified address
+// and anything unresolvable are not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	host = strings.Trim(host, "[]")
+	if host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,94 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+type securedConfig struct {
+	Listen   string `mapstructure:"listen"`
+	Security `mapstructure:",squash"`
+}
+
+// The TLS flags are YAML keys and STRATA_* variables like every flag.
+func TestSecurityFromFlagsEnvAndFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(file, []byte("tls-cert-file: /file/node.crt\ntls-key-file: /file/node.key\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STRATA_TLS_CA_FILE", "/env/ca.crt")
+	t.Setenv("STRATA_TLS_KEY_FILE", "/env/node.key")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String(FileFlag, "", "")
+	fs.String("listen", "127.0.0.1:1", "")
+	SecurityFlags(fs, Security{})
+	if err := fs.Parse([]string{"--config", file, "--insecure"}); err != nil {
+		t.Fatal(err)
+	}
+	var c securedConfig
+	if err := Load(fs, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := Security{TLSCertFile: "/file/node.crt", TLSKeyFile: "/env/node.key", TLSCAFile: "/env/ca.crt", Insecure: true}
+	if c.Security != want {
+		t.Fatalf("got %+v, want %+v", c.Security, want)
+	}
+	if err := c.Security.Validate(); err != nil || !c.TLS() {
+		t.Fatalf("Validate %v, TLS %t", err, c.TLS())
+	}
+	if f := c.Files(); f.Cert != want.TLSCertFile || f.Key != want.TLSKeyFile || f.CA != want.TLSCAFile {
+		t.Fatalf("Files %+v", f)
+	}
+}
+
+func TestSecurityValidate(t *testing.T) {
+	for _, s := range []Security{{}, {TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca"}} {
+		if err := s.Validate(); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+	for _, s := range []Security{{TLSCertFile: "c"}, {TLSCertFile: "c", TLSKeyFile: "k"}, {TLSCAFile: "ca"}} {
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Errorf("%+v: %v, want an error", s, err)
+		}
+	}
+}
+
+func TestCheckListeners(t *testing.T) {
+	tlsOn := Security{TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca"}
+	grpcL := func(addr string) Listener { return Listener{Flag: "listen", Addr: addr, TLSCapable: true} }
+	adminL := func(addr string) Listener { return Listener{Flag: "admin-listen", Addr: addr} }
+	for _, tc := range []struct {
+		name string
+		sec  Security
+		ls   []Listener
+		ok   bool
+	}{
+		{"loopback v4", Security{}, []Listener{grpcL("127.0.0.1:7001"), adminL("127.0.0.2:7201")}, true},
+		{"loopback v6", Security{}, []Listener{grpcL("[::1]:7001")}, true},
+		{"localhost", Security{}, []Listener{grpcL("localhost:7001")}, true},
+		{"off", Security{}, []Listener{adminL("")}, true},
+		{"every interface", Security{}, []Listener{grpcL("0.0.0.0:7001")}, false},
+		{"empty host", Security{}, []Listener{grpcL(":7001")}, false},
+		{"v6 any", Security{}, []Listener{grpcL("[::]:7001")}, false},
+		{"private address", Security{}, []Listener{grpcL("10.1.2.3:7001")}, false},
+		{"unresolvable name", Security{}, []Listener{grpcL("no-such-host.invalid:7001")}, false},
+		{"insecure", Security{Insecure: true}, []Listener{grpcL("0.0.0.0:7001"), adminL("0.0.0.0:7201")}, true},
+		{"tls covers gRPC", tlsOn, []Listener{grpcL("0.0.0.0:7001"), adminL("127.0.0.1:7201")}, true},
+		{"tls does not cover admin HTTP", tlsOn, []Listener{grpcL("0.0.0.0:7001"), adminL("0.0.0.0:7201")}, false},
+	} {
+		err := tc.sec.CheckListeners(tc.ls...)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInsecureListener)) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--insecure") {
+			t.Errorf("%s: %q does not say how to proceed", tc.name, err)
+		}
+	}
+}
