@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 // group owns the read path's background goroutines (downloads and
@@ -165,7 +167,7 @@ type chunkKey struct {
 type chunk struct {
 	key       chunkKey
 	size      int64
-	f         *flight[[]byte]
+	f         *flight[chunkData]
 	readAhead bool          // counted in mu.readAheads until settled
 	elem      *list.Element // REQUIRES: chunkCache.mu held
 }
@@ -201,15 +203,31 @@ type chunkCache struct {
 // fetchFunc downloads consecutive pieces of key from off, of the given
 // sizes, in one request where it can, and hands each to deliver (in
 // order, exactly its size) as soon as it is complete. It returns the
-// error that stopped it; the pieces not delivered by then are not.
-type fetchFunc func(ctx context.Context, key string, off int64, sizes []int64, deliver func(i int, data []byte)) error
+// error that stopped it; the pieces not delivered by then are not. t,
+// when not nil, is the object's tail, with which the bytes are checked
+// as they arrive (chunkData.checked).
+type fetchFunc func(ctx context.Context, key string, off int64, sizes []int64, t *segfile.Tail, deliver func(i int, c chunkData)) error
+
+// chunkData is a downloaded chunk: its bytes (shared: never modified)
+// and the range of them, in object positions, that is whole batches
+// already checked by segfile.CheckBatches (empty: none).
+type chunkData struct {
+	bytes   []byte
+	checked span
+}
+
+// span is the object positions [from, to).
+type span struct{ from, to int64 }
+
+// holds reports whether [pos, pos+size) lies in s.
+func (s span) holds(pos, size int64) bool { return pos >= s.from && pos+size <= s.to }
 
 // fetchOne downloads one piece with fetch.
-func fetchOne(ctx context.Context, fetch fetchFunc, key string, off, n int64) ([]byte, error) {
-	var data []byte
-	err := fetch(ctx, key, off, []int64{n}, func(_ int, d []byte) { data = d })
+func fetchOne(ctx context.Context, fetch fetchFunc, key string, off, n int64, t *segfile.Tail) (chunkData, error) {
+	var data chunkData
+	err := fetch(ctx, key, off, []int64{n}, t, func(_ int, d chunkData) { data = d })
 	if err != nil {
-		return nil, err
+		return chunkData{}, err
 	}
 	return data, nil
 }
@@ -225,18 +243,18 @@ func newChunkCache(chunkBytes, capBytes int64, maxReadAhead int, g *group, m *Me
 // download the reader joined and must wait for or drop.
 type ticket struct {
 	key  chunkKey
-	data []byte
-	f    *flight[[]byte]
+	data chunkData
+	f    *flight[chunkData]
 }
 
-// wait returns the chunk's bytes (shared: do not modify).
-func (t ticket) wait(ctx context.Context) ([]byte, error) {
+// wait returns the chunk (its bytes are shared: do not modify).
+func (t ticket) wait(ctx context.Context) (chunkData, error) {
 	if t.f == nil {
 		return t.data, nil
 	}
 	data, err := t.f.wait(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("chunk %d: %w", t.key.idx, err)
+		return chunkData{}, fmt.Errorf("chunk %d: %w", t.key.idx, err)
 	}
 	return data, nil
 }
@@ -249,9 +267,10 @@ func (t ticket) drop() {
 }
 
 // acquire returns chunk idx (size bytes) of key: cached, being downloaded
-// (joined), or newly started. With no room for it, it waits for a
-// download to end, until ctx ends.
-func (c *chunkCache) acquire(ctx context.Context, key string, idx, size int64) (ticket, error) {
+// (joined), or newly started (checked as it arrives with t, when not
+// nil). With no room for it, it waits for a download to end, until ctx
+// ends.
+func (c *chunkCache) acquire(ctx context.Context, key string, idx, size int64, t *segfile.Tail) (ticket, error) {
 	k := chunkKey{key, idx}
 	for {
 		c.mu.Lock()
@@ -269,8 +288,8 @@ func (c *chunkCache) acquire(ctx context.Context, key string, idx, size int64) (
 		}
 		// Not there, or abandoned by its waiters (being cancelled): start
 		// a download that replaces it.
-		ch, space, err := c.startLocked(k, size, false, func(ctx context.Context) ([]byte, error) {
-			return fetchOne(ctx, c.fetch, k.key, k.idx*c.chunkBytes, size)
+		ch, space, err := c.startLocked(k, size, false, func(ctx context.Context) (chunkData, error) {
+			return fetchOne(ctx, c.fetch, k.key, k.idx*c.chunkBytes, size, t)
 		})
 		c.mu.Unlock()
 		switch {
@@ -300,7 +319,7 @@ func (c *chunkCache) acquire(ctx context.Context, key string, idx, size int64) (
 // read-ahead downloads reach their bound, or where the cache has no room
 // without waiting: read-ahead is a bet and must never hold up or crowd
 // out the reads that are asked for.
-func (c *chunkCache) readAhead(key string, from, to, limit int64, size func(idx int64) int64) {
+func (c *chunkCache) readAhead(key string, from, to, limit int64, size func(idx int64) int64, t *segfile.Tail) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := from
@@ -319,12 +338,12 @@ func (c *chunkCache) readAhead(key string, from, to, limit int64, size func(idx 
 			break
 		}
 		res := make(chan pieceResult, 1) // the downloader never waits on a reader
-		ch, _, err := c.startLocked(k, size(idx), true, func(ctx context.Context) ([]byte, error) {
+		ch, _, err := c.startLocked(k, size(idx), true, func(ctx context.Context) (chunkData, error) {
 			select {
 			case r := <-res:
 				return r.data, r.err
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return chunkData{}, ctx.Err()
 			}
 		})
 		if err != nil || ch == nil {
@@ -340,7 +359,7 @@ func (c *chunkCache) readAhead(key string, from, to, limit int64, size func(idx 
 	// them, so a downloader that does not start leaves none waiting.
 	c.g.goFn(func() {
 		delivered := 0
-		err := c.fetch(c.g.ctx, key, first*c.chunkBytes, sizes, func(i int, data []byte) {
+		err := c.fetch(c.g.ctx, key, first*c.chunkBytes, sizes, t, func(i int, data chunkData) {
 			results[i] <- pieceResult{data: data}
 			delivered = i + 1
 		})
@@ -356,7 +375,7 @@ func (c *chunkCache) readAhead(key string, from, to, limit int64, size func(idx 
 // pieceResult is one chunk of a read-ahead run, handed from the run's
 // downloader to the chunk's flight.
 type pieceResult struct {
-	data []byte
+	data chunkData
 	err  error
 }
 
@@ -367,7 +386,7 @@ type pieceResult struct {
 // bytes instead.
 //
 // REQUIRES: c.mu held.
-func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool, fetch func(context.Context) ([]byte, error)) (*chunk, <-chan struct{}, error) {
+func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool, fetch func(context.Context) (chunkData, error)) (*chunk, <-chan struct{}, error) {
 	if c.mu.bytes-c.mu.cachedBytes+size > c.capBytes {
 		return nil, c.mu.space, nil
 	}
@@ -379,7 +398,7 @@ func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool, fetch f
 	if readAhead {
 		waiters = 0
 	}
-	f, ok := startFlight(c.g, waiters, fetch, func(f *flight[[]byte]) { c.settle(ch, f) })
+	f, ok := startFlight(c.g, waiters, fetch, func(f *flight[chunkData]) { c.settle(ch, f) })
 	if !ok {
 		return nil, nil, ErrClosed
 	}
@@ -398,7 +417,7 @@ func (c *chunkCache) startLocked(k chunkKey, size int64, readAhead bool, fetch f
 // settle publishes a finished download, or drops it: a failed download is
 // not cached (the next reader retries it), and neither is one that was
 // abandoned and replaced meanwhile.
-func (c *chunkCache) settle(ch *chunk, f *flight[[]byte]) {
+func (c *chunkCache) settle(ch *chunk, f *flight[chunkData]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch.readAhead {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 const unit = 1 << 10 // chunk size of these tests
@@ -35,13 +37,13 @@ func newFake() *fakeObjects {
 
 // fetch is a fetchFunc: each piece downloaded as one chunk (counted,
 // gated and failed one by one).
-func (f *fakeObjects) fetch(ctx context.Context, key string, off int64, sizes []int64, deliver func(int, []byte)) error {
+func (f *fakeObjects) fetch(ctx context.Context, key string, off int64, sizes []int64, _ *segfile.Tail, deliver func(int, chunkData)) error {
 	for i, n := range sizes {
 		data, err := f.fetchChunk(ctx, off, n)
 		if err != nil {
 			return err
 		}
-		deliver(i, data)
+		deliver(i, chunkData{bytes: data})
 		off += n
 	}
 	return nil
@@ -104,11 +106,12 @@ func newTestCache(t *testing.T, f *fakeObjects, capChunks int64, maxReadAhead in
 
 // get acquires and waits for chunk idx of "k".
 func get(ctx context.Context, c *chunkCache, idx int64) ([]byte, error) {
-	tk, err := c.acquire(ctx, "k", idx, unit)
+	tk, err := c.acquire(ctx, "k", idx, unit, nil)
 	if err != nil {
 		return nil, err
 	}
-	return tk.wait(ctx)
+	data, err := tk.wait(ctx)
+	return data.bytes, err
 }
 
 func cached(c *chunkCache, idx int64) bool {
@@ -171,18 +174,18 @@ func TestChunkCacheWaitsForRoom(t *testing.T) {
 	release0, release1 := f.gate(0), f.gate(1)
 	defer release1()
 	// Two downloads in flight fill the cache: they are charged.
-	t0, err := c.acquire(bg, "k", 0, unit)
+	t0, err := c.acquire(bg, "k", 0, unit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t1, err := c.acquire(bg, "k", 1, unit)
+	t1, err := c.acquire(bg, "k", 1, unit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer t1.drop()
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
-	if _, err := c.acquire(ctx, "k", 2, unit); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.acquire(ctx, "k", 2, unit, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("no room: %v", err)
 	}
 	// Once chunk 0 is downloaded it can be evicted for chunk 2.
@@ -261,8 +264,8 @@ func TestChunkCacheReadAheadRun(t *testing.T) {
 	f.mu.failIdx[3] = errors.New("boom")
 	f.mu.Unlock()
 	release := f.gate(1)
-	c.readAhead("k", 1, 4, 100, size)      // chunks 1 to 4, one download
-	tk, err := c.acquire(bg, "k", 4, unit) // joins the run's chunk 4
+	c.readAhead("k", 1, 4, 100, size, nil)      // chunks 1 to 4, one download
+	tk, err := c.acquire(bg, "k", 4, unit, nil) // joins the run's chunk 4
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +301,7 @@ func TestChunkCacheReadAheadRun(t *testing.T) {
 		t.Errorf("%v read errors, want 1", n)
 	}
 	// A window whose chunks are all there starts nothing.
-	c.readAhead("k", 1, 4, 100, size)
+	c.readAhead("k", 1, 4, 100, size, nil)
 	if f.calls(2) != 1 {
 		t.Error("read-ahead downloaded a cached chunk again")
 	}
@@ -313,7 +316,7 @@ func TestChunkCacheReadAheadIsBounded(t *testing.T) {
 	}
 	size := func(int64) int64 { return unit }
 	for i := range int64(6) {
-		c.readAhead("k", i, i, i, size)
+		c.readAhead("k", i, i, i, size, nil)
 	}
 	c.mu.Lock()
 	inFlight, n := c.mu.readAheads, len(c.mu.chunks)
@@ -323,27 +326,27 @@ func TestChunkCacheReadAheadIsBounded(t *testing.T) {
 	}
 	// One foreground download fills the cache; read-ahead never waits
 	// for room, nor evicts in-flight downloads.
-	tk, err := c.acquire(bg, "k", 5, unit)
+	tk, err := c.acquire(bg, "k", 5, unit, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	releases[0]()
 	eventually(t, 5*time.Second, "a read-ahead to finish", func() bool { return cached(c, 0) })
-	c.readAhead("k", 4, 4, 4, size) // fits by evicting chunk 0
+	c.readAhead("k", 4, 4, 4, size, nil) // fits by evicting chunk 0
 	c.mu.Lock()
 	ok := c.mu.chunks[chunkKey{"k", 4}] != nil
 	c.mu.Unlock()
 	if !ok || cached(c, 0) {
 		t.Error("read-ahead should evict a downloaded chunk for room")
 	}
-	c.readAhead("k", 3, 3, 3, size) // two read-aheads in flight, and no room
+	c.readAhead("k", 3, 3, 3, size, nil) // two read-aheads in flight, and no room
 	if f.calls(3) != 0 {
 		t.Error("read-ahead started with no room")
 	}
 	// Close cancels read-ahead downloads, and those count as no error.
 	c.g.close()
 	tk.drop()
-	if _, err := c.acquire(bg, "k", 9, unit); !errors.Is(err, ErrClosed) {
+	if _, err := c.acquire(bg, "k", 9, unit, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("acquire after close: %v", err)
 	}
 	if value(t, m.ReadErrors) != 0 {

@@ -120,6 +120,16 @@
 //     of one chunk share its download, which runs under the Reader's
 //     context, not a caller's, and is cancelled once all of them gave up.
 //     The chunks of one read download in parallel.
+//   - Checked as they arrive: a download reads 256 KiB at a time and
+//     checks the whole batches those bytes complete (segfile.CheckBatches:
+//     CRC-32C and sizes), from the first batch start it knows in the chunk
+//     (the data's start, an index entry, or where the chunk before got
+//     to). A fetch skips the CRC of a batch lying wholly in its chunk's
+//     checked range (segfile.CheckedReader) and does every other check;
+//     batches straddling chunks, and those before the first known start,
+//     are checked by the fetch. Checked later, from memory rather than
+//     the CPU's caches, the CRCs cost a catch-up read about a quarter of
+//     its CPU.
 //   - Disk: with ReaderConfig.DiskCache, a chunk's download looks on disk
 //     first (tiering/diskcache checks every file it serves), and a chunk
 //     downloaded from the store is queued (at most spillQueue) for a

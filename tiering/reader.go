@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/segfile"
@@ -275,7 +277,7 @@ func (r *Reader) doRead(ctx context.Context, seg SegmentRef, readAhead bool, fn 
 	if err != nil {
 		return err
 	}
-	sr := &segReader{r: r, seg: seg, e: e, lastDataChunk: (t.DataEnd() - 1) / r.cfg.ChunkBytes, readAhead: readAhead}
+	sr := &segReader{r: r, seg: seg, e: e, t: t, lastDataChunk: (t.DataEnd() - 1) / r.cfg.ChunkBytes, readAhead: readAhead}
 	err = fn(t, sr)
 	if errors.Is(err, segfile.ErrCorrupt) {
 		r.chunks.invalidate(seg.Key, sr.touched)
@@ -364,7 +366,7 @@ func (r *Reader) settleTail(e *segEntry, f *flight[*segfile.Tail]) {
 // chunk where one ended) or starts at the first chunk, reads ahead: a run
 // of ReadAhead chunks once one of the ReadAhead after it is missing, up
 // to the end of the data (chunkCache.readAhead).
-func (r *Reader) noteRead(e *segEntry, seg SegmentRef, first, last, lastDataChunk int64) {
+func (r *Reader) noteRead(e *segEntry, seg SegmentRef, t *segfile.Tail, first, last, lastDataChunk int64) {
 	if r.cfg.ReadAhead < 0 {
 		return
 	}
@@ -389,7 +391,7 @@ func (r *Reader) noteRead(e *segEntry, seg SegmentRef, first, last, lastDataChun
 		return
 	}
 	r.chunks.readAhead(seg.Key, last+1, min(last+int64(r.cfg.ReadAhead), lastDataChunk), lastDataChunk,
-		func(idx int64) int64 { return r.chunkLen(seg, idx) })
+		func(idx int64) int64 { return r.chunkLen(seg, idx) }, t)
 }
 
 // chunkLen is the size of chunk idx of seg's object: ChunkBytes, but the
@@ -398,15 +400,29 @@ func (r *Reader) chunkLen(seg SegmentRef, idx int64) int64 {
 	return min(r.cfg.ChunkBytes, seg.Size-idx*r.cfg.ChunkBytes)
 }
 
-// segReader is a segfile.RangeReader over a segment's object through the
-// chunk cache. One serves one call (it records the chunks it read).
+// segReader is a segfile.CheckedReader over a segment's object through
+// the chunk cache. One serves one call (it records the chunks it read).
 type segReader struct {
 	r             *Reader
 	seg           SegmentRef
 	e             *segEntry
+	t             *segfile.Tail
 	lastDataChunk int64
 	readAhead     bool
 	touched       []int64 // chunks read, dropped from the cache if the read proves corrupt
+	checked       []span  // the checked ranges of the chunks read
+}
+
+// Checked reports whether [pos, pos+size) lies in the checked range of
+// one of the chunks read: the download checked those batches while they
+// were in the CPU's caches (readRange).
+func (s *segReader) Checked(pos, size int64) bool {
+	for _, c := range s.checked {
+		if c.holds(pos, size) {
+			return true
+		}
+	}
+	return false
 }
 
 // ReadAt returns exactly [off, off+n) of the object, assembled from the
@@ -431,7 +447,7 @@ func (s *segReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
 		}
 	}()
 	for i := first; i <= last; i++ {
-		t, err := s.r.chunks.acquire(ctx, s.seg.Key, i, s.r.chunkLen(s.seg, i))
+		t, err := s.r.chunks.acquire(ctx, s.seg.Key, i, s.r.chunkLen(s.seg, i), s.t)
 		if err != nil {
 			return nil, err
 		}
@@ -444,10 +460,11 @@ func (s *segReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
 	for len(tickets) > 0 {
 		t := tickets[0]
 		tickets = tickets[1:] // waited for: not dropped
-		data, err := t.wait(ctx)
+		c, err := t.wait(ctx)
 		if err != nil {
 			return nil, err
 		}
+		data := c.bytes
 		start := t.key.idx * cb
 		if int64(len(data)) != s.r.chunkLen(s.seg, t.key.idx) {
 			return nil, fmt.Errorf("tiering: chunk %d of %s holds %d bytes", t.key.idx, s.seg.Key, len(data))
@@ -459,9 +476,12 @@ func (s *segReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
 			copy(out[lo-off:hi-off], data[lo-start:hi-start])
 		}
 		s.touched = append(s.touched, t.key.idx)
+		if c.checked.to > c.checked.from {
+			s.checked = append(s.checked, c.checked)
+		}
 	}
 	if s.readAhead {
-		s.r.noteRead(s.e, s.seg, first, last, s.lastDataChunk)
+		s.r.noteRead(s.e, s.seg, s.t, first, last, s.lastDataChunk)
 	}
 	return out, nil
 }
@@ -484,10 +504,10 @@ type spill struct {
 // GET. With one, each chunk it holds (checked there) is read from it, the
 // others by one GET per run of consecutive missing chunks, and their
 // bytes then go to the disk cache in the background.
-func (r *Reader) fetchChunks(ctx context.Context, key string, off int64, sizes []int64, deliver func(i int, data []byte)) error {
+func (r *Reader) fetchChunks(ctx context.Context, key string, off int64, sizes []int64, t *segfile.Tail, deliver func(i int, c chunkData)) error {
 	d := r.cfg.DiskCache
 	if d == nil {
-		return r.readRange(ctx, key, off, sizes, deliver)
+		return r.readRange(ctx, key, off, sizes, t, deliver)
 	}
 	pos := make([]int64, len(sizes)) // object position of each chunk
 	var missing []int
@@ -495,7 +515,7 @@ func (r *Reader) fetchChunks(ctx context.Context, key string, off int64, sizes [
 		pos[i] = off
 		off += n
 		if data, ok := d.Get(key, pos[i]/r.cfg.ChunkBytes, n); ok {
-			deliver(i, data)
+			deliver(i, chunkData{bytes: data})
 		} else {
 			missing = append(missing, i)
 		}
@@ -506,9 +526,9 @@ func (r *Reader) fetchChunks(ctx context.Context, key string, off int64, sizes [
 			run++
 		}
 		first := missing[0]
-		err := r.readRange(ctx, key, pos[first], sizes[first:first+run], func(i int, data []byte) {
-			r.spill(key, pos[first+i]/r.cfg.ChunkBytes, data)
-			deliver(first+i, data)
+		err := r.readRange(ctx, key, pos[first], sizes[first:first+run], t, func(i int, c chunkData) {
+			r.spill(key, pos[first+i]/r.cfg.ChunkBytes, c.bytes)
+			deliver(first+i, c)
 		})
 		if err != nil {
 			return err
@@ -568,17 +588,28 @@ type objectReader struct {
 }
 
 func (o objectReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
-	return fetchOne(ctx, o.r.readRange, o.key, off, n)
+	c, err := fetchOne(ctx, o.r.readRange, o.key, off, n, nil)
+	return c.bytes, err
 }
+
+// checkStep is how many bytes readRange reads before it checks the
+// batches they complete: few enough that they are still in the CPU's
+// caches. Checked later, from memory, the CRCs of a catch-up read cost
+// about a quarter of its CPU (TestCatchUpThroughput).
+const checkStep = 256 << 10
 
 // readRange is one ranged GET of key from off, as many bytes as sizes
 // add up to, bounded by RequestTimeout, handing deliver each piece as
-// soon as it is read. An object shorter than metad records answers a
-// range past its end with ErrInvalidRange, or a body that ends cleanly
-// but short: both are a truncated object, so they become corruption
-// (T10), never a short read. A body the store reports cut short is a
-// network failure and stays transient.
-func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []int64, deliver func(i int, data []byte)) error {
+// soon as it is read. With t, the object's tail, it checks the batches
+// as their bytes arrive (segfile.CheckBatches), from the first batch
+// start it knows in each piece (where the index, or the batch before,
+// says one starts), and hands each piece with the range it checked. An
+// object shorter than metad records answers a range past its end with
+// ErrInvalidRange, or a body that ends cleanly but short: both are a
+// truncated object, so they become corruption (T10), never a short read.
+// A body the store reports cut short is a network failure and stays
+// transient.
+func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []int64, t *segfile.Tail, deliver func(i int, c chunkData)) error {
 	var total int64
 	for _, n := range sizes {
 		total += n
@@ -596,25 +627,73 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 		return err
 	}
 	defer body.Close()
+	var prev []byte   // the piece before, for a batch that straddles
+	next := int64(-1) // the next batch start to check from (-1: none known)
 	for i, n := range sizes {
 		buf := make([]byte, n)
-		got, err := io.ReadFull(body, buf)
-		r.m.RemoteReadBytes.Add(float64(got))
-		switch {
-		case err == nil:
-			deliver(i, buf)
-			off += n
-			continue
-		case errors.Is(err, io.ErrUnexpectedEOF) && objstore.Classified(err):
-			return &cutError{err}
-		case objstore.Classified(err):
-			return err
-		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return truncated(key, off, n, int64(got), nil)
+		if t != nil {
+			next = batchStartIn(t, off, prev, next)
 		}
-		return fmt.Errorf("tiering: reading %s [%d, %d): %w", key, off, off+n, err)
+		checked := span{next, next}
+		for filled := int64(0); filled < n; {
+			step := min(checkStep, n-filled)
+			got, err := io.ReadFull(body, buf[filled:filled+step])
+			r.m.RemoteReadBytes.Add(float64(got))
+			if err != nil {
+				return readErr(key, off, n, filled+int64(got), err)
+			}
+			filled += step
+			if next >= off && next < off+filled {
+				end, ok := segfile.CheckBatches(buf[next-off:filled], next, t.DataEnd())
+				checked.to, next = end, end
+				if !ok {
+					next = -1 // the fetch's own checks report it
+				}
+			}
+		}
+		deliver(i, chunkData{bytes: buf, checked: checked})
+		prev = buf
+		off += n
 	}
 	return nil
+}
+
+// readErr is the error for a body that failed after got of the n bytes
+// from off (see readRange).
+func readErr(key string, off, n, got int64, err error) error {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) && objstore.Classified(err):
+		return &cutError{err}
+	case objstore.Classified(err):
+		return err
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return truncated(key, off, n, got, nil)
+	}
+	return fmt.Errorf("tiering: reading %s [%d, %d): %w", key, off, off+n, err)
+}
+
+// batchStartIn is where to start checking the piece of t's object at
+// off: next, the batch start that checking the piece before (prev) got
+// to, when it lies in this piece; past a batch that straddles the two
+// pieces, when prev holds its header; else the first index entry at or
+// after off (the data's first batch for the first piece). -1: none.
+func batchStartIn(t *segfile.Tail, off int64, prev []byte, next int64) int64 {
+	if next >= off {
+		return next
+	}
+	if prevOff := off - int64(len(prev)); next >= prevOff && next+recordbatch.HeaderSize <= off {
+		if h, err := recordbatch.ParseHeader(prev[next-prevOff:]); err == nil {
+			return next + int64(h.Size())
+		}
+	}
+	if off <= segfile.HeaderSize {
+		return segfile.HeaderSize
+	}
+	i := sort.Search(len(t.Index), func(i int) bool { return t.Index[i].Position >= off })
+	if i == len(t.Index) {
+		return -1
+	}
+	return t.Index[i].Position
 }
 
 // truncated is the error for an object that ended before the range

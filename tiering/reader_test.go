@@ -648,3 +648,68 @@ func fetchTogether(t *testing.T, r *Reader, s testSeg, offset int64, maxBytes, n
 		}
 	}
 }
+
+// Downloads check the batches as their bytes arrive, so that fetches need
+// not read them from memory again for their CRCs; a damaged batch is
+// never in a checked range, and its fetch still fails.
+func TestBatchesCheckedAsTheyArrive(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	s := threeSegments(t, st)[0]
+	starts := []int64{segfile.HeaderSize}
+	for _, b := range s.batches {
+		starts = append(starts, starts[len(starts)-1]+int64(len(b)))
+	}
+	// fetchAll reads every batch of ref through one Reader and reports how
+	// many lay in a range the downloads checked.
+	fetchAll := func(ref SegmentRef) (checked int, err error) {
+		r, _ := newTestReader(t, st, ReaderConfig{ChunkBytes: testChunk, ReadAhead: -1})
+		for i, b := range s.batches {
+			err := r.read(bg, ref, false, func(tail *segfile.Tail, rr segfile.RangeReader) error {
+				if _, err := tail.ReadFetch(bg, rr, headerOf(t, b).BaseOffset, 1); err != nil {
+					return err
+				}
+				if rr.(*segReader).Checked(starts[i], int64(len(b))) {
+					checked++
+				}
+				return nil
+			})
+			if err != nil {
+				return checked, err
+			}
+		}
+		return checked, nil
+	}
+	checked, err := fetchAll(s.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Those straddling two chunks, or before the first batch start a
+	// chunk knows, are checked by the fetch instead.
+	if checked < len(s.batches)/2 {
+		t.Errorf("%d of %d batches checked as they arrived", checked, len(s.batches))
+	}
+
+	// Batch 40 damaged at rest: fetches before it are served, its own
+	// fails, and it is never taken for checked.
+	obj := bytes.Clone(s.obj)
+	obj[starts[40]+recordbatch.HeaderSize+5] ^= 8
+	ref := s.ref
+	ref.Key = "t/flip/checked.seg"
+	if _, err := st.Put(bg, ref.Key, bytes.NewReader(obj), int64(len(obj)), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newTestReader(t, st, ReaderConfig{ChunkBytes: testChunk, ReadAhead: -1})
+	err = r.read(bg, ref, false, func(tail *segfile.Tail, rr segfile.RangeReader) error {
+		_, err := tail.ReadFetch(bg, rr, headerOf(t, s.batches[40]).BaseOffset, 1)
+		if rr.(*segReader).Checked(starts[40], int64(len(s.batches[40]))) {
+			t.Error("the damaged batch lies in a checked range")
+		}
+		return err
+	})
+	if !errors.Is(err, segfile.ErrCorrupt) {
+		t.Errorf("fetch of the damaged batch: %v", err)
+	}
+	if _, err := fetchAll(ref); !errors.Is(err, segfile.ErrCorrupt) {
+		t.Errorf("reading the damaged object through: %v", err)
+	}
+}

@@ -33,7 +33,7 @@ func (t *Tail) ReadFetch(ctx context.Context, r RangeReader, offset, maxBytes in
 	// The batches returned are adjacent in buf: return them in place, not
 	// copied. Only a first batch the range does not hold whole needs the
 	// general scan (a batch larger than maxBytes after an index entry).
-	it := t.Batches(buf, rng.Start)
+	it := t.batchesFrom(r, buf, rng.Start)
 	first, end := int64(-1), int64(-1)
 	for it.Next() {
 		b := it.Batch()
@@ -199,7 +199,7 @@ func (t *Tail) scan(ctx context.Context, r RangeReader, buf []byte, pos, readEnd
 			buf = append(buf, more...)
 		}
 	}
-	it := t.Batches(buf, pos)
+	it := t.batchesFrom(r, buf, pos)
 	for {
 		for it.Next() {
 			if more, err := fn(it.Batch()); err != nil || !more {

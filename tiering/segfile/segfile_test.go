@@ -304,3 +304,35 @@ func TestReadTailMismatch(t *testing.T) {
 		t.Fatalf("ParseTail of a partial tail: %v", err)
 	}
 }
+
+// CheckBatches checks whole batches from a batch start and stops, without
+// passing them, at a partial batch (more bytes may come) and at a damaged
+// one.
+func TestCheckBatches(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	batches := genBatches(t, rng, 0, genConfig{batches: 10, maxRecords: 5, maxValue: 200})
+	obj, sum := writeSegment(t, batches, segfile.Options{})
+	dataEnd := sum.IndexPos
+	starts := []int64{segfile.HeaderSize}
+	for _, b := range batches {
+		starts = append(starts, starts[len(starts)-1]+int64(len(b)))
+	}
+	if end, ok := segfile.CheckBatches(obj[segfile.HeaderSize:], segfile.HeaderSize, dataEnd); end != dataEnd || !ok {
+		t.Errorf("whole data: end %d ok %v, want %d true", end, ok, dataEnd)
+	}
+	// From the fourth batch, cut in the middle of the seventh.
+	cut := (starts[6] + starts[7]) / 2
+	if end, ok := segfile.CheckBatches(obj[starts[3]:cut], starts[3], dataEnd); end != starts[6] || !ok {
+		t.Errorf("partial: end %d ok %v, want %d true", end, ok, starts[6])
+	}
+	// A flipped bit in the sixth batch's records stops the check before it.
+	bad := bytes.Clone(obj)
+	bad[starts[5]+recordbatch.HeaderSize+3] ^= 4
+	if end, ok := segfile.CheckBatches(bad[segfile.HeaderSize:], segfile.HeaderSize, dataEnd); end != starts[5] || ok {
+		t.Errorf("damaged: end %d ok %v, want %d false", end, ok, starts[5])
+	}
+	// Bytes past the data (the index) are never taken for batches.
+	if end, _ := segfile.CheckBatches(obj[starts[9]:], starts[9], dataEnd); end != dataEnd {
+		t.Errorf("to the end: end %d, want %d", end, dataEnd)
+	}
+}

@@ -26,6 +26,47 @@ type RangeReader interface {
 	ReadAt(ctx context.Context, off, n int64) ([]byte, error)
 }
 
+// A CheckedReader is a RangeReader that knows which of the bytes it
+// returned were already checked: split into batches by following their
+// sizes from a batch start, each passing recordbatch.Verify, on these
+// very bytes (CheckBatches). Fetches through it skip the CRC of a batch
+// that lies wholly in a checked range; every other check still runs. A
+// reader that checks bytes while they are still in the CPU's caches
+// saves reading them from memory twice.
+type CheckedReader interface {
+	RangeReader
+	// Checked reports whether [pos, pos+size) lies in a checked range.
+	Checked(pos, size int64) bool
+}
+
+// CheckBatches checks the whole batches of buf, the bytes at absolute
+// position pos (a batch start) of an object whose data ends at dataEnd,
+// one after another, as Iterator does their CRCs and sizes, and returns
+// the position after the last one that passed: buf's bytes in [pos, end)
+// are checked batches. It stops at the first batch that does not fit in
+// buf or before dataEnd (ok: more bytes may complete it), or that is
+// whole but does not pass (not ok; reading it through an Iterator reports
+// what is wrong with it).
+func CheckBatches(buf []byte, pos, dataEnd int64) (end int64, ok bool) {
+	end = pos
+	rest := buf[:max(min(int64(len(buf)), dataEnd-pos), 0)]
+	for len(rest) >= recordbatch.HeaderSize {
+		h, err := recordbatch.ParseHeader(rest)
+		if err != nil {
+			return end, false
+		}
+		if h.Size() > len(rest) {
+			return end, end+int64(h.Size()) <= dataEnd
+		}
+		if _, err := recordbatch.Verify(rest[:h.Size()]); err != nil {
+			return end, false
+		}
+		end += int64(h.Size())
+		rest = rest[h.Size():]
+	}
+	return end, true
+}
+
 // FromReaderAt adapts an io.ReaderAt (an *os.File, a *bytes.Reader) to a
 // RangeReader. The context is checked before each read.
 func FromReaderAt(r io.ReaderAt) RangeReader { return readerAt{r} }
