@@ -81,6 +81,8 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
 	case errors.Is(err, partlog.ErrOutOfOrderSequence):
 		return codes.FailedPrecondition, info(rpcerror.ReasonOutOfOrderSequence, false)
+	case errors.Is(err, partlog.ErrUnknownProducer):
+		return codes.FailedPrecondition, info(rpcerror.ReasonUnknownProducerID, false)
 	case errors.Is(err, partlog.ErrProducerFenced):
 		return codes.FailedPrecondition, info(rpcerror.ReasonProducerFenced, false)
 	case errors.Is(err, partlog.ErrTierUnavailable):

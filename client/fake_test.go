@@ -261,6 +261,12 @@ func (b *fakeBroker) Produce(ctx context.Context, req *brokerpb.ProduceRequest) 
 		var ps *fakeProducer
 		if hdr.ProducerID >= 0 {
 			ps = l.producers[hdr.ProducerID]
+			if ps == nil && hdr.BaseSequence != 0 {
+				// As the broker does once its wait for predecessors ends.
+				res.Error = pErr(codes.FailedPrecondition, rpcerror.ReasonUnknownProducerID, false,
+					fmt.Sprintf("producer %d is unknown here and its batch starts at sequence %d", hdr.ProducerID, hdr.BaseSequence))
+				continue
+			}
 			if ps == nil {
 				ps = &fakeProducer{epoch: hdr.ProducerEpoch, lastSeq: -1}
 				l.producers[hdr.ProducerID] = ps

@@ -390,7 +390,7 @@ func (p *Producer) verdictLocked(ps *partState, b *batch, err error) produceVerd
 			return verdictRetry
 		}
 		return verdictFailUnknown
-	case rpcerror.ReasonOutOfOrderSequence:
+	case rpcerror.ReasonOutOfOrderSequence, rpcerror.ReasonUnknownProducerID:
 		// Expected when an earlier batch of the partition failed or is
 		// still unanswered: this one goes again after it.
 		if ps.needReset || ps.draining || b.pipelined {
@@ -403,6 +403,14 @@ func (p *Producer) verdictLocked(ps *partState, b *batch, err error) produceVerd
 			if !c.done || c.err != nil {
 				return verdictRetry
 			}
+		}
+		if reason == rpcerror.ReasonUnknownProducerID {
+			// Nothing before it is on its way: the partition lost the
+			// producer's state (it expired). The broker stored nothing,
+			// so the batch goes again under a new producer id (Kafka's
+			// UNKNOWN_PRODUCER_ID).
+			ps.needReset = true
+			return verdictRetry
 		}
 		return verdictFailBatch
 	case "":
@@ -458,7 +466,7 @@ func (p *Producer) answerLocked(b *batch, base int64, err error, local bool) {
 			if info := rpcerror.Info(err); info != nil && info.Redirect != "" {
 				ps.retryAt = time.Now() // the owner is known: go now
 			}
-		} else if rpcerror.Reason(err) != rpcerror.ReasonOutOfOrderSequence {
+		} else if r := rpcerror.Reason(err); r != rpcerror.ReasonOutOfOrderSequence && r != rpcerror.ReasonUnknownProducerID {
 			p.c.invalidate(b.tp.Topic)
 		}
 		p.log.Debug("retrying batch", "partition", b.tp.String(), "attempt", b.attempts, "err", err)

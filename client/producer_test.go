@@ -303,6 +303,43 @@ func TestLostResponseNotDuplicated(t *testing.T) {
 	}
 }
 
+// A partition that lost the producer's state (it expired on the broker)
+// answers UNKNOWN_PRODUCER_ID to a batch past sequence 0: with nothing
+// before it on its way, the producer takes a new producer id and sends it
+// again, instead of failing it. Nothing is lost or written twice.
+func TestUnknownProducerGetsNewID(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	cl.createTopic("t", 1)
+	tp := TopicPartition{"t", 0}
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{RetryBackoff: time.Millisecond})
+	ctx := testCtx(t)
+	for i := range 3 {
+		if _, err := p.ProduceSync(ctx, NewRecord("t", nil, fmt.Appendf(nil, "%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.mu.Lock()
+	clear(cl.logs[tp].producers) // the broker's state expired
+	pids := cl.nextPID
+	cl.mu.Unlock()
+	r, err := p.ProduceSync(ctx, NewRecord("t", nil, []byte("3")))
+	if err != nil {
+		t.Fatalf("after the broker forgot the producer: %v", err)
+	}
+	if r.Offset != 3 {
+		t.Fatalf("offset %d, want 3", r.Offset)
+	}
+	if got := len(cl.records(tp)); got != 4 {
+		t.Fatalf("log has %d records, want 4", got)
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.nextPID != pids+1 {
+		t.Fatalf("%d producer ids taken after the state was lost, want 1", cl.nextPID-pids)
+	}
+}
+
 func TestLostResponseWithoutIdempotenceDuplicates(t *testing.T) {
 	cl := newFakeCluster(t, 1)
 	cl.createTopic("t", 1)

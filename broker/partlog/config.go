@@ -101,7 +101,9 @@ type Config struct {
 	Tier *Tier
 	// SequenceGapWait: how long (real time) an idempotent batch that
 	// arrived ahead of its predecessors waits for them before it is
-	// refused as out of order (or, for an unknown producer, accepted).
+	// refused as out of order (ErrOutOfOrderSequence, or
+	// ErrUnknownProducer when the partition knows no batch of its
+	// producer).
 	SequenceGapWait time.Duration
 
 	// Cache is the broker-wide tail cache (nil: none).

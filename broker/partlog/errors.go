@@ -16,8 +16,8 @@ import (
 //	             ErrFenced (a newer owner epoch is recorded), or the
 //	             store's / ledger's error, wrapped.
 //	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
-//	             ErrOutOfOrderSequence, ErrProducerFenced (rejected:
-//	             nothing written);
+//	             ErrOutOfOrderSequence, ErrUnknownProducer,
+//	             ErrProducerFenced (rejected: nothing written);
 //	             ErrClosed; the failed log's error (ErrFenced,
 //	             ErrConflict, ErrUnknownOutcome: refused, nothing written);
 //	             ErrUnknownOutcome (the batch was handed to the ledger and
@@ -46,7 +46,15 @@ var (
 	ErrInvalidTimestamp   = errors.New("partlog: record timestamp too far in the future")
 	ErrOutOfOrderSequence = errors.New("partlog: out of order sequence number")
 	ErrProducerFenced     = errors.New("partlog: producer fenced (stale epoch)")
-	ErrUnknownOutcome     = errors.New("partlog: write outcome unknown")
+	// ErrUnknownProducer: the partition holds no state for the batch's
+	// producer id and the batch does not start at sequence 0, and no
+	// predecessor arrived within SequenceGapWait. Either they are still
+	// on their way (the client retries it after them) or the producer's
+	// state expired (the client starts a new producer id). Never
+	// accepted: appending it would put it before predecessors still in
+	// flight.
+	ErrUnknownProducer = errors.New("partlog: unknown producer id")
+	ErrUnknownOutcome  = errors.New("partlog: write outcome unknown")
 	// ErrCompactionStale: the log changed while a compaction pass
 	// rewrote it (retention removed an input, tiering covered one):
 	// nothing was swapped in, the outputs were deleted; the next pass

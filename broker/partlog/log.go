@@ -164,8 +164,7 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 			return AppendResult{}, err
 		}
 		var progress <-chan struct{}
-		allowUnknown := !time.Now().Before(gapDeadline)
-		p, dup, progress, err = l.enqueue(h, batch, acks, start, allowUnknown)
+		p, dup, progress, err = l.enqueue(h, batch, acks, start)
 		if err == nil {
 			break
 		}
@@ -229,14 +228,14 @@ func (l *Log) release() { <-l.appendSem }
 // REQUIRES: appendSem held.
 // On a sequence gap it returns the channel closed at the next change of the
 // producer state.
-func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start time.Time, allowUnknown bool) (*pendingAppend, *producerBatch, <-chan struct{}, error) {
+func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start time.Time) (*pendingAppend, *producerBatch, <-chan struct{}, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.acceptErrLocked(); err != nil {
 		return nil, nil, nil, err
 	}
 	if h.ProducerID >= 0 {
-		dup, err := l.mu.producers.check(h, allowUnknown)
+		dup, err := l.mu.producers.check(h)
 		if err != nil || dup != nil {
 			return nil, dup, l.mu.producersChanged, err
 		}

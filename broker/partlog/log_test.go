@@ -534,8 +534,14 @@ func TestIdempotentProducer(t *testing.T) {
 	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("stale epoch: %v", err)
 	}
-	// A new producer may start anywhere.
-	mustAppend(t, l, idemBatch(t, 8, 0, 42, 1, "new"), AcksQuorum)
+	// A producer the partition does not know starts at sequence 0: a
+	// batch further on waits for its predecessors (SequenceGapWait), then
+	// is refused, never appended ahead of them (nor, were its state
+	// expired, under a sequence the broker cannot check).
+	if _, err := l.Append(testCtx(t), idemBatch(t, 8, 0, 42, 1, "unknown"), AcksQuorum); !errors.Is(err, ErrUnknownProducer) {
+		t.Fatalf("unknown producer at sequence 42: %v", err)
+	}
+	mustAppend(t, l, idemBatch(t, 8, 0, 0, 1, "new"), AcksQuorum)
 	hw := l.HighWatermark()
 
 	// Across a crash takeover the state is rebuilt from the log.
@@ -546,7 +552,7 @@ func TestIdempotentProducer(t *testing.T) {
 	if _, err := b.Append(testCtx(t), idemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("stale epoch after takeover: %v", err)
 	}
-	if r := mustAppend(t, b, idemBatch(t, 8, 0, 43, 1, "next"), AcksQuorum); r.Duplicate || r.BaseOffset != hw {
+	if r := mustAppend(t, b, idemBatch(t, 8, 0, 1, 1, "next"), AcksQuorum); r.Duplicate || r.BaseOffset != hw {
 		t.Fatalf("next batch after takeover: %+v, want offset %d", r, hw)
 	}
 	// And across a clean Close (the snapshot in the list).
@@ -554,7 +560,7 @@ func TestIdempotentProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := f.open(f.config(3))
-	if d := mustAppend(t, c, idemBatch(t, 8, 0, 43, 1, "next"), AcksQuorum); !d.Duplicate || d.BaseOffset != hw {
+	if d := mustAppend(t, c, idemBatch(t, 8, 0, 1, 1, "next"), AcksQuorum); !d.Duplicate || d.BaseOffset != hw {
 		t.Fatalf("retry after Close/Open: %+v", d)
 	}
 	pl := c.Describe()
@@ -952,5 +958,26 @@ func TestScanKeepsItsOwnReadAhead(t *testing.T) {
 	}
 	if read := counterValue(t, cfg.Metrics.BookieReadBytes); read != float64(total) {
 		t.Fatalf("read %v bytes from the bookies for a %d-byte segment: the scan read entries again", read, total)
+	}
+}
+
+// A new producer's second batch that arrives longer than SequenceGapWait
+// before its first (an overloaded client or network) is refused, not
+// appended ahead of it: before, it was taken for a producer whose state
+// had expired and appended, and the first batch then failed as out of
+// order, so a client saw an error and its records out of order.
+func TestUnknownProducerNeverAppendedAheadOfItsFirstBatch(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1)) // SequenceGapWait: 50 ms
+	if _, err := l.Append(testCtx(t), idemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum); !errors.Is(err, ErrUnknownProducer) {
+		t.Fatalf("second batch before the first: %v", err)
+	}
+	if hw := l.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d: the refused batch was appended", hw)
+	}
+	first := mustAppend(t, l, idemBatch(t, 7, 0, 0, 1, "first"), AcksQuorum)
+	second := mustAppend(t, l, idemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum)
+	if first.BaseOffset != 0 || second.BaseOffset != 1 || second.Duplicate {
+		t.Fatalf("first at %d, second at %d (duplicate %v)", first.BaseOffset, second.BaseOffset, second.Duplicate)
 	}
 }

@@ -73,19 +73,19 @@ func nextSequence(seq int32) int32 {
 // batches; or ErrProducerFenced / ErrOutOfOrderSequence.
 //
 // A batch that is ahead of the expected sequence by at most
-// producerBatches batches' worth, or that does not start at 0 for an
-// unknown producer, gets errSequenceGap: the batches before it are most
-// likely in flight in other requests (a client pipelines up to five), so
-// Append waits briefly for them before deciding. allowUnknown accepts an
-// unknown producer at any sequence (its state expired).
-func (t *producerTable) check(h recordbatch.BatchHeader, allowUnknown bool) (*producerBatch, error) {
+// producerBatches batches' worth gets errSequenceGap (with
+// ErrOutOfOrderSequence), and one that does not start at 0 for an unknown
+// producer gets errSequenceGap with ErrUnknownProducer: the batches before
+// it are most likely in flight in other requests (a client pipelines up
+// to five), so Append waits briefly for them before deciding.
+func (t *producerTable) check(h recordbatch.BatchHeader) (*producerBatch, error) {
 	e := t.m[h.ProducerID]
 	if e == nil {
-		if h.BaseSequence == 0 || allowUnknown {
-			return nil, nil // new, or expired: accept
+		if h.BaseSequence == 0 {
+			return nil, nil // a new producer
 		}
 		return nil, fmt.Errorf("%w: %w: producer %d is unknown here and its batch starts at sequence %d",
-			ErrOutOfOrderSequence, errSequenceGap, h.ProducerID, h.BaseSequence)
+			ErrUnknownProducer, errSequenceGap, h.ProducerID, h.BaseSequence)
 	}
 	epoch := int32(h.ProducerEpoch)
 	switch {

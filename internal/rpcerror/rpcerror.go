@@ -37,6 +37,7 @@ const (
 	ReasonTooLarge           = "TOO_LARGE"             // a produced batch exceeds max.message.bytes
 	ReasonOutOfOrderSequence = "OUT_OF_ORDER_SEQUENCE" // an idempotent batch skipped a sequence number
 	ReasonProducerFenced     = "PRODUCER_FENCED"       // a newer epoch of the producer id exists
+	ReasonUnknownProducerID  = "UNKNOWN_PRODUCER_ID"   // the partition knows no batch of the producer id and the batch does not start at sequence 0
 	ReasonUnknownOutcome     = "UNKNOWN_OUTCOME"       // the write may or may not have been stored
 	ReasonFencedMemberEpoch  = "FENCED_MEMBER_EPOCH"   // the group member must rejoin with epoch 0
 	ReasonStaleMemberEpoch   = "STALE_MEMBER_EPOCH"    // the member's epoch is behind; heartbeat, then retry
