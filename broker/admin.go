@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -25,6 +26,12 @@ func newID() string {
 }
 
 func (s *service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
+	// CREATE on the cluster, or on the topic's name.
+	if !s.b.allowed(ctx, acl.Create, acl.ClusterResource) {
+		if err := s.b.authorize(ctx, acl.Create, acl.TopicResource(req.Name)); err != nil {
+			return nil, rpcError(err)
+		}
+	}
 	if err := ValidateTopicName(req.Name); err != nil {
 		return nil, rpcError(invalidf("%v", err))
 	}
@@ -124,6 +131,9 @@ func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb
 }
 
 func (s *service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
+	if err := s.b.authorize(ctx, acl.Delete, acl.TopicResource(req.Name)); err != nil {
+		return nil, rpcError(err)
+	}
 	_, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if rec.Internal {
 			return invalidf("topic %q is internal and cannot be deleted", rec.Name)
@@ -141,6 +151,9 @@ func (s *service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequ
 func (s *service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
 	resp := &brokerpb.ListTopicsResponse{}
 	for _, name := range s.b.topicNames(req.IncludeInternal) {
+		if !s.b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
+			continue // only what the principal may describe
+		}
 		if rec, err := s.b.topicRecord(name); err == nil {
 			resp.Topics = append(resp.Topics, &brokerpb.TopicSummary{Name: name, Partitions: rec.Partitions, Internal: rec.Internal})
 		}
@@ -149,6 +162,9 @@ func (s *service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsReques
 }
 
 func (s *service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
+	if err := s.b.authorize(ctx, acl.Describe, acl.TopicResource(req.Name)); err != nil {
+		return nil, rpcError(err)
+	}
 	rec, err := s.b.topicRecord(req.Name)
 	if err != nil {
 		return nil, rpcError(err)
@@ -157,6 +173,9 @@ func (s *service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopic
 }
 
 func (s *service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
+	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
+		return nil, rpcError(err)
+	}
 	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		next := maps.Clone(rec.Configs)
 		if next == nil {
@@ -184,6 +203,9 @@ func (s *service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopi
 }
 
 func (s *service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
+	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
+		return nil, rpcError(err)
+	}
 	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if req.Total <= rec.Partitions {
 			return invalidf("topic %q has %d partitions; the new count %d must be larger", rec.Name, rec.Partitions, req.Total)
@@ -290,6 +312,9 @@ func (b *Broker) storedLogs(ctx context.Context, rec *brokerpb.TopicRecord) map[
 }
 
 func (s *service) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
+	if err := s.b.authorize(ctx, acl.Describe, acl.ClusterResource); err != nil {
+		return nil, rpcError(err)
+	}
 	b := s.b
 	resp := &brokerpb.DescribeClusterResponse{}
 	if kv := b.controller.get(controllerKey); kv != nil {

@@ -49,6 +49,8 @@ type Broker struct {
 	started     time.Time
 
 	brokers, topics, assignments, owners, controller *mirror
+	// sec: client authentication and ACLs (security.go).
+	sec *security
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -120,15 +122,20 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	b.assignments = newMirror(meta, assignmentsPrefix, log)
 	b.owners = newMirror(meta, ownersPrefix, log)
 	b.controller = newMirror(meta, controllerKey, log)
+	if b.sec, err = newSecurity(b, reg); err != nil {
+		meta.Close()
+		return nil, err
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
 }
 
 // Start runs the mirrors and the session loop in the background.
 func (b *Broker) Start() {
-	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.controller} {
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.controller, b.sec.users, b.sec.acls} {
 		b.goRun(m.run)
 	}
+	b.goRun(b.sec.followACLs)
 	b.goRun(b.sessions)
 	b.goRun(b.reportLag)
 	b.goRun(b.followTopicConfigs)
@@ -146,7 +153,11 @@ func (b *Broker) goRun(fn func(ctx context.Context)) {
 // Ready reports nil once the broker is registered and its view of metad is
 // loaded.
 func (b *Broker) Ready() error {
-	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners} {
+	mirrors := []*mirror{b.brokers, b.topics, b.assignments, b.owners}
+	if b.creds.Enabled() {
+		mirrors = append(mirrors, b.sec.users, b.sec.acls)
+	}
+	for _, m := range mirrors {
 		if !m.isLoaded() {
 			return fmt.Errorf("loading %s from metad", m.prefix)
 		}

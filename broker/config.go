@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strings"
 	"time"
 
+	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/internal/config"
 )
 
@@ -25,6 +27,10 @@ type Config struct {
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
 	// and --insecure.
 	config.Security `mapstructure:",squash"`
+	// SuperUsers lists principals (User:NAME,...) that pass every ACL
+	// check but AC1 (internal/acl); admin certificates are super-users
+	// too. Used with TLS only: without it nothing is checked.
+	SuperUsers string `mapstructure:"super-users"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
 	Rack  string `mapstructure:"rack"`
@@ -259,6 +265,11 @@ func (c Config) Validate() error {
 	if c.GroupSessionTimeout < time.Second {
 		errs = append(errs, errors.New("--group-session-timeout must be at least 1s"))
 	}
+	for _, p := range c.SuperUserList() {
+		if _, err := acl.ParsePrincipal(p); err != nil {
+			errs = append(errs, fmt.Errorf("--super-users: %w", err))
+		}
+	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	} else if err := c.Security.CheckListeners(
@@ -267,6 +278,17 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// SuperUserList is SuperUsers split at commas, blanks dropped.
+func (c Config) SuperUserList() []string {
+	var out []string
+	for _, p := range strings.Split(c.SuperUsers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // AdvertiseAddress is the address the broker registers for clients.
@@ -278,6 +300,6 @@ func (c Config) AdvertiseAddress() string {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s",
-		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll) + " " + c.Security.String()
+	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s super-users=%q",
+		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll, c.SuperUsers) + " " + c.Security.String()
 }

@@ -29,6 +29,12 @@
 // controller through mirrors (mirror.go: a list, then a watch from its
 // revision), so routing and metadata calls never wait for metad.
 //
+// With TLS, every call has a principal (a certificate's, or a user's
+// whose password matched its credential in metad) and every handler asks
+// authorize for the operation it performs against the ACLs the broker
+// mirrors from metad (security.go; the rules are internal/acl's, the
+// password format internal/scram's). Without TLS nothing is checked.
+//
 // # Invariants
 //
 //   - B1 An assignment changes only by compare-and-set on the version the
@@ -39,4 +45,7 @@
 //     moves; it removes only the ownership record it wrote.
 //   - B3 Errors reach clients through classify (errors.go), the one place
 //     that maps them to gRPC codes and ErrorInfo reasons.
+//   - B4 With TLS, no handler does work for a principal before authorize
+//     allowed it (a refused Produce or Fetch stores or reads nothing for
+//     any of its partitions); brokers (role broker) are never checked.
 package broker

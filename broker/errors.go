@@ -57,6 +57,8 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 	var redirect *redirectError
 	var oor *partlog.OutOfRangeError
 	switch {
+	case errors.Is(err, errDenied):
+		return codes.PermissionDenied, info(rpcerror.ReasonDenied, false)
 	case errors.As(err, &redirect) && errors.Is(err, errNotCoordinator):
 		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: redirect.address}
 	case errors.As(err, &redirect):

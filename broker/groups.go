@@ -8,6 +8,7 @@ import (
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -160,6 +161,9 @@ func (b *Broker) coordinatorPartition(groupID string) (tp, error) {
 }
 
 func (s *service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
+	if err := s.b.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
+		return nil, rpcError(err)
+	}
 	if req.GroupId == "" {
 		return nil, rpcError(invalidf("group id is empty"))
 	}
@@ -179,6 +183,9 @@ func (s *service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordin
 }
 
 func (s *service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
+	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
+		return nil, rpcError(err)
+	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
 		return nil, rpcError(err)
@@ -188,6 +195,12 @@ func (s *service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbe
 }
 
 func (s *service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
+	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
+		return nil, rpcError(err)
+	}
+	if err := authorizeTopics(ctx, s.b, acl.Read, req.Offsets, (*brokerpb.OffsetCommit).GetTopic); err != nil {
+		return nil, rpcError(err)
+	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
 		return nil, rpcError(err)
@@ -197,6 +210,9 @@ func (s *service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsets
 }
 
 func (s *service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
+	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
+		return nil, rpcError(err)
+	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
 		return nil, rpcError(err)
@@ -206,6 +222,9 @@ func (s *service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRe
 }
 
 func (s *service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
+	if err := s.b.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
+		return nil, rpcError(err)
+	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
 		return nil, rpcError(err)
@@ -218,6 +237,9 @@ func (s *service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroup
 }
 
 func (s *service) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
+	if err := s.b.authorize(ctx, acl.Delete, acl.GroupResource(req.GroupId)); err != nil {
+		return nil, rpcError(err)
+	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
 		return nil, rpcError(err)
@@ -244,6 +266,9 @@ func (s *service) ListGroups(ctx context.Context, req *brokerpb.ListGroupsReques
 			continue // loading: its groups appear once loaded
 		}
 		for _, g := range r.Groups {
+			if !s.b.allowed(ctx, acl.Describe, acl.GroupResource(g.GroupId)) {
+				continue // only what the principal may describe
+			}
 			g.CoordinatorId = s.b.cfg.ID
 			resp.Groups = append(resp.Groups, g)
 		}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -84,6 +85,9 @@ func (s *service) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*b
 	start := time.Now()
 	if n := len(req.Partitions); n > MaxProducePartitions {
 		return nil, rpcError(invalidf("produce request names %d partitions, at most %d", n, MaxProducePartitions))
+	}
+	if err := authorizeTopics(ctx, s.b, acl.Write, req.Partitions, (*brokerpb.ProducePartition).GetTopic); err != nil {
+		return nil, rpcError(err)
 	}
 	timeout := s.b.cfg.ProduceTimeout
 	if req.TimeoutMs > 0 {
@@ -189,6 +193,9 @@ func (s *service) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*broke
 		}
 		named[k] = struct{}{}
 	}
+	if err := authorizeTopics(ctx, s.b, acl.Read, req.Partitions, (*brokerpb.FetchPartition).GetTopic); err != nil {
+		return nil, rpcError(err)
+	}
 	start := time.Now()
 	defer s.b.metrics.observe("fetch", start)
 	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.b.cfg.MaxFetchWait)
@@ -281,6 +288,9 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 }
 
 func (s *service) ListOffsets(ctx context.Context, req *brokerpb.ListOffsetsRequest) (*brokerpb.ListOffsetsResponse, error) {
+	if err := s.b.authorize(ctx, acl.Read, acl.TopicResource(req.Topic)); err != nil {
+		return nil, rpcError(err)
+	}
 	l, err := s.b.partitionLog(req.Topic, req.Partition)
 	if err != nil {
 		return nil, rpcError(err)
@@ -345,12 +355,21 @@ func (s *service) Metadata(ctx context.Context, req *brokerpb.MetadataRequest) (
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	if len(names) == 0 {
+	listAll := len(names) == 0
+	if listAll {
 		names = b.topicNames(true)
 	}
 	owners, _ := b.owners.snapshot()
 	for _, name := range names {
 		tm := &brokerpb.TopicMetadata{Name: name}
+		if listAll && !b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
+			continue // a listing shows only what the principal may describe
+		}
+		if err := b.authorize(ctx, acl.Describe, acl.TopicResource(name)); err != nil {
+			tm.Error = partitionError(err)
+			resp.Topics = append(resp.Topics, tm)
+			continue
+		}
 		rec, err := b.topicRecord(name)
 		if err != nil {
 			tm.Error = partitionError(err)

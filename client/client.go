@@ -2,23 +2,28 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -47,6 +52,12 @@ type Config struct {
 	// to, and this client's certificate and key (PEM files, read again
 	// when they change, for the next connection). None: plaintext.
 	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// User and Password log in as User:USER (the broker checks the
+	// password against the salted hash metad keeps), sent with every call.
+	// They need TLS: TLSCAFile alone is enough (no client certificate);
+	// with a certificate too, the password names the principal. The
+	// client never sends a password over plaintext.
+	User, Password string
 }
 
 func (c Config) withDefaults() Config {
@@ -73,7 +84,15 @@ func (c Config) Validate() error {
 			return fmt.Errorf("client: config: broker %q: %w", b, err)
 		}
 	}
-	if set := btoi(c.TLSCAFile != "") + btoi(c.TLSCertFile != "") + btoi(c.TLSKeyFile != ""); set != 0 && set != 3 {
+	if (c.User != "") != (c.Password != "") {
+		return errors.New("client: config: User and Password go together")
+	}
+	if c.User != "" && c.TLSCAFile == "" {
+		return errors.New("client: config: a password is sent over TLS only: set TLSCAFile")
+	}
+	if c.User != "" && c.TLSCertFile == "" && c.TLSKeyFile == "" {
+		// TLS without a client certificate: the password authenticates.
+	} else if set := btoi(c.TLSCAFile != "") + btoi(c.TLSCertFile != "") + btoi(c.TLSKeyFile != ""); set != 0 && set != 3 {
 		return fmt.Errorf("client: config: TLS needs a CA, a certificate and a key file (got %q, %q, %q)",
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile)
 	}
@@ -84,8 +103,8 @@ func (c Config) Validate() error {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("brokers=%v client_id=%q request_timeout=%s metadata_max_age=%s tls=%t",
-		c.Brokers, c.ClientID, c.RequestTimeout, c.MetadataMaxAge, c.TLSCertFile != "")
+	return fmt.Sprintf("brokers=%v client_id=%q request_timeout=%s metadata_max_age=%s tls=%t user=%q",
+		c.Brokers, c.ClientID, c.RequestTimeout, c.MetadataMaxAge, c.TLSCAFile != "", c.User)
 }
 
 func btoi(b bool) int {
@@ -101,8 +120,11 @@ func btoi(b bool) int {
 type Client struct {
 	cfg Config
 	log *slog.Logger
-	// creds secure every connection (nil: plaintext).
+	// creds secure every connection (nil: plaintext, unless transport).
 	creds *mtls.Credentials
+	// transport, when not nil, replaces creds: TLS without a client
+	// certificate, for a password login.
+	transport credentials.TransportCredentials
 
 	// refreshMu serializes metadata refreshes so a burst of misses makes
 	// one Metadata call.
@@ -141,6 +163,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("client: %w", err)
 		}
 		c.creds = creds
+	} else if cfg.User != "" {
+		t, err := caOnlyTLS(cfg.TLSCAFile)
+		if err != nil {
+			return nil, err
+		}
+		c.transport = t
 	}
 	c.log = c.cfg.Logger.With("component", "client")
 	c.mu.conns = map[string]*grpc.ClientConn{}
@@ -173,10 +201,17 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	bc := backoff.DefaultConfig
 	bc.BaseDelay = 100 * time.Millisecond
 	bc.MaxDelay = 3 * time.Second
+	transport := c.transport
+	if transport == nil {
+		transport = c.creds.Transport()
+	}
 	opts := []grpc.DialOption{
-		c.creds.DialOption(),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+	}
+	if c.cfg.User != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(passwordCredentials{user: c.cfg.User, password: c.cfg.Password}))
 	}
 	if c.cfg.ClientID != "" {
 		opts = append(opts, grpc.WithUserAgent("strata-client/"+c.cfg.ClientID))
@@ -507,4 +542,35 @@ func (c *Client) refreshTopic(ctx context.Context, topic string) (*topicInfo, er
 		_ = sleepCtx(ctx, 100*time.Millisecond)
 	}
 	return ti, err
+}
+
+// PasswordCredentials are the per-call credentials of a password login
+// (what Config.User and Config.Password install), for a gRPC connection
+// made by hand; gRPC sends them over TLS only.
+func PasswordCredentials(user, password string) credentials.PerRPCCredentials {
+	return passwordCredentials{user: user, password: password}
+}
+
+// passwordCredentials send the user name and password with every call;
+// gRPC refuses to send them over a connection without TLS.
+type passwordCredentials struct{ user, password string }
+
+func (p passwordCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{scram.MetadataUser: p.user, scram.MetadataPassword: p.password}, nil
+}
+
+func (passwordCredentials) RequireTransportSecurity() bool { return true }
+
+// caOnlyTLS is TLS checking the brokers' certificates against the CA
+// bundle in caFile, presenting no certificate.
+func caOnlyTLS(caFile string) (credentials.TransportCredentials, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("client: %s: no PEM certificate", caFile)
+	}
+	return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}), nil
 }

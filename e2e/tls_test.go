@@ -3,8 +3,12 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,12 +30,15 @@ import (
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
-// testPKI is a CA and the certificates a test issues from it, as files.
+// testPKI is a CA and the certificates a test issues from it, as files,
+// with the CA's revocation list (empty until revoke).
 type testPKI struct {
-	t      *testing.T
-	dir    string
-	ca     *pki.CA
-	caFile string
+	t       *testing.T
+	dir     string
+	ca      *pki.CA
+	caFile  string
+	crlFile string
+	revoked []*big.Int
 }
 
 func newTestPKI(t *testing.T, name string) *testPKI {
@@ -45,7 +52,41 @@ func newTestPKI(t *testing.T, name string) *testPKI {
 	if err := os.WriteFile(p.caFile, ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	p.crlFile = filepath.Join(p.dir, "ca.crl")
+	p.writeCRL()
 	return p
+}
+
+// writeCRL publishes the CA's revocation list (by rename: nodes re-read
+// it on change and must not see it half written).
+func (p *testPKI) writeCRL() {
+	p.t.Helper()
+	crl, err := p.ca.CRL(int64(len(p.revoked)+1), time.Hour, p.revoked...)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	tmp := p.crlFile + ".tmp"
+	if err := os.WriteFile(tmp, crl, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p.crlFile); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// revoke adds f's certificate to the CA's revocation list.
+func (p *testPKI) revoke(f pki.Files) {
+	p.t.Helper()
+	certPEM, err := os.ReadFile(f.Cert)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cert, err := pki.ParseCertPEM(certPEM)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.revoked = append(p.revoked, cert.SerialNumber)
+	p.writeCRL()
 }
 
 // issue writes a certificate for role/name valid for 127.0.0.1 (an hour,
@@ -64,11 +105,16 @@ func (p *testPKI) issue(req pki.Request) pki.Files {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	f.CRL = p.crlFile
 	return f
 }
 
 func tlsArgs(f pki.Files) []string {
-	return []string{"--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-ca-file", f.CA}
+	args := []string{"--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-ca-file", f.CA}
+	if f.CRL != "" {
+		args = append(args, "--tls-crl-file", f.CRL)
+	}
+	return args
 }
 
 // tlsCluster is 3 metad members (Raft over TLS), 3 bookies and one broker
@@ -124,19 +170,24 @@ func wantDenied(t *testing.T, what string, err error, needs string) {
 }
 
 // TestTLS runs a cluster with mutual TLS on every link (client, broker,
-// bookies, metad's gRPC and Raft): a good client produces and consumes;
-// a plaintext client, one whose certificate comes from another CA and one
-// with an expired certificate are refused; certificates are checked per
-// call by role; a Raft connection needs a metad certificate.
+// bookies, metad's gRPC and Raft), every node reading the CA's CRL: a good
+// client produces and consumes; a plaintext client, one whose certificate
+// comes from another CA, one with an expired certificate and one whose
+// certificate was revoked (the CRL published while the cluster runs) are
+// refused; certificates are checked per call by role; a Raft connection
+// needs a metad certificate.
 func TestTLS(t *testing.T) {
 	skipShort(t)
 	c := startTLSCluster(t)
 	alice := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "alice"})
+	// An admin certificate is a super-user: the data path without ACLs
+	// (TestACL covers users and their ACLs).
+	root := c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "root"})
 
 	t.Run("good client", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cl, err := c.client(ctx, t, alice)
+		cl, err := c.client(ctx, t, root)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +213,7 @@ func TestTLS(t *testing.T) {
 	other := newTestPKI(t, "another CA")
 	mallory := other.issue(pki.Request{Role: pki.RoleAdmin, Name: "mallory"})
 	mallory.CA = c.pki.caFile // trusts the cluster, presents a stranger's certificate
+	mallory.CRL = c.pki.crlFile
 	expired := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "old",
 		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
 	for _, tc := range []struct {
@@ -181,18 +233,59 @@ func TestTLS(t *testing.T) {
 				t.Fatal("connected")
 			}
 			t.Logf("client refused: %v", err)
-			// The same credentials on a raw connection: the call never
-			// reaches the server (UNAVAILABLE, a handshake failure).
+			// The same credentials on a raw connection: the handshake
+			// fails (UNAVAILABLE), or, for a certificate the broker's CA
+			// did not sign, which Go's TLS client then does not present,
+			// the call arrives with no identity and is refused
+			// (UNAUTHENTICATED: brokers also take password logins, so a
+			// connection without a certificate is not refused outright).
 			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer rcancel()
 			cc := dial(t, c.broker.Listen, tc.files)
 			_, err = brokerpb.NewBrokerClient(cc).Metadata(rctx, &brokerpb.MetadataRequest{})
-			if status.Code(err) != codes.Unavailable {
-				t.Fatalf("raw call: %v, want UNAVAILABLE", err)
+			if code := status.Code(err); code != codes.Unavailable && code != codes.Unauthenticated {
+				t.Fatalf("raw call: %v, want UNAVAILABLE or UNAUTHENTICATED", err)
 			}
 			t.Logf("raw call refused: %v", err)
 		})
 	}
+
+	t.Run("revoked certificate", func(t *testing.T) {
+		eve := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "eve"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl, err := c.client(ctx, t, eve)
+		if err != nil {
+			t.Fatalf("before the revocation: %v", err)
+		}
+		cl.Close()
+		c.pki.revoke(eve)
+		// Nodes look at the CRL file at most every second.
+		eventually(t, 10*time.Second, "the revoked client refused", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			cl, err := c.client(ctx, t, eve)
+			if err == nil {
+				cl.Close()
+				return errors.New("connected")
+			}
+			t.Logf("client refused: %v", err)
+			return nil
+		})
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		_, err = brokerpb.NewBrokerClient(dial(t, c.broker.Listen, eve)).Metadata(rctx, &brokerpb.MetadataRequest{})
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("raw call: %v, want UNAVAILABLE", err)
+		}
+		t.Logf("raw call refused: %v", err)
+		// Others are unaffected: the cluster's own links and alice.
+		cl, err = c.client(ctx, t, alice)
+		if err != nil {
+			t.Fatalf("alice after eve's revocation: %v", err)
+		}
+		cl.Close()
+	})
 
 	t.Run("roles", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -271,7 +364,7 @@ func TestTLS(t *testing.T) {
 func TestTLSRotation(t *testing.T) {
 	skipShort(t)
 	c := startTLSCluster(t)
-	alice := c.pki.issue(pki.Request{Role: pki.RoleUser, Name: "alice"})
+	alice := c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "alice"}) // a super-user: no ACLs needed
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := c.client(ctx, t, alice)
@@ -429,4 +522,117 @@ func TestDevTLS(t *testing.T) {
 		t.Fatalf("a plaintext CLI read metad: %q %q", out, errOut)
 	}
 	d.interrupt()
+}
+
+// TestTLSAdmin runs a metad member with --admin-tls and --admin-token-file
+// on a non-loopback admin address (no --insecure needed with admin TLS):
+// /readyz and /livez answer anyone holding the CA; /metrics and /debug/
+// need the bearer token (401 without), or an admin certificate; plain
+// HTTP gets nothing.
+func TestTLSAdmin(t *testing.T) {
+	skipShort(t)
+	p := newTestPKI(t, "strata e2e CA")
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte("e2e-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminAddr := strings.Replace(proctest.FreeAddr(t), "127.0.0.1", "0.0.0.0", 1)
+	raft := proctest.FreeAddr(t)
+	m := proctest.Start(t, "metad-admin-tls", bins["metad"], append([]string{"--id", "1", "--data-dir", t.TempDir(),
+		"--listen", proctest.FreeAddr(t), "--raft-listen", raft, "--admin-listen", adminAddr, "--peers", "1=" + raft,
+		"--admin-tls", "--admin-token-file", tokenFile, "--enable-pprof"},
+		tlsArgs(p.issue(pki.Request{Role: pki.RoleMetad, Name: "1"}))...)...)
+	base := "https://" + strings.Replace(adminAddr, "0.0.0.0", "127.0.0.1", 1)
+
+	caPEM, err := os.ReadFile(p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	httpsClient := func(f pki.Files) *http.Client {
+		cfg := &tls.Config{RootCAs: pool}
+		if f.Cert != "" {
+			cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	caOnly := httpsClient(pki.Files{})
+	get := func(c *http.Client, path, token string) (int, error) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			return 0, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	eventually(t, 30*time.Second, "metad ready over admin TLS", func() error {
+		if !m.Running() {
+			t.Fatal("metad exited (a non-loopback admin address with --admin-tls must not need --insecure)")
+		}
+		code, err := get(caOnly, "/readyz", "")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("readyz %d", code)
+		}
+		return err
+	})
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		path   string
+		token  string
+		want   int
+	}{
+		{"livez, no token", caOnly, "/livez", "", 200},
+		{"readyz, no token", caOnly, "/readyz", "", 200},
+		{"metrics, no token", caOnly, "/metrics", "", 401},
+		{"metrics, wrong token", caOnly, "/metrics", "nope", 401},
+		{"metrics, token", caOnly, "/metrics", "e2e-token", 200},
+		{"pprof, no token", caOnly, "/debug/pprof/", "", 401},
+		{"pprof, token", caOnly, "/debug/pprof/", "e2e-token", 200},
+		{"metrics, admin certificate", httpsClient(p.issue(pki.Request{Role: pki.RoleAdmin, Name: "ops"})), "/metrics", "", 200},
+		{"metrics, user certificate", httpsClient(p.issue(pki.Request{Role: pki.RoleUser, Name: "alice"})), "/metrics", "", 401},
+	} {
+		code, err := get(tc.client, tc.path, tc.token)
+		if err != nil || code != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.name, code, err, tc.want)
+		}
+	}
+	// Plain HTTP on the admin address gets no metrics.
+	plain := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := plain.Get(strings.Replace(base, "https://", "http://", 1) + "/metrics"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Error("plain HTTP served /metrics")
+		}
+	}
+	// The token file is re-read on change.
+	if err := os.WriteFile(tokenFile+".new", []byte("rotated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tokenFile+".new", tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the rotated token accepted", func() error {
+		code, err := get(caOnly, "/metrics", "rotated")
+		if err == nil && code != 200 {
+			err = fmt.Errorf("metrics with the rotated token: %d", code)
+		}
+		return err
+	})
+	if code, err := get(caOnly, "/metrics", "e2e-token"); err != nil || code != 401 {
+		t.Errorf("the old token after the rotation: %d %v, want 401", code, err)
+	}
 }

@@ -84,8 +84,8 @@ func run(args []string) error {
 	b.Start()
 	return node.Serve(ctx, log, node.Serving{
 		Role: "bookie", TLS: b.Credentials(),
-		Exposure: cfg.Exposure,
-		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
+		Exposure: cfg.Exposure, Security: cfg.Security,
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register: func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
 	})
 }

@@ -39,6 +39,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
+	fs.String("super-users", d.SuperUsers, "principals that pass every ACL check, User:NAME,... (with TLS; admin certificates are super-users too)")
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label")
 	fs.Duration("session-ttl", d.SessionTTL, "lease of the registration and ownerships: a dead broker's partitions move after it")
@@ -102,9 +103,13 @@ func run(args []string) error {
 	defer b.Close()
 	b.Start()
 	return node.Serve(context.Background(), log, node.Serving{
-		Role: "broker", TLS: b.Credentials(),
-		Exposure: cfg.Exposure,
-		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
+		// The broker serves its own TLS (a client certificate is optional:
+		// passwords log in without one) and authenticates every call
+		// (b.ServerOptions, broker/security.go), so node.Serve gets no
+		// credentials of its own.
+		Role: "broker", ServerOptions: b.ServerOptions(),
+		Exposure: cfg.Exposure, Security: cfg.Security,
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.Service()) },
 		Drain:        b.Drain,
 		DrainTimeout: cfg.DrainTimeout,

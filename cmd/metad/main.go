@@ -79,8 +79,8 @@ func run(args []string) error {
 	defer srv.Close()
 	return node.Serve(context.Background(), log, node.Serving{
 		Role: "metad", TLS: srv.Credentials(),
-		Exposure: cfg.Exposure,
-		Listen:   cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
+		Exposure: cfg.Exposure, Security: cfg.Security,
+		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
 		ServerOptions: srv.ServerOptions(),
 		Register:      func(s *grpc.Server) { metadpb.RegisterMetadServer(s, srv.Service()) },
 	})

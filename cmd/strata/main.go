@@ -52,6 +52,10 @@ type globalOptions struct {
 	format  cli.Format // parsed output
 	// tls holds the --tls-ca, --tls-cert and --tls-key flags.
 	tls pki.Files
+	// user and passwordFile: --user NAME logs in to brokers with a
+	// password ($STRATA_PASSWORD or --password-file) instead of a client
+	// certificate.
+	user, passwordFile string
 }
 
 func newRootCommand() *cobra.Command {
@@ -83,10 +87,12 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.tls.CA, "tls-ca", "", "CA bundle (PEM) the cluster's certificates chain to: connect over mutual TLS (default $"+cli.EnvTLSCA+" or the profile's)")
 	pf.StringVar(&g.tls.Cert, "tls-cert", "", "client certificate (PEM) for mutual TLS (default $"+cli.EnvTLSCert+" or the profile's)")
 	pf.StringVar(&g.tls.Key, "tls-key", "", "private key (PEM) of --tls-cert (default $"+cli.EnvTLSKey+" or the profile's)")
+	pf.StringVar(&g.user, "user", "", "log in to brokers as this user with a password ($"+cli.EnvPassword+" or --password-file) over TLS, instead of a client certificate (the CA still comes from --tls-ca or the profile)")
+	pf.StringVar(&g.passwordFile, "password-file", "", "file whose first line is the password of --user")
 
 	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g),
 		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newBenchCommand(g),
-		newTierCommand(g), newNodeCommand(g))
+		newTierCommand(g), newNodeCommand(g), newUserCommand(g), newACLCommand(g))
 	return root
 }
 
@@ -123,7 +129,10 @@ func (g *globalOptions) brokers() ([]string, error) {
 // (fromProfile), the profile (zero: plaintext). A cluster named by flags
 // or variables never gets the profile's certificate, and the profile is
 // not read for it.
-func (g *globalOptions) tlsFiles(fromProfile bool) (pki.Files, error) {
+//
+// forUser (a --user login to brokers) takes a source naming the CA alone
+// and returns only the CA.
+func (g *globalOptions) tlsFiles(fromProfile, forUser bool) (pki.Files, error) {
 	env := pki.Files{CA: os.Getenv(cli.EnvTLSCA), Cert: os.Getenv(cli.EnvTLSCert), Key: os.Getenv(cli.EnvTLSKey)}
 	var prof devcluster.Profile
 	if fromProfile && g.tls == (pki.Files{}) && env == (pki.Files{}) {
@@ -131,6 +140,9 @@ func (g *globalOptions) tlsFiles(fromProfile bool) (pki.Files, error) {
 		if prof, err = devcluster.LoadProfile(); err != nil {
 			return pki.Files{}, err
 		}
+	}
+	if forUser {
+		return cli.ResolveTLSForUser(g.tls, env, prof.TLSFiles())
 	}
 	return cli.ResolveTLS(g.tls, env, prof.TLSFiles())
 }
@@ -147,7 +159,7 @@ func (g *globalOptions) brokersFromProfile() bool {
 // credentials are the transport credentials of connections to metad and
 // bookies: mutual TLS with tlsFiles, or plaintext.
 func (g *globalOptions) credentials() (credentials.TransportCredentials, error) {
-	files, err := g.tlsFiles(g.metadFromProfile())
+	files, err := g.tlsFiles(g.metadFromProfile(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -166,16 +178,29 @@ func (g *globalOptions) brokerClient(ctx context.Context) (*client.Client, error
 	if err != nil {
 		return nil, err
 	}
-	files, err := g.tlsFiles(g.brokersFromProfile())
+	files, err := g.tlsFiles(g.brokersFromProfile(), g.user != "")
 	if err != nil {
 		return nil, err
 	}
-	return client.New(ctx, client.Config{
+	cfg := client.Config{
 		Brokers:        addrs,
 		ClientID:       "strata-cli",
 		RequestTimeout: min(30*time.Second, g.timeout),
 		TLSCAFile:      files.CA, TLSCertFile: files.Cert, TLSKeyFile: files.Key,
-	})
+	}
+	if g.user != "" {
+		if files.CA == "" {
+			return nil, cli.Exit(cli.ExitUsage, errors.New("--user sends a password over TLS only: give --tls-ca (or use a TLS profile)"))
+		}
+		password, err := cli.ResolvePassword(g.passwordFile, os.Getenv(cli.EnvPassword))
+		if err != nil {
+			return nil, cli.Exit(cli.ExitUsage, err)
+		}
+		// The user, not the profile's certificate, is the principal.
+		cfg.TLSCertFile, cfg.TLSKeyFile = "", ""
+		cfg.User, cfg.Password = g.user, password
+	}
+	return client.New(ctx, cfg)
 }
 
 // withBroker runs fn with a broker client and a context bounded by

@@ -2,10 +2,25 @@
 // address: /metrics (Prometheus, from the node's own registry), /livez
 // (200 while the process runs), /readyz (200 only while the node can serve)
 // and, when enabled (--enable-pprof), /debug/pprof/.
+//
+// # Protection (issue 13, item 4)
+//
+// Optionally the server speaks TLS (Config.TLS: the node's certificate;
+// a client certificate is optional and verified when given) and asks for
+// a bearer token (Config.TokenFile) on /metrics and /debug/: a request
+// needs "Authorization: Bearer TOKEN" with the file's token, or a
+// verified client certificate of role admin; anything else is answered
+// 401 with a WWW-Authenticate challenge. /livez and /readyz stay open for
+// orchestrators' probes. The token file is read at Start (an empty or
+// unreadable file is an error) and again when it changes (checked at most
+// every second, by size and modification time); a change that does not
+// load keeps the previous token, so a half-written file never opens or
+// locks the endpoints. Tokens are compared in constant time.
 package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +36,21 @@ import (
 // ReadyFunc reports nil when the node can serve, or why it cannot.
 type ReadyFunc func() error
 
+// Config is what an admin server serves.
+type Config struct {
+	// Addr is the listen address (host:port).
+	Addr     string
+	Registry *prometheus.Registry
+	Ready    ReadyFunc
+	// Pprof serves /debug/pprof/.
+	Pprof bool
+	// TLS, when not nil, serves HTTPS with it (pki.Reloader.HTTPSConfig).
+	TLS *tls.Config
+	// TokenFile, when set, holds the bearer token /metrics and /debug/
+	// require.
+	TokenFile string
+}
+
 // Server is a running admin HTTP server.
 type Server struct {
 	ln   net.Listener
@@ -28,31 +58,45 @@ type Server struct {
 	done chan error
 }
 
-// Start listens on addr and serves in the background until Close;
-// /debug/pprof/ only with pprofOn.
-func Start(addr string, reg *prometheus.Registry, ready ReadyFunc, pprofOn bool, log *slog.Logger) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// Start listens on cfg.Addr and serves in the background until Close.
+func Start(cfg Config, log *slog.Logger) (*Server, error) {
+	var token *tokenSource
+	if cfg.TokenFile != "" {
+		var err error
+		if token, err = newTokenSource(cfg.TokenFile, time.Second, log); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("admin: listen %s: %w", cfg.Addr, err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", guard(token, promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry})))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
+		if err := cfg.Ready(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	if pprofOn {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if cfg.Pprof {
+		debug := http.NewServeMux()
+		debug.HandleFunc("/debug/pprof/", pprof.Index)
+		debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/", guard(token, debug))
+	} else if token != nil {
+		// Without pprof /debug/ is a 404, but only to whoever may see it.
+		mux.Handle("/debug/", guard(token, http.NotFoundHandler()))
 	}
 	s := &Server{
 		ln:   ln,

@@ -29,12 +29,12 @@ func TestEndpoints(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 	var ready atomic.Bool
-	s, err := Start("127.0.0.1:0", reg, func() error {
+	s, err := Start(Config{Addr: "127.0.0.1:0", Registry: reg, Ready: func() error {
 		if !ready.Load() {
 			return errors.New("replaying")
 		}
 		return nil
-	}, true, slog.New(slog.DiscardHandler))
+	}, Pprof: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestEndpoints(t *testing.T) {
 
 // pprof hands out command lines and heap dumps: only when asked for.
 func TestPprofOffByDefault(t *testing.T) {
-	s, err := Start("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, false, slog.New(slog.DiscardHandler))
+	s, err := Start(Config{Addr: "127.0.0.1:0", Registry: prometheus.NewRegistry(), Ready: func() error { return nil }}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

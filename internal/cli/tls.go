@@ -20,6 +20,18 @@ const (
 // from one place and a key from another is an error, not a guess. The
 // zero Files means plaintext.
 func ResolveTLS(flags, env, profile pki.Files) (pki.Files, error) {
+	return resolveTLS(flags, env, profile, false)
+}
+
+// ResolveTLSForUser is ResolveTLS for a --user login: a source may name
+// the CA alone (the password authenticates, no client certificate is
+// needed), and only the CA is returned.
+func ResolveTLSForUser(flags, env, profile pki.Files) (pki.Files, error) {
+	f, err := resolveTLS(flags, env, profile, true)
+	return pki.Files{CA: f.CA}, err
+}
+
+func resolveTLS(flags, env, profile pki.Files, caOnly bool) (pki.Files, error) {
 	for _, src := range []struct {
 		name  string
 		files pki.Files
@@ -31,6 +43,9 @@ func ResolveTLS(flags, env, profile pki.Files) (pki.Files, error) {
 		f := src.files
 		if f == (pki.Files{}) {
 			continue
+		}
+		if caOnly && f.CA != "" {
+			return f, nil
 		}
 		if f.CA == "" || f.Cert == "" || f.Key == "" {
 			return pki.Files{}, fmt.Errorf("%s go together (got CA %q, certificate %q, key %q)", src.name, f.CA, f.Cert, f.Key)

@@ -30,3 +30,19 @@ func TestResolveTLS(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveTLSForUser(t *testing.T) {
+	full := pki.Files{CA: "ca", Cert: "c", Key: "k"}
+	if f, err := ResolveTLSForUser(pki.Files{CA: "flag-ca"}, full, pki.Files{}); err != nil || f != (pki.Files{CA: "flag-ca"}) {
+		t.Errorf("CA flag alone: %+v %v", f, err)
+	}
+	if f, err := ResolveTLSForUser(pki.Files{}, pki.Files{}, full); err != nil || f != (pki.Files{CA: "ca"}) {
+		t.Errorf("profile: %+v %v; want its CA only", f, err)
+	}
+	if _, err := ResolveTLSForUser(pki.Files{Cert: "c"}, pki.Files{}, full); err == nil {
+		t.Error("a certificate without a CA accepted")
+	}
+	if f, err := ResolveTLSForUser(pki.Files{}, pki.Files{}, pki.Files{}); err != nil || f != (pki.Files{}) {
+		t.Errorf("nothing: %+v %v", f, err)
+	}
+}

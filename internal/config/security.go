@@ -21,7 +21,9 @@ var ErrInsecureListener = errors.New("config: plaintext listener on a non-loopba
 // (squashed: its keys are plain flags). With the three files set, the
 // node serves gRPC (and metad its Raft transport) over mutual TLS and
 // dials every other node with the same certificate; with none, it is
-// plaintext as before. The admin HTTP listener is plaintext either way.
+// plaintext as before. The admin HTTP listener serves TLS (same
+// certificate) only with AdminTLS, and asks for a bearer token on
+// /metrics and /debug/ only with AdminTokenFile.
 type Security struct {
 	// TLSCertFile, TLSKeyFile and TLSCAFile are the node's certificate
 	// chain, its private key and the CA bundle it trusts for peers (PEM).
@@ -29,6 +31,17 @@ type Security struct {
 	TLSCertFile string `mapstructure:"tls-cert-file"`
 	TLSKeyFile  string `mapstructure:"tls-key-file"`
 	TLSCAFile   string `mapstructure:"tls-ca-file"`
+	// TLSCRLFile optionally holds the CA's certificate revocation lists
+	// (PEM); a peer certificate they list is refused on every handshake,
+	// both ways. Re-read on change like the other files.
+	TLSCRLFile string `mapstructure:"tls-crl-file"`
+	// AdminTLS serves the admin HTTP address over TLS with the node's
+	// certificate; a client certificate is optional there.
+	AdminTLS bool `mapstructure:"admin-tls"`
+	// AdminTokenFile holds a bearer token that /metrics and /debug/ then
+	// require (or a client certificate of role admin, over AdminTLS);
+	// /livez and /readyz stay open. Re-read on change.
+	AdminTokenFile string `mapstructure:"admin-token-file"`
 	// Insecure allows a plaintext listener on a non-loopback address.
 	Insecure bool `mapstructure:"insecure"`
 }
@@ -38,18 +51,22 @@ func SecurityFlags(fs *pflag.FlagSet, d Security) {
 	fs.String("tls-cert-file", d.TLSCertFile, "PEM certificate chain of this node: serve gRPC over mutual TLS and dial peers with it (with --tls-key-file and --tls-ca-file)")
 	fs.String("tls-key-file", d.TLSKeyFile, "PEM private key of --tls-cert-file")
 	fs.String("tls-ca-file", d.TLSCAFile, "PEM CA bundle trusted for peers' certificates (clients and other nodes)")
+	fs.String("tls-crl-file", d.TLSCRLFile, "PEM certificate revocation lists of the CA: refuse peers (clients and other nodes) whose certificate they list; re-read on change")
+	fs.Bool("admin-tls", d.AdminTLS, "serve the admin HTTP address over TLS with --tls-cert-file (client certificates optional there)")
+	fs.String("admin-token-file", d.AdminTokenFile, "file holding a bearer token required for /metrics and /debug/ on the admin address (/livez and /readyz stay open); re-read on change")
 	fs.Bool("insecure", d.Insecure, "allow plaintext listeners (gRPC without TLS, the admin HTTP address) on non-loopback addresses")
 }
 
 // Files are the TLS files for pki and mtls.
 func (s Security) Files() pki.Files {
-	return pki.Files{Cert: s.TLSCertFile, Key: s.TLSKeyFile, CA: s.TLSCAFile}
+	return pki.Files{Cert: s.TLSCertFile, Key: s.TLSKeyFile, CA: s.TLSCAFile, CRL: s.TLSCRLFile}
 }
 
 // TLS reports whether the certificate files are set.
 func (s Security) TLS() bool { return s.TLSCertFile != "" }
 
-// Validate checks that the TLS files are given all three or not at all.
+// Validate checks that the TLS files are given all three or not at all,
+// and that the CRL file and admin TLS come with them.
 func (s Security) Validate() error {
 	set := 0
 	for _, f := range []string{s.TLSCertFile, s.TLSKeyFile, s.TLSCAFile} {
@@ -61,15 +78,23 @@ func (s Security) Validate() error {
 		return fmt.Errorf("config: --tls-cert-file, --tls-key-file and --tls-ca-file go together (got %q, %q, %q)",
 			s.TLSCertFile, s.TLSKeyFile, s.TLSCAFile)
 	}
+	if set == 0 && s.TLSCRLFile != "" {
+		return fmt.Errorf("config: --tls-crl-file needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+	}
+	if set == 0 && s.AdminTLS {
+		return fmt.Errorf("config: --admin-tls needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+	}
 	return nil
 }
 
 // String summarises s for the start-up log line (paths are not secret).
 func (s Security) String() string {
+	token := s.AdminTokenFile != ""
 	if !s.TLS() {
-		return fmt.Sprintf("tls=off insecure=%t", s.Insecure)
+		return fmt.Sprintf("tls=off insecure=%t admin-token=%t", s.Insecure, token)
 	}
-	return fmt.Sprintf("tls=on tls-cert-file=%s tls-ca-file=%s insecure=%t", s.TLSCertFile, s.TLSCAFile, s.Insecure)
+	return fmt.Sprintf("tls=on tls-cert-file=%s tls-ca-file=%s tls-crl-file=%s admin-tls=%t admin-token=%t insecure=%t",
+		s.TLSCertFile, s.TLSCAFile, s.TLSCRLFile, s.AdminTLS, token, s.Insecure)
 }
 
 // Listener names one address a node listens on, and whether it is served
@@ -78,7 +103,7 @@ type Listener struct {
 	// Flag is the flag naming the address, for the error message.
 	Flag, Addr string
 	// TLSCapable: served over TLS when TLS is on (gRPC, Raft); false for
-	// the admin HTTP address, which is always plaintext.
+	// the admin HTTP address, which is TLS only with AdminTLS.
 	TLSCapable bool
 }
 
@@ -92,7 +117,7 @@ func (s Security) CheckListeners(ls ...Listener) error {
 	}
 	var bad []string
 	for _, l := range ls {
-		if l.Addr == "" || (l.TLSCapable && s.TLS()) {
+		if l.Addr == "" || (s.TLS() && (l.TLSCapable || s.AdminTLS)) {
 			continue
 		}
 		if !IsLoopback(l.Addr) {
@@ -104,7 +129,7 @@ func (s Security) CheckListeners(ls ...Listener) error {
 	}
 	hint := "give --tls-cert-file, --tls-key-file and --tls-ca-file, or"
 	if s.TLS() {
-		hint = "the admin HTTP address has no TLS yet:"
+		hint = "pass --admin-tls to serve the admin HTTP address over TLS, or"
 	}
 	return fmt.Errorf("%w: %s; %s listen on loopback, or pass --insecure to accept it",
 		ErrInsecureListener, strings.Join(bad, ", "), hint)

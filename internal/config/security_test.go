@@ -24,18 +24,21 @@ func TestSecurityFromFlagsEnvAndFile(t *testing.T) {
 	}
 	t.Setenv("STRATA_TLS_CA_FILE", "/env/ca.crt")
 	t.Setenv("STRATA_TLS_KEY_FILE", "/env/node.key")
+	t.Setenv("STRATA_TLS_CRL_FILE", "/env/ca.crl")
+	t.Setenv("STRATA_ADMIN_TOKEN_FILE", "/env/token")
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	fs.String(FileFlag, "", "")
 	fs.String("listen", "127.0.0.1:1", "")
 	SecurityFlags(fs, Security{})
-	if err := fs.Parse([]string{"--config", file, "--insecure"}); err != nil {
+	if err := fs.Parse([]string{"--config", file, "--insecure", "--admin-tls"}); err != nil {
 		t.Fatal(err)
 	}
 	var c securedConfig
 	if err := Load(fs, &c); err != nil {
 		t.Fatal(err)
 	}
-	want := Security{TLSCertFile: "/file/node.crt", TLSKeyFile: "/env/node.key", TLSCAFile: "/env/ca.crt", Insecure: true}
+	want := Security{TLSCertFile: "/file/node.crt", TLSKeyFile: "/env/node.key", TLSCAFile: "/env/ca.crt", Insecure: true,
+		TLSCRLFile: "/env/ca.crl", AdminTLS: true, AdminTokenFile: "/env/token"}
 	if c.Security != want {
 		t.Fatalf("got %+v, want %+v", c.Security, want)
 	}
@@ -58,12 +61,33 @@ func TestSecurityValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an error", s, err)
 		}
 	}
+	tlsOn := Security{TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca"}
+	withExtras := tlsOn
+	withExtras.TLSCRLFile, withExtras.AdminTLS, withExtras.AdminTokenFile = "crl", true, "token"
+	if err := withExtras.Validate(); err != nil {
+		t.Errorf("%+v: %v", withExtras, err)
+	}
+	if f := withExtras.Files(); f.CRL != "crl" {
+		t.Errorf("Files %+v: no CRL", f)
+	}
+	// A token alone is fine (loopback, or behind --insecure); a CRL or
+	// admin TLS without certificates is a mistake.
+	if err := (Security{AdminTokenFile: "token"}).Validate(); err != nil {
+		t.Errorf("a token without TLS: %v", err)
+	}
+	for _, s := range []Security{{TLSCRLFile: "crl"}, {AdminTLS: true}} {
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "needs --tls-cert-file") {
+			t.Errorf("%+v: %v, want an error", s, err)
+		}
+	}
 }
 
 func TestCheckListeners(t *testing.T) {
 	tlsOn := Security{TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca"}
 	grpcL := func(addr string) Listener { return Listener{Flag: "listen", Addr: addr, TLSCapable: true} }
 	adminL := func(addr string) Listener { return Listener{Flag: "admin-listen", Addr: addr} }
+	adminTLS := tlsOn
+	adminTLS.AdminTLS = true
 	for _, tc := range []struct {
 		name string
 		sec  Security
@@ -82,6 +106,8 @@ func TestCheckListeners(t *testing.T) {
 		{"insecure", Security{Insecure: true}, []Listener{grpcL("0.0.0.0:7001"), adminL("0.0.0.0:7201")}, true},
 		{"tls covers gRPC", tlsOn, []Listener{grpcL("0.0.0.0:7001"), adminL("127.0.0.1:7201")}, true},
 		{"tls does not cover admin HTTP", tlsOn, []Listener{grpcL("0.0.0.0:7001"), adminL("0.0.0.0:7201")}, false},
+		{"admin TLS covers admin HTTP", adminTLS, []Listener{grpcL("0.0.0.0:7001"), adminL("0.0.0.0:7201")}, true},
+		{"admin TLS needs TLS", Security{AdminTLS: true}, []Listener{adminL("0.0.0.0:7201")}, false},
 	} {
 		err := tc.sec.CheckListeners(tc.ls...)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInsecureListener)) {

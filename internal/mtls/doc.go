@@ -8,6 +8,10 @@
 // rotates the certificate for every new handshake without a restart
 // (connections already open keep the certificate they were made with).
 //
+// Revocation: with a CRL file (pki.Files.CRL) every handshake, served or
+// dialled, refuses a peer whose certificate the CRL lists (pki.ErrRevoked);
+// the checks a caller adds (ServerTLS, ClientTLS) run after it.
+//
 // A nil *Credentials means TLS is off: its methods return plaintext
 // options, so callers need no branch.
 //

@@ -90,7 +90,7 @@ func (c *Credentials) ServerTLS(check func(tls.ConnectionState) error) *tls.Conf
 		if err != nil {
 			return nil, err
 		}
-		cfg.VerifyConnection = check
+		cfg.VerifyConnection = both(cfg.VerifyConnection, check)
 		return cfg, nil
 	}
 	return base
@@ -101,8 +101,24 @@ func (c *Credentials) ServerTLS(check func(tls.ConnectionState) error) *tls.Conf
 // REQUIRES: c not nil.
 func (c *Credentials) ClientTLS(serverName string, check func(tls.ConnectionState) error) *tls.Config {
 	cfg := c.reloader.ClientConfig(serverName)
-	cfg.VerifyConnection = check
+	cfg.VerifyConnection = both(cfg.VerifyConnection, check)
 	return cfg
+}
+
+// both runs first (the revocation check pki installs), then second.
+func both(first, second func(tls.ConnectionState) error) func(tls.ConnectionState) error {
+	if first == nil || second == nil {
+		if first == nil {
+			return second
+		}
+		return first
+	}
+	return func(cs tls.ConnectionState) error {
+		if err := first(cs); err != nil {
+			return err
+		}
+		return second(cs)
+	}
 }
 
 // RequireRole returns a VerifyConnection check that admits only

@@ -73,6 +73,11 @@ type Serving struct {
 	DrainTimeout time.Duration
 	// Exposure: pprof on the admin address, gRPC reflection.
 	Exposure config.Exposure
+	// Security: with AdminTLS the admin address serves TLS with the
+	// node's certificate (TLS's, else loaded from the files; client
+	// certificates optional there); AdminTokenFile, when set, holds the
+	// bearer token /metrics and /debug/ require (see internal/admin).
+	Security config.Security
 }
 
 // Serve runs the gRPC and admin servers until ctx ends or SIGINT/SIGTERM
@@ -91,7 +96,24 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 		return err
 	}
 	s.Register(gs.Server)
-	adm, err := admin.Start(s.AdminListen, s.Registry, s.Ready, s.Exposure.EnablePprof, log)
+	adminCfg := admin.Config{Addr: s.AdminListen, Registry: s.Registry, Ready: s.Ready,
+		Pprof: s.Exposure.EnablePprof, TokenFile: s.Security.AdminTokenFile}
+	if s.Security.AdminTLS {
+		creds := s.TLS
+		if !creds.Enabled() {
+			// A role serving its own gRPC TLS (the broker) passes none.
+			creds, err = mtls.Load(s.Security.Files())
+		}
+		if err == nil && !creds.Enabled() {
+			err = errors.New("node: --admin-tls needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+		}
+		if err != nil {
+			gs.Stop(time.Second)
+			return err
+		}
+		adminCfg.TLS = creds.Reloader().HTTPSConfig()
+	}
+	adm, err := admin.Start(adminCfg, log)
 	if err != nil {
 		gs.Stop(time.Second)
 		return err
@@ -101,7 +123,8 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve() }()
-	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr(), "tls", s.TLS.Enabled())
+	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr(), "tls", s.TLS.Enabled(),
+		"admin_tls", adminCfg.TLS != nil, "admin_token", s.Security.AdminTokenFile != "")
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")

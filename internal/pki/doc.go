@@ -31,12 +31,29 @@
 // Both sides verify: servers require and check a client certificate
 // (mTLS), clients check the server's against the CA bundle and the
 // address dialled (ClientConfig is built per connection, so it follows a
-// rotation from the next connection on). TLS 1.3 only. Not yet: revocation
-// lists; a certificate is good until it expires.
+// rotation from the next connection on). TLS 1.3 only between nodes;
+// HTTPSConfig (the admin HTTP address) takes TLS 1.2 too and a client
+// certificate only when one is given.
+//
+// # Revocation
+//
+// Files.CRL optionally names a file of PEM "X509 CRL" blocks. Each must be
+// signed by a certificate of the CA bundle, or the file does not load
+// (at start: an error; on a change: the previous lists stay in use, like
+// a bad certificate rotation). Every handshake, both ways (servers
+// checking clients, clients checking servers), refuses a peer whose
+// verified chain holds a certificate listed by a CRL of its issuer
+// (ErrRevoked). The file is re-read on change like the others, so
+// publishing a new CRL revokes from the next handshake on; connections
+// already open stay open until they close. NextUpdate is not enforced: a
+// stale CRL still revokes what it lists. CA.CRL signs one (tests, tools).
 //
 // # Errors
 //
 //   - NewCA, Issue: key generation and encoding errors (rare).
 //   - NewReloader: ErrInvalid (missing paths), file and PEM errors.
 //   - IdentityOf: ErrNoIdentity.
+//   - ParseCRLs, NewReloader with a CRL: ErrInvalid (no CRL block, a CRL
+//     not signed by the CA bundle).
+//   - handshakes: ErrRevoked (a listed peer certificate).
 package pki

@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-log/strata/internal/acl"
+	"github.com/strata-log/strata/internal/scram"
+	"github.com/strata-log/strata/proto/metadpb"
+)
+
+// testSecurity is a security over in-memory mirrors (no metad).
+func testSecurity(t *testing.T) *security {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	s := &security{
+		log:          log,
+		users:        newMirror(nil, acl.UsersPrefix, log),
+		acls:         newMirror(nil, acl.ACLsPrefix, log),
+		cache:        scram.NewCache(10, passwordCacheTTL),
+		checks:       make(chan struct{}, 1),
+		denied:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "d"}, []string{"operation", "resource"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "f"}, []string{"reason"}),
+	}
+	s.mu.logged = map[string]bool{}
+	close(s.users.ready)
+	close(s.acls.ready)
+	return s
+}
+
+func withPassword(user, password string) context.Context {
+	return metadata.NewIncomingContext(context.Background(), metadata.Pairs(scram.MetadataUser, user, scram.MetadataPassword, password))
+}
+
+func TestCheckPassword(t *testing.T) {
+	s := testSecurity(t)
+	cred, err := scram.NewCredential("bob", "pw", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred.Marshal(), ModRevision: 5}
+	ctx := context.Background()
+	if err := s.checkPassword(ctx, "bob", "pw"); err != nil {
+		t.Fatalf("right password: %v", err)
+	}
+	if s.cache.Len() != 1 || !s.cache.Check("bob", "pw", 5, time.Now()) {
+		t.Fatal("a verified password is not cached")
+	}
+	for _, tc := range [][2]string{{"bob", "wrong"}, {"nobody", "pw"}, {"bob", ""}, {"a/b", "pw"}} {
+		err := s.checkPassword(ctx, tc[0], tc[1])
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("%q/%q: %v, want UNAUTHENTICATED", tc[0], tc[1], err)
+		}
+	}
+	// A changed record is checked again: the old password no longer works.
+	cred2, _ := scram.NewCredential("bob", "new", 0)
+	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred2.Marshal(), ModRevision: 9}
+	if err := s.checkPassword(ctx, "bob", "pw"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("old password after the change: %v", err)
+	}
+	if err := s.checkPassword(ctx, "bob", "new"); err != nil {
+		t.Errorf("new password: %v", err)
+	}
+}
+
+func TestPasswordOverPlaintextRefused(t *testing.T) {
+	s := testSecurity(t)
+	if _, err := s.authenticatePlaintext(withPassword("bob", "pw"), "/strata.broker.v1.Broker/Metadata"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("password over plaintext: %v, want UNAUTHENTICATED", err)
+	}
+	if _, err := s.authenticatePlaintext(context.Background(), "/strata.broker.v1.Broker/Metadata"); err != nil {
+		t.Errorf("plaintext without a password: %v", err)
+	}
+}
+
+func TestNoCredentialsRefused(t *testing.T) {
+	s := testSecurity(t)
+	if _, err := s.authenticate(context.Background(), "/strata.broker.v1.Broker/Metadata"); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("no certificate, no password: %v, want UNAUTHENTICATED", err)
+	}
+}
