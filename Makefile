@@ -21,7 +21,7 @@ IMAGE_CTX   := $(BIN)/images
 MINIO_STATIC_DIR := $(shell $(GO) env GOPATH)/minio-static
 DOCKER      ?= docker
 
-.PHONY: all build test test-short lint verify proto bench run clean tools minio minio-static images image-strata image-minio fuzz
+.PHONY: all build test test-short lint verify proto bench bench-cluster run clean tools minio minio-static images image-strata image-minio fuzz
 
 all: build
 
@@ -94,6 +94,13 @@ verify: lint
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./...
+
+# The standard benchmark: starts its own local cluster, measures the
+# machine's limits, runs the workloads, writes bench-report.json and .txt
+# (docs/bench/README.md). E.g. BENCH_FLAGS='--brokers 1,2 --duration 20s'.
+BENCH_FLAGS ?=
+bench-cluster: build
+	./$(BIN)/strata bench suite $(BENCH_FLAGS)
 
 # A local cluster of real processes (see README).
 run: build

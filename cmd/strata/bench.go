@@ -88,6 +88,7 @@ A progress line goes to stderr every second; the summary to stdout
 			}),
 		})
 	}
+	bench.AddCommand(newBenchSuiteCommand(o))
 	return bench
 }
 
@@ -618,21 +619,7 @@ type benchSummary struct {
 }
 
 func printBenchSummary(p *cli.Printer, run *benchRun, elapsed time.Duration) error {
-	secs := max(elapsed.Seconds(), 1e-9)
-	s := benchSummary{Mode: run.mode, Topic: run.topic, Partitions: run.partitions, Seconds: elapsed.Seconds(),
-		Records: run.records.Load(), Bytes: run.bytes.Load(), Errors: run.errs.Load(), Latency: []benchLatency{}}
-	s.RecordsPerSec, s.MBPerSec = float64(s.Records)/secs, float64(s.Bytes)/secs/1e6
-	if run.firstErr != nil {
-		s.FirstError = run.firstErr.Error()
-	}
-	ms := func(v int64) float64 { return float64(v) / 1e6 }
-	run.mu.Lock()
-	for _, k := range run.kinds {
-		h := run.lat[k]
-		s.Latency = append(s.Latency, benchLatency{Kind: strings.ReplaceAll(k, "->", "_to_"), Count: h.Count(), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
-			P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6})
-	}
-	run.mu.Unlock()
+	s := summarizeBench(run, elapsed)
 	if p.Format == cli.FormatJSON {
 		return p.JSON(s)
 	}
@@ -650,4 +637,25 @@ func printBenchSummary(p *cli.Printer, run *benchRun, elapsed time.Duration) err
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", run.kinds[i], l.Count, l.P50, l.P90, l.P99, l.P999, l.Max)
 	}
 	return tw.Flush()
+}
+
+// summarizeBench computes a run's summary (rates over elapsed, latency
+// quantiles in milliseconds).
+func summarizeBench(run *benchRun, elapsed time.Duration) benchSummary {
+	secs := max(elapsed.Seconds(), 1e-9)
+	s := benchSummary{Mode: run.mode, Topic: run.topic, Partitions: run.partitions, Seconds: elapsed.Seconds(),
+		Records: run.records.Load(), Bytes: run.bytes.Load(), Errors: run.errs.Load(), Latency: []benchLatency{}}
+	s.RecordsPerSec, s.MBPerSec = float64(s.Records)/secs, float64(s.Bytes)/secs/1e6
+	if run.firstErr != nil {
+		s.FirstError = run.firstErr.Error()
+	}
+	ms := func(v int64) float64 { return float64(v) / 1e6 }
+	run.mu.Lock()
+	for _, k := range run.kinds {
+		h := run.lat[k]
+		s.Latency = append(s.Latency, benchLatency{Kind: strings.ReplaceAll(k, "->", "_to_"), Count: h.Count(), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
+			P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6})
+	}
+	run.mu.Unlock()
+	return s
 }

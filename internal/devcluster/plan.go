@@ -50,6 +50,10 @@ type Options struct {
 	// TLS runs every node with mutual TLS: certificates under Dir/tls
 	// (WriteCertificates, before the nodes start) and the TLS flags.
 	TLS bool
+	// BrokerArgs are added after every broker's planned arguments (a flag
+	// given again overrides the planned one): `strata bench suite` turns
+	// tiering off with "--tier-store=".
+	BrokerArgs []string
 }
 
 // DefaultOptions returns the defaults.
@@ -181,6 +185,7 @@ func Plan(o Options) ([]Node, error) {
 		if o.TLS {
 			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
 		}
+		n.Args = append(n.Args, o.BrokerArgs...)
 		if o.runsMinIO() {
 			n.Env = brokerTierEnv()
 		}

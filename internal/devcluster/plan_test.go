@@ -67,3 +67,20 @@ func TestPlanRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanBrokerArgs: extra broker arguments come after the planned ones
+// (so they override them) and only brokers get them.
+func TestPlanBrokerArgs(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir, o.BrokerArgs = "/opt/strata/bin", []string{"--tier-store="}
+	nodes, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		last := n.Args[len(n.Args)-1]
+		if (n.Role == RoleBroker) != (last == "--tier-store=") {
+			t.Errorf("%s: args end with %q", n.Name, last)
+		}
+	}
+}

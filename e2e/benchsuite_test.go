@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/internal/benchsuite"
+	"github.com/strata-log/strata/internal/devcluster"
+)
+
+// TestBenchSuiteQuick runs `strata bench suite --quick` as `make
+// bench-cluster` does, with short workloads: the report has the machine's
+// limits and every workload with sane numbers, the table is printed, and
+// no process of the cluster it started is left running, nor its data.
+func TestBenchSuiteQuick(t *testing.T) {
+	skipShort(t)
+	work := t.TempDir()
+	out := filepath.Join(work, "report.json")
+	binDir := filepath.Dir(bins["metad"])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bins["strata"], "bench", "suite", "--quick", "--duration", "2s",
+		"--bin-dir", binDir, "--dir", work, "--out", out)
+	output, err := cmd.CombinedOutput()
+	t.Logf("bench suite took %s", time.Since(start).Round(time.Second))
+	if err != nil {
+		t.Fatalf("bench suite: %v\n%s", err, output)
+	}
+	for _, want := range []string{"WORKLOAD", "catch-up MB/s ÷ produce MB/s", "report: " + out} {
+		if !strings.Contains(string(output), want) {
+			t.Errorf("output lacks %q:\n%s", want, output)
+		}
+	}
+	rep, err := benchsuite.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(strings.TrimSuffix(out, ".json") + ".txt"); err != nil {
+		t.Errorf("no table file: %v", err)
+	}
+
+	if len(rep.Limits.Disk) != 2*len(benchsuite.DefaultGroupBytes) || rep.Limits.Loopback.P50Us <= 0 {
+		t.Errorf("limits: %+v", rep.Limits)
+	}
+	for _, p := range rep.Limits.Disk {
+		if p.Syncs == 0 || p.SyncP50Ms <= 0 || p.MBPerSec <= 0 {
+			t.Errorf("disk probe: %+v", p)
+		}
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Brokers != 2 || rep.Runs[0].Error != "" {
+		t.Fatalf("runs: %+v", rep.Runs)
+	}
+	run := rep.Runs[0]
+	for _, name := range benchsuite.Workloads {
+		w, ok := run.Workload(name)
+		if !ok {
+			t.Errorf("no workload %s", name)
+			continue
+		}
+		if w.Records <= 0 || w.Bytes <= 0 || w.MBPerSec <= 0 || w.Seconds <= 0 || w.Errors != 0 {
+			t.Errorf("%s: %+v", name, w)
+		}
+		if w.CPU.PerRole[devcluster.RoleBroker] <= 0 {
+			t.Errorf("%s: CPU %+v", name, w.CPU)
+		}
+		if name == benchsuite.WorkloadCatchUp {
+			// A quick run's topic fits the brokers' tail caches: the
+			// bookies may not be read at all.
+			if w.Reads == nil || w.Reads.FetchedBytes <= 0 {
+				t.Errorf("%s: reads %+v", name, w.Reads)
+			}
+		} else {
+			if w.CPU.PerRole[devcluster.RoleBookie] <= 0 {
+				t.Errorf("%s: CPU %+v", name, w.CPU)
+			}
+			if l, ok := w.LatencyOf(benchsuite.LatencyPublishAck); !ok || l.Count == 0 || l.P50 <= 0 {
+				t.Errorf("%s: publish->ack %+v", name, l)
+			}
+			if w.Journal == nil || w.Journal.Groups <= 0 || w.Journal.BytesPerGroup <= 0 {
+				t.Errorf("%s: journal %+v", name, w.Journal)
+			}
+		}
+	}
+	if len(benchsuite.Ratios(rep.Limits, run)) == 0 {
+		t.Error("no ratios")
+	}
+
+	// Every node it started has stopped; its cluster directory is gone.
+	if len(run.Nodes) != 8 {
+		t.Errorf("nodes: %+v", run.Nodes)
+	}
+	for _, n := range run.Nodes {
+		node := devcluster.Node{Name: n.Name, PID: n.PID, Bin: filepath.Join(binDir, n.Role)}
+		if err := devcluster.Check(node); err == nil {
+			t.Errorf("%s (pid %d) still runs", n.Name, n.PID)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(work, "strata-bench-*")); len(left) != 0 {
+		t.Errorf("cluster directory left: %v", left)
+	}
+}
+
+// TestBenchSuiteInterrupt: Ctrl-C in the middle of a workload stops every
+// process of the cluster the suite started, and the report says why it is
+// short.
+func TestBenchSuiteInterrupt(t *testing.T) {
+	skipShort(t)
+	work := t.TempDir()
+	out := filepath.Join(work, "report.json")
+	cmd := exec.Command(bins["strata"], "bench", "suite", "--quick", "--duration", "30s", "--keep-data",
+		"--bin-dir", filepath.Dir(bins["metad"]), "--dir", work, "--out", out)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	var seen []string
+	deadline := time.After(90 * time.Second)
+	for started := false; !started; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("bench suite exited before its first workload:\n%s", strings.Join(seen, "\n"))
+			}
+			seen = append(seen, l)
+			// A progress line of produce-max: the cluster is up and loaded.
+			started = strings.Contains(l, "records/s") && strings.Contains(strings.Join(seen, "\n"), "bench suite: produce-max")
+		case <-deadline:
+			t.Fatalf("no workload within 90s:\n%s", strings.Join(seen, "\n"))
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("an interrupted suite exited 0")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("bench suite still runs 60s after SIGINT")
+	}
+	dirs, _ := filepath.Glob(filepath.Join(work, "strata-bench-*", "cluster-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("cluster directories: %v", dirs)
+	}
+	st, err := devcluster.LoadState(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if devcluster.Check(n) == nil {
+			t.Errorf("%s (pid %d) still runs after Ctrl-C", n.Name, n.PID)
+		}
+	}
+	rep, err := benchsuite.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || !strings.Contains(rep.Runs[0].Error, "canceled") {
+		t.Errorf("report runs: %+v", rep.Runs)
+	}
+}

@@ -1,0 +1,157 @@
+package benchsuite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Journal metrics of a bookie (ledger/storage/metrics.go): histograms, of
+// which the suite reads _sum and _count.
+const (
+	MetricGroupBytes   = "strata_bookie_journal_group_bytes"
+	MetricGroupRecords = "strata_bookie_journal_group_records"
+	MetricSyncSeconds  = "strata_bookie_journal_sync_latency_seconds"
+)
+
+// Samples maps an unlabelled sample's name ("x_sum") to its value.
+type Samples map[string]float64
+
+// ParseMetrics reads the Prometheus text format, keeping unlabelled
+// samples (the journal histograms' _sum and _count have no labels).
+func ParseMetrics(r io.Reader) (Samples, error) {
+	s := Samples{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok || strings.ContainsRune(name, '{') {
+			continue
+		}
+		fields := strings.Fields(rest)
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		s[name] = v
+	}
+	return s, sc.Err()
+}
+
+// Scrape fetches and parses http://ADDR/metrics.
+func Scrape(ctx context.Context, addr string) (Samples, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: scrape %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: scrape %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("benchsuite: scrape %s: %s", addr, resp.Status)
+	}
+	return ParseMetrics(bytes.NewReader(body))
+}
+
+// Journal is what the bookies' journals did during a workload, summed
+// over bookies.
+type Journal struct {
+	Groups              float64 `json:"groups"`
+	BytesPerGroup       float64 `json:"bytes_per_group"`
+	RecordsPerGroup     float64 `json:"records_per_group"`
+	MeanSyncMs          float64 `json:"mean_sync_ms"`
+	GroupsPerSecPerBook float64 `json:"groups_per_sec_per_bookie"`
+}
+
+// JournalDelta computes Journal from the bookies' samples before and
+// after (same order) over secs seconds; nil when no bookie exports the
+// metrics.
+func JournalDelta(before, after []Samples, secs float64) *Journal {
+	var groups, bytes, records, syncs, syncSecs float64
+	found := false
+	for i := range min(len(before), len(after)) {
+		d := func(name string) float64 { return after[i][name] - before[i][name] }
+		if _, ok := after[i][MetricGroupBytes+"_count"]; ok {
+			found = true
+		}
+		groups += d(MetricGroupBytes + "_count")
+		bytes += d(MetricGroupBytes + "_sum")
+		records += d(MetricGroupRecords + "_sum")
+		syncs += d(MetricSyncSeconds + "_count")
+		syncSecs += d(MetricSyncSeconds + "_sum")
+	}
+	if !found {
+		return nil
+	}
+	j := &Journal{Groups: groups}
+	if groups > 0 {
+		j.BytesPerGroup, j.RecordsPerGroup = bytes/groups, records/groups
+	}
+	if syncs > 0 {
+		j.MeanSyncMs = syncSecs / syncs * 1e3
+	}
+	if secs > 0 && len(after) > 0 {
+		j.GroupsPerSecPerBook = groups / secs / float64(len(after))
+	}
+	return j
+}
+
+// Broker read metrics (broker/partlog/metrics.go): counters.
+const (
+	MetricFetchedBytes    = "strata_broker_fetched_bytes_total"
+	MetricBookieReadBytes = "strata_broker_bookie_read_bytes_total"
+	MetricTailCacheHits   = "strata_broker_tail_cache_hits_total"
+	MetricTailCacheMisses = "strata_broker_tail_cache_misses_total"
+)
+
+// Reads is where the brokers' fetches found their entries during a
+// workload, summed over brokers: catch-up is meant to read from the
+// bookies, not from the brokers' tail caches.
+type Reads struct {
+	FetchedBytes    float64 `json:"fetched_bytes"`
+	BookieReadBytes float64 `json:"bookie_read_bytes"`
+	TailCacheHits   float64 `json:"tail_cache_hits"`
+	TailCacheMisses float64 `json:"tail_cache_misses"`
+	// FromBookies is BookieReadBytes ÷ FetchedBytes (read-ahead may take
+	// it past 1).
+	FromBookies float64 `json:"from_bookies"`
+}
+
+// ReadsDelta computes Reads from the brokers' samples before and after
+// (same order); nil when no broker exports the metrics.
+func ReadsDelta(before, after []Samples) *Reads {
+	found := false
+	var r Reads
+	for i := range min(len(before), len(after)) {
+		if _, ok := after[i][MetricFetchedBytes]; ok {
+			found = true
+		}
+		d := func(name string) float64 { return after[i][name] - before[i][name] }
+		r.FetchedBytes += d(MetricFetchedBytes)
+		r.BookieReadBytes += d(MetricBookieReadBytes)
+		r.TailCacheHits += d(MetricTailCacheHits)
+		r.TailCacheMisses += d(MetricTailCacheMisses)
+	}
+	if !found {
+		return nil
+	}
+	if r.FetchedBytes > 0 {
+		r.FromBookies = r.BookieReadBytes / r.FetchedBytes
+	}
+	return &r
+}

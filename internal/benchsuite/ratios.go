@@ -1,0 +1,140 @@
+package benchsuite
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Ratio is one result stated against the limit that binds it, next to
+// issue 16's target.
+type Ratio struct {
+	Workload string  `json:"workload"`
+	Metric   string  `json:"metric"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+	// Bound says which limit of the same run the value is taken against.
+	Bound string `json:"bound"`
+	// Target: Value must be AtLeast or at most Target.
+	Target  float64 `json:"target"`
+	AtLeast bool    `json:"at_least"`
+	Met     bool    `json:"met"`
+}
+
+func ratio(workload, metric, unit, bound string, value, target float64, atLeast bool) Ratio {
+	value = finite(value)
+	met := value <= target
+	if atLeast {
+		met = value >= target
+	}
+	return Ratio{Workload: workload, Metric: metric, Value: value, Unit: unit, Bound: bound, Target: target, AtLeast: atLeast, Met: met}
+}
+
+// Issue 16's targets.
+const (
+	TargetThroughputFraction = 0.80 // acknowledged MB/s ÷ (three-journal MB/s ÷ 3)
+	TargetCPUPerGB           = 5.0  // core-s/GB, brokers and bookies
+	TargetBrokerCPUPerGB     = 1.5  // core-s/GB, brokers
+	TargetAckOverFsyncP50Ms  = 1.5  // e2e-5000 publish->ack p50 − fsync p50
+	TargetAckP99Ms           = 10.0 // e2e-5000 publish->ack p99 when fsync p99 <= 2 ms
+	TargetAckP99FsyncFactor  = 5.0  // … else at most this × fsync p99
+	TargetFsyncP99QuietMs    = 2.0
+	TargetConsumeP99Ms5k     = 5.0  // e2e-5000 ack->consume p99
+	TargetConsumeP99MsHalf   = 10.0 // e2e-half-max ack->consume p99
+	TargetAckP99MsHalf       = 25.0 // e2e-half-max publish->ack p99
+	TargetCatchUpOverProduce = 2.0  // catch-up MB/s ÷ produce-max MB/s
+	journalsPerEnsemble      = 3
+)
+
+// groupBytes is the mean journal group the bookies reported for w; 0
+// when unknown, which picks the smallest probe (Limits.Probe).
+func groupBytes(w Workload) float64 {
+	if w.Journal == nil {
+		return 0
+	}
+	return w.Journal.BytesPerGroup
+}
+
+// Ratios states run's results against limits (B4). A workload that did
+// not run contributes nothing.
+func Ratios(limits Limits, run Run) []Ratio {
+	var out []Ratio
+	for _, name := range []string{WorkloadProduce, WorkloadProduceBig} {
+		w, ok := run.Workload(name)
+		if !ok {
+			continue
+		}
+		if p, ok := limits.Probe(journalsPerEnsemble, groupBytes(w)); ok && p.MBPerSec > 0 {
+			perJournal := p.MBPerSec / journalsPerEnsemble
+			out = append(out, ratio(name, "ack MB/s ÷ journal MB/s", "x",
+				fmt.Sprintf("%.1f MB/s = 3-journal %.1f MB/s ÷ 3 at %d B groups", perJournal, p.MBPerSec, p.GroupBytes),
+				w.MBPerSec/perJournal, TargetThroughputFraction, true))
+		}
+		out = append(out, cpuRatios(w)...)
+	}
+	if w, ok := run.Workload(WorkloadE2E5k); ok {
+		p, _ := limits.Probe(journalsPerEnsemble, groupBytes(w))
+		if l, ok := w.LatencyOf(LatencyPublishAck); ok {
+			out = append(out, ratio(w.Name, "pub->ack p50 − fsync p50", "ms",
+				fmt.Sprintf("fsync p50 %.2f ms (3 journals, %d B groups)", p.SyncP50Ms, p.GroupBytes),
+				l.P50-p.SyncP50Ms, TargetAckOverFsyncP50Ms, false))
+			target, bound := TargetAckP99Ms, fmt.Sprintf("fsync p99 %.2f ms ≤ %.0f ms", p.SyncP99Ms, TargetFsyncP99QuietMs)
+			if p.SyncP99Ms > TargetFsyncP99QuietMs {
+				target, bound = TargetAckP99FsyncFactor*p.SyncP99Ms, fmt.Sprintf("%.0f × fsync p99 %.2f ms", TargetAckP99FsyncFactor, p.SyncP99Ms)
+			}
+			out = append(out, ratio(w.Name, "pub->ack p99", "ms", bound, l.P99, target, false))
+		}
+		if l, ok := w.LatencyOf(LatencyAckConsume); ok {
+			out = append(out, ratio(w.Name, "ack->consume p99", "ms", "loopback only", l.P99, TargetConsumeP99Ms5k, false))
+		}
+		out = append(out, cpuRatios(w)...)
+	}
+	if w, ok := run.Workload(WorkloadE2EHalf); ok {
+		if l, ok := w.LatencyOf(LatencyAckConsume); ok {
+			out = append(out, ratio(w.Name, "ack->consume p99", "ms", "loopback only", l.P99, TargetConsumeP99MsHalf, false))
+		}
+		if l, ok := w.LatencyOf(LatencyPublishAck); ok {
+			out = append(out, ratio(w.Name, "pub->ack p99", "ms", "disk at half load", l.P99, TargetAckP99MsHalf, false))
+		}
+		out = append(out, cpuRatios(w)...)
+	}
+	if w, ok := run.Workload(WorkloadCatchUp); ok {
+		if p, ok := run.Workload(WorkloadProduce); ok && p.MBPerSec > 0 {
+			bound := fmt.Sprintf("produce-max %.1f MB/s", p.MBPerSec)
+			if w.Reads != nil {
+				bound += fmt.Sprintf("; %.0f%% of fetched bytes from bookies", 100*w.Reads.FromBookies)
+			}
+			out = append(out, ratio(w.Name, "catch-up MB/s ÷ produce MB/s", "x", bound, w.MBPerSec/p.MBPerSec, TargetCatchUpOverProduce, true))
+		}
+	}
+	return out
+}
+
+func cpuRatios(w Workload) []Ratio {
+	if w.Bytes <= 0 {
+		return nil
+	}
+	gb := fmt.Sprintf("%.3f GB acknowledged", float64(w.Bytes)/1e9)
+	return []Ratio{
+		ratio(w.Name, "CPU brokers+bookies", "core-s/GB", gb, w.CPU.PerGBBrokersBookies, TargetCPUPerGB, false),
+		ratio(w.Name, "CPU brokers", "core-s/GB", gb, w.CPU.PerGBBrokers, TargetBrokerCPUPerGB, false),
+	}
+}
+
+// WriteRatios prints ratios as a table.
+func WriteRatios(w io.Writer, ratios []Ratio) error {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "  WORKLOAD\tMETRIC\tVALUE\tTARGET\tMET\tBOUND BY")
+	for _, r := range ratios {
+		cmp := "≤"
+		if r.AtLeast {
+			cmp = "≥"
+		}
+		met := "no"
+		if r.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%.2f %s\t%s %.2f\t%s\t%s\n", r.Workload, r.Metric, r.Value, r.Unit, cmp, r.Target, met, r.Bound)
+	}
+	return tw.Flush()
+}

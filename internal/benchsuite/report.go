@@ -1,0 +1,260 @@
+package benchsuite
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+)
+
+// ReportVersion is the report format's version (see doc.go).
+const ReportVersion = 1
+
+// Workload names, in the order the suite runs them.
+const (
+	WorkloadProduce     = "produce-max"     // max-rate produce, the standard record size
+	WorkloadE2E5k       = "e2e-5000"        // open-loop e2e at 5,000 records/s
+	WorkloadE2EHalf     = "e2e-half-max"    // open-loop e2e at 50% of produce-max
+	WorkloadCatchUp     = "catch-up"        // consume produce-max's topic from the earliest offset
+	WorkloadProduceBig  = "produce-max-64k" // max-rate produce, 64 KiB records
+	BigRecordBytes      = 64 << 10
+	HalfMaxRateFraction = 0.5
+)
+
+// Workloads lists every workload, in run order.
+var Workloads = []string{WorkloadProduce, WorkloadE2E5k, WorkloadE2EHalf, WorkloadCatchUp, WorkloadProduceBig}
+
+// Report is the suite's JSON report.
+type Report struct {
+	Version   int       `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	Seconds   float64   `json:"seconds"`
+	Host      Host      `json:"host"`
+	Settings  Settings  `json:"settings"`
+	Limits    Limits    `json:"limits"`
+	Runs      []Run     `json:"runs"`
+	Note      string    `json:"note,omitempty"`
+}
+
+// Host describes the machine.
+type Host struct {
+	Hostname string `json:"hostname"`
+	CPUs     int    `json:"cpus"`
+	// LoadAverage is /proc/loadavg's first three fields at the start.
+	LoadAverage string `json:"load_average,omitempty"`
+}
+
+// Settings are the workloads' parameters.
+type Settings struct {
+	DurationSeconds float64 `json:"duration_seconds"`
+	RecordBytes     int     `json:"record_bytes"`
+	Partitions      int32   `json:"partitions"`
+	Acks            string  `json:"acks"`
+	LingerMs        float64 `json:"linger_ms"`
+	Producers       int     `json:"producers"`
+	Quick           bool    `json:"quick,omitempty"`
+}
+
+// Limits are the machine's limits measured in the same run.
+type Limits struct {
+	Dir      string      `json:"dir"`
+	Disk     []DiskProbe `json:"disk"`
+	Loopback RoundTrip   `json:"loopback"`
+}
+
+// Probe returns the probe of journals journals at the smallest group size
+// at least groupBytes (the largest probed when none is), and whether
+// there is one.
+func (l Limits) Probe(journals int, groupBytes float64) (DiskProbe, bool) {
+	var best, largest DiskProbe
+	found := false
+	for _, p := range l.Disk {
+		if p.Journals != journals {
+			continue
+		}
+		if p.GroupBytes > largest.GroupBytes {
+			largest = p
+		}
+		if float64(p.GroupBytes) >= groupBytes && (!found || p.GroupBytes < best.GroupBytes) {
+			best, found = p, true
+		}
+	}
+	if found {
+		return best, true
+	}
+	return largest, largest.Journals != 0
+}
+
+// Run is one cluster shape's results.
+type Run struct {
+	Metad     int        `json:"metad"`
+	Bookies   int        `json:"bookies"`
+	Brokers   int        `json:"brokers"`
+	Nodes     []Process  `json:"nodes"`
+	Workloads []Workload `json:"workloads"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Workload returns the named workload's result, if it ran.
+func (r Run) Workload(name string) (Workload, bool) {
+	for _, w := range r.Workloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Workload{}, false
+}
+
+// Process is one node of the cluster.
+type Process struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	PID  int    `json:"pid"`
+}
+
+// Workload is one workload's result.
+type Workload struct {
+	Name          string    `json:"name"`
+	Topic         string    `json:"topic"`
+	RecordBytes   int       `json:"record_bytes"`
+	TargetRate    float64   `json:"target_records_per_sec,omitempty"` // 0: max rate
+	Seconds       float64   `json:"seconds"`
+	Records       int64     `json:"records"`
+	Bytes         int64     `json:"bytes"`
+	RecordsPerSec float64   `json:"records_per_sec"`
+	MBPerSec      float64   `json:"mb_per_sec"`
+	Errors        int64     `json:"errors"`
+	FirstError    string    `json:"first_error,omitempty"`
+	Latency       []Latency `json:"latency,omitempty"`
+	CPU           CPU       `json:"cpu"`
+	Journal       *Journal  `json:"journal,omitempty"`
+	Reads         *Reads    `json:"reads,omitempty"`
+}
+
+// LatencyOf returns the latency kind ("publish_to_ack", ...) if measured.
+func (w Workload) LatencyOf(kind string) (Latency, bool) {
+	for _, l := range w.Latency {
+		if l.Kind == kind {
+			return l, true
+		}
+	}
+	return Latency{}, false
+}
+
+// Latency kinds.
+const (
+	LatencyPublishAck     = "publish_to_ack"
+	LatencyAckConsume     = "ack_to_consume"
+	LatencyPublishConsume = "publish_to_consume"
+)
+
+// Latency is one latency kind's quantiles in milliseconds.
+type Latency struct {
+	Kind  string  `json:"kind"`
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p99_9_ms"`
+	Max   float64 `json:"max_ms"`
+	Mean  float64 `json:"mean_ms"`
+}
+
+// CPU is the CPU time used during a workload.
+type CPU struct {
+	// Seconds per node name (utime+stime from /proc/PID/stat).
+	PerProcess map[string]float64 `json:"per_process_seconds"`
+	// Seconds per role (metad, bookie, broker) and "client" (this
+	// process: the producers and consumer).
+	PerRole map[string]float64 `json:"per_role_seconds"`
+	// Core-seconds per GB (10^9 bytes) of the workload's payload
+	// (acknowledged for produce and e2e, read for catch-up).
+	PerGBBrokersBookies float64 `json:"per_gb_brokers_bookies"`
+	PerGBBrokers        float64 `json:"per_gb_brokers"`
+	PerGBBookies        float64 `json:"per_gb_bookies"`
+}
+
+// RoleClient is CPU.PerRole's key for this process (besides devcluster's
+// roles).
+const RoleClient = "client"
+
+// FillPerGB computes the per-GB fields from PerRole and payload bytes.
+func (c *CPU) FillPerGB(bytes int64) {
+	if bytes <= 0 {
+		return
+	}
+	gb := float64(bytes) / 1e9
+	c.PerGBBrokers = c.PerRole["broker"] / gb
+	c.PerGBBookies = c.PerRole["bookie"] / gb
+	c.PerGBBrokersBookies = (c.PerRole["broker"] + c.PerRole["bookie"]) / gb
+}
+
+// WriteFile writes r as indented JSON to path.
+func (r *Report) WriteFile(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// ReadReport reads a report written by WriteFile.
+func ReadReport(path string) (*Report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("benchsuite: %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// finite turns NaN and ±Inf into 0, so a report always encodes.
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// Fprint writes every run's ratio table to w.
+func (r *Report) Fprint(w io.Writer) error {
+	fmt.Fprintf(w, "Limits (%s): loopback RTT p50 %.0fµs\n", r.Limits.Dir, r.Limits.Loopback.P50Us)
+	for _, p := range r.Limits.Disk {
+		fmt.Fprintf(w, "  disk %d journal(s) x %7d-byte groups: fdatasync p50 %.2fms p99 %.2fms, %.1f MB/s combined\n",
+			p.Journals, p.GroupBytes, p.SyncP50Ms, p.SyncP99Ms, p.MBPerSec)
+	}
+	for _, run := range r.Runs {
+		fmt.Fprintf(w, "\n%d metad, %d bookies, %d broker(s)\n", run.Metad, run.Bookies, run.Brokers)
+		if run.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", run.Error)
+		}
+		for _, wl := range run.Workloads {
+			line := fmt.Sprintf("  %-16s %9.0f records/s %8.2f MB/s", wl.Name, wl.RecordsPerSec, wl.MBPerSec)
+			if l, ok := wl.LatencyOf(LatencyPublishAck); ok {
+				line += fmt.Sprintf("  pub->ack p50 %.2f p99 %.2f ms", l.P50, l.P99)
+			}
+			if l, ok := wl.LatencyOf(LatencyAckConsume); ok {
+				line += fmt.Sprintf("  ack->cons p99 %.2f ms", l.P99)
+			}
+			if wl.Journal != nil && wl.Journal.Groups > 0 {
+				line += fmt.Sprintf("  %.0f B/group", wl.Journal.BytesPerGroup)
+			}
+			if wl.Name == WorkloadCatchUp && wl.Reads != nil {
+				line += fmt.Sprintf("  %.0f%% of fetched bytes from bookies", 100*wl.Reads.FromBookies)
+			}
+			if wl.Errors > 0 {
+				line += fmt.Sprintf("  %d errors", wl.Errors)
+			}
+			fmt.Fprintln(w, line)
+		}
+		if err := WriteRatios(w, Ratios(r.Limits, run)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
