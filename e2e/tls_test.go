@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -406,6 +408,10 @@ func TestTLSRotation(t *testing.T) {
 		}
 	}
 	atRotation := len(load.snapshot())
+	before := establishedTo(t, c.broker.Listen)
+	if len(before) == 0 {
+		t.Fatal("no connection to the broker before the rotation")
+	}
 	eventually(t, 10*time.Second, "new connections served the new certificate", func() error {
 		name, err := servedName()
 		if err == nil && name != "k1-rotated" {
@@ -419,6 +425,14 @@ func TestTLSRotation(t *testing.T) {
 		}
 		return nil
 	})
+	// No reconnect storm: the connections open before the rotation are
+	// still the ones in use (a rotation applies to new handshakes only).
+	after := establishedTo(t, c.broker.Listen)
+	for conn := range before {
+		if !after[conn] {
+			t.Errorf("connection from %s to the broker was dropped by the rotation", conn)
+		}
+	}
 	acks, _ := load.finish(t) // fails the test on any record error
 	t.Logf("%d records acknowledged, %d of them after the rotation, none failed", len(acks), len(acks)-atRotation)
 	// A client connecting now works with the rotated broker.
@@ -635,4 +649,33 @@ func TestTLSAdmin(t *testing.T) {
 	if code, err := get(caOnly, "/metrics", "e2e-token"); err != nil || code != 401 {
 		t.Errorf("the old token after the rotation: %d %v, want 401", code, err)
 	}
+}
+
+// establishedTo returns the peer addresses ("IP:port", hex as in
+// /proc/net/tcp) of the established IPv4 TCP connections to the local
+// address addr (host:port).
+func establishedTo(t *testing.T, addr string) map[string]bool {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// sl local_address rem_address st ...; state 01 is ESTABLISHED.
+		if len(f) < 4 || f[3] != "01" || !strings.HasSuffix(f[1], fmt.Sprintf(":%04X", p)) {
+			continue
+		}
+		out[f[2]] = true
+	}
+	return out
 }
