@@ -13,9 +13,13 @@ COPY bin/ /usr/local/bin/
 # wants a temporary directory. Both owned by the non-root user.
 COPY --chown=65532:65532 empty/ /data/
 COPY --chown=65532:65532 empty/ /tmp/
+# GODEBUG: the Go runtime returns memory with MADV_FREE, so a broker's
+# tier chunk cache does not fault its buffers back in on every reuse
+# (docs/tiering.md, "Reads"); RSS then falls only under memory pressure.
 ENV PATH=/usr/local/bin \
     HOME=/tmp \
-    STRATA_DATA_DIR=/data
+    STRATA_DATA_DIR=/data \
+    GODEBUG=madvdontneed=0
 USER 65532:65532
 WORKDIR /data
 VOLUME /data

@@ -25,7 +25,7 @@ func TestPlan(t *testing.T) {
 		k2.Admin != "127.0.0.1:9193" || k2.DataDir != ".strata/broker-2" || k2.Bin != "/opt/strata/bin/broker" ||
 		strings.Join(k2.Args, " ") != "--id k2 --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 "+
 			"--metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --drain-timeout 3s --tier-segment-bytes 8388608 --tier-max-delay 30s --tier-check-interval 5s --tier-store file://"+abs+"/tier" ||
-		len(k2.Env) != 0 {
+		hasCredentials(k2.Env) {
 		t.Fatalf("broker-2 planned as %+v", k2)
 	}
 	if got := ProfileFromState(&State{Nodes: nodes}); got.Brokers != "127.0.0.1:9092,127.0.0.1:9093" {
@@ -81,6 +81,31 @@ func TestPlanBrokerArgs(t *testing.T) {
 		last := n.Args[len(n.Args)-1]
 		if (n.Role == RoleBroker) != (last == "--tier-store=") {
 			t.Errorf("%s: args end with %q", n.Name, last)
+		}
+	}
+}
+
+// hasCredentials reports whether env holds object store credentials.
+func hasCredentials(env []string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "AWS_") {
+			return true
+		}
+	}
+	return false
+}
+
+// Brokers run with MADV_FREE (see brokerRuntimeEnv), added to the user's
+// GODEBUG, whose own madvdontneed setting wins.
+func TestBrokerRuntimeEnv(t *testing.T) {
+	for godebug, want := range map[string]string{
+		"":                   "GODEBUG=madvdontneed=0",
+		"gctrace=1":          "GODEBUG=gctrace=1,madvdontneed=0",
+		"madvdontneed=1":     "",
+		"x=1,madvdontneed=1": "",
+	} {
+		if got := strings.Join(brokerRuntimeEnv(godebug), " "); got != want {
+			t.Errorf("GODEBUG %q: %q, want %q", godebug, got, want)
 		}
 	}
 }
