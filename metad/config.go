@@ -160,12 +160,7 @@ func (c Config) Validate() error {
 	if c.SnapshotThreshold < 1 {
 		errs = append(errs, errors.New("--snapshot-threshold must be at least 1"))
 	}
-	if err := c.Security.Validate(); err != nil {
-		errs = append(errs, err)
-	} else if err := c.Security.CheckListeners(
-		config.Listener{Flag: "listen", Addr: c.Listen, TLSCapable: true},
-		config.Listener{Flag: "raft-listen", Addr: c.RaftListen, TLSCapable: true},
-		config.Listener{Flag: "admin-listen", Addr: c.AdminListen}); err != nil {
+	if err := c.Security.Check(c.Listen, c.AdminListen, config.Listener{Flag: "raft-listen", Addr: c.RaftListen, TLSCapable: true}); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

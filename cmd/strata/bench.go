@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/internal/rpcerror"
 )
@@ -591,31 +592,18 @@ func benchE2E(ctx context.Context, progress io.Writer, c *client.Client, o *benc
 	return nil
 }
 
-// benchLatency is the JSON form of one latency kind ("publish_to_ack",
-// "ack_to_consume", "publish_to_consume"), in milliseconds.
-type benchLatency struct {
-	Kind  string  `json:"kind"`
-	Count uint64  `json:"count"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
-	P99   float64 `json:"p99_ms"`
-	P999  float64 `json:"p99_9_ms"`
-	Max   float64 `json:"max_ms"`
-	Mean  float64 `json:"mean_ms"`
-}
-
 type benchSummary struct {
-	Mode          string         `json:"mode"`
-	Topic         string         `json:"topic"`
-	Partitions    int32          `json:"partitions"`
-	Seconds       float64        `json:"seconds"`
-	Records       int64          `json:"records"`
-	Bytes         int64          `json:"bytes"`
-	RecordsPerSec float64        `json:"records_per_sec"`
-	MBPerSec      float64        `json:"mb_per_sec"`
-	Errors        int64          `json:"errors"`
-	FirstError    string         `json:"first_error,omitempty"`
-	Latency       []benchLatency `json:"latency"`
+	Mode          string               `json:"mode"`
+	Topic         string               `json:"topic"`
+	Partitions    int32                `json:"partitions"`
+	Seconds       float64              `json:"seconds"`
+	Records       int64                `json:"records"`
+	Bytes         int64                `json:"bytes"`
+	RecordsPerSec float64              `json:"records_per_sec"`
+	MBPerSec      float64              `json:"mb_per_sec"`
+	Errors        int64                `json:"errors"`
+	FirstError    string               `json:"first_error,omitempty"`
+	Latency       []benchsuite.Latency `json:"latency"`
 }
 
 func printBenchSummary(p *cli.Printer, run *benchRun, elapsed time.Duration) error {
@@ -644,7 +632,7 @@ func printBenchSummary(p *cli.Printer, run *benchRun, elapsed time.Duration) err
 func summarizeBench(run *benchRun, elapsed time.Duration) benchSummary {
 	secs := max(elapsed.Seconds(), 1e-9)
 	s := benchSummary{Mode: run.mode, Topic: run.topic, Partitions: run.partitions, Seconds: elapsed.Seconds(),
-		Records: run.records.Load(), Bytes: run.bytes.Load(), Errors: run.errs.Load(), Latency: []benchLatency{}}
+		Records: run.records.Load(), Bytes: run.bytes.Load(), Errors: run.errs.Load(), Latency: []benchsuite.Latency{}}
 	s.RecordsPerSec, s.MBPerSec = float64(s.Records)/secs, float64(s.Bytes)/secs/1e6
 	if run.firstErr != nil {
 		s.FirstError = run.firstErr.Error()
@@ -653,7 +641,7 @@ func summarizeBench(run *benchRun, elapsed time.Duration) benchSummary {
 	run.mu.Lock()
 	for _, k := range run.kinds {
 		h := run.lat[k]
-		s.Latency = append(s.Latency, benchLatency{Kind: strings.ReplaceAll(k, "->", "_to_"), Count: h.Count(), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
+		s.Latency = append(s.Latency, benchsuite.Latency{Kind: strings.ReplaceAll(k, "->", "_to_"), Count: h.Count(), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
 			P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6})
 	}
 	run.mu.Unlock()

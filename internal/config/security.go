@@ -107,6 +107,17 @@ type Listener struct {
 	TLSCapable bool
 }
 
+// Check is Validate, then CheckListeners over a node's gRPC address
+// listen (TLS-capable), its admin HTTP address admin, and any other
+// listeners (metad's Raft): what every role's Config.Validate asks.
+func (s Security) Check(listen, admin string, more ...Listener) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	ls := append([]Listener{{Flag: "listen", Addr: listen, TLSCapable: true}, {Flag: "admin-listen", Addr: admin}}, more...)
+	return s.CheckListeners(ls...)
+}
+
 // CheckListeners refuses (ErrInsecureListener) a listener that would be
 // plaintext on an address other than loopback, unless Insecure is set: a
 // node reachable from the network must not serve unauthenticated calls

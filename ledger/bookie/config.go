@@ -136,11 +136,7 @@ func (c Config) Validate() error {
 	if c.LedgerGCGrace < time.Second {
 		errs = append(errs, errors.New("--ledger-gc-grace must be at least 1s"))
 	}
-	if err := c.Security.Validate(); err != nil {
-		errs = append(errs, err)
-	} else if err := c.Security.CheckListeners(
-		config.Listener{Flag: "listen", Addr: c.Listen, TLSCapable: true},
-		config.Listener{Flag: "admin-listen", Addr: c.AdminListen}); err != nil {
+	if err := c.Security.Check(c.Listen, c.AdminListen); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
