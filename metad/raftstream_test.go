@@ -4,14 +4,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/strata-log/strata/internal/mtls"
+	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 )
 
@@ -19,30 +18,8 @@ import (
 // accepts another member and refuses a broker's certificate, and a member
 // does not talk to a Raft port that answers with a non-metad certificate.
 func TestRaftStreamLayerRequiresMetad(t *testing.T) {
-	ca, err := pki.NewCA("test CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	creds := func(role string) *mtls.Credentials {
-		certPEM, keyPEM, err := ca.Issue(pki.Request{Role: role, Name: role, Hosts: []string{"127.0.0.1"}, NotAfter: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := pki.WriteFiles(dir, role, certPEM, keyPEM, caFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := mtls.Load(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	ca := mtlstest.NewCA(t)
+	creds := func(role string) *mtls.Credentials { return ca.Credentials(t, role, role) }
 	check := mtls.RequireRole(pki.RoleMetad)
 	layer := func(c *mtls.Credentials) *tlsStreamLayer {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -129,6 +129,17 @@ type benchRun struct {
 	lat   map[string]*cli.Histogram // REQUIRES: mu held
 }
 
+// newBenchRunFor is newBenchRun with the latency kinds mode measures.
+func newBenchRunFor(mode, topic string, partitions int32) *benchRun {
+	switch mode {
+	case "produce":
+		return newBenchRun(mode, topic, partitions, latPublishAck)
+	case "consume":
+		return newBenchRun(mode, topic, partitions)
+	}
+	return newBenchRun(mode, topic, partitions, latPublishAck, latAckConsume, latPublishConsume)
+}
+
 func newBenchRun(mode, topic string, partitions int32, kinds ...string) *benchRun {
 	r := &benchRun{mode: mode, topic: topic, partitions: partitions, kinds: kinds, lat: map[string]*cli.Histogram{}}
 	for _, k := range kinds {
@@ -244,15 +255,7 @@ func runBench(cmd *cobra.Command, g *globalOptions, o *benchOptions, mode string
 	}
 	cancel()
 
-	var run *benchRun
-	switch mode {
-	case "produce":
-		run = newBenchRun(mode, o.topic, partitions, latPublishAck)
-	case "consume":
-		run = newBenchRun(mode, o.topic, partitions)
-	default:
-		run = newBenchRun(mode, o.topic, partitions, latPublishAck, latAckConsume, latPublishConsume)
-	}
+	run := newBenchRunFor(mode, o.topic, partitions)
 	fmt.Fprintf(cmd.ErrOrStderr(), "bench %s: topic %s (%d partitions), %s\n", mode, o.topic, partitions, o.describe(mode, acks, codec))
 	switch mode {
 	case "produce":

@@ -70,15 +70,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	if err != nil {
 		return benchsuite.Workload{}, err
 	}
-	var run *benchRun
-	switch mode {
-	case "produce":
-		run = newBenchRun(mode, o.topic, partitions, latPublishAck)
-	case "consume":
-		run = newBenchRun(mode, o.topic, partitions)
-	default:
-		run = newBenchRun(mode, o.topic, partitions, latPublishAck, latAckConsume, latPublishConsume)
-	}
+	run := newBenchRunFor(mode, o.topic, partitions)
 	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.topic, partitions, o.describe(mode, acks, codec))
 
 	cpuBefore := sr.cpu()

@@ -3,8 +3,6 @@ package grpcserve
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,43 +13,19 @@ import (
 
 	"github.com/strata-log/strata/internal/authz"
 	"github.com/strata-log/strata/internal/mtls"
+	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
-
-// issue writes a certificate of ca for role into dir and loads it.
-func issue(t *testing.T, ca *pki.CA, dir, caFile, role string) *mtls.Credentials {
-	t.Helper()
-	certPEM, keyPEM, err := ca.Issue(pki.Request{Role: role, Name: role + "-1", Hosts: []string{"127.0.0.1"}, NotAfter: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := pki.WriteFiles(dir, role, certPEM, keyPEM, caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := mtls.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // A TLS server answers a verified certificate's allowed calls, refuses its
 // other calls with PERMISSION_DENIED before the handler runs, and leaves
 // health open to any verified certificate; a plaintext client gets no
 // answer at all.
 func TestSecure(t *testing.T) {
-	ca, err := pki.NewCA("test CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	server := issue(t, ca, dir, caFile, pki.RoleBookie)
+	ca := mtlstest.NewCA(t)
+	issue := func(role string) *mtls.Credentials { return ca.Credentials(t, role, role+"-1") }
+	server := issue(pki.RoleBookie)
 	a, err := authz.New(authz.DefaultPolicy(), "bookie", slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +59,7 @@ func TestSecure(t *testing.T) {
 		{pki.RoleBroker, codes.OK, codes.Unimplemented, "a broker passes the check and reaches the handler"},
 		{pki.RoleUser, codes.OK, codes.PermissionDenied, "a user may ask for health, not fence"},
 	} {
-		h, f := call(issue(t, ca, dir, caFile, tc.role))
+		h, f := call(issue(tc.role))
 		if status.Code(h) != tc.health || status.Code(f) != tc.fence {
 			t.Errorf("%s: health %v, fence %v", tc.description, h, f)
 		}
