@@ -36,8 +36,11 @@
 // so a batch whose response was lost is recognised by the broker as a
 // duplicate. When a batch fails retryably the partition stops sending,
 // waits for every in-flight batch to be answered, then sends the failed
-// ones again in order; OUT_OF_ORDER_SEQUENCE for a batch that was sent
-// behind an unanswered one is part of that dance. If the sequence breaks
+// ones again in order; OUT_OF_ORDER_SEQUENCE or UNKNOWN_PRODUCER_ID for a
+// batch that was sent behind an unanswered one is part of that dance.
+// UNKNOWN_PRODUCER_ID with nothing before it on its way means the
+// partition's state of the producer expired: the batch goes again under a
+// fresh producer id. If the sequence breaks
 // for good (a batch was rejected, or expired after being sent) the
 // partition takes a fresh producer id and renumbers its pending batches.
 // PRODUCER_FENCED makes the producer unusable. Without idempotence a write
