@@ -7,9 +7,9 @@ import (
 
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // offsetsLog is a __consumer_offsets partition as a group coordinator sees

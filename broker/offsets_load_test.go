@@ -15,10 +15,10 @@ import (
 
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/compact"
 )
 

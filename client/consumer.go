@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Consumer defaults.

@@ -20,7 +20,7 @@
 // # Producer
 //
 // Produce appends a record to its partition's open batch (a Kafka record
-// batch v2, see client/recordbatch) and returns; the callback runs once the
+// batch v2, see recordbatch) and returns; the callback runs once the
 // batch is acknowledged or has failed. Partition choice: Record.Partition
 // when >= 0; recordbatch.PartitionForKey(key, n) for keyed records (the Java
 // client's murmur2 choice); a sticky partition for keyless records, which

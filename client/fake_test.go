@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/commonpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // fakeCluster is an in-memory stand-in for a set of brokers: per-partition

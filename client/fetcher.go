@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // fetcher keeps a set of partitions, each with a position, and fetches

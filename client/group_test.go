@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/strata-log/strata/broker/group"
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/commonpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // The fake cluster's group calls are served by a real group.Coordinator

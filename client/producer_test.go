@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

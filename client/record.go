@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Header is one record header: an ordered key/bytes pair.

@@ -18,10 +18,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // strataCluster is a whole cluster of processes: 3 metad, 3 bookies and

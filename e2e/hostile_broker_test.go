@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/client/recordbatch"
-	"github.com/strata-log/strata/client/recordbatch/hostilebatch"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/recordbatch/hostilebatch"
 )
 
 // brokerRSSGrowthBoundMiB is how much the broker's peak RSS (VmHWM) may grow

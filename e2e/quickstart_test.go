@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // quickstartCommands returns the shell code blocks of README.md between

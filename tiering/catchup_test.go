@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/miniotest"
 	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/s3"

@@ -15,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 	"github.com/strata-log/strata/tiering/segfile"

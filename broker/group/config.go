@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // OffsetsLog is the coordinator's view of its __consumer_offsets partition.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 func TestConfigValidate(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 type loadState int

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // memLog is an in-memory OffsetsLog. failNext makes the next appends fail

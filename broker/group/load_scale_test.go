@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // BenchmarkLoad is the coordinator's own cost of a load (decode each

@@ -7,10 +7,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/commonpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // MaxMetadataBytes bounds the metadata string of a commit (Kafka's

@@ -1,6 +1,6 @@
 package group
 
-import "github.com/strata-log/strata/client/recordbatch"
+import "github.com/strata-log/strata/recordbatch"
 
 // OffsetsTopic is the internal topic whose partitions hold committed offsets
 // and group metadata; the owner of partition PartitionFor(group, n) is the

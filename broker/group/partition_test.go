@@ -3,7 +3,7 @@ package group
 import (
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Kafka's UtilsTest.testMurmur2 vectors: PartitionFor must agree with every

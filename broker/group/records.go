@@ -5,8 +5,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Records of __consumer_offsets. Key: brokerpb.GroupRecordKey, proto

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // BenchmarkAppend measures the broker-side CPU per batch (verify the CRC,

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/segfile"
 )

@@ -16,7 +16,7 @@
 //
 // # Entries
 //
-// One ledger entry is one Kafka record batch v2 (client/recordbatch),
+// One ledger entry is one Kafka record batch v2 (recordbatch),
 // byte for byte as the producer sent it, except two fields outside the
 // CRC that the owner stamps: the base offset (bytes 0..8) and the
 // partition leader epoch = the owner epoch (bytes 12..16). Offsets

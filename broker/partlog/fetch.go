@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/objstore"
 )
 

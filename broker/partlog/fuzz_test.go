@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // FuzzProduceFetch appends arbitrary bytes as a produced batch between two

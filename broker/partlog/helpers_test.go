@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

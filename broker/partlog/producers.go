@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // producerTable is the idempotent-producer state of one partition (P5): a

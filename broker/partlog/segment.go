@@ -3,8 +3,8 @@ package partlog
 import (
 	"sort"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // entryInfo describes one entry (one batch) of a segment; the entry id is

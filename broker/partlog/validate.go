@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // validateRecords checks a produced batch's records against its header

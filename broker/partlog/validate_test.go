@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
-	"github.com/strata-log/strata/client/recordbatch/hostilebatch"
+	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/recordbatch/hostilebatch"
 )
 
 // rawRecord encodes one record with the given offset delta and value,

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // fakeBroker is a one-broker, in-memory stand-in for the Broker service:

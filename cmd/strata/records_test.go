@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // strataRun runs the strata command line in-process against broker.

@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // benchLog is 200 batches of 100 records (24-byte keys from 5,000, 100-byte

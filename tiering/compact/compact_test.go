@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 func TestOffsetMapFillsAtLoadLimit(t *testing.T) {

@@ -90,8 +90,8 @@
 //
 // # Errors
 //
-//	Plan     ErrMapTooSmall, ErrOrder, client/recordbatch decode errors
-//	Rewrite  client/recordbatch decode and encode errors
+//	Plan     ErrMapTooSmall, ErrOrder, recordbatch decode errors
+//	Rewrite  recordbatch decode and encode errors
 //
 // # Wiring (broker/partlog P7, broker/compactor.go)
 //

@@ -4,7 +4,7 @@ package compact
 // keeps the header this package chooses (offsets with gaps, a delete
 // horizon in BaseTimestamp) and the records' own offset deltas.
 
-// Attribute bits this package reads or writes (client/recordbatch/doc.go).
+// Attribute bits this package reads or writes (recordbatch/doc.go).
 const (
 	attrCompressionMask = 0x07
 	attrLogAppendTime   = 0x08

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // genLog makes a random log of n batches starting at offset base: keys

@@ -3,7 +3,7 @@ package compact
 import (
 	"fmt"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // PlanResult is what Plan indexed.
@@ -30,7 +30,7 @@ type PlanResult struct {
 // IndexedEnd). Control batches are skipped (they hold no keys).
 //
 // Errors: ErrMapTooSmall when a batch does not fit in m while m is
-// empty (no pass could make progress); ErrOrder when batches go backwards; client/recordbatch's errors
+// empty (no pass could make progress); ErrOrder when batches go backwards; recordbatch's errors
 // for a batch that does not decode.
 func Plan(m *OffsetMap, batches [][]byte, endOffset int64, maxDecompressedBytes int) (PlanResult, error) {
 	if maxDecompressedBytes <= 0 {

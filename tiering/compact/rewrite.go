@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Sentinel errors (match with errors.Is). Batches that do not decode fail
-// with client/recordbatch's errors (ErrCorrupt, ErrShort, ErrMagic,
+// with recordbatch's errors (ErrCorrupt, ErrShort, ErrMagic,
 // ErrTooLarge), wrapped with the batch's position: compaction never
 // skips what it cannot read (C7).
 var (

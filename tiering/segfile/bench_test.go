@@ -5,7 +5,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/segfile"
 )
 

@@ -64,7 +64,7 @@
 //	16     8    base_offset, int64: the first offset the segment covers
 //	24     8    reserved, 0
 //
-// Data: Kafka record batches v2 (client/recordbatch) as stored in the
+// Data: Kafka record batches v2 (recordbatch) as stored in the
 // ledger entries, one after the other with no framing: each batch is
 // self-delimiting (batchLength at bytes 8..12) and carries its own
 // CRC-32C over bytes [21, end). Base offsets follow each other as

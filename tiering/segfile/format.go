@@ -5,7 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Layout constants (see doc.go).

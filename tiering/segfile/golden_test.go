@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/tieringpb"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/segfile"
 )
 

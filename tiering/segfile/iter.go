@@ -3,7 +3,7 @@ package segfile
 import (
 	"fmt"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Batch is one batch of a segment's data section.

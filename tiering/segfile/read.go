@@ -5,7 +5,7 @@ import (
 	"hash/crc32"
 	"slices"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // scanChunkBytes is the size of the reads after the first when a scan

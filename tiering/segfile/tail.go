@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/tieringpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // RangeReader reads byte ranges of one object: a ranged GET on an object

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strata-log/strata/client/recordbatch"
 	"github.com/strata-log/strata/proto/tieringpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Options configures a Writer.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/client/recordbatch"
-	"github.com/strata-log/strata/client/recordbatch/hostilebatch"
+	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/recordbatch/hostilebatch"
 )
 
 // bombZeros is how much a test bomb inflates to: far beyond any bound, and

@@ -3,7 +3,7 @@ package recordbatch_test
 import (
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // Kafka's UtilsTest.testMurmur2.

@@ -11,7 +11,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/strata-log/strata/client/recordbatch"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 var codecs = []recordbatch.Compression{
