@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -446,40 +447,122 @@ func (l *Log) listed(p compactPiece) bool {
 // compactReadBytes is the size of a pass's reads of an object.
 const compactReadBytes = 8 << 20
 
+// compactCarryBytes is the room kept before each read's bytes for the
+// partial batch the previous read ended in, so that it is joined to the
+// rest without copying the read (a larger one is copied).
+const compactCarryBytes = 1 << 20
+
 // readObject calls fn with every batch of a committed object, in order
 // (id: the batch's number in it). It reads the store directly, not
 // through the tier reader's chunk cache, for the reason readSegment has
 // its own readers: a pass must not evict what consumers read; segfile
 // checks every batch (CRC-32C, offsets, index) as a fetch does, and a
 // missing or damaged object fails the pass (T10).
+//
+// The data section is read front to back in compactReadBytes ranges, the
+// next one downloading while fn works on the current one.
 func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, fn func(id int64, payload []byte) error) error {
 	rr := objectRange{l.cfg.Tier.Store, seg.ObjectKey, l.cfg.Tier.RequestTimeout}
 	tail, err := segfile.ReadTail(ctx, rr, seg.IndexPos, seg.SizeBytes)
 	if err != nil {
 		return fmt.Errorf("partlog: compaction: reading object %s: %w", seg.ObjectKey, err)
 	}
+	end := tail.DataEnd()
+	rctx, cancel := context.WithCancel(ctx)
+	next := startRangeRead(rctx, rr, segfile.HeaderSize, end)
+	defer func() {
+		cancel()
+		if next != nil {
+			<-next.done
+		}
+	}()
+	var it *segfile.Iterator
+	var carry []byte // the partial batch the last range ended in
 	id := int64(0)
-	for off := seg.BaseOffset; off <= seg.LastOffset; {
-		buf, err := tail.ReadFetch(ctx, rr, off, compactReadBytes)
-		if err != nil {
-			return fmt.Errorf("partlog: compaction: reading object %s at offset %d: %w", seg.ObjectKey, off, err)
+	for next != nil {
+		cur := next
+		if <-cur.done; cur.err != nil {
+			next = nil
+			return fmt.Errorf("partlog: compaction: reading object %s at %d: %w", seg.ObjectKey, cur.pos, cur.err)
 		}
-		if len(buf) == 0 {
-			break
+		next = startRangeRead(rctx, rr, cur.pos+int64(len(cur.data)), end)
+		l.metrics.TierReadBytes.Add(float64(len(cur.data)))
+		buf := cur.join(carry)
+		if it == nil {
+			it = tail.Batches(buf, segfile.HeaderSize)
+		} else {
+			it.Continue(buf)
 		}
-		l.metrics.TierReadBytes.Add(float64(len(buf)))
-		for len(buf) > 0 {
-			h, err := recordbatch.ParseHeader(buf)
-			if err != nil { // segfile checked it: cannot happen
-				return fmt.Errorf("%w: object %s batch %d: %w", ErrCorruptBatch, seg.ObjectKey, id, err)
-			}
-			if err := fn(id, buf[:h.Size()]); err != nil {
+		for it.Next() {
+			if err := fn(id, it.Batch().Bytes); err != nil {
 				return err
 			}
-			id, off, buf = id+1, h.LastOffset()+1, buf[h.Size():]
+			id++
 		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("partlog: compaction: reading object %s: %w", seg.ObjectKey, err)
+		}
+		carry = buf[it.Pos()-(cur.pos-int64(len(carry))):]
+	}
+	if it == nil || !it.Done() {
+		return fmt.Errorf("%w: object %s: the data section ends inside a batch at %d", ErrCorruptBatch, seg.ObjectKey, it.Pos())
 	}
 	return nil
+}
+
+// rangeRead is one compactReadBytes read of an object's data section,
+// made in the background. data is read into space with compactCarryBytes
+// of room before it (join).
+type rangeRead struct {
+	pos   int64
+	space []byte
+	data  []byte
+	err   error
+	done  chan struct{}
+}
+
+// startRangeRead starts reading [pos, min(pos+compactReadBytes, end));
+// nil when pos is end.
+func startRangeRead(ctx context.Context, rr objectRange, pos, end int64) *rangeRead {
+	if pos >= end {
+		return nil
+	}
+	r := &rangeRead{pos: pos, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		n := min(compactReadBytes, end-pos)
+		if rr.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, rr.timeout)
+			defer cancel()
+		}
+		rc, err := rr.store.GetRange(ctx, rr.key, pos, n)
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer rc.Close()
+		r.space = make([]byte, compactCarryBytes+n)
+		if _, err := io.ReadFull(rc, r.space[compactCarryBytes:]); err != nil {
+			r.err = err
+			return
+		}
+		r.data = r.space[compactCarryBytes:]
+	}()
+	return r
+}
+
+// join returns carry followed by the range's bytes.
+func (r *rangeRead) join(carry []byte) []byte {
+	if len(carry) == 0 {
+		return r.data
+	}
+	if len(carry) > compactCarryBytes {
+		return slices.Concat(carry, r.data)
+	}
+	buf := r.space[compactCarryBytes-len(carry):]
+	copy(buf, carry)
+	return buf
 }
 
 // groupObjects splits consecutive objects into the groups a pass writes

@@ -71,7 +71,7 @@ func Plan(m *OffsetMap, batches [][]byte, endOffset int64, maxDecompressedBytes 
 		for j := range recs {
 			if r := &recs[j]; r.Key != nil {
 				// Room was checked for every keyed record: cannot fail.
-				m.put(hashKey(r.Key), r.Offset)
+				m.put(m.hash(r.Key), r.Offset)
 			}
 		}
 		res.Batches++

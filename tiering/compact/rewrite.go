@@ -114,7 +114,7 @@ func Rewrite(batch []byte, m *OffsetMap, opt Options) (out []byte, st Stats, err
 	for i := range recs {
 		r := &recs[i]
 		if r.Key != nil {
-			if latest, ok := m.get(hashKey(r.Key)); ok && latest > r.Offset {
+			if latest, ok := m.get(m.hash(r.Key)); ok && latest > r.Offset {
 				st.RecordsRemoved++
 				continue
 			}
