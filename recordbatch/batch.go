@@ -170,6 +170,19 @@ func ParseHeader(buf []byte) (BatchHeader, error) {
 // Verify checks that buf is exactly one batch: its header (ParseHeader), its
 // size and its CRC. It does not look at the records.
 func Verify(buf []byte) (BatchHeader, error) {
+	h, err := checkFraming(buf)
+	if err != nil {
+		return BatchHeader{}, err
+	}
+	if crc := crc32.Checksum(buf[offAttributes:], castagnoli); crc != h.CRC {
+		return BatchHeader{}, fmt.Errorf("%w: crc mismatch: stored 0x%08x computed 0x%08x", ErrCorrupt, h.CRC, crc)
+	}
+	return h, nil
+}
+
+// checkFraming is Verify without the CRC: the header, the size and the
+// record count.
+func checkFraming(buf []byte) (BatchHeader, error) {
 	h, err := ParseHeader(buf)
 	if err != nil {
 		return BatchHeader{}, err
@@ -178,9 +191,6 @@ func Verify(buf []byte) (BatchHeader, error) {
 		return BatchHeader{}, fmt.Errorf("%w: %d bytes of a %d-byte batch", ErrShort, len(buf), size)
 	} else if len(buf) > size {
 		return BatchHeader{}, fmt.Errorf("%w: %d trailing bytes after a %d-byte batch", ErrCorrupt, len(buf)-size, size)
-	}
-	if crc := crc32.Checksum(buf[offAttributes:], castagnoli); crc != h.CRC {
-		return BatchHeader{}, fmt.Errorf("%w: crc mismatch: stored 0x%08x computed 0x%08x", ErrCorrupt, h.CRC, crc)
 	}
 	if h.RecordCount < 0 {
 		return BatchHeader{}, fmt.Errorf("%w: negative record count %d", ErrCorrupt, h.RecordCount)

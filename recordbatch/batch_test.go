@@ -617,3 +617,35 @@ func TestOffsetForTime(t *testing.T) {
 		t.Errorf("log append time: %d@%d %v, want 12@%d", o, ts, found, h.MaxTimestamp)
 	}
 }
+
+// DecodeChecked skips only the CRC: a batch whose stored CRC is wrong
+// decodes as Decode would, and every other check still fails it.
+func TestDecodeCheckedSkipsOnlyTheCRC(t *testing.T) {
+	for _, c := range codecs {
+		buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Compression: c, Records: sampleRecords()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantH, want, err := recordbatch.Decode(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		badCRC := bytes.Clone(buf)
+		badCRC[18] ^= 1
+		h, got, err := recordbatch.DecodeChecked(badCRC, recordbatch.MaxDecompressedBytes)
+		if err != nil || len(got) != len(want) || h.LastOffset() != wantH.LastOffset() {
+			t.Fatalf("%s: a wrong CRC: %d records, %v; want %d records", c, len(got), err, len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) || got[i].Offset != want[i].Offset {
+				t.Fatalf("%s: record %d: %+v, want %+v", c, i, got[i], want[i])
+			}
+		}
+		if _, _, err := recordbatch.DecodeChecked(buf[:len(buf)-1], recordbatch.MaxDecompressedBytes); !errors.Is(err, recordbatch.ErrShort) {
+			t.Errorf("%s: truncated: %v, want ErrShort", c, err)
+		}
+		if _, _, err := recordbatch.DecodeChecked(append(bytes.Clone(buf), 0), recordbatch.MaxDecompressedBytes); !errors.Is(err, recordbatch.ErrCorrupt) {
+			t.Errorf("%s: trailing byte: %v, want ErrCorrupt", c, err)
+		}
+	}
+}

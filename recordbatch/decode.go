@@ -28,6 +28,25 @@ func DecodeLimit(buf []byte, maxDecompressed int) (BatchHeader, []Record, error)
 	if err != nil {
 		return BatchHeader{}, nil, err
 	}
+	return decodeBody(buf, h, maxDecompressed)
+}
+
+// DecodeChecked is DecodeLimit for a batch whose CRC the caller has
+// already checked on these very bytes (a segment object's reader checks
+// every batch it returns): every other check of Verify and Decode still
+// runs. It saves computing the CRC a second time.
+func DecodeChecked(buf []byte, maxDecompressed int) (BatchHeader, []Record, error) {
+	h, err := checkFraming(buf)
+	if err != nil {
+		return BatchHeader{}, nil, err
+	}
+	return decodeBody(buf, h, maxDecompressed)
+}
+
+// decodeBody decompresses and decodes the records of buf, a batch with
+// header h whose framing was checked.
+func decodeBody(buf []byte, h BatchHeader, maxDecompressed int) (BatchHeader, []Record, error) {
+	var err error
 	data := buf[HeaderSize:]
 	if c := h.Compression(); c != CompressionNone {
 		if data, err = decompress(nil, c, data, maxDecompressed); err != nil {

@@ -205,7 +205,9 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 			if h.LastOffset() < cleaned || h.BaseOffset >= indexedEnd {
 				return nil
 			}
-			pr, err := compact.Plan(m, [][]byte{payload}, indexedEnd, maxDecompressed)
+			// segfile checked the CRC of an object's batches.
+			popt := compact.Options{MaxDecompressedBytes: maxDecompressed, CRCChecked: p.object != nil}
+			pr, err := compact.Plan(m, [][]byte{payload}, indexedEnd, popt)
 			if err != nil {
 				return fmt.Errorf("partlog: compaction: %v entry %d: %w", p, id, err)
 			}
@@ -444,8 +446,9 @@ func (l *Log) listed(p compactPiece) bool {
 	return slices.ContainsFunc(l.mu.pl.GetSegments(), func(s *brokerpb.LedgerSegment) bool { return s.LedgerId == p.ledger.LedgerId })
 }
 
-// compactReadBytes is the size of a pass's reads of an object.
-const compactReadBytes = 8 << 20
+// compactReadBytes is the size of a pass's reads of an object (a
+// variable for tests).
+var compactReadBytes int64 = 8 << 20
 
 // compactCarryBytes is the room kept before each read's bytes for the
 // partial batch the previous read ended in, so that it is joined to the
@@ -608,6 +611,8 @@ func (l *Log) rewriteObjects(ctx context.Context, inputs []*brokerpb.TieredSegme
 			sources = append(sources, o.SourceLedgers...)
 		}
 		var st compact.Stats
+		opt := opt
+		opt.CRCChecked = true // readObject's segfile iterator checked every batch
 		seg, err := l.putObject(ctx, group[0].BaseOffset, group[len(group)-1].LastOffset, true, sources,
 			func(ctx context.Context, out *objectOutput) error {
 				for _, o := range group {

@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 // compactPolicy compacts whatever is closed (dirty ratio 0, no lag) and
@@ -863,5 +865,64 @@ func TestSwapCompacted(t *testing.T) {
 		if err := swapCompacted(pl, sw); !errors.Is(err, ErrCompactionStale) || !proto.Equal(pl, want) {
 			t.Fatalf("%s: %v, list %v", name, err, pl)
 		}
+	}
+}
+
+// TestCompactReadsObjectsInRanges: a pass reads an object in ranges
+// smaller than its batches (so that batches straddle ranges and some span
+// several), with the result of one read of the whole; a bit flipped in
+// one of those ranges fails the pass, which then swaps nothing in.
+func TestCompactReadsObjectsInRanges(t *testing.T) {
+	defer func(n int64) { compactReadBytes = n }(compactReadBytes)
+	compactReadBytes = 40 // a batch here is 100-250 bytes
+	for _, damaged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("damaged=%v", damaged), func(t *testing.T) {
+			f := newFixture(t)
+			store := memstore.New(memstore.Options{})
+			l := tieredCompactionLog(t, f, 1, store, true)
+			rng := rand.New(rand.NewPCG(7, 8))
+			var m keyedModel
+			var seq int32
+			appendRandomLedgers(t, f, l, &m, rng, 4, &seq)
+			tierAll(t, l)
+			before := l.Describe()
+			var ranges, flipped atomic.Int64
+			store.SetHook(func(c memstore.Call) memstore.Fault {
+				if c.Op != objstore.OpGetRange || c.N > compactReadBytes || c.Off < segfile.HeaderSize {
+					return memstore.Fault{}
+				}
+				if ranges.Add(1) != 25 || !damaged {
+					return memstore.Fault{}
+				}
+				flipped.Add(1)
+				return memstore.Fault{Body: func(b []byte) []byte {
+					b = bytes.Clone(b)
+					b[len(b)/2] ^= 1
+					return b
+				}}
+			})
+			res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+			store.SetHook(nil)
+			if ranges.Load() < 25 {
+				t.Fatalf("%d ranged reads of at most %d bytes: the objects were not read in ranges", ranges.Load(), compactReadBytes)
+			}
+			if damaged {
+				var ce *segfile.CorruptError
+				if flipped.Load() != 1 || !errors.As(err, &ce) || res.Ran {
+					t.Fatalf("a pass over a damaged range (%d flipped): %+v, %v; want a segfile corruption error", flipped.Load(), res, err)
+				}
+				if after := l.Describe(); !proto.Equal(after, before) {
+					t.Fatal("a failed pass changed the list")
+				}
+				return
+			}
+			if err != nil || !res.Ran || res.InputObjects != 4 {
+				t.Fatalf("pass %+v, %v; want 4 objects compacted", res, err)
+			}
+			got := consumeAll(t, l, 0)
+			if want := m.want(res.CleanedOffset, true); strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
+				t.Fatalf("after compaction:\n got %v\nwant %v", describeAll(got), want)
+			}
+		})
 	}
 }

@@ -33,7 +33,7 @@ func benchLog(b *testing.B, c recordbatch.Compression) ([][]byte, *OffsetMap, in
 		off += 100
 	}
 	m := NewOffsetMap(1 << 20)
-	if _, err := Plan(m, log, off, 0); err != nil {
+	if _, err := Plan(m, log, off, Options{}); err != nil {
 		b.Fatal(err)
 	}
 	return log, m, total
@@ -62,7 +62,7 @@ func BenchmarkPlanNone(b *testing.B) {
 	b.SetBytes(total)
 	for b.Loop() {
 		m.Reset()
-		if _, err := Plan(m, log, 1<<40, 0); err != nil {
+		if _, err := Plan(m, log, 1<<40, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -62,16 +62,16 @@ func TestPlanMapTooSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Plan(NewOffsetMap(0), [][]byte{b}, 10, 0); !errors.Is(err, ErrMapTooSmall) {
+	if _, err := Plan(NewOffsetMap(0), [][]byte{b}, 10, Options{}); !errors.Is(err, ErrMapTooSmall) {
 		t.Fatalf("Plan = %v, want ErrMapTooSmall", err)
 	}
 	b2 := append([]byte(nil), b...)
 	recordbatch.SetBaseOffset(b2, 1) // overlaps b
-	if _, err := Plan(NewOffsetMap(1<<10), [][]byte{b, b2}, 10, 0); !errors.Is(err, ErrOrder) {
+	if _, err := Plan(NewOffsetMap(1<<10), [][]byte{b, b2}, 10, Options{}); !errors.Is(err, ErrOrder) {
 		t.Fatalf("Plan = %v, want ErrOrder", err)
 	}
 	// A batch straddling endOffset is not indexed.
-	res, err := Plan(NewOffsetMap(1<<10), [][]byte{b}, 2, 0)
+	res, err := Plan(NewOffsetMap(1<<10), [][]byte{b}, 2, Options{})
 	if err != nil || res.IndexedEnd != 0 || res.Batches != 0 {
 		t.Fatalf("Plan = %+v, %v", res, err)
 	}
@@ -92,7 +92,7 @@ func TestDeleteHorizonEncoding(t *testing.T) {
 	}
 	recordbatch.SetBaseOffset(b, 1000)
 	m := NewOffsetMap(1 << 10)
-	if _, err := Plan(m, [][]byte{b}, 1003, 0); err != nil {
+	if _, err := Plan(m, [][]byte{b}, 1003, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	out, st, err := Rewrite(b, m, Options{NowMs: 5000, DeleteRetentionMs: 86_400_000})

@@ -187,7 +187,7 @@ func fullPass(t *testing.T, log [][]byte, nowMs, retentionMs int64) [][]byte {
 	t.Helper()
 	m := NewOffsetMap(1 << 20)
 	end := lastOffset(t, log) + 1
-	res, err := Plan(m, log, end, 0)
+	res, err := Plan(m, log, end, Options{})
 	if err != nil || res.IndexedEnd != end || res.Full {
 		t.Fatalf("Plan: %+v, %v", res, err)
 	}
@@ -273,7 +273,7 @@ func TestTwoPassesEqualOne(t *testing.T) {
 					dirty = append(dirty, b)
 				}
 			}
-			res, err := Plan(m, dirty, end, 0)
+			res, err := Plan(m, dirty, end, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

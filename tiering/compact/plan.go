@@ -2,8 +2,6 @@ package compact
 
 import (
 	"fmt"
-
-	"github.com/strata-log/strata/recordbatch"
 )
 
 // PlanResult is what Plan indexed.
@@ -29,17 +27,16 @@ type PlanResult struct {
 // not, so m describes exactly [first,
 // IndexedEnd). Control batches are skipped (they hold no keys).
 //
+// Of opt, Plan reads MaxDecompressedBytes and CRCChecked.
+//
 // Errors: ErrMapTooSmall when a batch does not fit in m while m is
-// empty (no pass could make progress); ErrOrder when batches go backwards; recordbatch's errors
-// for a batch that does not decode.
-func Plan(m *OffsetMap, batches [][]byte, endOffset int64, maxDecompressedBytes int) (PlanResult, error) {
-	if maxDecompressedBytes <= 0 {
-		maxDecompressedBytes = recordbatch.MaxDecompressedBytes
-	}
+// empty (no pass could make progress); ErrOrder when batches go
+// backwards; recordbatch's errors for a batch that does not decode.
+func Plan(m *OffsetMap, batches [][]byte, endOffset int64, opt Options) (PlanResult, error) {
 	res := PlanResult{IndexedEnd: endOffset}
 	prevLast := int64(-1)
 	for i, b := range batches {
-		h, recs, err := recordbatch.DecodeLimit(b, maxDecompressedBytes)
+		h, recs, err := opt.decode(b)
 		if err != nil {
 			return res, fmt.Errorf("compact: plan: batch %d: %w", i, err)
 		}

@@ -35,6 +35,10 @@ type Options struct {
 	// MaxDecompressedBytes bounds one batch's decompressed records
 	// section; 0 means recordbatch.MaxDecompressedBytes.
 	MaxDecompressedBytes int
+	// CRCChecked: the caller has checked the CRC of every batch it passes,
+	// on these very bytes (recordbatch.DecodeChecked); Plan and Rewrite
+	// then skip computing it again. Every other check still runs.
+	CRCChecked bool
 }
 
 func (o *Options) maxDecompressed() int {
@@ -42,6 +46,14 @@ func (o *Options) maxDecompressed() int {
 		return o.MaxDecompressedBytes
 	}
 	return recordbatch.MaxDecompressedBytes
+}
+
+// decode decodes batch as o says (DecodeLimit or DecodeChecked).
+func (o *Options) decode(batch []byte) (recordbatch.BatchHeader, []recordbatch.Record, error) {
+	if o.CRCChecked {
+		return recordbatch.DecodeChecked(batch, o.maxDecompressed())
+	}
+	return recordbatch.DecodeLimit(batch, o.maxDecompressed())
 }
 
 // Stats counts what a rewrite did.
@@ -97,7 +109,7 @@ func DeleteHorizon(h recordbatch.BatchHeader) (ms int64, ok bool) {
 // when something does, and nil when the batch is dropped. Control
 // batches are passed through unchanged.
 func Rewrite(batch []byte, m *OffsetMap, opt Options) (out []byte, st Stats, err error) {
-	h, recs, err := recordbatch.DecodeLimit(batch, opt.maxDecompressed())
+	h, recs, err := opt.decode(batch)
 	if err != nil {
 		return nil, Stats{}, fmt.Errorf("compact: rewrite: %w", err)
 	}
