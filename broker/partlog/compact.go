@@ -247,6 +247,8 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		}
 	}
 
+	indexed := time.Now()
+
 	// 2. Rewrite: objects into new objects, ledgers into new ledgers
 	// (compacted output is written where the data lives).
 	copt := compact.Options{NowMs: now.UnixMilli(), DeleteRetentionMs: policy.DeleteRetentionMs, MaxDecompressedBytes: maxDecompressed}
@@ -265,6 +267,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		}
 	}
 	res.Stats = st
+	rewritten := time.Now()
 	failpoint.Hit("compaction.before_cas")
 
 	// 3. One CAS, re-validated against what changed meanwhile.
@@ -312,7 +315,8 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	l.log.Info("compaction", "reason", d.Reason, "dirty_ratio", d.DirtyRatio, "ledgers_in", len(ledgerInputs),
 		"ledgers_out", len(outputs), "objects_in", len(objectInputs), "objects_out", len(objectOutputs), "cleaned_offset", end,
 		"bytes_in", st.BytesIn, "bytes_out", st.BytesOut,
-		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped, "took", res.Took)
+		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped, "took", res.Took,
+		"index_took", indexed.Sub(began), "rewrite_took", rewritten.Sub(indexed))
 	return res, nil
 }
 
