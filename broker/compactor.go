@@ -78,7 +78,8 @@ func (b *Broker) compactLoop(ctx context.Context) {
 			if m == nil {
 				m = compact.NewOffsetMap(int(b.cfg.CompactionMapBytes))
 			}
-			res, err := l.Compact(ctx, partlog.CompactOptions{Map: m, MaxDuration: b.cfg.OrphanLedgerGrace / 2})
+			res, err := l.Compact(ctx, partlog.CompactOptions{Map: m, MaxDuration: b.cfg.OrphanLedgerGrace / 2,
+				BufferBytes: b.cfg.CompactionBufferBytes})
 			b.recordCompaction(res, err)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, partlog.ErrClosed) {
 				b.log.Warn("compaction failed", "err", err)

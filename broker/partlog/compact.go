@@ -47,6 +47,57 @@ type CompactOptions struct {
 	// sweeper deletes unlisted partition ledgers older than its grace and
 	// may have taken them. 0: no bound.
 	MaxDuration time.Duration
+	// BufferBytes: phase 1 keeps the batches it reads, whole pieces from
+	// the first up to this many bytes, and phase 2 rewrites those from
+	// memory instead of reading them again. 0: every piece is read twice.
+	BufferBytes int64
+}
+
+// passBuffer holds the batches of the pieces a pass's index phase read,
+// up to a byte budget, so that its rewrite phase does not read them
+// again (from the bookies or the object store: the second read cost as
+// much as the first). A piece is kept whole or not at all.
+type passBuffer struct {
+	room    int64
+	batches map[string][][]byte // by compactPiece.String()
+}
+
+func newPassBuffer(bytes int64) *passBuffer {
+	return &passBuffer{room: bytes, batches: map[string][][]byte{}}
+}
+
+// bytes is the data size of a piece, as the budget counts it.
+func (p compactPiece) bytes() int64 {
+	if p.object != nil {
+		return p.object.DataBytes
+	}
+	return p.ledger.Bytes
+}
+
+// fits reports whether p's batches fit in what is left, taking the room.
+func (b *passBuffer) fits(p compactPiece) bool {
+	if b == nil || p.bytes() > b.room {
+		return false
+	}
+	b.room -= p.bytes()
+	return true
+}
+
+// read calls fn with every batch of p, in order: from the buffer (and
+// forgets them), or read again (readPiece).
+func (b *passBuffer) read(ctx context.Context, l *Log, readers map[uint64]*ledger.Reader, p compactPiece,
+	fn func(id int64, payload []byte) error) error {
+	kept, ok := b.batches[p.String()]
+	if !ok {
+		return l.readPiece(ctx, readers, p, fn)
+	}
+	delete(b.batches, p.String())
+	for id, batch := range kept {
+		if err := fn(int64(id), batch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // compactionLogState is the per-log compaction state.
@@ -188,13 +239,19 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	// cleanable[i] (bounded by producers, not batches).
 	lastOfPiece := make([]map[int64]int64, 0, len(cleanable))
 	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
+	buf := newPassBuffer(opts.BufferBytes)
 	for _, p := range cleanable {
 		if p.first() >= indexedEnd {
 			break
 		}
 		lasts := map[int64]int64{}
 		lastOfPiece = append(lastOfPiece, lasts)
+		var kept [][]byte
+		keep := buf.fits(p)
 		err := l.readPiece(ctx, readers, p, func(id int64, payload []byte) error {
+			if keep {
+				kept = append(kept, payload)
+			}
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
 				return fmt.Errorf("%w: %v entry %d: %w", ErrCorruptBatch, p, id, err)
@@ -216,6 +273,9 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		})
 		if err != nil {
 			return res, err
+		}
+		if keep {
+			buf.batches[p.String()] = kept
 		}
 	}
 	// Keep pieces whole: the pass covers the leading cleanable pieces
@@ -252,14 +312,14 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	// 2. Rewrite: objects into new objects, ledgers into new ledgers
 	// (compacted output is written where the data lives).
 	copt := compact.Options{NowMs: now.UnixMilli(), DeleteRetentionMs: policy.DeleteRetentionMs, MaxDecompressedBytes: maxDecompressed}
-	objectOutputs, st, err := l.rewriteObjects(ctx, objectInputs, m, lastOf, copt, end-1)
+	objectOutputs, st, err := l.rewriteObjects(ctx, buf, objectInputs, m, lastOf, copt, end-1)
 	if err != nil {
 		return res, err
 	}
 	var outputs []*brokerpb.LedgerSegment
 	if len(ledgerInputs) > 0 {
 		var lst compact.Stats
-		outputs, lst, err = l.rewriteSegments(ctx, readers, ledgerInputs, m, lastOf, copt)
+		outputs, lst, err = l.rewriteSegments(ctx, buf, readers, ledgerInputs, m, lastOf, copt)
 		st.Add(lst)
 		if err != nil {
 			l.deleteObjectOutputs(ctx, objectOutputs)
@@ -294,14 +354,14 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		// sweeps delete what it does not name.
 		if !casAttempted || errors.Is(err, ErrConflict) {
 			dctx, cancel := cleanupContext(ctx)
-			l.deleteSegments(dctx, outputs)
+			l.deleteRemoved(dctx, outputs)
 			l.deleteObjectOutputs(dctx, objectOutputs)
 			cancel()
 		}
 		return res, err
 	}
 	failpoint.Hit("compaction.after_cas")
-	l.deleteSegments(ctx, ledgerInputs)
+	l.deleteRemoved(ctx, ledgerInputs)
 	if len(objectInputs) > 0 {
 		// Queued by the CAS (T6): collected now, or by a later check.
 		if err := l.collectGarbage(ctx); err != nil {
@@ -379,23 +439,6 @@ func swapCompacted(pl *brokerpb.PartitionLog, sw compactionSwap) error {
 // the orphan sweeper does.
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-}
-
-// deleteSegments deletes unlisted segments (deleteSegment), a few at a
-// time: a pass over small ledgers replaces many.
-func (l *Log) deleteSegments(ctx context.Context, segs []*brokerpb.LedgerSegment) {
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	for _, s := range segs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			l.deleteSegment(ctx, s)
-		}()
-	}
-	wg.Wait()
 }
 
 // readSegment calls fn with every entry of a closed segment, in order,
@@ -598,7 +641,7 @@ func groupObjects(objects []*brokerpb.TieredSegment, segmentBytes int64) [][]*br
 // empty one (compact.EndBatch), so the list stays contiguous (T3). last is
 // the pass's last offset (its batch is kept, P7). On error the outputs
 // made so far are deleted.
-func (l *Log) rewriteObjects(ctx context.Context, inputs []*brokerpb.TieredSegment, m *compact.OffsetMap,
+func (l *Log) rewriteObjects(ctx context.Context, buf *passBuffer, inputs []*brokerpb.TieredSegment, m *compact.OffsetMap,
 	lastOf map[int64]int64, opt compact.Options, last int64) (outputs []*brokerpb.TieredSegment, total compact.Stats, err error) {
 	if len(inputs) == 0 {
 		return nil, total, nil
@@ -620,7 +663,7 @@ func (l *Log) rewriteObjects(ctx context.Context, inputs []*brokerpb.TieredSegme
 		seg, err := l.putObject(ctx, group[0].BaseOffset, group[len(group)-1].LastOffset, true, sources,
 			func(ctx context.Context, out *objectOutput) error {
 				for _, o := range group {
-					err := l.readPiece(ctx, nil, compactPiece{object: o}, func(id int64, payload []byte) error {
+					err := buf.read(ctx, l, nil, compactPiece{object: o}, func(id int64, payload []byte) error {
 						h, err := recordbatch.ParseHeader(payload)
 						if err != nil {
 							return fmt.Errorf("%w: object %s batch %d: %w", ErrCorruptBatch, o.ObjectKey, id, err)
@@ -676,13 +719,13 @@ func (l *Log) deleteObjectOutputs(ctx context.Context, outputs []*brokerpb.Tiere
 // over offsets whatever the batches inside. The last batch of the range is
 // kept, empty if nothing survives (P7). On error the outputs made so far
 // are deleted.
-func (l *Log) rewriteSegments(ctx context.Context, readers map[uint64]*ledger.Reader, inputs []*brokerpb.LedgerSegment, m *compact.OffsetMap,
+func (l *Log) rewriteSegments(ctx context.Context, buf *passBuffer, readers map[uint64]*ledger.Reader, inputs []*brokerpb.LedgerSegment, m *compact.OffsetMap,
 	lastOf map[int64]int64, opt compact.Options) (outputs []*brokerpb.LedgerSegment, total compact.Stats, err error) {
 	defer func() {
 		if err != nil {
 			// Also when ctx ended: nothing lists them.
 			dctx, cancel := cleanupContext(ctx)
-			l.deleteSegments(dctx, outputs)
+			l.deleteRemoved(dctx, outputs)
 			cancel()
 			outputs = nil
 		}
@@ -700,7 +743,7 @@ func (l *Log) rewriteSegments(ctx context.Context, readers map[uint64]*ledger.Re
 		}
 		out.maxTs = max(out.maxTs, s.MaxTimestampMs)
 		out.createdAtMs = max(out.createdAtMs, s.CreatedAtMs)
-		err := l.readPiece(ctx, readers, compactPiece{ledger: s}, func(id int64, payload []byte) error {
+		err := buf.read(ctx, l, readers, compactPiece{ledger: s}, func(id int64, payload []byte) error {
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
 				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.LedgerId, id, err)

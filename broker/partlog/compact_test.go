@@ -145,7 +145,9 @@ func checkFetchEveryOffset(t *testing.T, l *Log, want []recordbatch.Record) {
 
 func compactNow(t *testing.T, l *Log, mapBytes int) CompactResult {
 	t.Helper()
-	res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(mapBytes)})
+	// The small buffer keeps the first piece or two of a test's log:
+	// every pass rewrites some pieces from memory and reads the rest again.
+	res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(mapBytes), BufferBytes: 1 << 10})
 	if err != nil {
 		t.Fatalf("Compact: %v", err)
 	}
@@ -870,13 +872,19 @@ func TestSwapCompacted(t *testing.T) {
 
 // TestCompactReadsObjectsInRanges: a pass reads an object in ranges
 // smaller than its batches (so that batches straddle ranges and some span
-// several), with the result of one read of the whole; a bit flipped in
-// one of those ranges fails the pass, which then swaps nothing in.
+// several), with the result of one read of the whole; with a buffer that
+// holds them, the objects are read once, not twice; a bit flipped in one
+// of those ranges fails the pass, which then swaps nothing in.
 func TestCompactReadsObjectsInRanges(t *testing.T) {
 	defer func(n int64) { compactReadBytes = n }(compactReadBytes)
 	compactReadBytes = 40 // a batch here is 100-250 bytes
-	for _, damaged := range []bool{false, true} {
-		t.Run(fmt.Sprintf("damaged=%v", damaged), func(t *testing.T) {
+	var twice int64
+	for _, tc := range []struct {
+		name    string
+		buffer  int64
+		damaged bool
+	}{{"read twice", 0, false}, {"buffered", 1 << 20, false}, {"damaged", 0, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			store := memstore.New(memstore.Options{})
 			l := tieredCompactionLog(t, f, 1, store, true)
@@ -891,7 +899,7 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 				if c.Op != objstore.OpGetRange || c.N > compactReadBytes || c.Off < segfile.HeaderSize {
 					return memstore.Fault{}
 				}
-				if ranges.Add(1) != 25 || !damaged {
+				if ranges.Add(1) != 25 || !tc.damaged {
 					return memstore.Fault{}
 				}
 				flipped.Add(1)
@@ -901,12 +909,12 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 					return b
 				}}
 			})
-			res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+			res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20), BufferBytes: tc.buffer})
 			store.SetHook(nil)
 			if ranges.Load() < 25 {
 				t.Fatalf("%d ranged reads of at most %d bytes: the objects were not read in ranges", ranges.Load(), compactReadBytes)
 			}
-			if damaged {
+			if tc.damaged {
 				var ce *segfile.CorruptError
 				if flipped.Load() != 1 || !errors.As(err, &ce) || res.Ran {
 					t.Fatalf("a pass over a damaged range (%d flipped): %+v, %v; want a segfile corruption error", flipped.Load(), res, err)
@@ -922,6 +930,12 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 			got := consumeAll(t, l, 0)
 			if want := m.want(res.CleanedOffset, true); strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
 				t.Fatalf("after compaction:\n got %v\nwant %v", describeAll(got), want)
+			}
+			switch {
+			case tc.buffer == 0:
+				twice = ranges.Load()
+			case twice == 0 || ranges.Load() != twice/2:
+				t.Fatalf("%d ranged reads with a buffer, %d without: want half", ranges.Load(), twice)
 			}
 		})
 	}

@@ -221,8 +221,9 @@ func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
 // writes share metad's Raft appends and fsyncs.
 const retentionDeletes = 16
 
-// deleteRemoved deletes the ledgers and indexes of segments a retention
-// CAS unlinked, at most retentionDeletes at a time, and returns how many
+// deleteRemoved deletes the ledgers and indexes of segments no list names
+// (a retention or compaction CAS unlinked them, or a failed compaction
+// pass wrote them), at most retentionDeletes at a time, and returns how many
 // it started. It starts no more once the log stops (Close must not wait
 // for thousands of deletions) or ctx ends: the rest are unlisted, and
 // the controller's orphan sweeper deletes them and their indexes (P6).
