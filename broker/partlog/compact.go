@@ -332,6 +332,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 
 	// 3. One CAS, re-validated against what changed meanwhile.
 	casAttempted := false
+	var copies []*brokerpb.LedgerSegment // local copies the swap unlinked
 	err = l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
 		if opts.MaxDuration > 0 && time.Since(began) > opts.MaxDuration {
 			return fmt.Errorf("%w: the pass took %v, more than %v: its outputs may have been swept", ErrCompactionStale,
@@ -341,7 +342,8 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 			return fmt.Errorf("%w: the pass took %v, more than half the orphan object grace %v: its objects may have been swept",
 				ErrCompactionStale, time.Since(began).Round(time.Millisecond), l.cfg.Tier.OrphanGrace)
 		}
-		err := swapCompacted(pl, compactionSwap{
+		var err error
+		copies, err = swapCompacted(pl, compactionSwap{
 			objectInputs: objectInputs, objectOutputs: objectOutputs, ledgerInputs: ledgerInputs, ledgerOutputs: outputs,
 			end: end, nowMs: now.UnixMilli(),
 		})
@@ -361,7 +363,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		return res, err
 	}
 	failpoint.Hit("compaction.after_cas")
-	l.deleteRemoved(ctx, ledgerInputs)
+	l.deleteRemoved(ctx, slices.Concat(copies, ledgerInputs))
 	if len(objectInputs) > 0 {
 		// Queued by the CAS (T6): collected now, or by a later check.
 		if err := l.collectGarbage(ctx); err != nil {
@@ -392,32 +394,35 @@ type compactionSwap struct {
 // inputs must still be listed, consecutive, and the ledger inputs closed
 // and untiered, or ErrCompactionStale (retention or tiering moved
 // meanwhile). Replaced objects are queued in pl's garbage list in the same
-// change (T6); cleaned_offset moves to end.
-func swapCompacted(pl *brokerpb.PartitionLog, sw compactionSwap) error {
+// change (T6); cleaned_offset moves to end. The local copies of the
+// replaced objects (ledgers kept for local.retention.ms) hold records the
+// pass removed: they are unlinked too, so that fetches read the compacted
+// objects, and returned for deletion.
+func swapCompacted(pl *brokerpb.PartitionLog, sw compactionSwap) ([]*brokerpb.LedgerSegment, error) {
 	oi, li := 0, 0
 	if in := sw.objectInputs; len(in) > 0 {
 		oi = slices.IndexFunc(pl.Tiered, func(t *brokerpb.TieredSegment) bool { return t.ObjectKey == in[0].ObjectKey })
 		if oi < 0 || oi+len(in) > len(pl.Tiered) {
-			return fmt.Errorf("%w: object %s is no longer listed", ErrCompactionStale, in[0].ObjectKey)
+			return nil, fmt.Errorf("%w: object %s is no longer listed", ErrCompactionStale, in[0].ObjectKey)
 		}
 		for j, o := range in {
 			if pl.Tiered[oi+j].ObjectKey != o.ObjectKey {
-				return fmt.Errorf("%w: object %s is no longer listed after %s", ErrCompactionStale, o.ObjectKey, in[0].ObjectKey)
+				return nil, fmt.Errorf("%w: object %s is no longer listed after %s", ErrCompactionStale, o.ObjectKey, in[0].ObjectKey)
 			}
 		}
 	}
 	if in := sw.ledgerInputs; len(in) > 0 {
 		li = slices.IndexFunc(pl.Segments, func(s *brokerpb.LedgerSegment) bool { return s.LedgerId == in[0].LedgerId })
 		if li < 0 || li+len(in) > len(pl.Segments) {
-			return fmt.Errorf("%w: ledger %d is no longer listed", ErrCompactionStale, in[0].LedgerId)
+			return nil, fmt.Errorf("%w: ledger %d is no longer listed", ErrCompactionStale, in[0].LedgerId)
 		}
 		for j, s := range in {
 			if cur := pl.Segments[li+j]; cur.LedgerId != s.LedgerId || !cur.Closed {
-				return fmt.Errorf("%w: ledger %d is no longer listed after ledger %d", ErrCompactionStale, s.LedgerId, in[0].LedgerId)
+				return nil, fmt.Errorf("%w: ledger %d is no longer listed after ledger %d", ErrCompactionStale, s.LedgerId, in[0].LedgerId)
 			}
 		}
 		if te := tieredEnd(pl); te > in[0].FirstOffset {
-			return fmt.Errorf("%w: offsets up to %d were tiered meanwhile", ErrCompactionStale, te-1)
+			return nil, fmt.Errorf("%w: offsets up to %d were tiered meanwhile", ErrCompactionStale, te-1)
 		}
 	}
 	if in := sw.objectInputs; len(in) > 0 {
@@ -429,9 +434,19 @@ func swapCompacted(pl *brokerpb.PartitionLog, sw compactionSwap) error {
 	if in := sw.ledgerInputs; len(in) > 0 {
 		pl.Segments = slices.Concat(pl.Segments[:li], sw.ledgerOutputs, pl.Segments[li+len(in):])
 	}
+	var copies []*brokerpb.LedgerSegment
+	if in := sw.objectInputs; len(in) > 0 {
+		te, last := tieredEnd(pl), in[len(in)-1].LastOffset
+		n := 0
+		for n < len(pl.Segments) && pl.Segments[n].FirstOffset < te && pl.Segments[n].LastOffset <= last {
+			n++
+		}
+		copies = slices.Clone(pl.Segments[:n])
+		pl.Segments = pl.Segments[n:]
+	}
 	pl.CleanedOffset = max(pl.CleanedOffset, sw.end)
 	pl.LastCompactionMs = sw.nowMs
-	return nil
+	return copies, nil
 }
 
 // cleanupContext bounds the deletion of a failed pass's outputs, also

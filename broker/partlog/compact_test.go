@@ -839,8 +839,8 @@ func TestSwapCompacted(t *testing.T) {
 		end: 30, nowMs: 7,
 	}
 	pl := base()
-	if err := swapCompacted(pl, sw); err != nil {
-		t.Fatal(err)
+	if copies, err := swapCompacted(pl, sw); err != nil || len(copies) != 0 {
+		t.Fatal(copies, err)
 	}
 	if fmt.Sprint(tieredKeys(pl)) != "[c]" || pl.Segments[0].LedgerId != 5 || len(pl.Segments) != 2 || pl.CleanedOffset != 30 ||
 		len(pl.Garbage) != 2 || pl.Garbage[0].ObjectKey != "a" || pl.Garbage[1].ObjectKey != "b" || pl.Garbage[0].SinceMs != 7 {
@@ -852,8 +852,19 @@ func TestSwapCompacted(t *testing.T) {
 	pl = base()
 	pl.Tiered = append(pl.Tiered, obj("d", 20, 29)) // tiered meanwhile, after the inputs
 	pl.Segments = pl.Segments[1:]
-	if err := swapCompacted(pl, objectsOnly); err != nil || fmt.Sprint(tieredKeys(pl)) != "[c d]" {
+	if _, err := swapCompacted(pl, objectsOnly); err != nil || fmt.Sprint(tieredKeys(pl)) != "[c d]" {
 		t.Fatalf("objects tiered after the inputs: %v, %v", err, tieredKeys(pl))
+	}
+
+	// Local copies of the replaced objects are unlinked and returned; a
+	// copy of an object the pass did not replace stays.
+	pl = base()
+	pl.Tiered = append(pl.Tiered, obj("d", 20, 29))
+	pl.Segments = []*brokerpb.LedgerSegment{led(1, 0, 9, true), led(2, 10, 19, true), led(3, 20, 29, true), led(4, 30, 29, false)}
+	copies, err := swapCompacted(pl, objectsOnly)
+	if err != nil || len(copies) != 2 || copies[0].LedgerId != 1 || copies[1].LedgerId != 2 ||
+		len(pl.Segments) != 2 || pl.Segments[0].LedgerId != 3 || fmt.Sprint(tieredKeys(pl)) != "[c d]" {
+		t.Fatalf("with local copies: unlinked %v, %v; list %v", copies, err, pl)
 	}
 
 	for name, change := range map[string]func(pl *brokerpb.PartitionLog){
@@ -864,7 +875,7 @@ func TestSwapCompacted(t *testing.T) {
 		pl := base()
 		change(pl)
 		want := proto.Clone(pl)
-		if err := swapCompacted(pl, sw); !errors.Is(err, ErrCompactionStale) || !proto.Equal(pl, want) {
+		if _, err := swapCompacted(pl, sw); !errors.Is(err, ErrCompactionStale) || !proto.Equal(pl, want) {
 			t.Fatalf("%s: %v, list %v", name, err, pl)
 		}
 	}
@@ -939,4 +950,54 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompactDropsLocalCopies: with local.retention.ms keeping the tiered
+// ledgers, a pass over the objects unlinks and deletes the copies of what
+// it compacted, so that a consumer from the start reads the compacted
+// objects, not the superseded records the copies still hold.
+func TestCompactDropsLocalCopies(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	cfg := f.config(1)
+	cfg.SegmentAge = time.Minute
+	cfg.RetentionCheckInterval = time.Hour
+	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+		SegmentBytes: 1, MaxDelay: time.Hour, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+	cfg.Policy = compactPolicy
+	cfg.Policy.RemoteStorage, cfg.Policy.LocalRetentionMs = true, int64(time.Hour/time.Millisecond)
+	l := f.open(cfg)
+	rng := rand.New(rand.NewPCG(9, 10))
+	var m keyedModel
+	var seq int32
+	appendRandomLedgers(t, f, l, &m, rng, 4, &seq)
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	before := l.Describe()
+	te := tieredEnd(before)
+	var copies []*brokerpb.LedgerSegment
+	for _, s := range before.Segments {
+		if s.FirstOffset < te {
+			copies = append(copies, s)
+		}
+	}
+	if len(before.Tiered) != 4 || len(copies) != 4 {
+		t.Fatalf("%d objects and %d local copies, want 4 of each", len(before.Tiered), len(copies))
+	}
+	res := compactNow(t, l, 1<<20)
+	if !res.Ran || res.InputObjects != 4 {
+		t.Fatalf("pass %+v, want the 4 objects compacted", res)
+	}
+	got := consumeAll(t, l, 0)
+	if want := m.want(res.CleanedOffset, true); strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
+		t.Fatalf("a consumer from the start reads\n %v\nwant\n %v", describeAll(got), want)
+	}
+	after := l.Describe()
+	for _, s := range after.Segments {
+		if s.FirstOffset < tieredEnd(after) {
+			t.Fatalf("ledger %d [%d, %d] is still listed as a local copy of compacted objects", s.LedgerId, s.FirstOffset, s.LastOffset)
+		}
+	}
+	checkNoLeftovers(t, f, l, copies)
 }

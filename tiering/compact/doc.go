@@ -114,10 +114,6 @@
 //
 // Left:
 //
-//   - Local copies of tiered ledgers are not compacted: until
-//     local.retention.ms drops them, a fetch that reads one sees records a
-//     pass already removed from the objects (docs/compaction.md, "Not
-//     done yet").
 //   - lastOfProducer is computed over the pass's range, not the whole log
 //     (conservative: a producer's last batch in the range stays empty even
 //     when it has later batches; the next pass drops it).
