@@ -9,7 +9,6 @@ import (
 	"maps"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -52,7 +51,7 @@ func (s *service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequ
 		return nil, rpcError(err)
 	}
 	rec := &brokerpb.TopicRecord{Name: req.Name, Id: newID(), Partitions: req.Partitions,
-		Configs: req.Configs, CreatedAtMs: time.Now().UnixMilli()}
+		Configs: req.Configs, CreatedAtMs: s.b.clock.Now().UnixMilli()}
 	if !req.ValidateOnly {
 		_, err := s.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
 		if errors.Is(err, metaclient.ErrVersionConflict) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgergrpc"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering"
@@ -25,10 +28,12 @@ import (
 
 // Broker is one broker process's state.
 type Broker struct {
-	cfg     Config
-	log     *slog.Logger
-	meta    *metaclient.Client
-	bookies *ledger.GRPCBookieClient
+	cfg   Config
+	log   *slog.Logger
+	meta  *metaclient.Client
+	clock Clock
+	// closers are what Open connected to; Close closes them last.
+	closers []io.Closer
 	// creds is the broker's TLS (nil: plaintext): its gRPC server, and its
 	// connections to metad, bookies and other brokers.
 	creds   *mtls.Credentials
@@ -71,7 +76,56 @@ type Broker struct {
 	pidNext, pidLimit int64
 }
 
-// Open connects to metad and prepares the broker; Start starts it.
+// Clock is where the broker reads the time it decides with and stamps on
+// records (hand-over deadlines, creation times, the orphan sweep's ages).
+// The loops' timers and tickers stay the runtime's.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// SystemClock is the wall clock.
+var SystemClock Clock = systemClock{}
+
+// Deps are what a broker runs against. New takes them; Open builds the real
+// ones (a metad client and gRPC bookies). The caller owns them: it closes
+// Meta and Ledgers.Bookies after Broker.Close.
+type Deps struct {
+	// Meta is the metad client (required): registration, leases, the
+	// mirrors, topic and partition records.
+	Meta *metaclient.Client
+	// Ledgers is the ledger environment partitions write through (Meta,
+	// Bookies and Registry required). New sets its Logger, Metrics and Now
+	// (from Clock).
+	Ledgers ledger.Env
+	// Clock: SystemClock when nil.
+	Clock Clock
+	// Logger: slog.Default() when nil.
+	Logger *slog.Logger
+	// Registerer receives the broker's metrics; nil: a private registry.
+	Registerer prometheus.Registerer
+	// Credentials are the broker's TLS (nil: plaintext): its gRPC server
+	// and its connections to other brokers. Open loads them from
+	// cfg.Security.
+	Credentials *mtls.Credentials
+}
+
+// Validate reports a missing dependency.
+func (d Deps) Validate() error {
+	switch {
+	case d.Meta == nil:
+		return errors.New("broker: Deps.Meta is required")
+	case d.Ledgers.Meta == nil || d.Ledgers.Bookies == nil || d.Ledgers.Registry == nil:
+		return errors.New("broker: Deps.Ledgers needs Meta, Bookies and Registry")
+	}
+	return nil
+}
+
+// Open connects to metad and the bookies over gRPC and prepares the broker
+// (New); Start starts it. Close also closes those connections.
 func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -84,14 +138,50 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	if err != nil {
 		return nil, err
 	}
-	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: log, Credentials: creds.Transport()})
+	bookies := ledgergrpc.New(ledgergrpc.Options{Logger: log, Credentials: creds.Transport()})
+	b, err := New(cfg, Deps{
+		Meta: meta,
+		Ledgers: ledger.Env{Meta: ledgermetad.NewStore(meta), Bookies: bookies,
+			Registry: ledgermetad.NewRegistry(meta)},
+		Logger: log, Registerer: reg, Credentials: creds,
+	})
+	if err != nil {
+		bookies.Close()
+		meta.Close()
+		return nil, err
+	}
+	b.closers = []io.Closer{bookies, meta}
+	return b, nil
+}
+
+// New prepares a broker over deps; Start starts it. It does no I/O but the
+// tier store's check (with cfg.TierStore).
+func New(cfg Config, deps Deps) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := deps.Validate(); err != nil {
+		return nil, err
+	}
+	log, reg, clock := deps.Logger, deps.Registerer, deps.Clock
+	if log == nil {
+		log = slog.Default()
+	}
+	if clock == nil {
+		clock = SystemClock
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	meta, creds := deps.Meta, deps.Credentials
+	env := deps.Ledgers
+	env.Logger, env.Now = log, clock.Now
 	b := &Broker{
-		cfg: cfg, log: log, meta: meta, bookies: bookies, creds: creds,
-		peers: peerConns{creds: creds},
-		env: ledger.Env{Meta: ledger.NewMetadStore(meta), Bookies: bookies,
-			Registry: ledger.RegistryFromMeta(meta), Logger: log},
+		cfg: cfg, log: log, meta: meta, creds: creds, clock: clock,
+		peers:   peerConns{creds: creds},
+		env:     env,
 		store:   partlog.MetaStore(meta),
-		started: time.Now(),
+		started: clock.Now(),
 		parts:   map[tp]*partition{},
 		stateCh: make(chan struct{}, 1),
 
@@ -99,11 +189,8 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	}
 	// Takeovers recover ledgers: a stuck recovery is counted, not silent.
 	b.env.Metrics = ledger.NewMetrics()
-	if reg != nil {
-		if err := b.env.Metrics.Register(reg); err != nil {
-			meta.Close()
-			return nil, err
-		}
+	if err := b.env.Metrics.Register(reg); err != nil {
+		return nil, err
 	}
 	b.metrics = newMetrics(reg, b)
 	b.plm = partlog.NewMetrics(reg)
@@ -114,7 +201,6 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.openTier(tctx); err != nil {
-		meta.Close()
 		return nil, err
 	}
 	b.brokers = newMirror(meta, brokersPrefix, log)
@@ -122,8 +208,9 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 	b.assignments = newMirror(meta, assignmentsPrefix, log)
 	b.owners = newMirror(meta, ownersPrefix, log)
 	b.controller = newMirror(meta, controllerKey, log)
+	var err error
 	if b.sec, err = newSecurity(b, reg); err != nil {
-		meta.Close()
+		b.closeTier()
 		return nil, err
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -217,8 +304,9 @@ func (b *Broker) Close() {
 	b.wg.Wait()
 	b.peers.close()
 	b.closeTier()
-	b.bookies.Close()
-	b.meta.Close()
+	for _, c := range b.closers {
+		c.Close()
+	}
 }
 
 func (b *Broker) signalState() {

@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"time"
@@ -17,11 +16,9 @@ import (
 type Config struct {
 	// ID names the broker in metad (/strata/brokers/<id>).
 	ID string `mapstructure:"id"`
-	// Listen is the gRPC address; Advertise (default Listen) is what clients
-	// are told to dial.
-	Listen      string `mapstructure:"listen"`
-	Advertise   string `mapstructure:"advertise"`
-	AdminListen string `mapstructure:"admin-listen"`
+	// Endpoints: the gRPC address; Advertise (default Listen) is what
+	// clients are told to dial; the admin HTTP address.
+	config.Endpoints `mapstructure:",squash"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
@@ -60,8 +57,21 @@ type Config struct {
 	// OffsetsPartitions is the partition count of __consumer_offsets when
 	// the controller creates it.
 	OffsetsPartitions int32 `mapstructure:"offsets-partitions"`
-	// GroupSessionTimeout is the default consumer-group session timeout.
-	GroupSessionTimeout time.Duration `mapstructure:"group-session-timeout"`
+	// GroupSessionTimeout is the default consumer-group session timeout;
+	// a member may ask for one in [GroupMinSessionTimeout,
+	// GroupMaxSessionTimeout] (Kafka's group.min.session.timeout.ms and
+	// group.max.session.timeout.ms). GroupHeartbeatInterval is told to
+	// members (KIP-848's group.consumer.heartbeat.interval.ms); it must be
+	// below the minimum session so every member can heartbeat in time.
+	GroupSessionTimeout    time.Duration `mapstructure:"group-session-timeout"`
+	GroupMinSessionTimeout time.Duration `mapstructure:"group-min-session-timeout"`
+	GroupMaxSessionTimeout time.Duration `mapstructure:"group-max-session-timeout"`
+	GroupHeartbeatInterval time.Duration `mapstructure:"group-heartbeat-interval"`
+	// GroupTickInterval is how often each coordinator expires sessions and
+	// rebalance timeouts (0: group.Config's default, 1s). Not a flag: it
+	// only bounds how late an expiry is seen; tests shorten it with the
+	// session bounds above.
+	GroupTickInterval time.Duration `mapstructure:"-"`
 	// GroupMaxGroups, GroupMaxSize and GroupMaxMetadataBytes bound the
 	// groups this broker coordinates, the members of a group and the bytes
 	// of a group's record (review finding M2; group.Limits, 0: default).
@@ -86,9 +96,12 @@ type Config struct {
 	// CompactionCheckInterval: how often the broker's compactor offers
 	// each served compacted partition a pass (one at a time);
 	// CompactionMapBytes: the memory of its key map (tiering/compact:
-	// 34,952 keys per MiB), which bounds the dirty range of one pass.
+	// 34,952 keys per MiB), which bounds the dirty range of one pass;
+	// CompactionBufferBytes: how much of a pass's input it keeps in memory
+	// between reading it to index and rewriting it (0: read twice).
 	CompactionCheckInterval time.Duration `mapstructure:"compaction-check-interval"`
 	CompactionMapBytes      int64         `mapstructure:"compaction-map-bytes"`
+	CompactionBufferBytes   int64         `mapstructure:"compaction-buffer-bytes"`
 	// TierStore is the object store sealed ledgers move to
 	// (s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&insecure=true]
 	// or file:///ABS/DIR); empty: no tiering.
@@ -123,8 +136,7 @@ type Config struct {
 	// bucket cookie) is trusted before a deletion checks it again.
 	TierCookieCheckInterval time.Duration `mapstructure:"tier-cookie-check-interval"`
 
-	LogLevel  string `mapstructure:"log-level"`
-	LogFormat string `mapstructure:"log-format"`
+	config.Logging `mapstructure:",squash"`
 }
 
 // Per-request limits (review finding H4): a small request must not make the
@@ -154,8 +166,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Exposure:                config.DefaultExposure(),
-		Listen:                  "127.0.0.1:9092",
-		AdminListen:             "127.0.0.1:9192",
+		Endpoints:               config.Endpoints{Listen: "127.0.0.1:9092", AdminListen: "127.0.0.1:9192"},
 		Metad:                   "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 		SessionTTL:              5 * time.Second,
 		TailCacheBytes:          256 << 20,
@@ -168,6 +179,9 @@ func DefaultConfig() Config {
 		MaxClusterPartitions:    100_000,
 		OffsetsPartitions:       16,
 		GroupSessionTimeout:     45 * time.Second,
+		GroupMinSessionTimeout:  6 * time.Second,
+		GroupMaxSessionTimeout:  300 * time.Second,
+		GroupHeartbeatInterval:  3 * time.Second,
 		GroupMaxGroups:          10_000,
 		GroupMaxSize:            1000,
 		GroupMaxMetadataBytes:   512 << 10,
@@ -179,6 +193,7 @@ func DefaultConfig() Config {
 		RetentionCheckInterval:  30 * time.Second,
 		CompactionCheckInterval: 15 * time.Second,
 		CompactionMapBytes:      64 << 20,
+		CompactionBufferBytes:   128 << 20,
 		TierSegmentBytes:        256 << 20,
 		TierMaxDelay:            10 * time.Minute,
 		TierCheckInterval:       30 * time.Second,
@@ -189,8 +204,7 @@ func DefaultConfig() Config {
 		TierCookieCheckInterval: 30 * time.Second,
 		TierRequestTimeout:      30 * time.Second,
 		TierUploadTimeout:       10 * time.Minute,
-		LogLevel:                "info",
-		LogFormat:               "text",
+		Logging:                 config.DefaultLogging(),
 	}
 }
 
@@ -202,15 +216,8 @@ func (c Config) Validate() error {
 	if !brokerIDPattern.MatchString(c.ID) {
 		errs = append(errs, fmt.Errorf("--id %q: want 1-64 characters of [a-zA-Z0-9_.-]", c.ID))
 	}
-	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--admin-listen", c.AdminListen}} {
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", a.flag, a.addr, err))
-		}
-	}
-	if host, _, err := net.SplitHostPort(c.AdvertiseAddress()); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			errs = append(errs, fmt.Errorf("--advertise: %q is not reachable by clients; set --advertise", c.AdvertiseAddress()))
-		}
+	if err := c.Endpoints.Validate("clients"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Metad == "" {
 		errs = append(errs, errors.New("--metad is required"))
@@ -254,6 +261,9 @@ func (c Config) Validate() error {
 	if c.CompactionCheckInterval < 100*time.Millisecond || c.CompactionMapBytes < 64<<10 || c.CompactionMapBytes > 64<<30 {
 		errs = append(errs, errors.New("--compaction-check-interval must be at least 100ms and --compaction-map-bytes in [64 KiB, 64 GiB]"))
 	}
+	if c.CompactionBufferBytes < 0 || c.CompactionBufferBytes > 64<<30 {
+		errs = append(errs, errors.New("--compaction-buffer-bytes must be in [0, 64 GiB]"))
+	}
 	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
 		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||
 		c.TierRequestTimeout < 100*time.Millisecond || c.TierUploadTimeout < time.Second {
@@ -264,6 +274,17 @@ func (c Config) Validate() error {
 	}
 	if c.GroupSessionTimeout < time.Second {
 		errs = append(errs, errors.New("--group-session-timeout must be at least 1s"))
+	}
+	if c.GroupMinSessionTimeout <= 0 || c.GroupMinSessionTimeout > c.GroupSessionTimeout || c.GroupMaxSessionTimeout < c.GroupSessionTimeout {
+		errs = append(errs, fmt.Errorf("--group-session-timeout %s must be in [--group-min-session-timeout %s, --group-max-session-timeout %s], the minimum positive",
+			c.GroupSessionTimeout, c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))
+	}
+	if c.GroupHeartbeatInterval <= 0 || c.GroupHeartbeatInterval >= c.GroupMinSessionTimeout {
+		errs = append(errs, fmt.Errorf("--group-heartbeat-interval %s must be positive and below --group-min-session-timeout %s",
+			c.GroupHeartbeatInterval, c.GroupMinSessionTimeout))
+	}
+	if c.GroupTickInterval < 0 {
+		errs = append(errs, errors.New("GroupTickInterval must not be negative"))
 	}
 	for _, p := range c.SuperUserList() {
 		if _, err := acl.ParsePrincipal(p); err != nil {
@@ -285,14 +306,6 @@ func (c Config) SuperUserList() []string {
 		}
 	}
 	return out
-}
-
-// AdvertiseAddress is the address the broker registers for clients.
-func (c Config) AdvertiseAddress() string {
-	if c.Advertise != "" {
-		return c.Advertise
-	}
-	return c.Listen
 }
 
 func (c Config) String() string {

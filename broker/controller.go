@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,14 +12,13 @@ import (
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
-	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // campaign tries to become the controller: the one broker whose session
 // holds the controller key. It retries whenever the key is deleted (its
 // holder's session ended) until ctx ends.
 func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
-	value, _ := proto.Marshal(&brokerpb.ControllerRecord{BrokerId: b.cfg.ID, ElectedAtMs: time.Now().UnixMilli()})
+	value, _ := proto.Marshal(&brokerpb.ControllerRecord{BrokerId: b.cfg.ID, ElectedAtMs: b.clock.Now().UnixMilli()})
 	for ctx.Err() == nil {
 		changed := b.controller.changes()
 		if b.controller.get(controllerKey) == nil {
@@ -92,7 +90,7 @@ var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segmen
 
 func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 	rec := &brokerpb.TopicRecord{Name: OffsetsTopic, Id: newID(), Partitions: b.cfg.OffsetsPartitions,
-		Configs: maps.Clone(offsetsTopicConfigs), CreatedAtMs: time.Now().UnixMilli(), Internal: true}
+		Configs: maps.Clone(offsetsTopicConfigs), CreatedAtMs: b.clock.Now().UnixMilli(), Internal: true}
 	value, err := proto.Marshal(rec)
 	if err != nil {
 		return err
@@ -104,34 +102,52 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 	return err
 }
 
-// current is an assignment as the controller last saw it, with its key's
-// version for the next compare-and-set.
-type current struct {
-	broker         string
-	epoch, version int64
+// reconcile makes one round: decode what the mirrors hold, decide
+// (planPlacement, placement.go) and write the decisions in order, stopping
+// at the first write that fails.
+func (b *Broker) reconcile(ctx context.Context) error {
+	plan := planPlacement(b.placementInput())
+	for _, k := range plan.deleteAssignments {
+		if _, err := b.meta.Delete(ctx, assignmentKey(k)); err != nil {
+			return err
+		}
+	}
+	for _, name := range plan.finishDeletes {
+		if err := b.finishDelete(ctx, name); err != nil {
+			b.log.Warn("deleting topic", "topic", name, "err", err)
+		}
+	}
+	for _, d := range plan.assigns {
+		if err := b.assign(ctx, d.tp, d.broker, d.epoch, d.version); err != nil {
+			return err
+		}
+		if d.from != "" {
+			b.log.Info("moved partition to balance", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker)
+		}
+	}
+	return nil
 }
 
-// maxMovesPerRound bounds how many healthy partitions one balancing round
-// moves, so a new broker fills up gradually instead of everything moving at
-// once.
-const maxMovesPerRound = 2
-
-// reconcile makes one pass: assign every partition that has no live active
-// broker, balance counts, and clean up deleted topics.
-func (b *Broker) reconcile(ctx context.Context) error {
+// placementInput decodes the mirrors' records; records that do not decode
+// are left out (an owner record still counts as present).
+func (b *Broker) placementInput() placementInput {
 	brokers, _ := b.brokers.snapshot()
 	topics, _ := b.topics.snapshot()
 	assigns, _ := b.assignments.snapshot()
 	owners, _ := b.owners.snapshot()
-
-	active := map[string]int{} // broker id -> assigned partitions
+	in := placementInput{assigns: map[tp]current{}, owners: map[tp]ownerSeen{}}
 	for _, kv := range brokers {
 		var info brokerpb.BrokerInfo
-		if proto.Unmarshal(kv.Value, &info) == nil && info.State == brokerpb.BrokerState_BROKER_ACTIVE {
-			active[info.Id] = 0
+		if proto.Unmarshal(kv.Value, &info) == nil {
+			in.brokers = append(in.brokers, &info)
 		}
 	}
-	cur := map[tp]current{}
+	for _, kv := range topics {
+		var rec brokerpb.TopicRecord
+		if proto.Unmarshal(kv.Value, &rec) == nil {
+			in.topics = append(in.topics, &rec)
+		}
+	}
 	for key, kv := range assigns {
 		k, err := parseTP(key[len(assignmentsPrefix):])
 		if err != nil {
@@ -141,142 +157,21 @@ func (b *Broker) reconcile(ctx context.Context) error {
 		if proto.Unmarshal(kv.Value, &a) != nil {
 			continue
 		}
-		cur[k] = current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}
+		in.assigns[k] = current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}
 	}
-	// Every partition that should exist.
-	var want []tp
-	deleting := map[string]bool{}
-	for _, kv := range topics {
-		var rec brokerpb.TopicRecord
-		if proto.Unmarshal(kv.Value, &rec) != nil {
+	for key, kv := range owners {
+		k, err := parseTP(key[len(ownersPrefix):])
+		if err != nil {
 			continue
-		}
-		if rec.Deleting {
-			deleting[rec.Name] = true
-			continue
-		}
-		for p := int32(0); p < rec.Partitions; p++ {
-			want = append(want, tp{rec.Name, p})
-		}
-	}
-	slices.SortFunc(want, func(x, y tp) int {
-		if c := compareStrings(x.topic, y.topic); c != 0 {
-			return c
-		}
-		return int(x.partition - y.partition)
-	})
-	wanted := map[tp]bool{}
-	for _, k := range want {
-		wanted[k] = true
-		if c, ok := cur[k]; ok {
-			if _, live := active[c.broker]; live {
-				active[c.broker]++
-			}
-		}
-	}
-	// Assignments of partitions that no longer exist (deleted topics).
-	for k := range cur {
-		if !wanted[k] {
-			if _, err := b.meta.Delete(ctx, assignmentKey(k)); err != nil {
-				return err
-			}
-		}
-	}
-	for name := range deleting {
-		if err := b.finishDelete(ctx, name, owners); err != nil {
-			b.log.Warn("deleting topic", "topic", name, "err", err)
-		}
-	}
-	if len(active) == 0 {
-		return nil
-	}
-	// Partitions without a live, active broker.
-	for _, k := range want {
-		c, ok := cur[k]
-		if ok {
-			if _, live := active[c.broker]; live {
-				continue
-			}
-		}
-		to := leastLoaded(active)
-		if err := b.assign(ctx, k, to, c.epoch+1, c.version); err != nil {
-			return err
-		}
-		active[to]++
-		cur[k] = current{broker: to, epoch: c.epoch + 1}
-	}
-	// Balance, only while every partition is served (no takeover running):
-	// move one from the most to the least loaded broker at a time.
-	for moves := 0; moves < maxMovesPerRound; moves++ {
-		if !allServed(want, cur, owners) {
-			return nil
-		}
-		most, least := mostLoaded(active), leastLoaded(active)
-		if active[most]-active[least] <= 1 {
-			return nil
-		}
-		for _, k := range want {
-			c := cur[k]
-			if c.broker != most {
-				continue
-			}
-			if err := b.assign(ctx, k, least, c.epoch+1, c.version); err != nil {
-				return err
-			}
-			b.log.Info("moved partition to balance", "topic", k.topic, "partition", k.partition, "from", most, "to", least)
-			active[most]--
-			active[least]++
-			cur[k] = current{broker: least, epoch: c.epoch + 1, version: -1}
-			break
-		}
-	}
-	return nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// allServed reports whether every wanted partition's owner record matches
-// its assignment.
-func allServed(want []tp, cur map[tp]current, owners map[string]*metadpb.KeyValue) bool {
-	for _, k := range want {
-		kv := owners[ownerKey(k)]
-		if kv == nil {
-			return false
 		}
 		var o brokerpb.Ownership
-		if proto.Unmarshal(kv.Value, &o) != nil || o.BrokerId != cur[k].broker || o.Epoch != cur[k].epoch {
-			return false
+		if proto.Unmarshal(kv.Value, &o) != nil {
+			in.owners[k] = ownerSeen{}
+			continue
 		}
+		in.owners[k] = ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}
 	}
-	return true
-}
-
-func leastLoaded(load map[string]int) string {
-	best := ""
-	for id, n := range load {
-		if best == "" || n < load[best] || (n == load[best] && id < best) {
-			best = id
-		}
-	}
-	return best
-}
-
-func mostLoaded(load map[string]int) string {
-	best := ""
-	for id, n := range load {
-		if best == "" || n > load[best] || (n == load[best] && id < best) {
-			best = id
-		}
-	}
-	return best
+	return in
 }
 
 // assign writes an assignment by CAS on the version the controller saw, so
@@ -301,16 +196,11 @@ func (b *Broker) assign(ctx context.Context, k tp, broker string, epoch, version
 	return err
 }
 
-// finishDelete removes a deleting topic's data once no broker serves any of
-// its partitions: every segment's ledger, the partition records, the
+// finishDelete removes a deleting topic's data (planPlacement asks for it
+// once no broker serves any of its partitions, PL4): every segment's ledger, the partition records, the
 // topic's objects (a broker without a store cannot: it leaves the topic
 // for one that has), and last the topic record.
-func (b *Broker) finishDelete(ctx context.Context, name string, owners map[string]*metadpb.KeyValue) error {
-	for key := range owners {
-		if k, err := parseTP(key[len(ownersPrefix):]); err == nil && k.topic == name {
-			return nil // still being released
-		}
-	}
+func (b *Broker) finishDelete(ctx context.Context, name string) error {
 	kv, err := b.meta.Get(ctx, topicKey(name))
 	if err != nil {
 		return err

@@ -29,6 +29,17 @@
 // controller through mirrors (mirror.go: a list, then a watch from its
 // revision), so routing and metadata calls never wait for metad.
 //
+// Decisions and I/O are apart: the controller's placement (placement.go,
+// planPlacement, invariants PL1-PL4) and the owner's hand-over
+// (ownership_machine.go: planOwnership, handover, retakeAfterFailure,
+// invariants O1-O3) are pure functions of decoded records and a time
+// passed in, tested without sockets or sleeps; controller.go and owner.go
+// only read the mirrors and metad, call them and write or act on the
+// result. New(cfg, Deps{...}) builds a broker over injected dependencies
+// (metad client, ledger environment, clock, logger, registry); Open builds
+// the real ones. broker/brokertest runs real brokers in-process over an
+// in-process metad and in-memory bookies for client and CLI tests.
+//
 // With TLS, every call has a principal (a certificate's, or a user's
 // whose password matched its credential in metad) and every handler asks
 // authorize for the operation it performs against the ACLs the broker

@@ -49,7 +49,11 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }
 
-// classify maps an error to a gRPC code and an ErrorInfo.
+// classify maps an error to a gRPC code and an ErrorInfo: the broker's one
+// translation table, for whole calls (rpcError) and per-partition results
+// (partitionError) alike, the group coordinator's included (its
+// per-partition commit refusals reach it through
+// group.Config.PartitionError).
 func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 	info := func(reason string, retryable bool) *commonpb.ErrorInfo {
 		return &commonpb.ErrorInfo{Reason: reason, Retryable: retryable}
@@ -63,7 +67,7 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: redirect.address}
 	case errors.As(err, &redirect):
 		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotOwner, Retryable: true, Redirect: redirect.address}
-	case errors.Is(err, errUnknownTopic), errors.Is(err, errUnknownPartition), errors.Is(err, group.ErrNotFound):
+	case errors.Is(err, errUnknownTopic), errors.Is(err, errUnknownPartition), errors.Is(err, group.ErrNotFound), errors.Is(err, group.ErrUnknownPartition):
 		return codes.NotFound, info(rpcerror.ReasonNotFound, false)
 	case errors.Is(err, errTopicExists):
 		return codes.AlreadyExists, info(rpcerror.ReasonTopicExists, false)
@@ -111,6 +115,9 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.FailedPrecondition, info(rpcerror.ReasonFencedMemberEpoch, false)
 	case errors.Is(err, group.ErrStaleMemberEpoch):
 		return codes.FailedPrecondition, info(rpcerror.ReasonStaleMemberEpoch, true)
+	case errors.Is(err, group.ErrPartitionNotHeld):
+		// One partition of a commit: heartbeating does not give it back.
+		return codes.FailedPrecondition, info(rpcerror.ReasonStaleMemberEpoch, false)
 	case errors.Is(err, group.ErrGroupNotEmpty):
 		return codes.FailedPrecondition, info(rpcerror.ReasonGroupNotEmpty, false)
 	case errors.Is(err, group.ErrGroupMaxSize), errors.Is(err, group.ErrLimitExceeded):

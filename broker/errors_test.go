@@ -15,6 +15,7 @@ import (
 	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // What a client is told decides whether its retry can duplicate a record:
@@ -79,3 +80,53 @@ func TestProduceBudget(t *testing.T) {
 	}
 	release2()
 }
+
+// The group coordinator's per-partition commit refusals go through the
+// broker's table too (issue #15 item 4: the group package no longer maps
+// errors itself), and read exactly as before: same code and reason, not
+// retryable.
+func TestClassifyCommitRefusals(t *testing.T) {
+	c := group.New(group.Config{Log: nopOffsetsLog{}, Topics: oneTopic{}, TickInterval: -1, PartitionError: partitionError})
+	ctx := context.Background()
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hb, err := c.Heartbeat(ctx, &brokerpb.GroupHeartbeatRequest{GroupId: "g", MemberId: "m1", SubscribedTopics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := c.Commit(ctx, &brokerpb.CommitOffsetsRequest{GroupId: "g", MemberId: "m1", MemberEpoch: hb.MemberEpoch,
+		Offsets: []*brokerpb.OffsetCommit{{Topic: "t", Partition: 0, Offset: -3}, {Topic: "u", Partition: 0, Offset: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := c.Commit(ctx, &brokerpb.CommitOffsetsRequest{GroupId: "h",
+		Offsets: []*brokerpb.OffsetCommit{{Topic: "t", Partition: 5, Offset: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		got    *brokerpb.PartitionError
+		code   codes.Code
+		reason string
+	}{
+		{"offset < 0", member.Results[0].Error, codes.InvalidArgument, rpcerror.ReasonInvalid},
+		{"partition not held", member.Results[1].Error, codes.FailedPrecondition, rpcerror.ReasonStaleMemberEpoch},
+		{"no such partition", admin.Results[0].Error, codes.NotFound, rpcerror.ReasonNotFound},
+	} {
+		if codes.Code(tc.got.GetCode()) != tc.code || tc.got.GetInfo().GetReason() != tc.reason || tc.got.GetInfo().GetRetryable() {
+			t.Errorf("%s: %v, want %v %s not retryable", tc.name, tc.got, tc.code, tc.reason)
+		}
+	}
+}
+
+type nopOffsetsLog struct{}
+
+func (nopOffsetsLog) Append(context.Context, []recordbatch.Record) error           { return nil }
+func (nopOffsetsLog) Replay(context.Context, func(recordbatch.Record) error) error { return nil }
+
+type oneTopic struct{}
+
+func (oneTopic) Partitions(context.Context, string) (int32, error) { return 2, nil }

@@ -102,19 +102,24 @@ func (t topicSource) Partitions(_ context.Context, topic string) (int32, error) 
 // answers "loading, retry" until then.
 func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partlog.Log) *group.Coordinator {
 	c := group.New(group.Config{
-		Partition:        partition,
-		CoordinatorID:    b.cfg.ID,
-		Log:              offsetsLog{l},
-		Topics:           topicSource{b},
-		SessionTimeout:   b.cfg.GroupSessionTimeout,
-		OffsetsRetention: b.cfg.OffsetsRetention,
+		Partition:         partition,
+		CoordinatorID:     b.cfg.ID,
+		Log:               offsetsLog{l},
+		Topics:            topicSource{b},
+		SessionTimeout:    b.cfg.GroupSessionTimeout,
+		MinSessionTimeout: b.cfg.GroupMinSessionTimeout,
+		MaxSessionTimeout: b.cfg.GroupMaxSessionTimeout,
+		HeartbeatInterval: b.cfg.GroupHeartbeatInterval,
+		TickInterval:      b.cfg.GroupTickInterval,
+		OffsetsRetention:  b.cfg.OffsetsRetention,
 		Limits: group.Limits{
 			MaxGroups:     b.cfg.GroupMaxGroups,
 			MaxMembers:    b.cfg.GroupMaxSize,
 			MaxGroupBytes: b.cfg.GroupMaxMetadataBytes,
 		},
-		Logger:  b.log.With("coordinator", partition),
-		Metrics: b.gm,
+		Logger:         b.log.With("coordinator", partition),
+		Metrics:        b.gm,
+		PartitionError: partitionError,
 	})
 	go func() {
 		start := time.Now()

@@ -27,36 +27,36 @@ type partition struct {
 	coord *group.Coordinator
 }
 
-// reconcileOwnership follows the assignments: partitions assigned here (at
-// their current epoch) are taken over, partitions assigned elsewhere are
-// released. Every partition goroutine is a child of ctx (the session): when
-// the session ends they all stop.
+// reconcileOwnership follows the assignments (O1, planOwnership):
+// partitions assigned here (at their current epoch) are taken over,
+// partitions assigned elsewhere are released. Every partition goroutine is
+// a child of ctx (the session): when the session ends they all stop.
 func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		snap, changed := b.assignments.snapshot()
-		desired := map[tp]int64{}
+		assigns := map[tp]*brokerpb.Assignment{}
 		for key, kv := range snap {
 			p, err := parseTP(key[len(assignmentsPrefix):])
 			if err != nil {
 				continue
 			}
 			var a brokerpb.Assignment
-			if proto.Unmarshal(kv.Value, &a) == nil && a.BrokerId == b.cfg.ID {
-				desired[p] = a.Epoch
+			if proto.Unmarshal(kv.Value, &a) == nil {
+				assigns[p] = &a
 			}
 		}
 		b.mu.Lock()
+		held := make(map[tp]int64, len(b.parts))
 		for k, p := range b.parts {
-			if e, ok := desired[k]; !ok || e != p.epoch {
-				p.cancel() // its goroutine releases it and removes it from parts
-			}
+			held[k] = p.epoch
 		}
-		for k, e := range desired {
-			if _, ok := b.parts[k]; ok {
-				continue
-			}
+		plan := planOwnership(assignedTo(b.cfg.ID, assigns), held)
+		for _, k := range plan.release {
+			b.parts[k].cancel() // its goroutine releases it and removes it from parts
+		}
+		for k, e := range plan.claim {
 			pctx, cancel := context.WithCancel(ctx)
 			p := &partition{tp: k, epoch: e, cancel: cancel, done: make(chan struct{})}
 			b.parts[k] = p
@@ -118,19 +118,23 @@ func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = nextBackoff(backoff, 5*time.Second)
 	}
 }
 
+// stillAssigned reads the partition's assignment from metad and decides O3.
 func (b *Broker) stillAssigned(ctx context.Context, p *partition) bool {
 	gctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
 	defer cancel()
 	kv, err := b.meta.Get(gctx, assignmentKey(p.tp))
-	if err != nil {
-		return !errors.Is(err, metaclient.ErrNotFound)
+	var a *brokerpb.Assignment
+	if err == nil {
+		a = &brokerpb.Assignment{}
+		if proto.Unmarshal(kv.Value, a) != nil {
+			a = nil
+		}
 	}
-	var a brokerpb.Assignment
-	return proto.Unmarshal(kv.Value, &a) == nil && a.BrokerId == b.cfg.ID && a.Epoch == p.epoch
+	return retakeAfterFailure(b.cfg.ID, p.epoch, a, err)
 }
 
 // servePartition runs one ownership: wait for the previous owner to let go,
@@ -223,21 +227,31 @@ func (b *Broker) closeLog(l *partlog.Log) {
 	}
 }
 
-// waitOwnerGone waits until no other broker holds the partition's ownership
-// record: a live previous owner releases it when it sees the assignment
-// move; a dead one's vanishes with its lease. After two session TTLs it
-// goes ahead anyway: fencing keeps a stuck previous owner from writing.
+// waitOwnerGone waits until the claim may take over (O2, handover): no
+// other broker holds the partition's ownership record (a live previous
+// owner releases it when it sees the assignment move; a dead one's vanishes
+// with its lease), or two session TTLs passed: fencing keeps a stuck
+// previous owner from writing.
 func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
-	deadline := time.NewTimer(2 * b.cfg.SessionTTL)
+	h := newHandover(b.cfg.ID, b.clock.Now(), b.cfg.SessionTTL)
+	deadline := time.NewTimer(time.Until(h.deadline))
 	defer deadline.Stop()
 	for {
 		changed := b.owners.changes()
-		kv := b.owners.get(ownerKey(p.tp))
-		if kv == nil {
-			return
+		var seen *ownerSeen
+		if kv := b.owners.get(ownerKey(p.tp)); kv != nil {
+			seen = &ownerSeen{}
+			var o brokerpb.Ownership
+			if proto.Unmarshal(kv.Value, &o) == nil {
+				*seen = ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}
+			}
 		}
-		var o brokerpb.Ownership
-		if proto.Unmarshal(kv.Value, &o) != nil || o.BrokerId == b.cfg.ID {
+		switch h.step(seen, b.clock.Now()) {
+		case takeOver:
+			return
+		case takeOverFenced:
+			b.log.Warn("previous owner still holds the partition; taking over with fencing",
+				"topic", p.tp.topic, "partition", p.tp.partition, "previous", seen.broker)
 			return
 		}
 		select {
@@ -245,9 +259,6 @@ func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
 			return
 		case <-changed:
 		case <-deadline.C:
-			b.log.Warn("previous owner still holds the partition; taking over with fencing",
-				"topic", p.tp.topic, "partition", p.tp.partition, "previous", o.BrokerId)
-			return
 		}
 	}
 }

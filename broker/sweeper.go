@@ -29,7 +29,7 @@ func (b *Broker) sweepOrphanLedgers(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := b.sweepOnce(ctx, time.Now())
+		n, err := b.sweepOnce(ctx, b.clock.Now())
 		if err != nil && ctx.Err() == nil {
 			b.log.Warn("orphan ledger sweep failed", "err", err)
 		}

@@ -27,7 +27,7 @@ func pollN(t *testing.T, c *Consumer, n int) []*Record {
 }
 
 func TestCompressionRoundTrip(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	c := newTestClient(t, cl)
 	ctx := testCtx(t)
 	for _, codec := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
@@ -64,7 +64,7 @@ func TestCompressionRoundTrip(t *testing.T) {
 }
 
 func TestConsumerOffsets(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	tp := TopicPartition{"t", 0}
 	c := newTestClient(t, cl)
@@ -138,7 +138,7 @@ func TestConsumerOffsets(t *testing.T) {
 }
 
 func TestConsumerOutOfRange(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	tp := TopicPartition{"t", 0}
 	c := newTestClient(t, cl)
@@ -173,7 +173,7 @@ func TestConsumerOutOfRange(t *testing.T) {
 }
 
 func TestConsumerManyPartitionsTwoBrokers(t *testing.T) {
-	cl := newFakeCluster(t, 2)
+	cl := startRealCluster(t, 2)
 	cl.createTopic("t", 4)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{})
@@ -211,7 +211,7 @@ func TestConsumerManyPartitionsTwoBrokers(t *testing.T) {
 }
 
 func TestAdmin(t *testing.T) {
-	cl := newFakeCluster(t, 2)
+	cl := startRealCluster(t, 2)
 	c := newTestClient(t, cl)
 	ctx := testCtx(t)
 	if _, err := c.CreateTopic(ctx, "a", 3, nil); err != nil {

@@ -4,210 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
-	"github.com/strata-log/strata/broker/group"
-	"github.com/strata-log/strata/internal/rpcerror"
-	"github.com/strata-log/strata/proto/brokerpb"
-	"github.com/strata-log/strata/proto/commonpb"
-	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/internal/testwait"
 )
-
-// The fake cluster's group calls are served by a real group.Coordinator
-// (broker/group) over an in-memory offsets log, living at broker 0; the
-// other fake brokers answer NOT_COORDINATOR with a redirect to it.
-
-type fakeGroups struct {
-	coord *group.Coordinator
-	// staleFind: FindCoordinator names broker 1 (which redirects) this many
-	// times first.
-	staleFind int
-	redirects int
-}
-
-var fakeGroupsOf sync.Map // *fakeCluster -> *fakeGroups
-
-// memOffsetsLog is an in-memory group.OffsetsLog.
-type memOffsetsLog struct {
-	mu      sync.Mutex
-	records []recordbatch.Record
-}
-
-func (l *memOffsetsLog) Append(_ context.Context, records []recordbatch.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range records {
-		r.Offset = int64(len(l.records))
-		l.records = append(l.records, r)
-	}
-	return nil
-}
-
-func (l *memOffsetsLog) Replay(ctx context.Context, fn func(recordbatch.Record) error) error {
-	l.mu.Lock()
-	recs := slices.Clone(l.records)
-	l.mu.Unlock()
-	for _, r := range recs {
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type fakeTopics struct{ cl *fakeCluster }
-
-func (t fakeTopics) Partitions(_ context.Context, topic string) (int32, error) {
-	t.cl.mu.Lock()
-	defer t.cl.mu.Unlock()
-	return t.cl.topics[topic], nil
-}
-
-// withGroups starts the coordinator of cl's groups (fast timers: sessions
-// down to 500ms, heartbeats every 100ms).
-func withGroups(t *testing.T, cl *fakeCluster) *fakeGroups {
-	t.Helper()
-	c := group.New(group.Config{
-		Log: &memOffsetsLog{}, Topics: fakeTopics{cl}, CoordinatorID: "b0",
-		MinSessionTimeout: 500 * time.Millisecond, SessionTimeout: 2 * time.Second,
-		HeartbeatInterval: 100 * time.Millisecond, TickInterval: 50 * time.Millisecond,
-		RebalanceTimeout: 10 * time.Second,
-	})
-	if err := c.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	fg := &fakeGroups{coord: c}
-	fakeGroupsOf.Store(cl, fg)
-	return fg
-}
-
-func (b *fakeBroker) groups() (*fakeGroups, error) {
-	v, ok := fakeGroupsOf.Load(b.cl)
-	if !ok {
-		return nil, rpcerror.New(codes.Unimplemented, rpcerror.ReasonInternal, false, "no groups")
-	}
-	fg := v.(*fakeGroups)
-	if b.idx != 0 {
-		b.cl.mu.Lock()
-		fg.redirects++
-		b.cl.mu.Unlock()
-		return nil, rpcerror.Error(codes.FailedPrecondition,
-			&commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: b.cl.brokers[0].addr}, "not the coordinator")
-	}
-	return fg, nil
-}
-
-// groupStatus maps the coordinator's errors as the broker does.
-func groupStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	reason, code, retry := rpcerror.ReasonInternal, codes.Internal, false
-	switch {
-	case errors.Is(err, group.ErrLoading):
-		reason, code, retry = rpcerror.ReasonCoordinatorLoading, codes.Unavailable, true
-	case errors.Is(err, group.ErrUnknownMember):
-		reason, code = rpcerror.ReasonUnknownMemberID, codes.FailedPrecondition
-	case errors.Is(err, group.ErrFencedMemberEpoch):
-		reason, code = rpcerror.ReasonFencedMemberEpoch, codes.FailedPrecondition
-	case errors.Is(err, group.ErrStaleMemberEpoch):
-		reason, code, retry = rpcerror.ReasonStaleMemberEpoch, codes.FailedPrecondition, true
-	case errors.Is(err, group.ErrGroupNotEmpty):
-		reason, code = rpcerror.ReasonGroupNotEmpty, codes.FailedPrecondition
-	case errors.Is(err, group.ErrNotFound):
-		reason, code = rpcerror.ReasonNotFound, codes.NotFound
-	case errors.Is(err, group.ErrInvalid):
-		reason, code = rpcerror.ReasonInvalid, codes.InvalidArgument
-	}
-	return rpcerror.New(code, reason, retry, err.Error())
-}
-
-func (b *fakeBroker) FindCoordinator(_ context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
-	v, ok := fakeGroupsOf.Load(b.cl)
-	if !ok {
-		return nil, rpcerror.New(codes.Unimplemented, rpcerror.ReasonInternal, false, "no groups")
-	}
-	fg := v.(*fakeGroups)
-	b.cl.mu.Lock()
-	defer b.cl.mu.Unlock()
-	if fg.staleFind > 0 && len(b.cl.brokers) > 1 {
-		fg.staleFind--
-		return &brokerpb.FindCoordinatorResponse{BrokerId: "b1", Address: b.cl.brokers[1].addr}, nil
-	}
-	return &brokerpb.FindCoordinatorResponse{BrokerId: "b0", Address: b.cl.brokers[0].addr}, nil
-}
-
-func (b *fakeBroker) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
-	fg, err := b.groups()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := fg.coord.Heartbeat(ctx, req)
-	return resp, groupStatus(err)
-}
-
-func (b *fakeBroker) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
-	fg, err := b.groups()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := fg.coord.Commit(ctx, req)
-	return resp, groupStatus(err)
-}
-
-func (b *fakeBroker) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
-	fg, err := b.groups()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := fg.coord.FetchOffsets(ctx, req)
-	return resp, groupStatus(err)
-}
-
-func (b *fakeBroker) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
-	fg, err := b.groups()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := fg.coord.DescribeGroup(ctx, req)
-	return resp, groupStatus(err)
-}
-
-func (b *fakeBroker) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
-	fg, err := b.groups()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := fg.coord.DeleteGroup(ctx, req)
-	return resp, groupStatus(err)
-}
-
-func (b *fakeBroker) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
-	if b.idx != 0 {
-		return &brokerpb.ListGroupsResponse{}, nil
-	}
-	fg, err := b.groups()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := fg.coord.ListGroups(ctx, req)
-	return resp, groupStatus(err)
-}
-
-func (b *fakeBroker) DescribeCluster(context.Context, *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
-	resp := &brokerpb.DescribeClusterResponse{ControllerId: "b0"}
-	for _, fb := range b.cl.brokers {
-		resp.Brokers = append(resp.Brokers, &brokerpb.BrokerDescription{Info: &brokerpb.BrokerInfo{Id: fmt.Sprint("b", fb.idx), Address: fb.addr}})
-	}
-	return resp, nil
-}
 
 // produceValues writes n records "v<i>" round-robin over the partitions.
 func produceValues(t *testing.T, c *Client, topic string, partitions int32, from, n int) {
@@ -333,19 +136,6 @@ func (m *member) stop(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
 func groupCfg(topic string) GroupConfig {
 	return GroupConfig{Group: "g", Topics: []string{topic}, SessionTimeout: time.Second,
 		AutoCommitInterval: 100 * time.Millisecond, ResetOffset: OffsetEarliest(),
@@ -356,15 +146,15 @@ func groupCfg(topic string) GroupConfig {
 // later member of the same group resumes after it; another group reads
 // everything again.
 func TestGroupConsumeCommitResume(t *testing.T) {
-	cl := newFakeCluster(t, 2)
-	withGroups(t, cl)
+	cl := startRealCluster(t, 2)
+	cl.waitCoordinator()
 	cl.createTopic("t", 4)
 	c := newTestClient(t, cl)
 	produceValues(t, c, "t", 4, 0, 40)
 
 	o := newOwnership(t)
 	m := startMember(t, c, o.config("a", groupCfg("t")), o)
-	waitFor(t, 10*time.Second, "40 records consumed", func() error {
+	testwait.UntilNil(t, 10*time.Second, "40 records consumed", func() error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if len(o.consumed) != 40 {
@@ -389,7 +179,7 @@ func TestGroupConsumeCommitResume(t *testing.T) {
 	produceValues(t, c, "t", 4, 40, 8)
 	o2 := newOwnership(t)
 	startMember(t, c, o2.config("b", groupCfg("t")), o2)
-	waitFor(t, 10*time.Second, "the 8 new records", func() error {
+	testwait.UntilNil(t, 10*time.Second, "the 8 new records", func() error {
 		o2.mu.Lock()
 		defer o2.mu.Unlock()
 		if len(o2.consumed) != 8 {
@@ -409,7 +199,7 @@ func TestGroupConsumeCommitResume(t *testing.T) {
 	other.Group = "other"
 	o3 := newOwnership(t)
 	startMember(t, c, o3.config("c", other), o3)
-	waitFor(t, 10*time.Second, "the other group reads all 48", func() error {
+	testwait.UntilNil(t, 10*time.Second, "the other group reads all 48", func() error {
 		o3.mu.Lock()
 		defer o3.mu.Unlock()
 		if len(o3.consumed) != 48 {
@@ -422,10 +212,10 @@ func TestGroupConsumeCommitResume(t *testing.T) {
 // TestGroupRebalanceHandOver: members join and leave; no partition ever
 // has two owners and every record is consumed.
 func TestGroupRebalanceHandOver(t *testing.T) {
-	cl := newFakeCluster(t, 2)
-	fg := withGroups(t, cl)
+	cl := startRealCluster(t, 2)
+	cl.waitCoordinator()
 	cl.mu.Lock()
-	fg.staleFind = 1 // the first lookup names the wrong broker
+	cl.staleFind = 1 // the first lookup names the wrong broker
 	cl.mu.Unlock()
 	cl.createTopic("t", 6)
 	c := newTestClient(t, cl)
@@ -435,14 +225,14 @@ func TestGroupRebalanceHandOver(t *testing.T) {
 	var members []*member
 	for i := range 3 {
 		members = append(members, startMember(t, c, o.config(fmt.Sprint("m", i), groupCfg("t")), o))
-		waitFor(t, 10*time.Second, "stable", func() error { return stable(c, 6, i+1) })
+		testwait.UntilNil(t, 10*time.Second, "stable", func() error { return stable(c, 6, i+1) })
 		o.check()
 	}
 	produceValues(t, c, "t", 6, 60, 60)
 	members[0].stop(t)
-	waitFor(t, 10*time.Second, "stable after a leave", func() error { return stable(c, 6, 2) })
+	testwait.UntilNil(t, 10*time.Second, "stable after a leave", func() error { return stable(c, 6, 2) })
 	o.check()
-	waitFor(t, 10*time.Second, "all consumed", func() error {
+	testwait.UntilNil(t, 10*time.Second, "all consumed", func() error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if len(o.consumed) != 120 {
@@ -454,7 +244,7 @@ func TestGroupRebalanceHandOver(t *testing.T) {
 		t.Fatalf("owners %v", owners)
 	}
 	cl.mu.Lock()
-	redirects := fg.redirects
+	redirects := cl.redirects
 	cl.mu.Unlock()
 	if redirects == 0 {
 		t.Error("no NOT_COORDINATOR redirect was followed")
@@ -485,8 +275,8 @@ func stable(c *Client, partitions, members int) error {
 // session is removed; its commit is rejected with ErrMemberFenced, and once
 // it runs again it gives up its partitions (OnLost) and rejoins.
 func TestGroupPausedMemberFenced(t *testing.T) {
-	cl := newFakeCluster(t, 1)
-	withGroups(t, cl)
+	cl := startRealCluster(t, 1)
+	cl.waitCoordinator()
 	cl.createTopic("t", 2)
 	c := newTestClient(t, cl)
 	produceValues(t, c, "t", 2, 0, 10)
@@ -494,8 +284,8 @@ func TestGroupPausedMemberFenced(t *testing.T) {
 	cfg := groupCfg("t")
 	cfg.DisableAutoCommit = true
 	m := startMember(t, c, o.config("a", cfg), o)
-	waitFor(t, 10*time.Second, "stable", func() error { return stable(c, 2, 1) })
-	waitFor(t, 10*time.Second, "10 consumed", func() error {
+	testwait.UntilNil(t, 10*time.Second, "stable", func() error { return stable(c, 2, 1) })
+	testwait.UntilNil(t, 10*time.Second, "10 consumed", func() error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if len(o.consumed) != 10 {
@@ -507,7 +297,7 @@ func TestGroupPausedMemberFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.gc.hbPaused.Store(true)
-	waitFor(t, 10*time.Second, "member removed", func() error {
+	testwait.UntilNil(t, 10*time.Second, "member removed", func() error {
 		d, err := c.DescribeGroup(testCtx(t), "g")
 		if err != nil {
 			return err
@@ -526,7 +316,7 @@ func TestGroupPausedMemberFenced(t *testing.T) {
 		t.Fatalf("committed %v, %v; want 5", offs, err)
 	}
 	m.gc.hbPaused.Store(false)
-	waitFor(t, 10*time.Second, "lost, rejoined and stable", func() error {
+	testwait.UntilNil(t, 10*time.Second, "lost, rejoined and stable", func() error {
 		o.mu.Lock()
 		lost := o.lostCalls
 		o.mu.Unlock()
@@ -540,8 +330,8 @@ func TestGroupPausedMemberFenced(t *testing.T) {
 
 // TestGroupAdmin: list, describe, admin commits only while empty, delete.
 func TestGroupAdmin(t *testing.T) {
-	cl := newFakeCluster(t, 2)
-	withGroups(t, cl)
+	cl := startRealCluster(t, 2)
+	cl.waitCoordinator()
 	cl.createTopic("t", 2)
 	c := newTestClient(t, cl)
 	ctx := testCtx(t)
@@ -554,8 +344,8 @@ func TestGroupAdmin(t *testing.T) {
 	}
 	o := newOwnership(t)
 	m := startMember(t, c, o.config("a", groupCfg("t")), o)
-	waitFor(t, 10*time.Second, "stable", func() error { return stable(c, 2, 1) })
-	waitFor(t, 10*time.Second, "the records after the committed offsets", func() error {
+	testwait.UntilNil(t, 10*time.Second, "stable", func() error { return stable(c, 2, 1) })
+	testwait.UntilNil(t, 10*time.Second, "the records after the committed offsets", func() error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if len(o.consumed) != 3 {

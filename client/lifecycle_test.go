@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // witness is a consumer assigned to every partition from the earliest
@@ -154,7 +156,7 @@ func produceUntil(ctx context.Context, t *testing.T, p *Producer, topic string, 
 // never came. A consumer polling without a deadline must see every record
 // while the cache is invalidated and refreshed all the time.
 func TestConsumerDoesNotStallOnStaleMetadata(t *testing.T) {
-	cl := newFakeCluster(t, 2)
+	cl := startRealCluster(t, 2)
 	cl.createTopic("t", 4)
 	c := newTestClient(t, cl)
 	w := startWitness(t, c, "t", 4)
@@ -181,13 +183,13 @@ func TestConsumerDoesNotStallOnStaleMetadata(t *testing.T) {
 	start := time.Now()
 	t.Logf("acks in %s", time.Since(start))
 	ends, _ := acks.snapshot()
-	waitFor(t, 10*time.Second, "the witness to read every acknowledged record", func() error { return w.caughtUp(ends) })
+	testwait.UntilNil(t, 10*time.Second, "the witness to read every acknowledged record", func() error { return w.caughtUp(ends) })
 	t.Logf("caught up in %s", time.Since(start))
 }
 
 // TestClientLifecycleRandomized races the client's lifecycle calls (Close,
 // Seek, Assign, Unassign, group members joining and leaving) with fetch and
-// produce responses while the fake cluster moves partitions, takes brokers
+// produce responses while the cluster moves partitions, takes brokers
 // down (with metadata still naming them) and the cache goes stale. Nothing
 // may panic or deadlock, every goroutine ends (TestMain's leak check), a
 // long-lived consumer reads every acknowledged record exactly once in
@@ -201,8 +203,8 @@ func TestClientLifecycleRandomized(t *testing.T) {
 
 func lifecycleRun(t *testing.T, seed uint64) {
 	const partitions = 6
-	cl := newFakeCluster(t, 3)
-	withGroups(t, cl)
+	cl := startRealCluster(t, 3)
+	cl.waitCoordinator()
 	cl.createTopic("t", partitions)
 	c := newTestClient(t, cl)
 	w := startWitness(t, c, "t", partitions)
@@ -232,8 +234,12 @@ func lifecycleRun(t *testing.T, seed uint64) {
 	healed := time.Now()
 	acks.wg.Wait()
 	ends, values := acks.snapshot()
-	waitFor(t, 15*time.Second, "the witness to read every acknowledged record", func() error { return w.caughtUp(ends) })
-	waitFor(t, 20*time.Second, "the group to read every acknowledged record", func() error {
+	if err := testwait.Poll(15*time.Second, "the witness to read every acknowledged record", func() error { return w.caughtUp(ends) }); err != nil {
+		t.Log(ends)
+		cl.diag()
+		t.Fatal(err)
+	}
+	testwait.UntilNil(t, 20*time.Second, "the group to read every acknowledged record", func() error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		missing := 0
@@ -260,14 +266,17 @@ func lifecycleRun(t *testing.T, seed uint64) {
 
 // chaos moves partitions, takes brokers down and up, makes Metadata lie
 // and invalidates the client's cache until stop closes; then it heals
-// everything.
-func chaos(cl *fakeCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
-	n := len(cl.brokers)
+// everything. Moves are assignments the brokers hand over in the
+// background (AssignPartition), so several may be under way at once; a
+// "down" broker keeps serving its peers and metad, but its clients' calls
+// fail, as a partitioned broker's whose lease has not run out yet.
+func chaos(cl *realCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
+	n := len(cl.Brokers)
 	defer func() {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()
-		for _, b := range cl.brokers {
-			b.down.Store(false)
+		for i := range cl.down {
+			cl.down[i].Store(false)
 		}
 		clear(cl.metaOwnr)
 	}()
@@ -280,10 +289,12 @@ func chaos(cl *fakeCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
 		tp := TopicPartition{"t", rng.Int32N(6)}
 		switch rng.IntN(6) {
 		case 0, 1: // ownership moves; Metadata may lag behind
+			old := cl.ownerIndex(tp)
+			if cl.AssignPartition(tp.Topic, tp.Partition, rng.IntN(n)) != nil {
+				continue // raced the controller or an earlier move
+			}
 			cl.mu.Lock()
-			old := cl.owner[tp]
-			cl.owner[tp] = rng.IntN(n)
-			if rng.IntN(2) == 0 {
+			if rng.IntN(2) == 0 && old >= 0 {
 				cl.metaOwnr[tp] = old
 			} else {
 				delete(cl.metaOwnr, tp)
@@ -294,20 +305,23 @@ func chaos(cl *fakeCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
 			clear(cl.metaOwnr)
 			cl.mu.Unlock()
 		case 3: // a broker dies (or comes back); its partitions move
-			b := cl.brokers[rng.IntN(n)]
-			if b.down.Load() {
-				b.down.Store(false)
+			i := rng.IntN(n)
+			if cl.down[i].Load() {
+				cl.down[i].Store(false)
 				continue
 			}
-			b.down.Store(true)
-			cl.mu.Lock()
-			for tp, o := range cl.owner {
-				if o == b.idx {
-					cl.owner[tp] = (b.idx + 1 + rng.IntN(n-1)) % n
-					cl.metaOwnr[tp] = b.idx // its lease has not run out yet
+			cl.down[i].Store(true)
+			for p := range int32(6) {
+				tp := TopicPartition{"t", p}
+				if cl.ownerIndex(tp) != i {
+					continue
+				}
+				if cl.AssignPartition(tp.Topic, tp.Partition, (i+1+rng.IntN(n-1))%n) == nil {
+					cl.mu.Lock()
+					cl.metaOwnr[tp] = i // its lease has not run out yet
+					cl.mu.Unlock()
 				}
 			}
-			cl.mu.Unlock()
 		default:
 			c.invalidate("t")
 		}

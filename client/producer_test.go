@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -22,7 +23,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func newTestClient(t *testing.T, cl *fakeCluster) *Client {
+func newTestClient(t *testing.T, cl *realCluster) *Client {
 	t.Helper()
 	c, err := New(testCtx(t), Config{Brokers: cl.addrs()[:1], RequestTimeout: 5 * time.Second})
 	if err != nil {
@@ -62,7 +63,7 @@ func (d *deliveries) cb() func(*Record, error) {
 }
 
 func TestProduceOrderAndKeyedPartitioning(t *testing.T) {
-	cl := newFakeCluster(t, 2)
+	cl := startRealCluster(t, 2)
 	cl.createTopic("t", 3)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{MaxInFlight: 5, Linger: time.Millisecond, BatchBytes: 2048})
@@ -122,7 +123,7 @@ func TestProduceOrderAndKeyedPartitioning(t *testing.T) {
 }
 
 func TestProduceSyncExplicitPartitionAndTimestamp(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 4)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{})
@@ -158,7 +159,7 @@ func TestProduceSyncExplicitPartitionAndTimestamp(t *testing.T) {
 }
 
 func TestLingerBatchesIntoOneRequest(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 2)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{Linger: 100 * time.Millisecond, LingerAlways: true})
@@ -172,8 +173,8 @@ func TestLingerBatchesIntoOneRequest(t *testing.T) {
 	}
 	d.wg.Wait()
 	cl.mu.Lock()
-	if cl.produceCalls != 1 || len(cl.logs[TopicPartition{"t", 0}].batches) != 1 {
-		t.Fatalf("%d produce calls, %d batches; want 1 and 1", cl.produceCalls, len(cl.logs[TopicPartition{"t", 0}].batches))
+	if cl.produceCalls != 1 || cl.batchCount(TopicPartition{"t", 0}) != 1 {
+		t.Fatalf("%d produce calls, %d batches; want 1 and 1", cl.produceCalls, cl.batchCount(TopicPartition{"t", 0}))
 	}
 	cl.mu.Unlock()
 	// Batches of several partitions on one broker share a request.
@@ -194,7 +195,7 @@ func TestLingerBatchesIntoOneRequest(t *testing.T) {
 }
 
 func TestBackPressure(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	hold := make(chan struct{})
 	cl.holdProduce = hold
@@ -238,11 +239,13 @@ func TestBackPressure(t *testing.T) {
 }
 
 func TestNotOwnerRedirect(t *testing.T) {
-	cl := newFakeCluster(t, 2)
+	cl := startRealCluster(t, 2)
 	cl.createTopic("t", 1)
 	tp := TopicPartition{"t", 0}
 	// Metadata points at broker 0, but broker 1 serves the partition.
-	cl.owner[tp] = 1
+	if err := cl.MovePartition("t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
 	cl.metaOwnr[tp] = 0
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{})
@@ -268,8 +271,11 @@ func TestNotOwnerRedirect(t *testing.T) {
 	}
 	defer cons.Close()
 	cl.mu.Lock()
-	cl.owner[tp] = 0 // moves back; metadata is right again
+	delete(cl.metaOwnr, tp)
 	cl.mu.Unlock()
+	if err := cl.MovePartition("t", 0, 0); err != nil { // moves back; metadata is right again
+		t.Fatal(err)
+	}
 	if err := cons.Assign(ctx, map[TopicPartition]Offset{tp: OffsetEarliest()}); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +286,7 @@ func TestNotOwnerRedirect(t *testing.T) {
 }
 
 func TestLostResponseNotDuplicated(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{RetryBackoff: time.Millisecond})
@@ -308,7 +314,7 @@ func TestLostResponseNotDuplicated(t *testing.T) {
 // before it on its way, the producer takes a new producer id and sends it
 // again, instead of failing it. Nothing is lost or written twice.
 func TestUnknownProducerGetsNewID(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	tp := TopicPartition{"t", 0}
 	c := newTestClient(t, cl)
@@ -320,7 +326,7 @@ func TestUnknownProducerGetsNewID(t *testing.T) {
 		}
 	}
 	cl.mu.Lock()
-	clear(cl.logs[tp].producers) // the broker's state expired
+	cl.forgetProducers = true // the broker's state expired
 	pids := cl.nextPID
 	cl.mu.Unlock()
 	r, err := p.ProduceSync(ctx, NewRecord("t", nil, []byte("3")))
@@ -341,7 +347,7 @@ func TestUnknownProducerGetsNewID(t *testing.T) {
 }
 
 func TestLostResponseWithoutIdempotenceDuplicates(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{DisableIdempotence: true})
@@ -359,7 +365,7 @@ func TestLostResponseWithoutIdempotenceDuplicates(t *testing.T) {
 }
 
 func TestOwnerMovesWhileInFlight(t *testing.T) {
-	cl := newFakeCluster(t, 2)
+	cl := startRealCluster(t, 2)
 	cl.createTopic("t", 2)
 	tp := TopicPartition{"t", 0}
 	cl.moveAfter, cl.moveTP, cl.moveTo = 3, tp, 1
@@ -397,7 +403,7 @@ func TestOwnerMovesWhileInFlight(t *testing.T) {
 }
 
 func TestCloseFlushes(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
 	p, err := c.NewProducer(ProducerConfig{Linger: time.Hour, LingerAlways: true})
@@ -430,7 +436,7 @@ func TestCloseFlushes(t *testing.T) {
 }
 
 func TestAcksNone(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{Acks: AcksNone})
@@ -450,7 +456,7 @@ func TestAcksNone(t *testing.T) {
 }
 
 func TestRecordTooLarge(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{BatchBytes: 1000})
@@ -479,7 +485,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestRejectedBatchResequences(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	cl.rejectValue = "bad"
 	c := newTestClient(t, cl)
@@ -512,7 +518,7 @@ func TestRejectedBatchResequences(t *testing.T) {
 }
 
 func TestProducerFenced(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	cl.fenced = true
 	c := newTestClient(t, cl)
@@ -527,7 +533,7 @@ func TestProducerFenced(t *testing.T) {
 }
 
 func TestDeliveryTimeout(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	cl.holdProduce = make(chan struct{})
 	c, err := New(testCtx(t), Config{Brokers: cl.addrs(), RequestTimeout: 100 * time.Millisecond})
@@ -556,7 +562,7 @@ func TestDeliveryTimeout(t *testing.T) {
 // records that follow batch up behind it and go when it is answered, not
 // after the linger.
 func TestIdlePartitionSendsAtOnce(t *testing.T) {
-	cl := newFakeCluster(t, 1)
+	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{Linger: time.Hour})
@@ -576,7 +582,7 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 		}
 	}
 	// The first is in flight, held; the nine others wait behind it.
-	waitFor(t, 10*time.Second, "the first produce held", func() error {
+	testwait.UntilNil(t, 10*time.Second, "the first produce held", func() error {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()
 		if cl.heldProduces == 0 {
@@ -594,7 +600,7 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 	if got := cl.produceCalls - calls; got != 2 {
 		t.Fatalf("%d produce calls for 10 records behind one in flight, want 2 (one alone, nine batched)", got)
 	}
-	if n := len(cl.logs[TopicPartition{"t", 0}].batches); n != 3 {
+	if n := cl.batchCount(TopicPartition{"t", 0}); n != 3 {
 		t.Fatalf("%d batches, want 3", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/pki"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -134,7 +135,7 @@ func TestACL(t *testing.T) {
 		if topics, err := aliceCl.ListTopics(ctx, true); err != nil || len(topics) != 0 {
 			t.Errorf("list topics: %v %v; want none she may describe", topics, err)
 		}
-		eventually(t, 5*time.Second, "denials counted", func() error {
+		testwait.UntilNil(t, 5*time.Second, "denials counted", func() error {
 			v, err := metricValue("http://"+c.broker.AdminAddr+"/metrics", `strata_broker_acl_denied_total{operation="write",resource="topic"}`)
 			if err == nil && v < 1 {
 				err = fmt.Errorf("counter %v", v)
@@ -147,9 +148,9 @@ func TestACL(t *testing.T) {
 		asAdmin.must("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "write", "--topic", "orders")
 		asAdmin.must("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "read", "--topic", "orders")
 		asAdmin.must("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "read", "--group", "g1")
-		eventually(t, 10*time.Second, "alice produces", func() error { return produceOne(ctx, aliceCl, "orders") })
-		eventually(t, 10*time.Second, "alice fetches", func() error { return fetch("orders") })
-		eventually(t, 30*time.Second, "alice joins g1", func() error { return join("g1") })
+		testwait.UntilNil(t, 10*time.Second, "alice produces", func() error { return produceOne(ctx, aliceCl, "orders") })
+		testwait.UntilNil(t, 10*time.Second, "alice fetches", func() error { return fetch("orders") })
+		testwait.UntilNil(t, 30*time.Second, "alice joins g1", func() error { return join("g1") })
 		if err := fetch("other"); !denied(err, "User:alice", "READ") {
 			t.Errorf("fetch of another topic: %v", err)
 		}
@@ -164,14 +165,14 @@ func TestACL(t *testing.T) {
 
 	t.Run("deny overrides allow", func(t *testing.T) {
 		asAdmin.must("", "acl", "add", "--deny", "--principal", "User:*", "--operation", "write", "--topic", "orders")
-		eventually(t, 10*time.Second, "alice refused again", func() error {
+		testwait.UntilNil(t, 10*time.Second, "alice refused again", func() error {
 			if err := produceOne(ctx, aliceCl, "orders"); !denied(err, "User:alice", "WRITE") {
 				return fmt.Errorf("produce: %v", err)
 			}
 			return nil
 		})
 		asAdmin.must("", "acl", "remove", "--deny", "--principal", "User:*", "--operation", "write", "--topic", "orders")
-		eventually(t, 10*time.Second, "alice produces after the deny is removed", func() error { return produceOne(ctx, aliceCl, "orders") })
+		testwait.UntilNil(t, 10*time.Second, "alice produces after the deny is removed", func() error { return produceOne(ctx, aliceCl, "orders") })
 	})
 
 	t.Run("prefixed", func(t *testing.T) {
@@ -179,7 +180,7 @@ func TestACL(t *testing.T) {
 			t.Fatalf("fetch before the ACL: %v", err)
 		}
 		asAdmin.must("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "read", "--topic", "logs-", "--prefixed")
-		eventually(t, 10*time.Second, "prefixed read", func() error { return fetch("logs-app") })
+		testwait.UntilNil(t, 10*time.Second, "prefixed read", func() error { return fetch("logs-app") })
 		if err := fetch("other"); !denied(err, "User:alice", "READ") {
 			t.Errorf("fetch outside the prefix: %v", err)
 		}
@@ -187,7 +188,7 @@ func TestACL(t *testing.T) {
 
 	t.Run("internal topics", func(t *testing.T) {
 		asAdmin.must("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "all", "--topic", "*")
-		eventually(t, 10*time.Second, "alice may read other", func() error { return fetch("other") })
+		testwait.UntilNil(t, 10*time.Second, "alice may read other", func() error { return fetch("other") })
 		_, err := raw.Produce(ctx, &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{{Topic: "__consumer_offsets", Partition: 0, Records: []byte("x")}}})
 		if !denied(err, "User:alice", "internal") {
 			t.Errorf("produce to __consumer_offsets: %v", err)
@@ -210,7 +211,7 @@ func TestACL(t *testing.T) {
 				TLSCAFile: c.pki.caFile, User: "bob", Password: password})
 		}
 		var bob *client.Client
-		eventually(t, 10*time.Second, "bob logs in with his password", func() error {
+		testwait.UntilNil(t, 10*time.Second, "bob logs in with his password", func() error {
 			var err error
 			bob, err = login("s3cret-bob")
 			return err
@@ -220,7 +221,7 @@ func TestACL(t *testing.T) {
 			t.Errorf("bob without ACL: %v", err)
 		}
 		asAdmin.must("", "acl", "add", "--allow", "--principal", "User:bob", "--operation", "write", "--topic", "ord", "--prefixed")
-		eventually(t, 10*time.Second, "bob produces", func() error { return produceOne(ctx, bob, "orders") })
+		testwait.UntilNil(t, 10*time.Second, "bob produces", func() error { return produceOne(ctx, bob, "orders") })
 
 		if cl, err := login("wrong"); err == nil {
 			cl.Close()
@@ -238,7 +239,7 @@ func TestACL(t *testing.T) {
 		// Deleting the user refuses its password from then on (the cache
 		// is keyed by the record's revision).
 		asAdmin.must("", "user", "delete", "bob")
-		eventually(t, 10*time.Second, "bob refused after delete", func() error {
+		testwait.UntilNil(t, 10*time.Second, "bob refused after delete", func() error {
 			if err := produceOne(ctx, bob, "orders"); err == nil || !strings.Contains(err.Error(), "wrong user name or password") {
 				return fmt.Errorf("produce: %v", err)
 			}

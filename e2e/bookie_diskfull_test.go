@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -107,7 +108,7 @@ func TestBookieDiskFull(t *testing.T) {
 	_ = stream.CloseSend()
 	t.Logf("read-only after %d entries of 256 KiB", readOnlyAt)
 	checkAcked(t, c, keep)
-	eventually(t, 10*time.Second, "registry says read-only", func() error {
+	testwait.UntilNil(t, 10*time.Second, "registry says read-only", func() error {
 		known, err := bookies.List(ctx, cl)
 		if err != nil {
 			return err
@@ -122,7 +123,7 @@ func TestBookieDiskFull(t *testing.T) {
 	if _, err := c.DeleteLedger(ctx, &bookiepb.DeleteLedgerRequest{LedgerId: 2}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "writable again", func() error {
+	testwait.UntilNil(t, 30*time.Second, "writable again", func() error {
 		st, err := addOne(ctx, c, 1, 20, payloadFor(entryKey{1, 20}, 4096))
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -46,12 +47,20 @@ func TestBookieGCDeletesOrphanedLedger(t *testing.T) {
 	clients := map[string]bookiepb.BookieClient{}
 	for _, n := range nodes {
 		clients[n.ID] = dialBookie(t, n.Listen)
-		for id, want := range map[uint64][][]byte{doomed: doomedStored, kept: keptStored} {
-			if err := checkCopy(ctx, clients[n.ID], id, want); err != nil {
-				t.Fatalf("bookie %s before the kill: %v", n.ID, err)
+	}
+	// An entry is acknowledged at the ack quorum (2): the third bookie's
+	// copy may land just after, so wait for every bookie's, not the
+	// writer's view of two.
+	testwait.UntilNil(t, 10*time.Second, "every bookie to hold both ledgers", func() error {
+		for _, n := range nodes {
+			for id, want := range map[uint64][][]byte{doomed: doomedStored, kept: keptStored} {
+				if err := checkCopy(ctx, clients[n.ID], id, want); err != nil {
+					return fmt.Errorf("bookie %s before the kill: %w", n.ID, err)
+				}
 			}
 		}
-	}
+		return nil
+	})
 
 	victim.Kill()
 	err := ledger.Delete(ctx, env, doomed)
@@ -74,7 +83,7 @@ func TestBookieGCDeletesOrphanedLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := "http://" + victim.AdminAddr + "/metrics"
-	eventually(t, 30*time.Second, "the restarted bookie deletes its orphaned copy", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the restarted bookie deletes its orphaned copy", func() error {
 		if err := checkGone(ctx, clients[victim.ID], doomed); err != nil {
 			return err
 		}
@@ -106,7 +115,7 @@ func TestBookieGCDeletesOrphanedLedger(t *testing.T) {
 	// Let more than a grace period of sweeps pass after the deletion: had
 	// any sweep taken the kept ledger for an orphan, it would be gone by
 	// then.
-	eventually(t, 30*time.Second, "sweeps for longer than the grace after the deletion", func() error {
+	testwait.UntilNil(t, 30*time.Second, "sweeps for longer than the grace after the deletion", func() error {
 		last, err := metricValue(metrics, "strata_bookie_ledger_gc_last_sweep_timestamp_seconds")
 		if err != nil {
 			return err

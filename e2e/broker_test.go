@@ -19,6 +19,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -81,7 +82,7 @@ func createTopic(t testing.TB, cl *client.Client, name string, partitions int32,
 	if _, err := cl.CreateTopic(ctx, name, partitions, configs); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "every partition served", func() error {
+	testwait.UntilNil(t, 20*time.Second, "every partition served", func() error {
 		md, err := cl.Metadata(ctx, name)
 		if err != nil {
 			return err
@@ -232,6 +233,27 @@ func (r *runningLoad) finish(t *testing.T) ([]acked, time.Duration) {
 	return r.acks, r.maxGap
 }
 
+// awaitAcks waits until n records more than now are acknowledged: the
+// load is running before a fault, or running again after one, which a
+// fixed sleep only hopes for on a loaded machine.
+func (l *keyedLoad) awaitAcks(t testing.TB, n int, what string) {
+	t.Helper()
+	l.mu.Lock()
+	want := len(l.acks) + n
+	l.mu.Unlock()
+	testwait.UntilNil(t, 60*time.Second, fmt.Sprintf("%d more acknowledgements (%s)", n, what), func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.errs) > 0 {
+			t.Fatalf("%s: %d records failed; first: %v", what, len(l.errs), l.errs[0])
+		}
+		if got := len(l.acks); got < want {
+			return fmt.Errorf("%d of %d acknowledged", got, want)
+		}
+		return nil
+	})
+}
+
 // snapshot returns the acknowledgements so far.
 func (l *keyedLoad) snapshot() []acked {
 	l.mu.Lock()
@@ -277,7 +299,7 @@ func (l *keyedLoad) run(ctx context.Context, t testing.TB, p *client.Producer, t
 				time.Sleep(ahead)
 			}
 		case i%64 == 0:
-			time.Sleep(time.Millisecond) // a steady load, not a flood
+			time.Sleep(time.Millisecond) // pacing: a steady load, not a flood
 		}
 	}
 }
@@ -330,8 +352,7 @@ func TestBrokerKillOwner(t *testing.T) {
 	ctx := context.Background()
 	createTopic(t, cl, "orders", 2, nil)
 	load := startLoad(t, cl, client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}, "orders", 20, 0)
-
-	time.Sleep(time.Second)
+	load.awaitAcks(t, 200, "the load before the kill")
 	owner, err := ownerOf(ctx, cl, "orders", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -340,14 +361,14 @@ func TestBrokerKillOwner(t *testing.T) {
 	victim.Kill()
 	killed := time.Now()
 	t.Logf("killed %s (owner of orders/0)", victim.ID)
-	eventually(t, 10*time.Second, "partition 0 served by the other broker", func() error {
+	testwait.UntilNil(t, 10*time.Second, "partition 0 served by the other broker", func() error {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := cl.ListOffsets(cctx, client.TopicPartition{Topic: "orders", Partition: 0}, -1)
 		return err
 	})
 	t.Logf("orders/0 served again %s after the kill", time.Since(killed).Round(time.Millisecond))
-	time.Sleep(time.Second)
+	load.awaitAcks(t, 200, "the load after the failover")
 	acks, _ := load.finish(t)
 	log := consumeAll(t, cl, "orders", 2)
 	checkExactlyOnce(t, log, acks)
@@ -388,7 +409,7 @@ func TestBrokerZombieFenced(t *testing.T) {
 			zombie.Resume()
 		}
 	}()
-	eventually(t, 20*time.Second, "the other broker owns the partition", func() error {
+	testwait.UntilNil(t, 20*time.Second, "the other broker owns the partition", func() error {
 		o, err := ownerOf(ctx, cl, "zombie", 0)
 		if err != nil {
 			return err
@@ -423,6 +444,9 @@ func TestBrokerZombieFenced(t *testing.T) {
 			Partitions: []*brokerpb.ProducePartition{{Topic: "zombie", Partition: 0, Records: batch}}})
 		done <- result{resp, err}
 	}()
+	// A head start for the request to reach the paused zombie's socket (it
+	// cannot be observed from here); if it arrives after Resume instead,
+	// the zombie must still refuse it, so the check below holds either way.
 	time.Sleep(200 * time.Millisecond)
 	zombie.Resume()
 	paused = false
@@ -436,7 +460,7 @@ func TestBrokerZombieFenced(t *testing.T) {
 	} else {
 		t.Logf("zombie's append refused: %v", r.err)
 	}
-	eventually(t, 10*time.Second, "the zombie drops the partition", func() error {
+	testwait.UntilNil(t, 10*time.Second, "the zombie drops the partition", func() error {
 		resp, err := brokerpb.NewBrokerClient(conn).ListOffsets(ctx, &brokerpb.ListOffsetsRequest{Topic: "zombie", Partition: 0, Timestamp: -1})
 		if err == nil {
 			return fmt.Errorf("zombie still serves: high watermark %d", resp.Offset)
@@ -464,9 +488,12 @@ func TestBrokerBookieKill(t *testing.T) {
 	cl := c.client(t)
 	createTopic(t, cl, "bk", 2, nil)
 	load := startLoad(t, cl, client.ProducerConfig{Linger: time.Millisecond}, "bk", 10, 0)
-	time.Sleep(time.Second)
+	load.awaitAcks(t, 200, "the load before the kill")
 	c.bookies[1].Kill()
+	// Deliberately 3 s of load after the kill: the window the stall bound
+	// is measured over (not a wait for a condition).
 	time.Sleep(3 * time.Second)
+	load.awaitAcks(t, 100, "the load after the kill")
 	acks, gap := load.finish(t)
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
 	if gap >= 2*time.Second {
@@ -668,7 +695,7 @@ func TestBrokerBadInput(t *testing.T) {
 	if _, err := cl.AlterTopicConfigs(ctx, "good", map[string]string{"max.message.bytes": "65536"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "larger batches accepted after alter", func() error {
+	testwait.UntilNil(t, 10*time.Second, "larger batches accepted after alter", func() error {
 		resp, err := bc.Produce(ctx, &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{
 			{Topic: "good", Partition: 0, Records: batch(strings.Repeat("y", 4096))}}})
 		if err != nil {
@@ -691,12 +718,12 @@ func TestBrokerDrainAndLag(t *testing.T) {
 	ctx := context.Background()
 	createTopic(t, cl, "drain", 4, nil)
 	load := startLoad(t, cl, client.ProducerConfig{Linger: 2 * time.Millisecond}, "drain", 8, 0)
-	time.Sleep(500 * time.Millisecond)
+	load.awaitAcks(t, 100, "the load before the drain")
 	leaving := c.brokers[1]
 	stopped := time.Now()
 	leaving.Stop(30 * time.Second) // SIGTERM: drain, then exit
 	t.Logf("%s drained and exited in %s", leaving.ID, time.Since(stopped).Round(time.Millisecond))
-	time.Sleep(500 * time.Millisecond)
+	load.awaitAcks(t, 100, "the load after the drain")
 	acks, _ := load.finish(t)
 	for part := int32(0); part < 4; part++ {
 		if o, err := ownerOf(ctx, cl, "drain", part); err != nil || o != c.brokers[0].Listen {
@@ -718,7 +745,7 @@ func TestBrokerDrainAndLag(t *testing.T) {
 	if err := cl.CommitGroupOffsets(ctx, "lagging", commits); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "lag metric", func() error {
+	testwait.UntilNil(t, 10*time.Second, "lag metric", func() error {
 		got, err := metricValue("http://"+c.brokers[0].AdminAddr+"/metrics", `strata_broker_group_lag_records{group="lagging",topic="drain"}`)
 		if err != nil {
 			return err
@@ -759,7 +786,7 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	ctx := context.Background()
 	createTopic(t, cl, "metakill", 4, nil)
 	load := startLoad(t, cl, client.ProducerConfig{Linger: 2 * time.Millisecond}, "metakill", 8, 0)
-	time.Sleep(500 * time.Millisecond)
+	load.awaitAcks(t, 100, "the load before the kill")
 	mc := newMetaClient(t, c.meta)
 	lead, err := leader(ctx, mc)
 	if err != nil {
@@ -767,7 +794,10 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	}
 	c.meta.Member(lead).Kill()
 	t.Logf("killed metad leader %s", lead)
+	// Deliberately 5 s of load without the old leader: an election and
+	// the lease clocks it restarts (not a wait for a condition).
 	time.Sleep(5 * time.Second)
+	load.awaitAcks(t, 100, "the load after the kill")
 	acks, gap := load.finish(t)
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
 	checkExactlyOnce(t, consumeAll(t, cl, "metakill", 4), acks)
@@ -813,7 +843,7 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 		}
 		return err == nil
 	}
-	eventually(t, 15*time.Second, "orphan deleted", func() error {
+	testwait.UntilNil(t, 15*time.Second, "orphan deleted", func() error {
 		if exists(orphan) {
 			return fmt.Errorf("ledger %d still exists", orphan)
 		}
@@ -822,7 +852,7 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 	if !exists(foreign) {
 		t.Fatalf("ledger %d without partition properties was deleted", foreign)
 	}
-	time.Sleep(time.Second) // several more sweeps
+	time.Sleep(time.Second) // a negative check: several more sweeps (every 200ms) delete nothing more
 	if n, err := metricValue("http://"+c.brokers[0].AdminAddr+"/metrics", "strata_broker_orphan_ledgers_deleted_total"); err != nil || n != 1 {
 		t.Fatalf("orphan ledgers deleted: %v (%v), want exactly 1", n, err)
 	}
@@ -884,7 +914,7 @@ func TestBrokerAckLevels(t *testing.T) {
 			t.Fatalf("acks=%s: %v", acks, failed)
 		}
 	}
-	eventually(t, 10*time.Second, "every record stored", func() error {
+	testwait.UntilNil(t, 10*time.Second, "every record stored", func() error {
 		log := consumeAll(t, cl, "acks", 2)
 		got := map[string]int{}
 		for _, recs := range log {

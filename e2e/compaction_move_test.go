@@ -14,6 +14,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -58,7 +59,7 @@ func TestCompactionOwnershipMove(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	var m compactionModel
 	m.produceKeyed(t, cl, topic, rng, 2000, 300, 300, 8)
-	eventually(t, 30*time.Second, "every ledger closed", func() error {
+	testwait.UntilNil(t, 30*time.Second, "every ledger closed", func() error {
 		p, hw, err := describeLive(t, cl, topic)
 		if err != nil {
 			return err
@@ -76,7 +77,7 @@ func TestCompactionOwnershipMove(t *testing.T) {
 		"min.cleanable.dirty.ratio": "0"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the owner to pause before its swap", func() error {
+	testwait.UntilNil(t, 60*time.Second, "the owner to pause before its swap", func() error {
 		if state := procState(zombie.Pid()); state != "T" {
 			return fmt.Errorf("state %q", state)
 		}
@@ -103,7 +104,7 @@ func TestCompactionOwnershipMove(t *testing.T) {
 		t.Fatal("the paused pass wrote no output ledger")
 	}
 
-	eventually(t, 30*time.Second, "the other broker to serve the partition", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the other broker to serve the partition", func() error {
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		owner, err := ownerOf(octx, cl, topic, 0)
@@ -138,7 +139,7 @@ func TestCompactionOwnershipMove(t *testing.T) {
 	// version moved): its outputs are never listed, and are deleted (by
 	// itself at once, or by the orphan sweeper after its grace when the
 	// CAS's outcome was unknown to it).
-	eventually(t, 90*time.Second, "the paused pass's leftovers deleted, never listed", func() error {
+	testwait.UntilNil(t, 90*time.Second, "the paused pass's leftovers deleted, never listed", func() error {
 		for _, s := range storedPartitionLog(t, c, topic).Segments {
 			if gone[s.LedgerId] {
 				t.Fatalf("ledger %d is listed: the paused pass's stale swap was applied", s.LedgerId)
@@ -171,7 +172,7 @@ func TestCompactionOwnershipMove(t *testing.T) {
 		}
 	}
 	checkAgainstModel(t, got, m.latest(true))
-	eventually(t, 60*time.Second, "no unlisted ledger of the partition", func() error {
+	testwait.UntilNil(t, 60*time.Second, "no unlisted ledger of the partition", func() error {
 		if left := unlistedLedgers(t, c, env, topic); len(left) > 0 {
 			return fmt.Errorf("unlisted ledgers %v", left)
 		}
@@ -235,7 +236,7 @@ func describeLive(t *testing.T, cl *client.Client, topic string) (*brokerpb.Part
 func waitCleanedLive(t *testing.T, cl *client.Client, topic string, since int64) *brokerpb.PartitionDescription {
 	t.Helper()
 	var p *brokerpb.PartitionDescription
-	eventually(t, 60*time.Second, topic+" compacted to its end", func() error {
+	testwait.UntilNil(t, 60*time.Second, topic+" compacted to its end", func() error {
 		var hw int64
 		var err error
 		if p, hw, err = describeLive(t, cl, topic); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/failpoint"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -166,7 +167,7 @@ func describePartition0(t *testing.T, cl *client.Client, topic string) *brokerpb
 func waitCleaned(t *testing.T, cl *client.Client, topic string, since int64) *brokerpb.PartitionDescription {
 	t.Helper()
 	var p *brokerpb.PartitionDescription
-	eventually(t, 60*time.Second, topic+" compacted to its end", func() error {
+	testwait.UntilNil(t, 60*time.Second, topic+" compacted to its end", func() error {
 		p = describePartition0(t, cl, topic)
 		if p.CleanedOffset != p.HighWatermark || p.LastCompactionMs <= since {
 			return fmt.Errorf("cleaned to %d at %d, high watermark %d", p.CleanedOffset, p.LastCompactionMs, p.HighWatermark)
@@ -265,7 +266,7 @@ func TestCompaction(t *testing.T) {
 			if _, err := cl.AlterTopicConfigs(wctx, "compact-crash", compacted, nil); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 60*time.Second, "the broker to die at "+fp, func() error {
+			testwait.UntilNil(t, 60*time.Second, "the broker to die at "+fp, func() error {
 				if broker.Running() {
 					return errors.New("still running")
 				}
@@ -281,7 +282,7 @@ func TestCompaction(t *testing.T) {
 			checkAgainstModel(t, readCompacted(t, cl, "compact-crash"), m.latest(true))
 			// Every ledger of the partition is listed: the killed pass's
 			// outputs (before_cas) or inputs (after_cas) were swept.
-			eventually(t, 60*time.Second, "no unlisted ledger of the partition", func() error {
+			testwait.UntilNil(t, 60*time.Second, "no unlisted ledger of the partition", func() error {
 				all, err := ledger.ListAll(ctx, env.Meta)
 				if err != nil {
 					return err
@@ -310,7 +311,7 @@ func TestCompaction(t *testing.T) {
 		createTopic(t, cl, "compact-bench", 1, map[string]string{"segment.bytes": "1048576"})
 		m := compactionModel{batchBytes: 256 << 10}
 		m.produceKeyed(t, cl, "compact-bench", rand.New(rand.NewPCG(31, 32)), 16000, 1500, 1000, 1<<30)
-		eventually(t, 30*time.Second, "every ledger closed", func() error {
+		testwait.UntilNil(t, 30*time.Second, "every ledger closed", func() error {
 			p := describePartition0(t, cl, "compact-bench")
 			if open := p.Ledgers[len(p.Ledgers)-1]; open.FirstOffset != p.HighWatermark {
 				return fmt.Errorf("the open ledger starts at %d, high watermark %d", open.FirstOffset, p.HighWatermark)
@@ -336,7 +337,7 @@ func TestCompaction(t *testing.T) {
 		p := waitCleaned(t, cl, "compact-bench", 0)
 		// The pass is counted once its inputs are deleted, after the swap.
 		var runs, in1, secs1 float64
-		eventually(t, 30*time.Second, "the pass to be counted", func() error {
+		testwait.UntilNil(t, 30*time.Second, "the pass to be counted", func() error {
 			if runs, in1, secs1 = metrics(); runs == runs0 {
 				return errors.New("not yet")
 			}
@@ -379,7 +380,7 @@ func TestCompaction(t *testing.T) {
 		}
 		var cleaned int
 		var totalBytes int64
-		eventually(t, 60*time.Second, "__consumer_offsets compacted", func() error {
+		testwait.UntilNil(t, 60*time.Second, "__consumer_offsets compacted", func() error {
 			d, err := cl.DescribeTopic(ctx, "__consumer_offsets")
 			if err != nil {
 				return err
@@ -410,7 +411,7 @@ func TestCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		for g := range groups {
-			eventually(t, 30*time.Second, "group offsets after reload", func() error {
+			testwait.UntilNil(t, 30*time.Second, "group offsets after reload", func() error {
 				got, err := cl.FetchOffsets(wctx, fmt.Sprintf("g%d", g), tp)
 				if err != nil {
 					return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/miniotest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -40,7 +41,7 @@ func TestCompactionTiered(t *testing.T) {
 	// left on the bookies) and a pass after since cleaned it all.
 	settled := func(since int64) (cleanedAtMs int64) {
 		t.Helper()
-		eventually(t, 120*time.Second, topic+" tiered and compacted to its end", func() error {
+		testwait.UntilNil(t, 120*time.Second, topic+" tiered and compacted to its end", func() error {
 			p := describePartition0(t, cl, topic)
 			switch {
 			case p.TieredEndOffset != p.HighWatermark || len(p.Ledgers) != 1 || p.Ledgers[0].Closed:
@@ -82,7 +83,7 @@ func TestCompactionTiered(t *testing.T) {
 	// The replaced objects leave the bucket (garbage queue, then the
 	// orphan sweep for anything a stale pass left): the bucket holds
 	// exactly the listed objects.
-	eventually(t, 60*time.Second, "the bucket holds only the listed objects", func() error {
+	testwait.UntilNil(t, 60*time.Second, "the bucket holds only the listed objects", func() error {
 		listed := []string{}
 		for _, o := range storedPartitionLog(t, c.strataCluster, topic).Tiered {
 			listed = append(listed, o.ObjectKey)

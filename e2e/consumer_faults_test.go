@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // tailer is a consumer assigned to every partition of a topic from the
@@ -140,9 +141,9 @@ func TestConsumersThroughFaults(t *testing.T) {
 	caughtUp := func(what string, since time.Time) {
 		t.Helper()
 		acks := load.snapshot()
-		eventually(t, 60*time.Second, what+": the tailer reads every acknowledged record", func() error { return tl.has(acks) })
+		testwait.UntilNil(t, 60*time.Second, what+": the tailer reads every acknowledged record", func() error { return tl.has(acks) })
 		tailer := time.Since(since)
-		eventually(t, 60*time.Second, what+": the group reads every acknowledged record", func() error {
+		testwait.UntilNil(t, 60*time.Second, what+": the group reads every acknowledged record", func() error {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			for _, a := range acks {
@@ -188,7 +189,7 @@ func TestConsumersThroughFaults(t *testing.T) {
 			return m.Process, m.WaitReady
 		}},
 	}
-	eventually(t, 30*time.Second, "the first acknowledgements", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the first acknowledgements", func() error {
 		load.mu.Lock()
 		defer load.mu.Unlock()
 		if len(load.acks) < 1000 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // freeBase finds a metad base port whose client, raft and admin ports
@@ -139,7 +140,7 @@ func brokerLogsSay(t *testing.T, dir string, substrs ...string) {
 		if n.Role != devcluster.RoleBroker {
 			continue
 		}
-		eventually(t, 10*time.Second, n.Name+" logs "+strings.Join(substrs, " "), func() error {
+		testwait.UntilNil(t, 10*time.Second, n.Name+" logs "+strings.Join(substrs, " "), func() error {
 			data, err := os.ReadFile(n.LogFile)
 			if err != nil {
 				return err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -303,7 +304,7 @@ func testTwoGroupsIndependent(t *testing.T, c *strataCluster, cl *client.Client)
 	startGroupMember(t, c, b, "b1", memberConfig("gb", "shared"))
 	produceN(t, cl, "shared", 4, "s", 400, 200)
 	for name, o := range map[string]*ownershipLog{"ga": a, "gb": b} {
-		eventually(t, 20*time.Second, name+" consumed all 600", func() error {
+		testwait.UntilNil(t, 20*time.Second, name+" consumed all 600", func() error {
 			if n := o.consumedCount(); n != 600 {
 				return fmt.Errorf("%d distinct records", n)
 			}
@@ -318,7 +319,7 @@ func testTwoGroupsIndependent(t *testing.T, c *strataCluster, cl *client.Client)
 		}
 		o.mu.Unlock()
 	}
-	eventually(t, 10*time.Second, "ga stable", func() error { return groupStable(cl, "ga", 2, 4) })
+	testwait.UntilNil(t, 10*time.Second, "ga stable", func() error { return groupStable(cl, "ga", 2, 4) })
 }
 
 // testThreeMembersOneOwner: members join, leave cleanly and are killed;
@@ -353,7 +354,7 @@ func testThreeMembersOneOwner(t *testing.T, c *strataCluster, cl *client.Client)
 	stable := func(members int, within time.Duration) time.Duration {
 		t.Helper()
 		began := time.Now()
-		eventually(t, within, fmt.Sprintf("%d members stable", members), func() error { return groupStable(cl, group, members, 6) })
+		testwait.UntilNil(t, within, fmt.Sprintf("%d members stable", members), func() error { return groupStable(cl, group, members, 6) })
 		o.check(t)
 		return time.Since(began)
 	}
@@ -374,7 +375,7 @@ func testThreeMembersOneOwner(t *testing.T, c *strataCluster, cl *client.Client)
 	if produceErr != nil {
 		t.Fatal(produceErr)
 	}
-	eventually(t, 20*time.Second, "every record consumed", func() error {
+	testwait.UntilNil(t, 20*time.Second, "every record consumed", func() error {
 		if n := o.consumedCount(); n != produced {
 			return fmt.Errorf("%d of %d", n, produced)
 		}
@@ -399,7 +400,7 @@ func testPausedMemberFenced(t *testing.T, c *strataCluster, cl *client.Client) {
 		t.Fatal(err)
 	}
 	var hb *brokerpb.GroupHeartbeatResponse
-	eventually(t, 10*time.Second, "zombie joins", func() error {
+	testwait.UntilNil(t, 10*time.Second, "zombie joins", func() error {
 		hb, err = fc.GroupHeartbeat(ctx, &brokerpb.GroupHeartbeatRequest{GroupId: group, MemberEpoch: 0,
 			SubscribedTopics: []string{"shared"}, SessionTimeoutMs: int32(groupSession.Milliseconds()), ClientId: "zombie"})
 		return err
@@ -422,14 +423,14 @@ func testPausedMemberFenced(t *testing.T, c *strataCluster, cl *client.Client) {
 
 	o := newOwnershipLog()
 	live := startGroupMember(t, c, o, "live", memberConfig(group, "shared"))
-	eventually(t, groupSession+5*time.Second, "the live member owns all 4 partitions", func() error {
+	testwait.UntilNil(t, groupSession+5*time.Second, "the live member owns all 4 partitions", func() error {
 		return groupStable(cl, group, 1, 4)
 	})
 	t.Logf("partitions moved %s after the zombie's last heartbeat", time.Since(paused).Round(time.Millisecond))
 	if pos, ok := live.gc.Position(client.TopicPartition{Topic: "shared", Partition: 0}); !ok || pos < 7 {
 		t.Errorf("live member starts shared/0 at %d (owned %t), want >= the zombie's commit 7", pos, ok)
 	}
-	eventually(t, 10*time.Second, "live member commits everything", func() error {
+	testwait.UntilNil(t, 10*time.Second, "live member commits everything", func() error {
 		offs, err := cl.FetchOffsets(ctx, group, client.TopicPartition{Topic: "shared", Partition: 0})
 		if err != nil {
 			return err
@@ -460,7 +461,7 @@ func testPausedMemberFenced(t *testing.T, c *strataCluster, cl *client.Client) {
 func brokerStub(t *testing.T, c *strataCluster, cl *client.Client, group string) (brokerpb.BrokerClient, error) {
 	t.Helper()
 	var addr string
-	eventually(t, 10*time.Second, "find coordinator", func() error {
+	testwait.UntilNil(t, 10*time.Second, "find coordinator", func() error {
 		var err error
 		addr, err = coordinatorOf(cl, c, group)
 		return err
@@ -532,12 +533,12 @@ func testCoordinatorKilled(t *testing.T, c *strataCluster, cl *client.Client) {
 				}
 				mu.Unlock()
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the sampling interval of this watcher
 		}
 	}()
 	defer func() { stopWatch(); wg.Wait() }()
 
-	eventually(t, 20*time.Second, "the first 400 records committed", func() error { return committedAll(cl, group, topic, 4, 100) })
+	testwait.UntilNil(t, 20*time.Second, "the first 400 records committed", func() error { return committedAll(cl, group, topic, 4, 100) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before, err := cl.FetchOffsets(ctx, group)
@@ -555,7 +556,7 @@ func testCoordinatorKilled(t *testing.T, c *strataCluster, cl *client.Client) {
 
 	// Commits made before the kill are there once another broker serves
 	// the group.
-	eventually(t, 20*time.Second, "offsets served again", func() error {
+	testwait.UntilNil(t, 20*time.Second, "offsets served again", func() error {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		defer acancel()
 		after, err := cl.FetchOffsets(actx, group)
@@ -576,7 +577,7 @@ func testCoordinatorKilled(t *testing.T, c *strataCluster, cl *client.Client) {
 	t.Logf("offsets served again %s after the kill", time.Since(killed).Round(time.Millisecond))
 
 	produceN(t, cl, topic, 4, "d", 400, 200)
-	eventually(t, 30*time.Second, "the group consumes and commits everything", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the group consumes and commits everything", func() error {
 		if err := committedAll(cl, group, topic, 4, 150); err != nil {
 			return err
 		}
@@ -688,7 +689,7 @@ func testGroupCLI(t *testing.T, c *strataCluster, cl *client.Client) {
 	// A group with a member refuses resets and deletes.
 	o := newOwnershipLog()
 	m := startGroupMember(t, c, o, "cli-live", memberConfig("cli-live", "shared"))
-	eventually(t, 10*time.Second, "cli-live stable", func() error { return groupStable(cl, "cli-live", 1, 4) })
+	testwait.UntilNil(t, 10*time.Second, "cli-live stable", func() error { return groupStable(cl, "cli-live", 1, 4) })
 	if out := run(1, "group", "reset-offsets", "cli-live", "--topic", "shared", "--to-earliest", "--execute"); !strings.Contains(out, "members") {
 		t.Fatalf("reset of a live group: %s", out)
 	}
@@ -724,9 +725,9 @@ func testGroupCLI(t *testing.T, c *strataCluster, cl *client.Client) {
 			cmd.Wait()
 		})
 	}
-	eventually(t, 20*time.Second, "pair stable", func() error { return groupStable(cl, "pair", 2, 4) })
+	testwait.UntilNil(t, 20*time.Second, "pair stable", func() error { return groupStable(cl, "pair", 2, 4) })
 	produceN(t, cl, "shared", 4, "s", 612, 40)
-	eventually(t, 15*time.Second, "40 records printed once across both", func() error {
+	testwait.UntilNil(t, 15*time.Second, "40 records printed once across both", func() error {
 		seen := map[string]int{}
 		per := [2]int{}
 		for i := range outs {

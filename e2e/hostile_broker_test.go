@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -168,16 +170,17 @@ func TestHostileBroker(t *testing.T) {
 	// ledgers and 20,000 goroutines), and the cluster's partition cap.
 	_, err = bc.CreateTopic(ctx, &brokerpb.CreateTopicRequest{Name: "huge", Partitions: 10_001})
 	wantInvalid(t, "a topic of 10,001 partitions", err, "max-partitions-per-topic")
-	for { // the controller creates __consumer_offsets (16 partitions)
+	// The controller creates __consumer_offsets (16 partitions).
+	testwait.UntilNil(t, 30*time.Second, "the controller to create __consumer_offsets", func() error {
 		lt, err := bc.ListTopics(ctx, &brokerpb.ListTopicsRequest{IncludeInternal: true})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if slices.ContainsFunc(lt.Topics, func(s *brokerpb.TopicSummary) bool { return s.Name == "__consumer_offsets" }) {
-			break
+		if !slices.ContainsFunc(lt.Topics, func(s *brokerpb.TopicSummary) bool { return s.Name == "__consumer_offsets" }) {
+			return errors.New("not listed yet")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	_, err = bc.CreateTopic(ctx, &brokerpb.CreateTopicRequest{Name: "big", Partitions: 4})
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "max-cluster-partitions") {
 		t.Fatalf("a topic past --max-cluster-partitions: %v, want RESOURCE_EXHAUSTED", err)
@@ -237,12 +240,7 @@ func TestHostileFenceOneBookie(t *testing.T) {
 		}
 		return 0
 	}
-	eventually(t, 30*time.Second, "records acknowledged", func() error {
-		if n := len(load.snapshot()); n < 200 {
-			return fmt.Errorf("%d acknowledged", n)
-		}
-		return nil
-	})
+	load.awaitAcks(t, 200, "the load before the fence")
 	victim := openLedger()
 	if victim == 0 {
 		t.Fatal("fenced/0 has no open ledger")
@@ -253,7 +251,7 @@ func TestHostileFenceOneBookie(t *testing.T) {
 	}
 	fenced := time.Now()
 	t.Logf("fenced ledger %d on bookie %s with %d records acknowledged", victim, c.bookies[1].ID, before)
-	eventually(t, 30*time.Second, "the partition writes to a new ledger", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the partition writes to a new ledger", func() error {
 		if l := openLedger(); l == victim || l == 0 {
 			return fmt.Errorf("open ledger %d", l)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/metad/metaclient"
@@ -298,7 +299,7 @@ func TestHostileMetadLargeValues(t *testing.T) {
 	}
 	t.Logf("300 puts of 1 MiB in %v (%d retried)", time.Since(start).Round(time.Millisecond), retried)
 	// Every member has applied them all before the peaks are read.
-	eventually(t, 60*time.Second, "every member applied the puts", func() error {
+	testwait.UntilNil(t, 60*time.Second, "every member applied the puts", func() error {
 		var revs []int64
 		for _, m := range meta.Members {
 			st, err := cl.StatusOf(ctx, m.Listen)
@@ -440,7 +441,7 @@ func TestHostileOrphanEntriesCollected(t *testing.T) {
 	}
 	added := time.Now()
 	metrics := "http://" + b.AdminAddr + "/metrics"
-	eventually(t, 30*time.Second, "the orphan sweep deletes the unknown ledger", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the orphan sweep deletes the unknown ledger", func() error {
 		if err := checkGone(ctx, c, unknown); err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgergrpc"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 )
 
 // BenchmarkLedger measures, in one run on one machine, appends through the
@@ -48,9 +50,9 @@ func BenchmarkLedger(b *testing.B) {
 		nodes = append(nodes, proctest.StartBookie(b, bins["bookie"], meta, fmt.Sprintf("b%d", i), "--gc-interval", "1h"))
 	}
 	cl := newMetaClient(b, meta)
-	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{})
+	bookies := ledgergrpc.New(ledgergrpc.Options{})
 	b.Cleanup(func() { bookies.Close() })
-	env := ledger.Env{Meta: ledger.NewMetadStore(cl), Bookies: bookies, Registry: ledger.RegistryFromMeta(cl)}
+	env := ledger.Env{Meta: ledgermetad.NewStore(cl), Bookies: bookies, Registry: ledgermetad.NewRegistry(cl)}
 	cpu := &cpuMeter{procs: []cpuProcess{{group: "client", pid: os.Getpid()}}}
 	for _, n := range nodes {
 		cpu.procs = append(cpu.procs, cpuProcess{group: "bookies", pid: n.Pid()})

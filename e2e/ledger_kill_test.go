@@ -21,7 +21,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgergrpc"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -55,13 +58,13 @@ func realLedgerEnv(t *testing.T, meta *proctest.MetadCluster) (env ledger.Env, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	bookies := ledger.NewGRPCBookieClient(ledger.GRPCOptions{})
+	bookies := ledgergrpc.New(ledgergrpc.Options{})
 	closeEnv = func() {
 		bookies.Close()
 		cl.Close()
 	}
 	t.Cleanup(closeEnv)
-	return ledger.Env{Meta: ledger.NewMetadStore(cl), Bookies: bookies, Registry: ledger.RegistryFromMeta(cl)}, closeEnv
+	return ledger.Env{Meta: ledgermetad.NewStore(cl), Bookies: bookies, Registry: ledgermetad.NewRegistry(cl)}, closeEnv
 }
 
 // simpletestRun is `strata ledger simpletest` running as a child process.
@@ -191,7 +194,7 @@ func TestLedgerSimpletestThroughBookieKill4(t *testing.T) {
 	skipShort(t)
 	meta := proctest.StartMetad(t, bins["metad"], 3)
 	nodes := startLedgerBookies(t, meta, 4)
-	store := ledger.NewMetadStore(newMetaClient(t, meta))
+	store := ledgermetad.NewStore(newMetaClient(t, meta))
 
 	run := startSimpletest(t, meta, "--entries", strconv.Itoa(killSimpletestEntries), "--entry-size", "1024",
 		"--keep", "--output", "json")
@@ -477,7 +480,7 @@ func TestLedgerFencedZombieWriter(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, 30*time.Second, "500 entries acknowledged", func() error {
+	testwait.UntilNil(t, 30*time.Second, "500 entries acknowledged", func() error {
 		if acked, err := log.state(); acked < 500 || err != nil {
 			return fmt.Errorf("%d acknowledged, %v", acked, err)
 		}
@@ -493,7 +496,7 @@ func TestLedgerFencedZombieWriter(t *testing.T) {
 	}
 	took := time.Since(start)
 	ackedAfter, _ := log.state()
-	eventually(t, 10*time.Second, "writer A fenced", func() error {
+	testwait.UntilNil(t, 10*time.Second, "writer A fenced", func() error {
 		if _, err := log.state(); err == nil {
 			return errors.New("writer A still appending")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/ledger/bookies"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -25,7 +26,7 @@ func TestLedgerMetadStore(t *testing.T) {
 	skipShort(t)
 	meta := proctest.StartMetad(t, bins["metad"], 3)
 	cl := newMetaClient(t, meta)
-	store := ledger.NewMetadStore(cl)
+	store := ledgermetad.NewStore(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -162,7 +163,7 @@ func TestLedgerBookieRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writable, err := ledger.RegistryFromMeta(cl).Writable(ctx)
+	writable, err := ledgermetad.NewRegistry(cl).Writable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

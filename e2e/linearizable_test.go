@@ -183,7 +183,7 @@ func TestMetadLinearizable(t *testing.T) {
 		m := c.Member(lead)
 		m.Kill()
 		kills++
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // deliberately down a while, not a wait for a condition
 		m.Restart(t)
 	}
 	wg.Wait()

@@ -60,20 +60,6 @@ func newMetaClient(t testing.TB, c *proctest.MetadCluster) *metaclient.Client {
 	return cl
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
 // leader returns the id of the current leader as seen by any member.
 func leader(ctx context.Context, cl *metaclient.Client) (string, error) {
 	st, err := cl.Status(ctx)

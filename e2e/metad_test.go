@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 
@@ -61,7 +62,7 @@ func TestMetadKillEachMember(t *testing.T) {
 		}
 		m.Kill()
 		killed := time.Now()
-		eventually(t, 5*time.Second, fmt.Sprintf("round %d (member %s killed): write and read", round, id), func() error {
+		testwait.UntilNil(t, 5*time.Second, fmt.Sprintf("round %d (member %s killed): write and read", round, id), func() error {
 			if err := write(key+"/after", "y"); err != nil {
 				return err
 			}
@@ -87,7 +88,7 @@ func TestMetadKillEachMember(t *testing.T) {
 		cancel()
 		// The restarted member catches up: its own replica has the write
 		// made while it was down.
-		eventually(t, 10*time.Second, "restarted member catches up", func() error {
+		testwait.UntilNil(t, 10*time.Second, "restarted member catches up", func() error {
 			single, err := metaclient.New(metaclient.Config{Endpoints: []string{m.Listen}})
 			if err != nil {
 				return err
@@ -137,7 +138,7 @@ func TestMetadNoQuorum(t *testing.T) {
 	t.Logf("write without quorum failed after %s: %v", took.Round(time.Millisecond), err)
 
 	c.Members[1].Restart(t)
-	eventually(t, 15*time.Second, "write after a second member is back", func() error {
+	testwait.UntilNil(t, 15*time.Second, "write after a second member is back", func() error {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := cl.Put(wctx, "/q", []byte("3"))
@@ -178,18 +179,24 @@ func TestMetadWatchAcrossLeaderKills(t *testing.T) {
 			}
 		}
 	}()
+	ackedCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
 	// Two leader kills while the writer runs.
 	for k := 0; k < 2; k++ {
-		time.Sleep(700 * time.Millisecond) // let some writes land first
+		before := ackedCount()
+		testwait.Until(t, 30*time.Second, "20 more puts acknowledged before a kill", func() bool { return ackedCount() >= before+20 })
 		var lead string
-		eventually(t, 10*time.Second, "find leader", func() (err error) {
+		testwait.UntilNil(t, 10*time.Second, "find leader", func() (err error) {
 			lead, err = leader(ctx, cl)
 			return err
 		})
 		m := c.Member(lead)
 		m.Kill()
 		t.Logf("killed leader %s", lead)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // deliberately down a while, not a wait for a condition
 		m.Restart(t)
 	}
 	<-writerDone
@@ -197,7 +204,7 @@ func TestMetadWatchAcrossLeaderKills(t *testing.T) {
 	// Read the final revision, then drain the watch up to it. The revision of a linearizable read is the final one: no writes
 	// follow.
 	var final int64
-	eventually(t, 10*time.Second, "final revision", func() (err error) {
+	testwait.UntilNil(t, 10*time.Second, "final revision", func() (err error) {
 		_, final, err = cl.List(ctx, "/w/")
 		return err
 	})
@@ -264,7 +271,7 @@ func TestMetadLeaseExpiry(t *testing.T) {
 	}
 	c.Member(lead).Kill()
 
-	eventually(t, 10*time.Second, "unrenewed lease expires", func() error {
+	testwait.UntilNil(t, 10*time.Second, "unrenewed lease expires", func() error {
 		_, err := cl.Get(ctx, "/lease/dropped")
 		if errors.Is(err, metaclient.ErrNotFound) {
 			return nil
@@ -274,7 +281,7 @@ func TestMetadLeaseExpiry(t *testing.T) {
 	// The kept lease lives on past its TTL. Its TTL is well above an election
 	// on a loaded machine (the new leader restarts every lease clock; the
 	// client gives up after a whole TTL without a successful keep-alive).
-	time.Sleep(8 * time.Second)
+	time.Sleep(8 * time.Second) // a negative check: the session is not lost within 8 s
 	select {
 	case <-sess.Done():
 		t.Fatal("session lost across a leader kill")
@@ -325,7 +332,7 @@ func TestMetadReplaceMember(t *testing.T) {
 	}
 	// Quorum is now {1, 2, 4}: it survives losing one more of them.
 	c.Members[0].Kill()
-	eventually(t, 10*time.Second, "write with members 2 and 4", func() error {
+	testwait.UntilNil(t, 10*time.Second, "write with members 2 and 4", func() error {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := cl.Put(wctx, "/r/after", []byte("2"))
@@ -339,7 +346,7 @@ func TestMetadReplaceMember(t *testing.T) {
 	// A follower applies a commit when it next hears from the leader: its
 	// own (stale) replica catches up shortly after the write returns.
 	for _, key := range []string{"/r/before", "/r/after"} {
-		eventually(t, 5*time.Second, "new member's replica has "+key, func() error {
+		testwait.UntilNil(t, 5*time.Second, "new member's replica has "+key, func() error {
 			_, err := only4.Get(ctx, key, metaclient.Stale())
 			return err
 		})

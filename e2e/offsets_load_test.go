@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // TestOffsetsLoad1M (STRATA_LOAD_1M=1; real processes: 3 metad, 3
@@ -104,7 +105,7 @@ func TestOffsetsLoad1M(t *testing.T) {
 			t.Fatal(err)
 		}
 		var took float64
-		eventually(t, 2*time.Minute, "the coordinator loaded", func() error {
+		testwait.UntilNil(t, 2*time.Minute, "the coordinator loaded", func() error {
 			n, err := metricValue(admin, "strata_broker_group_coordinator_load_duration_seconds_count")
 			if err != nil || n < 1 {
 				return errors.Join(err, errors.New("not loaded yet"))
@@ -124,7 +125,7 @@ func TestOffsetsLoad1M(t *testing.T) {
 
 	uncompacted := restartAndLoad()
 	// The new owner closed the dead one's ledger: the compactor takes it.
-	eventually(t, 2*time.Minute, "a compaction pass", func() error {
+	testwait.UntilNil(t, 2*time.Minute, "a compaction pass", func() error {
 		runs, err := metricValue(admin, "strata_broker_compaction_runs_total")
 		if err != nil || runs < 1 {
 			return errors.Join(err, errors.New("no pass yet"))

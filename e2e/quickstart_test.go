@@ -111,7 +111,8 @@ func TestQuickstart(t *testing.T) {
 	select {
 	case err := <-ready:
 		if err != nil {
-			time.Sleep(100 * time.Millisecond) // let the reader finish the output
+			// The reader sends its error after the output ended: devOut
+			// is complete.
 			t.Fatalf("%v:\n%s", err, devOut.String())
 		}
 	case <-time.After(30 * time.Second):

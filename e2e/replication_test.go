@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -81,6 +83,20 @@ func readAll(t *testing.T, addr string, id uint64, n int) ([][]byte, error) {
 	return out, nil
 }
 
+// victimCopy reads entries 0..n-1 of a ledger from the bookie about to be
+// killed or drained. The writer returned once an ack quorum (2 of 3) held
+// each entry: the third copy may land a moment later, so wait for it
+// rather than read once.
+func victimCopy(t *testing.T, addr string, id uint64, n int) [][]byte {
+	t.Helper()
+	var entries [][]byte
+	testwait.UntilNil(t, 10*time.Second, fmt.Sprintf("bookie %s to hold all %d entries", addr, n), func() (err error) {
+		entries, err = readAll(t, addr, id, n)
+		return err
+	})
+	return entries
+}
+
 // checkRestored checks that the ledger's metadata no longer names gone and
 // that each bookie of its (single-fragment, E = Qw) ensemble holds every
 // entry with the reference payload.
@@ -121,21 +137,18 @@ func TestReplicationRestoresCopiesAfterDecommission(t *testing.T) {
 	c := startReplicationCluster(t)
 	id, ensemble := c.writeClosedLedger(t)
 	victim := c.byAddress(ensemble[1])
-	want, err := readAll(t, victim.Listen, id, 500)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := victimCopy(t, victim.Listen, id, 500)
 
 	out, errOut, code := strata(t, c.env, "bookie", "decommission", victim.ID, "--wait", "--interval", "500ms", "--timeout", "30s")
 	if code != 0 || !strings.Contains(out, "decommissioned at") || !strings.Contains(out, "OK bookie "+victim.ID+" drained") {
 		t.Fatalf("decommission --wait: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	t.Logf("decommission --wait:\n%s", out)
-	checkRestored(t, ledger.NewMetadStore(newMetaClient(t, c.meta)), id, victim.Listen, want)
+	checkRestored(t, ledgermetad.NewStore(newMetaClient(t, c.meta)), id, victim.Listen, want)
 
 	// The decommissioned bookie registers read-only (no new ledger lands
 	// on it), and the listing shows nothing under-replicated.
-	eventually(t, 10*time.Second, "decommissioned bookie read-only", func() error {
+	testwait.UntilNil(t, 10*time.Second, "decommissioned bookie read-only", func() error {
 		out, _, code := strata(t, c.env, "bookie", "list")
 		line := ""
 		for l := range strings.Lines(out) {
@@ -188,15 +201,12 @@ func TestReplicationRestoresCopiesAfterKill(t *testing.T) {
 			}
 		}
 	}
-	want, err := readAll(t, victim.Listen, id, 500)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := victimCopy(t, victim.Listen, id, 500)
 	killed := time.Now()
 	victim.Kill()
 
-	store := ledger.NewMetadStore(cl)
-	eventually(t, 30*time.Second, "ledger re-replicated off the killed bookie", func() error {
+	store := ledgermetad.NewStore(cl)
+	testwait.UntilNil(t, 30*time.Second, "ledger re-replicated off the killed bookie", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		md, _, err := store.Get(ctx, id)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/failpoint"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 )
 
@@ -131,7 +132,7 @@ func TestRetention(t *testing.T) {
 	// moves the log start past them.
 	deleted := func(t *testing.T, ids []uint64) {
 		t.Helper()
-		eventually(t, 30*time.Second, "the ledgers retention removed to be deleted", func() error {
+		testwait.UntilNil(t, 30*time.Second, "the ledgers retention removed to be deleted", func() error {
 			for _, id := range ids {
 				if exists(id) {
 					return fmt.Errorf("ledger %d still exists", id)
@@ -147,7 +148,7 @@ func TestRetention(t *testing.T) {
 		_, _, _, initial := partitionLog(t, cl, "sized")
 		offsets := produceValues(t, cl, "sized", "s", 1000, 1024) // ~1 MiB: ~64 segments
 		var start, size int64
-		eventually(t, 30*time.Second, "size retention", func() error {
+		testwait.UntilNil(t, 30*time.Second, "size retention", func() error {
 			start, _, size, _ = partitionLog(t, cl, "sized")
 			if start == 0 || size > keep+2*segment {
 				return fmt.Errorf("log start %d, %d bytes", start, size)
@@ -164,7 +165,7 @@ func TestRetention(t *testing.T) {
 			}
 		}
 		deleted(t, initial)
-		eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error {
+		testwait.UntilNil(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error {
 			return bookieCopiesMatch(c, env)
 		})
 		d, err := cl.DescribeTopic(context.Background(), "sized")
@@ -180,7 +181,7 @@ func TestRetention(t *testing.T) {
 		_, hw, _, ledgers := partitionLog(t, cl, "timed")
 		// The idle roll closes the segment after 1 s, retention deletes it
 		// once its newest record is 2 s old.
-		eventually(t, 30*time.Second, "time retention", func() error {
+		testwait.UntilNil(t, 30*time.Second, "time retention", func() error {
 			if start, _, _, _ := partitionLog(t, cl, "timed"); start != hw {
 				return fmt.Errorf("log start %d, high watermark %d", start, hw)
 			}
@@ -259,7 +260,7 @@ func TestRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		var start int64
-		eventually(t, 30*time.Second, "retention", func() error {
+		testwait.UntilNil(t, 30*time.Second, "retention", func() error {
 			if start, _, _, _ = partitionLog(t, cl, "lost"); start <= 10 {
 				return fmt.Errorf("log start %d", start)
 			}
@@ -329,7 +330,7 @@ func TestRetention(t *testing.T) {
 		if _, err := cl.AlterTopicConfigs(wctx, "crash", map[string]string{"retention.bytes": "50000"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "the broker to die at the failpoint", func() error {
+		testwait.UntilNil(t, 30*time.Second, "the broker to die at the failpoint", func() error {
 			if broker.Running() {
 				return errors.New("still running")
 			}
@@ -344,7 +345,7 @@ func TestRetention(t *testing.T) {
 		// which the crash left behind; the orphan sweeper deletes them.
 		var start int64
 		var listed []uint64
-		eventually(t, 30*time.Second, "the unlinked ledgers to be swept", func() error {
+		testwait.UntilNil(t, 30*time.Second, "the unlinked ledgers to be swept", func() error {
 			start, _, _, listed = partitionLog(t, cl, "crash")
 			if start == 0 {
 				return errors.New("log start did not move")
@@ -361,7 +362,7 @@ func TestRetention(t *testing.T) {
 				t.Fatalf("listed ledger %d was deleted", id)
 			}
 		}
-		eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error {
+		testwait.UntilNil(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error {
 			return bookieCopiesMatch(c, env)
 		})
 		recs := readFromEarliest(t, cl, "crash")

@@ -11,6 +11,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // tierStatusRow is one partition of `strata tier status -o json`.
@@ -32,7 +33,7 @@ type tierStatusRow struct {
 func waitTierStatus(t *testing.T, env []string, cl *client.Client, topic string, minEnd int64, objects int32) tierStatusRow {
 	t.Helper()
 	var row tierStatusRow
-	eventually(t, 120*time.Second, fmt.Sprintf("tier status to show %s tiered to %d+ in %d+ objects", topic, minEnd, objects), func() error {
+	testwait.UntilNil(t, 120*time.Second, fmt.Sprintf("tier status to show %s tiered to %d+ in %d+ objects", topic, minEnd, objects), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d, err := cl.DescribeTopic(ctx, topic)

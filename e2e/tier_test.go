@@ -22,6 +22,7 @@ import (
 	"github.com/strata-log/strata/internal/miniotest"
 	"github.com/strata-log/strata/internal/objfault"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -120,7 +121,7 @@ func produceTimed(t *testing.T, cl *client.Client, topic, prefix string, from, n
 // is in objects and the bookies hold no closed ledger of it.
 func tiered(t *testing.T, cl *client.Client, topic string) (hw int64) {
 	t.Helper()
-	eventually(t, 120*time.Second, "everything tiered and the bookie copies deleted", func() error {
+	testwait.UntilNil(t, 120*time.Second, "everything tiered and the bookie copies deleted", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		d, err := cl.DescribeTopic(ctx, topic)
@@ -181,7 +182,7 @@ func TestTieredStorage(t *testing.T) {
 	}
 	env, _ := realLedgerEnv(t, c.meta)
 	// The ledgers go after the CAS that unlinks them, one by one: wait.
-	eventually(t, 30*time.Second, "the closed ledgers of the topic deleted", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the closed ledgers of the topic deleted", func() error {
 		all, err := ledger.ListAll(ctx, env.Meta)
 		if err != nil {
 			return err
@@ -193,7 +194,7 @@ func TestTieredStorage(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error { return bookieCopiesMatch(c.strataCluster, env) })
+	testwait.UntilNil(t, 30*time.Second, "bookies to hold no copy of a deleted ledger", func() error { return bookieCopiesMatch(c.strataCluster, env) })
 
 	// Catch-up reads (numbers for the note; nothing is asserted on time):
 	// the whole history from the objects only, with a cold then a warm
@@ -326,7 +327,7 @@ func TestTieringCrashes(t *testing.T) {
 			}
 		}
 		// Leftovers go: every object is named by the partition's list.
-		eventually(t, 30*time.Second, point+": orphan objects swept", func() error {
+		testwait.UntilNil(t, 30*time.Second, point+": orphan objects swept", func() error {
 			d, err := cl.DescribeTopic(context.Background(), topic)
 			if err != nil {
 				return err
@@ -373,7 +374,7 @@ func produceUntilDeath(t *testing.T, cl *client.Client, topic string, broker *pr
 			t.Fatal(err)
 		}
 		if i%64 == 0 {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // pacing, not a wait for a condition
 		}
 	}
 }
@@ -412,7 +413,7 @@ func TestTieringStoreFaults(t *testing.T) {
 	c.minio.Stop()
 	produceTimed(t, cl, "faults", "f", 500, 500, 1024, base) // produce goes on
 	metrics := "http://" + c.brokers[0].AdminAddr + "/metrics"
-	eventually(t, 30*time.Second, "uploads to fail while the store is down", func() error {
+	testwait.UntilNil(t, 30*time.Second, "uploads to fail while the store is down", func() error {
 		if n, err := metricValue(metrics, "strata_broker_tier_errors_total"); err != nil || n < 3 {
 			return fmt.Errorf("tier errors %v, %v", n, err)
 		}
@@ -496,7 +497,7 @@ func TestTieringStoreFaults(t *testing.T) {
 		}
 	}
 	produceTimed(t, cl, "faults", "f", int(hw), 300, 1024, base)
-	eventually(t, 30*time.Second, "deletions to stop on a wiped bucket", func() error {
+	testwait.UntilNil(t, 30*time.Second, "deletions to stop on a wiped bucket", func() error {
 		if n, err := metricValue(metrics, "strata_broker_tier_bucket_identity_errors_total"); err != nil || n < 1 {
 			return fmt.Errorf("identity errors %v, %v", n, err)
 		}
@@ -573,7 +574,7 @@ func TestTieringThroughFaultyStore(t *testing.T) {
 	slow := proxy.Add(objfault.Rule{Method: "PUT", Status: 503})
 	produceTimed(t, cl, "faulty", "q", 0, 300, 1024, base)
 	before := tierErrors()
-	eventually(t, 30*time.Second, "uploads to fail on 503", func() error {
+	testwait.UntilNil(t, 30*time.Second, "uploads to fail on 503", func() error {
 		if n := tierErrors(); n < before+3 {
 			return fmt.Errorf("%v tier errors", n)
 		}
@@ -586,7 +587,7 @@ func TestTieringThroughFaultyStore(t *testing.T) {
 	hang := proxy.Add(objfault.Rule{Method: "PUT", Hang: true})
 	before = tierErrors()
 	start := time.Now()
-	eventually(t, 30*time.Second, "hanging uploads to end at their deadline", func() error {
+	testwait.UntilNil(t, 30*time.Second, "hanging uploads to end at their deadline", func() error {
 		if n := tierErrors(); n < before+1 {
 			return fmt.Errorf("%v tier errors", n)
 		}
@@ -686,13 +687,13 @@ func TestTieringStaleOwner(t *testing.T) {
 	cl = c.client(t) // bootstrapped from both: the first one will hang
 
 	produceTimed(t, cl, "zombie", "z", 0, 200, 1024, base)
-	eventually(t, 30*time.Second, "the owner to pause after its upload", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the owner to pause after its upload", func() error {
 		if state := procState(zombie.Pid()); state != "T" {
 			return fmt.Errorf("state %q", state)
 		}
 		return nil
 	})
-	eventually(t, 30*time.Second, "the other broker to serve the partition", func() error {
+	testwait.UntilNil(t, 30*time.Second, "the other broker to serve the partition", func() error {
 		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		owner, err := ownerOf(octx, cl, "zombie", 0)
@@ -705,7 +706,7 @@ func TestTieringStaleOwner(t *testing.T) {
 	zombie.Resume()
 	// The zombie's commit fails; the list names only the new owner's
 	// objects, and the store ends up holding exactly those.
-	eventually(t, 30*time.Second, "only committed objects in the store", func() error {
+	testwait.UntilNil(t, 30*time.Second, "only committed objects in the store", func() error {
 		pl := storedPartitionLog(t, c, "zombie")
 		named := map[string]bool{}
 		for i, s := range pl.Tiered {

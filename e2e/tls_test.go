@@ -27,6 +27,7 @@ import (
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -263,7 +264,7 @@ func TestTLS(t *testing.T) {
 		cl.Close()
 		c.pki.revoke(eve)
 		// Nodes look at the CRL file at most every second.
-		eventually(t, 10*time.Second, "the revoked client refused", func() error {
+		testwait.UntilNil(t, 10*time.Second, "the revoked client refused", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			cl, err := c.client(ctx, t, eve)
@@ -331,7 +332,7 @@ func TestTLS(t *testing.T) {
 		_, err = metadpb.NewMetadClient(dial(t, c.meta.Members[0].Listen, alice)).Put(ctx, &metadpb.PutRequest{Key: "x"})
 		wantDenied(t, "user, metad Put", err, "metad or bookie or broker or admin")
 		// Denials are counted.
-		eventually(t, 5*time.Second, "denials counted", func() error {
+		testwait.UntilNil(t, 5*time.Second, "denials counted", func() error {
 			v, err := metricValue("http://"+c.bookies[0].AdminAddr+"/metrics", `strata_bookie_rpc_denied_total{method="/strata.bookie.v1.Bookie/Fence",role="user"}`)
 			if err == nil && v != 1 {
 				err = fmt.Errorf("counter %v, want 1", v)
@@ -376,12 +377,7 @@ func TestTLSRotation(t *testing.T) {
 	defer cl.Close()
 	createTopic(t, cl, "rotate", 2, nil)
 	load := startLoad(t, cl, client.ProducerConfig{}, "rotate", 50, 500)
-	eventually(t, 20*time.Second, "records acknowledged before the rotation", func() error {
-		if n := len(load.snapshot()); n < 200 {
-			return fmt.Errorf("%d acknowledged", n)
-		}
-		return nil
-	})
+	load.awaitAcks(t, 200, "the load before the rotation")
 
 	creds, err := mtls.Load(alice)
 	if err != nil {
@@ -412,14 +408,14 @@ func TestTLSRotation(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("no connection to the broker before the rotation")
 	}
-	eventually(t, 10*time.Second, "new connections served the new certificate", func() error {
+	testwait.UntilNil(t, 10*time.Second, "new connections served the new certificate", func() error {
 		name, err := servedName()
 		if err == nil && name != "k1-rotated" {
 			err = fmt.Errorf("served %q", name)
 		}
 		return err
 	})
-	eventually(t, 20*time.Second, "records acknowledged after the rotation", func() error {
+	testwait.UntilNil(t, 20*time.Second, "records acknowledged after the rotation", func() error {
 		if n := len(load.snapshot()); n < atRotation+500 {
 			return fmt.Errorf("%d acknowledged, %d at the rotation", n, atRotation)
 		}
@@ -518,7 +514,7 @@ func TestDevTLS(t *testing.T) {
 	}
 	run("", "meta", "put", "/dev", "secure")
 	run("", "topic", "create", "secure", "-p", "1")
-	eventually(t, 20*time.Second, "produce through the profile's certificate", func() error {
+	testwait.UntilNil(t, 20*time.Second, "produce through the profile's certificate", func() error {
 		cmd := exec.Command(bins["strata"], "produce", "secure")
 		cmd.Env = append(cmd.Environ(), env...)
 		cmd.Stdin = strings.NewReader("one\ntwo\n")
@@ -592,7 +588,7 @@ func TestTLSAdmin(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, nil
 	}
-	eventually(t, 30*time.Second, "metad ready over admin TLS", func() error {
+	testwait.UntilNil(t, 30*time.Second, "metad ready over admin TLS", func() error {
 		if !m.Running() {
 			t.Fatal("metad exited (a non-loopback admin address with --admin-tls must not need --insecure)")
 		}
@@ -639,7 +635,7 @@ func TestTLSAdmin(t *testing.T) {
 	if err := os.Rename(tokenFile+".new", tokenFile); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the rotated token accepted", func() error {
+	testwait.UntilNil(t, 10*time.Second, "the rotated token accepted", func() error {
 		code, err := get(caOnly, "/metrics", "rotated")
 		if err == nil && code != 200 {
 			err = fmt.Errorf("metrics with the rotated token: %d", code)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -10,9 +11,9 @@ import (
 )
 
 // BookieClient is how writers, readers and recovery talk to bookies. The
-// real one (NewGRPCBookieClient) keeps one pipelined AddEntries stream per
-// bookie; tests use an in-memory twin that delays, drops, fails and
-// crashes on command.
+// real one (ledger/ledgergrpc) keeps one pipelined AddEntries stream per
+// bookie; tests use an in-memory twin (ledger/ledgertest) that delays,
+// drops, fails and crashes on command.
 type BookieClient interface {
 	// Add sends one add to a bookie and returns at once. cb is called
 	// exactly once: with the bookie's answer, or with an error when the
@@ -22,6 +23,8 @@ type BookieClient interface {
 	Add(bookie string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error))
 	// ReadEntry reads one entry; with req.Fence the bookie fences first.
 	// A READ_NO_ENTRY status is an explicit "absent"; any error is unknown.
+	// An error matching ErrEntryCorrupt says the bookie's copy failed its
+	// checksum.
 	ReadEntry(ctx context.Context, bookie string, req *bookiepb.ReadEntryRequest) (*bookiepb.ReadEntryResponse, error)
 	// ReadEntries streams a range (see bookiepb.Bookie.ReadEntries).
 	ReadEntries(ctx context.Context, bookie string, req *bookiepb.ReadEntriesRequest, fn func(*bookiepb.ReadEntryResponse) error) error
@@ -32,8 +35,9 @@ type BookieClient interface {
 }
 
 // MetadataStore keeps ledger metadata with compare-and-set semantics. The
-// real one is in metad under MetadataPrefix; tests use an in-memory twin
-// that can be made unavailable (BookKeeper #1591).
+// real one (ledger/ledgermetad) is in metad under MetadataPrefix; tests use
+// an in-memory twin (ledger/ledgertest) that can be made unavailable
+// (BookKeeper #1591).
 type MetadataStore interface {
 	// Create stores md under a new id (it sets md.Id) and returns the id
 	// and the record's version.
@@ -50,7 +54,40 @@ type MetadataStore interface {
 	List(ctx context.Context) ([]uint64, error)
 }
 
-// BookieRegistry lists the bookies that may take new data.
+// MetadataLister is a MetadataStore that can return every ledger's
+// metadata in one listing, in id order (ledgermetad's store does); ListAll
+// uses it when the store has it.
+type MetadataLister interface {
+	ListAll(ctx context.Context) ([]*ledgerpb.LedgerMetadata, error)
+}
+
+// ListAll returns the metadata of every ledger in id order: in one listing
+// when store is a MetadataLister, otherwise by List and Get (a ledger
+// deleted in between is left out).
+func ListAll(ctx context.Context, store MetadataStore) ([]*ledgerpb.LedgerMetadata, error) {
+	if l, ok := store.(MetadataLister); ok {
+		return l.ListAll(ctx)
+	}
+	ids, err := store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ledgerpb.LedgerMetadata, 0, len(ids))
+	for _, id := range ids {
+		md, _, err := store.Get(ctx, id)
+		if errors.Is(err, ErrNoSuchLedger) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, md)
+	}
+	return out, nil
+}
+
+// BookieRegistry lists the bookies that may take new data. The real one
+// (ledgermetad.Registry) reads the bookies' registrations in metad.
 type BookieRegistry interface {
 	// Writable returns registered bookies in state WRITABLE.
 	Writable(ctx context.Context) ([]*bookiepb.BookieInfo, error)

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -158,13 +158,14 @@ func TestRecoverStuckBelowLACIsReported(t *testing.T) {
 		_, err := ledger.Recover(ctx, env, w.ID())
 		result <- err
 	}()
-	deadline := time.Now().Add(wtTimeout)
 	want := fmt.Sprintf("ledger=%d entry=10", w.ID())
-	for gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total") != 1 || !strings.Contains(logs.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no stuck recovery reported; log:\n%s", logs.String())
+	if err := testwait.Poll(wtTimeout, "a stuck recovery reported", func() error {
+		if gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total") != 1 || !strings.Contains(logs.String(), want) {
+			return errors.New("not yet")
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; log:\n%s", err, logs.String())
 	}
 	if !strings.Contains(logs.String(), "level=WARN") {
 		t.Fatalf("the report is not a warning:\n%s", logs.String())
@@ -199,11 +200,11 @@ func TestWriterSurvivesAForeignEntry(t *testing.T) {
 	}
 	r := newWTRecorder(t, c, w)
 	wtAppend(t, w, r, "mine")
-	wtWaitFor(t, func() bool {
+	testwait.Until(t, wtTimeout, "the append acknowledged", func() bool {
 		c.Scheduler.RunDue()
 		return len(r.ackedIDs()) == 1
 	})
-	wtWaitFor(t, func() bool {
+	testwait.Until(t, wtTimeout, "the poisoned bookie out of the ensemble", func() bool {
 		c.Scheduler.RunDue()
 		md := wtMetadata(t, c, w.ID())
 		return !slices.Contains(md.Fragments[len(md.Fragments)-1].Bookies, poisoned)

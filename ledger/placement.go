@@ -2,14 +2,9 @@ package ledger
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/strata-log/strata/ledger/bookies"
-	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -70,37 +65,6 @@ func ChooseEnsemble(bookies []*bookiepb.BookieInfo, n int, exclude map[string]bo
 			if round < len(members) && len(out) < n {
 				out = append(out, members[round].GetAddress())
 			}
-		}
-	}
-	return out, nil
-}
-
-// RegistryFromMeta returns the bookie registry kept in metad: every
-// BookieInfo registered under the bookies' registry prefix.
-func RegistryFromMeta(meta *metaclient.Client) BookieRegistry {
-	return &metaRegistry{meta: meta}
-}
-
-type metaRegistry struct {
-	meta *metaclient.Client
-}
-
-// Writable lists the registrations and keeps the WRITABLE ones. An
-// unreadable registration is an error rather than silently skipped: it
-// means something other than a bookie writes under the prefix.
-func (r *metaRegistry) Writable(ctx context.Context) ([]*bookiepb.BookieInfo, error) {
-	kvs, _, err := r.meta.List(ctx, bookies.RegistryPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: list bookies: %w", err)
-	}
-	out := make([]*bookiepb.BookieInfo, 0, len(kvs))
-	for _, kv := range kvs {
-		info := &bookiepb.BookieInfo{}
-		if err := proto.Unmarshal(kv.GetValue(), info); err != nil {
-			return nil, fmt.Errorf("ledger: bookie registration %s is unreadable: %w", kv.GetKey(), err)
-		}
-		if info.GetState() == bookiepb.BookieState_WRITABLE {
-			out = append(out, info)
 		}
 	}
 	return out, nil

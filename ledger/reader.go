@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -30,8 +28,10 @@ var (
 	// bookie's answer.
 	ErrEntryUnreadable = errors.New("ledger: no bookie of the write set returned the entry")
 	// ErrEntryCorrupt: a bookie reported that its copy of an entry failed
-	// its checksum (codes.DataLoss). It is joined to ErrEntryUnreadable when
-	// no other copy could be read; a good copy elsewhere hides it.
+	// its checksum (its BookieClient's read error matches ErrEntryCorrupt),
+	// or the copy failed the ledger's digest. It is joined to
+	// ErrEntryUnreadable when no other copy could be read; a good copy
+	// elsewhere hides it.
 	ErrEntryCorrupt = errors.New("ledger: a bookie holds a corrupt copy of the entry")
 )
 
@@ -458,7 +458,7 @@ func (r *Reader) readFrom(ctx context.Context, bookies []string, e int64) ([]byt
 			switch {
 			case a.err != nil:
 				errs = append(errs, a.err)
-				corrupt = corrupt || status.Code(a.err) == codes.DataLoss
+				corrupt = corrupt || errors.Is(a.err, ErrEntryCorrupt)
 			case a.resp.GetStatus() == bookiepb.ReadStatus_READ_NO_ENTRY:
 				errs = append(errs, fmt.Errorf("bookie %s: no such entry", a.bookie))
 			case a.resp.GetLedgerId() != r.id || a.resp.GetEntryId() != uint64(e):

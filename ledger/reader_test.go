@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -126,7 +127,7 @@ func (b *rtBookies) ReadEntry(ctx context.Context, addr string, req *bookiepb.Re
 	defer b.mu.Unlock()
 	e := int64(req.EntryId)
 	if bk.corrupt[e] {
-		return nil, status.Error(codes.DataLoss, "corrupt")
+		return nil, fmt.Errorf("%w: %w", ledger.ErrEntryCorrupt, status.Error(codes.DataLoss, "corrupt"))
 	}
 	p, ok := bk.entries[e]
 	if !ok {
@@ -150,7 +151,7 @@ func (b *rtBookies) ReadEntries(ctx context.Context, addr string, req *bookiepb.
 		b.mu.Unlock()
 		switch {
 		case corrupt:
-			return status.Error(codes.DataLoss, "corrupt")
+			return fmt.Errorf("%w: %w", ledger.ErrEntryCorrupt, status.Error(codes.DataLoss, "corrupt"))
 		case !ok && e == int64(req.FirstEntryId):
 			return status.Error(codes.NotFound, "no entry")
 		case !ok:
@@ -547,23 +548,30 @@ func TestReaderWaitLACBookiesDown(t *testing.T) {
 	}
 	env, meta := rtEnv(md, bk)
 	r := rtOpen(t, env, ledger.ReaderOptions{LongPollWait: 20 * time.Millisecond})
+	lacCalls := func() int {
+		bk.mu.Lock()
+		defer bk.mu.Unlock()
+		return bk.bookies["a"].lacs
+	}
+	before := lacCalls()
+	start := time.Now()
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.WaitLAC(ctx, -1)
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let it fail a few rounds
+	// Three failed rounds: with the backoff (50 ms, then 100 ms) the third
+	// comes at least 150 ms after the first; a slow machine only makes it
+	// later. Without a backoff it would come at once.
+	testwait.Until(t, 10*time.Second, "three failed ReadLAC rounds", func() bool { return lacCalls()-before >= 3 })
+	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
+		t.Fatalf("three ReadLAC rounds within %v: no backoff", elapsed)
+	}
 	closed := proto.Clone(md).(*ledgerpb.LedgerMetadata)
 	closed.State, closed.LastEntryId = ledgerpb.LedgerState_CLOSED, -1
 	meta.set(closed)
-	if err := <-done; !errors.Is(err, ledger.ErrLedgerClosed) {
+	if err := testwait.Recv(t, 10*time.Second, "WaitLAC to notice the close", done); !errors.Is(err, ledger.ErrLedgerClosed) {
 		t.Fatalf("WaitLAC = %v", err)
-	}
-	bk.mu.Lock()
-	calls := bk.bookies["a"].lacs
-	bk.mu.Unlock()
-	if calls > 20 {
-		t.Fatalf("%d ReadLAC calls in about 100ms: no backoff", calls)
 	}
 }
 

@@ -3,7 +3,6 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -313,7 +313,7 @@ func TestWriterCloseExactlyOnce(t *testing.T) {
 		c.Meta.LoseAnswers(1)
 		done := make(chan error, 1)
 		go func() { done <- w.Close(wtCtx(t)) }()
-		wtWaitFor(t, func() bool { return c.Scheduler.Pending() > 0 }) // Close's backoff
+		testwait.Until(t, wtTimeout, "Close's backoff timer", func() bool { return c.Scheduler.Pending() > 0 })
 		c.Scheduler.Advance(time.Minute)
 		if err := <-done; err != nil {
 			t.Fatalf("Close after a lost answer: %v", err)
@@ -523,7 +523,7 @@ func TestWriterCloseWaitsForBackgroundWork(t *testing.T) {
 	if _, err := w.AppendSync(wtCtx(t), []byte("e1")); err != nil {
 		t.Fatal(err)
 	}
-	wtWaitFor(t, func() bool { return w.Stats().EnsembleChanges == 1 })
+	testwait.Until(t, wtTimeout, "one ensemble change", func() bool { return w.Stats().EnsembleChanges == 1 })
 	if _, err := w.AppendSync(wtCtx(t), []byte("e2")); err != nil {
 		t.Fatal(err)
 	}
@@ -532,18 +532,5 @@ func TestWriterCloseWaitsForBackgroundWork(t *testing.T) {
 	}
 	if md := wtMetadata(t, c, w.ID()); md.LastEntryId != 2 || len(md.Fragments) != 2 {
 		t.Errorf("metadata %v", md)
-	}
-}
-
-// wtWaitFor polls cond until it holds (for conditions reached on another
-// goroutine), yielding between polls; it fails the test after wtTimeout.
-func wtWaitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wtTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		runtime.Gosched()
 	}
 }

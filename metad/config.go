@@ -20,17 +20,13 @@ type Config struct {
 	ID string `mapstructure:"id"`
 	// DataDir holds the Raft log and stable store (Pebble) and snapshots.
 	DataDir string `mapstructure:"data-dir"`
-	// Listen is the client gRPC address.
-	Listen string `mapstructure:"listen"`
-	// Advertise is the client address other members and clients use to reach
-	// this one; Listen when empty.
-	Advertise string `mapstructure:"advertise"`
+	// Endpoints: the client gRPC address; Advertise (default Listen) is
+	// the client address other members and clients use to reach this one;
+	// the admin HTTP address.
+	config.Endpoints `mapstructure:",squash"`
 	// RaftListen is the Raft transport address; it is also advertised, so it
 	// must be reachable by the peers (not 0.0.0.0).
 	RaftListen string `mapstructure:"raft-listen"`
-	// AdminListen serves /metrics, /livez, /readyz and, with
-	// EnablePprof, /debug/pprof/.
-	AdminListen string `mapstructure:"admin-listen"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
@@ -71,17 +67,15 @@ type Config struct {
 	// production.
 	NoSync bool `mapstructure:"no-sync"`
 
-	LogLevel  string `mapstructure:"log-level"`
-	LogFormat string `mapstructure:"log-format"`
+	config.Logging `mapstructure:",squash"`
 }
 
 // DefaultConfig returns the defaults for every field that has one.
 func DefaultConfig() Config {
 	return Config{
 		Exposure:          config.DefaultExposure(),
-		Listen:            "127.0.0.1:7001",
+		Endpoints:         config.Endpoints{Listen: "127.0.0.1:7001", AdminListen: "127.0.0.1:7201"},
 		RaftListen:        "127.0.0.1:7101",
-		AdminListen:       "127.0.0.1:7201",
 		HeartbeatTimeout:  500 * time.Millisecond,
 		ElectionTimeout:   500 * time.Millisecond,
 		RequestTimeout:    5 * time.Second,
@@ -92,8 +86,7 @@ func DefaultConfig() Config {
 		QuotaKeys:         1_000_000,
 		QuotaBytes:        512 << 20,
 		QuotaLeases:       100_000,
-		LogLevel:          "info",
-		LogFormat:         "text",
+		Logging:           config.DefaultLogging(),
 	}
 }
 
@@ -164,14 +157,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// AdvertiseAddress is the client address published to other members.
-func (c Config) AdvertiseAddress() string {
-	if c.Advertise != "" {
-		return c.Advertise
-	}
-	return c.Listen
 }
 
 func (c Config) String() string {

@@ -32,6 +32,7 @@
 // machine, alike everywhere, and the leader draws again. Members from
 // before random ids apply such commands identically.
 //
-// None of this is authentication (docs/security.md): anyone who reaches a
-// member can still write or delete any key.
+// None of this is authentication. Without TLS anyone who reaches a member
+// can write or delete any key; with TLS, internal/authz admits only
+// certificates of cluster roles and admins (rules A3, A4; docs/security.md).
 package metad

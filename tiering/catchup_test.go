@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-log/strata/internal/miniotest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/diskcache"
@@ -147,7 +148,7 @@ func TestCatchUpThroughput(t *testing.T) {
 			consume(t, r, segs)
 		})
 		t.Logf("cold Reader, writing the disk cache: %s (%.0f%% of plain)", c, 100*c.mbps()/plainBest.mbps())
-		eventually(t, time.Minute, "the disk writer to be idle", func() bool { return r.pendingSpills.Load() == 0 })
+		testwait.Until(t, time.Minute, "the disk writer to be idle", func() bool { return r.pendingSpills.Load() == 0 })
 		r.Close()
 		t.Logf("disk cache: %d chunks, %.0f MiB", dc.Len(), float64(dc.Bytes())/(1<<20))
 		w := measure(minioPID, total, func() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
@@ -136,7 +137,7 @@ func TestChunkCacheSingleflight(t *testing.T) {
 			errs <- err
 		})
 	}
-	eventually(t, 5*time.Second, "the readers to join", func() bool {
+	testwait.Until(t, 5*time.Second, "the readers to join", func() bool {
 		return value(t, m.ChunkCacheHits)+value(t, m.ChunkCacheMisses) == 20
 	})
 	release()
@@ -217,7 +218,7 @@ func TestChunkCacheCancelsAbandonedDownload(t *testing.T) {
 		t.Fatalf("hanging download: %v", err)
 	}
 	// Its only reader left: the download is cancelled, its bytes freed.
-	eventually(t, 5*time.Second, "the download to be cancelled", func() bool {
+	testwait.Until(t, 5*time.Second, "the download to be cancelled", func() bool {
 		b, _, _ := c.stats()
 		return f.cancelled() == 1 && b == 0
 	})
@@ -273,7 +274,7 @@ func TestChunkCacheReadAheadRun(t *testing.T) {
 	if _, err := tk.wait(bg); err == nil {
 		t.Error("chunk 4, after the run failed at chunk 3: no error")
 	}
-	eventually(t, 5*time.Second, "the run to settle", func() bool {
+	testwait.Until(t, 5*time.Second, "the run to settle", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.mu.readAheads == 0
@@ -331,7 +332,7 @@ func TestChunkCacheReadAheadIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	releases[0]()
-	eventually(t, 5*time.Second, "a read-ahead to finish", func() bool { return cached(c, 0) })
+	testwait.Until(t, 5*time.Second, "a read-ahead to finish", func() bool { return cached(c, 0) })
 	c.readAhead("k", 4, 4, 4, size, nil) // fits by evicting chunk 0
 	c.mu.Lock()
 	ok := c.mu.chunks[chunkKey{"k", 4}] != nil

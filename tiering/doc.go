@@ -18,7 +18,8 @@
 //   - tiering/diskcache: the read path's bounded on-disk chunk cache.
 //   - tiering/scrub: checks every committed object against its record.
 //   - tiering/compact: the pure core of compaction (key map, batch
-//     rewrite, delete horizons, when to compact); not wired yet.
+//     rewrite, delete horizons, when to compact); broker/partlog
+//     (compact.go) and broker/compactor.go run the passes.
 //   - broker/partlog (tier.go, retention.go): the upload machine (pick a
 //     run, stream, verify, commit by the PartitionLog CAS), deletion of
 //     bookie copies after local.retention.ms, the orphan-object sweep, and
@@ -28,8 +29,8 @@
 //     commits leaves an object only the orphan sweep sees (by age, under
 //     the partition's own prefix).
 //
-// To come: compaction wired into partlog, repair, and topic recovery from
-// the bucket. See docs/tiering.md.
+// To come: repair of a damaged object, and rebuilding partition lists from
+// the bucket without metad. See docs/tiering.md and docs/operations.md.
 //
 // # Model
 //

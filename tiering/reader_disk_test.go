@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
@@ -73,7 +74,7 @@ func dataChunks(s testSeg) int64 { return (s.ref.IndexPos-1)/testChunk + 1 }
 // chunks d holds; all of them unless the writer fell behind (counted).
 func spilled(t *testing.T, r *Reader, m *Metrics, d *diskcache.Cache, want int64) int64 {
 	t.Helper()
-	eventually(t, 10*time.Second, "the disk writer to be idle", func() bool { return r.pendingSpills.Load() == 0 })
+	testwait.Until(t, 10*time.Second, "the disk writer to be idle", func() bool { return r.pendingSpills.Load() == 0 })
 	n := int64(d.Len())
 	if skipped := int64(value(t, m.DiskCacheSkipped)); n+skipped < want {
 		t.Fatalf("%d chunks on disk, %d skipped, want %d", n, skipped, want)
@@ -238,7 +239,7 @@ func TestDiskCacheDropsChunkDamagedInTransit(t *testing.T) {
 	}
 	// Whatever the writer was doing, the damaged chunk is not on disk
 	// once it is idle; a new reader (memory cold) reads everything right.
-	eventually(t, 10*time.Second, "the disk writer to be idle", func() bool { return r.pendingSpills.Load() == 0 })
+	testwait.Until(t, 10*time.Second, "the disk writer to be idle", func() bool { return r.pendingSpills.Load() == 0 })
 	r.Close()
 	r2, _, _ := diskReader(t, st, fs, 1<<30)
 	readWhole(t, r2, s)
@@ -255,7 +256,7 @@ func TestDiskCacheBound(t *testing.T) {
 	for _, s := range segs {
 		readWhole(t, r, s)
 	}
-	eventually(t, 10*time.Second, "evictions", func() bool { return value(t, m.DiskCache.Evictions) > 0 })
+	testwait.Until(t, 10*time.Second, "evictions", func() bool { return value(t, m.DiskCache.Evictions) > 0 })
 	if d.Bytes() > capBytes || int64(value(t, m.DiskCache.Bytes)) != d.Bytes() {
 		t.Fatalf("disk cache %d bytes (gauge %v) over its bound %d", d.Bytes(), value(t, m.DiskCache.Bytes), capBytes)
 	}

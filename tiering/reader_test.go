@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
@@ -212,9 +213,17 @@ func TestReadAheadForSequentialReads(t *testing.T) {
 	log := newGetLog()
 	st.SetHook(log.hook)
 	r, m := newTestReader(t, st, ReaderConfig{ChunkBytes: testChunk, CacheBytes: 64 * testChunk, ReadAhead: 2})
+	readAheadsSettled := func() bool {
+		r.chunks.mu.Lock()
+		defer r.chunks.mu.Unlock()
+		return r.chunks.mu.readAheads == 0
+	}
 	fetches := sequentialRead(t, r, s, 1500, func() {
-		// Give read-ahead time to land, as a consumer's processing does.
-		time.Sleep(time.Millisecond)
+		// Let read-ahead land, as a consumer's processing does; waiting
+		// for it rather than sleeping a millisecond keeps a loaded machine
+		// from turning later chunks into misses (read-ahead downloads in
+		// flight are bounded, so a slow one holds the next back).
+		testwait.Until(t, 5*time.Second, "read-ahead to land", readAheadsSettled)
 	})
 	dataChunks := (s.ref.IndexPos-1)/testChunk + 1
 	// Chunk 0 (and 1 when the first fetch reaches it) is read before the
@@ -222,11 +231,7 @@ func TestReadAheadForSequentialReads(t *testing.T) {
 	if misses := value(t, m.ChunkCacheMisses); misses > 2 {
 		t.Errorf("%v misses over %d chunks and %d fetches", misses, dataChunks, fetches)
 	}
-	eventually(t, 5*time.Second, "read-ahead to settle", func() bool {
-		r.chunks.mu.Lock()
-		defer r.chunks.mu.Unlock()
-		return r.chunks.mu.readAheads == 0
-	})
+	testwait.Until(t, 5*time.Second, "read-ahead to settle", readAheadsSettled)
 	if n := log.maxPerByte(s.ref.IndexPos); n != 1 {
 		t.Errorf("a byte of data was downloaded %d times", n)
 	}
@@ -255,6 +260,8 @@ func TestNoReadAheadForRandomReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A negative check: no read-ahead GET shows up within 50 ms (read-ahead
+	// would start during Fetch, its GET just after).
 	time.Sleep(50 * time.Millisecond)
 	if got, misses := log.total(), value(t, m.ChunkCacheMisses); float64(got) != misses+1 {
 		t.Errorf("%d GETs for %v chunk misses and the tail: read-ahead ran for random reads", got, misses)
@@ -296,7 +303,7 @@ func TestReadAheadStopsOnClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "a read-ahead GET", func() bool { return blocked.Load() > 0 })
+	testwait.Until(t, 5*time.Second, "a read-ahead GET", func() bool { return blocked.Load() > 0 })
 	done := make(chan struct{})
 	go func() {
 		r.Close()
@@ -526,7 +533,7 @@ func TestFailedDownloadIsNotCached(t *testing.T) {
 	}
 	// A download its waiters abandoned (the other chunk of a failed read)
 	// stays charged until its goroutine ends: wait for that, not longer.
-	eventually(t, 10*time.Second, "only cached chunks charged", func() bool {
+	testwait.Until(t, 10*time.Second, "only cached chunks charged", func() bool {
 		b, _, cached := r.chunks.stats()
 		return b == int64(cached)*testChunk && cached >= 2
 	})
@@ -562,7 +569,7 @@ func TestHangingGetEndsAtDeadline(t *testing.T) {
 		}
 		// The GET nobody waits for any more is cancelled, not left to
 		// RequestTimeout.
-		eventually(t, 2*time.Second, what+": the abandoned GET to end", func() bool { return bs.ended.Load() > before })
+		testwait.Until(t, 2*time.Second, what+": the abandoned GET to end", func() bool { return bs.ended.Load() > before })
 	}
 	hang.Store(true)
 	check("tail", func(ctx context.Context) error { _, err := r.Fetch(ctx, s.ref, 0, 0); return err })

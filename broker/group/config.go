@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
+	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -83,6 +86,13 @@ type Config struct {
 	// Limits bound what clients can make the coordinator hold (review
 	// finding M2); zero fields take DefaultLimits.
 	Limits Limits
+	// PartitionError renders a commit's per-partition refusal (an error
+	// wrapping ErrInvalid, ErrPartitionNotHeld or ErrUnknownPartition)
+	// for the response. The broker passes its one error translation
+	// table (broker/errors.go), so the coordinator maps no error to a
+	// status itself. When nil the refusal carries only its message, with
+	// code UNKNOWN.
+	PartitionError func(error) *brokerpb.PartitionError
 }
 
 func (c *Config) setDefaults() {
@@ -94,6 +104,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
+	}
+	if c.PartitionError == nil {
+		c.PartitionError = func(err error) *brokerpb.PartitionError {
+			return &brokerpb.PartitionError{Code: int32(codes.Unknown), Message: err.Error()}
+		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {

@@ -25,10 +25,11 @@ const (
 // Coordinator coordinates the groups of one __consumer_offsets partition.
 // It is safe for concurrent use.
 //
-// Lock discipline: one mutex guards all state and is held across the log
-// appends that persist a change, so the log's order of records is the order
-// the changes were applied in memory (a replay rebuilds the same state).
-// The TopicSource is called without it.
+// Lock discipline: one mutex (mu) guards all in-memory state, and is never
+// held across a call that can block: neither the OffsetsLog's appends
+// (pipeline.go: each group's writes go through its lane, decided under mu,
+// appended without it, applied under it again; doc.go W1-W6) nor the
+// TopicSource.
 type Coordinator struct {
 	cfg    Config
 	log    *slog.Logger
@@ -103,8 +104,10 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		case d.key.Topic == "" && d.tombstone:
 			g.restore(&brokerpb.GroupMetadataValue{}, now, c.lim)
 			g.epoch = 0
+			g.durable = nil
 		case d.key.Topic == "":
 			g.restore(d.metadata, now, c.lim)
+			g.durable = d.metadata
 		case d.tombstone:
 			delete(g.offsets, TopicPartition{d.key.Topic, d.key.Partition})
 		default:
@@ -200,100 +203,163 @@ func (c *Coordinator) tickLoop() {
 	}
 }
 
-// Tick expires sessions and rebalance timeouts as of now in every group and
-// persists the groups that changed. The background loop calls it every
-// TickInterval; tests with a fake clock call it directly.
+// Tick expires sessions and rebalance timeouts as of now in every group,
+// expires the offsets of groups without members (OffsetsRetention), and
+// writes the groups that changed, as many to a batch as the OffsetsLog's
+// bound allows (each group's records in one batch). A group whose lane is
+// busy is left to its lane's next batch or to the next Tick. The
+// background loop calls it every TickInterval; tests with a fake clock
+// call it directly.
 func (c *Coordinator) Tick(ctx context.Context, now time.Time) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.checkStateLocked(); err != nil {
+		c.mu.Unlock()
 		return err
 	}
-	ids := make([]string, 0, len(c.mu.groups))
+	var ids []string
 	for id, g := range c.mu.groups {
 		c.expireLocked(g, now)
-		if g.dirty {
+		if len(g.members) > 0 {
+			g.emptySince = time.Time{}
+		} else if g.emptySince.IsZero() {
+			g.emptySince = now
+		}
+		if g.version > g.persisted || c.offsetsExpiryLocked(g, now).any() {
 			ids = append(ids, id)
 		}
 	}
+	c.mu.Unlock()
 	slices.Sort(ids)
-	if err := c.persistLocked(ctx, ids...); err != nil {
-		return err
+
+	var firstErr error
+	for len(ids) > 0 {
+		c.mu.Lock()
+		if err := c.checkStateLocked(); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		b := newBatch()
+		for len(ids) > 0 {
+			g := c.mu.groups[ids[0]]
+			if g == nil || g.lane.busy {
+				ids = ids[1:]
+				continue
+			}
+			if len(b.records) > 0 && b.bytes+c.groupWriteBytesLocked(g, now) > c.maxBatchBytes() {
+				break // the next batch
+			}
+			ids = ids[1:]
+			g.lane.busy = true
+			c.addGroupLocked(b, g, c.expireOffsetsWrite(g, now))
+		}
+		c.mu.Unlock()
+		err := c.appendBatch(ctx, b)
+		c.mu.Lock()
+		c.completeLocked(b, err)
+		c.mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
-	return c.expireOffsetsLocked(ctx, now)
+	return firstErr
 }
 
-// expireOffsetsLocked deletes (with tombstones) the offsets of groups
-// without members that are older than OffsetsRetention, and the groups
-// left with nothing.
+// offsetsExpiry is what OffsetsRetention removes of a group at one Tick.
+type offsetsExpiry struct {
+	tps []TopicPartition
+	// whole: the group goes too (nothing of it is left, and it has been
+	// empty for the whole retention, or its last offsets expire now).
+	whole bool
+}
+
+func (e offsetsExpiry) any() bool { return len(e.tps) > 0 || e.whole }
+
+// offsetsExpiryLocked returns what expires of g at now: the offsets older
+// than OffsetsRetention of a group without members, and the group with
+// them when nothing is left.
 // REQUIRES: c.mu held.
-func (c *Coordinator) expireOffsetsLocked(ctx context.Context, now time.Time) error {
+func (c *Coordinator) offsetsExpiryLocked(g *group, now time.Time) offsetsExpiry {
+	var e offsetsExpiry
+	if len(g.members) > 0 || g.emptySince.IsZero() {
+		return e
+	}
 	horizon := now.Add(-c.cfg.OffsetsRetention).UnixMilli()
-	nowMs := now.UnixMilli()
-	var records []recordbatch.Record
-	type expired struct {
-		g     *group
-		tps   []TopicPartition
-		whole bool
+	for tp, v := range g.offsets {
+		if v.GetCommitTimestampMs() < horizon {
+			e.tps = append(e.tps, tp)
+		}
 	}
-	var drop []expired
-	for _, id := range c.sortedGroupIDsLocked() {
-		g := c.mu.groups[id]
-		if len(g.members) > 0 {
-			g.emptySince = time.Time{}
-			continue
+	slices.SortFunc(e.tps, compareTP)
+	e.whole = len(e.tps) == len(g.offsets) && (len(e.tps) > 0 || !now.Before(g.emptySince.Add(c.cfg.OffsetsRetention)))
+	return e
+}
+
+// groupWriteBytesLocked estimates what Tick writes of g: its metadata if
+// changed, and a tombstone per expiring offset.
+// REQUIRES: c.mu held.
+func (c *Coordinator) groupWriteBytesLocked(g *group, now time.Time) int {
+	size := 0
+	c.changedLocked(g)
+	if g.version > g.persisted {
+		if r, err := metadataRecord(g.id, g.metadata(), 0); err == nil {
+			size += recordBytes(r)
 		}
-		if g.emptySince.IsZero() {
-			g.emptySince = now
+	}
+	e := c.offsetsExpiryLocked(g, now)
+	for _, tp := range e.tps {
+		size += recordBytes(recordbatch.Record{Key: make([]byte, len(g.id)+len(tp.Topic)+16)})
+	}
+	return size
+}
+
+// expireOffsetsWrite is Tick's write of g: tombstones for its expired
+// offsets, and for the group when nothing of it is left (W5).
+func (c *Coordinator) expireOffsetsWrite(g *group, now time.Time) *write {
+	return c.newWrite(g, func() prepared {
+		e := c.offsetsExpiryLocked(g, now)
+		if !e.any() {
+			return prepared{}
 		}
-		var e expired
-		for tp, v := range g.offsets {
-			if v.GetCommitTimestampMs() < horizon {
-				e.tps = append(e.tps, tp)
-			}
-		}
-		// The group goes when nothing of it is left and it has been empty
-		// for the whole retention (or its last offsets expire now).
-		e.whole = len(e.tps) == len(g.offsets) && (len(e.tps) > 0 || !now.Before(g.emptySince.Add(c.cfg.OffsetsRetention)))
-		if len(e.tps) == 0 && !e.whole {
-			continue
-		}
+		var p prepared
+		nowMs := now.UnixMilli()
 		for _, tp := range e.tps {
-			r, err := offsetRecord(id, tp, nil, nowMs)
+			r, err := offsetRecord(g.id, tp, nil, nowMs)
 			if err != nil {
-				return err
+				return prepared{refusal: err}
 			}
-			records = append(records, r)
+			p.records = append(p.records, r)
 		}
 		if e.whole {
-			r, err := metadataRecord(id, nil, nowMs)
+			r, err := metadataRecord(g.id, nil, nowMs)
 			if err != nil {
-				return err
+				return prepared{refusal: err}
 			}
-			records = append(records, r)
+			p.records, p.metadata = append(p.records, r), true
 		}
-		e.g = g
-		drop = append(drop, e)
-	}
-	if len(records) == 0 {
-		return nil
-	}
-	if err := c.cfg.Log.Append(ctx, records); err != nil {
-		return fmt.Errorf("group: expire offsets: %w", err)
-	}
-	for _, e := range drop {
-		for _, tp := range e.tps {
-			delete(e.g.offsets, tp)
+		p.apply = func() {
+			for _, tp := range e.tps {
+				delete(g.offsets, tp)
+			}
+			if e.whole {
+				c.deletedLocked(g)
+			}
+			c.log.Info("expired offsets of an empty group", "group", g.id, "offsets", len(e.tps), "group_deleted", e.whole)
 		}
-		if e.whole {
-			delete(c.mu.groups, e.g.id)
-			c.cfg.Metrics.groups.add(-1)
-			c.cfg.Metrics.members.DeleteLabelValues(e.g.id)
-			c.cfg.Metrics.rebalances.DeleteLabelValues(e.g.id)
-		}
-		c.log.Info("expired offsets of an empty group", "group", e.g.id, "offsets", len(e.tps), "group_deleted", e.whole)
+		return p
+	})
+}
+
+// deletedLocked applies a metadata tombstone of g now durable: the log
+// has no metadata of the group any more. Unless members joined since it
+// was decided (their metadata is written next), the group is at epoch 0
+// like after a replay, and goes once its lane is idle.
+// REQUIRES: c.mu held.
+func (c *Coordinator) deletedLocked(g *group) {
+	g.durable = nil
+	if len(g.members) == 0 {
+		g.epoch = 0
+		g.partitionCounts = map[string]int32{}
 	}
-	return nil
 }
 
 // REQUIRES: c.mu held.
@@ -316,6 +382,7 @@ func (c *Coordinator) expireLocked(g *group, now time.Time) {
 		c.cfg.Metrics.expired.Add(float64(expired))
 		c.cfg.Metrics.fenced.Add(float64(fenced))
 	}
+	c.changedLocked(g)
 	c.reportLocked(g)
 }
 
@@ -329,41 +396,6 @@ func (c *Coordinator) reportLocked(g *group) {
 	c.cfg.Metrics.members.WithLabelValues(g.id).Set(float64(len(g.members)))
 }
 
-// persistLocked writes the metadata of the named dirty groups, in as few
-// batches as the OffsetsLog's batch bound allows (each record is a whole
-// group: many large groups changed by one Tick must not make one batch too
-// large for all of them). On failure the groups not yet written stay dirty
-// (the next change or tick writes them again).
-// REQUIRES: c.mu held.
-func (c *Coordinator) persistLocked(ctx context.Context, ids ...string) error {
-	var records []recordbatch.Record
-	var written []*group
-	nowMs := c.cfg.Now().UnixMilli()
-	for _, id := range ids {
-		g := c.mu.groups[id]
-		if g == nil || !g.dirty {
-			continue
-		}
-		r, err := metadataRecord(id, g.metadata(), nowMs)
-		if err != nil {
-			return err
-		}
-		records = append(records, r)
-		written = append(written, g)
-	}
-	for len(records) > 0 {
-		n := batchPrefix(records, c.maxBatchBytes())
-		if err := c.cfg.Log.Append(ctx, records[:n]); err != nil {
-			return fmt.Errorf("group: persist group metadata: %w", err)
-		}
-		for _, g := range written[:n] {
-			g.dirty = false
-		}
-		records, written = records[n:], written[n:]
-	}
-	return nil
-}
-
 // maxBatchBytes is the OffsetsLog's batch bound, or the default
 // max.message.bytes when it does not say.
 func (c *Coordinator) maxBatchBytes() int {
@@ -375,21 +407,6 @@ func (c *Coordinator) maxBatchBytes() int {
 
 // defaultMaxBatchBytes is Kafka's (and Strata's) default max.message.bytes.
 const defaultMaxBatchBytes = 1048588
-
-// batchPrefix returns how many of records (at least one) fit in a batch of
-// maxBytes: the batch header, and per record its key, value and at most
-// recordOverhead bytes of lengths, deltas and attributes.
-func batchPrefix(records []recordbatch.Record, maxBytes int) int {
-	const batchHeader, recordOverhead = 61, 32
-	size := batchHeader
-	for i, r := range records {
-		size += len(r.Key) + len(r.Value) + recordOverhead
-		if size > maxBytes && i > 0 {
-			return i
-		}
-	}
-	return len(records)
-}
 
 // limitsNow returns the limits with maxGroupBytes at most half the
 // OffsetsLog's current batch bound (the topic's max.message.bytes may
@@ -413,7 +430,9 @@ func (c *Coordinator) refused(err error) error {
 // Heartbeat serves GroupHeartbeat (KIP-848): join with epoch 0, leave with
 // -1, otherwise report owned partitions and get the assignment. See doc.go
 // for the epochs and the hand-over rule. The response is sent only once the
-// group's changed state is durable in the log.
+// group's state it reflects is durable in the log (W6): at once when the
+// heartbeat changed nothing and the log is up to date, otherwise after
+// the group's lane wrote the metadata.
 func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
 	id := req.GetGroupId()
 	if id == "" {
@@ -442,22 +461,27 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbea
 	}
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.checkStateLocked(); err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
 	now := c.cfg.Now()
 	g := c.mu.groups[id]
 	created := false
 	if g == nil {
-		if req.GetMemberEpoch() != 0 {
-			if req.GetMemberEpoch() == -1 {
-				return &brokerpb.GroupHeartbeatResponse{MemberId: req.GetMemberId(), MemberEpoch: -1}, nil
-			}
-			return nil, fmt.Errorf("%w: %q (no group %q)", ErrUnknownMember, req.GetMemberId(), id)
+		var err error
+		switch {
+		case req.GetMemberEpoch() == -1:
+			c.mu.Unlock()
+			return &brokerpb.GroupHeartbeatResponse{MemberId: req.GetMemberId(), MemberEpoch: -1}, nil
+		case req.GetMemberEpoch() != 0:
+			err = fmt.Errorf("%w: %q (no group %q)", ErrUnknownMember, req.GetMemberId(), id)
+		case !c.cfg.Metrics.groups.reserve(c.lim.MaxGroups):
+			err = c.refused(refuse(refusedMaxGroups, ErrLimitExceeded, "this broker coordinates %d groups, the most it may (group %q)", c.lim.MaxGroups, id))
 		}
-		if !c.cfg.Metrics.groups.reserve(c.lim.MaxGroups) {
-			return nil, c.refused(refuse(refusedMaxGroups, ErrLimitExceeded, "this broker coordinates %d groups, the most it may (group %q)", c.lim.MaxGroups, id))
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
 		}
 		g, created = newGroup(id), true
 		c.mu.groups[id] = g
@@ -466,14 +490,20 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbea
 	resp, hbErr := g.heartbeat(req, counts, now, c.limitsNow(), newMemberID)
 	hbErr = c.refused(hbErr)
 	if created && hbErr != nil {
-		delete(c.mu.groups, id)
-		c.cfg.Metrics.groups.add(-1)
-		c.cfg.Metrics.members.DeleteLabelValues(id)
+		c.dropGroupLocked(g)
+		c.mu.Unlock()
 		return nil, hbErr
 	}
 	c.reportLocked(g)
-	if err := c.persistLocked(ctx, id); err != nil {
-		return nil, err
+	// Answered once what it saw of the group is durable: at once for a
+	// heartbeat that changed nothing of a group whose log is up to date
+	// (W6), after its lane's next batch otherwise.
+	w := c.flushLocked(g)
+	c.mu.Unlock()
+	if w != nil {
+		if err := c.wait(ctx, w); err != nil {
+			return nil, err
+		}
 	}
 	if hbErr != nil {
 		return nil, hbErr

@@ -57,8 +57,8 @@
 //
 // # Records
 //
-// Every change is written to the OffsetsLog before it is answered (and before
-// memory changes, for commits and deletes). Key: brokerpb.GroupRecordKey
+// Every change is written to the OffsetsLog before it is answered (see
+// Writes for when memory changes). Key: brokerpb.GroupRecordKey
 // (proto, deterministic). Topic set: an offset, value brokerpb.GroupOffsetValue
 // (member_epoch -1 for admin commits). Topic empty: the group's metadata,
 // value brokerpb.GroupMetadataValue: group epoch and members with epoch,
@@ -93,6 +93,72 @@
 // counted in strata_broker_group_requests_refused_total{reason}.
 //
 // Offsets of a group without members expire after OffsetsRetention
-// (KIP-211; tombstones in the log), and an empty group goes with them.
+// (KIP-211; Tick writes tombstones), and an empty group goes with them.
 // Not done: static membership (epoch -2), client-side assignors.
+//
+// # Writes (no I/O under the mutex; pipeline.go)
+//
+// The coordinator's mutex guards memory only: no append (a quorum write,
+// milliseconds) and no TopicSource call happens under it. Each write is
+// decided under the mutex, appended without it, and its outcome applied
+// under it again. The invariants, cited by the tests:
+//
+//   - W1 Versions. A heartbeat, a session or rebalance timeout changes a
+//     group's metadata in memory at once; each change is a new version.
+//     The group remembers the version the log holds (persisted) and that
+//     metadata (durable). A metadata record is the whole group as memory
+//     has it when its batch is formed, never an older copy.
+//   - W2 One lane per group. At most one batch of a group's records is
+//     in flight (and, next to a batch of offsets only, at most one of its
+//     metadata alone: W6; the two share no key, so their order does not
+//     matter, and the lane's next batch waits for both). Writes that
+//     arrive meanwhile queue, in arrival order, and the next batch takes
+//     as many as fit in the log's batch bound (a group commit), preparing
+//     each when the batch is formed, that is after every earlier write of
+//     the group was applied or failed. So the log's order of a group's
+//     records of one key is the order memory applies them. Lanes of
+//     different groups append in parallel: a replay of one
+//     group reads only its own keys, so records of different groups
+//     commute and the partition's log is an interleaving of per-group
+//     sequences, each in the order memory assumed. No goroutine is
+//     started: the lane is led by a request waiting for it anyway (woken
+//     to lead the next batch when the one before completes), or by Tick.
+//   - W3 Offsets change after the append, in lane order. A commit is
+//     checked (member, epoch, held partitions; or, for an admin commit, an
+//     empty group) when its batch is formed, against the group as it is
+//     then, and applied once durable, before it is answered. Commits of
+//     one group are applied in the order they are acknowledged; a commit
+//     that waited behind a rebalance, a leave or a fencing is checked
+//     against it and refused, so a stale commit is never written.
+//   - W4 A failed append changes nothing. No offset is applied. If the
+//     batch carried the group's metadata, the group reverts to its durable
+//     metadata (members that stay keep their sessions; targets are
+//     recomputed) and every heartbeat waiting on a version it undoes fails
+//     with the append's error. An error is an unknown outcome: the records
+//     may yet be in the log, which the client was told.
+//   - W5 Deletes and expiry are built when their batch is formed: a
+//     tombstone for every offset memory then holds (every commit before
+//     them in the lane applied), applied once durable. A member that
+//     joined meanwhile keeps the group; its metadata is written next.
+//   - W6 No answer reveals what is not durable. Every batch carries the
+//     group's metadata when memory is ahead of the log, and a write is
+//     answered only once its batch is durable: a commit is never accepted
+//     against metadata the log might lose. A heartbeat waits until the
+//     version it saw is durable: a heartbeat that changes nothing of a
+//     group whose log is up to date (the steady state) never waits for an
+//     append. One that changes its group's metadata waits for its own
+//     append only: when the group's batch in flight holds offsets only
+//     (commits, decided on metadata the log already holds), the metadata
+//     goes at once in a batch of its own next to it (the two share no
+//     key); only a batch in flight that carries the group's metadata
+//     itself, a change the heartbeat builds on, is waited for. Heartbeats
+//     and commits of other groups never wait for a group's append.
+//
+// A caller whose context ends while its write is queued leaves the lane
+// (nothing of it is written); one whose write is being appended gets its
+// context's error and an unknown outcome. The append itself serves the
+// whole batch, so it is bounded by WriteTimeout, not by the leader's
+// context. The queue holds one entry per request waiting for its answer,
+// and a batch at most the log's batch bound. After Close, appends in
+// flight complete and are answered, but nothing more is applied.
 package group

@@ -18,15 +18,25 @@ import "errors"
 //	               epoch 0), ErrFencedMemberEpoch (FENCED_MEMBER_EPOCH: drop
 //	               every partition, rejoin with epoch 0), or the OffsetsLog's
 //	               error when the group's new state could not be persisted
-//	               (retry the heartbeat with the same epoch).
+//	               (the group is back to what the log holds: retry the
+//	               heartbeat with the same epoch).
 //	Commit         ErrInvalid, ErrLimitExceeded (an admin commit that
 //	               would create a group past MaxGroups), ErrUnknownMember, ErrFencedMemberEpoch (an
 //	               epoch newer than the member's), ErrStaleMemberEpoch
 //	               (STALE_MEMBER_EPOCH: an older epoch; heartbeat, then
 //	               retry), ErrGroupNotEmpty (an admin commit to a group with
 //	               members), or the OffsetsLog's error (outcome unknown).
-//	               Per-partition refusals travel in the response instead.
+//	               Per-partition refusals travel in the response instead,
+//	               rendered by Config.PartitionError: ErrInvalid (topic,
+//	               partition, offset or metadata), ErrPartitionNotHeld (a
+//	               member commit of a partition it does not hold),
+//	               ErrUnknownPartition (an admin commit of a partition that
+//	               does not exist).
 //	DescribeGroup  ErrInvalid, ErrNotFound.
+//	Heartbeat, Commit, DeleteGroup: when the caller's context ends while
+//	               its write waits for its group's lane, ctx's error
+//	               (nothing of it was written); while its write is being
+//	               appended, ctx's error too, and the outcome is unknown.
 //	DeleteGroup    ErrInvalid, ErrNotFound, ErrGroupNotEmpty, or the
 //	               OffsetsLog's error.
 //	Load           the OffsetsLog's or the TopicSource's error, or ctx's.
@@ -59,6 +69,13 @@ var (
 	// than a Limit allows (groups, or bytes of a member or a group's
 	// record). Nothing changed.
 	ErrLimitExceeded = errors.New("group: limit exceeded")
+	// ErrPartitionNotHeld refuses one partition of a member commit: the
+	// member does not hold it (not assigned, or already revoked). The
+	// broker tells it as STALE_MEMBER_EPOCH, not retryable.
+	ErrPartitionNotHeld = errors.New("group: partition not held by the member")
+	// ErrUnknownPartition refuses one partition of an admin commit: the
+	// topic has no such partition.
+	ErrUnknownPartition = errors.New("group: unknown partition")
 	// ErrUnknownTopic may be returned by a TopicSource for a missing topic
 	// (returning 0 partitions and nil means the same).
 	ErrUnknownTopic = errors.New("group: unknown topic")

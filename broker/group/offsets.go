@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
-	"google.golang.org/grpc/codes"
-
-	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
-	"github.com/strata-log/strata/proto/commonpb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -21,9 +18,12 @@ const MaxMetadataBytes = 4096
 // the member's current epoch or the one before it (a commit racing the
 // heartbeat that bumped it), and may commit only partitions the member holds
 // (assigned or still owned while being revoked); other partitions are
-// refused one by one in the response. An admin commit (member_id empty,
-// e.g. a reset) is allowed only while the group has no members. The accepted
-// partitions are written as one batch and applied to memory once durable.
+// refused one by one in the response (Config.PartitionError renders the
+// refusals: ErrInvalid, ErrPartitionNotHeld, ErrUnknownPartition). An admin
+// commit (member_id empty, e.g. a reset) is allowed only while the group
+// has no members. The accepted partitions are written as one batch, in the
+// group's lane: checked when the batch is formed, applied to memory once
+// durable, in the order of the lane (doc.go W2, W3).
 func (c *Coordinator) Commit(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
 	id := req.GetGroupId()
 	if id == "" {
@@ -45,110 +45,128 @@ func (c *Coordinator) Commit(ctx context.Context, req *brokerpb.CommitOffsetsReq
 	}
 
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.checkStateLocked(); err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
-	now := c.cfg.Now()
 	g := c.mu.groups[id]
-	var m *member
-	if g != nil {
-		c.expireLocked(g, now)
-		if err := c.persistLocked(ctx, id); err != nil {
-			return nil, err
+	if g == nil {
+		// An admin commit creates the group, when it commits anything.
+		d := c.decideCommit(nil, req, counts, c.cfg.Now())
+		if d.err == nil && len(d.records) > 0 {
+			if err := checkGroupID(id, c.lim.Limits); err != nil {
+				d.resp, d.err = nil, c.refused(err)
+			} else if !c.cfg.Metrics.groups.reserve(c.lim.MaxGroups) {
+				d.resp, d.err = nil, c.refused(refuse(refusedMaxGroups, ErrLimitExceeded, "this broker coordinates %d groups, the most it may (group %q)", c.lim.MaxGroups, id))
+			}
 		}
+		if d.err != nil || len(d.records) == 0 {
+			c.mu.Unlock()
+			return d.resp, d.err
+		}
+		// Forgotten again if the write fails (dropIfEmptyLocked).
+		g = newGroup(id)
+		c.mu.groups[id] = g
+		c.reportLocked(g)
+	} else {
+		c.expireLocked(g, c.cfg.Now())
 	}
+	var resp *brokerpb.CommitOffsetsResponse
+	w := c.newWrite(g, func() prepared {
+		d := c.decideCommit(g, req, counts, c.cfg.Now())
+		resp = d.resp
+		if d.err != nil {
+			return prepared{refusal: d.err}
+		}
+		return prepared{records: d.records, apply: func() {
+			for tp, v := range d.values {
+				g.offsets[tp] = v
+			}
+			c.cfg.Metrics.commits.Add(float64(len(d.values)))
+		}}
+	})
+	c.enqueueLocked(w)
+	c.mu.Unlock()
+	if err := c.wait(ctx, w); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// commitDecision is what a commit request does to a group as it is now.
+type commitDecision struct {
+	resp    *brokerpb.CommitOffsetsResponse
+	records []recordbatch.Record
+	values  map[TopicPartition]*brokerpb.GroupOffsetValue
+	err     error
+}
+
+// decideCommit checks a commit against g (nil: no such group) at now and
+// returns the records to write, or why it is refused; it changes nothing.
+// REQUIRES: c.mu held.
+func (c *Coordinator) decideCommit(g *group, req *brokerpb.CommitOffsetsRequest, counts map[string]int32, now time.Time) commitDecision {
+	id := req.GetGroupId()
+	admin := req.GetMemberId() == ""
+	var m *member
 	switch {
 	case admin && g != nil && len(g.members) > 0:
-		return nil, fmt.Errorf("%w: %q has %d members: admin commits need an empty group", ErrGroupNotEmpty, id, len(g.members))
+		return commitDecision{err: fmt.Errorf("%w: %q has %d members: admin commits need an empty group", ErrGroupNotEmpty, id, len(g.members))}
 	case admin:
 	case g == nil || g.members[req.GetMemberId()] == nil:
-		return nil, fmt.Errorf("%w: %q in group %q", ErrUnknownMember, req.GetMemberId(), id)
+		return commitDecision{err: fmt.Errorf("%w: %q in group %q", ErrUnknownMember, req.GetMemberId(), id)}
 	default:
 		m = g.members[req.GetMemberId()]
 		switch e := req.GetMemberEpoch(); {
 		case e > m.epoch:
-			return nil, fmt.Errorf("%w: commit with epoch %d, member %q is at %d", ErrFencedMemberEpoch, e, m.id, m.epoch)
+			return commitDecision{err: fmt.Errorf("%w: commit with epoch %d, member %q is at %d", ErrFencedMemberEpoch, e, m.id, m.epoch)}
 		case e != m.epoch && e != m.prevEpoch:
-			return nil, fmt.Errorf("%w: commit with epoch %d, member %q is at %d", ErrStaleMemberEpoch, e, m.id, m.epoch)
+			return commitDecision{err: fmt.Errorf("%w: commit with epoch %d, member %q is at %d", ErrStaleMemberEpoch, e, m.id, m.epoch)}
 		}
 	}
 
-	resp := &brokerpb.CommitOffsetsResponse{}
+	d := commitDecision{resp: &brokerpb.CommitOffsetsResponse{}, values: map[TopicPartition]*brokerpb.GroupOffsetValue{}}
 	var held tpSet
 	if m != nil {
 		held = m.held()
 	}
-	var records []recordbatch.Record
-	values := map[TopicPartition]*brokerpb.GroupOffsetValue{}
 	for _, o := range req.GetOffsets() {
 		tp := TopicPartition{o.GetTopic(), o.GetPartition()}
 		res := &brokerpb.CommitResult{Topic: tp.Topic, Partition: tp.Partition}
-		resp.Results = append(resp.Results, res)
+		d.resp.Results = append(d.resp.Results, res)
+		var refusal error
 		switch {
 		case tp.Topic == "" || tp.Partition < 0:
-			res.Error = partitionError(codes.InvalidArgument, rpcerror.ReasonInvalid, "invalid topic or partition")
+			refusal = fmt.Errorf("%w: invalid topic or partition", ErrInvalid)
 		case o.GetOffset() < 0:
-			res.Error = partitionError(codes.InvalidArgument, rpcerror.ReasonInvalid, fmt.Sprintf("offset %d < 0", o.GetOffset()))
+			refusal = fmt.Errorf("%w: offset %d < 0", ErrInvalid, o.GetOffset())
 		case len(o.GetMetadata()) > MaxMetadataBytes:
-			res.Error = partitionError(codes.InvalidArgument, rpcerror.ReasonInvalid, fmt.Sprintf("metadata longer than %d bytes", MaxMetadataBytes))
+			refusal = fmt.Errorf("%w: metadata longer than %d bytes", ErrInvalid, MaxMetadataBytes)
 		case m != nil && !held.has(tp):
-			res.Error = partitionError(codes.FailedPrecondition, rpcerror.ReasonStaleMemberEpoch, fmt.Sprintf("%s/%d is not assigned to member %q", tp.Topic, tp.Partition, m.id))
+			refusal = fmt.Errorf("%w: %s/%d is not assigned to member %q", ErrPartitionNotHeld, tp.Topic, tp.Partition, m.id)
 		case admin && (counts[tp.Topic] <= tp.Partition):
-			res.Error = partitionError(codes.NotFound, rpcerror.ReasonNotFound, fmt.Sprintf("no partition %s/%d", tp.Topic, tp.Partition))
-		default:
-			v := &brokerpb.GroupOffsetValue{
-				Offset:            o.GetOffset(),
-				Metadata:          o.GetMetadata(),
-				CommitTimestampMs: now.UnixMilli(),
-				MemberEpoch:       req.GetMemberEpoch(),
-			}
-			if admin {
-				v.MemberEpoch = -1
-			}
-			r, err := offsetRecord(id, tp, v, now.UnixMilli())
-			if err != nil {
-				return nil, err
-			}
-			records = append(records, r)
-			values[tp] = v
+			refusal = fmt.Errorf("%w: no partition %s/%d", ErrUnknownPartition, tp.Topic, tp.Partition)
 		}
-	}
-	if len(records) == 0 {
-		return resp, nil
-	}
-	if g == nil { // an admin commit creates the group
-		if err := checkGroupID(id, c.lim.Limits); err != nil {
-			return nil, c.refused(err)
+		if refusal != nil {
+			res.Error = c.cfg.PartitionError(refusal)
+			continue
 		}
-		if !c.cfg.Metrics.groups.reserve(c.lim.MaxGroups) {
-			return nil, c.refused(refuse(refusedMaxGroups, ErrLimitExceeded, "this broker coordinates %d groups, the most it may (group %q)", c.lim.MaxGroups, id))
+		v := &brokerpb.GroupOffsetValue{
+			Offset:            o.GetOffset(),
+			Metadata:          o.GetMetadata(),
+			CommitTimestampMs: now.UnixMilli(),
+			MemberEpoch:       req.GetMemberEpoch(),
 		}
-	}
-	if err := c.cfg.Log.Append(ctx, records); err != nil {
-		if g == nil {
-			c.cfg.Metrics.groups.add(-1)
+		if admin {
+			v.MemberEpoch = -1
 		}
-		return nil, fmt.Errorf("group: commit offsets of %q: %w", id, err)
+		r, err := offsetRecord(id, tp, v, now.UnixMilli())
+		if err != nil {
+			return commitDecision{err: err}
+		}
+		d.records = append(d.records, r)
+		d.values[tp] = v
 	}
-	if g == nil {
-		g = newGroup(id)
-		c.mu.groups[id] = g
-		c.reportLocked(g)
-	}
-	for tp, v := range values {
-		g.offsets[tp] = v
-	}
-	c.cfg.Metrics.commits.Add(float64(len(records)))
-	return resp, nil
-}
-
-func partitionError(code codes.Code, reason, msg string) *brokerpb.PartitionError {
-	return &brokerpb.PartitionError{
-		Code:    int32(code),
-		Info:    &commonpb.ErrorInfo{Reason: reason},
-		Message: msg,
-	}
+	return d
 }
 
 func committedOffset(tp TopicPartition, v *brokerpb.GroupOffsetValue) *brokerpb.CommittedOffset {
@@ -262,49 +280,58 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *brokerpb.DescribeG
 }
 
 // DeleteGroup deletes an empty group: tombstones for its offsets and its
-// metadata, written as one batch, then forgotten.
+// metadata, written as one batch in the group's lane (so after every
+// commit before it), then forgotten.
 func (c *Coordinator) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
 	id := req.GetGroupId()
 	if id == "" {
 		return nil, fmt.Errorf("%w: group_id is required", ErrInvalid)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.checkStateLocked(); err != nil {
+		c.mu.Unlock()
 		return nil, err
 	}
 	g := c.mu.groups[id]
 	if g == nil {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: group %q", ErrNotFound, id)
 	}
 	c.expireLocked(g, c.cfg.Now())
-	if len(g.members) > 0 {
-		if err := c.persistLocked(ctx, id); err != nil {
-			return nil, err
+	w := c.newWrite(g, func() prepared {
+		if len(g.members) > 0 {
+			return prepared{refusal: fmt.Errorf("%w: %q has %d members", ErrGroupNotEmpty, id, len(g.members))}
 		}
-		return nil, fmt.Errorf("%w: %q has %d members", ErrGroupNotEmpty, id, len(g.members))
-	}
-	nowMs := c.cfg.Now().UnixMilli()
-	var records []recordbatch.Record
-	for _, o := range g.allOffsets() {
-		r, err := offsetRecord(id, TopicPartition{o.Topic, o.Partition}, nil, nowMs)
+		nowMs := c.cfg.Now().UnixMilli()
+		var p prepared
+		var tps []TopicPartition
+		for _, o := range g.allOffsets() {
+			tp := TopicPartition{o.Topic, o.Partition}
+			r, err := offsetRecord(id, tp, nil, nowMs)
+			if err != nil {
+				return prepared{refusal: err}
+			}
+			p.records = append(p.records, r)
+			tps = append(tps, tp)
+		}
+		r, err := metadataRecord(id, nil, nowMs)
 		if err != nil {
-			return nil, err
+			return prepared{refusal: err}
 		}
-		records = append(records, r)
-	}
-	r, err := metadataRecord(id, nil, nowMs)
-	if err != nil {
+		p.records, p.metadata = append(p.records, r), true
+		p.apply = func() {
+			for _, tp := range tps {
+				delete(g.offsets, tp)
+			}
+			c.deletedLocked(g)
+		}
+		return p
+	})
+	c.enqueueLocked(w)
+	c.mu.Unlock()
+	if err := c.wait(ctx, w); err != nil {
 		return nil, err
 	}
-	records = append(records, r)
-	if err := c.cfg.Log.Append(ctx, records); err != nil {
-		return nil, fmt.Errorf("group: delete %q: %w", id, err)
-	}
-	delete(c.mu.groups, id)
-	c.cfg.Metrics.groups.add(-1)
-	c.cfg.Metrics.members.DeleteLabelValues(id)
-	c.cfg.Metrics.rebalances.DeleteLabelValues(id)
 	return &brokerpb.DeleteGroupResponse{}, nil
 }
 

@@ -57,9 +57,16 @@ type group struct {
 	// targets were computed with.
 	partitionCounts map[string]int32
 	offsets         map[TopicPartition]*brokerpb.GroupOffsetValue
-	// dirty: the metadata (epochs, members, assignments) changed since it
-	// was last persisted.
+	// dirty: the state machine changed the metadata (epochs, members,
+	// assignments); the coordinator turns it into a new version.
 	dirty bool
+	// version counts the metadata's changes in memory; persisted is the
+	// version the log holds, durable that metadata (nil: none, or a
+	// tombstone). The coordinator's write path (pipeline.go) keeps them.
+	version, persisted int64
+	durable            *brokerpb.GroupMetadataValue
+	// lane: the group's writes to the log, one append at a time.
+	lane lane
 	// emptySince: when the coordinator first saw the group without
 	// members (zero while it has some); in memory only, so it restarts at
 	// a coordinator change, which only delays expiry.
@@ -448,6 +455,25 @@ func (g *group) metadata() *brokerpb.GroupMetadataValue {
 		})
 	}
 	return v
+}
+
+// revert puts the group's metadata back to durable (nil: none) after a
+// write of newer metadata failed: members and epochs as the log has them.
+// Members that stay keep their sessions; the others start one at now.
+// Targets are recomputed with the last known partition counts.
+func (g *group) revert(durable *brokerpb.GroupMetadataValue, now time.Time, lim limits) {
+	live := g.members
+	if durable == nil {
+		durable = &brokerpb.GroupMetadataValue{}
+	}
+	g.restore(durable, now, lim)
+	for id, m := range g.members {
+		if old := live[id]; old != nil {
+			m.sessionTimeout, m.rebalanceTimeout, m.deadline = old.sessionTimeout, old.rebalanceTimeout, old.deadline
+		}
+	}
+	g.computeTarget(nil, now)
+	g.dirty = false
 }
 
 // restore replaces the group's metadata with a replayed record. Sessions

@@ -18,18 +18,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testTimeout = 10 * time.Second
 
-// waitFor polls cond until it holds, failing the test after testTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)

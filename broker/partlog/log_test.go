@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -353,7 +354,7 @@ func TestTakeoverDropsEmptyLedger(t *testing.T) {
 	cfg.SegmentBytes = 1
 	a := f.open(cfg)
 	appendN(t, a, 1) // kicks a background roll
-	waitFor(t, "a background roll", func() bool { return len(a.Describe().Segments) >= 2 })
+	testwait.Until(t, testTimeout, "a background roll", func() bool { return len(a.Describe().Segments) >= 2 })
 	emptyID := a.Describe().Segments[1].LedgerId
 	b := f.open(f.config(2))
 	pl := b.Describe()
@@ -503,7 +504,7 @@ func TestSizeRollInBackground(t *testing.T) {
 	cfg.SegmentBytes = 300
 	l := f.open(cfg)
 	appendN(t, l, 5)
-	waitFor(t, "a background roll", func() bool { return len(l.Describe().Segments) >= 2 })
+	testwait.Until(t, testTimeout, "a background roll", func() bool { return len(l.Describe().Segments) >= 2 })
 	appendN(t, l, 1)
 	if got := len(fetchAll(t, l, 0)); got != 18 {
 		t.Fatalf("%d records", got)
@@ -594,7 +595,7 @@ func TestDuplicateOfInFlight(t *testing.T) {
 		r, _ := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
 		first <- r
 	}()
-	waitFor(t, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) > 0 })
+	testwait.Until(t, testTimeout, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) > 0 })
 	retry := make(chan AppendResult, 1)
 	go func() {
 		r, err := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
@@ -606,7 +607,7 @@ func TestDuplicateOfInFlight(t *testing.T) {
 	select {
 	case r := <-retry:
 		t.Fatalf("retry answered %+v before the original was acknowledged", r)
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(20 * time.Millisecond): // a negative check: no answer within 20 ms
 	}
 	f.cluster.Bookies.SetManual(false)
 	f.cluster.Bookies.DeliverAll()
@@ -638,7 +639,7 @@ func TestAcks(t *testing.T) {
 			_, err := l.Append(testCtx(t), batch(t, 1, acks.String()), acks)
 			done <- err
 		}()
-		waitFor(t, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 3 })
+		testwait.Until(t, testTimeout, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 3 })
 		return done
 	}
 	quiet := func(done chan error, what string) {
@@ -646,7 +647,7 @@ func TestAcks(t *testing.T) {
 		select {
 		case err := <-done:
 			t.Fatalf("%s answered (%v) too early", what, err)
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond): // a negative check: nothing answers within 10 ms
 		}
 	}
 	to := func(b string) func(ledgerInFlight) bool { return func(a ledgerInFlight) bool { return a.Bookie == b } }
@@ -669,9 +670,9 @@ func TestAcks(t *testing.T) {
 	f.cluster.Bookies.Deliver(to(bookies[0]))
 	f.cluster.Bookies.Deliver(to(bookies[1]))
 	quiet(done, "AcksAll with two bookies")
-	if l.HighWatermark() != hw+2 {
-		t.Fatalf("HW %d, want %d at the quorum", l.HighWatermark(), hw+2)
-	}
+	// The HW moves once the quorum's answers are processed: wait for it
+	// rather than assume the 10 ms of quiet above were enough.
+	testwait.Until(t, testTimeout, fmt.Sprintf("the HW at the quorum (%d)", hw+2), func() bool { return l.HighWatermark() == hw+2 })
 	f.cluster.Bookies.Deliver(to(bookies[2]))
 	if err := <-done; err != nil {
 		t.Fatalf("AcksAll: %v", err)
@@ -701,7 +702,7 @@ func TestWriteFailureFailsLog(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 6 })
+	testwait.Until(t, testTimeout, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 6 })
 	// Fence the ledger behind the writer's back (a takeover).
 	id := l.Describe().Segments[0].LedgerId
 	for _, b := range f.cluster.Bookies.Addrs() {
@@ -714,7 +715,7 @@ func TestWriteFailureFailsLog(t *testing.T) {
 			t.Fatalf("pending append: %v, want ErrFenced", err)
 		}
 	}
-	<-l.Failed()
+	testwait.Recv(t, testTimeout, "the log to fail", l.Failed())
 	if _, err := l.Fetch(testCtx(t), 0, 10, 0); !errors.Is(err, ErrFenced) {
 		t.Fatalf("fetch on a failed log: %v", err)
 	}
@@ -834,6 +835,10 @@ func TestSequenceGapWaitsForPredecessor(t *testing.T) {
 		}
 		second <- r
 	}()
+	// A head start for the batch ahead, not a wait for a condition (the
+	// log exposes no "waiting for a predecessor" state): the assertion
+	// below holds in either arrival order, so a slow machine can only make
+	// the test weaker, never fail it.
 	time.Sleep(20 * time.Millisecond)
 	first := mustAppend(t, l, idemBatch(t, 3, 0, 1, 1, "b"), AcksQuorum)
 	r := <-second
@@ -852,7 +857,7 @@ func TestSetLimits(t *testing.T) {
 	if _, err := l.Append(testCtx(t), batch(t, 1, strings.Repeat("x", 100)), AcksQuorum); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("batch over the new limit: %v", err)
 	}
-	waitFor(t, "a roll after the segment size shrank", func() bool { return len(l.Describe().Segments) >= 2 })
+	testwait.Until(t, testTimeout, "a roll after the segment size shrank", func() bool { return len(l.Describe().Segments) >= 2 })
 	if got := l.Limits(); got.MaxBatchBytes != 80 || got.SegmentBytes != 100 || got.SegmentAge != f.config(1).withDefaults().SegmentAge {
 		t.Fatalf("limits %+v", got)
 	}
@@ -874,7 +879,7 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 		res <- err
 	}()
 	var inflight []ledgerInFlight
-	waitFor(t, "the append at 3 bookies", func() bool { inflight = f.cluster.Bookies.InFlight(); return len(inflight) >= 3 })
+	testwait.Until(t, testTimeout, "the append at 3 bookies", func() bool { inflight = f.cluster.Bookies.InFlight(); return len(inflight) >= 3 })
 	// One bookie stores it; A never hears a quorum.
 	f.cluster.Bookies.Deliver(func(r ledgerInFlight) bool { return r.Bookie == inflight[0].Bookie })
 	f.cluster.Bookies.SetManual(false)

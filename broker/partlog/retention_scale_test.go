@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -371,18 +372,12 @@ func TestRetentionDeletionsStopAtClose(t *testing.T) {
 		_, err := s.l.EnforceRetention(context.Background())
 		done <- err
 	}()
-	deadline := time.Now().Add(testTimeout)
-	for s.meta.deletes.Load() < 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d ledger deletions after %v", s.meta.deletes.Load(), testTimeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, testTimeout, "100 ledger deletions", func() bool { return s.meta.deletes.Load() >= 100 })
 	start := time.Now()
 	if err := s.l.Close(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, testTimeout, "retention to return after Close", done); err != nil {
 		t.Fatalf("EnforceRetention: %v", err)
 	}
 	took, deleted := time.Since(start), s.meta.deletes.Load()

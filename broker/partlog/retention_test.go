@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -164,13 +165,7 @@ func TestRetentionRunsOnItsTimer(t *testing.T) {
 	l := f.open(cfg)
 	appendN(t, l, 2)
 	rollByAge(t, f, l)
-	deadline := time.Now().Add(testTimeout)
-	for l.LogStartOffset() != 6 {
-		if time.Now().After(deadline) {
-			t.Fatalf("log start still %d", l.LogStartOffset())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, testTimeout, "the retention timer to move the log start to 6", func() bool { return l.LogStartOffset() == 6 })
 	if l.LastRetention().IsZero() {
 		t.Fatal("LastRetention not set")
 	}

@@ -32,9 +32,10 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("bookie", pflag.ContinueOnError)
 	fs.String("id", d.ID, "bookie id (bound to --data-dir by its cookie)")
 	fs.String("data-dir", d.DataDir, "directory for the journal, the index and the cookie")
-	fs.String("listen", d.Listen, "gRPC address")
-	fs.String("advertise", d.Advertise, "address registered for writers and readers (default: --listen)")
-	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
+	config.EndpointsFlags(fs, d.Endpoints, config.EndpointsHelp{
+		Listen:    "gRPC address",
+		Advertise: "address registered for writers and readers (default: --listen)",
+	})
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
@@ -50,8 +51,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Duration("autorecovery-grace", d.AutorecoveryGrace, "how long a bookie may be gone before its ledgers are re-replicated")
 	fs.Duration("ledger-gc-interval", d.LedgerGCInterval, "time between sweeps that delete local copies of ledgers metad no longer lists (0: off)")
 	fs.Duration("ledger-gc-grace", d.LedgerGCGrace, "how long a ledger must be absent from metad before its local copy is deleted")
-	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
-	fs.String("log-format", d.LogFormat, "text or json")
+	config.LoggingFlags(fs, d.Logging)
 	return fs
 }
 

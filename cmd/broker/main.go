@@ -34,9 +34,10 @@ func main() {
 func flags(d broker.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("broker", pflag.ContinueOnError)
 	fs.String("id", d.ID, "broker id in metad")
-	fs.String("listen", d.Listen, "gRPC address")
-	fs.String("advertise", d.Advertise, "address clients are told to dial (default: --listen)")
-	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
+	config.EndpointsFlags(fs, d.Endpoints, config.EndpointsHelp{
+		Listen:    "gRPC address",
+		Advertise: "address clients are told to dial (default: --listen)",
+	})
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
 	fs.String("super-users", d.SuperUsers, "principals that pass every ACL check, User:NAME,... (with TLS; admin certificates are super-users too)")
@@ -53,6 +54,9 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Int("max-cluster-partitions", d.MaxClusterPartitions, "partitions of all topics together (CreateTopic and AddPartitions refuse more)")
 	fs.Int32("offsets-partitions", d.OffsetsPartitions, "partitions of __consumer_offsets when it is created")
 	fs.Duration("group-session-timeout", d.GroupSessionTimeout, "default consumer group session timeout")
+	fs.Duration("group-min-session-timeout", d.GroupMinSessionTimeout, "shortest session timeout a group member may ask for (Kafka's group.min.session.timeout.ms)")
+	fs.Duration("group-max-session-timeout", d.GroupMaxSessionTimeout, "longest session timeout a group member may ask for (Kafka's group.max.session.timeout.ms)")
+	fs.Duration("group-heartbeat-interval", d.GroupHeartbeatInterval, "how often group members are told to heartbeat; below --group-min-session-timeout")
 	fs.Int("group-max-groups", d.GroupMaxGroups, "consumer groups this broker may coordinate; a request creating one more is refused")
 	fs.Int("group-max-size", d.GroupMaxSize, "members of one consumer group; a join beyond it is refused (GROUP_MAX_SIZE)")
 	fs.Int("group-max-metadata-bytes", d.GroupMaxMetadataBytes, "bytes of a group's metadata record in __consumer_offsets (at most half its max.message.bytes is used); a heartbeat growing it further is refused")
@@ -64,6 +68,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("retention-check-interval", d.RetentionCheckInterval, "how often each owned partition applies retention.ms and retention.bytes")
 	fs.Duration("compaction-check-interval", d.CompactionCheckInterval, "how often the compactor offers each owned compacted partition a pass (one partition at a time)")
 	fs.Int64("compaction-map-bytes", d.CompactionMapBytes, "memory of the compactor's key map (about 35,000 keys per MiB); bounds the dirty range one pass covers")
+	fs.Int64("compaction-buffer-bytes", d.CompactionBufferBytes, "memory a compaction pass keeps its input in between indexing and rewriting it, so that that much is read once, not twice (0: read twice)")
 	fs.String("tier-store", d.TierStore, "object store for sealed ledgers: s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&insecure=true] (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or file:///ABS/DIR; empty: no tiering")
 	fs.Int64("tier-segment-bytes", d.TierSegmentBytes, "upload a run of closed ledgers as one object once it holds this much")
 	fs.Duration("tier-max-delay", d.TierMaxDelay, "upload what a partition has once its oldest closed ledger is this old")
@@ -77,8 +82,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("tier-request-timeout", d.TierRequestTimeout, "bound on one object-store call (read, list, delete)")
 	fs.Duration("tier-upload-timeout", d.TierUploadTimeout, "bound on one upload, with its copy from the bookies")
 	fs.Duration("tier-cookie-check-interval", d.TierCookieCheckInterval, "how long a confirmed bucket identity is trusted before a deletion checks it again")
-	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
-	fs.String("log-format", d.LogFormat, "text or json")
+	config.LoggingFlags(fs, d.Logging)
 	return fs
 }
 

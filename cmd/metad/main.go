@@ -34,10 +34,11 @@ func flags(d metad.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("metad", pflag.ContinueOnError)
 	fs.String("id", d.ID, "member id, as listed in --peers")
 	fs.String("data-dir", d.DataDir, "directory for the Raft log, stable store and snapshots")
-	fs.String("listen", d.Listen, "client gRPC address")
-	fs.String("advertise", d.Advertise, "client address published to others (default: --listen)")
+	config.EndpointsFlags(fs, d.Endpoints, config.EndpointsHelp{
+		Listen:    "client gRPC address",
+		Advertise: "client address published to others (default: --listen)",
+	})
 	fs.String("raft-listen", d.RaftListen, "Raft transport address (also advertised to peers)")
-	fs.String("admin-listen", d.AdminListen, "HTTP address for /metrics, /livez, /readyz (and /debug/pprof/ with --enable-pprof)")
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
 	fs.String("peers", d.Peers, "initial voters, id=raftAddress,... (used only to bootstrap an empty member)")
@@ -53,8 +54,7 @@ func flags(d metad.Config) *pflag.FlagSet {
 	fs.Int64("quota-bytes", d.QuotaBytes, "most bytes of live keys and values; writes adding bytes past it are refused")
 	fs.Int64("quota-leases", d.QuotaLeases, "most granted leases; grants past it are refused")
 	fs.Bool("no-sync", d.NoSync, "do not fsync the Raft log (benchmarks only: loses data on a crash)")
-	fs.String("log-level", d.LogLevel, "debug, info, warn or error")
-	fs.String("log-format", d.LogFormat, "text or json")
+	config.LoggingFlags(fs, d.Logging)
 	return fs
 }
 

@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/internal/cli/cluster"
 	"github.com/strata-log/strata/ledger/bookies"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/ledger/replication"
 )
 
@@ -22,12 +21,6 @@ func newBookieCommand(g *globalOptions) *cobra.Command {
 	}
 	b.AddCommand(newBookieListCommand(g), newBookieDecommissionCommand(g), newBookieRecommissionCommand(g))
 	return b
-}
-
-type bookieListRow struct {
-	bookieRow
-	Ledgers        int  `json:"ledgers"`
-	Decommissioned bool `json:"decommissioned"`
 }
 
 func newBookieListCommand(g *globalOptions) *cobra.Command {
@@ -50,95 +43,13 @@ func newBookieListCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := replication.Inspect(ctx, replication.MetaKV(meta), ledger.NewMetadStore(meta), time.Now())
+			rep, err := replication.Inspect(ctx, replication.MetaKV(meta), ledgermetad.NewStore(meta), time.Now())
 			if err != nil {
 				return err
 			}
-			decommissioned := map[string]bool{}
-			for _, d := range rep.Decommissions {
-				decommissioned[d.BookieID] = true
-			}
-			rows := make([]bookieListRow, 0, len(known))
-			for _, k := range known {
-				r := bookieListRow{bookieRow: bookieRow{ID: k.ID, State: k.State()}, Decommissioned: decommissioned[k.ID]}
-				if k.Cookie != nil {
-					r.Instance = k.Cookie.InstanceId
-				}
-				if k.Info != nil {
-					r.Address, r.FreeBytes, r.TotalBytes, r.Rack = k.Info.Address, k.Info.FreeBytes, k.Info.TotalBytes, k.Info.Rack
-					r.Ledgers = rep.LedgersOn[k.Info.Address]
-				}
-				rows = append(rows, r)
-			}
-			leader := ""
-			if rep.Leader != nil {
-				leader = rep.Leader.ID
-			}
-			p := g.printer(cmd)
-			if p.Format == cli.FormatJSON {
-				return p.JSON(struct {
-					Bookies         []bookieListRow `json:"bookies"`
-					Ledgers         int             `json:"ledgers"`
-					UnderReplicated int             `json:"under_replicated_ledgers"`
-					Replicator      string          `json:"replicator,omitempty"`
-				}{rows, rep.Ledgers, rep.UnderReplicated, leader})
-			}
-			tw := tabwriter.NewWriter(p.W, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tADDRESS\tLEDGERS\tDECOMMISSIONED\tFREE\tTOTAL\tRACK")
-			for _, r := range rows {
-				ledgers := "-"
-				if r.Address != "" {
-					ledgers = fmt.Sprint(r.Ledgers)
-				}
-				dec := "-"
-				if r.Decommissioned {
-					dec = "yes"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, dash(r.Address), ledgers, dec,
-					cli.Bytes(r.FreeBytes), cli.Bytes(r.TotalBytes), dash(r.Rack))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(p.W, "under-replicated ledgers: %d of %d\n", rep.UnderReplicated, rep.Ledgers)
-			fmt.Fprintf(p.W, "replicator: %s\n", replicatorText(rep.Leader))
-			return nil
+			return cluster.PrintBookieList(g.printer(cmd), known, rep)
 		}),
 	}
-}
-
-func replicatorText(l *replication.LeaderRecord) string {
-	if l == nil {
-		return "none running (start bookies with --autorecovery): nothing is re-replicated"
-	}
-	return fmt.Sprintf("%s (leading since %s)", l.ID, time.UnixMilli(l.SinceMs).UTC().Format(time.RFC3339))
-}
-
-type drainJSON struct {
-	BookieID   string   `json:"bookie_id"`
-	Addresses  []string `json:"addresses"`
-	Ledgers    int      `json:"ledgers"`
-	Fragments  int      `json:"fragments"`
-	Drained    bool     `json:"drained"`
-	Replicator string   `json:"replicator,omitempty"`
-}
-
-func printDrain(p *cli.Printer, d replication.Drain) error {
-	if p.Format == cli.FormatJSON {
-		out := drainJSON{BookieID: d.Decommission.BookieID, Addresses: d.Addresses, Ledgers: d.Ledgers,
-			Fragments: d.Fragments, Drained: d.Drained()}
-		if d.Leader != nil {
-			out.Replicator = d.Leader.ID
-		}
-		return p.JSON(out)
-	}
-	if d.Drained() {
-		_, err := fmt.Fprintf(p.W, "OK bookie %s drained: no ledger names %s. Stop it; to retire its id for good: strata meta del %s\n",
-			d.Decommission.BookieID, strings.Join(d.Addresses, ","), bookies.CookiePrefix+d.Decommission.BookieID)
-		return err
-	}
-	_, err := fmt.Fprintf(p.W, "%s; replicator: %s\n", d.String(), replicatorText(d.Leader))
-	return err
 }
 
 func newBookieDecommissionCommand(g *globalOptions) *cobra.Command {
@@ -168,7 +79,7 @@ func newBookieDecommissionCommand(g *globalOptions) *cobra.Command {
 				return err
 			}
 			defer meta.Close()
-			kv, store := replication.MetaKV(meta), ledger.NewMetadStore(meta)
+			kv, store := replication.MetaKV(meta), ledgermetad.NewStore(meta)
 			ctx := cmd.Context()
 			if !wait || cmd.Flags().Changed("timeout") {
 				var cancel context.CancelFunc
@@ -184,27 +95,7 @@ func newBookieDecommissionCommand(g *globalOptions) *cobra.Command {
 				fmt.Fprintf(p.W, "bookie %s (%s) decommissioned at %s\n", d.BookieID, d.Address,
 					time.UnixMilli(d.RequestedAtMs).UTC().Format(time.RFC3339))
 			}
-			for {
-				progress, err := replication.Progress(ctx, kv, store, id)
-				switch {
-				case err != nil && (!wait || ctx.Err() != nil):
-					return err
-				case err != nil:
-					fmt.Fprintf(cmd.ErrOrStderr(), "strata: reading progress: %v\n", err)
-				default:
-					if err := printDrain(p, progress); err != nil {
-						return err
-					}
-					if progress.Drained() || !wait {
-						return nil
-					}
-				}
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("bookie %s not drained yet: %w", id, ctx.Err())
-				case <-time.After(interval):
-				}
-			}
+			return cluster.WatchDrain(ctx, kv, store, id, wait, interval, p, cmd.ErrOrStderr())
 		}),
 	}
 	f := cmd.Flags()

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/proto/brokerpb"
 )
 
 // TestFlagWiring runs the new commands' help and usage errors: cobra
@@ -45,32 +44,6 @@ func TestFlagWiring(t *testing.T) {
 		_, err := root.ExecuteC()
 		if code := cli.ExitCode(err); code != tc.code || (tc.wantErr != "" && !strings.Contains(cli.Message(err), tc.wantErr)) {
 			t.Errorf("strata %s: exit %d %q, want %d %q", strings.Join(tc.args, " "), code, cli.Message(err), tc.code, tc.wantErr)
-		}
-	}
-}
-
-func TestClusterHealthBrokers(t *testing.T) {
-	broker := func(id string) *brokerpb.BrokerDescription {
-		return &brokerpb.BrokerDescription{Info: &brokerpb.BrokerInfo{Id: id, Address: id + ":9092"}, PartitionsOwned: 3}
-	}
-	for _, tc := range []struct {
-		name string
-		d    *brokerpb.DescribeClusterResponse
-		want string
-	}{
-		{"healthy", &brokerpb.DescribeClusterResponse{ControllerId: "k1", Brokers: []*brokerpb.BrokerDescription{broker("k2"), broker("k1")}}, ""},
-		{"unowned", &brokerpb.DescribeClusterResponse{ControllerId: "k1", Brokers: []*brokerpb.BrokerDescription{broker("k1")}, UnownedPartitions: 2}, "2 partitions without an owner"},
-		{"no controller", &brokerpb.DescribeClusterResponse{Brokers: []*brokerpb.BrokerDescription{broker("k1")}}, "no controller"},
-		{"no brokers", &brokerpb.DescribeClusterResponse{}, "none registered"},
-	} {
-		rep := &clusterReport{}
-		collectBrokers(rep, tc.d, nil)
-		got := strings.Join(rep.Problems, "; ")
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s: problems %q, want %q", tc.name, got, tc.want)
-		}
-		if tc.name == "healthy" && (len(rep.Brokers.Brokers) != 2 || rep.Brokers.Brokers[0].ID != "k1") {
-			t.Errorf("brokers not sorted: %+v", rep.Brokers.Brokers)
 		}
 	}
 }

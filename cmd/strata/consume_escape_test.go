@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"strings"
@@ -9,42 +8,6 @@ import (
 
 	"github.com/strata-log/strata/internal/cli"
 )
-
-func TestTerminalWriter(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain text\tand tab\n", "plain text\tand tab\n"},
-		{"a\x1b[2Jb", `a\x1b[2Jb`},
-		{"title\x1b]0;pwned\x07", `title\x1b]0;pwned\a`},
-		{"over\rwrite\b\f\v\x00", `over\rwrite\b\f\v\x00`},
-		{"del\x7f", `del\u007f`},
-		{"c1 csi \u009b31m", `c1 csi \u009b31m`},
-		{"raw 8-bit csi \x9b31m", `raw 8-bit csi \x9b31m`},
-		{"not utf-8 \xff\xfe", `not utf-8 \xff\xfe`},
-		{"utf-8 stays: héllo € 😀 \u200b", "utf-8 stays: héllo € 😀 \u200b"},
-		{"\ufffd is a character", "\ufffd is a character"},
-		{"cut at the end \xe2\x82", `cut at the end \xe2\x82`}, // Flush escapes it
-	} {
-		// Whole, and a byte at a time: a sequence cut between writes comes
-		// out the same.
-		for _, chunk := range []int{len(tc.in), 1, 2} {
-			var out bytes.Buffer
-			tw := &terminalWriter{w: &out}
-			for rest := tc.in; rest != ""; {
-				n := min(chunk, len(rest))
-				if w, err := tw.Write([]byte(rest[:n])); err != nil || w != n {
-					t.Fatalf("Write: %d, %v; want %d", w, err, n)
-				}
-				rest = rest[n:]
-			}
-			if err := tw.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if out.String() != tc.want {
-				t.Errorf("%q in writes of %d: %q, want %q", tc.in, chunk, out.String(), tc.want)
-			}
-		}
-	}
-}
 
 // consumeRun runs `strata ARGS` against broker with stdout taken for a
 // terminal or not.
@@ -64,7 +27,7 @@ func consumeRun(t *testing.T, broker string, terminal bool, args ...string) stri
 // headers cannot drive a terminal: on one, control characters print
 // escaped; into a pipe, or with --raw, the bytes come out exactly.
 func TestConsumeEscapesOnTerminal(t *testing.T) {
-	fb := startFakeBroker(t)
+	fb := startTestBroker(t)
 	for _, topic := range []string{"esc", "esc2"} {
 		if _, errOut, code := strataRun(t, fb.addr, "", "topic", "create", topic, "-p", "1"); code != 0 {
 			t.Fatalf("create %s: exit %d: %s", topic, code, errOut)

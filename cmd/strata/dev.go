@@ -1,16 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,109 +57,7 @@ installs it); otherwise to the local directory DIR/tier.`,
 }
 
 func runDev(cmd *cobra.Command, o devcluster.Options) error {
-	ctx := cmd.Context()
-	out := cmd.OutOrStdout()
-	start := time.Now()
-	tierStore, err := devcluster.TierStore(o)
-	if err != nil {
-		return err
-	}
-	if o.MinIO == "" && o.Brokers > 0 {
-		fmt.Fprintf(out, "no minio binary beside the role binaries, on PATH or in $(go env GOPATH)/bin: "+
-			"brokers tier to the local directory %s ('make minio' installs MinIO)\n", tierStore)
-	}
-	st, err := devcluster.Up(ctx, o, out)
-	if err != nil {
-		return err
-	}
-	prof := devcluster.ProfileFromState(st)
-	if o.TLS {
-		admin, err := devcluster.AdminTLSFiles(o.Dir)
-		if err != nil {
-			devcluster.Down(st, 10*time.Second)
-			return err
-		}
-		prof.TLSCA, prof.TLSCert, prof.TLSKey = admin.CA, admin.Cert, admin.Key
-	}
-	profiles := []string{filepath.Join(o.Dir, "profile.json")}
-	if p, err := devcluster.UserProfilePath(); err == nil {
-		profiles = append(profiles, p)
-	}
-	for _, p := range profiles {
-		if err := devcluster.WriteProfile(p, prof); err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "strata: warning: profile %s not written: %v\n", p, err)
-		}
-	}
-	fmt.Fprintf(out, "\nStrata dev cluster ready in %s (data in %s, state in %s)\n", time.Since(start).Round(time.Millisecond),
-		o.Dir, filepath.Join(o.Dir, devcluster.StateFile))
-	printDevSummary(out, st, prof, tierStore, profiles)
-	superviseDev(ctx, out, o.Dir, st)
-	return nil
-}
-
-// printDevSummary lists the cluster's addresses, object store and
-// profiles. The MinIO credentials stay out of it: the output is often
-// pasted into issues.
-func printDevSummary(out io.Writer, st *devcluster.State, prof devcluster.Profile, tierStore string, profiles []string) {
-	fmt.Fprintf(out, "  metad:   %s\n", prof.Metad)
-	if bookies := devcluster.Endpoints(st.Nodes, devcluster.RoleBookie); len(bookies) > 0 {
-		fmt.Fprintf(out, "  bookies: %s\n", strings.Join(bookies, ","))
-	}
-	if prof.Brokers != "" {
-		fmt.Fprintf(out, "  brokers: %s\n", prof.Brokers)
-	}
-	if m, err := st.Node(devcluster.MinIOName); err == nil {
-		fmt.Fprintf(out, "  objects: %s (MinIO, data in %s; console http://%s, login in %s)\n", tierStore, m.DataDir, m.Admin,
-			filepath.Join(st.Dir, devcluster.StateFile))
-	} else if prof.Brokers != "" {
-		fmt.Fprintf(out, "  objects: %s (local directory; 'make minio' installs MinIO)\n", tierStore)
-	}
-	if prof.TLSCert != "" {
-		fmt.Fprintf(out, "  tls:     mutual TLS on every link; CA %s, CLI certificate %s (role admin)\n", prof.TLSCA, prof.TLSCert)
-	}
-	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
-	if prof.Brokers != "" {
-		fmt.Fprintf(out, "Try:  strata cluster status    (Ctrl-C stops the cluster)\n")
-	} else {
-		fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
-	}
-}
-
-// superviseDev reports nodes that exit or come back, until ctx ends; then
-// it stops the cluster.
-func superviseDev(ctx context.Context, out io.Writer, dir string, st *devcluster.State) {
-	reported := map[string]bool{}
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(out, "\nstopping the cluster...")
-			// Nodes may have been restarted since: stop what the state file
-			// lists now.
-			if cur, err := devcluster.LoadState(dir); err == nil {
-				st = cur
-			}
-			devcluster.Down(st, 10*time.Second)
-			fmt.Fprintln(out, "stopped")
-			return
-		case <-ticker.C:
-			cur, err := devcluster.LoadState(dir)
-			if err != nil {
-				continue
-			}
-			for _, n := range cur.Nodes {
-				up := devcluster.Signal(n, 0) == nil
-				if !up && !reported[n.Name] {
-					fmt.Fprintf(out, "%s (pid %d) is not running; 'strata dev start %s' restarts it\n", n.Name, n.PID, n.Name)
-				}
-				if up && reported[n.Name] {
-					fmt.Fprintf(out, "%s is running again (pid %d)\n", n.Name, n.PID)
-				}
-				reported[n.Name] = !up
-			}
-		}
-	}
+	return devcluster.Run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
 func newDevNodeCommand(action, short string, dir *string) *cobra.Command {
@@ -188,66 +78,17 @@ func newDevNodeCommand(action, short string, dir *string) *cobra.Command {
 			out := cmd.OutOrStdout()
 			switch action {
 			case "kill":
-				s, err := parseSignal(sig)
-				if err != nil {
-					return err
-				}
-				if err := devcluster.Signal(*n, s); err != nil {
-					return err
-				}
-				// A killed node is gone (its ports free) before this
-				// returns, so `dev start` right after it works.
-				if s == syscall.SIGKILL && !devcluster.WaitGone(*n, 10*time.Second) {
-					return fmt.Errorf("%s (pid %d) still runs 10s after SIGKILL", n.Name, n.PID)
-				}
-				fmt.Fprintf(out, "sent SIG%s to %s (pid %d)\n", strings.ToUpper(sig), n.Name, n.PID)
+				return devcluster.KillNode(out, *n, sig)
 			case "stop":
-				switch err := devcluster.Stop(*n, 10*time.Second); {
-				case errors.Is(err, devcluster.ErrNotRunning):
-					fmt.Fprintf(out, "%s was not running\n", n.Name)
-				case err != nil:
-					return err
-				default:
-					fmt.Fprintf(out, "stopped %s\n", n.Name)
-				}
-			case "start":
-				if devcluster.Signal(*n, 0) == nil {
-					return fmt.Errorf("%s is already running (pid %d)", n.Name, n.PID)
-				}
-				if err := devcluster.Start(n); err != nil {
-					return err
-				}
-				if err := st.Save(); err != nil {
-					return err
-				}
-				if err := devcluster.WaitReady(cmd.Context(), *n, 30*time.Second); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "started %s (pid %d), ready\n", n.Name, n.PID)
+				return devcluster.StopNode(out, *n)
 			}
-			return nil
+			return devcluster.StartNode(cmd.Context(), out, st, n)
 		},
 	}
 	if action == "kill" {
 		cmd.Flags().StringVarP(&sig, "signal", "s", "KILL", "signal: KILL, TERM, INT, STOP or CONT")
 	}
 	return cmd
-}
-
-func parseSignal(s string) (syscall.Signal, error) {
-	switch strings.ToUpper(strings.TrimPrefix(strings.ToUpper(s), "SIG")) {
-	case "KILL", "9":
-		return syscall.SIGKILL, nil
-	case "TERM", "15":
-		return syscall.SIGTERM, nil
-	case "INT", "2":
-		return syscall.SIGINT, nil
-	case "STOP":
-		return syscall.SIGSTOP, nil
-	case "CONT":
-		return syscall.SIGCONT, nil
-	}
-	return 0, fmt.Errorf("--signal %q: want KILL, TERM, INT, STOP or CONT", s)
 }
 
 func newDevStatusCommand(g *globalOptions, dir *string) *cobra.Command {
@@ -260,24 +101,12 @@ func newDevStatusCommand(g *globalOptions, dir *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			type row struct {
-				devcluster.Node
-				Running bool `json:"running"`
-			}
-			var rows []row
-			for _, n := range st.Nodes {
-				rows = append(rows, row{Node: n, Running: devcluster.Signal(n, 0) == nil})
-			}
+			rows := devcluster.Statuses(st)
 			p := g.printer(cmd)
 			if p.Format == cli.FormatJSON {
 				return p.JSON(rows)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tROLE\tPID\tRUNNING\tLISTEN\tADMIN\tDATA DIR")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%t\t%s\t%s\t%s\n", r.Name, r.Role, r.PID, r.Running, r.Listen, r.Admin, r.DataDir)
-			}
-			return tw.Flush()
+			return devcluster.PrintStatuses(cmd.OutOrStdout(), rows)
 		},
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -39,7 +38,7 @@ func newMetaSnapshotSaveCommand(g *globalOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := writeFileAtomic(args[0], metaclient.EncodeSnapshotFile(data)); err != nil {
+				if err := cli.WriteFileAtomic(args[0], metaclient.EncodeSnapshotFile(data)); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "saved %s: revision %d, %d keys, %d leases, %d members, %s\n",
@@ -85,34 +84,4 @@ func newMetaSnapshotRestoreCommand(g *globalOptions) *cobra.Command {
 	cmd.Flags().BoolVar(&merge, "merge", false, "restore into a cluster that holds keys (keys it holds are kept)")
 	cmd.Flags().BoolVar(&progress, "progress", false, "show progress on stderr even when it is not a terminal")
 	return cmd
-}
-
-// writeFileAtomic writes data to path through path.tmp, fsynced, then
-// renamed over path and the directory fsynced.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
 }

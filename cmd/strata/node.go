@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +36,7 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: cli.Run(func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("admin") {
-				admin = defaultAdmin(os.Getenv(envAdminListen), admin)
+				admin = cli.DefaultAdmin(os.Getenv(envAdminListen), admin)
 			}
 			if path == "" {
 				path = "/readyz"
@@ -50,7 +46,7 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			code, body, err := probe(ctx, admin, path)
+			code, body, err := cli.ProbeHTTP(ctx, admin, path)
 			if err != nil {
 				return err
 			}
@@ -70,34 +66,3 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 // envAdminListen is the variable that sets a role's --admin-listen; in a
 // container it names the admin address of the node the check runs beside.
 const envAdminListen = "STRATA_ADMIN_LISTEN"
-
-// defaultAdmin is the address to probe for the admin listen address
-// fromEnv: an unspecified host (":9192", "0.0.0.0:9192") is dialled on
-// loopback. fallback is used when fromEnv is empty or not host:port.
-func defaultAdmin(fromEnv, fallback string) string {
-	host, port, err := net.SplitHostPort(fromEnv)
-	if err != nil {
-		return fallback
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// probe GETs http://addr+path and returns the status code and the first
-// line of the body.
-func probe(ctx context.Context, addr, path string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	return resp.StatusCode, line, nil
-}

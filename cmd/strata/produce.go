@@ -1,24 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/internal/cli/stream"
 )
-
-// maxInputLine bounds one line of produce input; the broker's
-// max.message.bytes usually rejects far smaller records.
-const maxInputLine = 32 << 20
 
 // produceBufferBytes bounds the records produce has read but not yet had
 // acknowledged.
@@ -81,32 +73,46 @@ func parseHeaders(hs []string) ([]client.Header, error) {
 	return out, nil
 }
 
-func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic string) error {
+// produceFlags are produce's parsed flags.
+type produceFlags struct {
+	acks  client.Acks
+	codec client.Compression
+	opts  stream.ProduceOptions
+}
+
+func (o *produceOptions) parse(cmd *cobra.Command, topic string) (produceFlags, error) {
 	usage := func(err error) error { return cli.Exit(cli.ExitUsage, err) }
 	if o.keySeparator != "" && cmd.Flags().Changed("key") {
-		return usage(errors.New("-K and -k exclude each other"))
+		return produceFlags{}, usage(errors.New("-K and -k exclude each other"))
 	}
 	if cmd.Flags().Changed("key-separator") && o.keySeparator == "" {
-		return usage(errors.New("-K: the separator is empty"))
+		return produceFlags{}, usage(errors.New("-K: the separator is empty"))
 	}
 	acks, err := client.ParseAcks(o.acks)
 	if err != nil {
-		return usage(err)
+		return produceFlags{}, usage(err)
 	}
 	codec, err := client.ParseCompression(o.compression)
 	if err != nil {
-		return usage(err)
+		return produceFlags{}, usage(err)
 	}
 	headers, err := parseHeaders(o.headers)
 	if err != nil {
-		return usage(err)
+		return produceFlags{}, usage(err)
 	}
 	split := cli.LineSplitter{KeySeparator: []byte(o.keySeparator), NullEmpty: o.nullEmpty}
 	if cmd.Flags().Changed("key") {
 		split.Key = []byte(o.key)
 	}
+	return produceFlags{acks: acks, codec: codec,
+		opts: stream.ProduceOptions{Topic: topic, Partition: o.partition, Split: split, Headers: headers}}, nil
+}
 
-	ctx := cmd.Context()
+func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic string) error {
+	f, err := o.parse(cmd, topic)
+	if err != nil {
+		return err
+	}
 	connectCtx, cancel := g.commandContext(cmd)
 	c, err := g.brokerClient(connectCtx)
 	cancel()
@@ -116,101 +122,11 @@ func runProduce(cmd *cobra.Command, g *globalOptions, o *produceOptions, topic s
 	defer c.Close()
 	// A smaller buffer than the client default: the CLI streams, its
 	// throughput needs little read-ahead, and memory stays modest.
-	prod, err := c.NewProducer(client.ProducerConfig{Acks: acks, Compression: codec, MaxBufferedBytes: produceBufferBytes})
+	prod, err := c.NewProducer(client.ProducerConfig{Acks: f.acks, Compression: f.codec, MaxBufferedBytes: produceBufferBytes})
 	if err != nil {
 		return err
 	}
-
-	var (
-		acked, failed atomic.Int64
-		errMu         sync.Mutex
-		firstErr      error
-	)
-	fail := func(err error) {
-		failed.Add(1)
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-	}
-	done := func(_ *client.Record, err error) {
-		if err != nil {
-			fail(err)
-			return
-		}
-		acked.Add(1)
-	}
-	// Lines come from a reader goroutine so that Ctrl-C ends a produce
-	// that waits for input on a terminal; the channel's bound keeps memory
-	// bounded. On Ctrl-C the goroutine may stay blocked in a read until
-	// the process exits.
-	type lineOrErr struct {
-		line []byte
-		err  error
-	}
-	lines := make(chan lineOrErr, 64)
-	go func() {
-		defer close(lines)
-		r := cli.NewLineReader(cmd.InOrStdin(), maxInputLine)
-		for {
-			line, err := r.Next()
-			select {
-			case lines <- lineOrErr{line, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var readErr error
-read:
-	for {
-		var in lineOrErr
-		var ok bool
-		select {
-		case <-ctx.Done():
-			break read
-		case in, ok = <-lines:
-		}
-		if !ok || errors.Is(in.err, io.EOF) {
-			break
-		}
-		if in.err != nil {
-			readErr = in.err
-			break
-		}
-		key, value := split.Split(in.line)
-		rec := &client.Record{Topic: topic, Partition: o.partition, Key: key, Value: value, Headers: headers, Offset: -1}
-		if err := prod.Produce(ctx, rec, done); err != nil {
-			fail(err)
-			if errors.Is(err, client.ErrClosed) || ctx.Err() != nil {
-				break
-			}
-		}
-	}
-	// Flush what was handed over: on Ctrl-C for a short while only.
-	grace := 2 * time.Minute
-	if ctx.Err() != nil {
-		grace = 5 * time.Second
-	}
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	if err := prod.Close(closeCtx); err != nil && failed.Load() == 0 {
-		fail(fmt.Errorf("flush: %w", err))
-	}
-
-	stderr := cmd.ErrOrStderr()
-	fmt.Fprintf(stderr, "produced %d records to %s (acks=%s)\n", acked.Load(), topic, acks)
-	switch {
-	case failed.Load() > 0:
-		return fmt.Errorf("%d records failed; first error: %w", failed.Load(), firstErr)
-	case readErr != nil:
-		return fmt.Errorf("reading stdin: %w", readErr)
-	case ctx.Err() != nil:
-		return errors.New("interrupted")
-	}
-	return nil
+	res := stream.Produce(cmd.Context(), cmd.InOrStdin(), prod, f.opts)
+	fmt.Fprintf(cmd.ErrOrStderr(), "produced %d records to %s (acks=%s)\n", res.Acked, topic, f.acks)
+	return res.Err()
 }

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/internal/cli/access"
 	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/metad/metaclient"
 )
@@ -106,31 +104,7 @@ func newUserListCommand(g *globalOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				type row struct {
-					Name       string `json:"name"`
-					Mechanism  string `json:"mechanism"`
-					Iterations int    `json:"iterations"`
-				}
-				rows := []row{}
-				for _, kv := range kvs {
-					name := strings.TrimPrefix(kv.Key, acl.UsersPrefix)
-					r := row{Name: name, Mechanism: "invalid"}
-					if cred, err := scram.Unmarshal(kv.Value); err == nil {
-						r.Mechanism, r.Iterations = cred.Mechanism, cred.Iterations
-					}
-					rows = append(rows, r)
-				}
-				sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-				p := g.printer(cmd)
-				if p.Format == cli.FormatJSON {
-					return p.JSON(rows)
-				}
-				tw := tabwriter.NewWriter(p.W, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
-				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%d\n", r.Name, r.Mechanism, r.Iterations)
-				}
-				return tw.Flush()
+				return access.PrintUsers(g.printer(cmd), access.Users(kvs))
 			})
 		}),
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // Image names `make images` builds (IMAGE_TAG=dev).
@@ -218,15 +219,14 @@ func (c *cluster) run(service string) {
 // bootstraps from the brokers.
 func (c *cluster) waitReady(timeout time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for name, n := range c.nodes {
-		for !ready(n.adminAddr()) {
-			if time.Now().After(deadline) {
-				c.t.Fatalf("%s (%s) not ready after %s", name, n.adminAddr(), timeout)
+	testwait.UntilNil(c.t, timeout, "every node ready", func() error {
+		for name, n := range c.nodes {
+			if !ready(n.adminAddr()) {
+				return fmt.Errorf("%s (%s) not ready", name, n.adminAddr())
 			}
-			time.Sleep(200 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 }
 
 func ready(addr string) bool {
@@ -302,16 +302,4 @@ func (c *cluster) client(ctx context.Context) *client.Client {
 	}
 	c.t.Cleanup(func() { _ = cl.Close() })
 	return cl
-}
-
-// waitFor polls cond every 100 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

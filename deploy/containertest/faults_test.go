@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -48,16 +49,11 @@ func TestContainers(t *testing.T) {
 func (c *cluster) waitHealthy(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	var out string
-	var err error
-	deadline := time.Now().Add(timeout)
-	for {
-		if out, err = c.exec("broker-1", "cluster", "status"); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster is not healthy after %s: %v\n%s", timeout, err, out)
-		}
-		time.Sleep(500 * time.Millisecond)
+	if err := testwait.Poll(timeout, "the cluster to be healthy", func() (err error) {
+		out, err = c.exec("broker-1", "cluster", "status")
+		return err
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
 
@@ -119,7 +115,7 @@ func testBrokerCutOff(t *testing.T, c *cluster) {
 	cut := time.Now()
 	reconnect := c.disconnect(victim)
 	other := b2
-	waitFor(t, 10*time.Second, "the cut broker's partitions to move", func() bool {
+	testwait.Until(t, 10*time.Second, "the cut broker's partitions to move", func() bool {
 		o, err := owners(context.Background(), other, topic)
 		if err != nil || len(o) != partitions {
 			return false
@@ -134,7 +130,7 @@ func testBrokerCutOff(t *testing.T, c *cluster) {
 	t.Logf("partitions moved in %s", time.Since(cut).Round(time.Millisecond))
 	l.waitMoreAcked(200, 30*time.Second, "after the partitions moved")
 	reconnect()
-	waitFor(t, 30*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
+	testwait.Until(t, 30*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
 	l.waitMoreAcked(100, 30*time.Second, "after the cut broker came back")
 
 	// Nothing stale: for every partition, the returned broker either
@@ -208,16 +204,16 @@ func testMetadLeaderCutOff(t *testing.T, c *cluster) {
 	l := startLoad(t, cl, topic, partitions, 100)
 	l.waitMoreAcked(100, 30*time.Second, "before the cut")
 	var leader string
-	waitFor(t, 10*time.Second, "a metad leader", func() bool { leader = c.metadLeader(); return leader != "" })
+	testwait.Until(t, 10*time.Second, "a metad leader", func() bool { leader = c.metadLeader(); return leader != "" })
 	t.Logf("cutting the metad leader %s off", leader)
 	reconnect := c.disconnect(leader)
-	waitFor(t, 20*time.Second, "a new metad leader", func() bool {
+	testwait.Until(t, 20*time.Second, "a new metad leader", func() bool {
 		l := c.metadLeader()
 		return l != "" && l != leader
 	})
 	l.waitMoreAcked(200, 30*time.Second, "with the old metad leader cut off")
 	reconnect()
-	waitFor(t, 30*time.Second, "the old leader to rejoin as a follower", func() bool {
+	testwait.Until(t, 30*time.Second, "the old leader to rejoin as a follower", func() bool {
 		m, err := scrape(c.nodes[leader].adminAddr())
 		return err == nil && m["strata_metad_is_leader"] == 0 && m["strata_metad_raft_last_contact_seconds"] < 2 && ready(c.nodes[leader].adminAddr())
 	})
@@ -240,7 +236,7 @@ func testKillEachRole(t *testing.T, c *cluster) {
 		c.kill(s)
 		l.waitMoreAcked(100, 45*time.Second, "with "+s+" killed")
 		c.start(s)
-		waitFor(t, 60*time.Second, s+" ready after restart", func() bool { return ready(c.nodes[s].adminAddr()) })
+		testwait.Until(t, 60*time.Second, s+" ready after restart", func() bool { return ready(c.nodes[s].adminAddr()) })
 		l.waitMoreAcked(50, 30*time.Second, "after "+s+" restarted")
 	}
 	l.finish(t, cl, partitions)
@@ -283,7 +279,7 @@ func testBookieCutOff(t *testing.T, c *cluster) {
 	reconnect := c.disconnect(victim)
 	l.waitMoreAcked(200, 30*time.Second, "with "+victim+" cut off")
 	var st replicationState
-	waitFor(t, 90*time.Second, "re-replication to leave no ledger on the cut bookie", func() bool {
+	testwait.Until(t, 90*time.Second, "re-replication to leave no ledger on the cut bookie", func() bool {
 		var ok bool
 		st, ok = c.replication(victim)
 		// An audit that started after the bookie's grace ran out (5 s)
@@ -293,7 +289,7 @@ func testBookieCutOff(t *testing.T, c *cluster) {
 	})
 	t.Logf("re-replicated %s's ledgers in %s (replicator %s)", victim, time.Since(cut).Round(time.Second), st.leader)
 	reconnect()
-	waitFor(t, 60*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
+	testwait.Until(t, 60*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
 	l.finish(t, cl, partitions)
 }
 
@@ -340,7 +336,7 @@ func testRollingRestart(t *testing.T, c *cluster) {
 		start := time.Now()
 		c.restart(s)
 		restarted := time.Since(start)
-		waitFor(t, 60*time.Second, s+" ready after its restart", func() bool { return ready(c.nodes[s].adminAddr()) })
+		testwait.Until(t, 60*time.Second, s+" ready after its restart", func() bool { return ready(c.nodes[s].adminAddr()) })
 		l.waitMoreAcked(50, 30*time.Second, "after "+s+" restarted")
 		t.Logf("restarted %s: docker restart %s, ready and 50 more records acknowledged after %s", s,
 			restarted.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))

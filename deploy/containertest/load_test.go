@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // load produces numbered records to a topic (idempotent, acks=quorum)
@@ -102,7 +103,7 @@ func (l *load) ackedCount() int {
 func (l *load) waitMoreAcked(n int, timeout time.Duration, what string) {
 	l.t.Helper()
 	base := l.ackedCount()
-	waitFor(l.t, timeout, fmt.Sprintf("%d more acknowledged records %s", n, what), func() bool { return l.ackedCount() >= base+n })
+	testwait.Until(l.t, timeout, fmt.Sprintf("%d more acknowledged records %s", n, what), func() bool { return l.ackedCount() >= base+n })
 }
 
 // stop ends the load, waits for every callback, and returns the

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // scrape reads addr's /metrics into name -> value for the series without
@@ -128,9 +130,14 @@ func testMonitoringNamesExistingMetrics(t *testing.T, c *cluster) {
 		}
 		return len(missing) == 0
 	}
-	for deadline := time.Now().Add(30 * time.Second); !present() && time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-	}
+	// Some series appear only once their first event happens: give them
+	// 30 s, then report what is still missing.
+	_ = testwait.Poll(30*time.Second, "every metric named by dashboards and alerts", func() error {
+		if !present() {
+			return fmt.Errorf("%d missing", len(missing))
+		}
+		return nil
+	})
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Errorf("dashboards or alerts name %d metrics no role exports:\n  %s", len(missing), strings.Join(missing, "\n  "))

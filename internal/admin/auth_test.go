@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-log/strata/internal/pki"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // request GETs url with client, with a bearer token when not empty.
@@ -97,7 +98,7 @@ func TestToken(t *testing.T) {
 
 	// Rotation: the file changes, the new token works, the old does not.
 	writeToken(t, tokenFile, "n3w")
-	eventually(t, func() bool {
+	testwait.Until(t, 10*time.Second, "the rotated token to be accepted", func() bool {
 		code, _ := request(t, c, base+"/metrics", "n3w")
 		return code == 200
 	})
@@ -133,17 +134,6 @@ func TestTokenBadChangeKeepsToken(t *testing.T) {
 	writeToken(t, tokenFile, "n3w")
 	if !src.allows(withToken("n3w")) || src.allows(withToken("s3cret")) {
 		t.Fatal("the new token is not the one in use")
-	}
-}
-
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

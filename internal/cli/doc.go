@@ -5,8 +5,13 @@
 // record format strings (ParseRecordFormat), the produce line splitter
 // (LineSplitter: -K, -k, -Z), the latency histogram of strata bench, and
 // the progress line of long commands (ProgressLine, on stderr when it is a
-// terminal).
-// cmd/strata only wires cobra commands to it.
+// terminal), and the writer that escapes control characters for a
+// terminal (TerminalWriter).
+// cmd/strata only wires cobra commands to it and to its subpackages, one
+// per group of commands: stream (the produce and consume loops), topic,
+// group, cluster (status and bookie tables), ledgers, tier, access (users
+// and ACLs); the benchmark runner is internal/bench and `strata dev`'s
+// logic internal/devcluster.
 //
 // # Output
 //

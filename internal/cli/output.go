@@ -196,12 +196,13 @@ func (p *Printer) Members(members []*metadpb.Member) error {
 	tw := tabwriter.NewWriter(p.W, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tRAFT ADDRESS\tCLIENT ADDRESS\tVOTER")
 	for _, m := range members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\n", m.GetId(), dash(m.GetRaftAddress()), dash(m.GetClientAddress()), m.GetVoter())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\n", m.GetId(), Dash(m.GetRaftAddress()), Dash(m.GetClientAddress()), m.GetVoter())
 	}
 	return tw.Flush()
 }
 
-func dash(s string) string {
+// Dash prints s, or "-" for an empty s (a table cell with nothing in it).
+func Dash(s string) string {
 	if s == "" {
 		return "-"
 	}

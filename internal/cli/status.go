@@ -79,7 +79,7 @@ func (cs *ClusterStatus) Problems() []string {
 	}
 	for _, m := range cs.Members {
 		if m.Health == HealthUnreachable {
-			out = append(out, fmt.Sprintf("member %s unreachable", dash(m.ID)))
+			out = append(out, fmt.Sprintf("member %s unreachable", Dash(m.ID)))
 		}
 	}
 	return out
@@ -273,8 +273,8 @@ func (p *Printer) Status(cs *ClusterStatus) error {
 			nums = []string{strconv.FormatUint(m.Term, 10), strconv.FormatUint(m.CommitIndex, 10),
 				strconv.FormatUint(m.AppliedIndex, 10), strconv.FormatInt(m.Revision, 10)}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(m.ID), dash(m.Address), dash(m.RaftAddress),
-			dash(m.State), strings.Join(nums, "\t"), m.Health)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", Dash(m.ID), Dash(m.Address), Dash(m.RaftAddress),
+			Dash(m.State), strings.Join(nums, "\t"), m.Health)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -284,13 +284,13 @@ func (p *Printer) Status(cs *ClusterStatus) error {
 	case l == nil:
 		b.WriteString("leader: none\n")
 	case l.Reachable:
-		fmt.Fprintf(&b, "leader: %s (%s), term %d\n", l.ID, dash(l.Address), l.Term)
+		fmt.Fprintf(&b, "leader: %s (%s), term %d\n", l.ID, Dash(l.Address), l.Term)
 	default:
-		fmt.Fprintf(&b, "leader: %s (%s), term %d, not reachable from here\n", l.ID, dash(l.Address), l.Term)
+		fmt.Fprintf(&b, "leader: %s (%s), term %d, not reachable from here\n", l.ID, Dash(l.Address), l.Term)
 	}
 	for _, m := range cs.Members {
 		if m.Error != "" {
-			fmt.Fprintf(&b, "%s (%s): %s\n", dash(m.ID), dash(m.Address), m.Error)
+			fmt.Fprintf(&b, "%s (%s): %s\n", Dash(m.ID), Dash(m.Address), m.Error)
 		}
 	}
 	_, err := io.WriteString(p.W, b.String())

@@ -5,6 +5,12 @@
 // Keys are the flag names: the flag --data-dir is the YAML key data-dir and
 // the variable STRATA_DATA_DIR. Unknown YAML keys are an error, so a typo in
 // a config file is reported instead of silently ignored.
+//
+// What every role's config shares is one struct here, embedded squashed
+// (its keys stay plain flags): Endpoints (listen, advertise,
+// admin-listen), Security (TLS files, admin TLS and token, insecure),
+// Exposure (pprof, gRPC reflection) and Logging (log-level, log-format),
+// each with its ...Flags function defining the flags.
 package config
 
 import (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-log/strata/internal/miniotest"
 	"github.com/strata-log/strata/internal/objfault"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/s3"
 	"go.uber.org/goleak"
@@ -174,7 +175,7 @@ func TestHeldCompleteHidesTheObject(t *testing.T) {
 		_, err := s.Put(t.Context(), "held", io.MultiReader(bytes.NewReader([]byte("payload"))), -1, nil)
 		done <- err
 	}()
-	waitFor(t, "CompleteMultipartUpload to arrive", func() bool { return h.Hits() == 1 })
+	testwait.Until(t, 20*time.Second, "CompleteMultipartUpload to arrive", func() bool { return h.Hits() == 1 })
 	if _, err := s.Stat(t.Context(), "held"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("Stat before Complete: %v, want ErrNotFound", err)
 	}
@@ -258,17 +259,5 @@ func TestRequestLog(t *testing.T) {
 	}
 	if puts != 1 {
 		t.Fatalf("log holds %d PUTs of the key, want 1: %+v", puts, p.Requests())
-	}
-}
-
-// waitFor polls cond until it holds, failing after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
 	}
 }

@@ -68,13 +68,21 @@ func ModuleRoot() (string, error) {
 // ago. Ports come from 10000-31999, below Linux's ephemeral range
 // (32768-60999), so the outgoing connections of other tests cannot take
 // them between this check and the child process binding them; a port is
-// never handed out twice by one test binary.
+// never handed out twice by one test binary. $STRATA_TEST_PORTS
+// ("23000-23999") narrows the range, for a machine where several test runs
+// share the loopback ports.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	lo, hi := 10000, 31999
+	if r := os.Getenv("STRATA_TEST_PORTS"); r != "" {
+		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil || lo < 1024 || hi < lo || hi > 65535 {
+			t.Fatalf("proctest: STRATA_TEST_PORTS=%q, want a range like 23000-23999", r)
+		}
+	}
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 1000 {
-		port := 10000 + rand.IntN(22000)
+		port := lo + rand.IntN(hi-lo+1)
 		if portsUsed[port] {
 			continue
 		}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgergrpc"
+	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/ledger/storage"
 	"github.com/strata-log/strata/ledger/vfs"
@@ -37,7 +39,7 @@ type Bookie struct {
 
 	// replicator is nil unless cfg.Autorecovery; bookies is its client.
 	replicator *replication.Replicator
-	bookies    *ledger.GRPCBookieClient
+	bookies    *ledgergrpc.Client
 	// decommissioned: an operator decommissioned this bookie; it
 	// registers as read-only so that no new ledger lands on it.
 	decommissioned atomic.Bool
@@ -133,7 +135,7 @@ func (b *Bookie) newSweeper(reg prometheus.Registerer) error {
 	}
 	b.sweeper = &orphanSweeper{
 		interval: b.cfg.LedgerGCInterval, grace: b.cfg.LedgerGCGrace,
-		held: b.store, meta: ledger.NewMetadStore(b.meta),
+		held: b.store, meta: ledgermetad.NewStore(b.meta),
 		trust: cookieCheck(b.meta, b.cfg.ID, b.cookie.InstanceId),
 		now:   time.Now, log: b.log.With("task", "orphan-sweep"), metrics: metrics,
 	}
@@ -150,8 +152,8 @@ func (b *Bookie) newReplicator(reg prometheus.Registerer) error {
 			return err
 		}
 	}
-	b.bookies = ledger.NewGRPCBookieClient(ledger.GRPCOptions{Logger: b.log, Credentials: b.creds.Transport()})
-	env := ledger.Env{Meta: ledger.NewMetadStore(b.meta), Bookies: b.bookies, Registry: ledger.RegistryFromMeta(b.meta),
+	b.bookies = ledgergrpc.New(ledgergrpc.Options{Logger: b.log, Credentials: b.creds.Transport()})
+	env := ledger.Env{Meta: ledgermetad.NewStore(b.meta), Bookies: b.bookies, Registry: ledgermetad.NewRegistry(b.meta),
 		Logger: b.log, Metrics: ledgerMetrics}
 	elector := &replication.MetadElector{Meta: b.meta, ID: b.cfg.ID, TTL: b.cfg.LeaseTTL, Logger: b.log}
 	r, err := replication.New(replication.Config{

@@ -3,7 +3,6 @@ package bookie
 import (
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"time"
 
@@ -16,11 +15,10 @@ type Config struct {
 	// ID names the bookie in metad; bound to DataDir by the cookie.
 	ID      string `mapstructure:"id"`
 	DataDir string `mapstructure:"data-dir"`
-	// Listen is the gRPC address; Advertise (default Listen) is what the
-	// bookie registers for writers and readers to dial.
-	Listen      string `mapstructure:"listen"`
-	Advertise   string `mapstructure:"advertise"`
-	AdminListen string `mapstructure:"admin-listen"`
+	// Endpoints: the gRPC address; Advertise (default Listen) is what the
+	// bookie registers for writers and readers to dial; the admin HTTP
+	// address.
+	config.Endpoints `mapstructure:",squash"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
@@ -58,16 +56,14 @@ type Config struct {
 	// metad before its local copy is deleted.
 	LedgerGCGrace time.Duration `mapstructure:"ledger-gc-grace"`
 
-	LogLevel  string `mapstructure:"log-level"`
-	LogFormat string `mapstructure:"log-format"`
+	config.Logging `mapstructure:",squash"`
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
 		Exposure:             config.DefaultExposure(),
-		Listen:               "127.0.0.1:7301",
-		AdminListen:          "127.0.0.1:7401",
+		Endpoints:            config.Endpoints{Listen: "127.0.0.1:7301", AdminListen: "127.0.0.1:7401"},
 		Metad:                "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 		LeaseTTL:             5 * time.Second,
 		ReadOnlyAbove:        0.95,
@@ -80,8 +76,7 @@ func DefaultConfig() Config {
 		AutorecoveryGrace:    replication.DefaultGrace,
 		LedgerGCInterval:     DefaultLedgerGCInterval,
 		LedgerGCGrace:        DefaultLedgerGCGrace,
-		LogLevel:             "info",
-		LogFormat:            "text",
+		Logging:              config.DefaultLogging(),
 	}
 }
 
@@ -96,15 +91,8 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
 	}
-	for _, a := range []struct{ flag, addr string }{{"--listen", c.Listen}, {"--admin-listen", c.AdminListen}} {
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", a.flag, a.addr, err))
-		}
-	}
-	if host, _, err := net.SplitHostPort(c.AdvertiseAddress()); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			errs = append(errs, fmt.Errorf("--advertise: %q is not reachable by others; set --advertise", c.AdvertiseAddress()))
-		}
+	if err := c.Endpoints.Validate("others"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Metad == "" {
 		errs = append(errs, errors.New("--metad is required"))
@@ -140,14 +128,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// AdvertiseAddress is the address the bookie registers.
-func (c Config) AdvertiseAddress() string {
-	if c.Advertise != "" {
-		return c.Advertise
-	}
-	return c.Listen
 }
 
 func (c Config) String() string {

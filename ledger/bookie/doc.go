@@ -45,7 +45,9 @@
 //
 // # Buggy and hostile requests
 //
-// The API has no authentication yet (docs/security.md). Two storage rules
+// Without TLS the API has no authentication; with TLS, writes (adds,
+// fences, LACs, deletes) come only from broker and bookie certificates
+// (internal/authz A1; docs/security.md). Either way two storage rules
 // bound what one request can do to entries other writers stored
 // (ledger/storage/doc.go, "Hostile and buggy writers"): an add that would
 // replace a stored entry with other bytes is answered ADD_ENTRY_CONFLICT

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // The bookie starts goroutines (registration, decommission watch, orphan
@@ -328,23 +330,12 @@ func TestSweeperRunStopsWithContext(t *testing.T) {
 		defer close(done)
 		f.s.run(ctx)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Three sweeps: a local and a metad listing each.
+	testwait.Until(t, 10*time.Second, "six listings (three sweeps)", func() bool {
 		f.holder.mu.Lock()
-		calls := len(f.holder.calls)
-		f.holder.mu.Unlock()
-		if calls >= 6 { // three sweeps: local and metad each
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d listings within 10s", calls)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer f.holder.mu.Unlock()
+		return len(f.holder.calls) >= 6
+	})
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after cancel")
-	}
+	testwait.Recv(t, 10*time.Second, "run to return after cancel", done)
 }

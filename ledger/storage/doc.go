@@ -34,8 +34,9 @@
 //
 // # Hostile and buggy writers
 //
-// The bookie API has no authentication yet (docs/security.md), and the
-// recovery flag of an add is the client's word. Two rules bound what a
+// Without TLS the bookie API has no authentication, and with it any
+// broker or bookie certificate may write (docs/security.md); the recovery
+// flag of an add is the client's word. Two rules bound what a
 // buggy or hostile client can do to data other writers stored:
 //
 //   - C2 Immutable entries. An add of an entry the ledger already holds

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/vfs"
 )
@@ -214,9 +215,9 @@ func TestDiskCheckLoop(t *testing.T) {
 	mustAdd(t, e.s, 1, 0, -1, make([]byte, 1000))
 	du, _ := e.mem.DiskUsage(testDir)
 	e.mem.SetCapacity(du.TotalBytes - du.FreeBytes + 10)
-	eventually(t, "read-only", e.s.ReadOnly)
+	testwait.Until(t, waitTimeout, "read-only", e.s.ReadOnly)
 	e.mem.SetCapacity(0)
-	eventually(t, "writable, and both changes reported", func() bool { return !e.s.ReadOnly() && flips.Load() == 2 })
+	testwait.Until(t, waitTimeout, "writable, and both changes reported", func() bool { return !e.s.ReadOnly() && flips.Load() == 2 })
 }
 
 // TestFastWriterCannotFillTheDisk: with no disk check between adds, the add

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/vfs"
 )
@@ -300,7 +301,7 @@ func TestCompactionNeverCopiesPastASupersedingRecord(t *testing.T) {
 			}()
 			// Either GC finishes (it skipped ledger 1) or it queued copies
 			// behind the held sync; release the sync in both cases.
-			eventually(t, "GC to finish or queue copies", func() bool {
+			testwait.Until(t, waitTimeout, "GC to finish or queue copies", func() bool {
 				select {
 				case err := <-gcDone:
 					gcDone <- err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/vfs"
 )
@@ -199,7 +200,7 @@ func TestFenceIsAtomicWithAdds(t *testing.T) {
 				}
 			}()
 		}
-		eventually(t, "some adds", func() bool { return next.Load() > uint64(round*5) })
+		testwait.Until(t, waitTimeout, "some adds", func() bool { return next.Load() > uint64(round*5) })
 		st, err := s.Fence(context.Background(), 7)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,9 @@
 // Package vfs is the bookie's file-system seam: the File and FS interfaces
-// the journal (and later the index and compaction) use for every disk
-// operation, the real implementation (Default) and an in-memory twin
-// (NewMem) that can crash, fail and fill up on demand.
+// the journal (journal files, their compaction and removal) and the
+// storage engine (its directories, the JOURNAL-TRIMMED marker, disk usage)
+// use for every disk operation, the real implementation (Default) and an
+// in-memory twin (NewMem) that can crash, fail and fill up on demand. The
+// Pebble index goes through Pebble's own vfs (storage.Options.IndexFS).
 //
 // # Contract
 //

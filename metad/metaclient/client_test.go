@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/metadpb"
 )
@@ -47,18 +48,6 @@ func deadAddress(t *testing.T) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
-}
-
-// eventually polls cond until it holds or waitFor passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for a condition
-	}
 }
 
 func recvResult(t *testing.T, ch <-chan metaclient.WatchResult) metaclient.WatchResult {
@@ -421,7 +410,7 @@ func TestWatchResubscribesFromLastRevision(t *testing.T) {
 	if want := []int64{1, 2, 3, 4}; !slices.Equal(got, want) {
 		t.Fatalf("revisions = %v, want %v", got, want)
 	}
-	eventually(t, "fifth subscription", func() bool { return len(n.starts()) == 5 })
+	testwait.Until(t, waitFor, "fifth subscription", func() bool { return len(n.starts()) == 5 })
 	if starts, want := n.starts(), []int64{1, 2, 3, 4, 5}; !slices.Equal(starts, want) {
 		t.Fatalf("subscriptions started at %v, want %v", starts, want)
 	}
@@ -477,7 +466,7 @@ func TestWatchFromNow(t *testing.T) {
 	c := newClient(t, n.addr)
 	ctx := testContext(t)
 	ch := c.Watch(ctx, "k/", 0)
-	eventually(t, "subscription", func() bool { return len(n.starts()) == 1 })
+	testwait.Until(t, waitFor, "subscription", func() bool { return len(n.starts()) == 1 })
 	if starts := n.starts(); starts[0] != 2 {
 		t.Fatalf("subscribed from %d, want the pinned revision 2", starts[0])
 	}
@@ -526,7 +515,7 @@ func TestWatchClosesWithContext(t *testing.T) {
 	c := newClient(t, n.addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := c.Watch(ctx, "k/", 1)
-	eventually(t, "subscription", func() bool { return len(n.starts()) == 1 })
+	testwait.Until(t, waitFor, "subscription", func() bool { return len(n.starts()) == 1 })
 	cancel()
 	waitClosed(t, ch)
 }
@@ -538,7 +527,7 @@ func TestCloseStopsWatchesAndCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := c.Watch(context.Background(), "k/", 1)
-	eventually(t, "subscription", func() bool { return len(n.starts()) == 1 })
+	testwait.Until(t, waitFor, "subscription", func() bool { return len(n.starts()) == 1 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +549,7 @@ func TestSessionKeepsAliveAndRevokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "three keep-alives", func() bool { return n.count("LeaseKeepAlive") >= 3 })
+	testwait.Until(t, waitFor, "three keep-alives", func() bool { return n.count("LeaseKeepAlive") >= 3 })
 	select {
 	case <-s.Done():
 		t.Fatal("healthy session reported lost")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // These tests run real hashicorp/raft nodes on Stores, over raft's
@@ -126,24 +128,13 @@ func (n *testNode) stop(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
+// waitTimeout bounds every wait for the cluster.
+const waitTimeout = 15 * time.Second
 
 func waitForLeader(t *testing.T, nodes ...*testNode) *testNode {
 	t.Helper()
 	var leader *testNode
-	waitFor(t, "a leader", func() bool {
+	testwait.Until(t, waitTimeout, "a leader", func() bool {
 		for _, n := range nodes {
 			if n.raft.State() == raft.Leader {
 				leader = n
@@ -278,7 +269,7 @@ func TestRaftClusterSnapshotsAndRestart(t *testing.T) {
 	want := commands(0, 300)
 	applyAll(t, leader, want)
 	for _, n := range nodes {
-		waitFor(t, fmt.Sprintf("%s to apply %d commands", n.id, len(want)), func() bool {
+		testwait.Until(t, waitTimeout, fmt.Sprintf("%s to apply %d commands", n.id, len(want)), func() bool {
 			return len(n.fsm.Commands()) == len(want)
 		})
 		err := n.raft.Snapshot().Error()
@@ -312,7 +303,7 @@ func TestRaftClusterSnapshotsAndRestart(t *testing.T) {
 	restarted := startNode(t, follower.id, follower.dir, configure)
 	nodes[slices.Index(nodes, follower)] = restarted
 	connect()
-	waitFor(t, "the restarted follower to catch up", func() bool {
+	testwait.Until(t, waitTimeout, "the restarted follower to catch up", func() bool {
 		return slices.Equal(restarted.fsm.Commands(), want)
 	})
 	// It caught up by installing the leader's snapshot; its own log still
@@ -322,17 +313,17 @@ func TestRaftClusterSnapshotsAndRestart(t *testing.T) {
 	leader = waitForLeader(t, nodes...)
 	applyAll(t, leader, more)
 	want = append(want, more...)
-	waitFor(t, "the restarted follower to apply entries past the gap", func() bool {
+	testwait.Until(t, waitTimeout, "the restarted follower to apply entries past the gap", func() bool {
 		return slices.Equal(restarted.fsm.Commands(), want)
 	})
-	waitFor(t, "the restarted follower's log to end where the leader's does", func() bool {
+	testwait.Until(t, waitTimeout, "the restarted follower's log to end where the leader's does", func() bool {
 		last, _ := restarted.store.LastIndex()
 		return last == leader.raft.LastIndex()
 	})
 	// Every node, not only the one waited for above, applies the same
 	// commands; the other follower may still be behind, so wait for each.
 	for _, n := range nodes {
-		waitFor(t, fmt.Sprintf("%s to apply all %d commands", n.id, len(want)), func() bool {
+		testwait.Until(t, waitTimeout, fmt.Sprintf("%s to apply all %d commands", n.id, len(want)), func() bool {
 			return slices.Equal(n.fsm.Commands(), want)
 		})
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/hashicorp/raft"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -294,7 +296,7 @@ func TestDeleteRangeCompactsPeriodically(t *testing.T) {
 		}
 		// Compaction is asynchronous; a wrong extra one shows up by the
 		// next step's check or the final one.
-		waitFor(t, fmt.Sprintf("%d compactions after DeleteRange(%d, %d)", step.wantCompactions, step.min, step.max), func() bool {
+		testwait.Until(t, waitTimeout, fmt.Sprintf("%d compactions after DeleteRange(%d, %d)", step.wantCompactions, step.min, step.max), func() bool {
 			return s.compactions.Load() == step.wantCompactions
 		})
 	}
@@ -601,7 +603,7 @@ func TestConcurrentUse(t *testing.T) {
 	if first != total-99 || last != total {
 		t.Fatalf("bounds = [%d, %d] after trimming to the last ~100 of %d", first, last, total)
 	}
-	waitFor(t, "a compaction", func() bool { return s.compactions.Load() > 0 })
+	testwait.Until(t, waitTimeout, "a compaction", func() bool { return s.compactions.Load() > 0 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

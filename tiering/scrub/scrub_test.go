@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/objstore"
@@ -269,15 +270,9 @@ func TestParallel(t *testing.T) {
 		_, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: parallel})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight.Load() < parallel {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d objects in flight, want %d", inFlight.Load(), parallel)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d objects in flight", parallel), func() bool { return inFlight.Load() >= parallel })
 	close(release)
-	if err := <-done; err != nil {
+	if err := testwait.Recv(t, 10*time.Second, "the scrub to finish", done); err != nil {
 		t.Fatal(err)
 	}
 	if m := most.Load(); m != parallel {

@@ -1,8 +1,9 @@
-package ledger_test
+package ledgergrpc_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/ledger/ledgergrpc"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -198,28 +201,22 @@ func (r *addRecorder) cb(entry uint64) func(*bookiepb.AddResponse, error) {
 // wait polls until n callbacks arrived.
 func (r *addRecorder) wait(n int, timeout time.Duration) []addOutcome {
 	r.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var calls []addOutcome
+	testwait.Until(r.t, timeout, fmt.Sprintf("%d callbacks", n), func() bool {
 		r.mu.Lock()
-		got := len(r.calls)
-		calls := append([]addOutcome(nil), r.calls...)
-		r.mu.Unlock()
-		if got >= n {
-			return calls
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%d callbacks of %d within %v", got, n, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer r.mu.Unlock()
+		calls = append([]addOutcome(nil), r.calls...)
+		return len(calls) >= n
+	})
+	return calls
 }
 
-func sendAdd(c *ledger.GRPCBookieClient, addr string, entry uint64, r *addRecorder) {
+func sendAdd(c *ledgergrpc.Client, addr string, entry uint64, r *addRecorder) {
 	c.Add(addr, &bookiepb.AddRequest{LedgerId: 7, EntryId: entry, Lac: int64(entry) - 1, Payload: []byte("payload")}, r.cb(entry))
 }
 
-func newGRPCTestClient(t *testing.T, opts ledger.GRPCOptions) *ledger.GRPCBookieClient {
-	c := ledger.NewGRPCBookieClient(opts)
+func newGRPCTestClient(t *testing.T, opts ledgergrpc.Options) *ledgergrpc.Client {
+	c := ledgergrpc.New(opts)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -227,7 +224,7 @@ func newGRPCTestClient(t *testing.T, opts ledger.GRPCOptions) *ledger.GRPCBookie
 func TestGRPCAddsInOrder(t *testing.T) {
 	verifyNoLeaks(t)
 	f := startGRPCFake(t, "127.0.0.1:0")
-	c := newGRPCTestClient(t, ledger.GRPCOptions{})
+	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	const n = 2000
 	for e := uint64(0); e < n; e++ {
@@ -255,7 +252,7 @@ func TestGRPCAddStatusPassesThrough(t *testing.T) {
 	f.setOnAdd(func(*bookiepb.AddRequest) grpcFakeAction {
 		return grpcFakeAction{status: bookiepb.AddStatus_ADD_FENCED}
 	})
-	c := newGRPCTestClient(t, ledger.GRPCOptions{})
+	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	sendAdd(c, f.addr, 0, r)
 	if o := r.wait(1, 5*time.Second)[0]; o.err != nil || o.resp.Status != bookiepb.AddStatus_ADD_FENCED {
@@ -277,7 +274,7 @@ func TestGRPCAddTimeouts(t *testing.T) {
 		}
 		return grpcFakeAction{}
 	})
-	c := newGRPCTestClient(t, ledger.GRPCOptions{AddTimeout: timeout})
+	c := newGRPCTestClient(t, ledgergrpc.Options{AddTimeout: timeout})
 	r := newAddRecorder(t)
 	start := time.Now()
 	for e := uint64(0); e < 8; e++ {
@@ -286,7 +283,7 @@ func TestGRPCAddTimeouts(t *testing.T) {
 	calls := r.wait(8, 5*time.Second)
 	for _, o := range calls {
 		late := o.entry == 3 || o.entry == 5
-		if late != errors.Is(o.err, ledger.ErrAddTimeout) {
+		if late != errors.Is(o.err, ledgergrpc.ErrAddTimeout) {
 			t.Fatalf("entry %d: err %v", o.entry, o.err)
 		}
 	}
@@ -296,13 +293,10 @@ func TestGRPCAddTimeouts(t *testing.T) {
 	// The late answer to entry 5 arrives and is dropped: wait until the
 	// fake sent it, then an add on the same stream (answered after it)
 	// proves the client has processed it.
-	deadline := time.Now().Add(5 * time.Second)
-	for _, _, lateSent := f.stats(); lateSent == 0; _, _, lateSent = f.stats() {
-		if time.Now().After(deadline) {
-			t.Fatal("the late answer was never sent")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "the late answer to be sent", func() bool {
+		_, _, lateSent := f.stats()
+		return lateSent > 0
+	})
 	sendAdd(c, f.addr, 100, r)
 	calls = r.wait(9, 5*time.Second)
 	if o := calls[8]; o.entry != 100 || o.err != nil {
@@ -326,14 +320,14 @@ func TestGRPCStreamBreakAndReconnect(t *testing.T) {
 		}
 		return grpcFakeAction{}
 	})
-	c := newGRPCTestClient(t, ledger.GRPCOptions{})
+	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	for e := uint64(0); e < 4; e++ {
 		sendAdd(c, f.addr, e, r)
 	}
 	calls := r.wait(4, 5*time.Second)
 	for i, o := range calls {
-		if o.entry != uint64(i) || !errors.Is(o.err, ledger.ErrAddStreamBroken) || status.Code(o.err) != codes.Unavailable {
+		if o.entry != uint64(i) || !errors.Is(o.err, ledgergrpc.ErrAddStreamBroken) || status.Code(o.err) != codes.Unavailable {
 			t.Fatalf("callback %d: %+v", i, o)
 		}
 	}
@@ -358,7 +352,7 @@ func TestGRPCStreamBreakAndReconnect(t *testing.T) {
 func TestGRPCBookieRestart(t *testing.T) {
 	verifyNoLeaks(t)
 	f := startGRPCFake(t, "127.0.0.1:0")
-	c := newGRPCTestClient(t, ledger.GRPCOptions{DialTimeout: 500 * time.Millisecond, AddTimeout: time.Second})
+	c := newGRPCTestClient(t, ledgergrpc.Options{DialTimeout: 500 * time.Millisecond, AddTimeout: time.Second})
 	r := newAddRecorder(t)
 	sendAdd(c, f.addr, 0, r)
 	r.wait(1, 5*time.Second)
@@ -390,13 +384,13 @@ func TestGRPCBookieUnreachable(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close()
-	c := newGRPCTestClient(t, ledger.GRPCOptions{DialTimeout: 300 * time.Millisecond})
+	c := newGRPCTestClient(t, ledgergrpc.Options{DialTimeout: 300 * time.Millisecond})
 	r := newAddRecorder(t)
 	for e := uint64(0); e < 3; e++ {
 		sendAdd(c, addr, e, r)
 	}
 	for _, o := range r.wait(3, 5*time.Second) {
-		if !errors.Is(o.err, ledger.ErrAddStreamBroken) {
+		if !errors.Is(o.err, ledgergrpc.ErrAddStreamBroken) {
 			t.Fatalf("got %+v", o)
 		}
 	}
@@ -407,18 +401,18 @@ func TestGRPCAddQueueFull(t *testing.T) {
 	verifyNoLeaks(t)
 	f := startGRPCFake(t, "127.0.0.1:0")
 	f.setOnAdd(func(*bookiepb.AddRequest) grpcFakeAction { return grpcFakeAction{drop: true} })
-	c := newGRPCTestClient(t, ledger.GRPCOptions{MaxQueuedAdds: 4, AddTimeout: 300 * time.Millisecond})
+	c := newGRPCTestClient(t, ledgergrpc.Options{MaxQueuedAdds: 4, AddTimeout: 300 * time.Millisecond})
 	r := newAddRecorder(t)
 	for e := uint64(0); e < 5; e++ {
 		sendAdd(c, f.addr, e, r)
 	}
 	// The fifth is refused at once, ahead of the four in flight.
-	if o := r.wait(1, time.Second)[0]; o.entry != 4 || !errors.Is(o.err, ledger.ErrAddQueueFull) {
+	if o := r.wait(1, time.Second)[0]; o.entry != 4 || !errors.Is(o.err, ledgergrpc.ErrAddQueueFull) {
 		t.Fatalf("got %+v", o)
 	}
 	calls := r.wait(5, 5*time.Second)
 	for _, o := range calls[1:] {
-		if !errors.Is(o.err, ledger.ErrAddTimeout) {
+		if !errors.Is(o.err, ledgergrpc.ErrAddTimeout) {
 			t.Fatalf("got %+v", o)
 		}
 	}
@@ -429,9 +423,9 @@ func TestGRPCAddQueueFull(t *testing.T) {
 		t.Fatalf("got %+v", o)
 	}
 	// The byte bound works the same way.
-	c2 := newGRPCTestClient(t, ledger.GRPCOptions{MaxQueuedBytes: 10})
+	c2 := newGRPCTestClient(t, ledgergrpc.Options{MaxQueuedBytes: 10})
 	c2.Add(f.addr, &bookiepb.AddRequest{LedgerId: 7, EntryId: 9, Payload: make([]byte, 11)}, r.cb(9))
-	if o := r.wait(7, time.Second)[6]; !errors.Is(o.err, ledger.ErrAddQueueFull) {
+	if o := r.wait(7, time.Second)[6]; !errors.Is(o.err, ledgergrpc.ErrAddQueueFull) {
 		t.Fatalf("got %+v", o)
 	}
 	c.Close()
@@ -442,7 +436,7 @@ func TestGRPCAddQueueFull(t *testing.T) {
 func TestGRPCCallbackAddsAgain(t *testing.T) {
 	verifyNoLeaks(t)
 	f := startGRPCFake(t, "127.0.0.1:0")
-	c := newGRPCTestClient(t, ledger.GRPCOptions{})
+	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	var chain func(e uint64) func(*bookiepb.AddResponse, error)
 	chain = func(e uint64) func(*bookiepb.AddResponse, error) {
@@ -467,18 +461,15 @@ func TestGRPCCloseFailsOutstandingAdds(t *testing.T) {
 	verifyNoLeaks(t)
 	f := startGRPCFake(t, "127.0.0.1:0")
 	f.setOnAdd(func(*bookiepb.AddRequest) grpcFakeAction { return grpcFakeAction{drop: true} })
-	c := ledger.NewGRPCBookieClient(ledger.GRPCOptions{})
+	c := ledgergrpc.New(ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	for e := uint64(0); e < 10; e++ {
 		sendAdd(c, f.addr, e, r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, received, _ := f.stats(); received < 10; _, received, _ = f.stats() {
-		if time.Now().After(deadline) {
-			t.Fatal("adds not received")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "10 adds received", func() bool {
+		_, received, _ := f.stats()
+		return received >= 10
+	})
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -490,15 +481,15 @@ func TestGRPCCloseFailsOutstandingAdds(t *testing.T) {
 		t.Fatalf("%d callbacks after Close, want 10", len(calls))
 	}
 	for i, o := range calls {
-		if o.entry != uint64(i) || !errors.Is(o.err, ledger.ErrClientClosed) {
+		if o.entry != uint64(i) || !errors.Is(o.err, ledgergrpc.ErrClosed) {
 			t.Fatalf("callback %d: %+v", i, o)
 		}
 	}
 	sendAdd(c, f.addr, 10, r)
-	if o := r.wait(11, time.Second)[10]; !errors.Is(o.err, ledger.ErrClientClosed) {
+	if o := r.wait(11, time.Second)[10]; !errors.Is(o.err, ledgergrpc.ErrClosed) {
 		t.Fatalf("add after close: %+v", o)
 	}
-	if _, err := c.ReadLAC(context.Background(), f.addr, &bookiepb.ReadLACRequest{LedgerId: 1}); !errors.Is(err, ledger.ErrClientClosed) {
+	if _, err := c.ReadLAC(context.Background(), f.addr, &bookiepb.ReadLACRequest{LedgerId: 1}); !errors.Is(err, ledgergrpc.ErrClosed) {
 		t.Fatalf("ReadLAC after close: %v", err)
 	}
 }
@@ -506,7 +497,7 @@ func TestGRPCCloseFailsOutstandingAdds(t *testing.T) {
 func TestGRPCUnaryCalls(t *testing.T) {
 	verifyNoLeaks(t)
 	f := startGRPCFake(t, "127.0.0.1:0")
-	c := newGRPCTestClient(t, ledger.GRPCOptions{})
+	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := c.ReadEntry(ctx, f.addr, &bookiepb.ReadEntryRequest{LedgerId: 3, EntryId: 1})
@@ -518,7 +509,7 @@ func TestGRPCUnaryCalls(t *testing.T) {
 		t.Fatalf("ReadEntry absent: %v, %v", resp, err)
 	}
 	_, err = c.ReadEntry(ctx, f.addr, &bookiepb.ReadEntryRequest{LedgerId: 3, EntryId: 13})
-	if status.Code(err) != codes.DataLoss || rpcerror.Reason(err) != rpcerror.ReasonCorrupt {
+	if status.Code(err) != codes.DataLoss || rpcerror.Reason(err) != rpcerror.ReasonCorrupt || !errors.Is(err, ledger.ErrEntryCorrupt) {
 		t.Fatalf("ReadEntry corrupt: %v (code %v)", err, status.Code(err))
 	}
 	var got []uint64
@@ -564,12 +555,12 @@ func TestGRPCUnaryCalls(t *testing.T) {
 }
 
 func TestGRPCOptionsValidate(t *testing.T) {
-	for _, o := range []ledger.GRPCOptions{{AddTimeout: -1}, {DialTimeout: -1}, {MaxQueuedAdds: -1}, {MaxQueuedBytes: -1}} {
+	for _, o := range []ledgergrpc.Options{{AddTimeout: -1}, {DialTimeout: -1}, {MaxQueuedAdds: -1}, {MaxQueuedBytes: -1}} {
 		if err := o.Validate(); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("%v: Validate = %v", o, err)
 		}
 	}
-	if err := (ledger.GRPCOptions{}).Validate(); err != nil {
+	if err := (ledgergrpc.Options{}).Validate(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -597,7 +588,7 @@ func BenchmarkGRPCAdds(b *testing.B) {
 		_ = f.srv.Serve(lis)
 	}()
 	defer f.stop()
-	c := ledger.NewGRPCBookieClient(ledger.GRPCOptions{})
+	c := ledgergrpc.New(ledgergrpc.Options{})
 	defer c.Close()
 	payload := make([]byte, 1024)
 	const window = 1024

@@ -1,4 +1,4 @@
-package ledger
+package ledgergrpc
 
 import (
 	"context"
@@ -11,31 +11,34 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/grpcopts"
+	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
-// Errors of GRPCBookieClient, passed to add callbacks and returned by its
+// Errors of Client, passed to add callbacks and returned by its
 // calls. Every one of them leaves the outcome of an add unknown.
 var (
 	// ErrAddTimeout: the bookie did not answer an add within
-	// GRPCOptions.AddTimeout. A late answer is dropped.
-	ErrAddTimeout = errors.New("ledger: add timed out")
-	// ErrAddQueueFull: the bookie has GRPCOptions.MaxQueuedAdds adds or
+	// Options.AddTimeout. A late answer is dropped.
+	ErrAddTimeout = errors.New("ledgergrpc: add timed out")
+	// ErrAddQueueFull: the bookie has Options.MaxQueuedAdds adds or
 	// MaxQueuedBytes payload bytes outstanding; the add was not sent.
-	ErrAddQueueFull = errors.New("ledger: too many adds outstanding to the bookie")
+	ErrAddQueueFull = errors.New("ledgergrpc: too many adds outstanding to the bookie")
 	// ErrAddStreamBroken: the add stream to the bookie broke (or could not
 	// be opened) before the add was answered. It wraps the cause.
-	ErrAddStreamBroken = errors.New("ledger: add stream broke")
-	// ErrClientClosed: the GRPCBookieClient was closed.
-	ErrClientClosed = errors.New("ledger: bookie client closed")
+	ErrAddStreamBroken = errors.New("ledgergrpc: add stream broke")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("ledgergrpc: bookie client closed")
 )
 
-// Defaults of GRPCOptions.
+// Defaults of Options.
 const (
 	DefaultAddTimeout     = 5 * time.Second
 	DefaultDialTimeout    = 5 * time.Second
@@ -43,8 +46,8 @@ const (
 	DefaultMaxQueuedBytes = 64 << 20
 )
 
-// GRPCOptions configures a GRPCBookieClient. Zero fields take defaults.
-type GRPCOptions struct {
+// Options configures a Client. Zero fields take defaults.
+type Options struct {
 	// Credentials secure every connection to a bookie (a node's
 	// mtls.Credentials.Transport). Default: plaintext.
 	Credentials credentials.TransportCredentials
@@ -67,7 +70,7 @@ type GRPCOptions struct {
 	Logger *slog.Logger
 }
 
-func (o GRPCOptions) withDefaults() GRPCOptions {
+func (o Options) withDefaults() Options {
 	if o.AddTimeout <= 0 {
 		o.AddTimeout = DefaultAddTimeout
 	}
@@ -90,26 +93,26 @@ func (o GRPCOptions) withDefaults() GRPCOptions {
 }
 
 // Validate reports the first problem with o.
-func (o GRPCOptions) Validate() error {
+func (o Options) Validate() error {
 	switch {
 	case o.AddTimeout < 0:
-		return fmt.Errorf("%w: negative add timeout %v", ErrInvalid, o.AddTimeout)
+		return fmt.Errorf("%w: negative add timeout %v", ledger.ErrInvalid, o.AddTimeout)
 	case o.DialTimeout < 0:
-		return fmt.Errorf("%w: negative dial timeout %v", ErrInvalid, o.DialTimeout)
+		return fmt.Errorf("%w: negative dial timeout %v", ledger.ErrInvalid, o.DialTimeout)
 	case o.MaxQueuedAdds < 0:
-		return fmt.Errorf("%w: negative max queued adds %d", ErrInvalid, o.MaxQueuedAdds)
+		return fmt.Errorf("%w: negative max queued adds %d", ledger.ErrInvalid, o.MaxQueuedAdds)
 	case o.MaxQueuedBytes < 0:
-		return fmt.Errorf("%w: negative max queued bytes %d", ErrInvalid, o.MaxQueuedBytes)
+		return fmt.Errorf("%w: negative max queued bytes %d", ledger.ErrInvalid, o.MaxQueuedBytes)
 	}
 	return nil
 }
 
-func (o GRPCOptions) String() string {
+func (o Options) String() string {
 	return fmt.Sprintf("add-timeout=%v dial-timeout=%v max-queued-adds=%d max-queued-bytes=%d",
 		o.AddTimeout, o.DialTimeout, o.MaxQueuedAdds, o.MaxQueuedBytes)
 }
 
-// GRPCBookieClient is the BookieClient over gRPC. It keeps one connection
+// Client is the ledger.BookieClient over gRPC. It keeps one connection
 // per bookie address, made on first use, and on it one long-lived
 // AddEntries stream that carries every add to that bookie.
 //
@@ -120,17 +123,18 @@ func (o GRPCOptions) String() string {
 // the first of: its answer; AddTimeout passing (ErrAddTimeout; a late
 // answer is dropped); the stream breaking (every outstanding add fails with
 // ErrAddStreamBroken, and the next Add opens a new stream); Close
-// (ErrClientClosed). Callbacks run on one dispatcher goroutine per bookie,
+// (ErrClosed). Callbacks run on one dispatcher goroutine per bookie,
 // in the order the adds ended, which is call order except for an add
 // refused with ErrAddQueueFull (it ends at once, ahead of earlier adds still
 // in flight). A callback may call Add again. After Close, Add calls cb with
-// ErrClientClosed before returning.
+// ErrClosed before returning.
 //
 // The other calls map straight onto the bookie's RPCs, wrapping errors with
 // the bookie's address; status.Code and rpcerror.Info still see the
-// bookie's status.
-type GRPCBookieClient struct {
-	opts GRPCOptions
+// bookie's status. A read the bookie refuses because its copy failed its
+// checksum (codes.DataLoss) also matches ledger.ErrEntryCorrupt.
+type Client struct {
+	opts Options
 	log  *slog.Logger
 
 	// ctx is canceled by Close; every stream derives from it.
@@ -146,23 +150,23 @@ type GRPCBookieClient struct {
 	}
 }
 
-var _ BookieClient = (*GRPCBookieClient)(nil)
+var _ ledger.BookieClient = (*Client)(nil)
 
-// NewGRPCBookieClient returns a client; it connects to bookies as they are
+// New returns a client; it connects to bookies as they are
 // used. Zero or negative options take their defaults; call
-// GRPCOptions.Validate first to reject negative ones.
-func NewGRPCBookieClient(opts GRPCOptions) *GRPCBookieClient {
+// Options.Validate first to reject negative ones.
+func New(opts Options) *Client {
 	opts = opts.withDefaults()
-	c := &GRPCBookieClient{opts: opts, log: opts.Logger.With("component", "bookie-client")}
+	c := &Client{opts: opts, log: opts.Logger.With("component", "bookie-client")}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.mu.bookies = map[string]*bookieConn{}
 	return c
 }
 
-// Close fails every outstanding add with ErrClientClosed, delivers every
+// Close fails every outstanding add with ErrClosed, delivers every
 // callback, stops every goroutine of the client and closes the
-// connections. Calls made afterwards fail with ErrClientClosed.
-func (c *GRPCBookieClient) Close() error {
+// connections. Calls made afterwards fail with ErrClosed.
+func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
@@ -180,7 +184,7 @@ func (c *GRPCBookieClient) Close() error {
 	for addr, b := range bookies {
 		if b.cc != nil {
 			if err := b.cc.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("ledger: close connection to bookie %s: %w", addr, err))
+				errs = append(errs, fmt.Errorf("ledgergrpc: close connection to bookie %s: %w", addr, err))
 			}
 		}
 	}
@@ -190,7 +194,7 @@ func (c *GRPCBookieClient) Close() error {
 // goAttach runs f on a goroutine that Close waits for.
 // REQUIRES: the caller checked, under a lock that Close takes before it
 // waits, that the client (or the bookie) is not closed.
-func (c *GRPCBookieClient) goAttach(f func()) {
+func (c *Client) goAttach(f func()) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -198,7 +202,7 @@ func (c *GRPCBookieClient) goAttach(f func()) {
 	}()
 }
 
-func (c *GRPCBookieClient) dialOptions() []grpc.DialOption {
+func (c *Client) dialOptions() []grpc.DialOption {
 	bc := backoff.DefaultConfig
 	// gRPC's default caps reconnect backoff at 2 minutes: a bookie that
 	// restarts would stay unusable through this connection for that long.
@@ -216,11 +220,11 @@ func (c *GRPCBookieClient) dialOptions() []grpc.DialOption {
 }
 
 // bookie returns the bookie's connection state, creating it on first use.
-func (c *GRPCBookieClient) bookie(addr string) (*bookieConn, error) {
+func (c *Client) bookie(addr string) (*bookieConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {
-		return nil, ErrClientClosed
+		return nil, ErrClosed
 	}
 	if b, ok := c.mu.bookies[addr]; ok {
 		return b, nil
@@ -228,7 +232,7 @@ func (c *GRPCBookieClient) bookie(addr string) (*bookieConn, error) {
 	b := &bookieConn{c: c, addr: addr, wake: make(chan struct{}, 1)}
 	cc, err := grpc.NewClient(addr, c.dialOptions()...)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: bookie %s: %w", addr, err)
+		return nil, fmt.Errorf("ledgergrpc: bookie %s: %w", addr, err)
 	}
 	b.cc, b.stub = cc, bookiepb.NewBookieClient(cc)
 	c.mu.bookies[addr] = b
@@ -236,8 +240,8 @@ func (c *GRPCBookieClient) bookie(addr string) (*bookieConn, error) {
 	return b, nil
 }
 
-// Add implements BookieClient.
-func (c *GRPCBookieClient) Add(addr string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
+// Add implements ledger.BookieClient.
+func (c *Client) Add(addr string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
 	b, err := c.bookie(addr)
 	if err != nil {
 		cb(nil, err)
@@ -246,22 +250,22 @@ func (c *GRPCBookieClient) Add(addr string, req *bookiepb.AddRequest, cb func(*b
 	b.add(req, cb)
 }
 
-// ReadEntry implements BookieClient.
-func (c *GRPCBookieClient) ReadEntry(ctx context.Context, addr string, req *bookiepb.ReadEntryRequest) (*bookiepb.ReadEntryResponse, error) {
+// ReadEntry implements ledger.BookieClient.
+func (c *Client) ReadEntry(ctx context.Context, addr string, req *bookiepb.ReadEntryRequest) (*bookiepb.ReadEntryResponse, error) {
 	b, err := c.bookie(addr)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := b.stub.ReadEntry(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: bookie %s: read entry %d/%d: %w", addr, req.GetLedgerId(), req.GetEntryId(), err)
+		return nil, fmt.Errorf("ledgergrpc: bookie %s: read entry %d/%d: %w", addr, req.GetLedgerId(), req.GetEntryId(), markCorrupt(err))
 	}
 	return resp, nil
 }
 
-// ReadEntries implements BookieClient. An error from fn ends the stream
+// ReadEntries implements ledger.BookieClient. An error from fn ends the stream
 // and is returned as is.
-func (c *GRPCBookieClient) ReadEntries(ctx context.Context, addr string, req *bookiepb.ReadEntriesRequest, fn func(*bookiepb.ReadEntryResponse) error) error {
+func (c *Client) ReadEntries(ctx context.Context, addr string, req *bookiepb.ReadEntriesRequest, fn func(*bookiepb.ReadEntryResponse) error) error {
 	b, err := c.bookie(addr)
 	if err != nil {
 		return err
@@ -270,7 +274,7 @@ func (c *GRPCBookieClient) ReadEntries(ctx context.Context, addr string, req *bo
 	defer cancel()
 	stream, err := b.stub.ReadEntries(ctx, req)
 	if err != nil {
-		return fmt.Errorf("ledger: bookie %s: read entries %d/%d..%d: %w", addr, req.GetLedgerId(), req.GetFirstEntryId(), req.GetLastEntryId(), err)
+		return fmt.Errorf("ledgergrpc: bookie %s: read entries %d/%d..%d: %w", addr, req.GetLedgerId(), req.GetFirstEntryId(), req.GetLastEntryId(), err)
 	}
 	for {
 		resp, err := stream.Recv()
@@ -278,7 +282,7 @@ func (c *GRPCBookieClient) ReadEntries(ctx context.Context, addr string, req *bo
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("ledger: bookie %s: read entries %d/%d..%d: %w", addr, req.GetLedgerId(), req.GetFirstEntryId(), req.GetLastEntryId(), err)
+			return fmt.Errorf("ledgergrpc: bookie %s: read entries %d/%d..%d: %w", addr, req.GetLedgerId(), req.GetFirstEntryId(), req.GetLastEntryId(), markCorrupt(err))
 		}
 		if err := fn(resp); err != nil {
 			return err
@@ -286,59 +290,69 @@ func (c *GRPCBookieClient) ReadEntries(ctx context.Context, addr string, req *bo
 	}
 }
 
-// ReadLAC implements BookieClient.
-func (c *GRPCBookieClient) ReadLAC(ctx context.Context, addr string, req *bookiepb.ReadLACRequest) (*bookiepb.ReadLACResponse, error) {
+// markCorrupt makes a bookie's "my copy is corrupt" (codes.DataLoss) match
+// ledger.ErrEntryCorrupt, which is how the ledger package, knowing nothing
+// of gRPC, tells it from other read failures.
+func markCorrupt(err error) error {
+	if status.Code(err) == codes.DataLoss {
+		return fmt.Errorf("%w: %w", ledger.ErrEntryCorrupt, err)
+	}
+	return err
+}
+
+// ReadLAC implements ledger.BookieClient.
+func (c *Client) ReadLAC(ctx context.Context, addr string, req *bookiepb.ReadLACRequest) (*bookiepb.ReadLACResponse, error) {
 	b, err := c.bookie(addr)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := b.stub.ReadLAC(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: bookie %s: read LAC of ledger %d: %w", addr, req.GetLedgerId(), err)
+		return nil, fmt.Errorf("ledgergrpc: bookie %s: read LAC of ledger %d: %w", addr, req.GetLedgerId(), err)
 	}
 	return resp, nil
 }
 
-// Fence implements BookieClient.
-func (c *GRPCBookieClient) Fence(ctx context.Context, addr string, ledgerID uint64) (*bookiepb.FenceResponse, error) {
+// Fence implements ledger.BookieClient.
+func (c *Client) Fence(ctx context.Context, addr string, ledgerID uint64) (*bookiepb.FenceResponse, error) {
 	b, err := c.bookie(addr)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := b.stub.Fence(ctx, &bookiepb.FenceRequest{LedgerId: ledgerID})
 	if err != nil {
-		return nil, fmt.Errorf("ledger: bookie %s: fence ledger %d: %w", addr, ledgerID, err)
+		return nil, fmt.Errorf("ledgergrpc: bookie %s: fence ledger %d: %w", addr, ledgerID, err)
 	}
 	return resp, nil
 }
 
-// WriteLAC implements BookieClient.
-func (c *GRPCBookieClient) WriteLAC(ctx context.Context, addr string, ledgerID uint64, lac int64) error {
+// WriteLAC implements ledger.BookieClient.
+func (c *Client) WriteLAC(ctx context.Context, addr string, ledgerID uint64, lac int64) error {
 	b, err := c.bookie(addr)
 	if err != nil {
 		return err
 	}
 	if _, err := b.stub.WriteLAC(ctx, &bookiepb.WriteLACRequest{LedgerId: ledgerID, Lac: lac}); err != nil {
-		return fmt.Errorf("ledger: bookie %s: write LAC %d of ledger %d: %w", addr, lac, ledgerID, err)
+		return fmt.Errorf("ledgergrpc: bookie %s: write LAC %d of ledger %d: %w", addr, lac, ledgerID, err)
 	}
 	return nil
 }
 
-// DeleteLedger implements BookieClient.
-func (c *GRPCBookieClient) DeleteLedger(ctx context.Context, addr string, ledgerID uint64) error {
+// DeleteLedger implements ledger.BookieClient.
+func (c *Client) DeleteLedger(ctx context.Context, addr string, ledgerID uint64) error {
 	b, err := c.bookie(addr)
 	if err != nil {
 		return err
 	}
 	if _, err := b.stub.DeleteLedger(ctx, &bookiepb.DeleteLedgerRequest{LedgerId: ledgerID}); err != nil {
-		return fmt.Errorf("ledger: bookie %s: delete ledger %d: %w", addr, ledgerID, err)
+		return fmt.Errorf("ledgergrpc: bookie %s: delete ledger %d: %w", addr, ledgerID, err)
 	}
 	return nil
 }
 
 // bookieConn is the client's state for one bookie.
 type bookieConn struct {
-	c    *GRPCBookieClient
+	c    *Client
 	addr string
 	cc   *grpc.ClientConn
 	stub bookiepb.BookieClient
@@ -409,7 +423,7 @@ func (b *bookieConn) add(req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse
 	b.mu.Lock()
 	if b.mu.closed {
 		b.mu.Unlock()
-		cb(nil, ErrClientClosed)
+		cb(nil, ErrClosed)
 		return
 	}
 	opts := &b.c.opts
@@ -520,7 +534,7 @@ func (b *bookieConn) breakLocked(s *addStream, err error) {
 	}
 	n := len(s.pending)
 	var broke error
-	if errors.Is(err, ErrClientClosed) {
+	if errors.Is(err, ErrClosed) {
 		broke = err
 	} else {
 		broke = fmt.Errorf("%w: bookie %s: %w", ErrAddStreamBroken, b.addr, err)
@@ -529,7 +543,7 @@ func (b *bookieConn) breakLocked(s *addStream, err error) {
 		b.endLocked(s, p, nil, broke)
 	}
 	s.order, s.queue = nil, nil
-	if n > 0 && !errors.Is(err, ErrClientClosed) {
+	if n > 0 && !errors.Is(err, ErrClosed) {
 		b.c.log.Warn("add stream to bookie broke", "bookie", b.addr, "failed_adds", n, "err", err)
 	}
 }
@@ -644,13 +658,13 @@ func (b *bookieConn) dispatch() {
 	}
 }
 
-// close ends every outstanding add with ErrClientClosed and makes the
+// close ends every outstanding add with ErrClosed and makes the
 // dispatcher return once their callbacks have run.
 func (b *bookieConn) close() {
 	b.mu.Lock()
 	b.mu.closed = true
 	if s := b.mu.stream; s != nil {
-		b.breakLocked(s, ErrClientClosed)
+		b.breakLocked(s, ErrClosed)
 	}
 	b.mu.Unlock()
 	b.signal()

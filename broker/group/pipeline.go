@@ -1,0 +1,457 @@
+package group
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
+)
+
+// This file is the coordinator's write path: how a change reaches the
+// OffsetsLog without c.mu held across the append (doc.go, "Writes", W1-W6).
+//
+// Every group has a lane: at most one append of the group's records is in
+// flight; writes that arrive meanwhile queue, and go together in the next
+// append (a group commit). A batch is formed under c.mu: each queued write is
+// prepared against the group's state as of then (every earlier write of the
+// group applied or failed), and the group's metadata is added when memory
+// is ahead of the log. The append runs without c.mu; its outcome is applied
+// under c.mu, in lane order, before any of its writes is answered. Lanes of
+// different groups run in parallel: their records commute on replay. A
+// heartbeat's change of a group's metadata does not wait behind the
+// group's batch in flight when that batch holds offsets only: it is
+// appended at once in a side batch of its own (W6).
+//
+// No goroutine is started: a request whose write finds its lane busy waits,
+// and is woken either with its outcome or to lead the next batch itself
+// (leader hand-off), so the lane's writer is always a request that is
+// waiting anyway, or Tick.
+
+// writeState is where a write is in its lane.
+type writeState int
+
+const (
+	writeQueued   writeState = iota // waiting for the lane
+	writeLeading                    // woken to form and append the next batch
+	writeInFlight                   // in the batch being appended
+	writeDone                       // answered: err is the outcome
+	writeSide                       // to append the group's metadata next to the lane's batch (W6)
+)
+
+// prepared is a write made concrete when its batch is formed.
+type prepared struct {
+	records []recordbatch.Record
+	// apply changes memory once the records are durable (nil: nothing
+	// to apply).
+	apply func()
+	// refusal: the write is answered with it once the batch is durable
+	// (the batch may still carry the group's metadata the refusal was
+	// decided on).
+	refusal error
+	// metadata: records holds a tombstone of the group's metadata.
+	metadata bool
+}
+
+// write is one request's change of one group.
+type write struct {
+	g *group
+	// prepare runs under c.mu when the write's batch is formed; it must
+	// not change the group (apply does, later). It may run more than once
+	// (a write that does not fit in a batch waits for the next).
+	prepare func() prepared
+	// flushOf: a write with nothing of its own, waiting for the group's
+	// metadata as of version flushOf to be durable (a heartbeat's change).
+	flushOf int64
+
+	// Guarded by c.mu.
+	state writeState
+	p     prepared
+	err   error
+	wake  chan struct{} // buffered; signalled on writeLeading and writeDone
+}
+
+// lane serializes the appends of one group (W2).
+type lane struct {
+	busy  bool     // a batch of the group is being formed or appended
+	queue []*write // in arrival order; non-empty only while busy
+	// metadata: the batch in flight carries a record of the group's
+	// metadata. Unless it does, a heartbeat's change of the metadata is
+	// appended at once in a batch of its own (side) next to it: the two
+	// batches share no key, and the one in flight was decided on metadata
+	// the log already holds (W6). mainDone: the lane's batch completed
+	// while the side batch was in flight, whose completion then releases
+	// the lane.
+	metadata, side, mainDone bool
+}
+
+func (c *Coordinator) newWrite(g *group, prepare func() prepared) *write {
+	return &write{g: g, prepare: prepare, wake: make(chan struct{}, 1)}
+}
+
+// flushLocked returns a write that waits until the group's metadata, as in
+// memory now, is durable; nil when it already is.
+// REQUIRES: c.mu held.
+func (c *Coordinator) flushLocked(g *group) *write {
+	c.changedLocked(g)
+	if g.version == g.persisted {
+		return nil
+	}
+	w := c.newWrite(g, func() prepared { return prepared{} })
+	w.flushOf = g.version
+	if l := &g.lane; l.busy && !l.metadata && !l.side {
+		l.side = true
+		w.state = writeSide
+		return w
+	}
+	c.enqueueLocked(w)
+	return w
+}
+
+// runSide appends g's metadata in a batch of its own while the lane's batch
+// (which holds no metadata) is in flight, and answers w (W6).
+func (c *Coordinator) runSide(ctx context.Context, w *write) {
+	g := w.g
+	c.mu.Lock()
+	b := newBatch()
+	w.state = writeInFlight
+	stateErr := c.checkStateLocked()
+	if stateErr == nil {
+		c.addMetadataLocked(b, g)
+	}
+	c.mu.Unlock()
+	err := c.appendBatch(ctx, b)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	loaded := c.mu.state == stateLoaded
+	if err == nil {
+		err = stateErr
+	}
+	snap, wroteMeta := b.meta[g]
+	switch {
+	case err == nil && wroteMeta:
+		g.persisted = max(g.persisted, snap.version)
+		g.durable = snap.value
+		c.finishFlushedLocked(g)
+	case err != nil && wroteMeta && loaded:
+		c.revertLocked(g, err)
+	}
+	c.finishLocked(w, err)
+	l := &g.lane
+	l.side = false
+	if l.mainDone {
+		l.mainDone = false
+		c.releaseLaneLocked(g)
+	}
+}
+
+// enqueueLocked puts w in its group's lane. The caller must then release
+// c.mu and call wait.
+// REQUIRES: c.mu held.
+func (c *Coordinator) enqueueLocked(w *write) {
+	l := &w.g.lane
+	l.queue = append(l.queue, w)
+	if l.busy {
+		w.state = writeQueued
+		return
+	}
+	l.busy = true
+	w.state = writeLeading
+}
+
+func signal(w *write) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// REQUIRES: c.mu held.
+func (c *Coordinator) finishLocked(w *write, err error) {
+	w.state, w.err = writeDone, err
+	signal(w)
+}
+
+// wait returns w's outcome, leading its lane's next batch when woken to.
+// If ctx ends while w is still queued, w leaves the lane and nothing of it
+// is written; if it ends while w's batch is in flight, the outcome is
+// unknown.
+func (c *Coordinator) wait(ctx context.Context, w *write) error {
+	for {
+		c.mu.Lock()
+		switch w.state {
+		case writeDone:
+			c.mu.Unlock()
+			return w.err
+		case writeLeading:
+			c.mu.Unlock()
+			c.runLane(ctx, w.g)
+			continue
+		case writeSide:
+			c.mu.Unlock()
+			c.runSide(ctx, w)
+			continue
+		}
+		c.mu.Unlock()
+		select {
+		case <-w.wake:
+		case <-ctx.Done():
+			c.mu.Lock()
+			switch w.state {
+			case writeQueued:
+				l := &w.g.lane
+				for i, q := range l.queue {
+					if q == w {
+						l.queue = append(l.queue[:i], l.queue[i+1:]...)
+						break
+					}
+				}
+				c.mu.Unlock()
+				return fmt.Errorf("group: waiting to write group %q: %w", w.g.id, ctx.Err())
+			case writeInFlight:
+				c.mu.Unlock()
+				return fmt.Errorf("group: writing group %q: outcome unknown: %w", w.g.id, ctx.Err())
+			}
+			c.mu.Unlock() // leading or done: the loop takes it
+		}
+	}
+}
+
+// batch is one append: the writes and metadata of the groups whose lanes
+// it holds.
+type batch struct {
+	groups  []*group
+	writes  map[*group][]*write
+	meta    map[*group]metadataSnapshot
+	records []recordbatch.Record
+	bytes   int // of records, as the log's batch bound counts them
+}
+
+type metadataSnapshot struct {
+	version int64
+	value   *brokerpb.GroupMetadataValue
+}
+
+func newBatch() *batch {
+	return &batch{writes: map[*group][]*write{}, meta: map[*group]metadataSnapshot{}, bytes: batchHeaderBytes}
+}
+
+// runLane forms the next batch of g's lane, appends it and applies it. The
+// caller leads the lane (it holds g.lane.busy).
+func (c *Coordinator) runLane(ctx context.Context, g *group) {
+	c.mu.Lock()
+	b := newBatch()
+	c.addGroupLocked(b, g, nil) // nothing once closed: the release fails the queue
+	c.mu.Unlock()
+	err := c.appendBatch(ctx, b)
+	c.mu.Lock()
+	c.completeLocked(b, err)
+	c.mu.Unlock()
+}
+
+// addGroupLocked adds g's metadata (when memory is ahead of the log) and
+// then its queued writes, in order, while they fit in the batch's bound
+// (into an empty batch anything goes), plus extra (Tick's own write, not
+// queued). A write that does not fit stays first in the queue.
+// REQUIRES: c.mu held, g's lane held by the caller.
+func (c *Coordinator) addGroupLocked(b *batch, g *group, extra *write) {
+	b.groups = append(b.groups, g)
+	if c.mu.state != stateLoaded {
+		return
+	}
+	c.addMetadataLocked(b, g)
+	g.lane.metadata = false
+	if _, ok := b.meta[g]; ok {
+		g.lane.metadata = true
+	}
+	maxBytes := c.maxBatchBytes()
+	take := func(w *write) bool {
+		p := w.prepare()
+		size := 0
+		for _, r := range p.records {
+			size += recordBytes(r)
+		}
+		if len(p.records) > 0 && len(b.records) > 0 && b.bytes+size > maxBytes {
+			return false
+		}
+		w.p, w.state = p, writeInFlight
+		g.lane.metadata = g.lane.metadata || p.metadata
+		b.records = append(b.records, p.records...)
+		b.bytes += size
+		b.writes[g] = append(b.writes[g], w)
+		return true
+	}
+	l := &g.lane
+	for len(l.queue) > 0 && take(l.queue[0]) {
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+	}
+	if extra != nil && !take(extra) {
+		extra.state = writeDone // Tick tries again at its next run
+	}
+}
+
+// addMetadataLocked adds g's metadata to b when memory is ahead of the log.
+// REQUIRES: c.mu held.
+func (c *Coordinator) addMetadataLocked(b *batch, g *group) {
+	c.changedLocked(g)
+	if g.version == g.persisted {
+		return
+	}
+	v := g.metadata()
+	r, err := metadataRecord(g.id, v, c.cfg.Now().UnixMilli())
+	if err != nil { // cannot happen: a proto message of ours
+		c.log.Error("encoding group metadata failed", "group", g.id, "err", err)
+		return
+	}
+	b.records = append(b.records, r)
+	b.bytes += recordBytes(r)
+	b.meta[g] = metadataSnapshot{g.version, v}
+}
+
+// The size of a batch as the OffsetsLog's bound counts it, at most: the
+// batch header, and per record its key, value and at most 32 bytes of
+// lengths, deltas and attributes.
+const batchHeaderBytes = 61
+
+func recordBytes(r recordbatch.Record) int { return len(r.Key) + len(r.Value) + 32 }
+
+// appendBatch appends b's records, if any. The append serves every write
+// of the batch, so it is not tied to the leader's cancellation: it runs
+// until WriteTimeout.
+func (c *Coordinator) appendBatch(ctx context.Context, b *batch) error {
+	if len(b.records) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.WriteTimeout)
+	defer cancel()
+	if err := c.cfg.Log.Append(ctx, b.records); err != nil {
+		return fmt.Errorf("group: write to %s partition %d: %w", OffsetsTopic, c.cfg.Partition, err)
+	}
+	return nil
+}
+
+// completeLocked applies b's outcome, answers its writes and releases its
+// lanes: on success the metadata written becomes the durable one and each
+// write is applied, in lane order (W3); on failure nothing is applied, and
+// a group whose metadata was in the batch reverts to its durable metadata,
+// failing every heartbeat waiting on what is undone (W4).
+// REQUIRES: c.mu held.
+func (c *Coordinator) completeLocked(b *batch, err error) {
+	loaded := c.mu.state == stateLoaded
+	for _, g := range b.groups {
+		snap, wroteMeta := b.meta[g]
+		switch {
+		case err == nil && wroteMeta:
+			g.persisted = max(g.persisted, snap.version)
+			g.durable = snap.value
+			c.finishFlushedLocked(g)
+		case err != nil && wroteMeta && loaded:
+			c.revertLocked(g, err)
+		}
+		for _, w := range b.writes[g] {
+			switch {
+			case err != nil:
+				c.finishLocked(w, err)
+			case w.p.refusal != nil:
+				c.finishLocked(w, w.p.refusal)
+			default:
+				if w.p.apply != nil && loaded {
+					w.p.apply()
+				}
+				c.finishLocked(w, nil)
+			}
+		}
+		g.lane.metadata = false
+		if g.lane.side {
+			g.lane.mainDone = true // the side batch releases the lane
+			continue
+		}
+		c.releaseLaneLocked(g)
+	}
+}
+
+// finishFlushedLocked answers the queued heartbeats whose change is now
+// durable: they need no turn of their own.
+// REQUIRES: c.mu held.
+func (c *Coordinator) finishFlushedLocked(g *group) {
+	kept := g.lane.queue[:0]
+	for _, w := range g.lane.queue {
+		if w.flushOf > 0 && w.flushOf <= g.persisted && w.state == writeQueued {
+			c.finishLocked(w, nil)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(g.lane.queue[len(kept):])
+	g.lane.queue = kept
+}
+
+// releaseLaneLocked hands g's lane to its first queued write, or frees it
+// (and forgets g if nothing is left of it).
+// REQUIRES: c.mu held, g's lane held by the caller.
+func (c *Coordinator) releaseLaneLocked(g *group) {
+	l := &g.lane
+	if c.mu.state != stateLoaded {
+		for _, w := range l.queue {
+			c.finishLocked(w, c.checkStateLocked())
+		}
+		l.queue = nil
+	}
+	if len(l.queue) > 0 {
+		l.queue[0].state = writeLeading
+		signal(l.queue[0])
+		return
+	}
+	l.busy = false
+	c.dropIfEmptyLocked(g)
+}
+
+// revertLocked puts g's metadata back to the durable one after a failed
+// write, and fails the heartbeats waiting for what is undone (W4).
+// REQUIRES: c.mu held.
+func (c *Coordinator) revertLocked(g *group, err error) {
+	g.revert(g.durable, c.cfg.Now(), c.lim)
+	g.persisted = g.version
+	kept := g.lane.queue[:0]
+	for _, w := range g.lane.queue {
+		if w.flushOf > 0 {
+			c.finishLocked(w, err)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(g.lane.queue[len(kept):])
+	g.lane.queue = kept
+	c.reportLocked(g)
+	c.log.Warn("group metadata write failed: reverted to the last durable metadata", "group", g.id, "group_epoch", g.epoch, "err", err)
+}
+
+// changedLocked turns the state machine's dirty flag into a new version of
+// the group's metadata (W1).
+// REQUIRES: c.mu held.
+func (c *Coordinator) changedLocked(g *group) {
+	if g.dirty {
+		g.dirty = false
+		g.version++
+	}
+}
+
+// dropIfEmptyLocked forgets a group that holds nothing a replay would keep
+// (no member, no offset, epoch 0) once its lane is idle.
+// REQUIRES: c.mu held.
+func (c *Coordinator) dropIfEmptyLocked(g *group) {
+	if g.lane.busy || len(g.members) > 0 || len(g.offsets) > 0 || g.epoch != 0 || c.mu.groups[g.id] != g {
+		return
+	}
+	c.dropGroupLocked(g)
+}
+
+// dropGroupLocked forgets g.
+// REQUIRES: c.mu held.
+func (c *Coordinator) dropGroupLocked(g *group) {
+	delete(c.mu.groups, g.id)
+	c.cfg.Metrics.groups.add(-1)
+	c.cfg.Metrics.members.DeleteLabelValues(g.id)
+	c.cfg.Metrics.rebalances.DeleteLabelValues(g.id)
+}

@@ -1,0 +1,417 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/internal/testwait"
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
+)
+
+// gateLog is a memLog whose appends carrying an offset record of one group
+// block, once armed, until released: a quorum write whose bookies do not
+// answer. (Appends of the group's metadata alone go through.)
+type gateLog struct {
+	*memLog
+	mu      sync.Mutex
+	group   string        // armed: appends with an offset record of it block
+	entered chan string   // one value per append that blocked
+	release chan struct{} // closed to let the blocked appends through
+}
+
+func newGateLog(l *memLog) *gateLog {
+	return &gateLog{memLog: l, entered: make(chan string, 16)}
+}
+
+// arm makes appends of group block until the returned release is called
+// (at the latest when t ends, so a failed test leaves nothing blocked).
+func (l *gateLog) arm(t *testing.T, group string) (release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.group, l.release = group, make(chan struct{})
+	ch := l.release
+	release = sync.OnceFunc(func() {
+		l.mu.Lock()
+		l.group = ""
+		l.mu.Unlock()
+		close(ch)
+	})
+	t.Cleanup(release)
+	return release
+}
+
+func (l *gateLog) Append(ctx context.Context, records []recordbatch.Record) error {
+	l.mu.Lock()
+	group, release := l.group, l.release
+	l.mu.Unlock()
+	if group != "" {
+		for _, r := range records {
+			if d, err := decodeRecord(r); err == nil && d.key.GroupId == group && d.key.Topic != "" {
+				l.entered <- group
+				<-release
+				break
+			}
+		}
+	}
+	return l.memLog.Append(ctx, records)
+}
+
+// newGatedEnv is newEnv over a gateLog.
+func newGatedEnv(t *testing.T, topics *fakeTopics) (*env, *gateLog) {
+	t.Helper()
+	e := &env{t: t, log: &memLog{}, topics: topics, clock: newClock()}
+	gl := newGateLog(e.log)
+	e.configure = func(cfg *Config) { cfg.Log = gl }
+	e.c = e.open()
+	return e, gl
+}
+
+// async runs f on its own goroutine; the channel yields its error.
+func async(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// await fails t unless ch yields within a bound far above any append of
+// memLog: the call it waits for must not be blocked by the gate.
+func await(t *testing.T, what string, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still blocked (it waits for another group's or another request's append)", what)
+		return nil
+	}
+}
+
+func commitAsync(c *Coordinator, group, member string, epoch int32, offsets ...*brokerpb.OffsetCommit) <-chan error {
+	return async(func() error {
+		r, err := commit(c, group, member, epoch, offsets...)
+		if err == nil {
+			for _, res := range r.Results {
+				if res.Error != nil {
+					return fmt.Errorf("%s/%d refused: %s", res.Topic, res.Partition, res.Error.GetMessage())
+				}
+			}
+		}
+		return err
+	})
+}
+
+// queued waits until group's lane holds n writes waiting behind the
+// append in flight.
+func queued(t *testing.T, c *Coordinator, group string, n int) {
+	t.Helper()
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d writes queued in group %s's lane", n, group), func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		g := c.mu.groups[group]
+		return g != nil && len(g.lane.queue) == n
+	})
+}
+
+// W6, W2: while a commit's append is blocked (the bookies do not answer),
+// the committing member's heartbeats are answered, another member joins
+// its group (a metadata write of the same group, next to the blocked
+// one), another group of the same __consumer_offsets partition joins and
+// commits, and reads see the last durable offset; a second commit of the
+// same group waits its turn and lands after the first, in memory and in
+// the log.
+func TestBlockedAppendBlocksOnlyItsGroup(t *testing.T) {
+	e, gl := newGatedEnv(t, newTopics("a", 2))
+	e.mustHB("g1", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g1", "m1", 1, nil, tps("a", 0, 1))
+	if _, err := commit(e.c, "g1", "m1", 1, oc("a", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	release := gl.arm(t, "g1")
+	first := commitAsync(e.c, "g1", "m1", 1, oc("a", 0, 10))
+	if g := <-gl.entered; g != "g1" {
+		t.Fatalf("blocked append of %s", g)
+	}
+	second := commitAsync(e.c, "g1", "m1", 1, oc("a", 0, 20))
+	queued(t, e.c, "g1", 1)
+
+	hb := async(func() error {
+		r, err := e.hb("g1", "m1", 1, nil, tps("a", 0, 1))
+		if err == nil && len(r.Assignment) != 1 {
+			err = fmt.Errorf("assignment %v", r.Assignment)
+		}
+		return err
+	})
+	if err := await(t, "heartbeat of the committing member", hb); err != nil {
+		t.Fatal(err)
+	}
+	join1 := async(func() error {
+		r, err := e.hb("g1", "m2", 0, []string{"a"}, nil)
+		if err == nil && r.MemberEpoch != 2 {
+			err = fmt.Errorf("joined at epoch %d, want 2", r.MemberEpoch)
+		}
+		return err
+	})
+	if err := await(t, "join to the committing member's group", join1); err != nil {
+		t.Fatal(err)
+	}
+	join := async(func() error { _, err := e.hb("g2", "n1", 0, []string{"a"}, nil); return err })
+	if err := await(t, "join to another group", join); err != nil {
+		t.Fatal(err)
+	}
+	d := describe(t, e.c, "g2")
+	other := commitAsync(e.c, "g2", "n1", d.Members[0].MemberEpoch, oc("a", 0, 7))
+	if err := await(t, "commit to another group", other); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetch(t, e.c, "g1")[TopicPartition{"a", 0}]; got != 1 {
+		t.Fatalf("offset while its commit is in flight: %d, want the durable 1", got)
+	}
+
+	release()
+	if err := await(t, "first commit", first); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, "second commit", second); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetch(t, e.c, "g1")[TopicPartition{"a", 0}]; got != 20 {
+		t.Fatalf("offset after both commits: %d, want 20", got)
+	}
+	e.failover()
+	if got := fetch(t, e.c, "g1")[TopicPartition{"a", 0}]; got != 20 {
+		t.Fatalf("offset after failover: %d, want 20 (the log's order is the order applied)", got)
+	}
+	if got := fetch(t, e.c, "g2")[TopicPartition{"a", 0}]; got != 7 {
+		t.Fatalf("g2's offset after failover: %d, want 7", got)
+	}
+	if d := describe(t, e.c, "g1"); len(d.Members) != 2 || d.GroupEpoch != 2 {
+		t.Fatalf("g1 after failover: %v", d)
+	}
+}
+
+// W4: a commit whose append fails changes nothing: the committed offset
+// stays what it was, in memory and after a failover, and the next commit
+// works.
+func TestFailedCommitLeavesOffset(t *testing.T) {
+	e := newEnv(t, newTopics("a", 1))
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0))
+	if _, err := commit(e.c, "g", "m1", 1, oc("a", 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	e.log.mu.Lock()
+	e.log.failNext = 1
+	e.log.mu.Unlock()
+	if _, err := commit(e.c, "g", "m1", 1, oc("a", 0, 9)); !errors.Is(err, errInjected) {
+		t.Fatalf("commit with a failing log: %v", err)
+	}
+	if got := fetch(t, e.c, "g")[TopicPartition{"a", 0}]; got != 5 {
+		t.Fatalf("offset after a failed commit: %d, want 5", got)
+	}
+	if got := e.c.Offsets(); len(got) != 1 || got[0].Offset != 5 {
+		t.Fatalf("Offsets() after a failed commit: %v", got)
+	}
+	e.failover()
+	if got := fetch(t, e.c, "g")[TopicPartition{"a", 0}]; got != 5 {
+		t.Fatalf("offset after failover: %d, want 5", got)
+	}
+	d := describe(t, e.c, "g")
+	if _, err := commit(e.c, "g", "m1", d.Members[0].MemberEpoch, oc("a", 0, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fetch(t, e.c, "g")[TopicPartition{"a", 0}]; got != 6 {
+		t.Fatalf("offset after the next commit: %d, want 6", got)
+	}
+}
+
+// W4: a heartbeat whose metadata write fails is undone: the group is back
+// to what the log holds (the joiner is gone, the epoch is the old one), so
+// what memory says never runs ahead of what a failover would load.
+func TestFailedMetadataWriteReverts(t *testing.T) {
+	e := newEnv(t, newTopics("a", 2))
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+	e.log.mu.Lock()
+	e.log.failNext = 1
+	e.log.mu.Unlock()
+	if _, err := e.hb("g", "m2", 0, []string{"a"}, nil); !errors.Is(err, errInjected) {
+		t.Fatalf("join with a failing log: %v", err)
+	}
+	d := describe(t, e.c, "g")
+	if len(d.Members) != 1 || d.GroupEpoch != 1 || d.State != "STABLE" {
+		t.Fatalf("after the failed join: %v", d)
+	}
+	// The member that stayed keeps its assignment and its epoch.
+	if r := e.mustHB("g", "m1", 1, nil, tps("a", 0, 1)); r.MemberEpoch != 1 || len(r.Assignment[0].Partitions) != 2 {
+		t.Fatalf("heartbeat after the failed join: %v", r)
+	}
+	// A join that fails in a group it would create leaves no group.
+	e.log.mu.Lock()
+	e.log.failNext = 1
+	e.log.mu.Unlock()
+	if _, err := e.hb("new", "x", 0, []string{"a"}, nil); !errors.Is(err, errInjected) {
+		t.Fatalf("join with a failing log: %v", err)
+	}
+	if _, err := e.c.DescribeGroup(context.Background(), &brokerpb.DescribeGroupRequest{GroupId: "new"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("group of a failed join: %v", err)
+	}
+	if n := e.c.cfg.Metrics.groups.load(); n != 1 {
+		t.Fatalf("groups counted: %d, want 1", n)
+	}
+}
+
+// W3: a commit decided before a rebalance but not yet written when the
+// member left is checked again at its turn: it is refused, and only what
+// was acknowledged is in memory and in the log.
+func TestQueuedCommitOfAMemberThatLeft(t *testing.T) {
+	e, gl := newGatedEnv(t, newTopics("a", 1))
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0))
+	release := gl.arm(t, "g")
+	first := commitAsync(e.c, "g", "m1", 1, oc("a", 0, 3))
+	<-gl.entered
+	stale := commitAsync(e.c, "g", "m1", 1, oc("a", 0, 4))
+	queued(t, e.c, "g", 1)
+	// The leave is written next to the commit in flight (W6).
+	leave := async(func() error { _, err := e.hb("g", "m1", -1, nil, nil); return err })
+	if err := await(t, "leave", leave); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := await(t, "commit in flight", first); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, "stale commit", stale); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("commit of a member that left before its turn: %v, want ErrUnknownMember", err)
+	}
+	for _, when := range []string{"in memory", "after failover"} {
+		if got := fetch(t, e.c, "g")[TopicPartition{"a", 0}]; got != 3 {
+			t.Fatalf("offset %s: %d, want 3", when, got)
+		}
+		if d := describe(t, e.c, "g"); len(d.Members) != 0 {
+			t.Fatalf("members %s: %v", when, d.Members)
+		}
+		e.failover()
+	}
+}
+
+// W1-W3 under load: many committers and joiners on one partition, with
+// appends that overlap; afterwards a coordinator loaded from the log holds
+// exactly what the live one held (the log's order per group is the order
+// memory applied), and every acknowledged commit is the last one of its
+// partition or was overtaken by a later one.
+func TestConcurrentWritesReplayToTheSameState(t *testing.T) {
+	e := newEnv(t, newTopics("a", 4))
+	log := &slowLog{memLog: memLog{}, latency: 0}
+	e.log = &log.memLog
+	e.configure = func(cfg *Config) { cfg.Log = log }
+	e.failover()
+	const groups, committers, commits = 4, 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, groups*committers)
+	for g := range groups {
+		for k := range committers {
+			wg.Go(func() {
+				group := fmt.Sprintf("g%d", g)
+				for i := range commits {
+					if k == 0 && i%5 == 0 { // membership churn in other groups of the partition
+						if _, err := e.c.Heartbeat(context.Background(), &brokerpb.GroupHeartbeatRequest{GroupId: group + "-members", MemberId: fmt.Sprintf("m%d", i), SubscribedTopics: []string{"a"}}); err != nil {
+							errs <- err
+							return
+						}
+					}
+					if _, err := commit(e.c, group, "", -1, oc("a", int32(k%4), int64(i*committers+k))); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	live := e.c.Offsets()
+	if len(live) != groups*4 {
+		t.Fatalf("%d offsets, want %d", len(live), groups*4)
+	}
+	e.failover()
+	if loaded := e.c.Offsets(); fmt.Sprint(loaded) != fmt.Sprint(live) {
+		t.Fatalf("loaded from the log:\n%v\nlive:\n%v", loaded, live)
+	}
+}
+
+// W5: a delete queued behind an admin commit of a new partition builds its
+// tombstones when its turn comes, so they cover that commit: the group is
+// gone in memory and after a failover (tombstones built when the delete
+// was decided would leave the new partition's offset to come back).
+func TestDeleteQueuedBehindACommit(t *testing.T) {
+	e, gl := newGatedEnv(t, newTopics("a", 2))
+	if _, err := commit(e.c, "g", "", -1, oc("a", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	release := gl.arm(t, "g")
+	admin := commitAsync(e.c, "g", "", -1, oc("a", 1, 5))
+	<-gl.entered
+	del := async(func() error {
+		_, err := e.c.DeleteGroup(context.Background(), &brokerpb.DeleteGroupRequest{GroupId: "g"})
+		return err
+	})
+	queued(t, e.c, "g", 1)
+	release()
+	if err := await(t, "admin commit", admin); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, "delete", del); err != nil {
+		t.Fatal(err)
+	}
+	for _, when := range []string{"in memory", "after failover"} {
+		if _, err := e.c.DescribeGroup(context.Background(), &brokerpb.DescribeGroupRequest{GroupId: "g"}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("deleted group %s: %v", when, err)
+		}
+		if got := e.c.Offsets(); len(got) != 0 {
+			t.Fatalf("offsets %s: %v", when, got)
+		}
+		e.failover()
+	}
+}
+
+// W4, W6: a join written next to a blocked commit fails: the group reverts
+// to what the log holds while the commit is still in flight, and the
+// commit, decided on that durable metadata, still lands.
+func TestFailedSideWriteNextToACommit(t *testing.T) {
+	e, gl := newGatedEnv(t, newTopics("a", 2))
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+	release := gl.arm(t, "g")
+	first := commitAsync(e.c, "g", "m1", 1, oc("a", 0, 3))
+	<-gl.entered
+	e.log.mu.Lock()
+	e.log.failNext = 1
+	e.log.mu.Unlock()
+	join := async(func() error { _, err := e.hb("g", "m2", 0, []string{"a"}, nil); return err })
+	if err := await(t, "join", join); !errors.Is(err, errInjected) {
+		t.Fatalf("join with a failing log: %v", err)
+	}
+	if d := describe(t, e.c, "g"); len(d.Members) != 1 || d.GroupEpoch != 1 {
+		t.Fatalf("after the failed join: %v", d)
+	}
+	release()
+	if err := await(t, "commit", first); err != nil {
+		t.Fatal(err)
+	}
+	for _, when := range []string{"in memory", "after failover"} {
+		if d := describe(t, e.c, "g"); len(d.Members) != 1 || d.GroupEpoch != 1 || len(d.Offsets) != 1 || d.Offsets[0].Offset != 3 {
+			t.Fatalf("%s: %v", when, d)
+		}
+		e.failover()
+	}
+}

@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+func active(ids ...string) []*brokerpb.BrokerInfo {
+	var out []*brokerpb.BrokerInfo
+	for _, id := range ids {
+		out = append(out, &brokerpb.BrokerInfo{Id: id, State: brokerpb.BrokerState_BROKER_ACTIVE})
+	}
+	return out
+}
+
+func topic(name string, n int32) *brokerpb.TopicRecord {
+	return &brokerpb.TopicRecord{Name: name, Partitions: n}
+}
+
+// served makes every assignment's owner record match it.
+func served(assigns map[tp]current) map[tp]ownerSeen {
+	out := map[tp]ownerSeen{}
+	for k, c := range assigns {
+		out[k] = ownerSeen{ok: true, broker: c.broker, epoch: c.epoch}
+	}
+	return out
+}
+
+// planString renders a plan one decision a line, for table tests.
+func planString(p placementPlan) string {
+	var lines []string
+	for _, k := range p.deleteAssignments {
+		lines = append(lines, "delete "+k.String())
+	}
+	for _, name := range p.finishDeletes {
+		lines = append(lines, "finish-delete "+name)
+	}
+	for _, d := range p.assigns {
+		s := fmt.Sprintf("assign %s -> %s epoch=%d version=%d", d.tp, d.broker, d.epoch, d.version)
+		if d.from != "" {
+			s += " from=" + d.from
+		}
+		lines = append(lines, s)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestPlanPlacement(t *testing.T) {
+	a := func(broker string, epoch, version int64) current {
+		return current{broker: broker, epoch: epoch, version: version}
+	}
+	balanced := map[tp]current{{"t", 0}: a("k1", 1, 1), {"t", 1}: a("k2", 1, 1)}
+	for _, tc := range []struct {
+		name string
+		in   placementInput
+		want string
+	}{{
+		name: "new topic spreads over the least loaded, ties by id (PL1, PL2)",
+		in:   placementInput{brokers: active("k2", "k1"), topics: []*brokerpb.TopicRecord{topic("t", 3)}},
+		want: "assign t/0 -> k1 epoch=1 version=0\nassign t/1 -> k2 epoch=1 version=0\nassign t/2 -> k1 epoch=1 version=0",
+	}, {
+		name: "no active broker: nothing assigned",
+		in: placementInput{brokers: []*brokerpb.BrokerInfo{{Id: "k1", State: brokerpb.BrokerState_BROKER_DRAINING}},
+			topics: []*brokerpb.TopicRecord{topic("t", 1)}},
+		want: "",
+	}, {
+		name: "a dead broker's partition moves with epoch+1 on the version seen (PL1, PL2)",
+		in: placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("t", 2)},
+			assigns: map[tp]current{{"t", 0}: a("k1", 1, 3), {"t", 1}: a("gone", 4, 7)}},
+		want: "assign t/1 -> k2 epoch=5 version=7",
+	}, {
+		name: "a draining broker's partition moves",
+		in: placementInput{brokers: append(active("k1"), &brokerpb.BrokerInfo{Id: "k2", State: brokerpb.BrokerState_BROKER_DRAINING}),
+			topics: []*brokerpb.TopicRecord{topic("t", 2)}, assigns: balanced, owners: served(balanced)},
+		want: "assign t/1 -> k1 epoch=2 version=1",
+	}, {
+		name: "balanced: nothing to do",
+		in: placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("t", 2)},
+			assigns: balanced, owners: served(balanced)},
+		want: "",
+	}, {
+		name: "a joining broker gets one partition per round, first of the most loaded (PL3)",
+		in: func() placementInput {
+			as := map[tp]current{{"t", 0}: a("k1", 1, 1), {"t", 1}: a("k1", 1, 1), {"t", 2}: a("k1", 2, 5), {"t", 3}: a("k2", 1, 1)}
+			return placementInput{brokers: active("k1", "k2", "k3"), topics: []*brokerpb.TopicRecord{topic("t", 4)},
+				assigns: as, owners: served(as)}
+		}(),
+		want: "assign t/0 -> k3 epoch=2 version=1 from=k1",
+	}, {
+		name: "no balancing while a takeover runs (PL3)",
+		in: func() placementInput {
+			as := map[tp]current{{"t", 0}: a("k1", 1, 1), {"t", 1}: a("k1", 1, 1), {"t", 2}: a("k1", 1, 1)}
+			owners := served(as)
+			owners[tp{"t", 2}] = ownerSeen{ok: true, broker: "k1", epoch: 0}
+			return placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("t", 3)},
+				assigns: as, owners: owners}
+		}(),
+		want: "",
+	}, {
+		name: "an undecodable owner record counts as not served",
+		in: func() placementInput {
+			as := map[tp]current{{"t", 0}: a("k1", 1, 1), {"t", 1}: a("k1", 1, 1), {"t", 2}: a("k1", 1, 1)}
+			owners := served(as)
+			owners[tp{"t", 1}] = ownerSeen{}
+			return placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("t", 3)},
+				assigns: as, owners: owners}
+		}(),
+		want: "",
+	}, {
+		name: "deleted topic: assignments deleted, data removed once no owner (PL4)",
+		in: placementInput{brokers: active("k1"),
+			topics:  []*brokerpb.TopicRecord{{Name: "gone", Partitions: 2, Deleting: true}, {Name: "held", Partitions: 1, Deleting: true}},
+			assigns: map[tp]current{{"gone", 1}: a("k1", 1, 1), {"gone", 0}: a("k1", 1, 1), {"held", 0}: a("k1", 1, 1)},
+			owners:  map[tp]ownerSeen{{"held", 0}: {}}},
+		want: "delete gone/0\ndelete gone/1\ndelete held/0\nfinish-delete gone",
+	}, {
+		name: "deleted topic is finished even without an active broker",
+		in: placementInput{topics: []*brokerpb.TopicRecord{{Name: "gone", Partitions: 1, Deleting: true}},
+			assigns: map[tp]current{{"gone", 0}: a("k1", 1, 1)}},
+		want: "delete gone/0\nfinish-delete gone",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planString(planPlacement(tc.in)); got != tc.want {
+				t.Errorf("plan:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanPlacementConverges runs the controller's rounds against a
+// simulated cluster (every assignment is served before the next round) over
+// random broker sets and topics: every partition ends on an active broker,
+// counts differ by at most one, and every write keeps PL2.
+func TestPlanPlacementConverges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 300 {
+		var brokers []*brokerpb.BrokerInfo
+		for i := range 1 + rng.IntN(5) {
+			state := brokerpb.BrokerState_BROKER_ACTIVE
+			if rng.IntN(4) == 0 {
+				state = brokerpb.BrokerState_BROKER_DRAINING
+			}
+			brokers = append(brokers, &brokerpb.BrokerInfo{Id: fmt.Sprint("k", i), State: state})
+		}
+		var topics []*brokerpb.TopicRecord
+		for i := range 1 + rng.IntN(3) {
+			topics = append(topics, topic(fmt.Sprint("t", i), int32(1+rng.IntN(8))))
+		}
+		assigns := map[tp]current{}
+		for _, rec := range topics {
+			for p := range rec.Partitions {
+				if rng.IntN(2) == 0 {
+					assigns[tp{rec.Name, p}] = current{broker: fmt.Sprint("k", rng.IntN(7)), epoch: int64(rng.IntN(3)), version: 1}
+				}
+			}
+		}
+		in := placementInput{brokers: brokers, topics: topics, assigns: assigns, owners: served(assigns)}
+		isActive := func(id string) bool {
+			return slices.ContainsFunc(brokers, func(b *brokerpb.BrokerInfo) bool {
+				return b.Id == id && b.State == brokerpb.BrokerState_BROKER_ACTIVE
+			})
+		}
+		anyActive := slices.ContainsFunc(brokers, func(b *brokerpb.BrokerInfo) bool { return b.State == brokerpb.BrokerState_BROKER_ACTIVE })
+		for round := 0; ; round++ {
+			if round > 100 {
+				t.Fatalf("iteration %d: no convergence after 100 rounds", iter)
+			}
+			plan := planPlacement(in)
+			if len(plan.assigns) == 0 {
+				break
+			}
+			seen := map[tp]current{}
+			for _, d := range plan.assigns {
+				prev, ok := seen[d.tp]
+				if !ok {
+					prev = in.assigns[d.tp]
+				}
+				if d.epoch != prev.epoch+1 {
+					t.Fatalf("iteration %d: %s epoch %d after %d (PL2)", iter, d.tp, d.epoch, prev.epoch)
+				}
+				if !isActive(d.broker) {
+					t.Fatalf("iteration %d: %s assigned to inactive %s (PL1)", iter, d.tp, d.broker)
+				}
+				seen[d.tp] = current{broker: d.broker, epoch: d.epoch, version: prev.version + 1}
+				in.assigns[d.tp] = seen[d.tp]
+			}
+			in.owners = served(in.assigns) // the owners take them over
+		}
+		if !anyActive {
+			continue
+		}
+		load := map[string]int{}
+		for _, b := range brokers {
+			if b.State == brokerpb.BrokerState_BROKER_ACTIVE {
+				load[b.Id] = 0
+			}
+		}
+		for _, rec := range topics {
+			for p := range rec.Partitions {
+				c, ok := in.assigns[tp{rec.Name, p}]
+				if !ok || !isActive(c.broker) {
+					t.Fatalf("iteration %d: %s/%d not on an active broker: %+v", iter, rec.Name, p, c)
+				}
+				load[c.broker]++
+			}
+		}
+		if d := load[mostLoaded(load)] - load[leastLoaded(load)]; d > 1 {
+			t.Fatalf("iteration %d: unbalanced after convergence: %v", iter, load)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/benchsuite"
+	"github.com/strata-log/strata/internal/devcluster"
+)
+
+// Bounds of a suite workload's steps.
+const (
+	workloadSetupTimeout = 30 * time.Second
+	workloadOwnersWait   = 10 * time.Second
+	scrapeTimeout        = 5 * time.Second
+	// catchUpSlack: catch-up may read for twice produce-max's duration
+	// plus this.
+	catchUpSlack = 10 * time.Second
+)
+
+// suiteRunner runs the suite's workloads on one cluster.
+type suiteRunner struct {
+	progress io.Writer
+	base     Options // bench's flags
+	client   *client.Client
+	nodes    []devcluster.Node
+	prefix   string // topic prefix
+}
+
+// workloads runs every workload of benchsuite.Workloads in order,
+// appending each to run.
+func (sr *suiteRunner) workloads(ctx context.Context, run *benchsuite.Run) error {
+	for _, name := range benchsuite.Workloads {
+		w, err := sr.workload(ctx, name, *run)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		run.Workloads = append(run.Workloads, w)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// planWorkload returns the mode and options of the named workload on
+// top of base (done is what ran before on this cluster: e2e-half-max
+// takes its rate from produce-max).
+func planWorkload(base Options, prefix, name string, done benchsuite.Run) (string, Options, error) {
+	o := base
+	o.Rate = 0
+	mode := ModeProduce
+	o.Topic = prefix + "-" + name
+	switch name {
+	case benchsuite.WorkloadE2E5k:
+		mode, o.Rate = ModeE2E, 5000
+	case benchsuite.WorkloadE2EHalf:
+		mode = ModeE2E
+		p, ok := done.Workload(benchsuite.WorkloadProduce)
+		if !ok || p.RecordsPerSec <= 0 {
+			return "", Options{}, fmt.Errorf("no %s rate to take half of", benchsuite.WorkloadProduce)
+		}
+		o.Rate = max(1, math.Round(benchsuite.HalfMaxRateFraction*p.RecordsPerSec))
+	case benchsuite.WorkloadCatchUp:
+		mode = ModeConsume
+		o.Topic = prefix + "-" + benchsuite.WorkloadProduce
+		// The longest to read: reading must not take longer than the
+		// writing did, by far.
+		o.Duration = 2*base.Duration + catchUpSlack
+	case benchsuite.WorkloadProduceBig:
+		o.RecordSize = benchsuite.BigRecordBytes
+	}
+	return mode, o, nil
+}
+
+// workload runs the named workload and measures it, with the CPU and
+// metrics of the cluster's processes around it.
+func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuite.Run) (benchsuite.Workload, error) {
+	mode, o, err := planWorkload(sr.base, sr.prefix, name, done)
+	if err != nil {
+		return benchsuite.Workload{}, err
+	}
+	pcfg, err := o.ProducerConfig()
+	if err != nil {
+		return benchsuite.Workload{}, err
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, workloadSetupTimeout)
+	defer cancel()
+	partitions, err := Partitions(setupCtx, sr.client, &o, mode, workloadOwnersWait)
+	if err != nil {
+		return benchsuite.Workload{}, err
+	}
+	run := NewRun(mode, o.Topic, partitions)
+	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, o.Describe(mode, pcfg))
+
+	cpuBefore := sr.cpu()
+	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
+		return benchsuite.Workload{}, err
+	}
+	elapsed := time.Since(run.Start)
+	cpuAfter := sr.cpu()
+	bookiesAfter, brokersAfter := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+
+	w := workloadResult(name, &o, Summarize(run, elapsed))
+	w.CPU = CPUDelta(cpuBefore, cpuAfter, sr.nodes)
+	w.CPU.FillPerGB(w.Bytes)
+	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
+	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
+	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB\n",
+		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies)
+	return w, nil
+}
+
+// workloadResult is the report's entry for a run's summary.
+func workloadResult(name string, o *Options, sum Summary) benchsuite.Workload {
+	w := benchsuite.Workload{Name: name, Topic: o.Topic, RecordBytes: o.RecordSize, TargetRate: o.Rate, Seconds: sum.Seconds,
+		Records: sum.Records, Bytes: sum.Bytes, RecordsPerSec: sum.RecordsPerSec, MBPerSec: sum.MBPerSec, Errors: sum.Errors,
+		FirstError: sum.FirstError}
+	w.Latency = append(w.Latency, sum.Latency...)
+	return w
+}
+
+// cpu samples every node's CPU seconds and this process's (key "").
+// A node that cannot be read (exited) is left out.
+func (sr *suiteRunner) cpu() map[string]float64 {
+	out := map[string]float64{}
+	for _, n := range sr.nodes {
+		if s, err := benchsuite.CPUSeconds(n.PID); err == nil {
+			out[n.Name] = s
+		}
+	}
+	if s, err := benchsuite.CPUSeconds(os.Getpid()); err == nil {
+		out[""] = s
+	}
+	return out
+}
+
+// CPUDelta is the CPU seconds each node, each role and this process
+// (role client) used between two samples of suiteRunner.cpu; a node
+// missing from either is left out.
+func CPUDelta(before, after map[string]float64, nodes []devcluster.Node) benchsuite.CPU {
+	c := benchsuite.CPU{PerProcess: map[string]float64{}, PerRole: map[string]float64{}}
+	for _, n := range nodes {
+		b, okB := before[n.Name]
+		a, okA := after[n.Name]
+		if !okA || !okB {
+			continue
+		}
+		c.PerProcess[n.Name] = centis(a - b)
+		c.PerRole[n.Role] = centis(c.PerRole[n.Role] + a - b)
+	}
+	if a, ok := after[""]; ok {
+		c.PerRole[benchsuite.RoleClient] = centis(a - before[""])
+	}
+	return c
+}
+
+// centis rounds CPU seconds to the clock tick (1/100 s), dropping the
+// float noise of subtracting tick counts.
+func centis(s float64) float64 {
+	return math.Round(s*benchsuite.ClockTicks) / benchsuite.ClockTicks
+}
+
+// scrape reads the /metrics of every node of role (nil entries for those
+// that do not answer).
+func (sr *suiteRunner) scrape(ctx context.Context, role string) []benchsuite.Samples {
+	var out []benchsuite.Samples
+	for _, n := range sr.nodes {
+		if n.Role != role {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+		s, err := benchsuite.Scrape(sctx, n.Admin)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(sr.progress, "bench suite: warning: %s: %s\n", n.Name, strings.TrimPrefix(err.Error(), "benchsuite: "))
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestDefaultAdmin(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"", "127.0.0.1:9192"},
+		{"garbage", "127.0.0.1:9192"},
+		{"0.0.0.0:7201", "127.0.0.1:7201"},
+		{":7401", "127.0.0.1:7401"},
+		{"[::]:7401", "127.0.0.1:7401"},
+		{"10.1.2.3:9192", "10.1.2.3:9192"},
+		{"broker-1:9192", "broker-1:9192"},
+	} {
+		if got := DefaultAdmin(tc.env, "127.0.0.1:9192"); got != tc.want {
+			t.Errorf("DefaultAdmin(%q) = %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}
+
+func TestProbeHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.Error(w, "not ready\nsecond line", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if code, body, err := ProbeHTTP(context.Background(), addr, "/readyz"); err != nil || code != 200 || body != "ok" {
+		t.Fatalf("/readyz: %d %q %v", code, body, err)
+	}
+	if code, body, err := ProbeHTTP(context.Background(), addr, "/other"); err != nil || code != 503 || body != "not ready" {
+		t.Fatalf("/other: %d %q %v", code, body, err)
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	path := t.TempDir() + "/snap"
+	for _, data := range []string{"first", "second, longer"} {
+		if err := WriteFileAtomic(path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != data {
+			t.Fatalf("%q %v, want %q", got, err, data)
+		}
+	}
+	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("the temporary file stayed: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if err := WriteFileAtomic(t.TempDir()+"/no/such/dir/f", nil); err == nil {
+		t.Fatal("a missing directory: no error")
+	}
+}
