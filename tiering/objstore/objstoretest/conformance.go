@@ -477,8 +477,10 @@ func testIncompleteUploads(t *testing.T, s objstore.Store, cfg Config) {
 		done <- err
 	}()
 	// The pipe hands over bytes only as the store reads them: the upload
-	// has begun once the write returns.
-	if _, err := pw.Write([]byte("some bytes")); err != nil {
+	// has begun once the write returns. LargeBytes spans several parts: a
+	// store may send an object that fits in one part as one PUT, once its
+	// source ends.
+	if _, err := pw.Write(randomBytes(cfg.LargeBytes, 3)); err != nil {
 		t.Fatal(err)
 	}
 	find := func(prefix string) objstore.UploadInfo {

@@ -5,9 +5,11 @@
 //
 // # Calls and requests
 //
-//   - Put: one PUT when the size is known and at most PartSize, else a
-//     multipart upload of PartSize parts (default 16 MiB, at least 5 MiB),
-//     PartConcurrency at a time (a streamed Put buffers that many parts).
+//   - Put: one PUT when the size is known and at most PartSize, or when
+//     a streamed Put (size -1) ends within its first PartSize bytes (read
+//     into a pooled buffer first), else a multipart upload of PartSize
+//     parts (default 16 MiB, at least 5 MiB), PartConcurrency at a time (a
+//     streamed Put buffers that many parts).
 //     Every Put and PutIfAbsent carries If-None-Match: *, which MinIO and
 //     AWS honour on PUT and CompleteMultipartUpload, so an existing key
 //     fails with ErrPreconditionFailed. A failed multipart Put is aborted

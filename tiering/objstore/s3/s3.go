@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -126,6 +127,24 @@ func (s *Store) put(ctx context.Context, op objstore.Op, key string, r io.Reader
 	if br, ok := r.(*bytes.Reader); ok && op == objstore.OpPutIfAbsent {
 		body = br
 	}
+	if size < 0 {
+		// A streamed Put: read up to one part first. An object that fits
+		// (a segment or compaction output up to PartSize) goes in one PUT
+		// of known size from a pooled buffer; minio-go's streamed
+		// multipart upload would allocate PartConcurrency new parts for
+		// it, zeroed, and send three requests.
+		buf := getPartBuffer(s.cfg.PartSize)
+		defer partBuffers.Put(buf)
+		n, err := io.ReadFull(src, *buf)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			body, size = bytes.NewReader((*buf)[:n]), int64(n)
+		case err != nil:
+			return 0, classify(op, key, err)
+		default:
+			body = io.MultiReader(bytes.NewReader(*buf), src)
+		}
+	}
 	info, err := s.client.PutObject(ctx, s.cfg.Bucket, key, body, size, opts)
 	if err != nil {
 		if src.err != nil && ctx.Err() == nil {
@@ -137,6 +156,19 @@ func (s *Store) put(ctx context.Context, op objstore.Op, key string, r io.Reader
 		return 0, classify(op, key, &sourceError{err: fmt.Errorf("stored %d of %d bytes", info.Size, size), short: true})
 	}
 	return info.Size, nil
+}
+
+// partBuffers holds part-sized buffers (*[]byte) for streamed Puts.
+var partBuffers sync.Pool
+
+// getPartBuffer returns a pooled buffer of partSize bytes (not zeroed).
+func getPartBuffer(partSize uint64) *[]byte {
+	if b, ok := partBuffers.Get().(*[]byte); ok && uint64(cap(*b)) >= partSize {
+		*b = (*b)[:partSize]
+		return b
+	}
+	b := make([]byte, partSize)
+	return &b
 }
 
 // source reads a Put's data and remembers why it failed, so a failure of

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/strata-log/strata/internal/miniotest"
@@ -122,6 +125,64 @@ func TestConfig(t *testing.T) {
 		}
 		if _, err := s3.New(c); err == nil {
 			t.Errorf("%s: New accepted %+v", name, c)
+		}
+	}
+}
+
+// countingTransport counts the requests by method and whether they
+// belong to a multipart upload.
+type countingTransport struct {
+	base            *http.Transport
+	mu              sync.Mutex
+	puts, multipart int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	if r.URL.Query().Has("uploads") || r.URL.Query().Has("uploadId") {
+		c.multipart++
+	} else if r.Method == http.MethodPut {
+		c.puts++
+	}
+	c.mu.Unlock()
+	return c.base.RoundTrip(r)
+}
+
+// A streamed Put (size -1) whose source ends within one part is one PUT;
+// a longer one is a multipart upload, and both store every byte.
+func TestStreamedPutOfOnePartIsOnePUT(t *testing.T) {
+	tr := &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+	t.Cleanup(tr.base.CloseIdleConnections)
+	s := newStore(t, func(c *s3.Config) { c.Transport = tr })
+	small := bytes.Repeat([]byte("x"), 100<<10)
+	if _, err := s.Put(t.Context(), "stream/small", bytes.NewBuffer(small), -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.mu.Lock()
+	puts, multipart := tr.puts, tr.multipart
+	tr.mu.Unlock()
+	if puts != 1 || multipart != 0 {
+		t.Fatalf("a 100 KiB streamed Put sent %d PUTs and %d multipart requests, want 1 and 0", puts, multipart)
+	}
+	large := bytes.Repeat([]byte("y"), s3.MinPartSize+1)
+	if _, err := s.Put(t.Context(), "stream/large", bytes.NewBuffer(large), -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr.mu.Lock()
+	multipart = tr.multipart
+	tr.mu.Unlock()
+	if multipart < 3 { // initiate, parts, complete
+		t.Fatalf("a streamed Put longer than a part sent %d multipart requests", multipart)
+	}
+	for key, want := range map[string][]byte{"stream/small": small, "stream/large": large} {
+		rc, err := s.GetRange(t.Context(), key, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: read back %d bytes, %v; want %d", key, len(got), err, len(want))
 		}
 	}
 }
