@@ -89,7 +89,7 @@ func (b *passBuffer) read(ctx context.Context, l *Log, readers map[uint64]*ledge
 	fn func(id int64, payload []byte) error) error {
 	kept, ok := b.batches[p.String()]
 	if !ok {
-		return l.readPiece(ctx, readers, p, fn)
+		return l.readPiece(ctx, readers, p, false, fn)
 	}
 	delete(b.batches, p.String())
 	for id, batch := range kept {
@@ -248,7 +248,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		lastOfPiece = append(lastOfPiece, lasts)
 		var kept [][]byte
 		keep := buf.fits(p)
-		err := l.readPiece(ctx, readers, p, func(id int64, payload []byte) error {
+		err := l.readPiece(ctx, readers, p, keep, func(id int64, payload []byte) error {
 			if keep {
 				kept = append(kept, payload)
 			}
@@ -483,12 +483,15 @@ func (l *Log) readSegment(ctx context.Context, readers map[uint64]*ledger.Reader
 // readPiece calls fn with every batch of a closed compactPiece, in order: a
 // ledger's entries (readSegment) or an object's batches (readObject).
 //
-// A failure to read a piece that is no longer listed (retention or
-// tiering unlinked it while the pass read it) is ErrCompactionStale.
-func (l *Log) readPiece(ctx context.Context, readers map[uint64]*ledger.Reader, p compactPiece, fn func(id int64, payload []byte) error) error {
+// keeps: fn keeps the batches it is given (else their memory is reused
+// once it returns). A failure to read a piece that is no longer listed
+// (retention or tiering unlinked it while the pass read it) is
+// ErrCompactionStale.
+func (l *Log) readPiece(ctx context.Context, readers map[uint64]*ledger.Reader, p compactPiece, keeps bool,
+	fn func(id int64, payload []byte) error) error {
 	var err error
 	if p.object != nil {
-		err = l.readObject(ctx, p.object, fn)
+		err = l.readObject(ctx, p.object, keeps, fn)
 	} else {
 		err = l.readSegment(ctx, readers, p.ledger, fn)
 	}
@@ -525,8 +528,10 @@ const compactCarryBytes = 1 << 20
 // missing or damaged object fails the pass (T10).
 //
 // The data section is read front to back in compactReadBytes ranges, the
-// next one downloading while fn works on the current one.
-func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, fn func(id int64, payload []byte) error) error {
+// next one downloading while fn works on the current one. Unless fn keeps
+// the batches, a range's memory goes to the next read once fn is done
+// with it.
+func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, keeps bool, fn func(id int64, payload []byte) error) error {
 	rr := objectRange{l.cfg.Tier.Store, seg.ObjectKey, l.cfg.Tier.RequestTimeout}
 	tail, err := segfile.ReadTail(ctx, rr, seg.IndexPos, seg.SizeBytes)
 	if err != nil {
@@ -534,11 +539,16 @@ func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, fn fu
 	}
 	end := tail.DataEnd()
 	rctx, cancel := context.WithCancel(ctx)
-	next := startRangeRead(rctx, rr, segfile.HeaderSize, end)
+	next := startRangeRead(rctx, rr, segfile.HeaderSize, end, !keeps)
+	var prev *rangeRead // the range fn last worked on
 	defer func() {
 		cancel()
 		if next != nil {
 			<-next.done
+		}
+		if !keeps {
+			prev.recycle()
+			next.recycle()
 		}
 	}()
 	var it *segfile.Iterator
@@ -550,9 +560,13 @@ func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, fn fu
 			next = nil
 			return fmt.Errorf("partlog: compaction: reading object %s at %d: %w", seg.ObjectKey, cur.pos, cur.err)
 		}
-		next = startRangeRead(rctx, rr, cur.pos+int64(len(cur.data)), end)
+		next = startRangeRead(rctx, rr, cur.pos+int64(len(cur.data)), end, !keeps)
 		l.metrics.TierReadBytes.Add(float64(len(cur.data)))
-		buf := cur.join(carry)
+		buf := cur.join(carry) // carry copied: prev is no longer needed
+		if !keeps {
+			prev.recycle()
+		}
+		prev = cur
 		if it == nil {
 			it = tail.Batches(buf, segfile.HeaderSize)
 		} else {
@@ -586,9 +600,13 @@ type rangeRead struct {
 	done  chan struct{}
 }
 
+// rangeBuffers holds the spaces (*[]byte, compactCarryBytes +
+// compactReadBytes) of ranges whose batches nobody kept.
+var rangeBuffers sync.Pool
+
 // startRangeRead starts reading [pos, min(pos+compactReadBytes, end));
-// nil when pos is end.
-func startRangeRead(ctx context.Context, rr objectRange, pos, end int64) *rangeRead {
+// nil when pos is end. pooled: its space comes from rangeBuffers.
+func startRangeRead(ctx context.Context, rr objectRange, pos, end int64, pooled bool) *rangeRead {
 	if pos >= end {
 		return nil
 	}
@@ -607,7 +625,7 @@ func startRangeRead(ctx context.Context, rr objectRange, pos, end int64) *rangeR
 			return
 		}
 		defer rc.Close()
-		r.space = make([]byte, compactCarryBytes+n)
+		r.space = rangeSpace(compactCarryBytes+n, pooled)
 		if _, err := io.ReadFull(rc, r.space[compactCarryBytes:]); err != nil {
 			r.err = err
 			return
@@ -615,6 +633,29 @@ func startRangeRead(ctx context.Context, rr objectRange, pos, end int64) *rangeR
 		r.data = r.space[compactCarryBytes:]
 	}()
 	return r
+}
+
+// rangeSpace returns n bytes (not zeroed when pooled).
+func rangeSpace(n int64, pooled bool) []byte {
+	if !pooled {
+		return make([]byte, n)
+	}
+	if b, ok := rangeBuffers.Get().(*[]byte); ok && int64(cap(*b)) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n, compactCarryBytes+compactReadBytes)
+}
+
+// recycle gives the range's space to later reads; nothing may use the
+// range's bytes after it.
+func (r *rangeRead) recycle() {
+	if r == nil || r.space == nil {
+		return
+	}
+	<-r.done
+	b := r.space
+	r.space, r.data = nil, nil
+	rangeBuffers.Put(&b)
 }
 
 // join returns carry followed by the range's bytes.

@@ -211,3 +211,28 @@ func TestEndBatch(t *testing.T) {
 		t.Fatalf("end batch header %+v", h)
 	}
 }
+
+// Reset empties the map whether few keys were stored (cleared slot by
+// slot) or many (cleared whole), round after round.
+func TestOffsetMapResetClearsWhatWasUsed(t *testing.T) {
+	m := NewOffsetMap(1 << 20) // 43,690 slots; 682 listed before clearing all
+	for round, keys := range []int{10, 5000, 600, 700, 0, 30000, 1} {
+		for i := range keys {
+			if !m.Put(fmt.Appendf(nil, "r%d-k%d", round, i), int64(i)) {
+				t.Fatalf("round %d: Put %d refused", round, i)
+			}
+		}
+		if m.Len() != keys {
+			t.Fatalf("round %d: %d keys, want %d", round, m.Len(), keys)
+		}
+		m.Reset()
+		for i, s := range m.slots {
+			if s != (slot{}) {
+				t.Fatalf("round %d (%d keys): slot %d still holds %+v after Reset", round, keys, i, s)
+			}
+		}
+		if m.Len() != 0 || m.Room() != m.Capacity() {
+			t.Fatalf("round %d: Len %d, Room %d after Reset", round, m.Len(), m.Room())
+		}
+	}
+}

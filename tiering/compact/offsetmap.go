@@ -50,7 +50,17 @@ type OffsetMap struct {
 	slots   []slot
 	n       int // keys stored
 	maxKeys int // load factor limit
+	// used lists the slots filled since the last Reset while they are few
+	// (at most cap(used) = len(slots)/usedFraction; manyUsed once more
+	// were), so that Reset of a map holding a few keys clears those, not
+	// all of its memory (which a pass would otherwise also fault in).
+	used     []int
+	manyUsed bool
 }
+
+// usedFraction: Reset clears slot by slot while at most 1/usedFraction of
+// the slots were filled.
+const usedFraction = 64
 
 // NewOffsetMap returns an empty map using about budgetBytes of memory
 // (KeysPerMiB keys per MiB). It holds at least one key whatever the
@@ -61,6 +71,7 @@ func NewOffsetMap(budgetBytes int) *OffsetMap {
 		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		slots:   make([]slot, nSlots),
 		maxKeys: max(nSlots*loadNumerator/loadDenominator, 1),
+		used:    make([]int, 0, nSlots/usedFraction),
 	}
 }
 
@@ -77,11 +88,18 @@ func (m *OffsetMap) Room() int { return m.maxKeys - m.n }
 // alone: clearing a large table costs a pass more than its small dirty
 // range).
 func (m *OffsetMap) Reset() {
-	if m.n == 0 {
+	switch {
+	case m.n == 0:
 		return
+	case !m.manyUsed:
+		for _, i := range m.used {
+			m.slots[i] = slot{}
+		}
+	default:
+		clear(m.slots)
 	}
-	clear(m.slots)
 	m.n = 0
+	m.used, m.manyUsed = m.used[:0], false
 }
 
 // hash is key's keyHash under m's seeds.
@@ -119,6 +137,11 @@ func (m *OffsetMap) put(h keyHash, offset int64) bool {
 			}
 			*s = slot{hash: h, offsetPlusOne: offset + 1}
 			m.n++
+			if len(m.used) < cap(m.used) {
+				m.used = append(m.used, i)
+			} else {
+				m.manyUsed = true // Reset clears everything
+			}
 			return true
 		}
 		if s.hash == h {
