@@ -26,11 +26,12 @@ func testCtx(t testing.TB) context.Context {
 
 // memStore is an in-memory Store with versions (metad's semantics:
 // version 1 at creation, +1 per write). beforePut, when set, runs before
-// every Put (outside the lock) and may fail it.
+// every Put (outside the lock) and may fail it; afterPut runs after a Put
+// stored its value and may fail it anyway (an answer lost on the way).
 type memStore struct {
-	mu        sync.Mutex
-	kv        map[string]memValue
-	beforePut func(key string) error
+	mu                  sync.Mutex
+	kv                  map[string]memValue
+	beforePut, afterPut func(key string) error
 }
 
 type memValue struct {
@@ -67,6 +68,11 @@ func (s *memStore) Put(ctx context.Context, key string, value []byte, expected i
 	}
 	v := memValue{val: append([]byte(nil), value...), version: cur.version + 1}
 	s.kv[key] = v
+	if s.afterPut != nil {
+		if err := s.afterPut(key); err != nil {
+			return 0, err
+		}
+	}
 	return v.version, nil
 }
 
@@ -81,6 +87,12 @@ func (s *memStore) setBeforePut(f func(string) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.beforePut = f
+}
+
+func (s *memStore) setAfterPut(f func(string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterPut = f
 }
 
 type ledgerInFlight = ledgertest.InFlightAdd

@@ -369,6 +369,45 @@ func TestTakeoverDropsEmptyLedger(t *testing.T) {
 	}
 }
 
+// A takeover whose CAS landed but whose answer was lost (a context
+// cancelled mid-call, a metad leader change) must not delete the ledger
+// it created: the stored list may name it. The next takeover recovers the
+// log, not "no such ledger".
+func TestTakeoverUnknownOutcomeKeepsItsLedger(t *testing.T) {
+	f := newFixture(t)
+	a := f.open(f.config(1))
+	appendN(t, a, 3)
+	hw := a.HighWatermark()
+	if err := a.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	f.store.setAfterPut(func(key string) error {
+		if key == PartitionKey("orders", 3) {
+			return errors.New("the answer was lost")
+		}
+		return nil
+	})
+	if _, err := Open(testCtx(t), f.config(2)); !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("Open with its CAS answer lost: %v, want ErrUnknownOutcome", err)
+	}
+	f.store.setAfterPut(nil)
+	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	if err != nil || pl.OwnerEpoch != 2 {
+		t.Fatalf("stored list %v, %v: want the lost CAS's (epoch 2)", pl, err)
+	}
+	open := pl.Segments[len(pl.Segments)-1]
+	if _, _, ok := f.cluster.Meta.Ledger(open.LedgerId); !ok {
+		t.Fatalf("the listed ledger %d was deleted", open.LedgerId)
+	}
+	c := f.open(f.config(3))
+	if c.HighWatermark() != hw {
+		t.Fatalf("HW %d after the next takeover, want %d", c.HighWatermark(), hw)
+	}
+	if recs := fetchAll(t, c, 0); int64(len(recs)) != hw {
+		t.Fatalf("%d records after the next takeover, want %d", len(recs), hw)
+	}
+}
+
 // A clean Close then Open elsewhere continues exactly.
 func TestCloseThenOpen(t *testing.T) {
 	f := newFixture(t)

@@ -88,9 +88,18 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
 	}
 	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
-	if err != nil {
-		discardLedger(cfg, w)
+	switch {
+	case errors.Is(err, ErrConflict):
+		discardLedger(cfg, w) // no list names it
 		return nil, err
+	case err != nil:
+		// The list may name the new ledger (the CAS landed, its answer was
+		// lost): keep it. The next takeover recovers it (empty: deleted);
+		// if the CAS did not land, the orphan sweeper deletes it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = w.Close(cctx)
+		cancel()
+		return nil, fmt.Errorf("%w: taking over %s/%d: %w", ErrUnknownOutcome, cfg.Topic, cfg.Partition, err)
 	}
 	for _, id := range empty {
 		if err := ledger.Delete(ctx, cfg.Env, id); err != nil {
