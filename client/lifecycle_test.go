@@ -234,11 +234,7 @@ func lifecycleRun(t *testing.T, seed uint64) {
 	healed := time.Now()
 	acks.wg.Wait()
 	ends, values := acks.snapshot()
-	if err := testwait.Poll(15*time.Second, "the witness to read every acknowledged record", func() error { return w.caughtUp(ends) }); err != nil {
-		t.Log(ends)
-		cl.diag()
-		t.Fatal(err)
-	}
+	testwait.UntilNil(t, 15*time.Second, "the witness to read every acknowledged record", func() error { return w.caughtUp(ends) })
 	testwait.UntilNil(t, 20*time.Second, "the group to read every acknowledged record", func() error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
@@ -266,10 +262,10 @@ func lifecycleRun(t *testing.T, seed uint64) {
 
 // chaos moves partitions, takes brokers down and up, makes Metadata lie
 // and invalidates the client's cache until stop closes; then it heals
-// everything. Moves are assignments the brokers hand over in the
-// background (AssignPartition), so several may be under way at once; a
-// "down" broker keeps serving its peers and metad, but its clients' calls
-// fail, as a partitioned broker's whose lease has not run out yet.
+// everything. A move is one hand-over at a time (MovePartition returns
+// once the new owner serves it; the controller may move partitions back
+// to balance); a "down" broker keeps its metad session, but its clients'
+// calls fail, as a partitioned broker's whose lease has not run out yet.
 func chaos(cl *realCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
 	n := len(cl.Brokers)
 	defer func() {
@@ -290,8 +286,8 @@ func chaos(cl *realCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
 		switch rng.IntN(6) {
 		case 0, 1: // ownership moves; Metadata may lag behind
 			old := cl.ownerIndex(tp)
-			if cl.AssignPartition(tp.Topic, tp.Partition, rng.IntN(n)) != nil {
-				continue // raced the controller or an earlier move
+			if cl.MovePartition(tp.Topic, tp.Partition, rng.IntN(n)) != nil {
+				continue // raced the controller
 			}
 			cl.mu.Lock()
 			if rng.IntN(2) == 0 && old >= 0 {
@@ -316,7 +312,7 @@ func chaos(cl *realCluster, c *Client, rng *rand.Rand, stop <-chan struct{}) {
 				if cl.ownerIndex(tp) != i {
 					continue
 				}
-				if cl.AssignPartition(tp.Topic, tp.Partition, (i+1+rng.IntN(n-1))%n) == nil {
+				if cl.MovePartition(tp.Topic, tp.Partition, (i+1+rng.IntN(n-1))%n) == nil {
 					cl.mu.Lock()
 					cl.metaOwnr[tp] = i // its lease has not run out yet
 					cl.mu.Unlock()

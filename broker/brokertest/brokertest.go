@@ -337,52 +337,56 @@ func (c *Cluster) WaitServed(topics ...string) {
 // (broker/doc.go, "State in metad").
 const assignmentsPrefix = "/strata/assignments/"
 
-// MovePartition assigns a partition to broker to (index from 0), as
-// AssignPartition does, and waits until that broker serves it. The
-// controller may move it again later to balance the brokers. Safe to call
+// MovePartition assigns a partition to broker to (index from 0) as the
+// controller would, and waits until that broker serves it. Like the
+// controller (broker/placement.go, PL3) it moves only a partition that is
+// served: it first waits for any hand-over under way to finish, since an
+// assignment that changes mid-takeover cancels the takeover. The write is
+// a compare-and-set (epoch+1, on the version read), so a move racing the
+// controller's fails with metaclient.ErrVersionConflict. The controller
+// may move the partition again later to balance the brokers. Safe to call
 // from any goroutine.
 func (c *Cluster) MovePartition(topic string, partition int32, to int) error {
-	if err := c.AssignPartition(topic, partition, to); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := fmt.Sprintf("%s%s/%d", assignmentsPrefix, topic, partition)
+	var (
+		a       brokerpb.Assignment
+		version int64
+	)
+	err := testwait.Poll(30*time.Second, fmt.Sprintf("%s/%d served before the move", topic, partition), func() error {
+		kv, err := c.Meta.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if err := proto.Unmarshal(kv.Value, &a); err != nil {
+			return err
+		}
+		version = kv.Version
+		if o := c.ownership(topic, partition); o.GetBrokerId() != a.BrokerId || o.GetEpoch() != a.Epoch {
+			return fmt.Errorf("assigned to %s at epoch %d, owner %s at epoch %d", a.BrokerId, a.Epoch, o.GetBrokerId(), o.GetEpoch())
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	target := c.Brokers[to].ID
+	if a.BrokerId != target {
+		value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: target, Epoch: a.Epoch + 1})
+		if err != nil {
+			return err
+		}
+		if _, err := c.Meta.Put(ctx, key, value, metaclient.WithExpectedVersion(version)); err != nil {
+			return err
+		}
+	}
 	return testwait.Poll(30*time.Second, fmt.Sprintf("%s/%d served by %s", topic, partition, target), func() error {
 		if id, _ := c.Owner(topic, partition); id != target {
 			return fmt.Errorf("owner %q", id)
 		}
 		return nil
 	})
-}
-
-// AssignPartition assigns a partition to broker to (index from 0), as the
-// controller would (epoch+1, compare-and-set on the version read), and
-// returns without waiting for the hand-over: a test moving partitions
-// faster than they settle (chaos) calls it, then WaitServed once done.
-// An assignment that changed between the read and the write fails the
-// compare-and-set and is returned as an error. Safe to call from any
-// goroutine.
-func (c *Cluster) AssignPartition(topic string, partition int32, to int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	key := fmt.Sprintf("%s%s/%d", assignmentsPrefix, topic, partition)
-	kv, err := c.Meta.Get(ctx, key)
-	if err != nil {
-		return err
-	}
-	var a brokerpb.Assignment
-	if err := proto.Unmarshal(kv.Value, &a); err != nil {
-		return err
-	}
-	target := c.Brokers[to].ID
-	if a.BrokerId == target {
-		return nil
-	}
-	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: target, Epoch: a.Epoch + 1})
-	if err != nil {
-		return err
-	}
-	_, err = c.Meta.Put(ctx, key, value, metaclient.WithExpectedVersion(kv.Version))
-	return err
 }
 
 // ownersPrefix is where owners publish what they serve (broker/doc.go).
@@ -392,17 +396,23 @@ const ownersPrefix = "/strata/owners/"
 // its ownership record in metad ("" when none): the truth, whatever a
 // test's interceptor makes Metadata answer.
 func (c *Cluster) Owner(topic string, partition int32) (id, addr string) {
+	o := c.ownership(topic, partition)
+	return o.GetBrokerId(), o.GetAddress()
+}
+
+// ownership is a partition's ownership record (nil when none).
+func (c *Cluster) ownership(topic string, partition int32) *brokerpb.Ownership {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	kv, err := c.Meta.Get(ctx, fmt.Sprintf("%s%s/%d", ownersPrefix, topic, partition))
 	if err != nil {
-		return "", ""
+		return nil
 	}
 	var o brokerpb.Ownership
 	if proto.Unmarshal(kv.Value, &o) != nil {
-		return "", ""
+		return nil
 	}
-	return o.BrokerId, o.Address
+	return &o
 }
 
 func (c *Cluster) waitUntil(timeout time.Duration, what string, cond func() error) {

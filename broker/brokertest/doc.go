@@ -17,4 +17,12 @@
 //     assignment), so a test's first request does not race a takeover.
 //   - BT2 Everything started is stopped by t.Cleanup, brokers first, then
 //     metad; ports come from 127.0.0.1:22000-22999.
+//   - BT3 MovePartition moves only a served partition, as the controller
+//     does (broker/placement.go, PL3): it never reassigns one mid-takeover,
+//     so a test moving partitions in a loop does not cancel takeovers the
+//     controller itself would not.
+//
+// The group coordinator's timers are broker.Config fields
+// (GroupMinSessionTimeout, GroupHeartbeatInterval, GroupTickInterval, ...):
+// a test that needs sub-second sessions sets them in Options.Configure.
 package brokertest
