@@ -614,17 +614,12 @@ func startRangeRead(ctx context.Context, rr objectRange, pos, end int64, pooled 
 	go func() {
 		defer close(r.done)
 		n := min(compactReadBytes, end-pos)
-		if rr.timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, rr.timeout)
-			defer cancel()
-		}
-		rc, err := rr.store.GetRange(ctx, rr.key, pos, n)
+		rc, done, err := rr.open(ctx, pos, n)
 		if err != nil {
 			r.err = err
 			return
 		}
-		defer rc.Close()
+		defer done()
 		r.space = rangeSpace(compactCarryBytes+n, pooled)
 		if _, err := io.ReadFull(rc, r.space[compactCarryBytes:]); err != nil {
 			r.err = err

@@ -582,6 +582,34 @@ func tierAll(t *testing.T, l *Log) {
 	}
 }
 
+// tieredKeyedLog is a compacted, tiered log (tieredCompactionLog) over a
+// memstore, with its model of the keyed records written so far.
+type tieredKeyedLog struct {
+	f     *fixture
+	store *memstore.Store
+	l     *Log
+	m     keyedModel
+	rng   *rand.Rand
+	seq   int32
+}
+
+// newTieredKeyedLog opens one and writes ledgers random ledgers of keyed
+// records (appendRandomLedgers), all tiered.
+func newTieredKeyedLog(t *testing.T, seed uint64, ledgers int) *tieredKeyedLog {
+	t.Helper()
+	k := &tieredKeyedLog{f: newFixture(t), store: memstore.New(memstore.Options{}), rng: rand.New(rand.NewPCG(seed, seed+1))}
+	k.l = tieredCompactionLog(t, k.f, 1, k.store, true)
+	k.appendLedgers(t, ledgers)
+	tierAll(t, k.l)
+	return k
+}
+
+// appendLedgers writes n more random ledgers (not tiered).
+func (k *tieredKeyedLog) appendLedgers(t *testing.T, n int) {
+	t.Helper()
+	appendRandomLedgers(t, k.f, k.l, &k.m, k.rng, n, &k.seq)
+}
+
 // TestCompactTieredObjects: a pass over segment objects and the ledgers
 // after them keeps exactly the latest record per key at its original
 // offset (checked against the reference model), writes the object part as
@@ -591,15 +619,9 @@ func tierAll(t *testing.T, l *Log) {
 // drops the tombstones and merges small objects; a new owner reads the
 // same log.
 func TestCompactTieredObjects(t *testing.T) {
-	f := newFixture(t)
-	store := memstore.New(memstore.Options{})
-	l := tieredCompactionLog(t, f, 1, store, true)
-	rng := rand.New(rand.NewPCG(3, 4))
-	var m keyedModel
-	var seq int32
-	appendRandomLedgers(t, f, l, &m, rng, 6, &seq)
-	tierAll(t, l)
-	appendRandomLedgers(t, f, l, &m, rng, 3, &seq) // on the bookies only
+	k := newTieredKeyedLog(t, 3, 6)
+	f, store, l, m := k.f, k.store, k.l, &k.m
+	k.appendLedgers(t, 3) // on the bookies only
 	m.appendKeyed(t, f, l, -1, 0, "open", "tail")
 	before := l.Describe()
 	hw := l.HighWatermark()
@@ -699,15 +721,9 @@ func TestCompactTieredSmallMap(t *testing.T) {
 // and CAS) leaves the stored list as it was and its new objects unnamed;
 // a new owner reads the log unchanged and its orphan sweep deletes them.
 func TestCompactTieredFailureBeforeCAS(t *testing.T) {
-	f := newFixture(t)
-	store := memstore.New(memstore.Options{})
-	l := tieredCompactionLog(t, f, 1, store, true)
-	rng := rand.New(rand.NewPCG(5, 6))
-	var m keyedModel
-	var seq int32
-	appendRandomLedgers(t, f, l, &m, rng, 4, &seq)
-	tierAll(t, l)
-	appendRandomLedgers(t, f, l, &m, rng, 1, &seq)
+	k := newTieredKeyedLog(t, 5, 4)
+	f, store, l := k.f, k.store, k.l
+	k.appendLedgers(t, 1)
 	stored, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
 	if err != nil {
 		t.Fatal(err)
@@ -778,15 +794,9 @@ func TestCompactTieredStale(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			store := memstore.New(memstore.Options{})
-			l := tieredCompactionLog(t, f, 1, store, true)
-			rng := rand.New(rand.NewPCG(7, 8))
-			var m keyedModel
-			var seq int32
-			appendRandomLedgers(t, f, l, &m, rng, 3, &seq)
-			tierAll(t, l)
-			appendRandomLedgers(t, f, l, &m, rng, 2, &seq)
+			k := newTieredKeyedLog(t, 7, 3)
+			f, store, l := k.f, k.store, k.l
+			k.appendLedgers(t, 2)
 			before := l.Describe()
 			inputs := tieredKeys(before)
 			var fired atomic.Bool // the change's own uploads come back here
@@ -896,14 +906,8 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 		damaged bool
 	}{{"read twice", 0, false}, {"buffered", 1 << 20, false}, {"damaged", 0, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			store := memstore.New(memstore.Options{})
-			l := tieredCompactionLog(t, f, 1, store, true)
-			rng := rand.New(rand.NewPCG(7, 8))
-			var m keyedModel
-			var seq int32
-			appendRandomLedgers(t, f, l, &m, rng, 4, &seq)
-			tierAll(t, l)
+			k := newTieredKeyedLog(t, 7, 4)
+			store, l, m := k.store, k.l, &k.m
 			before := l.Describe()
 			var ranges, flipped atomic.Int64
 			store.SetHook(func(c memstore.Call) memstore.Fault {
@@ -957,20 +961,12 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 // it compacted, so that a consumer from the start reads the compacted
 // objects, not the superseded records the copies still hold.
 func TestCompactDropsLocalCopies(t *testing.T) {
-	f := newFixture(t)
-	store := memstore.New(memstore.Options{})
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.RetentionCheckInterval = time.Hour
-	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-		SegmentBytes: 1, MaxDelay: time.Hour, CheckInterval: time.Hour, OrphanGrace: time.Hour}
-	cfg.Policy = compactPolicy
-	cfg.Policy.RemoteStorage, cfg.Policy.LocalRetentionMs = true, int64(time.Hour/time.Millisecond)
-	l := f.open(cfg)
-	rng := rand.New(rand.NewPCG(9, 10))
-	var m keyedModel
-	var seq int32
-	appendRandomLedgers(t, f, l, &m, rng, 4, &seq)
+	k := newTieredKeyedLog(t, 9, 0)
+	f, l, m := k.f, k.l, &k.m
+	p := tieredCompactPolicy()
+	p.LocalRetentionMs = int64(time.Hour / time.Millisecond)
+	l.SetPolicy(p)
+	k.appendLedgers(t, 4)
 	if err := l.TierOnce(testCtx(t), false); err != nil {
 		t.Fatal(err)
 	}

@@ -742,17 +742,26 @@ type objectRange struct {
 }
 
 func (o objectRange) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
-	rc, err := o.store.GetRange(ctx, o.key, off, n)
+	rc, done, err := o.open(ctx, off, n)
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
+	defer done()
 	return readAllOf(rc, n)
+}
+
+// open starts reading [off, off+n) within the timeout; done closes the
+// reader and ends the timeout.
+func (o objectRange) open(ctx context.Context, off, n int64) (rc io.ReadCloser, done func(), err error) {
+	cancel := context.CancelFunc(func() {})
+	if o.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+	}
+	if rc, err = o.store.GetRange(ctx, o.key, off, n); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return rc, func() { rc.Close(); cancel() }, nil
 }
 
 // readAllOf reads r to its end into one buffer of the n bytes expected
