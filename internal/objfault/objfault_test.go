@@ -172,7 +172,8 @@ func TestHeldCompleteHidesTheObject(t *testing.T) {
 	h := p.Add(objfault.Rule{Method: http.MethodPost, Query: []string{"uploadId"}, Hang: true})
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Put(t.Context(), "held", io.MultiReader(bytes.NewReader([]byte("payload"))), -1, nil)
+		// More than one part: a streamed Put that fits in one is a single PUT.
+		_, err := s.Put(t.Context(), "held", io.MultiReader(bytes.NewReader(bytes.Repeat([]byte{1}, s3.MinPartSize+1))), -1, nil)
 		done <- err
 	}()
 	testwait.Until(t, 20*time.Second, "CompleteMultipartUpload to arrive", func() bool { return h.Hits() == 1 })
