@@ -127,15 +127,7 @@ func (c *Coordinator) runSide(ctx context.Context, w *write) {
 	if err == nil {
 		err = stateErr
 	}
-	snap, wroteMeta := b.meta[g]
-	switch {
-	case err == nil && wroteMeta:
-		g.persisted = max(g.persisted, snap.version)
-		g.durable = snap.value
-		c.finishFlushedLocked(g)
-	case err != nil && wroteMeta && loaded:
-		c.revertLocked(g, err)
-	}
+	c.metadataOutcomeLocked(b, g, err, loaded)
 	c.finishLocked(w, err)
 	l := &g.lane
 	l.side = false
@@ -331,6 +323,22 @@ func (c *Coordinator) appendBatch(ctx context.Context, b *batch) error {
 	return nil
 }
 
+// metadataOutcomeLocked applies the outcome of b's append to g's metadata
+// record in it, if b held one: durable, or reverted to what the log holds
+// (W4).
+// REQUIRES: c.mu held.
+func (c *Coordinator) metadataOutcomeLocked(b *batch, g *group, err error, loaded bool) {
+	snap, wroteMeta := b.meta[g]
+	switch {
+	case err == nil && wroteMeta:
+		g.persisted = max(g.persisted, snap.version)
+		g.durable = snap.value
+		c.finishFlushedLocked(g)
+	case err != nil && wroteMeta && loaded:
+		c.revertLocked(g, err)
+	}
+}
+
 // completeLocked applies b's outcome, answers its writes and releases its
 // lanes: on success the metadata written becomes the durable one and each
 // write is applied, in lane order (W3); on failure nothing is applied, and
@@ -340,15 +348,7 @@ func (c *Coordinator) appendBatch(ctx context.Context, b *batch) error {
 func (c *Coordinator) completeLocked(b *batch, err error) {
 	loaded := c.mu.state == stateLoaded
 	for _, g := range b.groups {
-		snap, wroteMeta := b.meta[g]
-		switch {
-		case err == nil && wroteMeta:
-			g.persisted = max(g.persisted, snap.version)
-			g.durable = snap.value
-			c.finishFlushedLocked(g)
-		case err != nil && wroteMeta && loaded:
-			c.revertLocked(g, err)
-		}
+		c.metadataOutcomeLocked(b, g, err, loaded)
 		for _, w := range b.writes[g] {
 			switch {
 			case err != nil:
