@@ -164,7 +164,7 @@ func (s *service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopic
 	if err := s.b.authorize(ctx, acl.Describe, acl.TopicResource(req.Name)); err != nil {
 		return nil, rpcError(err)
 	}
-	rec, err := s.b.topicRecord(req.Name)
+	rec, err := s.b.currentTopicRecord(ctx, req.Name)
 	if err != nil {
 		return nil, rpcError(err)
 	}

@@ -86,11 +86,12 @@ func (o offsetsLog) ReplaySkipping(ctx context.Context, fn func(recordbatch.Reco
 	return nil
 }
 
-// topicSource answers coordinators' questions about topics from the mirror.
+// topicSource answers coordinators' questions about topics from the mirror
+// (and metad, for a topic the mirror does not hold yet).
 type topicSource struct{ b *Broker }
 
-func (t topicSource) Partitions(_ context.Context, topic string) (int32, error) {
-	rec, err := t.b.topicRecord(topic)
+func (t topicSource) Partitions(ctx context.Context, topic string) (int32, error) {
+	rec, err := t.b.currentTopicRecord(ctx, topic)
 	if err != nil {
 		return 0, group.ErrUnknownTopic
 	}

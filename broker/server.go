@@ -49,6 +49,34 @@ func (b *Broker) topicRecord(name string) (*brokerpb.TopicRecord, error) {
 	return rec, nil
 }
 
+// currentTopicRecord is topicRecord for a client that names the topic:
+// a miss in the mirror is checked against metad before it is answered as
+// unknown. The mirror trails metad, so a topic created through another
+// broker (or through this one, a moment ago) may not be in it yet, and a
+// client that creates a topic and then produces to it must not be told it
+// does not exist. The extra read costs one metad Get per miss (metadata
+// requests name at most MaxMetadataTopics topics).
+func (b *Broker) currentTopicRecord(ctx context.Context, name string) (*brokerpb.TopicRecord, error) {
+	rec, err := b.topicRecord(name)
+	if err == nil || b.topics.get(topicKey(name)) != nil {
+		return rec, err // found, or found being deleted
+	}
+	kv, gerr := b.meta.Get(ctx, topicKey(name))
+	if errors.Is(gerr, metaclient.ErrNotFound) {
+		return nil, err
+	}
+	if gerr != nil {
+		return nil, gerr
+	}
+	if rec, err = unmarshalled[brokerpb.TopicRecord](kv.Value); err != nil {
+		return nil, err
+	}
+	if rec.Deleting {
+		return nil, fmt.Errorf("%w %q (being deleted)", errUnknownTopic, name)
+	}
+	return rec, nil
+}
+
 // partitionLog returns the served log of a partition, or the error a client
 // should see: unknown topic or partition, or not-owner with the owner's
 // address.
@@ -370,7 +398,7 @@ func (s *service) Metadata(ctx context.Context, req *brokerpb.MetadataRequest) (
 			resp.Topics = append(resp.Topics, tm)
 			continue
 		}
-		rec, err := b.topicRecord(name)
+		rec, err := b.currentTopicRecord(ctx, name)
 		if err != nil {
 			tm.Error = partitionError(err)
 			resp.Topics = append(resp.Topics, tm)
