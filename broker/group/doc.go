@@ -109,9 +109,10 @@
 //     metadata (durable). A metadata record is the whole group as memory
 //     has it when its batch is formed, never an older copy.
 //   - W2 One lane per group. At most one batch of a group's records is
-//     in flight (and, next to a batch of offsets only, at most one of its
-//     metadata alone: W6; the two share no key, so their order does not
-//     matter, and the lane's next batch waits for both). Writes that
+//     in flight (and, next to a formed batch of offsets only, at most one
+//     of its metadata alone: W6; the two share no key, so their order does
+//     not matter, and the lane's next batch waits for both). So at most one
+//     metadata record of a group is in flight. Writes that
 //     arrive meanwhile queue, in arrival order, and the next batch takes
 //     as many as fit in the log's batch bound (a group commit), preparing
 //     each when the batch is formed, that is after every earlier write of
@@ -135,7 +136,10 @@
 //     metadata (members that stay keep their sessions; targets are
 //     recomputed) and every heartbeat waiting on a version it undoes fails
 //     with the append's error. An error is an unknown outcome: the records
-//     may yet be in the log, which the client was told.
+//     may yet be in the log, which the client was told. So the reverted
+//     metadata is a new version, ahead of the log, and the group's next
+//     batch writes it after them: the log never keeps a change that
+//     memory undid.
 //   - W5 Deletes and expiry are built when their batch is formed: a
 //     tombstone for every offset memory then holds (every commit before
 //     them in the lane applied), applied once durable. A member that

@@ -75,14 +75,19 @@ type write struct {
 type lane struct {
 	busy  bool     // a batch of the group is being formed or appended
 	queue []*write // in arrival order; non-empty only while busy
-	// metadata: the batch in flight carries a record of the group's
-	// metadata. Unless it does, a heartbeat's change of the metadata is
-	// appended at once in a batch of its own (side) next to it: the two
-	// batches share no key, and the one in flight was decided on metadata
-	// the log already holds (W6). mainDone: the lane's batch completed
-	// while the side batch was in flight, whose completion then releases
-	// the lane.
-	metadata, side, mainDone bool
+	// inFlight: the lane's batch is formed and being appended (busy alone
+	// also covers a leader chosen but not yet forming its batch, which
+	// will take the metadata as memory has it then). metadata: the batch
+	// in flight carries a record of the group's metadata. Unless it does,
+	// a heartbeat's change of the metadata is appended at once in a batch
+	// of its own (side) next to it: the two batches share no key, and the
+	// one in flight was decided on metadata the log already holds (W6).
+	// A side batch is never started before the lane's batch is formed:
+	// that batch would carry the metadata too, and two metadata records
+	// of a group in flight at once could land in either order (W2).
+	// mainDone: the lane's batch completed while the side batch was in
+	// flight, whose completion then releases the lane.
+	inFlight, metadata, side, mainDone bool
 }
 
 func (c *Coordinator) newWrite(g *group, prepare func() prepared) *write {
@@ -99,7 +104,7 @@ func (c *Coordinator) flushLocked(g *group) *write {
 	}
 	w := c.newWrite(g, func() prepared { return prepared{} })
 	w.flushOf = g.version
-	if l := &g.lane; l.busy && !l.metadata && !l.side {
+	if l := &g.lane; l.busy && l.inFlight && !l.metadata && !l.side {
 		l.side = true
 		w.state = writeSide
 		return w
@@ -252,10 +257,8 @@ func (c *Coordinator) addGroupLocked(b *batch, g *group, extra *write) {
 		return
 	}
 	c.addMetadataLocked(b, g)
-	g.lane.metadata = false
-	if _, ok := b.meta[g]; ok {
-		g.lane.metadata = true
-	}
+	_, g.lane.metadata = b.meta[g]
+	g.lane.inFlight = true
 	maxBytes := c.maxBatchBytes()
 	take := func(w *write) bool {
 		p := w.prepare()
@@ -331,8 +334,9 @@ func (c *Coordinator) metadataOutcomeLocked(b *batch, g *group, err error, loade
 	snap, wroteMeta := b.meta[g]
 	switch {
 	case err == nil && wroteMeta:
-		g.persisted = max(g.persisted, snap.version)
-		g.durable = snap.value
+		if snap.version >= g.persisted { // one metadata batch in flight (W2): always
+			g.persisted, g.durable = snap.version, snap.value
+		}
 		c.finishFlushedLocked(g)
 	case err != nil && wroteMeta && loaded:
 		c.revertLocked(g, err)
@@ -362,7 +366,7 @@ func (c *Coordinator) completeLocked(b *batch, err error) {
 				c.finishLocked(w, nil)
 			}
 		}
-		g.lane.metadata = false
+		g.lane.inFlight, g.lane.metadata = false, false
 		if g.lane.side {
 			g.lane.mainDone = true // the side batch releases the lane
 			continue
@@ -408,14 +412,21 @@ func (c *Coordinator) releaseLaneLocked(g *group) {
 }
 
 // revertLocked puts g's metadata back to the durable one after a failed
-// write, and fails the heartbeats waiting for what is undone (W4).
+// write, and fails the heartbeats waiting for what is undone (W4). The
+// failed record may still land (an unknown outcome: the quorum's ack came
+// after WriteTimeout), so the reverted metadata is a new version, ahead of
+// the log: the group's next batch (a heartbeat's, or Tick's) writes it
+// after whatever of the failed one lands, and the log ends as memory is.
+// It runs when the lane's batch or its side batch completes, while no
+// write of the lane is leading (one is chosen only once both are done), so
+// every waiting heartbeat is queued.
 // REQUIRES: c.mu held.
 func (c *Coordinator) revertLocked(g *group, err error) {
 	g.revert(g.durable, c.cfg.Now(), c.lim)
-	g.persisted = g.version
+	g.version++
 	kept := g.lane.queue[:0]
 	for _, w := range g.lane.queue {
-		if w.flushOf > 0 {
+		if w.flushOf > 0 && w.state == writeQueued {
 			c.finishLocked(w, err)
 			continue
 		}

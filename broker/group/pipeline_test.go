@@ -415,3 +415,153 @@ func TestFailedSideWriteNextToACommit(t *testing.T) {
 		e.failover()
 	}
 }
+
+// metaGateLog blocks, once armed, every append carrying the metadata
+// record of one group until the test releases it (entered yields one
+// release channel per blocked append).
+type metaGateLog struct {
+	*memLog
+	mu      sync.Mutex
+	group   string
+	entered chan chan struct{}
+}
+
+func (l *metaGateLog) Append(ctx context.Context, records []recordbatch.Record) error {
+	l.mu.Lock()
+	group := l.group
+	l.mu.Unlock()
+	for _, r := range records {
+		if d, err := decodeRecord(r); group != "" && err == nil && d.key.GroupId == group && d.key.Topic == "" {
+			release := make(chan struct{})
+			l.entered <- release
+			<-release
+			break
+		}
+	}
+	return l.memLog.Append(ctx, records)
+}
+
+// W2: a heartbeat that changes the metadata while the lane has a leader
+// that has not formed its batch yet does not go in a side batch: the
+// leader's batch will carry the metadata as memory has it then, and two
+// metadata records of one group in flight could land in either order (an
+// acknowledged leave was lost after failover, and the group epoch went
+// back, before the fix).
+func TestNoSideBatchBeforeTheLanesBatchIsFormed(t *testing.T) {
+	e := &env{t: t, log: &memLog{}, topics: newTopics("a", 2), clock: newClock()}
+	gl := &metaGateLog{memLog: e.log, entered: make(chan chan struct{}, 4)}
+	e.configure = func(cfg *Config) { cfg.Log = gl }
+	e.c = e.open()
+	c := e.c
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+
+	c.mu.Lock()
+	g := c.mu.groups["g"]
+	leader := c.newWrite(g, func() prepared { return prepared{} }) // a commit that leads, not yet running
+	c.enqueueLocked(leader)
+	c.mu.Unlock()
+	gl.mu.Lock()
+	gl.group = "g"
+	gl.mu.Unlock()
+	join := async(func() error { _, err := e.hb("g", "m2", 0, []string{"a"}, nil); return err })
+	queued(t, c, "g", 2) // the leader and the join's flush: no side batch
+	leave := async(func() error { _, err := e.hb("g", "m1", -1, nil, nil); return err })
+	queued(t, c, "g", 3)
+	lead := async(func() error { return c.wait(context.Background(), leader) })
+	close(<-gl.entered) // the leader's batch: the metadata after the leave
+	for what, ch := range map[string]<-chan error{"leader": lead, "join": join, "leave": leave} {
+		if err := await(t, what, ch); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	select {
+	case <-gl.entered:
+		t.Fatal("a second metadata batch was appended")
+	default:
+	}
+	live := describe(t, c, "g")
+	e.failover()
+	if after := describe(t, e.c, "g"); after.GroupEpoch != live.GroupEpoch || len(after.Members) != 1 || len(live.Members) != 1 {
+		t.Fatalf("live: epoch %d, %d members; after failover: epoch %d, %d members", live.GroupEpoch, len(live.Members), after.GroupEpoch, len(after.Members))
+	}
+}
+
+// W2, W4: a failed metadata write with heartbeats queued behind it fails
+// them and hands the lane on: a commit after it is answered (the lane was
+// left busy with no leader before the fix, and every later write of the
+// group hung).
+func TestFailedMetadataWriteLeavesTheLaneUsable(t *testing.T) {
+	e := newEnv(t, newTopics("a", 2))
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+	c := e.c
+	c.mu.Lock()
+	g := c.mu.groups["g"]
+	g.members["m1"].clientHost = "h2" // a heartbeat's change, not yet written
+	g.dirty = true
+	leader := c.flushLocked(g) // an idle lane: it leads
+	c.mu.Unlock()
+	join := async(func() error { _, err := e.hb("g", "m2", 0, []string{"a"}, nil); return err })
+	queued(t, c, "g", 2)
+	e.log.mu.Lock()
+	e.log.failNext = 1
+	e.log.mu.Unlock()
+	if err := c.wait(context.Background(), leader); !errors.Is(err, errInjected) {
+		t.Fatalf("leader: %v", err)
+	}
+	if err := await(t, "join", join); !errors.Is(err, errInjected) {
+		t.Fatalf("join: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Commit(ctx, &brokerpb.CommitOffsetsRequest{GroupId: "g", MemberId: "m1", MemberEpoch: 1,
+		Offsets: []*brokerpb.OffsetCommit{oc("a", 0, 5)}}); err != nil {
+		t.Fatalf("commit after the failed write: %v", err)
+	}
+}
+
+// landsButFailsLog stores an append and then reports it failed, once
+// armed: a quorum ack that came after WriteTimeout (partlog's unknown
+// outcome).
+type landsButFailsLog struct {
+	*memLog
+	mu   sync.Mutex
+	once bool
+}
+
+func (l *landsButFailsLog) Append(ctx context.Context, records []recordbatch.Record) error {
+	err := l.memLog.Append(ctx, records)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.once && err == nil {
+		l.once = false
+		return errors.New("outcome unknown: no acknowledgement within the write timeout")
+	}
+	return err
+}
+
+// W4: a metadata write that fails but lands anyway is overwritten by the
+// reverted metadata at the group's next write, so the log ends as memory
+// is (a join reported failed came back after failover before the fix).
+func TestUnknownOutcomeRevertIsWrittenBack(t *testing.T) {
+	e := &env{t: t, log: &memLog{}, topics: newTopics("a", 2), clock: newClock()}
+	ll := &landsButFailsLog{memLog: e.log}
+	e.configure = func(cfg *Config) { cfg.Log = ll }
+	e.c = e.open()
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+	ll.mu.Lock()
+	ll.once = true
+	ll.mu.Unlock()
+	if _, err := e.hb("g", "m2", 0, []string{"a"}, nil); err == nil {
+		t.Fatal("the join was answered though its append failed")
+	}
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1)) // writes the reverted metadata
+	live := describe(t, e.c, "g")
+	e.failover()
+	after := describe(t, e.c, "g")
+	if len(live.Members) != 1 || len(after.Members) != 1 || after.GroupEpoch != live.GroupEpoch {
+		t.Fatalf("live: epoch %d, %d members; after failover: epoch %d, %d members", live.GroupEpoch, len(live.Members), after.GroupEpoch, len(after.Members))
+	}
+}
