@@ -583,21 +583,25 @@ func (l *Log) readObject(ctx context.Context, seg *brokerpb.TieredSegment, keeps
 		}
 		carry = buf[it.Pos()-(cur.pos-int64(len(carry))):]
 	}
-	if it == nil || !it.Done() {
+	if it == nil {
+		return fmt.Errorf("%w: object %s: no data section", ErrCorruptBatch, seg.ObjectKey)
+	}
+	if !it.Done() {
 		return fmt.Errorf("%w: object %s: the data section ends inside a batch at %d", ErrCorruptBatch, seg.ObjectKey, it.Pos())
 	}
 	return nil
 }
 
 // rangeRead is one compactReadBytes read of an object's data section,
-// made in the background. data is read into space with compactCarryBytes
-// of room before it (join).
+// made in the background. data is read into space with carryRoom bytes
+// before it (join).
 type rangeRead struct {
-	pos   int64
-	space []byte
-	data  []byte
-	err   error
-	done  chan struct{}
+	pos       int64
+	space     []byte
+	carryRoom int // bytes of space in front of data
+	data      []byte
+	err       error
+	done      chan struct{}
 }
 
 // rangeBuffers holds the spaces (*[]byte, compactCarryBytes +
@@ -620,12 +624,19 @@ func startRangeRead(ctx context.Context, rr objectRange, pos, end int64, pooled 
 			return
 		}
 		defer done()
-		r.space = rangeSpace(compactCarryBytes+n, pooled)
-		if _, err := io.ReadFull(rc, r.space[compactCarryBytes:]); err != nil {
+		// A pooled space has room in front for the carry of a batch
+		// straddling the range before; a kept one (its batches stay in the
+		// pass buffer, which counts data bytes only) is exactly the range:
+		// a carry is joined to it by a copy.
+		if pooled {
+			r.carryRoom = compactCarryBytes
+		}
+		r.space = rangeSpace(int64(r.carryRoom)+n, pooled)
+		if _, err := io.ReadFull(rc, r.space[r.carryRoom:]); err != nil {
 			r.err = err
 			return
 		}
-		r.data = r.space[compactCarryBytes:]
+		r.data = r.space[r.carryRoom:]
 	}()
 	return r
 }
@@ -658,10 +669,10 @@ func (r *rangeRead) join(carry []byte) []byte {
 	if len(carry) == 0 {
 		return r.data
 	}
-	if len(carry) > compactCarryBytes {
+	if len(carry) > r.carryRoom {
 		return slices.Concat(carry, r.data)
 	}
-	buf := r.space[compactCarryBytes-len(carry):]
+	buf := r.space[r.carryRoom-len(carry):]
 	copy(buf, carry)
 	return buf
 }

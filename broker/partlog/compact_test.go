@@ -997,3 +997,33 @@ func TestCompactDropsLocalCopies(t *testing.T) {
 	}
 	checkNoLeftovers(t, f, l, copies)
 }
+
+// A range whose batches the pass buffer keeps takes the range's bytes and
+// no more: the buffer counts data bytes, and a 1 MiB carry room in front
+// of every kept range of a small object made a pass over many small
+// objects hold hundreds of times its --compaction-buffer-bytes. A pooled
+// range keeps the room, and a carry joins either kind intact.
+func TestRangeReadSpace(t *testing.T) {
+	ctx := testCtx(t)
+	store := memstore.New(memstore.Options{})
+	data := bytes.Repeat([]byte("0123456789"), 300)
+	if _, err := store.Put(ctx, "o", bytes.NewReader(data), int64(len(data)), nil); err != nil {
+		t.Fatal(err)
+	}
+	rr := objectRange{store: store, key: "o", timeout: time.Minute}
+	for _, pooled := range []bool{false, true} {
+		r := startRangeRead(ctx, rr, 1000, int64(len(data)), pooled)
+		<-r.done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		want := len(data) - 1000
+		if !pooled && (len(r.space) != want || cap(r.space) != want) {
+			t.Errorf("kept range: space of %d bytes (cap %d) for %d bytes of data", len(r.space), cap(r.space), want)
+		}
+		if got := r.join(data[990:1000]); !bytes.Equal(got, data[990:]) {
+			t.Errorf("pooled=%v: carry and range joined wrong", pooled)
+		}
+		r.recycle()
+	}
+}
