@@ -127,6 +127,7 @@ func (s *Store) put(ctx context.Context, op objstore.Op, key string, r io.Reader
 	if br, ok := r.(*bytes.Reader); ok && op == objstore.OpPutIfAbsent {
 		body = br
 	}
+	stored := false
 	if size < 0 {
 		// A streamed Put: read up to one part first. An object that fits
 		// (a segment or compaction output up to PartSize) goes in one PUT
@@ -134,7 +135,14 @@ func (s *Store) put(ctx context.Context, op objstore.Op, key string, r io.Reader
 		// multipart upload would allocate PartConcurrency new parts for
 		// it, zeroed, and send three requests.
 		buf := getPartBuffer(s.cfg.PartSize)
-		defer partBuffers.Put(buf)
+		// Back to the pool only after a successful PUT: a request that
+		// failed early (a 503 before the body was sent) may leave the
+		// transport still reading the body on another goroutine.
+		defer func() {
+			if stored {
+				partBuffers.Put(buf)
+			}
+		}()
 		n, err := io.ReadFull(src, *buf)
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
@@ -155,6 +163,7 @@ func (s *Store) put(ctx context.Context, op objstore.Op, key string, r io.Reader
 	if size >= 0 && info.Size != size {
 		return 0, classify(op, key, &sourceError{err: fmt.Errorf("stored %d of %d bytes", info.Size, size), short: true})
 	}
+	stored = true
 	return info.Size, nil
 }
 
