@@ -264,7 +264,9 @@ func (c *Coordinator) Tick(ctx context.Context, now time.Time) error {
 	return firstErr
 }
 
-// offsetsExpiry is what OffsetsRetention removes of a group at one Tick.
+// offsetsExpiry is what OffsetsRetention removes of a group at one Tick:
+// as many expired offsets as one write holds (tombstonePrefix); the next
+// Tick takes the rest.
 type offsetsExpiry struct {
 	tps []TopicPartition
 	// whole: the group goes too (nothing of it is left, and it has been
@@ -291,7 +293,34 @@ func (c *Coordinator) offsetsExpiryLocked(g *group, now time.Time) offsetsExpiry
 	}
 	slices.SortFunc(e.tps, compareTP)
 	e.whole = len(e.tps) == len(g.offsets) && (len(e.tps) > 0 || !now.Before(g.emptySince.Add(c.cfg.OffsetsRetention)))
+	if n := c.tombstonePrefix(g, e.tps); n < len(e.tps) {
+		e.tps, e.whole = e.tps[:n], false
+	}
 	return e
+}
+
+// tombstoneBytes is what the tombstone of g's offset of tp adds to a
+// batch, at most (recordBytes of its key: the group id, the topic, a
+// partition and proto tags).
+func tombstoneBytes(g *group, tp TopicPartition) int {
+	return recordBytes(recordbatch.Record{Key: make([]byte, len(g.id)+len(tp.Topic)+16)})
+}
+
+// tombstonePrefix returns how many of tps (at least one) one write of g's
+// offset tombstones takes: what fits in half the OffsetsLog's batch bound,
+// beside the group's metadata (at most the other half: limitsNow) and its
+// tombstone. A group with more offsets is deleted or expired in several
+// writes: all of them in one batch would pass max.message.bytes (from
+// about 13,000 offsets at the default), and the write could never succeed.
+// REQUIRES: c.mu held.
+func (c *Coordinator) tombstonePrefix(g *group, tps []TopicPartition) int {
+	room := c.maxBatchBytes()/2 - batchHeaderBytes - tombstoneBytes(g, TopicPartition{})
+	for i, tp := range tps {
+		if room -= tombstoneBytes(g, tp); room < 0 && i > 0 {
+			return i
+		}
+	}
+	return len(tps)
 }
 
 // groupWriteBytesLocked estimates what Tick writes of g: its metadata if
@@ -307,7 +336,7 @@ func (c *Coordinator) groupWriteBytesLocked(g *group, now time.Time) int {
 	}
 	e := c.offsetsExpiryLocked(g, now)
 	for _, tp := range e.tps {
-		size += recordBytes(recordbatch.Record{Key: make([]byte, len(g.id)+len(tp.Topic)+16)})
+		size += tombstoneBytes(g, tp)
 	}
 	return size
 }

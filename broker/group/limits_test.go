@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -406,5 +407,58 @@ func TestLimitsConfig(t *testing.T) {
 	}
 	if s := cfg.String(); !strings.Contains(s, "MaxMembers: 1000") {
 		t.Fatalf("String() = %s", s)
+	}
+}
+
+// A group with more offsets than one batch holds tombstones for is deleted
+// (DeleteGroup) and expired (Tick, OffsetsRetention) in several writes the
+// log accepts: all tombstones in one batch passed max.message.bytes, and
+// the delete, or the expiry at every tick, failed for good.
+func TestManyOffsetsDeletedInSeveralWrites(t *testing.T) {
+	const parts = 1000
+	for _, how := range []string{"delete", "expire"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t, newTopics("a", parts))
+			e.log.maxBatch = 16 << 10
+			ctx := context.Background()
+			for p := 0; p < parts; p += 100 {
+				req := &brokerpb.CommitOffsetsRequest{GroupId: "g", MemberEpoch: -1}
+				for q := p; q < p+100; q++ {
+					req.Offsets = append(req.Offsets, &brokerpb.OffsetCommit{Topic: "a", Partition: int32(q), Offset: 1})
+				}
+				if _, err := e.c.Commit(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			batches := e.log.batches
+			switch how {
+			case "delete":
+				if _, err := e.c.DeleteGroup(ctx, &brokerpb.DeleteGroupRequest{GroupId: "g"}); err != nil {
+					t.Fatalf("delete: %v", err)
+				}
+			case "expire":
+				e.clock.Advance(e.c.cfg.OffsetsRetention + time.Minute)
+				for i := 0; len(e.c.Offsets()) > 0; i++ {
+					if i == 20 {
+						t.Fatalf("%d offsets left after %d ticks", len(e.c.Offsets()), i)
+					}
+					if err := e.c.Tick(ctx, e.clock.Now()); err != nil {
+						t.Fatalf("tick: %v", err)
+					}
+				}
+			}
+			if writes := e.log.batches - batches; writes < 2 || e.log.largestBatch > 16<<10 {
+				t.Fatalf("%d writes, the largest batch %d bytes (bound %d)", writes, e.log.largestBatch, 16<<10)
+			}
+			for _, when := range []string{"in memory", "after failover"} {
+				if _, err := e.c.DescribeGroup(ctx, &brokerpb.DescribeGroupRequest{GroupId: "g"}); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("%s: the group is still there: %v", when, err)
+				}
+				if got := e.c.Offsets(); len(got) != 0 {
+					t.Fatalf("%s: %d offsets left", when, len(got))
+				}
+				e.failover()
+			}
+		})
 	}
 }

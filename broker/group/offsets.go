@@ -280,59 +280,91 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *brokerpb.DescribeG
 }
 
 // DeleteGroup deletes an empty group: tombstones for its offsets and its
-// metadata, written as one batch in the group's lane (so after every
-// commit before it), then forgotten.
+// metadata, written in the group's lane (so after every commit before it),
+// then forgotten. A group with more offsets than one write holds is
+// deleted in several writes, the metadata's tombstone with the last; a
+// member that joins in between stops it (ErrGroupNotEmpty), with the
+// offsets deleted so far gone.
 func (c *Coordinator) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
 	id := req.GetGroupId()
 	if id == "" {
 		return nil, fmt.Errorf("%w: group_id is required", ErrInvalid)
 	}
+	for first := true; ; first = false {
+		more, err := c.deleteGroupStep(ctx, id, first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+	}
+	return &brokerpb.DeleteGroupResponse{}, nil
+}
+
+// deleteGroupStep writes the tombstones of as many of group id's offsets as
+// one write holds (tombstonePrefix), and of the group itself with the last
+// of them. more: offsets are left for the next step. A group gone by a
+// later step was deleted.
+func (c *Coordinator) deleteGroupStep(ctx context.Context, id string, first bool) (more bool, err error) {
 	c.mu.Lock()
 	if err := c.checkStateLocked(); err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return false, err
 	}
 	g := c.mu.groups[id]
 	if g == nil {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: group %q", ErrNotFound, id)
+		if first {
+			return false, fmt.Errorf("%w: group %q", ErrNotFound, id)
+		}
+		return false, nil
 	}
 	c.expireLocked(g, c.cfg.Now())
 	w := c.newWrite(g, func() prepared {
+		more = false
 		if len(g.members) > 0 {
-			return prepared{refusal: fmt.Errorf("%w: %q has %d members", ErrGroupNotEmpty, id, len(g.members))}
+			return prepared{refusal: fmt.Errorf("%w: %q has %d members", ErrGroupNotEmpty, g.id, len(g.members))}
 		}
 		nowMs := c.cfg.Now().UnixMilli()
 		var p prepared
-		var tps []TopicPartition
+		tps := make([]TopicPartition, 0, len(g.offsets))
 		for _, o := range g.allOffsets() {
-			tp := TopicPartition{o.Topic, o.Partition}
-			r, err := offsetRecord(id, tp, nil, nowMs)
+			tps = append(tps, TopicPartition{o.Topic, o.Partition})
+		}
+		if n := c.tombstonePrefix(g, tps); n < len(tps) {
+			tps, more = tps[:n], true
+		}
+		for _, tp := range tps {
+			r, err := offsetRecord(g.id, tp, nil, nowMs)
 			if err != nil {
 				return prepared{refusal: err}
 			}
 			p.records = append(p.records, r)
-			tps = append(tps, tp)
 		}
-		r, err := metadataRecord(id, nil, nowMs)
-		if err != nil {
-			return prepared{refusal: err}
+		if !more {
+			r, err := metadataRecord(g.id, nil, nowMs)
+			if err != nil {
+				return prepared{refusal: err}
+			}
+			p.records, p.metadata = append(p.records, r), true
 		}
-		p.records, p.metadata = append(p.records, r), true
 		p.apply = func() {
 			for _, tp := range tps {
 				delete(g.offsets, tp)
 			}
-			c.deletedLocked(g)
+			if !more {
+				c.deletedLocked(g)
+			}
 		}
 		return p
 	})
 	c.enqueueLocked(w)
 	c.mu.Unlock()
 	if err := c.wait(ctx, w); err != nil {
-		return nil, err
+		return false, err
 	}
-	return &brokerpb.DeleteGroupResponse{}, nil
+	return more, nil
 }
 
 // GroupOffset is one committed offset, for lag reporting.
