@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -140,6 +141,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 				return fmt.Errorf("group: load partition %d: %w", c.cfg.Partition, err)
 			}
 			g.computeTarget(counts, now)
+			g.durableCounts = maps.Clone(g.partitionCounts)
 		}
 	}
 
@@ -384,7 +386,7 @@ func (c *Coordinator) expireOffsetsWrite(g *group, now time.Time) *write {
 // like after a replay, and goes once its lane is idle.
 // REQUIRES: c.mu held.
 func (c *Coordinator) deletedLocked(g *group) {
-	g.durable = nil
+	g.durable, g.durableCounts = nil, nil
 	if len(g.members) == 0 {
 		g.epoch = 0
 		g.partitionCounts = map[string]int32{}

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -227,6 +228,7 @@ type batch struct {
 type metadataSnapshot struct {
 	version int64
 	value   *brokerpb.GroupMetadataValue
+	counts  map[string]int32 // the partition counts value's targets were computed with
 }
 
 func newBatch() *batch {
@@ -301,7 +303,7 @@ func (c *Coordinator) addMetadataLocked(b *batch, g *group) {
 	}
 	b.records = append(b.records, r)
 	b.bytes += recordBytes(r)
-	b.meta[g] = metadataSnapshot{g.version, v}
+	b.meta[g] = metadataSnapshot{g.version, v, maps.Clone(g.partitionCounts)}
 }
 
 // The size of a batch as the OffsetsLog's bound counts it, at most: the
@@ -335,7 +337,7 @@ func (c *Coordinator) metadataOutcomeLocked(b *batch, g *group, err error, loade
 	switch {
 	case err == nil && wroteMeta:
 		if snap.version >= g.persisted { // one metadata batch in flight (W2): always
-			g.persisted, g.durable = snap.version, snap.value
+			g.persisted, g.durable, g.durableCounts = snap.version, snap.value, snap.counts
 		}
 		c.finishFlushedLocked(g)
 	case err != nil && wroteMeta && loaded:
@@ -422,7 +424,7 @@ func (c *Coordinator) releaseLaneLocked(g *group) {
 // every waiting heartbeat is queued.
 // REQUIRES: c.mu held.
 func (c *Coordinator) revertLocked(g *group, err error) {
-	g.revert(g.durable, c.cfg.Now(), c.lim)
+	g.revert(g.durable, g.durableCounts, c.cfg.Now(), c.lim)
 	g.version++
 	kept := g.lane.queue[:0]
 	for _, w := range g.lane.queue {

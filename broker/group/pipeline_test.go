@@ -565,3 +565,33 @@ func TestUnknownOutcomeRevertIsWrittenBack(t *testing.T) {
 		t.Fatalf("live: epoch %d, %d members; after failover: epoch %d, %d members", live.GroupEpoch, len(live.Members), after.GroupEpoch, len(after.Members))
 	}
 }
+
+// W4: a revert recomputes targets with the partition counts the durable
+// metadata was computed with. A failed leave of the only member
+// subscribed to a topic used to leave that topic's count out, so the
+// restored member's target was empty and its next heartbeat started a
+// needless rebalance.
+func TestRevertKeepsTheDurablePartitionCounts(t *testing.T) {
+	e := newEnv(t, newTopics("a", 2, "b", 2))
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+	r := e.mustHB("g", "m2", 0, []string{"b"}, nil)
+	epoch := r.MemberEpoch
+	e.mustHB("g", "m2", epoch, nil, tps("b", 0, 1))
+	if r := e.mustHB("g", "m1", 1, nil, tps("a", 0, 1)); r.MemberEpoch != epoch {
+		t.Fatalf("m1 at epoch %d, want %d", r.MemberEpoch, epoch)
+	}
+	before := describe(t, e.c, "g").GroupEpoch
+	e.log.mu.Lock()
+	e.log.failNext = 1
+	e.log.mu.Unlock()
+	if _, err := e.hb("g", "m2", -1, nil, nil); !errors.Is(err, errInjected) {
+		t.Fatalf("leave with a failing log: %v", err)
+	}
+	r = e.mustHB("g", "m2", epoch, nil, tps("b", 0, 1))
+	assertSet(t, "m2 assignment after the revert", r.Assignment, tps("b", 0, 1))
+	e.mustHB("g", "m1", epoch, nil, tps("a", 0, 1))
+	if d := describe(t, e.c, "g"); d.GroupEpoch != before || len(d.Members) != 2 {
+		t.Fatalf("after the failed leave: epoch %d (was %d), %d members", d.GroupEpoch, before, len(d.Members))
+	}
+}

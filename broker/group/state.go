@@ -65,6 +65,10 @@ type group struct {
 	// tombstone). The coordinator's write path (pipeline.go) keeps them.
 	version, persisted int64
 	durable            *brokerpb.GroupMetadataValue
+	// durableCounts: the partition counts durable's targets were computed
+	// with (a revert recomputes targets with them: the failed change may
+	// have dropped the count of a topic only a leaving member subscribed).
+	durableCounts map[string]int32
 	// lane: the group's writes to the log, one append at a time.
 	lane lane
 	// emptySince: when the coordinator first saw the group without
@@ -460,8 +464,8 @@ func (g *group) metadata() *brokerpb.GroupMetadataValue {
 // revert puts the group's metadata back to durable (nil: none) after a
 // write of newer metadata failed: members and epochs as the log has them.
 // Members that stay keep their sessions; the others start one at now.
-// Targets are recomputed with the last known partition counts.
-func (g *group) revert(durable *brokerpb.GroupMetadataValue, now time.Time, lim limits) {
+// Targets are recomputed with counts, then the last known ones.
+func (g *group) revert(durable *brokerpb.GroupMetadataValue, counts map[string]int32, now time.Time, lim limits) {
 	live := g.members
 	if durable == nil {
 		durable = &brokerpb.GroupMetadataValue{}
@@ -472,7 +476,7 @@ func (g *group) revert(durable *brokerpb.GroupMetadataValue, now time.Time, lim 
 			m.sessionTimeout, m.rebalanceTimeout, m.deadline = old.sessionTimeout, old.rebalanceTimeout, old.deadline
 		}
 	}
-	g.computeTarget(nil, now)
+	g.computeTarget(counts, now)
 	g.dirty = false
 }
 
