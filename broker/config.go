@@ -116,6 +116,9 @@ type Config struct {
 	TierCheckInterval time.Duration `mapstructure:"tier-check-interval"`
 	// TierOrphanGrace: an object no partition names is deleted once this old.
 	TierOrphanGrace time.Duration `mapstructure:"tier-orphan-grace"`
+	// TierDeleteDelay: an object retention or compaction unlinked is
+	// deleted this long after (reads that chose it still find it).
+	TierDeleteDelay time.Duration `mapstructure:"tier-delete-delay"`
 	// TierUploads bounds concurrent uploads; TierCacheBytes the memory of
 	// the object read cache.
 	TierUploads    int   `mapstructure:"tier-uploads"`
@@ -198,6 +201,7 @@ func DefaultConfig() Config {
 		TierMaxDelay:            10 * time.Minute,
 		TierCheckInterval:       30 * time.Second,
 		TierOrphanGrace:         time.Hour,
+		TierDeleteDelay:         time.Minute,
 		TierUploads:             4,
 		TierCacheBytes:          256 << 20,
 		TierDiskCacheBytes:      10 << 30,
@@ -265,9 +269,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--compaction-buffer-bytes must be in [0, 64 GiB]"))
 	}
 	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
-		c.TierOrphanGrace < time.Second || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||
+		c.TierOrphanGrace < time.Second || c.TierDeleteDelay < 0 || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||
 		c.TierRequestTimeout < 100*time.Millisecond || c.TierUploadTimeout < time.Second {
-		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-cache-bytes at least 1 MiB, --tier-request-timeout at least 100ms, --tier-upload-timeout at least 1s"))
+		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-delete-delay not negative, --tier-cache-bytes at least 1 MiB, --tier-request-timeout at least 100ms, --tier-upload-timeout at least 1s"))
 	}
 	if c.OffsetsRetention < time.Minute {
 		errs = append(errs, errors.New("--offsets-retention must be at least 1m"))

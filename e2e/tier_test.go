@@ -52,7 +52,7 @@ func startTierClusterAt(t *testing.T, m *miniotest.Server, endpoint string, extr
 	prefix := "tiertest"
 	url := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", m.Bucket, prefix, endpoint)
 	args := append([]string{"--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
-		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-cookie-check-interval", "100ms", "--idle-roll", "1s",
+		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-delete-delay", "1s", "--tier-cookie-check-interval", "100ms", "--idle-roll", "1s",
 		"--retention-check-interval", "200ms", "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms"}, extra...)
 	c := startStrata(t, 1, args...)
 	return &tierCluster{strataCluster: c, minio: m, prefix: prefix}
@@ -666,7 +666,7 @@ func TestTieringStaleOwner(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", m.SecretKey)
 	url := fmt.Sprintf("s3://%s/tiertest?endpoint=%s&insecure=true", m.Bucket, m.Endpoint)
 	args := []string{"--tier-store", url, "--tier-segment-bytes", "4194304", "--tier-max-delay", "1s",
-		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-cookie-check-interval", "100ms",
+		"--tier-check-interval", "200ms", "--tier-orphan-grace", "2s", "--tier-delete-delay", "1s", "--tier-cookie-check-interval", "100ms",
 		"--idle-roll", "1s"}
 	c := &strataCluster{meta: proctest.StartMetad(t, bins["metad"], 3)}
 	for i := 1; i <= 3; i++ {

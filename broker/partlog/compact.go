@@ -725,6 +725,11 @@ func (l *Log) rewriteObjects(ctx context.Context, buf *passBuffer, inputs []*bro
 		seg, err := l.putObject(ctx, group[0].BaseOffset, group[len(group)-1].LastOffset, true, sources,
 			func(ctx context.Context, out *objectOutput) error {
 				for _, o := range group {
+					// An output whose records all went still ends with
+					// an empty batch stamped with its inputs' newest
+					// time, like a compacted ledger's: its retention
+					// clock is its records', not the pass's.
+					out.maxTs = max(out.maxTs, o.MaxTimestampMs)
 					err := buf.read(ctx, l, nil, compactPiece{object: o}, func(id int64, payload []byte) error {
 						h, err := recordbatch.ParseHeader(payload)
 						if err != nil {

@@ -108,10 +108,18 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 			return FetchResult{}, &OutOfRangeError{Offset: offset, Start: start, End: hw}
 		}
 		if offset < hw {
-			if pl := l.mu.pl; offset < localStart(pl, hw) {
+			if pl, version := l.mu.pl, l.mu.version; offset < localStart(pl, hw) {
 				l.mu.Unlock()
 				records, err := l.readTiered(ctx, pl, offset, maxBytes)
 				if err != nil {
+					// The object may have been unlinked (retention, a
+					// compaction swap) and deleted after its grace:
+					// read again from the new list.
+					if t := tieredFor(pl.GetTiered(), offset); t != nil && retries < 3 &&
+						l.replacedSince(ctx, version, nil, []*brokerpb.TieredSegment{t}) {
+						retries++
+						continue
+					}
 					return FetchResult{}, err
 				}
 				return FetchResult{Records: records, HighWatermark: hw, LogStartOffset: start}, nil
@@ -123,7 +131,7 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 				// A compaction or retention CAS may have replaced (and
 				// deleted) a ledger this read had listed: read again from
 				// the new list.
-				if retries < 3 && l.replacedSince(ctx, segs, version) {
+				if retries < 3 && l.replacedSince(ctx, version, segs, nil) {
 					retries++
 					continue
 				}
@@ -152,14 +160,14 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 	}
 }
 
-// replacedSince reports whether a read over segs, a snapshot of the list
-// taken at version, may have failed because a CAS since (a compaction
-// swap, retention, tiering's removal of local copies) replaced a ledger
-// of the snapshot and deleted it: the list changed and no longer names
-// one of segs' ledgers. The read is then worth doing again from the new
-// list; a failure on ledgers all still listed is not (false also once ctx
-// is done).
-func (l *Log) replacedSince(ctx context.Context, segs []segRef, version int64) bool {
+// replacedSince reports whether a read over segs and objects, a snapshot
+// of the list taken at version, may have failed because a CAS since (a
+// compaction swap, retention, tiering's removal of local copies) replaced
+// a ledger or object of the snapshot and deleted it: the list changed and
+// no longer names one of them. The read is then worth doing again from
+// the new list; a failure on pieces all still listed is not (false also
+// once ctx is done).
+func (l *Log) replacedSince(ctx context.Context, version int64, segs []segRef, objects []*brokerpb.TieredSegment) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -174,6 +182,18 @@ func (l *Log) replacedSince(ctx context.Context, segs []segRef, version int64) b
 	}
 	for _, s := range segs {
 		if !listed[s.ledgerID] {
+			return true
+		}
+	}
+	if len(objects) == 0 {
+		return false
+	}
+	keys := make(map[string]bool, len(l.mu.pl.GetTiered()))
+	for _, t := range l.mu.pl.GetTiered() {
+		keys[t.ObjectKey] = true
+	}
+	for _, o := range objects {
+		if !keys[o.ObjectKey] {
 			return true
 		}
 	}
@@ -410,7 +430,7 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 			return 0, 0, fmt.Errorf("partlog: invalid timestamp %d", timestampMs)
 		}
 		offset, ts, err = l.offsetForTime(ctx, pl, segs, start, hw, timestampMs)
-		if err != nil && !retried && l.replacedSince(ctx, segs, version) {
+		if err != nil && !retried && l.replacedSince(ctx, version, segs, pl.GetTiered()) {
 			continue
 		}
 		return offset, ts, err

@@ -139,10 +139,11 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 	}
-	if !h.LogAppendTime() {
-		if err := l.checkTimestamp(h.MaxTimestamp, start); err != nil {
-			return AppendResult{}, err
-		}
+	// Every batch, LogAppendTime ones too: no broker stamps its own time
+	// into a batch, so their MaxTimestamp is the producer's as well, and a
+	// far-future one would pin time retention for everything after it.
+	if err := l.checkTimestamp(h.MaxTimestamp, start); err != nil {
+		return AppendResult{}, err
 	}
 	// The decompressed records are bounded by a multiple of the batch's
 	// bound: see validate.go.

@@ -1,13 +1,16 @@
 package partlog
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 	"time"
 
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
 
 func TestRetentionCut(t *testing.T) {
@@ -196,5 +199,62 @@ func rollByAge(t *testing.T, f *fixture, l *Log) {
 	rollNow(t, l)
 	if got := len(l.Describe().Segments); got != before+1 {
 		t.Fatalf("%d segments after a roll, want %d", got, before+1)
+	}
+}
+
+// message.timestamp.after.max.ms holds for a batch with the LogAppendTime
+// attribute too: no broker stamps its time into it, so its MaxTimestamp
+// is the producer's, and a far-future one pinned time retention of
+// everything after it.
+func TestLogAppendTimeBatchCannotForgeRetention(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentAge = time.Minute
+	cfg.RetentionCheckInterval = time.Hour
+	cfg.Policy = Policy{Delete: true, RetentionMs: 60_000, RetentionBytes: -1, MaxTimestampAheadMs: 1000, LocalRetentionMs: -1}
+	l := f.open(cfg)
+	far := f.clock.Now().UnixMilli() + 100*365*24*3600*1000
+	for _, logAppendTime := range []bool{false, true} {
+		b := batch(t, far, "forged")
+		if logAppendTime {
+			b[22] |= 0x08 // attributes, low byte: timestamp type LogAppendTime
+			binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+		}
+		if _, err := l.Append(testCtx(t), b, AcksQuorum); !errors.Is(err, ErrInvalidTimestamp) {
+			t.Fatalf("a batch %s ahead (LogAppendTime %v): %v, want %v", time.Duration(far-f.clock.Now().UnixMilli())*time.Millisecond, logAppendTime, err, ErrInvalidTimestamp)
+		}
+	}
+}
+
+// An object whose records a compaction pass all removed keeps its
+// inputs' newest timestamp (in its end batch): time retention counts from
+// its records' time, not from the pass, which every pass moved forward.
+func TestCompactedEmptyObjectKeepsItsRecordsTime(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, true)
+	var m keyedModel
+	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1")
+	rollByAge(t, f, l)
+	m.appendKeyed(t, f, l, -1, 0, "a", "2", "b", "2")
+	rollByAge(t, f, l)
+	m.appendKeyed(t, f, l, -1, 0, "c", "1")
+	rollByAge(t, f, l)
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(2 * time.Hour)
+	if res := compactNow(t, l, 1<<20); !res.Ran {
+		t.Fatalf("no pass: %+v", res)
+	}
+	if head := l.Describe().Tiered[0]; head.MaxTimestampMs < 0 || head.MaxTimestampMs > f.clock.Now().Add(-time.Hour).UnixMilli() {
+		t.Fatalf("the head object after the pass: max timestamp %d, its records are 2 h old (now %d)", head.MaxTimestampMs, f.clock.Now().UnixMilli())
+	}
+	pol := tieredCompactPolicy()
+	pol.Delete, pol.RetentionMs = true, time.Hour.Milliseconds()
+	l.SetPolicy(pol)
+	cut, err := l.EnforceRetention(testCtx(t))
+	if err != nil || cut.Pieces == 0 {
+		t.Fatalf("retention.ms 1h over records 2h old: %+v, %v", cut, err)
 	}
 }

@@ -48,6 +48,11 @@ type Tier struct {
 	// name are deleted once older than this (uploads that never
 	// committed, deletions that failed).
 	OrphanGrace time.Duration
+	// DeleteDelay: an object the list stopped naming (retention, a
+	// compaction swap) is deleted this long after, so that reads that
+	// chose it before still find it (Kafka's file.delete.delay.ms); a read
+	// that still misses it reads again from the new list. Zero: at once.
+	DeleteDelay time.Duration
 	// Uploads bounds concurrent uploads broker-wide (a semaphore shared
 	// by every Log; nil: unbounded).
 	Uploads chan struct{}
@@ -301,8 +306,14 @@ func (l *Log) uploadOnce(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := l.commitTiered(ctx, seg, run); err != nil {
-		l.deleteObjects(ctx, []string{seg.ObjectKey})
+	if sent, err := l.commitTiered(ctx, seg, run); err != nil {
+		// The object is unnamed unless the CAS was sent and its outcome
+		// is unknown: then it may be listed (and the bookie copies deleted
+		// on the strength of it), so only the orphan sweep, which checks
+		// the list, may delete it.
+		if !sent || errors.Is(err, ErrConflict) {
+			l.deleteObjects(ctx, []string{seg.ObjectKey})
+		}
 		return false, err
 	}
 	failpoint.Hit("tier.after_commit")
@@ -469,8 +480,8 @@ func ledgerIDs(segs []*brokerpb.LedgerSegment) []uint64 {
 // meanwhile: the object would bring back what the pass removed, below
 // cleaned_offset where no later pass looks for it). Then nothing is
 // committed and the caller deletes it.
-func (l *Log) commitTiered(ctx context.Context, seg *brokerpb.TieredSegment, run []*brokerpb.LedgerSegment) error {
-	return l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
+func (l *Log) commitTiered(ctx context.Context, seg *brokerpb.TieredSegment, run []*brokerpb.LedgerSegment) (sent bool, err error) {
+	err = l.casUnderSem(ctx, func(pl *brokerpb.PartitionLog) error {
 		if end := tieredEnd(pl); (end >= 0 && end != seg.BaseOffset) || pl.LogStartOffset > seg.BaseOffset {
 			return fmt.Errorf("partlog: segment %d-%d no longer follows (tiered end %d, log start %d)",
 				seg.BaseOffset, seg.LastOffset, end, pl.LogStartOffset)
@@ -483,8 +494,10 @@ func (l *Log) commitTiered(ctx context.Context, seg *brokerpb.TieredSegment, run
 			}
 		}
 		pl.Tiered = append(pl.Tiered, seg)
+		sent = true
 		return nil
 	})
+	return sent, err
 }
 
 // errNothing: a casUnderSem change function that has nothing to change.
@@ -574,17 +587,21 @@ func (l *Log) deleteLocalCopies(ctx context.Context) error {
 	return nil
 }
 
-// collectGarbage deletes the queued garbage objects and, once the store
+// collectGarbage deletes the queued garbage objects unlinked at least
+// DeleteDelay ago and, once the store
 // confirms, removes them from the queue by CAS. Objects whose deletion
 // fails stay queued for the next check.
 func (l *Log) collectGarbage(ctx context.Context) error {
 	if l.cfg.Tier == nil {
 		return nil
 	}
+	horizon := l.cfg.Now().Add(-l.cfg.Tier.DeleteDelay).UnixMilli()
 	l.mu.Lock()
 	var keys []string
 	for _, g := range l.mu.pl.GetGarbage() {
-		keys = append(keys, g.ObjectKey)
+		if g.SinceMs <= horizon {
+			keys = append(keys, g.ObjectKey)
+		}
 	}
 	l.mu.Unlock()
 	if len(keys) == 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/tieringpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -319,7 +320,8 @@ func TestTierStaleOwnerCannotCommit(t *testing.T) {
 func TestTierGarbageQueue(t *testing.T) {
 	f := newFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour}
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+		DeleteDelay: time.Minute}
 	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
 	cfg := f.config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
@@ -357,6 +359,15 @@ func TestTierGarbageQueue(t *testing.T) {
 		t.Fatalf("garbage after the takeover: %v", g)
 	}
 	store.SetHook(nil)
+	// Not before DeleteDelay: a read that chose the object may still be
+	// reading it.
+	if err := l2.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Stat(testCtx(t), first.ObjectKey); err != nil || len(l2.Describe().Garbage) != 1 {
+		t.Fatalf("before DeleteDelay: the object %v, garbage %v", err, l2.Describe().Garbage)
+	}
+	f.clock.Advance(tier.DeleteDelay)
 	if err := l2.TierOnce(testCtx(t), false); err != nil {
 		t.Fatal(err)
 	}
@@ -588,5 +599,94 @@ func TestTierUploadRacingCompaction(t *testing.T) {
 	}
 	if got, want := describeAll(consumeAll(t, l, 0)), m.want(d.CleanedOffset, true); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("read back:\n got %v\nwant %v", got, want)
+	}
+}
+
+// T4: an upload whose commit CAS lands but whose answer is lost (unknown
+// outcome) keeps its object: the list may name it, and a later owner
+// deletes the bookie copies on the strength of it. The object used to be
+// deleted on any commit error, and the data was then gone for good.
+func TestUploadOfUnknownOutcomeKeepsTheObject(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
+	cfg := f.config(1)
+	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
+	l := f.open(cfg)
+	appendN(t, l, 2)
+	rollByAge(t, f, l)
+	var armed atomic.Bool
+	armed.Store(true)
+	f.store.setAfterPut(func(key string) error {
+		if strings.HasPrefix(key, PartitionPrefix) && armed.CompareAndSwap(true, false) {
+			return metaclient.ErrUnknownOutcome // stored, the answer lost
+		}
+		return nil
+	})
+	if err := l.TierOnce(testCtx(t), false); err == nil {
+		t.Fatal("the upload's commit of unknown outcome was reported done")
+	}
+	f.store.setAfterPut(nil)
+	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	if err != nil || len(pl.Tiered) != 1 {
+		t.Fatalf("the commit did not land: %v, %v", pl.GetTiered(), err)
+	}
+	if _, err := store.Stat(testCtx(t), pl.Tiered[0].ObjectKey); err != nil {
+		t.Fatalf("metad names %s, the store: %v", pl.Tiered[0].ObjectKey, err)
+	}
+	// A new owner with local.retention.ms=0 deletes the bookie copies and
+	// reads from the object.
+	cfg2 := f.config(2)
+	pol.LocalRetentionMs = 0
+	cfg2.Tier, cfg2.Policy = tier, pol
+	l2 := f.open(cfg2)
+	if err := l2.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.Fetch(testCtx(t), 0, 1000, 0); err != nil {
+		t.Fatalf("fetch at 0 (log start %d, high watermark %d): %v", l2.LogStartOffset(), l2.HighWatermark(), err)
+	}
+}
+
+// hookReader runs before once, then reads.
+type hookReader struct {
+	segfileReader
+	before func()
+	done   *atomic.Bool
+}
+
+func (r hookReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error) {
+	if r.done.CompareAndSwap(false, true) {
+		r.before()
+	}
+	return r.segfileReader.Fetch(ctx, t, offset, maxBytes)
+}
+
+// T10: a fetch that chose an object just before a compaction swap
+// unlinked and deleted it (DeleteDelay -1 here: at once) reads again from
+// the new list instead of failing while its offset is in range.
+func TestTieredFetchRacingACompactionSwap(t *testing.T) {
+	f := newFixture(t)
+	store := memstore.New(memstore.Options{})
+	l := tieredCompactionLog(t, f, 1, store, true)
+	var m keyedModel
+	for i := range 3 {
+		m.appendKeyed(t, f, l, -1, 0, "a", fmt.Sprint(i), "b", fmt.Sprint(i))
+		rollByAge(t, f, l)
+	}
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Bool
+	var swapped bool
+	l.cfg.Tier.Reader = hookReader{segfileReader{store}, func() {
+		swapped = compactNow(t, l, 1<<20).Ran
+	}, &done}
+	if _, err := l.Fetch(testCtx(t), 0, 1000, 0); err != nil {
+		t.Fatalf("fetch at 0 (log start %d, high watermark %d) racing a swap: %v", l.LogStartOffset(), l.HighWatermark(), err)
+	}
+	if !swapped {
+		t.Fatal("no compaction pass ran during the fetch")
 	}
 }

@@ -74,6 +74,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("tier-max-delay", d.TierMaxDelay, "upload what a partition has once its oldest closed ledger is this old")
 	fs.Duration("tier-check-interval", d.TierCheckInterval, "how often each owned partition uploads and deletes local copies")
 	fs.Duration("tier-orphan-grace", d.TierOrphanGrace, "objects no partition names are deleted once this old")
+	fs.Duration("tier-delete-delay", d.TierDeleteDelay, "objects retention or compaction unlinked are deleted this long after (reads in flight still find them); 0: at once")
 	fs.Int("tier-uploads", d.TierUploads, "concurrent uploads")
 	fs.Int64("tier-cache-bytes", d.TierCacheBytes, "memory for object chunks read by fetches")
 	fs.String("tier-cache-dir", d.TierCacheDir, "directory of the on-disk cache of object chunks, under the memory one; empty: none")
