@@ -12,7 +12,6 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/internal/cli/tier"
-	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/tiering/objstore/storeurl"
 	"github.com/strata-log/strata/tiering/scrub"
 )
@@ -98,11 +97,14 @@ func (g *globalOptions) runTierScrub(cmd *cobra.Command, o tierScrubOptions) err
 	if _, err := storeurl.Parse(o.store); err != nil {
 		return cli.Exit(cli.ExitUsage, fmt.Errorf("--store: %w", err))
 	}
-	var segs []scrub.Segment
-	err := g.withMeta(cmd, func(ctx context.Context, c *metaclient.Client) (err error) {
-		segs, err = tier.Segments(ctx, c, o.topic)
+	meta, err := g.metaClient()
+	if err != nil {
 		return err
-	})
+	}
+	defer meta.Close()
+	lctx, cancel := g.commandContext(cmd)
+	segs, err := tier.Segments(lctx, meta, o.topic)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -120,6 +122,6 @@ func (g *globalOptions) runTierScrub(cmd *cobra.Command, o tierScrubOptions) err
 		defer c.Close()
 	}
 	stderr := cmd.ErrOrStderr()
-	return tier.Scrub(ctx, store, segs, g.printer(cmd), tier.ScrubOptions{Parallel: o.parallel,
+	return tier.Scrub(ctx, store, segs, g.printer(cmd), tier.ScrubOptions{Listed: tier.Listed(meta), Parallel: o.parallel,
 		ShowProgress: o.progress || cli.IsTerminal(stderr), Stderr: stderr})
 }

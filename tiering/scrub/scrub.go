@@ -91,6 +91,12 @@ type Config struct {
 	// Problem, if set, is called for each problem as it is found, before
 	// the Progress call of its object.
 	Problem func(Problem)
+	// Listed, if set, is asked about a segment before its problem is
+	// reported: one its partition no longer lists (retention or a
+	// compaction pass unlinked it, and its object went, while the run
+	// went on) is counted in Report.Gone instead. A Listed error keeps
+	// the problem.
+	Listed func(context.Context, Segment) (bool, error)
 }
 
 // Defaults.
@@ -139,6 +145,9 @@ type Report struct {
 	Bytes   int64
 	// Problems sorted by topic, partition and base offset.
 	Problems []Problem
+	// Gone: segments with a problem that their partitions no longer
+	// listed when it was found (Config.Listed), so no problem.
+	Gone int
 }
 
 // Damaged is the number of problems that say something is wrong with the
@@ -182,7 +191,14 @@ func Run(ctx context.Context, store objstore.Store, segs []Segment, cfg Config) 
 	for range min(cfg.Parallel, max(len(segs), 1)) {
 		wg.Go(func() {
 			for s := range work {
-				r.done(ctx, s, r.check(ctx, s))
+				p := r.check(ctx, s)
+				if p != nil && cfg.Listed != nil {
+					if listed, err := cfg.Listed(ctx, s); err == nil && !listed {
+						r.gone(s)
+						continue
+					}
+				}
+				r.done(ctx, s, p)
 			}
 		})
 	}
@@ -192,7 +208,7 @@ func Run(ctx context.Context, store objstore.Store, segs []Segment, cfg Config) 
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep := Report{Objects: r.mu.progress.Objects, Bytes: r.mu.progress.Bytes, Problems: r.mu.problems}
+	rep := Report{Objects: r.mu.progress.Objects, Bytes: r.mu.progress.Bytes, Problems: r.mu.problems, Gone: r.mu.gone}
 	slices.SortFunc(rep.Problems, func(a, b Problem) int {
 		return cmp.Or(strings.Compare(a.Segment.Topic, b.Segment.Topic), cmp.Compare(a.Segment.Partition, b.Segment.Partition),
 			cmp.Compare(a.Segment.Tiered.GetBaseOffset(), b.Segment.Tiered.GetBaseOffset()),
@@ -228,6 +244,20 @@ type runner struct {
 		sync.Mutex
 		progress Progress
 		problems []Problem
+		gone     int
+	}
+}
+
+// gone records a segment its partition stopped listing while it was
+// checked.
+func (r *runner) gone(s Segment) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.gone++
+	r.mu.progress.Objects++
+	r.mu.progress.Bytes += s.Tiered.GetSizeBytes()
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(r.mu.progress)
 	}
 }
 

@@ -395,3 +395,36 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("nothing to check: %+v, %v", rep, err)
 	}
 }
+
+// A segment its partition stopped listing while the run went on (retention
+// or compaction unlinked it and its object went) is counted as gone, not
+// reported as damage; one still listed is reported; a Listed error keeps
+// the problem.
+func TestUnlistedSegmentsAreNotProblems(t *testing.T) {
+	f := newFixture(t)
+	gone := func(s scrub.Segment) bool {
+		return strings.Contains(s.Tiered.ObjectKey, "-missing") || strings.Contains(s.Tiered.ObjectKey, "-truncated")
+	}
+	var asked atomic.Int64
+	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: 2, Listed: func(_ context.Context, s scrub.Segment) (bool, error) {
+		asked.Add(1)
+		if strings.Contains(s.Tiered.ObjectKey, "-bitflip") {
+			return false, errors.New("metad unavailable")
+		}
+		return !gone(s), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Gone != 2 || rep.Objects != len(f.segs) || len(rep.Problems) != len(f.want)-2 {
+		t.Fatalf("gone %d, objects %d of %d, %d problems (want %d)", rep.Gone, rep.Objects, len(f.segs), len(rep.Problems), len(f.want)-2)
+	}
+	for _, p := range rep.Problems {
+		if gone(p.Segment) {
+			t.Errorf("reported an unlisted segment: %s", p)
+		}
+	}
+	if n := asked.Load(); n != int64(len(f.want)) {
+		t.Errorf("Listed asked %d times, want once per problem (%d)", n, len(f.want))
+	}
+}

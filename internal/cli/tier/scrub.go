@@ -2,8 +2,10 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,8 +27,39 @@ type Lister interface {
 	List(ctx context.Context, prefix string, opts ...metaclient.ReadOption) ([]*metadpb.KeyValue, int64, error)
 }
 
+// Getter is the part of *metaclient.Client Listed uses.
+type Getter interface {
+	Get(ctx context.Context, key string, opts ...metaclient.ReadOption) (*metadpb.KeyValue, error)
+}
+
+// Listed is scrub.Config.Listed over metad: whether the segment's
+// partition still lists its object, as metad says now (a scrub runs for
+// hours; retention and compaction unlink objects meanwhile).
+func Listed(c Getter) func(context.Context, scrub.Segment) (bool, error) {
+	return func(ctx context.Context, s scrub.Segment) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		kv, err := c.Get(ctx, fmt.Sprintf("%s%s/%d", partlog.PartitionPrefix, s.Topic, s.Partition))
+		if errors.Is(err, metaclient.ErrNotFound) {
+			return false, nil // the topic was deleted
+		}
+		if err != nil {
+			return false, err
+		}
+		var pl brokerpb.PartitionLog
+		if err := proto.Unmarshal(kv.GetValue(), &pl); err != nil {
+			return false, fmt.Errorf("metad key %s: %w", kv.GetKey(), err)
+		}
+		return slices.ContainsFunc(pl.GetTiered(), func(t *brokerpb.TieredSegment) bool {
+			return t.GetObjectKey() == s.Tiered.GetObjectKey()
+		}), nil
+	}
+}
+
 // ScrubOptions are how Scrub runs.
 type ScrubOptions struct {
+	// Listed: scrub.Config.Listed (nil: every problem is reported).
+	Listed   func(context.Context, scrub.Segment) (bool, error)
 	Parallel int
 	// ShowProgress draws a progress line on Stderr.
 	ShowProgress bool
@@ -39,6 +72,7 @@ type ScrubOptions struct {
 func Scrub(ctx context.Context, store objstore.Store, segs []scrub.Segment, p *cli.Printer, o ScrubOptions) error {
 	line := cli.NewProgressLine(o.Stderr, o.ShowProgress)
 	cfg := scrub.Config{
+		Listed:   o.Listed,
 		Parallel: o.Parallel,
 		Progress: func(pr scrub.Progress) { line.Update(progressText(pr)) },
 	}
@@ -116,6 +150,9 @@ func progressText(p scrub.Progress) string {
 func summary(rep scrub.Report, total int, elapsed time.Duration) string {
 	s := fmt.Sprintf("scrub: checked %d of %d objects (%s) in %s: ", rep.Objects, total, cli.Bytes(uint64(rep.Bytes)),
 		elapsed.Round(time.Millisecond))
+	if rep.Gone > 0 {
+		s += plural(rep.Gone, "object") + " deleted by retention or compaction while checked, "
+	}
 	if len(rep.Problems) == 0 {
 		return s + "no problems"
 	}

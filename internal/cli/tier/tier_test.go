@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/cli"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -113,5 +114,36 @@ func TestSegmentsAndScrub(t *testing.T) {
 func TestPlural(t *testing.T) {
 	if plural(1, "ledger") != "1 ledger" || plural(0, "ledger") != "0 ledgers" || plural(3, "problem") != "3 problems" {
 		t.Fatal("plural")
+	}
+}
+
+type getterFunc func(key string) (*metadpb.KeyValue, error)
+
+func (f getterFunc) Get(_ context.Context, key string, _ ...metaclient.ReadOption) (*metadpb.KeyValue, error) {
+	return f(key)
+}
+
+// Listed asks metad for the segment's partition now: its object listed,
+// not listed, or the partition gone (its topic deleted).
+func TestListed(t *testing.T) {
+	pl, err := proto.Marshal(&brokerpb.PartitionLog{Tiered: []*brokerpb.TieredSegment{{ObjectKey: "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := Listed(getterFunc(func(key string) (*metadpb.KeyValue, error) {
+		if key != partlog.PartitionPrefix+"orders/3" {
+			return nil, metaclient.ErrNotFound
+		}
+		return &metadpb.KeyValue{Key: key, Value: pl}, nil
+	}))
+	for _, tc := range []struct {
+		topic string
+		key   string
+		want  bool
+	}{{"orders", "a", true}, {"orders", "b", false}, {"deleted", "a", false}} {
+		got, err := listed(context.Background(), scrub.Segment{Topic: tc.topic, Partition: 3, Tiered: &brokerpb.TieredSegment{ObjectKey: tc.key}})
+		if err != nil || got != tc.want {
+			t.Errorf("%s/3 %s: listed %v, %v; want %v", tc.topic, tc.key, got, err, tc.want)
+		}
 	}
 }
