@@ -49,6 +49,18 @@ func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
 // control is the controller's loop: reconcile on every change of brokers,
 // topics, assignments or owners, and at least every second.
 func (b *Broker) control(ctx context.Context) {
+	// No round on a partial view: a topics mirror not loaded yet (its first
+	// list failed, or is slower than the assignments') would have every
+	// assignment deleted as belonging to no topic, and re-created at epoch
+	// 1, below the epochs the partitions' logs hold (their owners' Open
+	// then refuses them for ever).
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners} {
+		select {
+		case <-m.ready:
+		case <-ctx.Done():
+			return
+		}
+	}
 	if err := b.ensureOffsetsTopic(ctx); err != nil {
 		b.log.Warn("creating "+OffsetsTopic, "err", err)
 	}
@@ -106,9 +118,11 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 // (planPlacement, placement.go) and write the decisions in order, stopping
 // at the first write that fails.
 func (b *Broker) reconcile(ctx context.Context) error {
-	plan := planPlacement(b.placementInput())
+	in := b.placementInput()
+	plan := planPlacement(in)
+	gone := map[string]int32{} // topic -> partitions it still has (-1: none), as metad says
 	for _, k := range plan.deleteAssignments {
-		if _, err := b.meta.Delete(ctx, assignmentKey(k)); err != nil {
+		if err := b.deleteAssignment(ctx, k, in.assigns[k].version, gone); err != nil {
 			return err
 		}
 	}
@@ -126,6 +140,37 @@ func (b *Broker) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// deleteAssignment deletes the assignment of k, a partition of no live
+// topic as the mirrors say, once metad confirms it (the topics mirror may
+// trail the assignments one: a topic created a moment ago) and only if the
+// assignment is still the one decided on (version). partitions caches
+// metad's answer per topic for the round.
+func (b *Broker) deleteAssignment(ctx context.Context, k tp, version int64, partitions map[string]int32) error {
+	n, ok := partitions[k.topic]
+	if !ok {
+		n = -1
+		kv, err := b.meta.Get(ctx, topicKey(k.topic))
+		switch {
+		case errors.Is(err, metaclient.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			if rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value); err == nil && !rec.Deleting {
+				n = rec.Partitions
+			}
+		}
+		partitions[k.topic] = n
+	}
+	if k.partition < n {
+		return nil // the mirror is behind: the next round sees the topic
+	}
+	_, err := b.meta.Delete(ctx, assignmentKey(k), metaclient.WithExpectedVersion(version))
+	if errors.Is(err, metaclient.ErrVersionConflict) || errors.Is(err, metaclient.ErrNotFound) {
+		return nil // changed since: the next round decides again
+	}
+	return err
 }
 
 // placementInput decodes the mirrors' records; records that do not decode

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strata-log/strata/broker/brokertest"
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -43,4 +46,47 @@ func TestTopicKnownEverywhereOnceCreated(t *testing.T) {
 	if len(md.Topics) != 1 || md.Topics[0].Error == nil {
 		t.Fatalf("metadata of a topic that does not exist: %v", md.Topics)
 	}
+}
+
+// An assignment made again after it was deleted starts at epoch 1, below
+// the owner epoch the partition's log recorded after a move; the owner's
+// Open then refused it for ever and the partition was never served again.
+// The owner now raises the assignment's epoch above the log's, and serves.
+func TestAssignmentEpochBelowTheLogsIsRaised(t *testing.T) {
+	cl := brokertest.Start(t, brokertest.Options{Brokers: 2})
+	cl.CreateTopic("t", 1, nil)
+	id, _ := cl.Owner("t", 0)
+	to := 0
+	if id == cl.Brokers[0].ID {
+		to = 1
+	}
+	if err := cl.MovePartition("t", 0, to); err != nil { // epoch 2
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := cl.Meta.Delete(ctx, "/strata/assignments/t/0"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.UntilNil(t, 30*time.Second, "t/0 served again at an epoch above 2", func() error {
+		var a brokerpb.Assignment
+		var o brokerpb.Ownership
+		kv, err := cl.Meta.Get(ctx, "/strata/assignments/t/0")
+		if err == nil {
+			err = proto.Unmarshal(kv.Value, &a)
+		}
+		if err != nil {
+			return err
+		}
+		if kv, err = cl.Meta.Get(ctx, "/strata/owners/t/0"); err == nil {
+			err = proto.Unmarshal(kv.Value, &o)
+		}
+		if err != nil {
+			return err
+		}
+		if o.Epoch != a.Epoch || a.Epoch <= 2 {
+			return fmt.Errorf("assignment %s@%d, owner %s@%d", a.BrokerId, a.Epoch, o.BrokerId, o.Epoch)
+		}
+		return nil
+	})
 }

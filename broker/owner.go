@@ -106,6 +106,13 @@ func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *
 			return
 		}
 		log.Warn("partition failed; dropped it", "err", err)
+		var behind *partlog.EpochBehindError
+		if errors.As(err, &behind) {
+			// The assignment's epoch is below one the log already had: it
+			// was deleted and made again (epochs restart at 1). Retrying
+			// at this epoch would fail for ever; raise it instead.
+			b.raiseAssignmentEpoch(ctx, p, behind.Recorded+1, log)
+		}
 		// Take it again only if it is still ours at the same epoch: a fenced
 		// ledger usually means another broker was assigned the partition.
 		if !b.stillAssigned(ctx, p) {
@@ -120,6 +127,35 @@ func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *
 		}
 		backoff = nextBackoff(backoff, 5*time.Second)
 	}
+}
+
+// raiseAssignmentEpoch moves p's assignment, if it still names this broker
+// at p's epoch, to epoch (a CAS on its version): the reconciler then
+// restarts the partition at that epoch, above every epoch its log
+// recorded. Epochs only grow, so no other owner can hold one above it.
+func (b *Broker) raiseAssignmentEpoch(ctx context.Context, p *partition, epoch int64, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) {
+	gctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
+	defer cancel()
+	kv, err := b.meta.Get(gctx, assignmentKey(p.tp))
+	if err != nil {
+		return
+	}
+	a, err := unmarshalled[brokerpb.Assignment](kv.Value)
+	if err != nil || a.BrokerId != b.cfg.ID || a.Epoch != p.epoch {
+		return
+	}
+	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: b.cfg.ID, Epoch: epoch})
+	if err != nil {
+		return
+	}
+	if _, err := b.meta.Put(gctx, assignmentKey(p.tp), value, metaclient.WithExpectedVersion(kv.Version)); err != nil {
+		log.Warn("raising the assignment's epoch failed", "to", epoch, "err", err)
+		return
+	}
+	log.Info("assignment epoch was below the partition log's; raised it", "to", epoch)
 }
 
 // stillAssigned reads the partition's assignment from metad and decides O3.

@@ -13,7 +13,8 @@ import (
 // Which call returns which:
 //
 //	Open         ErrConflict (the PartitionLog changed during takeover),
-//	             ErrFenced (a newer owner epoch is recorded), or the
+//	             ErrFenced (a newer owner epoch is recorded: an
+//	             *EpochBehindError), or the
 //	             store's / ledger's error, wrapped.
 //	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
 //	             ErrOutOfOrderSequence, ErrUnknownProducer,
@@ -37,6 +38,20 @@ import (
 //	             its CAS failed (the log fails); ErrCorruptBatch,
 //	             compact.ErrMapTooSmall, a ledger or store error.
 //	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
+//
+// EpochBehindError is Open's ErrFenced: the PartitionLog records an owner
+// epoch above the one Open was given.
+type EpochBehindError struct {
+	Key            string
+	Recorded, Ours int64
+}
+
+func (e *EpochBehindError) Error() string {
+	return fmt.Sprintf("%v: %s records owner epoch %d, ours is %d", ErrFenced, e.Key, e.Recorded, e.Ours)
+}
+
+func (e *EpochBehindError) Unwrap() error { return ErrFenced }
+
 var (
 	ErrClosed             = errors.New("partlog: closed")
 	ErrFenced             = errors.New("partlog: fenced by another owner")

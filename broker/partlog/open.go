@@ -47,8 +47,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		return nil, err
 	}
 	if pl.GetOwnerEpoch() > cfg.Epoch {
-		return nil, fmt.Errorf("%w: %s records owner epoch %d, ours is %d",
-			ErrFenced, PartitionKey(cfg.Topic, cfg.Partition), pl.GetOwnerEpoch(), cfg.Epoch)
+		return nil, &EpochBehindError{Key: PartitionKey(cfg.Topic, cfg.Partition), Recorded: pl.GetOwnerEpoch(), Ours: cfg.Epoch}
 	}
 	producers := newProducerTable(pl.GetProducers())
 	segs := slices.Clone(pl.GetSegments())
