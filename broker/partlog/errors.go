@@ -38,20 +38,6 @@ import (
 //	             its CAS failed (the log fails); ErrCorruptBatch,
 //	             compact.ErrMapTooSmall, a ledger or store error.
 //	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
-//
-// EpochBehindError is Open's ErrFenced: the PartitionLog records an owner
-// epoch above the one Open was given.
-type EpochBehindError struct {
-	Key            string
-	Recorded, Ours int64
-}
-
-func (e *EpochBehindError) Error() string {
-	return fmt.Sprintf("%v: %s records owner epoch %d, ours is %d", ErrFenced, e.Key, e.Recorded, e.Ours)
-}
-
-func (e *EpochBehindError) Unwrap() error { return ErrFenced }
-
 var (
 	ErrClosed             = errors.New("partlog: closed")
 	ErrFenced             = errors.New("partlog: fenced by another owner")
@@ -102,3 +88,16 @@ func writeError(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 }
+
+// EpochBehindError is Open's ErrFenced: the PartitionLog records an owner
+// epoch above the one Open was given.
+type EpochBehindError struct {
+	Key            string
+	Recorded, Ours int64
+}
+
+func (e *EpochBehindError) Error() string {
+	return fmt.Sprintf("%v: %s records owner epoch %d, ours is %d", ErrFenced, e.Key, e.Recorded, e.Ours)
+}
+
+func (e *EpochBehindError) Unwrap() error { return ErrFenced }
