@@ -365,7 +365,8 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	failpoint.Hit("compaction.after_cas")
 	l.deleteRemoved(ctx, slices.Concat(copies, ledgerInputs))
 	if len(objectInputs) > 0 {
-		// Queued by the CAS (T6): collected now, or by a later check.
+		// Queued by the CAS (T6): collected once Tier.DeleteDelay has
+		// passed, now or by a later check.
 		if err := l.collectGarbage(ctx); err != nil {
 			l.log.Warn("compaction: deleting replaced objects; the garbage queue retries", "err", err)
 		}
