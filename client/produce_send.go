@@ -121,7 +121,7 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 		reqBytes[addr] += b.bytes
 		if p.idempotent && b.seq < 0 {
 			b.pid, b.epoch, b.seq = ps.pid, ps.epoch, ps.nextSeq
-			ps.nextSeq += int32(len(b.recs))
+			ps.nextSeq = recordbatch.AddSequence(ps.nextSeq, len(b.recs))
 			b.encoded = nil
 		}
 		// Sent while an earlier batch is unanswered: the broker may see

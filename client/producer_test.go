@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -602,5 +603,37 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 	}
 	if n := cl.batchCount(TopicPartition{"t", 0}); n != 3 {
 		t.Fatalf("%d batches, want 3", n)
+	}
+}
+
+// An idempotent producer's sequence wraps from MaxInt32 to 0 as the
+// broker's does: it overflowed to a negative number, which means "no
+// sequence", and every later batch went out without a producer id (no
+// duplicate detection, retries renumbered) for the next 2^31 records.
+func TestSequenceWrapsAsTheBrokers(t *testing.T) {
+	c := &Client{cfg: Config{MetadataMaxAge: time.Hour}}
+	c.mu.topics = map[string]*topicInfo{"t": {owners: []string{"127.0.0.1:1"}, fetched: time.Now()}}
+	p := &Producer{c: c, cfg: ProducerConfig{MaxInFlight: 5, DeliveryTimeout: time.Hour}.withDefaults(), idempotent: true}
+	p.mu.pid = 7
+	tp := TopicPartition{"t", 0}
+	ps := &partState{tp: tp, havePID: true, pid: 7, nextSeq: math.MaxInt32 - 1}
+	p.mu.parts = map[TopicPartition]*partState{tp: ps}
+	p.mu.refreshing = map[string]bool{}
+	batchOf3 := func() *batch {
+		return &batch{tp: tp, recs: []*Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}},
+			cbs: make([]func(*Record, error), 3), deadline: time.Now().Add(time.Hour), seq: -1, base: -1}
+	}
+	b1, b2 := batchOf3(), batchOf3()
+	ps.batches = []*batch{b1, b2}
+	p.collect(time.Now())
+	p.collect(time.Now())
+	enc, err := p.encode(b2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := recordbatch.ParseHeader(enc)
+	if err != nil || b1.seq != math.MaxInt32-1 || b2.seq != 1 || h.ProducerID != 7 || h.BaseSequence != 1 {
+		t.Fatalf("sequences %d, %d; the second batch sent with producer id %d, base sequence %d (%v); want %d, 1, 7, 1",
+			b1.seq, b2.seq, h.ProducerID, h.BaseSequence, err, math.MaxInt32-1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"strconv"
 )
 
@@ -230,4 +231,11 @@ func Split(buf []byte) ([][]byte, error) {
 		off += size
 	}
 	return out, nil
+}
+
+// AddSequence is the producer sequence n records after seq: sequences
+// wrap from MaxInt32 to 0 (Kafka's DefaultRecordBatch.incrementSequence),
+// so an idempotent producer's sequence is never negative.
+func AddSequence(seq int32, n int) int32 {
+	return int32((int64(seq) + int64(n)) % (math.MaxInt32 + 1))
 }

@@ -649,3 +649,16 @@ func TestDecodeCheckedSkipsOnlyTheCRC(t *testing.T) {
 		}
 	}
 }
+
+// Sequences wrap from MaxInt32 to 0 and are never negative.
+func TestAddSequence(t *testing.T) {
+	for _, tc := range []struct {
+		seq  int32
+		n    int
+		want int32
+	}{{0, 0, 0}, {5, 3, 8}, {math.MaxInt32, 1, 0}, {math.MaxInt32 - 1, 3, 1}, {math.MaxInt32, math.MaxInt32, math.MaxInt32 - 1}} {
+		if got := recordbatch.AddSequence(tc.seq, tc.n); got != tc.want {
+			t.Errorf("AddSequence(%d, %d) = %d, want %d", tc.seq, tc.n, got, tc.want)
+		}
+	}
+}

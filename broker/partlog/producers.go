@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
@@ -58,15 +57,10 @@ func newProducerTable(snapshot []*brokerpb.ProducerState) *producerTable {
 // lastSequence is the sequence of a batch's last record (sequences wrap
 // from MaxInt32 to 0, as Kafka's).
 func lastSequence(h recordbatch.BatchHeader) int32 {
-	return int32((int64(h.BaseSequence) + int64(h.LastOffsetDelta)) % (math.MaxInt32 + 1))
+	return recordbatch.AddSequence(h.BaseSequence, int(h.LastOffsetDelta))
 }
 
-func nextSequence(seq int32) int32 {
-	if seq == math.MaxInt32 {
-		return 0
-	}
-	return seq + 1
-}
+func nextSequence(seq int32) int32 { return recordbatch.AddSequence(seq, 1) }
 
 // check decides about an idempotent batch (ProducerID >= 0): nil, nil to
 // append it; the original batch for a duplicate of one of the last
