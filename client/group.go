@@ -122,6 +122,10 @@ type groupPart struct {
 	// next is the offset of the next record Poll returns: everything
 	// before it was returned (consumed), so it is what Commit commits.
 	next int64
+	// reset: the position left the log and its move to ResetOffset has
+	// not succeeded yet (the fetcher reports that once): every Poll tries
+	// again.
+	reset *OffsetOutOfRangeError
 }
 
 // GroupConsumer is a member of a consumer group (KIP-848 style, DESIGN §6):
@@ -244,6 +248,9 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	stop := context.AfterFunc(g.fatal, cancel)
 	defer stop()
 	for {
+		if err := g.retryResets(ctx); err != nil {
+			return nil, err
+		}
 		recs, err := g.f.poll(ctx)
 		if g.fatal.Err() != nil {
 			return nil, context.Cause(g.fatal)
@@ -273,14 +280,45 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 }
 
 // resetOutOfRange moves an owned partition whose position left the log to
-// ResetOffset; false when it is not owned or the reset failed.
+// ResetOffset; false when it is not owned or the reset failed, which the
+// partition remembers for the next Poll to try again (retryResets): the
+// fetcher reports the position once and the partition would otherwise
+// stay stopped until the next rebalance.
 func (g *GroupConsumer) resetOutOfRange(ctx context.Context, oor *OffsetOutOfRangeError) bool {
 	tp := oor.TopicPartition
 	if _, ok := g.Position(tp); !ok {
 		return false
 	}
 	g.log.Warn("position out of range, resetting", "partition", tp.String(), "offset", oor.Offset, "reset", g.cfg.ResetOffset.String())
-	return g.Seek(ctx, tp, g.cfg.ResetOffset) == nil
+	if err := g.Seek(ctx, tp, g.cfg.ResetOffset); err != nil {
+		g.mu.Lock()
+		if p := g.mu.owned[tp]; p != nil {
+			p.reset = oor
+		}
+		g.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// retryResets tries again the resets that failed (resetOutOfRange); it
+// returns ctx's error once ctx is done.
+func (g *GroupConsumer) retryResets(ctx context.Context) error {
+	g.mu.Lock()
+	var pending []*OffsetOutOfRangeError
+	for _, p := range g.mu.owned {
+		if p.reset != nil {
+			pending = append(pending, p.reset)
+		}
+	}
+	g.mu.Unlock()
+	for _, oor := range pending {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		g.resetOutOfRange(ctx, oor)
+	}
+	return nil
 }
 
 // Seek moves an owned partition to off: Poll returns records from there and
@@ -300,8 +338,11 @@ func (g *GroupConsumer) Seek(ctx context.Context, tp TopicPartition, off Offset)
 	if p == nil || p.state == partRevoking {
 		return fmt.Errorf("client: seek %s: not owned by this member of group %q", tp, g.cfg.Group)
 	}
-	p.next = n
-	return g.f.set(tp, n)
+	if err := g.f.set(tp, n); err != nil {
+		return err
+	}
+	p.next, p.reset = n, nil
+	return nil
 }
 
 // Commit commits, for every owned partition, the offset after the last

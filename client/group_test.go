@@ -371,3 +371,44 @@ func TestGroupAdmin(t *testing.T) {
 		t.Fatalf("offsets after delete: %v %v", offs, err)
 	}
 }
+
+// A member whose position left the log, and whose reset to ResetOffset
+// fails once, tries the reset again at its next Poll: the fetcher reports
+// the position once, and the partition stayed stopped until the next
+// rebalance.
+func TestGroupResetRetriedAfterAFailure(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	cl.waitCoordinator()
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	produceValues(t, c, "t", 1, 0, 5)
+	tp := TopicPartition{"t", 0}
+	if err := c.CommitGroupOffsets(testCtx(t), "g", map[TopicPartition]int64{tp: 100}); err != nil {
+		t.Fatal(err)
+	}
+	cl.mu.Lock()
+	cl.failListOffsets = 1 // the reset's ListOffsets
+	cl.mu.Unlock()
+	g, err := c.NewGroupConsumer(groupCfg("t")) // ResetOffset: earliest
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var oor *OffsetOutOfRangeError
+	if _, err := g.Poll(ctx); !errors.As(err, &oor) {
+		t.Fatalf("first poll: %v, want the out-of-range position whose reset failed", err)
+	}
+	var got []*Record
+	for len(got) < 5 {
+		recs, err := g.Poll(ctx)
+		if err != nil {
+			t.Fatalf("after %d records: %v (the partition stalled)", len(got), err)
+		}
+		got = append(got, recs...)
+	}
+	if got[0].Offset != 0 {
+		t.Fatalf("first record at offset %d, want 0 (reset to earliest)", got[0].Offset)
+	}
+}

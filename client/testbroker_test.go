@@ -53,6 +53,8 @@ type realCluster struct {
 	staleFind int
 	// redirects counts the group calls answered NOT_COORDINATOR.
 	redirects int
+	// failListOffsets: the next n ListOffsets calls fail (Internal).
+	failListOffsets int
 }
 
 // Group coordinator timers for tests (broker.Config's group fields): a
@@ -108,6 +110,16 @@ func (c *realCluster) intercept(i int) grpc.UnaryServerInterceptor {
 			return resp, err
 		case *brokerpb.ProduceRequest:
 			return c.produce(ctx, r, h)
+		case *brokerpb.ListOffsetsRequest:
+			c.mu.Lock()
+			fail := c.failListOffsets > 0
+			if fail {
+				c.failListOffsets--
+			}
+			c.mu.Unlock()
+			if fail {
+				return nil, status.Error(codes.Internal, "test: list offsets fails")
+			}
 		case *brokerpb.FindCoordinatorRequest:
 			resp, err := h(ctx, req)
 			if err == nil {
