@@ -49,8 +49,9 @@ type ProducerConfig struct {
 	LingerAlways bool
 	// BatchBytes bounds one record batch. Default 1 MiB.
 	BatchBytes int
-	// MaxBufferedBytes bounds the bytes of records not yet acknowledged;
-	// Produce blocks beyond it. Default 64 MiB.
+	// MaxBufferedBytes bounds the bytes of records whose callback has not
+	// run yet (not yet acknowledged, or acknowledged and waiting for their
+	// callback); Produce blocks beyond it. Default 64 MiB.
 	MaxBufferedBytes int64
 	Compression      Compression
 	// DisableIdempotence turns off producer ids and sequence numbers (then
@@ -132,7 +133,7 @@ type ProducerStats struct {
 	BatchesSent      int64 // batch send attempts, retries included
 	Retries          int64 // batch retries
 	Requests         int64 // Produce RPCs
-	BufferedBytes    int64 // now: bytes of records not yet completed
+	BufferedBytes    int64 // now: bytes of records whose callback has not run
 	BufferedRecords  int64 // now: records whose callback has not run
 }
 
@@ -285,7 +286,11 @@ func recordBytes(r *Record) int {
 // Produce queues r for its partition and returns; cb (may be nil) is
 // called once r is acknowledged or failed, with r's Partition and Offset
 // set. Produce blocks while MaxBufferedBytes are buffered, until ctx is
-// done. r must not be modified until cb runs.
+// done. r must not be modified until cb runs. Callbacks run one at a time
+// on one goroutine, and a record's bytes count until its callback has run:
+// a callback must not block, and one that calls Produce while the buffer
+// is full waits for space only its own return frees (give that Produce a
+// ctx with a deadline), as in Kafka's Java client and franz-go.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) error {
 	if r == nil || r.Topic == "" {
 		return errors.New("client: produce: record without topic")
@@ -582,7 +587,9 @@ func (p *Producer) completeLocked(ps *partState) {
 			}
 			p.mu.completed = append(p.mu.completed, completion{rec: r, cb: b.cbs[i], err: b.err})
 		}
-		p.releaseLocked(int64(b.bytes - batchOverheadBytes))
+		// The batch's bytes stay counted until its callbacks ran
+		// (callbacks): with slow callbacks, finished records would
+		// otherwise pile up without bound while Produce accepts more.
 	}
 	if n == 0 {
 		return
@@ -594,7 +601,12 @@ func (p *Producer) completeLocked(ps *partState) {
 	}
 }
 
-// callbacks runs completion callbacks in queue order.
+// releaseStepBytes: callbacks gives buffer space back at least every this
+// many bytes of records whose callbacks ran.
+const releaseStepBytes = 64 << 10
+
+// callbacks runs completion callbacks in queue order; a record's bytes
+// count against MaxBufferedBytes until its callback has run.
 func (p *Producer) callbacks() {
 	defer close(p.cbDone)
 	for {
@@ -608,7 +620,8 @@ func (p *Producer) callbacks() {
 		todo := p.mu.completed
 		p.mu.completed = nil
 		p.mu.Unlock()
-		for _, c := range todo {
+		var done int64
+		for i, c := range todo {
 			if c.err != nil {
 				p.stats.failed.Add(1)
 			} else {
@@ -616,6 +629,14 @@ func (p *Producer) callbacks() {
 			}
 			if c.cb != nil {
 				c.cb(c.rec, c.err)
+			}
+			// Release as callbacks run, in steps, so a blocked Produce
+			// goes on while a long queue of callbacks runs.
+			if done += int64(recordBytes(c.rec)); done >= releaseStepBytes || i == len(todo)-1 {
+				p.mu.Lock()
+				p.releaseLocked(done)
+				p.mu.Unlock()
+				done = 0
 			}
 		}
 		if len(todo) > 0 {

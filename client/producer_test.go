@@ -637,3 +637,42 @@ func TestSequenceWrapsAsTheBrokers(t *testing.T) {
 			b1.seq, b2.seq, h.ProducerID, h.BaseSequence, err, math.MaxInt32-1)
 	}
 }
+
+// A record's bytes count against MaxBufferedBytes until its callback has
+// run: with a slow callback, Produce blocks instead of piling up finished
+// records without bound (they were released at acknowledgement).
+func TestSlowCallbacksHoldBufferSpace(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{MaxBufferedBytes: 10_000, BatchBytes: 1000, Linger: -1})
+	gate := make(chan struct{})
+	var ran sync.WaitGroup
+	cb := func(*Record, error) { <-gate; ran.Done() }
+	value := make([]byte, 200)
+	accepted := 0
+	for ; accepted < 500; accepted++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ran.Add(1)
+		err := p.Produce(ctx, &Record{Topic: "t", Value: value}, cb)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			ran.Done()
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(gate)
+	ran.Wait()
+	if max := 10_000 / recordBytes(&Record{Value: value}); accepted == 500 || accepted > max+1 {
+		t.Fatalf("%d records of %d bytes accepted with MaxBufferedBytes 10000 and their callbacks blocked (at most %d fit)",
+			accepted, recordBytes(&Record{Value: value}), max+1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.ProduceSync(ctx, &Record{Topic: "t", Value: value}); err != nil {
+		t.Fatalf("produce once the callbacks ran: %v", err)
+	}
+}
