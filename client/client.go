@@ -126,9 +126,13 @@ type Client struct {
 	// certificate, for a password login.
 	transport credentials.TransportCredentials
 
-	// refreshMu serializes metadata refreshes so a burst of misses makes
-	// one Metadata call.
-	refreshMu sync.Mutex
+	// refreshSem (one slot) serializes metadata refreshes so a burst of
+	// misses makes one Metadata call. Waiting for it ends with the
+	// waiter's ctx, and its holder keeps it at most RequestTimeout: a
+	// caller without a deadline, with no broker answering, held a mutex
+	// here for ever, and every other refresh (and the Close that waits
+	// for them) with it.
+	refreshSem chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -156,7 +160,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg.withDefaults()}
+	c := &Client{cfg: cfg.withDefaults(), refreshSem: make(chan struct{}, 1)}
 	if cfg.TLSCertFile != "" {
 		creds, err := mtls.Load(pki.Files{Cert: cfg.TLSCertFile, Key: cfg.TLSKeyFile, CA: cfg.TLSCAFile})
 		if err != nil {
@@ -329,12 +333,18 @@ func (c *Client) topic(ctx context.Context, name string) (*topicInfo, error) {
 	if ti := c.freshTopic(name); ti != nil {
 		return ti, nil
 	}
-	c.refreshMu.Lock()
-	defer c.refreshMu.Unlock()
+	select {
+	case c.refreshSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.refreshSem }()
 	if ti := c.freshTopic(name); ti != nil { // another caller refreshed it
 		return ti, nil
 	}
-	resp, err := c.refresh(ctx, name)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := c.refresh(rctx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,13 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // pollN polls until n records arrived.
@@ -231,5 +234,38 @@ func TestAdmin(t *testing.T) {
 	off, err := c.ListOffsets(ctx, TopicPartition{"a", 1}, -1)
 	if err != nil || off.Offset != 0 {
 		t.Fatalf("list offsets %v %v", off, err)
+	}
+}
+
+// A metadata refresh held by a caller without a deadline, while no broker
+// answers, neither blocks other callers past their own deadlines nor
+// holds on for longer than RequestTimeout (it held a mutex for ever, and
+// every Close waiting for a background refresh hung behind it).
+func TestRefreshHolderDoesNotBlockOthers(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := New(ctx, Config{Brokers: cl.addrs()[:1], RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl.down[0].Store(true)
+	holder := make(chan error, 1)
+	go func() { _, err := c.partitionCount(context.Background(), "other"); holder <- err }()
+	testwait.Until(t, 10*time.Second, "a refresh holds the slot", func() bool { return len(c.refreshSem) == 1 })
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	waiter := make(chan error, 1)
+	go func() { _, err := c.partitionCount(short, "t"); waiter <- err }()
+	for what, ch := range map[string]chan error{"a caller with a deadline behind the holder": waiter, "the holder, bounded by RequestTimeout": holder} {
+		select {
+		case err := <-ch:
+			if err == nil {
+				t.Fatalf("%s found metadata with no broker answering", what)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: still blocked after 15s", what)
+		}
 	}
 }
