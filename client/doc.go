@@ -45,8 +45,12 @@
 // partition takes a fresh producer id and renumbers its pending batches.
 // PRODUCER_FENCED makes the producer unusable. Without idempotence a write
 // whose outcome is unknown fails with ErrUnknownOutcome rather than risk a
-// duplicate (connection failures are still retried), and batches of one
-// partition may be reordered by retries unless MaxInFlight is 1.
+// duplicate, except a connection failure (gRPC UNAVAILABLE), which is
+// retried: it is mostly a connection that could not be made, but gRPC
+// answers the same for one that dropped after the request was sent, and
+// that retry may store the batch twice (as Kafka's producer with retries
+// and without idempotence may). Batches of one partition may also be
+// reordered by retries unless MaxInFlight is 1.
 //
 // Invariants: callbacks run on one goroutine, exactly once per record, in
 // offset order per partition, with Partition and Offset set (-1 with

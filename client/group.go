@@ -641,7 +641,9 @@ func (g *GroupConsumer) revoke(tps []TopicPartition) {
 			}
 		}
 		g.mu.Unlock()
-		ctx, cancel := context.WithTimeout(g.ctx, g.attemptTimeout())
+		// Not cut short by Close (which cancels g.ctx and then commits
+		// only what is still owned): a revoke that began is committed.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(g.ctx), g.attemptTimeout())
 		if err := g.CommitOffsets(ctx, offsets); err != nil {
 			g.log.Warn("commit on revoke failed", "partitions", len(offsets), "err", err)
 		}

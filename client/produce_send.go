@@ -187,7 +187,10 @@ func (p *Producer) refreshLocked(topic string) {
 	}()
 }
 
-// failTopicLocked fails the queued batches of a topic that does not exist.
+// failTopicLocked fails the queued batches of a topic that does not exist
+// (any more). One sent before (the topic was deleted after) may have been
+// stored: its outcome is unknown and, as at a delivery timeout, the
+// sequence numbers after it can no longer be trusted.
 // REQUIRES: p.mu held.
 func (p *Producer) failTopicLocked(topic string, err error) {
 	for tp, ps := range p.mu.parts {
@@ -195,11 +198,18 @@ func (p *Producer) failTopicLocked(topic string, err error) {
 			continue
 		}
 		for _, b := range ps.batches {
-			if !b.done && !b.inflight {
-				b.done, b.err = true, err
+			if b.done || b.inflight {
+				continue
+			}
+			b.done, b.err = true, err
+			if b.sent {
+				b.err = fmt.Errorf("%w: %w", err, ErrUnknownOutcome)
+				if p.idempotent {
+					ps.needReset = true
+				}
 			}
 		}
-		p.completeLocked(ps)
+		p.afterAnswerLocked(ps)
 	}
 }
 
