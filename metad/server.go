@@ -317,7 +317,14 @@ func (s *Server) keepAlive(id int64) (time.Duration, error) {
 	if s.mu.lessor == nil {
 		return 0, ErrNotLeader
 	}
-	s.mu.lessor.renew(lease, time.Now())
+	now := time.Now()
+	// A lease whose deadline passed is being revoked (expireLeases decided
+	// it, or will at its next tick): renewing it would answer a full TTL
+	// for a lease that is about to go, as etcd's lessor refuses to.
+	if left, ok := s.mu.lessor.remaining(id, now); ok && left <= 0 {
+		return 0, fmt.Errorf("%w: %d (expired)", kv.ErrLeaseNotFound, id)
+	}
+	s.mu.lessor.renew(lease, now)
 	return time.Duration(lease.TtlMs) * time.Millisecond, nil
 }
 

@@ -1,7 +1,9 @@
 package metad
 
 import (
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -41,5 +43,25 @@ func TestRandomLeaseIDs(t *testing.T) {
 		if s.LeaseCount() != 1 {
 			t.Fatalf("%d leases", s.LeaseCount())
 		}
+	}
+}
+
+// A keep-alive of a lease whose deadline passed is refused: the revoke is
+// decided (or will be at the next expiry tick), and renewing answered a
+// full TTL for a lease about to go (etcd's lessor refuses alike).
+func TestKeepAliveOfAnExpiredLeaseIsRefused(t *testing.T) {
+	s := &Server{store: kv.New(kv.Options{})}
+	grant := &metadpb.Command{Command: &metadpb.Command_LeaseGrant{LeaseGrant: &metadpb.LeaseGrantCommand{Id: 7, TtlMs: 1000}}}
+	if _, err := s.store.Apply(1, grant); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.lessor = newLessor()
+	s.mu.lessor.expired(s.store.Leases(), time.Now().Add(-2*time.Second)) // its clock started 2s ago
+	if ttl, err := s.keepAlive(7); !errors.Is(err, kv.ErrLeaseNotFound) {
+		t.Fatalf("keep-alive of a lease past its deadline: ttl %v, %v; want ErrLeaseNotFound", ttl, err)
+	}
+	s.mu.lessor.renew(&metadpb.Lease{Id: 7, TtlMs: 1000}, time.Now()) // a live one
+	if ttl, err := s.keepAlive(7); err != nil || ttl != time.Second {
+		t.Fatalf("keep-alive of a live lease: %v, %v", ttl, err)
 	}
 }
