@@ -18,9 +18,13 @@ import (
 
 // freeBase finds a metad base port whose client, raft and admin ports
 // (base..base+2, +100, +200) and bookie ports (+300, +400) are all free.
+// Bases stay in 20001-31000, so that base+702 (MinIO's console, see
+// freePorts) stays below the ephemeral range (32768+).
 func freeBase(t *testing.T) int {
 	t.Helper()
-	for base := 20001 + int(time.Now().UnixNano()%200)*50; base < 60000; base += 997 {
+	start := int(time.Now().UnixNano()%200) * 50
+	for i := range 40 {
+		base := 20001 + (start+i*997)%11000
 		ok := true
 		for _, off := range []int{0, 1, 2, 100, 101, 102, 200, 201, 202, 300, 301, 302, 400, 401, 402} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))

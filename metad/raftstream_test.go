@@ -3,7 +3,6 @@ package metad
 import (
 	"crypto/tls"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
+	"github.com/strata-log/strata/internal/proctest"
 )
 
 // Only certificates of role metad speak Raft: a member's stream layer
@@ -22,11 +22,7 @@ func TestRaftStreamLayerRequiresMetad(t *testing.T) {
 	creds := func(role string) *mtls.Credentials { return ca.Credentials(t, role, role) }
 	check := mtls.RequireRole(pki.RoleMetad)
 	layer := func(c *mtls.Credentials) *tlsStreamLayer {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
+		ln := proctest.Listen(t)
 		return &tlsStreamLayer{Listener: tls.NewListener(ln, c.ServerTLS(check)), creds: c, check: check}
 	}
 	// serverSide accepts one connection and returns its handshake's error.

@@ -156,6 +156,8 @@ func (c *Cluster) startMetad() {
 	for attempt := 0; ; attempt++ {
 		cfg := metad.DefaultConfig()
 		cfg.ID, cfg.DataDir, cfg.NoSync = "m1", fmt.Sprintf("%s/%d", dir, attempt), true
+		// AdminListen is only advertised: no admin server runs in process,
+		// so nothing listens on it (and on no ephemeral port).
 		cfg.RaftListen, cfg.Listen, cfg.AdminListen = pickAddr(), pickAddr(), "127.0.0.1:0"
 		cfg.Peers = "m1=" + cfg.RaftListen
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 50*time.Millisecond, 50*time.Millisecond
@@ -204,7 +206,7 @@ func (c *Cluster) StartBroker(i int) *Broker {
 	for attempt := 0; ; attempt++ {
 		cfg := broker.DefaultConfig()
 		cfg.ID, cfg.Metad = id, c.metadAddr
-		cfg.Listen, cfg.AdminListen = pickAddr(), "127.0.0.1:0"
+		cfg.Listen, cfg.AdminListen = pickAddr(), "127.0.0.1:0" // advertised only, as for metad
 		cfg.SessionTTL = 2 * time.Second
 		cfg.OffsetsPartitions = c.opts.OffsetsPartitions
 		if c.opts.Configure != nil {

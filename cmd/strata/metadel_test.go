@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
@@ -29,10 +29,7 @@ type fakeMetad struct {
 
 func startFakeMetad(t *testing.T, keys ...string) *fakeMetad {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proctest.Listen(t)
 	fm := &fakeMetad{addr: ln.Addr().String(), keys: map[string]bool{}}
 	for _, k := range keys {
 		fm.keys[k] = true

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-log/strata/internal/proctest"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -29,7 +31,7 @@ func TestEndpoints(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 	var ready atomic.Bool
-	s, err := Start(Config{Addr: "127.0.0.1:0", Registry: reg, Ready: func() error {
+	s, err := Start(Config{Addr: proctest.FreeAddr(t), Registry: reg, Ready: func() error {
 		if !ready.Load() {
 			return errors.New("replaying")
 		}
@@ -60,7 +62,7 @@ func TestEndpoints(t *testing.T) {
 
 // pprof hands out command lines and heap dumps: only when asked for.
 func TestPprofOffByDefault(t *testing.T) {
-	s, err := Start(Config{Addr: "127.0.0.1:0", Registry: prometheus.NewRegistry(), Ready: func() error { return nil }}, slog.New(slog.DiscardHandler))
+	s, err := Start(Config{Addr: proctest.FreeAddr(t), Registry: prometheus.NewRegistry(), Ready: func() error { return nil }}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

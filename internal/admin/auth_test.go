@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-log/strata/internal/pki"
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 )
 
@@ -63,7 +64,7 @@ func TestToken(t *testing.T) {
 	if err := os.WriteFile(tokenFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Addr: "127.0.0.1:0", Registry: testRegistry(), Ready: func() error { return nil }, Pprof: true, TokenFile: tokenFile}
+	cfg := Config{Addr: proctest.FreeAddr(t), Registry: testRegistry(), Ready: func() error { return nil }, Pprof: true, TokenFile: tokenFile}
 	if _, err := Start(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("an empty token file: %v, want an error", err)
 	}
@@ -173,7 +174,7 @@ func TestTLS(t *testing.T) {
 	}
 	tokenFile := filepath.Join(dir, "token")
 	writeToken(t, tokenFile, "s3cret")
-	s, err := Start(Config{Addr: "127.0.0.1:0", Registry: testRegistry(), Ready: func() error { return nil },
+	s, err := Start(Config{Addr: proctest.FreeAddr(t), Registry: testRegistry(), Ready: func() error { return nil },
 		TLS: r.HTTPSConfig(), TokenFile: tokenFile}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/strata-log/strata/internal/proctest"
 )
 
 func TestDefaultAdmin(t *testing.T) {
@@ -26,13 +28,16 @@ func TestDefaultAdmin(t *testing.T) {
 }
 
 func TestProbeHTTP(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
 			http.Error(w, "not ready\nsecond line", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	}))
+	srv.Listener.Close() // httptest's listener is on an ephemeral port
+	srv.Listener = proctest.Listen(t)
+	srv.Start()
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	if code, body, err := ProbeHTTP(context.Background(), addr, "/readyz"); err != nil || code != 200 || body != "ok" {

@@ -15,6 +15,7 @@ import (
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -30,7 +31,7 @@ func TestSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New("127.0.0.1:0", true, Secure(server, a)...)
+	s, err := New(proctest.FreeAddr(t), true, Secure(server, a)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,9 @@
 // ports, and kills, pauses, resumes or restarts them. Every process a test
 // starts is stopped by the test's cleanup, and its output is kept in a log
 // file that is printed when the test fails.
+//
+// FreeAddr and Listen hand out loopback ports below the kernel's ephemeral
+// range to any test, including one that serves in process.
 package proctest
 
 import (
@@ -73,6 +76,28 @@ func ModuleRoot() (string, error) {
 // share the loopback ports.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	ln := listen(t)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// Listen listens on a loopback port from the same range as FreeAddr,
+// trying other ports when one is taken; it is what a test that serves in
+// process uses instead of "127.0.0.1:0", whose port the kernel picks from
+// the ephemeral range. The listener is closed when the test ends, if the
+// test has not closed it.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln := listen(t)
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// listen listens on a port of the test range that this test binary has
+// not handed out before, and marks it handed out.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
 	lo, hi := 10000, 31999
 	if r := os.Getenv("STRATA_TEST_PORTS"); r != "" {
 		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil || lo < 1024 || hi < lo || hi > 65535 {
@@ -86,17 +111,15 @@ func FreeAddr(t testing.TB) string {
 		if portsUsed[port] {
 			continue
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		ln, err := net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
-		ln.Close()
 		portsUsed[port] = true
-		return addr
+		return ln
 	}
 	t.Fatal("proctest: no free port")
-	return ""
+	return nil
 }
 
 var (

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
@@ -44,11 +45,18 @@ type grpcFake struct {
 	onAdd    func(req *bookiepb.AddRequest) grpcFakeAction
 }
 
+// startGRPCFake serves a fake bookie on addr, or on a port from
+// proctest.Listen when addr is "".
 func startGRPCFake(t *testing.T, addr string) *grpcFake {
 	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	var lis net.Listener
+	if addr == "" {
+		lis = proctest.Listen(t)
+	} else {
+		var err error
+		if lis, err = net.Listen("tcp", addr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := &grpcFake{addr: lis.Addr().String(), srv: grpc.NewServer(), done: make(chan struct{})}
 	bookiepb.RegisterBookieServer(f.srv, f)
@@ -223,7 +231,7 @@ func newGRPCTestClient(t *testing.T, opts ledgergrpc.Options) *ledgergrpc.Client
 
 func TestGRPCAddsInOrder(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	const n = 2000
@@ -248,7 +256,7 @@ func TestGRPCAddsInOrder(t *testing.T) {
 // TestGRPCAddStatusPassesThrough: a non-OK status is an answer, not an error.
 func TestGRPCAddStatusPassesThrough(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	f.setOnAdd(func(*bookiepb.AddRequest) grpcFakeAction {
 		return grpcFakeAction{status: bookiepb.AddStatus_ADD_FENCED}
 	})
@@ -263,7 +271,7 @@ func TestGRPCAddStatusPassesThrough(t *testing.T) {
 
 func TestGRPCAddTimeouts(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	const timeout = 200 * time.Millisecond
 	f.setOnAdd(func(req *bookiepb.AddRequest) grpcFakeAction {
 		switch req.EntryId {
@@ -310,7 +318,7 @@ func TestGRPCAddTimeouts(t *testing.T) {
 
 func TestGRPCStreamBreakAndReconnect(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	f.setOnAdd(func(req *bookiepb.AddRequest) grpcFakeAction {
 		switch {
 		case req.EntryId < 3:
@@ -351,7 +359,7 @@ func TestGRPCStreamBreakAndReconnect(t *testing.T) {
 // once it is back at the same address.
 func TestGRPCBookieRestart(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	c := newGRPCTestClient(t, ledgergrpc.Options{DialTimeout: 500 * time.Millisecond, AddTimeout: time.Second})
 	r := newAddRecorder(t)
 	sendAdd(c, f.addr, 0, r)
@@ -378,12 +386,7 @@ func TestGRPCBookieRestart(t *testing.T) {
 
 func TestGRPCBookieUnreachable(t *testing.T) {
 	verifyNoLeaks(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := proctest.FreeAddr(t)
 	c := newGRPCTestClient(t, ledgergrpc.Options{DialTimeout: 300 * time.Millisecond})
 	r := newAddRecorder(t)
 	for e := uint64(0); e < 3; e++ {
@@ -399,7 +402,7 @@ func TestGRPCBookieUnreachable(t *testing.T) {
 
 func TestGRPCAddQueueFull(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	f.setOnAdd(func(*bookiepb.AddRequest) grpcFakeAction { return grpcFakeAction{drop: true} })
 	c := newGRPCTestClient(t, ledgergrpc.Options{MaxQueuedAdds: 4, AddTimeout: 300 * time.Millisecond})
 	r := newAddRecorder(t)
@@ -435,7 +438,7 @@ func TestGRPCAddQueueFull(t *testing.T) {
 // TestGRPCCallbackAddsAgain: a callback may call Add (a writer resending).
 func TestGRPCCallbackAddsAgain(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	r := newAddRecorder(t)
 	var chain func(e uint64) func(*bookiepb.AddResponse, error)
@@ -459,7 +462,7 @@ func TestGRPCCallbackAddsAgain(t *testing.T) {
 
 func TestGRPCCloseFailsOutstandingAdds(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	f.setOnAdd(func(*bookiepb.AddRequest) grpcFakeAction { return grpcFakeAction{drop: true} })
 	c := ledgergrpc.New(ledgergrpc.Options{})
 	r := newAddRecorder(t)
@@ -496,7 +499,7 @@ func TestGRPCCloseFailsOutstandingAdds(t *testing.T) {
 
 func TestGRPCUnaryCalls(t *testing.T) {
 	verifyNoLeaks(t)
-	f := startGRPCFake(t, "127.0.0.1:0")
+	f := startGRPCFake(t, "")
 	c := newGRPCTestClient(t, ledgergrpc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -577,10 +580,7 @@ func verifyNoLeaks(t *testing.T) {
 // a loopback bookie that answers at once: the client's own overhead
 // (queueing, matching, dispatching) plus gRPC's.
 func BenchmarkGRPCAdds(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	lis := proctest.Listen(b)
 	f := &grpcFake{addr: lis.Addr().String(), srv: grpc.NewServer(), done: make(chan struct{})}
 	bookiepb.RegisterBookieServer(f.srv, f)
 	go func() {

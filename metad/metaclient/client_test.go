@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -41,13 +41,7 @@ func testContext(t *testing.T) context.Context {
 
 // deadAddress returns an address where nothing listens.
 func deadAddress(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	return proctest.FreeAddr(t)
 }
 
 func recvResult(t *testing.T, ch <-chan metaclient.WatchResult) metaclient.WatchResult {

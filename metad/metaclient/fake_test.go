@@ -2,7 +2,6 @@ package metaclient_test
 
 import (
 	"context"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/commonpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -92,7 +92,7 @@ func (s *fakeStore) leaseCount() int {
 type hookFunc func(ctx context.Context, n int) error
 
 // fakeNode is one in-process metad member serving a fakeStore on
-// 127.0.0.1:0, with per-method error injection and call counters.
+// a loopback port from proctest.Listen, with per-method error injection and call counters.
 type fakeNode struct {
 	metadpb.UnimplementedMetadServer
 	id    string
@@ -111,10 +111,7 @@ type fakeNode struct {
 
 func startNode(t *testing.T, id string, store *fakeStore) *fakeNode {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := proctest.Listen(t)
 	n := &fakeNode{id: id, store: store, srv: grpc.NewServer(), addr: ln.Addr().String(),
 		calls: map[string]int{}, hooks: map[string]hookFunc{}, state: "follower"}
 	metadpb.RegisterMetadServer(n.srv, n)
