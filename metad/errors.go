@@ -93,7 +93,10 @@ func toStatus(err error) error {
 	case errors.Is(err, ErrNoQuorum):
 		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonNoQuorum, false), err.Error())
 	case errors.Is(err, errForwardLost):
-		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonUnavailable, false), err.Error())
+		// The leader had the request: its outcome is unknown, which
+		// clients learn from LEADERSHIP_LOST (UNAVAILABLE says "not
+		// applied", and a caller may then delete what the write named).
+		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonLeadershipLost, false), err.Error())
 	case errors.Is(err, ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipLost):
 		return rpcerror.Error(codes.Unavailable, info(rpcerror.ReasonLeadershipLost, false), err.Error())
 	case errors.Is(err, ErrShutdown), errors.Is(err, raft.ErrRaftShutdown):

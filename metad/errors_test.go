@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/metad/kv"
 )
@@ -29,6 +31,12 @@ func TestToStatus(t *testing.T) {
 		{kv.ErrValueTooLarge, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
 		{kv.ErrLeaseNotFound, codes.NotFound, rpcerror.ReasonNotFound, false},
 		{ErrNoQuorum, codes.Unavailable, rpcerror.ReasonNoQuorum, false},
+		// Outcome unknown (the request was proposed, or the leader had it):
+		// LEADERSHIP_LOST, never UNAVAILABLE, which says "not applied".
+		{fmt.Errorf("%w: forwarded to leader x: EOF", errForwardLost), codes.Unavailable, rpcerror.ReasonLeadershipLost, false},
+		{fmt.Errorf("%w: %w", ErrLeadershipLost, ErrShutdown), codes.Unavailable, rpcerror.ReasonLeadershipLost, false},
+		{fmt.Errorf("%w: %w", ErrLeadershipLost, raft.ErrRaftShutdown), codes.Unavailable, rpcerror.ReasonLeadershipLost, false},
+		{ErrShutdown, codes.Unavailable, rpcerror.ReasonUnavailable, false}, // refused before proposing
 		{&versionConflictError{key: "k", current: 3}, codes.FailedPrecondition, rpcerror.ReasonVersionConflict, false},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "", false},
 	} {

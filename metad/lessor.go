@@ -11,9 +11,10 @@ import (
 // same expiry at the same point of the log.
 //
 // Deadlines live only in the leader's memory. A new leader starts every
-// lease's clock afresh (deadline = now + TTL), as etcd does: a lease may
-// outlive its TTL by up to one TTL across a leader change, but never expires
-// early because of one.
+// lease's clock afresh (deadline = now + election timeout + TTL), as etcd
+// does: a lease may outlive its TTL by up to one TTL and an election timeout
+// across a leader change, but never expires early because of one, even for
+// a session whose last keep-alive the deposed leader answered.
 //
 // It is a pure decision over its inputs (the leases in the store, the time),
 // so tests drive it with explicit times. Not safe for concurrent use.

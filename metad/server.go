@@ -274,7 +274,12 @@ func (s *Server) setLeader(isLeader bool) {
 	}
 	s.mu.Lock()
 	s.mu.lessor = newLessor()
-	s.mu.lessor.expired(s.store.Leases(), time.Now()) // start every clock afresh
+	// Start every clock afresh, an election timeout late: the deposed
+	// leader may have acknowledged keep-alives until it stepped down
+	// (LeaderLeaseTimeout, at most about this long after it last heard a
+	// quorum), and each such session counts its TTL from then (etcd
+	// extends leases on promotion alike).
+	s.mu.lessor.expired(s.store.Leases(), time.Now().Add(s.cfg.ElectionTimeout))
 	s.mu.Unlock()
 	s.leaderReady.Store(true)
 	s.log.Info("became leader", "term", s.raft.CurrentTerm(), "barrier", time.Since(start).Round(time.Millisecond))
@@ -388,9 +393,13 @@ func (s *Server) propose(ctx context.Context, cmd *metadpb.Command) (proto.Messa
 	case <-ctx.Done():
 		return nil, ErrNoQuorum
 	case <-s.closing:
-		return nil, ErrShutdown
+		// Proposed: the entry may still commit (on a new leader).
+		return nil, fmt.Errorf("%w: %w", ErrLeadershipLost, ErrShutdown)
 	}
 	s.metrics.applyDuration.Observe(time.Since(start).Seconds())
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		err = fmt.Errorf("%w: %w", ErrLeadershipLost, err) // proposed, outcome unknown
+	}
 	if err != nil {
 		return nil, err
 	}

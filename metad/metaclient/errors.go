@@ -39,8 +39,10 @@ var (
 	// proposing.
 	ErrUnavailable = errors.New("metaclient: unavailable")
 	// ErrUnknownOutcome: a write may or may not have been applied: the
-	// server reported NO_QUORUM or LEADERSHIP_LOST, or the connection broke
-	// or the deadline passed after the request was sent. Read back before
+	// server reported NO_QUORUM or LEADERSHIP_LOST (also when the member
+	// that forwarded it lost the leader's answer, or the leader shut down
+	// with it proposed), or the connection broke or the deadline passed
+	// after the request was sent. Read back before
 	// deciding what to do.
 	ErrUnknownOutcome = errors.New("metaclient: write outcome unknown")
 	// ErrClosed: the Client was closed.
