@@ -189,7 +189,9 @@ func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p
 		return err
 	}
 	start := time.Now()
-	l, err := partlog.Open(ctx, b.partlogConfig(p, tcfg))
+	cfg := b.partlogConfig(p, tcfg)
+	cfg.Authority = sess.Valid
+	l, err := partlog.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,14 @@ type Config struct {
 	// producer).
 	SequenceGapWait time.Duration
 
+	// Authority, when set, says whether the owner may still acknowledge:
+	// false once its metad session may have expired (another broker may
+	// own the partition, and may have deleted the ledger this one writes:
+	// a bookie's fence does not outlive a ledger's deletion). A quorum
+	// acknowledgement that arrives when it is false fails the log with
+	// ErrAuthorityLost (an unknown outcome) instead of counting. It is
+	// asked on every acknowledgement: it must be cheap.
+	Authority func() bool
 	// Cache is the broker-wide tail cache (nil: none).
 	Cache   *TailCache
 	Logger  *slog.Logger

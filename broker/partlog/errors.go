@@ -55,7 +55,11 @@ var (
 	// accepted: appending it would put it before predecessors still in
 	// flight.
 	ErrUnknownProducer = errors.New("partlog: unknown producer id")
-	ErrUnknownOutcome  = errors.New("partlog: write outcome unknown")
+	// ErrAuthorityLost: a quorum acknowledgement came after the owner's
+	// authority lapsed (Config.Authority): it does not count, and the log
+	// fails (wrapped with ErrUnknownOutcome: the entry may be stored).
+	ErrAuthorityLost  = errors.New("partlog: the owner's metad session may have expired")
+	ErrUnknownOutcome = errors.New("partlog: write outcome unknown")
 	// ErrCompactionStale: the log changed while a compaction pass
 	// rewrote it (retention removed an input, tiering covered one):
 	// nothing was swapped in, the outputs were deleted; the next pass

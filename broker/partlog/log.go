@@ -339,6 +339,13 @@ func (l *Log) onQuorum(p *pendingAppend, id int64, err error) {
 		l.failLocked(fmt.Errorf("%w: ledger %d acknowledged entry %d, expected %d", ErrUnknownOutcome, p.ledgerID, id, p.entryID))
 		return
 	}
+	if l.cfg.Authority != nil && !l.cfg.Authority() {
+		// A paused owner that resumes after its session expired must not
+		// acknowledge: a successor may have recovered and deleted this
+		// ledger (its fence with it), so the quorum is no proof.
+		l.failLocked(fmt.Errorf("%w: %w: ledger %d entry %d", ErrUnknownOutcome, ErrAuthorityLost, p.ledgerID, id))
+		return
+	}
 	l.mu.pending[0] = nil
 	l.mu.pending = l.mu.pending[1:]
 	if l.mu.seg.ledgerID == p.ledgerID {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1023,5 +1024,32 @@ func TestUnknownProducerNeverAppendedAheadOfItsFirstBatch(t *testing.T) {
 	second := mustAppend(t, l, idemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum)
 	if first.BaseOffset != 0 || second.BaseOffset != 1 || second.Duplicate {
 		t.Fatalf("first at %d, second at %d (duplicate %v)", first.BaseOffset, second.BaseOffset, second.Duplicate)
+	}
+}
+
+// A quorum acknowledgement that comes once the owner's authority lapsed
+// (its metad session may have expired: a successor may have recovered and
+// deleted this ledger, and a bookie's fence does not outlive the deletion)
+// does not count: the append is an unknown outcome, the high watermark
+// stays, and the log fails.
+func TestAckAfterAuthorityLapsedDoesNotCount(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	var valid atomic.Bool
+	valid.Store(true)
+	cfg.Authority = valid.Load
+	l := f.open(cfg)
+	appendN(t, l, 2)
+	hw := l.HighWatermark()
+	valid.Store(false)
+	_, err := l.Append(testCtx(t), batch(t, f.clock.Now().UnixMilli(), "late"), AcksQuorum)
+	if !errors.Is(err, ErrAuthorityLost) || !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("append after the authority lapsed: %v, want ErrAuthorityLost and ErrUnknownOutcome", err)
+	}
+	if l.HighWatermark() != hw {
+		t.Fatalf("high watermark %d, was %d: the late acknowledgement counted", l.HighWatermark(), hw)
+	}
+	if _, err := l.Append(testCtx(t), batch(t, f.clock.Now().UnixMilli(), "next"), AcksQuorum); !errors.Is(err, ErrAuthorityLost) {
+		t.Fatalf("the next append: %v, want the failed log's ErrAuthorityLost", err)
 	}
 }

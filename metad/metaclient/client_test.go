@@ -682,3 +682,26 @@ func TestWriteAttemptTimeoutNotRetried(t *testing.T) {
 		t.Fatalf("Get err = %v, want ErrNotFound from b", err)
 	}
 }
+
+// Valid is true while the last successful keep-alive (or the grant) was
+// sent less than a TTL ago, false from then on, never earlier, whether or
+// not the keep-alive goroutine has noticed yet.
+func TestSessionValid(t *testing.T) {
+	n := startNode(t, "a", newFakeStore())
+	n.hook("LeaseKeepAlive", func(context.Context, int) error { return errNoLeader() })
+	c := newClient(t, n.addr)
+	const ttl = 2 * time.Second
+	start := time.Now()
+	s, err := c.NewSession(testContext(t), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Valid() && time.Since(start) < ttl {
+		t.Fatal("a session just granted is not valid")
+	}
+	testwait.Until(t, waitFor, "the session without keep-alives stops being valid", func() bool { return !s.Valid() })
+	if d := time.Since(start); d < ttl {
+		t.Fatalf("invalid after %v, before its TTL %v", d, ttl)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -77,7 +78,10 @@ type Session struct {
 	done    chan struct{} // closed when the lease is lost or the session closed
 	// lost is set (before done closes) when the server said the lease is
 	// gone or no keep-alive succeeded for a whole TTL.
-	lost      bool
+	lost bool
+	// expires is the latest time the lease can be assumed to live (see
+	// run), for Valid.
+	expires   atomic.Pointer[time.Time]
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -95,6 +99,8 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration) (*Session, e
 		granted = ttl
 	}
 	s := &Session{c: c, id: resp.GetId(), ttl: granted, stopped: make(chan struct{}), done: make(chan struct{})}
+	expires := sent.Add(granted)
+	s.expires.Store(&expires)
 	sctx, cancel := context.WithCancel(c.ctx)
 	s.cancel = cancel
 	if err := c.goAttach(func() { s.run(sctx, sent.Add(granted)) }); err != nil {
@@ -109,6 +115,21 @@ func (s *Session) Lease() int64 { return s.id }
 
 // TTL is the lease's TTL as granted by the server.
 func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Valid reports whether the lease can still be assumed alive: the session
+// has not ended and the last successful keep-alive was sent less than a TTL
+// ago. Unlike Done it needs no goroutine to notice: a process that was
+// paused past its lease's expiry sees false at once when it resumes, before
+// any timer fires. Cheap (an atomic load and a clock read).
+func (s *Session) Valid() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	e := s.expires.Load()
+	return e != nil && time.Now().Before(*e)
+}
 
 // Done is closed when the session ends: the server reported the lease gone,
 // no keep-alive succeeded for a whole TTL (so the lease must be assumed
@@ -165,6 +186,7 @@ func (s *Session) run(ctx context.Context, expires time.Time) {
 				ttl = s.ttl
 			}
 			expires = sent.Add(ttl)
+			s.expires.Store(&expires)
 			b.reset()
 			timer.Reset(ttl / 3)
 			continue
