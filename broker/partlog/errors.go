@@ -25,8 +25,9 @@ import (
 //	             the outcome is unknown: the log failed meanwhile, wrapped
 //	             with its error, or ctx ended while waiting for the
 //	             acknowledgement).
-//	Fetch,       *OutOfRangeError, ErrClosed, the failed log's error, a
-//	ListOffset   ledger read error, wrapped; below the first ledger,
+//	Fetch,       *OutOfRangeError, ErrClosed (also once the log failed,
+//	ListOffset   its cause in the message only), a ledger read error,
+//	             wrapped; below the first ledger,
 //	             ErrTierUnavailable or the object store's / segfile's
 //	             error (not found, corrupt).
 //	Close        the failed log's error, ErrConflict, ErrFenced, or the

@@ -204,7 +204,12 @@ func (l *Log) replacedSince(ctx context.Context, version int64, segs []segRef, o
 // REQUIRES: l.mu held.
 func (l *Log) readErrLocked() error {
 	if l.mu.err != nil {
-		return l.mu.err
+		// A failed log serves no more reads, and its broker drops it:
+		// the reader is told, as for a closed one, to ask where the
+		// partition lives now. The cause stays in the message only: an
+		// append's unknown outcome is no read's, and answered as such
+		// it made consumers give up instead of retrying elsewhere.
+		return fmt.Errorf("%w: the log failed: %v", ErrClosed, l.mu.err)
 	}
 	select {
 	case <-l.mu.closed:
