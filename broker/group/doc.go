@@ -156,7 +156,10 @@
 //     goes at once in a batch of its own next to it (the two share no
 //     key); only a batch in flight that carries the group's metadata
 //     itself, a change the heartbeat builds on, is waited for. Heartbeats
-//     and commits of other groups never wait for a group's append.
+//     and commits of other groups never wait for a group's append. Not
+//     covered: DescribeGroup and ListGroups show memory, which may be a
+//     moment ahead of the log (Kafka reads them at the last committed
+//     offset).
 //
 // A caller whose context ends while its write is queued leaves the lane
 // (nothing of it is written); one whose write is being appended gets its
