@@ -186,7 +186,8 @@ func (s *Session) run(ctx context.Context, expires time.Time) {
 				ttl = s.ttl
 			}
 			expires = sent.Add(ttl)
-			s.expires.Store(&expires)
+			published := expires // a new variable: Valid reads the stored one unlocked
+			s.expires.Store(&published)
 			b.reset()
 			timer.Reset(ttl / 3)
 			continue
