@@ -18,6 +18,7 @@ import (
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // maxResponseBytes keeps a fetch response under the gRPC message limit
@@ -39,6 +40,11 @@ func (b *Broker) topicRecord(name string) (*brokerpb.TopicRecord, error) {
 	if kv == nil {
 		return nil, fmt.Errorf("%w %q", errUnknownTopic, name)
 	}
+	return liveTopic(name, kv)
+}
+
+// liveTopic decodes a topic's record, unknown while it is being deleted.
+func liveTopic(name string, kv *metadpb.KeyValue) (*brokerpb.TopicRecord, error) {
 	rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value)
 	if err != nil {
 		return nil, err
@@ -68,13 +74,7 @@ func (b *Broker) currentTopicRecord(ctx context.Context, name string) (*brokerpb
 	if gerr != nil {
 		return nil, gerr
 	}
-	if rec, err = unmarshalled[brokerpb.TopicRecord](kv.Value); err != nil {
-		return nil, err
-	}
-	if rec.Deleting {
-		return nil, fmt.Errorf("%w %q (being deleted)", errUnknownTopic, name)
-	}
-	return rec, nil
+	return liveTopic(name, kv)
 }
 
 // partitionLog returns the served log of a partition, or the error a client
