@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/loadtest"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
@@ -108,239 +109,6 @@ func ownerOf(ctx context.Context, cl *client.Client, topic string, partition int
 	return md.Topics[0].Partitions[partition].OwnerAddress, nil
 }
 
-// consumeAll reads every partition of a topic from the earliest offset to
-// the high watermark at the time of the call.
-func consumeAll(t testing.TB, cl *client.Client, topic string, partitions int32) map[int32][]*client.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ends := map[int32]int64{}
-	assign := map[client.TopicPartition]client.Offset{}
-	for p := int32(0); p < partitions; p++ {
-		tp := client.TopicPartition{Topic: topic, Partition: p}
-		lo, err := cl.ListOffsets(ctx, tp, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ends[p] = lo.Offset
-		if lo.Offset > 0 {
-			assign[tp] = client.OffsetEarliest()
-		}
-	}
-	out := map[int32][]*client.Record{}
-	if len(assign) == 0 {
-		return out
-	}
-	cons, err := cl.NewConsumer(client.ConsumerConfig{MaxWait: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	if err := cons.Assign(ctx, assign); err != nil {
-		t.Fatal(err)
-	}
-	done := func() bool {
-		for p, end := range ends {
-			if n := len(out[p]); end > 0 && (n == 0 || out[p][n-1].Offset < end-1) {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() {
-		recs, err := cons.Poll(ctx)
-		if err != nil {
-			t.Fatalf("consume %s: %v (have %v of ends %v)", topic, err, counts(out), ends)
-		}
-		for _, r := range recs {
-			if r.Offset < ends[r.Partition] {
-				out[r.Partition] = append(out[r.Partition], r)
-			}
-		}
-	}
-	return out
-}
-
-func counts(m map[int32][]*client.Record) map[int32]int {
-	out := map[int32]int{}
-	for p, rs := range m {
-		out[p] = len(rs)
-	}
-	return out
-}
-
-// acked is one acknowledged record of a test producer.
-type acked struct {
-	key       string
-	seq       int
-	partition int32
-	offset    int64
-}
-
-// keyedLoad produces records "key:seq" for keys k0..k(nkeys-1) until stop
-// is closed, at rate records/s (0: as fast as the producer accepts them),
-// recording every acknowledgement.
-type keyedLoad struct {
-	rate int
-
-	mu      sync.Mutex
-	acks    []acked
-	errs    []error
-	lastAck time.Time
-	maxGap  time.Duration
-}
-
-// runningLoad is a keyedLoad running on its own producer (startLoad).
-type runningLoad struct {
-	*keyedLoad
-	p    *client.Producer
-	stop chan struct{}
-	wg   sync.WaitGroup
-}
-
-// startLoad runs a keyedLoad over nkeys keys of topic, at rate records/s
-// (0: as fast as the producer accepts them), on a new producer of cfg,
-// until finish: the skeleton of every fault-under-load test.
-func startLoad(t *testing.T, cl *client.Client, cfg client.ProducerConfig, topic string, nkeys, rate int) *runningLoad {
-	t.Helper()
-	p, err := cl.NewProducer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runningLoad{keyedLoad: &keyedLoad{rate: rate}, p: p, stop: make(chan struct{})}
-	r.wg.Add(1)
-	go func() { defer r.wg.Done(); r.run(context.Background(), t, p, topic, nkeys, r.stop) }()
-	return r
-}
-
-// finish stops the load and closes its producer, which waits for every
-// record's answer; a failed record fails the test. It returns the
-// acknowledgements and the longest pause between two of them.
-func (r *runningLoad) finish(t *testing.T) ([]acked, time.Duration) {
-	t.Helper()
-	close(r.stop)
-	r.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := r.p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.errs) > 0 {
-		t.Fatalf("%d records failed; first: %v", len(r.errs), r.errs[0])
-	}
-	return r.acks, r.maxGap
-}
-
-// awaitAcks waits until n records more than now are acknowledged: the
-// load is running before a fault, or running again after one, which a
-// fixed sleep only hopes for on a loaded machine.
-func (l *keyedLoad) awaitAcks(t testing.TB, n int, what string) {
-	t.Helper()
-	l.mu.Lock()
-	want := len(l.acks) + n
-	l.mu.Unlock()
-	testwait.UntilNil(t, 60*time.Second, fmt.Sprintf("%d more acknowledgements (%s)", n, what), func() error {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if len(l.errs) > 0 {
-			t.Fatalf("%s: %d records failed; first: %v", what, len(l.errs), l.errs[0])
-		}
-		if got := len(l.acks); got < want {
-			return fmt.Errorf("%d of %d acknowledged", got, want)
-		}
-		return nil
-	})
-}
-
-// snapshot returns the acknowledgements so far.
-func (l *keyedLoad) snapshot() []acked {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]acked(nil), l.acks...)
-}
-
-func (l *keyedLoad) run(ctx context.Context, t testing.TB, p *client.Producer, topic string, nkeys int, stop <-chan struct{}) {
-	seq := make([]int, nkeys)
-	start := time.Now()
-	for i := 0; ; i++ {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		k := i % nkeys
-		key := "k" + strconv.Itoa(k)
-		s := seq[k]
-		seq[k]++
-		rec := &client.Record{Topic: topic, Partition: -1, Key: []byte(key), Value: []byte(key + ":" + strconv.Itoa(s))}
-		err := p.Produce(ctx, rec, func(r *client.Record, err error) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if err != nil {
-				l.errs = append(l.errs, err)
-				return
-			}
-			now := time.Now()
-			if !l.lastAck.IsZero() && now.Sub(l.lastAck) > l.maxGap {
-				l.maxGap = now.Sub(l.lastAck)
-			}
-			l.lastAck = now
-			l.acks = append(l.acks, acked{key: key, seq: s, partition: r.Partition, offset: r.Offset})
-		})
-		if err != nil {
-			t.Errorf("produce: %v", err)
-			return
-		}
-		switch {
-		case l.rate > 0:
-			if ahead := time.Until(start.Add(time.Duration(i+1) * time.Second / time.Duration(l.rate))); ahead > 0 {
-				time.Sleep(ahead)
-			}
-		case i%64 == 0:
-			time.Sleep(time.Millisecond) // pacing: a steady load, not a flood
-		}
-	}
-}
-
-// checkExactlyOnce: every acknowledged record is in the log exactly once at
-// its acknowledged offset, no record appears twice, and each key's records
-// are in sequence order.
-func checkExactlyOnce(t *testing.T, log map[int32][]*client.Record, acks []acked) {
-	t.Helper()
-	seen := map[string]int64{} // "key:seq" -> offset
-	lastSeq := map[string]int{}
-	for p, recs := range log {
-		for i, r := range recs {
-			if i > 0 && r.Offset <= recs[i-1].Offset {
-				t.Fatalf("partition %d: offset %d after %d", p, r.Offset, recs[i-1].Offset)
-			}
-			v := string(r.Value)
-			if prev, dup := seen[v]; dup {
-				t.Fatalf("record %s stored twice: offsets %d and %d of partition %d", v, prev, r.Offset, p)
-			}
-			seen[v] = r.Offset
-			key, s, _ := strings.Cut(v, ":")
-			n, _ := strconv.Atoi(s)
-			if last, ok := lastSeq[key]; ok && n <= last {
-				t.Fatalf("key %s: seq %d after %d (per-key order broken) in partition %d", key, n, last, p)
-			}
-			lastSeq[key] = n
-		}
-	}
-	for _, a := range acks {
-		v := a.key + ":" + strconv.Itoa(a.seq)
-		off, ok := seen[v]
-		if !ok {
-			t.Fatalf("acknowledged record %s (partition %d offset %d) is lost", v, a.partition, a.offset)
-		}
-		if off != a.offset {
-			t.Fatalf("acknowledged record %s at offset %d is stored at %d", v, a.offset, off)
-		}
-	}
-}
-
 // TestBrokerKillOwner: kill -9 the broker that owns a partition while an
 // idempotent producer writes keyed records with acks=quorum. Every
 // acknowledged record is consumed exactly once, per-key order holds, and
@@ -351,8 +119,8 @@ func TestBrokerKillOwner(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "orders", 2, nil)
-	load := startLoad(t, cl, client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}, "orders", 20, 0)
-	load.awaitAcks(t, 200, "the load before the kill")
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "orders", Keys: 20, Rate: 0, Producer: client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}})
+	load.AwaitAcks(t, 200, "the load before the kill")
 	owner, err := ownerOf(ctx, cl, "orders", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -368,10 +136,10 @@ func TestBrokerKillOwner(t *testing.T) {
 		return err
 	})
 	t.Logf("orders/0 served again %s after the kill", time.Since(killed).Round(time.Millisecond))
-	load.awaitAcks(t, 200, "the load after the failover")
-	acks, _ := load.finish(t)
-	log := consumeAll(t, cl, "orders", 2)
-	checkExactlyOnce(t, log, acks)
+	load.AwaitAcks(t, 200, "the load after the failover")
+	acks := load.Finish(t).Acks
+	log := loadtest.ReadAll(t, cl, "orders", 2)
+	loadtest.CheckExactlyOnce(t, log, acks)
 	t.Logf("%d records acknowledged, all consumed exactly once", len(acks))
 }
 
@@ -468,7 +236,7 @@ func TestBrokerZombieFenced(t *testing.T) {
 		return nil
 	})
 	produceN(100, 10)
-	log := consumeAll(t, cl, "zombie", 1)
+	log := loadtest.ReadAll(t, cl, "zombie", 1)
 	recs := log[0]
 	if len(recs) != 110 {
 		t.Fatalf("want 110 records, got %d", len(recs))
@@ -487,19 +255,20 @@ func TestBrokerBookieKill(t *testing.T) {
 	c := startStrata(t, 1)
 	cl := c.client(t)
 	createTopic(t, cl, "bk", 2, nil)
-	load := startLoad(t, cl, client.ProducerConfig{Linger: time.Millisecond}, "bk", 10, 0)
-	load.awaitAcks(t, 200, "the load before the kill")
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "bk", Keys: 10, Rate: 0, Producer: client.ProducerConfig{Linger: time.Millisecond}})
+	load.AwaitAcks(t, 200, "the load before the kill")
 	c.bookies[1].Kill()
 	// Deliberately 3 s of load after the kill: the window the stall bound
 	// is measured over (not a wait for a condition).
 	time.Sleep(3 * time.Second)
-	load.awaitAcks(t, 100, "the load after the kill")
-	acks, gap := load.finish(t)
+	load.AwaitAcks(t, 100, "the load after the kill")
+	res := load.Finish(t)
+	acks, gap := res.Acks, res.MaxGap
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
 	if gap >= 2*time.Second {
 		t.Errorf("produce stalled %s after the bookie kill (want < 2s)", gap)
 	}
-	checkExactlyOnce(t, consumeAll(t, cl, "bk", 2), acks)
+	loadtest.Verify(t, cl, "bk", 2, acks)
 }
 
 // TestBrokerFetchAtOffsetsAndTimes: fetches at arbitrary offsets and
@@ -687,7 +456,7 @@ func TestBrokerBadInput(t *testing.T) {
 	if _, err := p.ProduceSync(ctx, &client.Record{Topic: "good", Partition: 0, Value: []byte("second")}); err != nil {
 		t.Fatal(err)
 	}
-	recs := consumeAll(t, cl, "good", 1)[0]
+	recs := loadtest.ReadAll(t, cl, "good", 1)[0]
 	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" {
 		t.Fatalf("log after bad input: %d records", len(recs))
 	}
@@ -717,21 +486,21 @@ func TestBrokerDrainAndLag(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "drain", 4, nil)
-	load := startLoad(t, cl, client.ProducerConfig{Linger: 2 * time.Millisecond}, "drain", 8, 0)
-	load.awaitAcks(t, 100, "the load before the drain")
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "drain", Keys: 8, Rate: 0, Producer: client.ProducerConfig{Linger: 2 * time.Millisecond}})
+	load.AwaitAcks(t, 100, "the load before the drain")
 	leaving := c.brokers[1]
 	stopped := time.Now()
 	leaving.Stop(30 * time.Second) // SIGTERM: drain, then exit
 	t.Logf("%s drained and exited in %s", leaving.ID, time.Since(stopped).Round(time.Millisecond))
-	load.awaitAcks(t, 100, "the load after the drain")
-	acks, _ := load.finish(t)
+	load.AwaitAcks(t, 100, "the load after the drain")
+	acks := load.Finish(t).Acks
 	for part := int32(0); part < 4; part++ {
 		if o, err := ownerOf(ctx, cl, "drain", part); err != nil || o != c.brokers[0].Listen {
 			t.Fatalf("partition %d owner %q (%v), want %s", part, o, err, c.brokers[0].Listen)
 		}
 	}
-	log := consumeAll(t, cl, "drain", 4)
-	checkExactlyOnce(t, log, acks)
+	log := loadtest.ReadAll(t, cl, "drain", 4)
+	loadtest.CheckExactlyOnce(t, log, acks)
 	t.Logf("%d records acknowledged across the drain, none failed", len(acks))
 
 	// Lag: commit offset 10 of every partition; the coordinator reports
@@ -785,8 +554,8 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "metakill", 4, nil)
-	load := startLoad(t, cl, client.ProducerConfig{Linger: 2 * time.Millisecond}, "metakill", 8, 0)
-	load.awaitAcks(t, 100, "the load before the kill")
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "metakill", Keys: 8, Rate: 0, Producer: client.ProducerConfig{Linger: 2 * time.Millisecond}})
+	load.AwaitAcks(t, 100, "the load before the kill")
 	mc := newMetaClient(t, c.meta)
 	lead, err := leader(ctx, mc)
 	if err != nil {
@@ -797,10 +566,11 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	// Deliberately 5 s of load without the old leader: an election and
 	// the lease clocks it restarts (not a wait for a condition).
 	time.Sleep(5 * time.Second)
-	load.awaitAcks(t, 100, "the load after the kill")
-	acks, gap := load.finish(t)
+	load.AwaitAcks(t, 100, "the load after the kill")
+	res := load.Finish(t)
+	acks, gap := res.Acks, res.MaxGap
 	t.Logf("%d records acknowledged; longest gap between acknowledgements %s", len(acks), gap.Round(time.Millisecond))
-	checkExactlyOnce(t, consumeAll(t, cl, "metakill", 4), acks)
+	loadtest.Verify(t, cl, "metakill", 4, acks)
 }
 
 // TestBrokerOrphanLedgerSweep: the controller deletes a ledger that claims
@@ -865,7 +635,7 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 			t.Fatalf("listed ledger %d was deleted", l.LedgerId)
 		}
 	}
-	if recs := consumeAll(t, cl, "orph", 1)[0]; len(recs) != 1 || string(recs[0].Value) != "kept" {
+	if recs := loadtest.ReadAll(t, cl, "orph", 1)[0]; len(recs) != 1 || string(recs[0].Value) != "kept" {
 		t.Fatalf("partition data after the sweep: %d records", len(recs))
 	}
 }
@@ -915,7 +685,7 @@ func TestBrokerAckLevels(t *testing.T) {
 		}
 	}
 	testwait.UntilNil(t, 10*time.Second, "every record stored", func() error {
-		log := consumeAll(t, cl, "acks", 2)
+		log := loadtest.ReadAll(t, cl, "acks", 2)
 		got := map[string]int{}
 		for _, recs := range log {
 			for _, r := range recs {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/loadtest"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 )
@@ -84,19 +84,19 @@ func (tl *tailer) stop() {
 
 // has reports nil once the tailer read every record of acks, each at its
 // acknowledged offset.
-func (tl *tailer) has(acks []acked) error {
+func (tl *tailer) has(acks []loadtest.Ack) error {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if len(tl.errs) > 0 {
 		return tl.errs[0]
 	}
 	for _, a := range acks {
-		vals := tl.values[a.partition]
-		if a.offset >= int64(len(vals)) {
-			return fmt.Errorf("partition %d read up to %d, acknowledged %d", a.partition, len(vals), a.offset)
+		vals := tl.values[a.Partition]
+		if a.Offset >= int64(len(vals)) {
+			return fmt.Errorf("partition %d read up to %d, acknowledged %d", a.Partition, len(vals), a.Offset)
 		}
-		if want := a.key + ":" + strconv.Itoa(a.seq); vals[a.offset] != want {
-			return fmt.Errorf("partition %d offset %d is %q, acknowledged %q", a.partition, a.offset, vals[a.offset], want)
+		if want := a.Value(); vals[a.Offset] != want {
+			return fmt.Errorf("partition %d offset %d is %q, acknowledged %q", a.Partition, a.Offset, vals[a.Offset], want)
 		}
 	}
 	return nil
@@ -126,30 +126,23 @@ func TestConsumersThroughFaults(t *testing.T) {
 		startGroupMember(t, c, o, "m3-0", memberConfig("tailers", "tail")),
 	}
 
-	p, err := cl.NewProducer(client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	load := keyedLoad{rate: 2000}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.run(ctx, t, p, "tail", 64, stop) }()
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "tail", Keys: 64, Rate: 2000,
+		Producer: client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}})
 
 	// caughtUp waits until the tailer and the group read every record
 	// acknowledged so far, and says how long after since that took.
 	caughtUp := func(what string, since time.Time) {
 		t.Helper()
-		acks := load.snapshot()
+		acks := load.Acks()
 		testwait.UntilNil(t, 60*time.Second, what+": the tailer reads every acknowledged record", func() error { return tl.has(acks) })
 		tailer := time.Since(since)
 		testwait.UntilNil(t, 60*time.Second, what+": the group reads every acknowledged record", func() error {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			for _, a := range acks {
-				if o.consumed[a.key+":"+strconv.Itoa(a.seq)] == 0 {
+				if o.consumed[a.Value()] == 0 {
 					return fmt.Errorf("%s:%d (partition %d offset %d) not consumed by the group; %s",
-						a.key, a.seq, a.partition, a.offset, describeMembers(cl, members))
+						a.Key, a.Seq, a.Partition, a.Offset, describeMembers(cl, members))
 				}
 			}
 			return nil
@@ -189,14 +182,7 @@ func TestConsumersThroughFaults(t *testing.T) {
 			return m.Process, m.WaitReady
 		}},
 	}
-	testwait.UntilNil(t, 30*time.Second, "the first acknowledgements", func() error {
-		load.mu.Lock()
-		defer load.mu.Unlock()
-		if len(load.acks) < 1000 {
-			return fmt.Errorf("%d acknowledged", len(load.acks))
-		}
-		return nil
-	})
+	load.AwaitAcks(t, 1000, "the first acknowledgements")
 	caughtUp("warm-up", time.Now())
 	for round := range 2 {
 		for _, f := range faults {
@@ -204,7 +190,7 @@ func TestConsumersThroughFaults(t *testing.T) {
 			what := fmt.Sprintf("round %d, %s killed", round+1, f.name)
 			proc.Kill()
 			killed := time.Now()
-			acksAtKill := len(load.snapshot())
+			acksAtKill := load.Acked()
 			// Until the process is back (after 3 s down, as in the report)
 			// and the tailer has resumed: it holds every record
 			// acknowledged so far, including some acknowledged after the
@@ -220,11 +206,11 @@ func TestConsumersThroughFaults(t *testing.T) {
 					cancel()
 					restarted = true
 				}
-				if acks := load.snapshot(); resumed == 0 && len(acks) > acksAtKill && tl.has(acks) == nil {
+				if acks := load.Acks(); resumed == 0 && len(acks) > acksAtKill && tl.has(acks) == nil {
 					resumed = time.Since(killed)
 				}
 				if time.Since(killed) > 60*time.Second {
-					t.Fatalf("%s: the tailer did not resume within 60 s: %v", what, tl.has(load.snapshot()))
+					t.Fatalf("%s: the tailer did not resume within 60 s: %v", what, tl.has(load.Acks()))
 				}
 			}
 			t.Logf("%s: the tailer held every acknowledged record again %s after the kill", what, resumed.Round(time.Millisecond))
@@ -232,16 +218,7 @@ func TestConsumersThroughFaults(t *testing.T) {
 			replaceMember()
 		}
 	}
-	close(stop)
-	wg.Wait()
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := p.Close(fctx); err != nil {
-		t.Fatal(err)
-	}
-	load.mu.Lock()
-	failed := len(load.errs)
-	load.mu.Unlock()
+	failed := load.Stop(t).Failed
 	caughtUp("end", time.Now())
 	redelivered := 0
 	o.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/loadtest"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -195,7 +196,7 @@ func TestHostileBroker(t *testing.T) {
 	}
 
 	// A consumer from the earliest offset reads everything.
-	recs := consumeAll(t, cl, "hostile", 1)[0]
+	recs := loadtest.ReadAll(t, cl, "hostile", 1)[0]
 	if len(recs) != 2 || string(recs[0].Value) != "first" || string(recs[1].Value) != "second" || recs[1].Offset != 1 {
 		t.Fatalf("consumer read %d records, want first@0 and second@1", len(recs))
 	}
@@ -225,7 +226,7 @@ func TestHostileFenceOneBookie(t *testing.T) {
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "fenced", 1, nil)
-	load := startLoad(t, cl, client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}, "fenced", 10, 500)
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "fenced", Keys: 10, Rate: 500, Producer: client.ProducerConfig{Acks: client.AcksQuorum, Linger: 2 * time.Millisecond}})
 
 	openLedger := func() uint64 {
 		t.Helper()
@@ -240,12 +241,12 @@ func TestHostileFenceOneBookie(t *testing.T) {
 		}
 		return 0
 	}
-	load.awaitAcks(t, 200, "the load before the fence")
+	load.AwaitAcks(t, 200, "the load before the fence")
 	victim := openLedger()
 	if victim == 0 {
 		t.Fatal("fenced/0 has no open ledger")
 	}
-	before := len(load.snapshot())
+	before := load.Acked()
 	if _, err := dialBookie(t, c.bookies[1].Listen).Fence(ctx, &bookiepb.FenceRequest{LedgerId: victim}); err != nil {
 		t.Fatalf("fence ledger %d on %s: %v", victim, c.bookies[1].ID, err)
 	}
@@ -255,14 +256,15 @@ func TestHostileFenceOneBookie(t *testing.T) {
 		if l := openLedger(); l == victim || l == 0 {
 			return fmt.Errorf("open ledger %d", l)
 		}
-		if n := len(load.snapshot()); n < before+200 {
+		if n := load.Acked(); n < before+200 {
 			return fmt.Errorf("%d acknowledged since the fence", n-before)
 		}
 		return nil
 	})
 	t.Logf("200 more records acknowledged %v after the fence, on ledger %d", time.Since(fenced).Round(time.Millisecond), openLedger())
-	acks, gap := load.finish(t)
-	checkExactlyOnce(t, consumeAll(t, cl, "fenced", 1), acks)
+	res := load.Finish(t)
+	acks, gap := res.Acks, res.MaxGap
+	loadtest.Verify(t, cl, "fenced", 1, acks)
 	procs := append(bookieProcs(c.bookies), metadProcs(c.meta)...)
 	checkPeakRSS(t, nodeRSSBoundMiB, append(procs, c.brokers[0].Process)...)
 	t.Logf("%d records acknowledged, all consumed exactly once; longest gap between acknowledgements %v", len(acks), gap.Round(time.Millisecond))

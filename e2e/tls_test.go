@@ -24,6 +24,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/internal/loadtest"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/proctest"
@@ -208,7 +209,7 @@ func TestTLS(t *testing.T) {
 		if err := p.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := counts(consumeAll(t, cl, "secure", 2)); got[0]+got[1] != 100 {
+		if got := loadtest.Counts(loadtest.ReadAll(t, cl, "secure", 2)); got[0]+got[1] != 100 {
 			t.Fatalf("consumed %v, want 100 records", got)
 		}
 	})
@@ -376,8 +377,8 @@ func TestTLSRotation(t *testing.T) {
 	}
 	defer cl.Close()
 	createTopic(t, cl, "rotate", 2, nil)
-	load := startLoad(t, cl, client.ProducerConfig{}, "rotate", 50, 500)
-	load.awaitAcks(t, 200, "the load before the rotation")
+	load := loadtest.Start(t, cl, loadtest.Config{Topic: "rotate", Keys: 50, Rate: 500, Producer: client.ProducerConfig{}})
+	load.AwaitAcks(t, 200, "the load before the rotation")
 
 	creds, err := mtls.Load(alice)
 	if err != nil {
@@ -403,7 +404,7 @@ func TestTLSRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	atRotation := len(load.snapshot())
+	atRotation := load.Acked()
 	before := establishedTo(t, c.broker.Listen)
 	if len(before) == 0 {
 		t.Fatal("no connection to the broker before the rotation")
@@ -416,7 +417,7 @@ func TestTLSRotation(t *testing.T) {
 		return err
 	})
 	testwait.UntilNil(t, 20*time.Second, "records acknowledged after the rotation", func() error {
-		if n := len(load.snapshot()); n < atRotation+500 {
+		if n := load.Acked(); n < atRotation+500 {
 			return fmt.Errorf("%d acknowledged, %d at the rotation", n, atRotation)
 		}
 		return nil
@@ -429,7 +430,7 @@ func TestTLSRotation(t *testing.T) {
 			t.Errorf("connection from %s to the broker was dropped by the rotation", conn)
 		}
 	}
-	acks, _ := load.finish(t) // fails the test on any record error
+	acks := load.Finish(t).Acks // fails the test on any record error
 	t.Logf("%d records acknowledged, %d of them after the rotation, none failed", len(acks), len(acks)-atRotation)
 	// A client connecting now works with the rotated broker.
 	cl2, err := c.client(ctx, t, alice)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/loadtest"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -100,7 +101,7 @@ func testBrokerCutOff(t *testing.T, c *cluster) {
 	const topic, partitions = "cut-broker", 4
 	cl := c.client(context.Background())
 	l := startLoad(t, cl, topic, partitions, 200)
-	l.waitMoreAcked(200, 30*time.Second, "before the cut")
+	l.AwaitAcks(t, 200, "before the cut")
 
 	b2 := c.nodes["broker-2"].grpcAddr()
 	before, err := owners(context.Background(), b2, topic)
@@ -128,20 +129,18 @@ func testBrokerCutOff(t *testing.T, c *cluster) {
 		return true
 	})
 	t.Logf("partitions moved in %s", time.Since(cut).Round(time.Millisecond))
-	l.waitMoreAcked(200, 30*time.Second, "after the partitions moved")
+	l.AwaitAcks(t, 200, "after the partitions moved")
 	reconnect()
 	testwait.Until(t, 30*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
-	l.waitMoreAcked(100, 30*time.Second, "after the cut broker came back")
+	l.AwaitAcks(t, 100, "after the cut broker came back")
 
 	// Nothing stale: for every partition, the returned broker either
 	// refuses (not the owner) or answers with a high watermark that covers
 	// everything acknowledged so far.
-	l.mu.Lock()
 	maxAcked := map[int32]int64{}
-	for p, o := range l.mu.maxAcked {
-		maxAcked[p] = o
+	for _, a := range l.Acks() {
+		maxAcked[a.Partition] = max(maxAcked[a.Partition], a.Offset)
 	}
-	l.mu.Unlock()
 	conn, err := grpc.NewClient(c.nodes[victim].grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -165,12 +164,12 @@ func testBrokerCutOff(t *testing.T, c *cluster) {
 			}
 		}
 	}
-	acked, failed, errs := l.stop()
-	t.Logf("producer: %d acknowledged, %d failed %v", len(acked), failed, errs)
-	if failed > 0 {
-		t.Errorf("%d records failed (idempotent producer with a 90 s delivery timeout should retry through a cut): %v", failed, errs)
+	res := l.Stop(t)
+	t.Logf("producer: %d acknowledged, %d failed %v", len(res.Acks), res.Failed, res.Errs)
+	if res.Failed > 0 {
+		t.Errorf("%d records failed (idempotent producer with a 90 s delivery timeout should retry through a cut): %v", res.Failed, res.Errs)
 	}
-	verifyExactlyOnce(t, cl, topic, partitions, acked)
+	loadtest.Verify(t, cl, topic, partitions, res.Acks)
 }
 
 func countOwned(o map[int32]string, id string) int {
@@ -202,7 +201,7 @@ func testMetadLeaderCutOff(t *testing.T, c *cluster) {
 	const topic, partitions = "cut-metad", 3
 	cl := c.client(context.Background())
 	l := startLoad(t, cl, topic, partitions, 100)
-	l.waitMoreAcked(100, 30*time.Second, "before the cut")
+	l.AwaitAcks(t, 100, "before the cut")
 	var leader string
 	testwait.Until(t, 10*time.Second, "a metad leader", func() bool { leader = c.metadLeader(); return leader != "" })
 	t.Logf("cutting the metad leader %s off", leader)
@@ -211,7 +210,7 @@ func testMetadLeaderCutOff(t *testing.T, c *cluster) {
 		l := c.metadLeader()
 		return l != "" && l != leader
 	})
-	l.waitMoreAcked(200, 30*time.Second, "with the old metad leader cut off")
+	l.AwaitAcks(t, 200, "with the old metad leader cut off")
 	reconnect()
 	testwait.Until(t, 30*time.Second, "the old leader to rejoin as a follower", func() bool {
 		m, err := scrape(c.nodes[leader].adminAddr())
@@ -222,7 +221,7 @@ func testMetadLeaderCutOff(t *testing.T, c *cluster) {
 		t.Fatalf("meta status: %v\n%s", err, out)
 	}
 	t.Logf("meta status after the rejoin:\n%s", out)
-	l.finish(t, cl, partitions)
+	loadtest.Verify(t, cl, topic, partitions, l.Finish(t).Acks)
 }
 
 // docker kill each role in turn under load, then start it again: nothing
@@ -231,15 +230,15 @@ func testKillEachRole(t *testing.T, c *cluster) {
 	const topic, partitions = "kill-each", 3
 	cl := c.client(context.Background())
 	l := startLoad(t, cl, topic, partitions, 100)
-	l.waitMoreAcked(100, 30*time.Second, "before the kills")
+	l.AwaitAcks(t, 100, "before the kills")
 	for _, s := range []string{"metad-1", "bookie-1", "broker-1"} {
 		c.kill(s)
-		l.waitMoreAcked(100, 45*time.Second, "with "+s+" killed")
+		l.AwaitAcks(t, 100, "with "+s+" killed")
 		c.start(s)
 		testwait.Until(t, 60*time.Second, s+" ready after restart", func() bool { return ready(c.nodes[s].adminAddr()) })
-		l.waitMoreAcked(50, 30*time.Second, "after "+s+" restarted")
+		l.AwaitAcks(t, 50, "after "+s+" restarted")
 	}
-	l.finish(t, cl, partitions)
+	loadtest.Verify(t, cl, topic, partitions, l.Finish(t).Acks)
 }
 
 // replicationState is what the elected replicator reported at its last
@@ -273,11 +272,11 @@ func testBookieCutOff(t *testing.T, c *cluster) {
 	const topic, partitions = "cut-bookie", 3
 	cl := c.client(context.Background())
 	l := startLoad(t, cl, topic, partitions, 100)
-	l.waitMoreAcked(200, 30*time.Second, "before the cut")
+	l.AwaitAcks(t, 200, "before the cut")
 	const victim = "bookie-1"
 	cut := time.Now()
 	reconnect := c.disconnect(victim)
-	l.waitMoreAcked(200, 30*time.Second, "with "+victim+" cut off")
+	l.AwaitAcks(t, 200, "with "+victim+" cut off")
 	var st replicationState
 	testwait.Until(t, 90*time.Second, "re-replication to leave no ledger on the cut bookie", func() bool {
 		var ok bool
@@ -290,7 +289,7 @@ func testBookieCutOff(t *testing.T, c *cluster) {
 	t.Logf("re-replicated %s's ledgers in %s (replicator %s)", victim, time.Since(cut).Round(time.Second), st.leader)
 	reconnect()
 	testwait.Until(t, 60*time.Second, victim+" ready again", func() bool { return ready(c.nodes[victim].adminAddr()) })
-	l.finish(t, cl, partitions)
+	loadtest.Verify(t, cl, topic, partitions, l.Finish(t).Acks)
 }
 
 // Restart every container, one at a time, under produce and consume load:
@@ -300,7 +299,7 @@ func testRollingRestart(t *testing.T, c *cluster) {
 	const topic, partitions = "rolling", 3
 	cl := c.client(context.Background())
 	l := startLoad(t, cl, topic, partitions, 100)
-	l.waitMoreAcked(100, 30*time.Second, "before the restarts")
+	l.AwaitAcks(t, 100, "before the restarts")
 
 	// A consumer tailing every partition all along.
 	cons, err := cl.NewConsumer(client.ConsumerConfig{})
@@ -337,21 +336,21 @@ func testRollingRestart(t *testing.T, c *cluster) {
 		c.restart(s)
 		restarted := time.Since(start)
 		testwait.Until(t, 60*time.Second, s+" ready after its restart", func() bool { return ready(c.nodes[s].adminAddr()) })
-		l.waitMoreAcked(50, 30*time.Second, "after "+s+" restarted")
+		l.AwaitAcks(t, 50, "after "+s+" restarted")
 		t.Logf("restarted %s: docker restart %s, ready and 50 more records acknowledged after %s", s,
 			restarted.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	}
 	ccancel()
 	<-cdone
 	_ = cons.Close()
-	acked, failed, errs := l.stop()
+	res := l.Stop(t)
 	t.Logf("producer: %d acknowledged, %d failed %v, %d batch retries in %d requests; consumer: %d records, %d errors",
-		len(acked), failed, errs, l.stats.Retries, l.stats.Requests, consumed, len(consumerErrs))
-	if failed > 0 {
-		t.Errorf("%d records failed: %v", failed, errs)
+		len(res.Acks), res.Failed, res.Errs, res.Stats.Retries, res.Stats.Requests, consumed, len(consumerErrs))
+	if res.Failed > 0 {
+		t.Errorf("%d records failed: %v", res.Failed, res.Errs)
 	}
 	if len(consumerErrs) > 0 {
 		t.Errorf("consumer errors: %v", consumerErrs)
 	}
-	verifyExactlyOnce(t, cl, topic, partitions, acked)
+	loadtest.Verify(t, cl, topic, partitions, res.Acks)
 }
