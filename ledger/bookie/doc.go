@@ -111,7 +111,9 @@
 //     metad then stops listing it and O1 applies.
 //   - O6 Deletion is storage.Storage.Delete (journaled, so replay does not
 //     bring the ledger back; journal GC then frees the space), one ledger
-//     at a time, each logged with its id. An error stops the sweep until
+//     at a time, each logged with its id. A fenced ledger leaves a fenced
+//     tombstone (storage F1) that Ledgers does not list, so the next sweep
+//     does not delete it again. An error stops the sweep until
 //     the next one. The sweep runs on the Bookie's WaitGroup; Close
 //     cancels it and waits for it before closing the storage.
 //

@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	pebblevfs "github.com/cockroachdb/pebble/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/strata-log/strata/internal/testwait"
+	"github.com/strata-log/strata/ledger/storage"
+	"github.com/strata-log/strata/ledger/vfs"
 )
 
 // The bookie starts goroutines (registration, decommission watch, orphan
@@ -338,4 +341,52 @@ func TestSweeperRunStopsWithContext(t *testing.T) {
 	})
 	cancel()
 	testwait.Recv(t, 10*time.Second, "run to return after cancel", done)
+}
+
+// TestSweepKeepsFencedTombstone: the sweep over a real storage. A ledger a
+// new owner fenced, then dropped from metad, is deleted once; its fenced
+// tombstone is not listed as held, so later sweeps do not delete it again,
+// and the old owner's non-recovery add stays refused.
+func TestSweepKeepsFencedTombstone(t *testing.T) {
+	ctx := context.Background()
+	store, err := storage.Open(ctx, storage.Options{
+		Dir: "/data", FS: vfs.NewMem(), IndexFS: pebblevfs.NewMem(),
+		DiskCheckInterval: -1, CheckpointInterval: -1, GCInterval: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	add := func(entryID uint64, recovery bool) error {
+		done := make(chan error, 1)
+		if err := store.Add(ctx, 7, entryID, int64(entryID)-1, []byte("x"), recovery, func(err error) { done <- err }); err != nil {
+			return err
+		}
+		return <-done
+	}
+	if err := add(0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Fence(ctx, 7); err != nil { // recovery by a new owner
+		t.Fatal(err)
+	}
+	f := newSweepFixture(time.Hour, nil, nil) // metad lists nothing
+	f.s.held = store
+	f.sweep(t)
+	f.clock.advance(2 * time.Hour)
+	if got := f.sweep(t); !slices.Equal(got, []uint64{7}) {
+		t.Fatalf("deleted %v, want [7]", got)
+	}
+	for range 3 {
+		f.clock.advance(2 * time.Hour)
+		if got := f.sweep(t); len(got) != 0 {
+			t.Fatalf("deleted %v again", got)
+		}
+	}
+	if len(f.s.absent) != 0 || value(t, f.s.metrics.deleted) != 1 || value(t, f.s.metrics.orphaned) != 0 {
+		t.Fatalf("absent %v, deleted %v, orphaned %v", f.s.absent, value(t, f.s.metrics.deleted), value(t, f.s.metrics.orphaned))
+	}
+	if err := add(1, false); !errors.Is(err, storage.ErrFenced) {
+		t.Fatalf("the old owner's add after the sweep: %v, want %v", err, storage.ErrFenced)
+	}
 }

@@ -184,10 +184,9 @@ func (s *service) ReadLAC(ctx context.Context, req *bookiepb.ReadLACRequest) (*b
 			return nil, toStatus(ctx.Err())
 		}
 	} else {
-		var ok bool
-		if st, ok = s.store.State(req.LedgerId); !ok {
-			st = storage.LedgerState{LAC: -1, LastEntryID: -1}
-		}
+		// LAC and LastEntryID are -1 for a ledger held nowhere here; a
+		// deleted fenced ledger still says it is fenced.
+		st, _ = s.store.State(req.LedgerId)
 	}
 	return &bookiepb.ReadLACResponse{Lac: st.LAC, LastEntryId: st.LastEntryID, Fenced: st.Fenced}, nil
 }

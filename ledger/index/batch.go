@@ -177,6 +177,9 @@ func (b *Batch) Add(ledgerID, entryID uint64, lac int64, loc journal.Location) (
 		return LedgerState{}, err
 	}
 	s.exists, s.dirty = true, true
+	// A recovery add to a fenced tombstone (re-replication, a recovering
+	// writer) makes it a fenced ledger with entries again.
+	s.st.Tombstone, s.st.DeletedUnixMs = false, 0
 	s.st.LastEntryID = max(s.st.LastEntryID, int64(entryID))
 	s.st.LAC = max(s.st.LAC, lac)
 	b.ops++
@@ -202,7 +205,8 @@ func (b *Batch) Relocate(ledgerID, entryID uint64, from, to journal.Location) (b
 	return true, nil
 }
 
-// Fence marks the ledger fenced, creating its state if needed.
+// Fence marks the ledger fenced, creating its state if needed. A fenced
+// tombstone stays one.
 func (b *Batch) Fence(ledgerID uint64) (LedgerState, error) {
 	s, err := b.state(ledgerID)
 	if err != nil {
@@ -215,7 +219,8 @@ func (b *Batch) Fence(ledgerID uint64) (LedgerState, error) {
 }
 
 // SetLAC raises the ledger's LAC to lac (an explicit LAC), creating its
-// state if needed.
+// state if needed. A fenced tombstone stays one (the storage engine keeps
+// its LAC at -1: H1 bounds a LAC by the entries held).
 func (b *Batch) SetLAC(ledgerID uint64, lac int64) (LedgerState, error) {
 	if lac < -1 {
 		return LedgerState{}, fmt.Errorf("%w: LAC %d", ErrInvalid, lac)
@@ -231,16 +236,31 @@ func (b *Batch) SetLAC(ledgerID uint64, lac int64) (LedgerState, error) {
 }
 
 // Delete removes the ledger: one DeleteRange over its entry keys (never a
-// tombstone per entry: Pulsar #1737), its state, and its usage in every
-// file. The accounting needs no scan of the entries: the 'f' keys already
-// say which files hold the ledger's entries.
-func (b *Batch) Delete(ledgerID uint64) error {
+// tombstone per entry: Pulsar #1737), its usage in every file, and its
+// state, unless it is fenced: then the state becomes a fenced tombstone
+// deleted at atUnixMs (invariant 4), and it returns that state. A delete
+// of a tombstone leaves it as it is, deletion time included, so replay
+// changes nothing. The accounting needs no scan of the entries: the 'f'
+// keys already say which files hold the ledger's entries.
+func (b *Batch) Delete(ledgerID uint64, atUnixMs int64) (LedgerState, error) {
+	s, err := b.state(ledgerID)
+	if err != nil {
+		return LedgerState{}, err
+	}
 	if err := b.b.DeleteRange(entryKey(ledgerID, 0), entryRangeEnd(ledgerID), nil); err != nil {
-		return fmt.Errorf("index: %w", err)
+		return LedgerState{}, fmt.Errorf("index: %w", err)
 	}
 	b.deleted[ledgerID] = true
 	delete(b.entries, ledgerID)
-	b.states[ledgerID] = &batchState{st: emptyState, dirty: true}
+	switch {
+	case s.exists && s.st.Tombstone:
+	case s.exists && s.st.Fenced:
+		tomb := emptyState
+		tomb.Fenced, tomb.Tombstone, tomb.DeletedUnixMs = true, true, atUnixMs
+		b.states[ledgerID] = &batchState{st: tomb, exists: true, dirty: true}
+	default:
+		b.states[ledgerID] = &batchState{st: emptyState, dirty: true}
+	}
 	b.ix.mu.RLock()
 	for file, byLedger := range b.ix.mu.usage {
 		if _, ok := byLedger[ledgerID]; ok {
@@ -256,7 +276,20 @@ func (b *Batch) Delete(ledgerID uint64) error {
 		}
 	}
 	b.ops++
-	return nil
+	return b.states[ledgerID].st, nil
+}
+
+// ExpireTombstone removes the ledger's state if it is a fenced tombstone
+// deleted at or before deletedBeforeUnixMs, and reports whether it did.
+// The ledger then is unknown here, fence included (invariant 4).
+func (b *Batch) ExpireTombstone(ledgerID uint64, deletedBeforeUnixMs int64) (bool, error) {
+	s, err := b.state(ledgerID)
+	if err != nil || !s.exists || !s.st.Tombstone || s.st.DeletedUnixMs > deletedBeforeUnixMs {
+		return false, err
+	}
+	b.states[ledgerID] = &batchState{st: emptyState, dirty: true}
+	b.ops++
+	return true, nil
 }
 
 // SetCheckpoint records pos as the checkpoint when the batch commits.

@@ -15,7 +15,10 @@
 //     record the index already reflects leaves the entries, the states and
 //     the accounting unchanged (an Add of an entry already at that location
 //     subtracts and adds the same bytes), and applying records in journal
-//     order from any committed prefix converges to the same state.
+//     order from any committed prefix converges to the same state (a
+//     tombstone's deletion time excepted: it is the time passed to the
+//     Delete that made it, so a replay that must re-add the ledger's
+//     entries first makes it later).
 //   - One Batch at a time (NewBatch blocks); reads run concurrently with it
 //     and see committed batches only.
 //   - The index stores what it is told: an Add replaces an existing entry,
@@ -36,8 +39,18 @@
 //     is at least every stored entry id, so an Add above LastEntryID needs
 //     no read to know it replaces nothing.
 //  3. Delete is one DeleteRange over the ledger's entry keys (never one
-//     tombstone per entry: Pulsar #1737), a delete of its state key and of
-//     its usage keys; the usage keys name the files, so no entry is read.
+//     tombstone per entry: Pulsar #1737), a delete of its usage keys (they
+//     name the files, so no entry is read) and of its state key, unless
+//     the ledger is fenced (invariant 4).
+//  4. Fenced tombstone: Delete of a fenced ledger keeps its state key as a
+//     tombstone: fenced, LAC -1, last entry -1, no entry or usage key, and
+//     the deletion time given to Delete. The storage engine refuses writer
+//     adds to it, so a writer fenced out before the delete stays out after
+//     it (package storage, F1). Fence, SetLAC and Delete leave a tombstone
+//     a tombstone (Delete keeps its first deletion time); Add makes it a
+//     fenced ledger with entries again (a recovery add). Only
+//     ExpireTombstone removes one. Cost: a 9-byte key and a 26-byte value
+//     per tombstone, for fenced ledgers only; Ledgers lists them.
 //
 // # Keys and values
 //
@@ -57,14 +70,21 @@
 // A ledger's entry keys span ['e' ‖ ledger ‖ 0, 'e' ‖ ledger ‖ 2^64-1 ‖ 0x00);
 // the trailing zero byte makes the bound work for ledger 2^64-1.
 //
-// Ledger state, 9-byte key → 18-byte value:
+// Ledger state, 9-byte key → 18-byte value (26 bytes for a tombstone):
 //
 //	key:   0      1    'l' (0x6c)
 //	       1      8    ledger id, uint64
 //	value: 0      1    state format version = 1
-//	       1      1    flags: bit 0 fenced; other bits 0
+//	       1      1    flags: bit 0 fenced; bit 1 tombstone (invariant 4),
+//	                   only with bit 0; other bits 0
 //	       2      8    LAC, int64 two's complement (-1: none)
 //	       10     8    last entry id, int64 two's complement (-1: none)
+//	       18     8    tombstone only: when the ledger was deleted, Unix
+//	                   milliseconds, int64
+//
+// Builds older than the tombstone refuse a tombstone value (ErrCorrupt):
+// opening an index that holds one with such a build fails rather than
+// forgets a fence.
 //
 // File usage, 17-byte key → 16-byte value (absent when zero):
 //
@@ -94,7 +114,8 @@
 //     errors, ErrCorrupt for a malformed key or value.
 //   - Batch.Add, Relocate, SetLAC: ErrInvalid for values the format
 //     cannot hold (entry id > 2^63-1, LAC < -1, an impossible location).
-//   - Batch.Lookup: Pebble errors, ErrCorrupt for a malformed value.
+//   - Batch.Lookup, Delete, ExpireTombstone: Pebble errors, ErrCorrupt for
+//     a malformed value.
 //   - Batch.Commit: ErrCorrupt when the accounting would go negative,
 //     Pebble errors; on error nothing of the batch is applied.
 //   - NewBatch, SetCheckpoint, ClearLimbo: ErrClosed, Pebble errors.

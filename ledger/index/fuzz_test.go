@@ -9,6 +9,7 @@ import (
 // panic, and whatever they accept must encode back to the same bytes.
 func FuzzDecode(f *testing.F) {
 	f.Add(encodeState(LedgerState{Fenced: true, LAC: 3, LastEntryID: 4}))
+	f.Add(encodeState(LedgerState{Fenced: true, LAC: -1, LastEntryID: -1, Tombstone: true, DeletedUnixMs: 1}))
 	f.Add(encodeLocation(loc(1, 24, 100)))
 	f.Add(encodeUsage(Usage{Bytes: 10, Entries: 1}))
 	f.Add([]byte{})

@@ -36,6 +36,11 @@ type LedgerState struct {
 	Fenced      bool
 	LAC         int64 // highest LAC seen (piggybacked or explicit); -1: none
 	LastEntryID int64 // highest entry id stored; -1: none
+	// Tombstone: the ledger was deleted while fenced; it holds no entry
+	// and only its fence is kept (invariant 4). DeletedUnixMs is when the
+	// delete was applied, Unix milliseconds; 0 unless Tombstone.
+	Tombstone     bool
+	DeletedUnixMs int64
 }
 
 // emptyState is the state of a ledger with no record yet.
@@ -322,7 +327,8 @@ func (ix *Index) State(ledgerID uint64) (LedgerState, bool, error) {
 	return st, err == nil, err
 }
 
-// Ledgers returns the state of every ledger the index knows.
+// Ledgers returns the state of every ledger the index knows, fenced
+// tombstones included.
 func (ix *Index) Ledgers() (map[uint64]LedgerState, error) {
 	release, err := ix.acquire()
 	if err != nil {

@@ -122,7 +122,7 @@ func TestDeleteRangeAndRecreateInOneBatch(t *testing.T) {
 		if _, err := b.Fence(math.MaxUint64); err != nil {
 			return err
 		}
-		if err := b.Delete(math.MaxUint64); err != nil {
+		if _, err := b.Delete(math.MaxUint64, 1000); err != nil {
 			return err
 		}
 		// Recreated after the delete, in the same batch: it must survive.
@@ -133,7 +133,9 @@ func TestDeleteRangeAndRecreateInOneBatch(t *testing.T) {
 	if err != nil || len(es) != 1 || es[0].EntryID != 3 {
 		t.Fatalf("entries after delete+add = %+v %v", es, err)
 	}
-	if st, ok := mustState(t, ix, math.MaxUint64); !ok || st != (LedgerState{LAC: 2, LastEntryID: 3}) {
+	// The fence outlived the delete (invariant 4); the re-add makes the
+	// tombstone a fenced ledger with entries again.
+	if st, ok := mustState(t, ix, math.MaxUint64); !ok || st != (LedgerState{Fenced: true, LAC: 2, LastEntryID: 3}) {
 		t.Fatalf("state = %+v %v", st, ok)
 	}
 	if u := ix.FileUsage(); u[1] != (Usage{60, 1}) || u[2] != (Usage{60, 1}) {
@@ -143,12 +145,131 @@ func TestDeleteRangeAndRecreateInOneBatch(t *testing.T) {
 	if _, ok, _ := ix.Get(5, 0); !ok {
 		t.Fatal("ledger 5 lost its entry")
 	}
-	commit(t, ix, func(b *Batch) error { return b.Delete(math.MaxUint64) })
-	if _, ok := mustState(t, ix, math.MaxUint64); ok {
-		t.Fatal("state survived delete")
+	commit(t, ix, func(b *Batch) error { _, err := b.Delete(math.MaxUint64, 2000); return err })
+	want := LedgerState{Fenced: true, LAC: -1, LastEntryID: -1, Tombstone: true, DeletedUnixMs: 2000}
+	if st, ok := mustState(t, ix, math.MaxUint64); !ok || st != want {
+		t.Fatalf("state after delete = %+v %v, want the fenced tombstone %+v", st, ok, want)
+	}
+	if es, _ := ix.Entries(math.MaxUint64, 0, math.MaxUint64, 10); len(es) != 0 {
+		t.Fatalf("entries after delete = %+v", es)
 	}
 	if u := ix.FileUsage(); len(u) != 1 || u[1] != (Usage{60, 1}) {
 		t.Fatalf("usage after delete = %+v", u)
+	}
+}
+
+// TestFencedTombstone: invariant 4. A delete of a fenced ledger keeps a
+// fenced tombstone (no entries, no usage, LAC and last entry -1) that
+// survives a reopen; deleting it again keeps it as it is; a re-add makes it
+// a fenced ledger again; a delete of an unfenced ledger leaves no state;
+// ExpireTombstone removes only tombstones deleted early enough.
+func TestFencedTombstone(t *testing.T) {
+	fs := pebblevfs.NewMem()
+	ix := openMem(t, fs)
+	commit(t, ix, func(b *Batch) error {
+		for _, ledgerID := range []uint64{1, 2, 3} {
+			for e := range uint64(3) {
+				if _, err := b.Add(ledgerID, e, int64(e)-1, loc(1, 24+int64(ledgerID*10+e)*100, 100)); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := b.Fence(1); err != nil {
+			return err
+		}
+		_, err := b.Fence(3)
+		return err
+	})
+	var got [4]LedgerState
+	commit(t, ix, func(b *Batch) error {
+		for _, ledgerID := range []uint64{1, 2, 3} {
+			var err error
+			if got[ledgerID], err = b.Delete(ledgerID, 5000); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	tomb := func(at int64) LedgerState {
+		return LedgerState{Fenced: true, LAC: -1, LastEntryID: -1, Tombstone: true, DeletedUnixMs: at}
+	}
+	if got[1] != tomb(5000) || got[2] != emptyState {
+		t.Fatalf("Delete returned %+v and %+v", got[1], got[2])
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, ledgerID := range []uint64{1, 3} {
+			if st, ok := mustState(t, ix, ledgerID); !ok || st != tomb(5000) {
+				t.Fatalf("%s: state of fenced ledger %d = %+v %v, want a tombstone", when, ledgerID, st, ok)
+			}
+		}
+		if st, ok := mustState(t, ix, 2); ok {
+			t.Fatalf("%s: unfenced ledger 2 kept state %+v", when, st)
+		}
+		for _, ledgerID := range []uint64{1, 2, 3} {
+			if es, _ := ix.Entries(ledgerID, 0, math.MaxUint64, 10); len(es) != 0 {
+				t.Fatalf("%s: ledger %d kept entries %+v", when, ledgerID, es)
+			}
+		}
+		if u := ix.FileUsage(); len(u) != 0 {
+			t.Fatalf("%s: usage %+v", when, u)
+		}
+		if ls, err := ix.Ledgers(); err != nil || len(ls) != 2 || ls[1] != tomb(5000) {
+			t.Fatalf("%s: Ledgers() = %+v %v", when, ls, err)
+		}
+	}
+	check("after delete")
+	ix.Close()
+	ix = openMem(t, fs)
+	defer ix.Close()
+	check("after reopen")
+
+	// Deleting, fencing or setting the LAC of a tombstone changes nothing.
+	commit(t, ix, func(b *Batch) error {
+		if _, err := b.Delete(1, 9000); err != nil {
+			return err
+		}
+		if _, err := b.Fence(1); err != nil {
+			return err
+		}
+		_, err := b.SetLAC(1, -1)
+		return err
+	})
+	check("after a second delete")
+
+	// A recovery add (the storage engine's rule) turns it back into a
+	// fenced ledger; a later delete leaves a new tombstone.
+	commit(t, ix, func(b *Batch) error {
+		_, err := b.Add(3, 0, -1, loc(2, 24, 100))
+		return err
+	})
+	if st, ok := mustState(t, ix, 3); !ok || st != (LedgerState{Fenced: true, LAC: -1, LastEntryID: 0}) {
+		t.Fatalf("state after re-add = %+v %v", st, ok)
+	}
+	commit(t, ix, func(b *Batch) error { _, err := b.Delete(3, 7000); return err })
+	if st, _ := mustState(t, ix, 3); st != tomb(7000) {
+		t.Fatalf("state after the second delete = %+v", st)
+	}
+
+	// Expiry: only tombstones deleted at or before the bound go.
+	var expired [4]bool
+	commit(t, ix, func(b *Batch) error {
+		for _, ledgerID := range []uint64{1, 2, 3} {
+			var err error
+			if expired[ledgerID], err = b.ExpireTombstone(ledgerID, 6000); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if expired != [4]bool{false, true, false, false} {
+		t.Fatalf("expired = %v, want only ledger 1", expired)
+	}
+	if _, ok := mustState(t, ix, 1); ok {
+		t.Fatal("expired tombstone kept")
+	}
+	if st, _ := mustState(t, ix, 3); st != tomb(7000) {
+		t.Fatalf("younger tombstone = %+v", st)
 	}
 }
 
@@ -302,7 +423,7 @@ func TestCrashPrefixReplay(t *testing.T) {
 				case 2:
 					_, err = b.SetLAC(o.ledger, o.lac)
 				case 3:
-					err = b.Delete(o.ledger)
+					_, err = b.Delete(o.ledger, int64(o.entry)) // any time the record fixes
 				}
 				if err != nil {
 					t.Fatal(err)

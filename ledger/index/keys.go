@@ -32,11 +32,15 @@ const (
 	fileKeyLen     = 17
 	locationLen    = 20
 	stateLen       = 18
+	tombstoneLen   = stateLen + 8 // a fenced tombstone adds its deletion time
 	usageLen       = 16
 	checkpointLen  = 16
 	limboLen       = 12
 	stateVersion   = 1
 	stateFlagFence = 1 << 0
+	// stateFlagTombstone marks a fenced tombstone (doc.go, invariant 4);
+	// always with stateFlagFence, and the value is tombstoneLen bytes.
+	stateFlagTombstone = 1 << 1
 )
 
 func entryKey(ledgerID, entryID uint64) []byte {
@@ -95,26 +99,51 @@ func decodeLocation(v []byte) (journal.Location, error) {
 	}, nil
 }
 
+// encodeState encodes a ledger state; a tombstone must be fenced (Batch
+// keeps it so).
 func encodeState(st LedgerState) []byte {
-	v := make([]byte, stateLen)
+	n := stateLen
+	if st.Tombstone {
+		n = tombstoneLen
+	}
+	v := make([]byte, n)
 	v[0] = stateVersion
 	if st.Fenced {
 		v[1] = stateFlagFence
 	}
 	binary.BigEndian.PutUint64(v[2:10], uint64(st.LAC))
 	binary.BigEndian.PutUint64(v[10:18], uint64(st.LastEntryID))
+	if st.Tombstone {
+		v[1] |= stateFlagTombstone
+		binary.BigEndian.PutUint64(v[18:26], uint64(st.DeletedUnixMs))
+	}
 	return v
 }
 
 func decodeState(v []byte) (LedgerState, error) {
-	if len(v) != stateLen || v[0] != stateVersion || v[1]&^stateFlagFence != 0 {
+	var flags byte
+	if len(v) >= 2 {
+		flags = v[1]
+	}
+	tombstone := flags&stateFlagTombstone != 0
+	want := stateLen
+	if tombstone {
+		want = tombstoneLen
+	}
+	if len(v) != want || v[0] != stateVersion || flags&^(stateFlagFence|stateFlagTombstone) != 0 ||
+		(tombstone && flags&stateFlagFence == 0) {
 		return LedgerState{}, fmt.Errorf("%w: ledger state value %x", ErrCorrupt, v)
 	}
-	return LedgerState{
-		Fenced:      v[1]&stateFlagFence != 0,
+	st := LedgerState{
+		Fenced:      flags&stateFlagFence != 0,
 		LAC:         int64(binary.BigEndian.Uint64(v[2:10])),
 		LastEntryID: int64(binary.BigEndian.Uint64(v[10:18])),
-	}, nil
+		Tombstone:   tombstone,
+	}
+	if tombstone {
+		st.DeletedUnixMs = int64(binary.BigEndian.Uint64(v[18:26]))
+	}
+	return st, nil
 }
 
 func encodeUsage(u Usage) []byte {

@@ -77,7 +77,11 @@ func (s *Storage) applyRecord(b *index.Batch, rec journal.Record, loc journal.Lo
 	case journal.TypeLAC:
 		_, err = b.SetLAC(rec.LedgerID, rec.LAC)
 	case journal.TypeDelete:
-		err = b.Delete(rec.LedgerID)
+		// The fence record, if any, precedes the delete in the journal, so
+		// the delete of a fenced ledger leaves its tombstone here too (F1).
+		// The journal does not say when the delete was: the tombstone's age
+		// counts from this replay, which only keeps it longer.
+		_, err = b.Delete(rec.LedgerID, s.now().UnixMilli())
 	default:
 		err = fmt.Errorf("%w: journal record of type %v at %+v", ErrCorrupt, rec.Type, loc)
 	}

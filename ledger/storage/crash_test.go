@@ -310,6 +310,12 @@ func verifyCrashModel(t *testing.T, s *Storage, m *crashModel, round uint64) {
 					t.Fatalf("round %d: deleted ledger %d entry %d: %v", round, id, entry, err)
 				}
 			}
+			if l.fenceAcked { // F1: the fence outlives the delete
+				err := add(s, id, uint64(l.maxAttempted+1), -1, []byte("zombie"), false)
+				if !st.Fenced || !errors.Is(err, ErrFenced) {
+					t.Fatalf("round %d: deleted fenced ledger %d: state %+v, zombie add: %v", round, id, st, err)
+				}
+			}
 			continue
 		}
 		l.deleteAttempted = false // the delete did not survive: the ledger lives on

@@ -18,7 +18,8 @@
 //     applied. Fence's effect on adds is immediate: the fence check and the
 //     journal append of an add are one step under the ledger's stripe lock,
 //     so an add accepted before Fence is journaled (and counted in Fence's
-//     result) before the fence record, and an add after it is refused.
+//     result) before the fence record, and an add after it is refused. A
+//     fence outlives a delete of the ledger (F1, below).
 //   - Read answers ErrNoEntry only when the bookie can vouch it never had
 //     the entry; ErrUnknown when it may have (limbo; an index entry whose
 //     journal file is gone); ErrCorrupt when stored bytes fail their
@@ -63,9 +64,9 @@
 //     could be served anyway); another read error fails the add with that
 //     error and keeps the stored entry.
 //
-//     Limits: a ledger id this bookie holds nothing of accepts any entry
-//     (the orphan sweep of package bookie collects ledgers metad does not
-//     know). An index rebuilt from a journal that GC has trimmed (see
+//     Limits: a ledger id this bookie holds nothing of (and no fenced
+//     tombstone, F1) accepts any entry (the orphan sweep of package bookie
+//     collects ledgers metad does not know). An index rebuilt from a journal that GC has trimmed (see
 //     Recovery) keeps the first copy of an entry that it finds, which may
 //     be a refused one if the original's file is gone.
 //
@@ -81,6 +82,45 @@
 //     entries nobody has, forever (ledger/recovery.go). The lowered value
 //     is what the journal records, so replay restores it exactly. LACs
 //     stored before this rule are kept as they were.
+//
+// # Fences outlive deletes
+//
+// A new owner fences a ledger on a quorum of bookies (recovery), closes it,
+// and the ledger may then be deleted (retention, compaction, an empty
+// recovered ledger). The old owner, a zombie that has not noticed, may
+// still hold a writer on it: if the delete also forgot the fence, its adds
+// would be accepted again and acknowledged for a ledger nobody references,
+// an acknowledged record lost.
+//
+//   - F1 Fenced tombstone. Delete of a ledger that is fenced (in the index,
+//     or in memory with a fence record in flight or whose append failed)
+//     removes its entries and usage as for any ledger, and keeps its state
+//     as a fenced tombstone (package index, invariant 4): non-recovery
+//     adds get ErrFenced; recovery adds (a recovering writer,
+//     re-replication) are accepted as on any fenced ledger and make it a
+//     fenced ledger with entries again. Otherwise a tombstone answers like
+//     a deleted ledger: State false (with Fenced true), Read ErrNoEntry,
+//     and Ledgers does not list it, so the orphan sweep of package bookie
+//     does not delete it again; deleting it again changes nothing. Replay
+//     rebuilds it: the fence record precedes the delete in the journal. A
+//     delete of a ledger that was never fenced removes its state, as
+//     before: its id takes any add.
+//   - F2 Bounded tombstones. Only fenced ledgers leave one: ledgers a new
+//     owner recovered, and every ledger known on entering limbo or on an
+//     index rebuild. Each costs a 9-byte key and a 26-byte value in the
+//     index (plus Pebble's per-key overhead) and about 120 bytes of
+//     memory, counted in strata_bookie_fence_tombstones. GC forgets the
+//     tombstones deleted at least FenceTombstoneTTL ago (default 7 days;
+//     negative: never), long after any zombie writer's session has
+//     expired; the ledger is then unknown here, fence included. The
+//     removal is not journaled: a crash that loses it brings the tombstone
+//     back, to expire again. The deletion time is when the delete was
+//     applied; the journal does not record it, so a replay of the delete
+//     counts from the replay (only later).
+//
+// Limit: an index lost after GC trimmed the journal (Recovery, below) loses
+// the tombstones whose fence and delete records were in removed files:
+// those ledgers are unknown here, not fenced.
 //
 // # Write path
 //
@@ -100,8 +140,8 @@
 // CheckpointInterval (Pebble's WAL order makes every earlier batch durable
 // with it). Open replays the journal from the checkpoint, re-applying adds,
 // fences, LACs and deletes in journal order (a delete after adds wins: no
-// resurrection), then syncs a checkpoint at the end of the journal before
-// serving. Re-applying a record the index already holds changes nothing
+// resurrection; a delete after a fence leaves the fenced tombstone, F1),
+// then syncs a checkpoint at the end of the journal before serving. Re-applying a record the index already holds changes nothing
 // (see package index).
 //
 // Limbo (BookKeeper BP-46): if replay reports corrupt ranges — synced
@@ -121,7 +161,8 @@
 //
 // # Garbage collection
 //
-// GC (every GCInterval, after each Delete, or on demand) considers only
+// GC (every GCInterval, after each Delete, or on demand) first forgets the
+// fenced tombstones older than FenceTombstoneTTL (F2). It considers only
 // journal files entirely before the synced checkpoint and not being
 // written: replay never reads them again. A file whose live bytes (per the
 // index's accounting) are zero is removed. A file whose live bytes are
@@ -161,6 +202,9 @@
 // nothing else is taken while one is held. A stripe is held across the
 // journal append of a record (the fence check and the append are one
 // step), so nothing that waits for the applier may run under a stripe.
+// Tombstone expiry (F2) holds one stripe while it opens and commits an
+// index batch: that waits for the applier's batch in progress, which
+// takes no stripe, never for a record.
 //
 // # On disk
 //

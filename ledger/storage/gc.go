@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
 )
 
@@ -22,8 +23,9 @@ type GCResult struct {
 	CompactedFiles int   // files whose live entries were copied, then removed
 }
 
-// GC removes journal files that are entirely before the synced checkpoint
-// and hold no live entry, then compacts such files whose live bytes are
+// GC forgets the fenced tombstones older than FenceTombstoneTTL, removes
+// journal files that are entirely before the synced checkpoint and hold no
+// live entry, then compacts such files whose live bytes are
 // below CompactBelowLiveRatio of their size: it re-appends their live
 // entries (durably, through the journal), points the index at the copies,
 // syncs a checkpoint past them, and removes the file. The file being
@@ -57,6 +59,9 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 	// A fresh checkpoint lets this run consider every file written so far.
 	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	if err := s.expireTombstones(); err != nil {
 		return err
 	}
 	s.cpMu.Lock()
@@ -141,6 +146,90 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		s.metrics.compactedFiles.Inc()
 	}
 	return nil
+}
+
+// expireTombstones removes the fenced tombstones deleted more than
+// FenceTombstoneTTL ago (F2 in doc.go): their ledgers become unknown here,
+// fence included. It works one stripe at a time, holding the stripe so that
+// no record of those ledgers is admitted meanwhile, and skips a ledger with
+// a record in flight (a later run sees it again). The removal is not
+// journaled: if a crash loses it, the tombstone is back and expires again.
+// REQUIRES: s.gcMu held.
+func (s *Storage) expireTombstones() error {
+	if s.opts.FenceTombstoneTTL < 0 {
+		return nil
+	}
+	bound := s.now().Add(-s.opts.FenceTombstoneTTL).UnixMilli()
+	byStripe := map[uint64][]uint64{}
+	s.mu.Lock()
+	for id, l := range s.mu.ledgers {
+		if l.exists && l.st.Tombstone && l.st.DeletedUnixMs <= bound {
+			byStripe[id%ledgerStripes] = append(byStripe[id%ledgerStripes], id)
+		}
+	}
+	s.mu.Unlock()
+	expired := 0
+	for _, stripe := range slices.Sorted(maps.Keys(byStripe)) {
+		n, err := s.expireStripe(stripe, byStripe[stripe], bound)
+		if err != nil {
+			return err
+		}
+		expired += n
+	}
+	if expired > 0 {
+		s.logger.Info("forgot the fences of ledgers deleted long ago", "ledgers", expired,
+			"fence_tombstone_ttl", s.opts.FenceTombstoneTTL)
+	}
+	return nil
+}
+
+// expireStripe removes the tombstones of ids, ledgers of one stripe, that
+// are still tombstones deleted at or before bound and have nothing queued.
+// It holds the stripe while it opens and commits one index batch: that
+// waits for the applier's batch in progress, never for a record, and the
+// applier takes no stripe.
+func (s *Storage) expireStripe(stripe uint64, ids []uint64, bound int64) (int, error) {
+	mu := &s.stripes[stripe]
+	mu.Lock()
+	defer mu.Unlock()
+	s.mu.Lock()
+	ids = slices.DeleteFunc(ids, func(id uint64) bool {
+		l := s.mu.ledgers[id]
+		return l == nil || l.queued > 0 || !l.exists || !l.st.Tombstone
+	})
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	b, err := s.ix.NewBatch()
+	if err != nil {
+		s.fatal(fmt.Errorf("writing the index: %w", err))
+		return 0, s.failure()
+	}
+	var gone []uint64
+	for _, id := range ids {
+		ok, err := b.ExpireTombstone(id, bound)
+		if err != nil {
+			b.Close()
+			s.fatal(fmt.Errorf("writing the index: %w", err))
+			return 0, s.failure()
+		}
+		if ok {
+			gone = append(gone, id)
+		}
+	}
+	if err := b.Commit(false); err != nil {
+		s.fatal(fmt.Errorf("writing the index: %w", err))
+		return 0, s.failure()
+	}
+	s.mu.Lock()
+	for _, id := range gone {
+		l := s.mu.ledgers[id]
+		l.st, l.exists, l.fenced = index.LedgerState{LAC: -1, LastEntryID: -1}, false, false
+		s.dropIdleLocked(id, l)
+	}
+	s.mu.Unlock()
+	return len(gone), nil
 }
 
 // removeFile removes a journal file that holds nothing live.

@@ -26,6 +26,7 @@ type Metrics struct {
 	compactedFiles   prometheus.Counter
 	compactedBytes   prometheus.Counter
 	ledgers          prometheus.Gauge
+	tombstones       prometheus.Gauge
 	readOnly         prometheus.Gauge
 	limbo            prometheus.Gauge
 	replaySeconds    prometheus.Gauge
@@ -100,6 +101,10 @@ func NewMetrics() *Metrics {
 		ledgers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_bookie_ledgers", Help: "Ledgers with state on this bookie.",
 		}),
+		tombstones: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_bookie_fence_tombstones",
+			Help: "Deleted fenced ledgers whose fence this bookie keeps until FenceTombstoneTTL.",
+		}),
 		readOnly: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_bookie_read_only", Help: "1 while the bookie refuses adds for lack of disk space.",
 		}),
@@ -141,7 +146,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.addLatency, m.readLatency, m.syncLatency, m.groupRecords, m.groupBytes,
 		m.journalBytes, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions,
 		m.gcReclaimedBytes, m.gcRemovedFiles, m.compactedFiles, m.compactedBytes,
-		m.ledgers, m.readOnly, m.limbo, m.replaySeconds, m.replayRecords,
+		m.ledgers, m.tombstones, m.readOnly, m.limbo, m.replaySeconds, m.replayRecords,
 		m.overwritesRefused, m.lacClamped,
 	}
 }

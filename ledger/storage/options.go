@@ -22,6 +22,7 @@ const (
 	DefaultGCInterval            = time.Minute
 	DefaultCompactBelowLiveRatio = 0.5
 	DefaultMaxEntryBytes         = 16 << 20
+	DefaultFenceTombstoneTTL     = 7 * 24 * time.Hour
 )
 
 // Options configures a Storage. The zero value of every field but Dir means
@@ -57,6 +58,11 @@ type Options struct {
 	// MaxEntryBytes bounds an entry's payload. Default 16 MiB; at most
 	// journal.MaxPayloadBytes.
 	MaxEntryBytes int
+	// FenceTombstoneTTL: GC forgets the fence of a deleted ledger (its
+	// fenced tombstone, F1 in doc.go) this long after the delete. It must
+	// outlast any writer the fence kept out. Default 7 days; negative keeps
+	// tombstones forever.
+	FenceTombstoneTTL time.Duration
 	// OnFatal is called once when a journal write or sync, or an index
 	// write, fails: the process must stop and restart (a failed fsync is
 	// never retried). The storage itself then refuses every write.
@@ -97,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEntryBytes == 0 {
 		o.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if o.FenceTombstoneTTL == 0 {
+		o.FenceTombstoneTTL = DefaultFenceTombstoneTTL
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -156,7 +165,8 @@ func (o Options) String() string {
 	o = o.withDefaults()
 	return fmt.Sprintf("storage.Options{Dir: %q, JournalMaxFileBytes: %d, JournalPreallocateBytes: %d, "+
 		"ReadOnlyAbove: %v, WritableBelow: %v, DiskCheckInterval: %v, CheckpointInterval: %v, GCInterval: %v, "+
-		"CompactBelowLiveRatio: %v, MaxEntryBytes: %d}",
+		"CompactBelowLiveRatio: %v, MaxEntryBytes: %d, FenceTombstoneTTL: %v}",
 		o.Dir, o.JournalMaxFileBytes, o.JournalPreallocateBytes, o.ReadOnlyAbove, o.WritableBelow,
-		o.DiskCheckInterval, o.CheckpointInterval, o.GCInterval, o.CompactBelowLiveRatio, o.MaxEntryBytes)
+		o.DiskCheckInterval, o.CheckpointInterval, o.GCInterval, o.CompactBelowLiveRatio, o.MaxEntryBytes,
+		o.FenceTombstoneTTL)
 }

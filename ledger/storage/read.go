@@ -155,28 +155,32 @@ func (s *Storage) rangeGap(ledgerID, entryID uint64, delivered int) error {
 }
 
 // State returns the ledger's state; false if this bookie has no record of
-// the ledger (then LAC and LastEntryID are -1). LAC and LastEntryID reflect
-// durable records; Fenced is true from the moment Fence is called.
+// the ledger (then LAC and LastEntryID are -1), as after its delete. LAC and
+// LastEntryID reflect durable records; Fenced is true from the moment Fence
+// is called. A deleted fenced ledger answers false with Fenced still true
+// (F1).
 func (s *Storage) State(ledgerID uint64) (LedgerState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.mu.ledgers[ledgerID]
-	if l == nil || (!l.exists && !l.fenced) {
-		return LedgerState{LAC: -1, LastEntryID: -1}, false
+	if l == nil || !l.held() {
+		return LedgerState{LAC: -1, LastEntryID: -1, Fenced: l != nil && l.fenced}, false
 	}
 	return l.state(), true
 }
 
 // Ledgers returns, in id order, the ids of the ledgers this bookie has a
 // record of (the ones State reports): an applied add, fence or LAC, or a
-// fence in flight. It reads memory only. The bookie's orphan sweep lists
-// these before it lists metad, so a ledger listed here had its metadata
-// written before the listing began (writers create the metadata first).
+// fence in flight; never a fenced tombstone (F1), so the orphan sweep does
+// not delete a deleted ledger again. It reads memory only. The bookie's
+// orphan sweep lists these before it lists metad, so a ledger listed here
+// had its metadata written before the listing began (writers create the
+// metadata first).
 func (s *Storage) Ledgers() []uint64 {
 	s.mu.Lock()
 	ids := make([]uint64, 0, len(s.mu.ledgers))
 	for id, l := range s.mu.ledgers {
-		if l.exists || l.fenced {
+		if l.held() {
 			ids = append(ids, id)
 		}
 	}

@@ -40,9 +40,10 @@ type Entry struct {
 type ledger struct {
 	// Applied: what the index holds (durable records, applied in order).
 	st     index.LedgerState
-	exists bool // the index has a state for it
+	exists bool // the index has a state for it, a fenced tombstone's included
 	// fenced is the fence Add obeys: set when a fence is queued (so an add
-	// after Fence is refused at once), cleared when a delete is queued.
+	// after Fence is refused at once); a delete keeps it (F1), only the
+	// expiry of the ledger's tombstone clears it.
 	fenced bool
 	// Queued and not yet applied, for Delete and compaction.
 	queued     int   // records of this ledger
@@ -56,6 +57,14 @@ type ledger struct {
 
 func (l *ledger) state() LedgerState {
 	return LedgerState{LAC: l.st.LAC, LastEntryID: l.st.LastEntryID, Fenced: l.fenced}
+}
+
+// held reports whether this bookie has a record of the ledger to report
+// (State, Ledgers): an applied add, fence or LAC, or a fence in flight. A
+// fenced tombstone is not held: the ledger was deleted; only its fence is
+// kept.
+func (l *ledger) held() bool {
+	return (l.exists || l.fenced) && !l.st.Tombstone
 }
 
 // Storage is the bookie's storage engine: the journal holds the entries,
@@ -444,9 +453,12 @@ func (s *Storage) checkDisk() {
 	s.mu.Lock()
 	s.mu.diskUsage = du
 	hooks := s.mu.hooks
-	ledgers := 0
+	ledgers, tombstones := 0, 0
 	for _, l := range s.mu.ledgers {
-		if l.exists {
+		switch {
+		case l.exists && l.st.Tombstone:
+			tombstones++
+		case l.exists:
 			ledgers++
 		}
 	}
@@ -461,6 +473,7 @@ func (s *Storage) checkDisk() {
 	m.journalBytes.Set(float64(journalBytes))
 	m.indexBytes.Set(float64(s.ix.DiskBytes()))
 	m.ledgers.Set(float64(ledgers))
+	m.tombstones.Set(float64(tombstones))
 	if now == was {
 		return
 	}

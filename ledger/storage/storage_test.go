@@ -324,8 +324,12 @@ func TestDeleteIsNotResurrectedByReplay(t *testing.T) {
 		t.Fatal("deleted ledger resurrected")
 	}
 	mustRead(t, e.s, 4, 19, []byte("kept"))
-	// The ledger id can be used again, unfenced.
-	mustAdd(t, e.s, 3, 0, -1, []byte("new"))
+	// Its fence outlives it (F1): only recovery adds. The delete of an
+	// unfenced ledger leaves no fence (TestZombieAddAfterFencedDelete).
+	wantErr(t, add(e.s, 3, 0, -1, []byte("new"), false), ErrFenced)
+	if err := add(e.s, 3, 0, -1, []byte("new"), true); err != nil {
+		t.Fatal(err)
+	}
 	mustRead(t, e.s, 3, 0, []byte("new"))
 }
 
@@ -457,7 +461,7 @@ func TestMetricsRegister(t *testing.T) {
 	}
 	for _, want := range []string{"strata_bookie_add_latency_seconds", "strata_bookie_journal_sync_latency_seconds",
 		"strata_bookie_journal_group_records", "strata_bookie_corruptions_total", "strata_bookie_disk_free_bytes",
-		"strata_bookie_ledgers", "strata_bookie_replay_duration_seconds", "strata_bookie_index_bytes"} {
+		"strata_bookie_ledgers", "strata_bookie_fence_tombstones", "strata_bookie_replay_duration_seconds", "strata_bookie_index_bytes"} {
 		if !names[want] {
 			t.Errorf("metric %s missing", want)
 		}

@@ -36,6 +36,7 @@ type op struct {
 	lac       int64
 	size      int64 // budget bytes
 	overwrite bool  // add: may replace an existing entry
+	fenced    bool  // delete: the ledger was fenced when it was admitted
 	// payload is an add's bytes, kept until it is applied so that an
 	// overwrite can be compared with the stored entry (Storage.conflict).
 	payload []byte
@@ -72,7 +73,9 @@ func (o *op) admit(l *ledger, recovery bool) error {
 	case opFence:
 		l.fenced = true
 	case opDelete:
-		l.fenced = false
+		// The fence outlives the delete (F1 in doc.go): a writer fenced
+		// out stays out, whatever happens to the ledger's data.
+		o.fenced = l.fenced
 		l.deletes++
 	}
 	l.queued++
@@ -254,8 +257,9 @@ func (s *Storage) WriteLAC(ctx context.Context, ledgerID uint64, lac int64) erro
 
 // Delete journals a delete record for the ledger (so replay does not bring
 // it back), waits until it is durable, and removes the ledger from the index
-// with one range delete. Journal files left with no live entry are removed
-// by the next GC. Errors: ErrClosed, ErrFailed, ctx's.
+// with one range delete. A fenced ledger leaves a fenced tombstone (F1 in
+// doc.go): non-recovery adds stay refused. Journal files left with no live
+// entry are removed by the next GC. Errors: ErrClosed, ErrFailed, ctx's.
 func (s *Storage) Delete(ctx context.Context, ledgerID uint64) error {
 	_, err := s.record(ctx, &op{kind: opDelete, ledgerID: ledgerID},
 		journal.Record{Type: journal.TypeDelete, LedgerID: ledgerID})
@@ -366,8 +370,15 @@ func (s *Storage) applyOps(ops []*op) {
 		case opLAC:
 			o.state, err = b.SetLAC(o.ledgerID, o.lac)
 		case opDelete:
-			err = b.Delete(o.ledgerID)
-			o.state = index.LedgerState{LAC: -1, LastEntryID: -1}
+			if o.fenced {
+				// Fenced in memory, perhaps without a fence record in the
+				// journal (its append failed; the fence stays in force):
+				// the index tombstones it all the same.
+				_, err = b.Fence(o.ledgerID)
+			}
+			if err == nil {
+				o.state, err = b.Delete(o.ledgerID, s.now().UnixMilli())
+			}
 		case opCopy:
 			o.moved, err = b.Relocate(o.ledgerID, o.entryID, o.from, o.loc)
 		}
@@ -403,7 +414,7 @@ func (s *Storage) completeOps(ops []*op) {
 				l.lacAdvanced = nil
 			}
 		case o.kind == opDelete:
-			l.st, l.exists = o.state, false
+			l.st, l.exists = o.state, o.state.Tombstone // l.fenced stays as it is
 		}
 		s.dropIdleLocked(o.ledgerID, l)
 	}
