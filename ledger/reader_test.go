@@ -445,7 +445,9 @@ func TestReaderLACOfOpenLedger(t *testing.T) {
 	bk.with("b", func(b *rtBookie) { b.lac = 8; b.delay = time.Hour }) // too slow to count
 	bk.with("c", func(b *rtBookie) { b.lac = 7 })
 	env, _ := rtEnv(md, bk)
-	r := rtOpen(t, env, ledger.ReaderOptions{LACGrace: 20 * time.Millisecond})
+	// b never answers within the grace; a and c must, also on a loaded
+	// machine, so the grace is long (each question waits it out once).
+	r := rtOpen(t, env, ledger.ReaderOptions{LACGrace: time.Second})
 	lac, err := r.LastAddConfirmed(ctx)
 	if err != nil || lac != 7 {
 		t.Fatalf("LAC %d, %v; want 7", lac, err)
@@ -584,7 +586,10 @@ func TestReaderEnsembleChange(t *testing.T) {
 	bk := newRTBookies("a", "b", "c", "d", "e", "f")
 	bk.put(md, 0, 4, 4)
 	env, meta := rtEnv(md, bk)
-	r := rtOpen(t, env, ledger.ReaderOptions{})
+	// Every fake bookie answers, so the LAC question ends when all have:
+	// a long grace only keeps a loaded machine from ending it before "a"
+	// (the one that knows LAC 9) answered.
+	r := rtOpen(t, env, ledger.ReaderOptions{LACGrace: time.Minute})
 	// The writer moves to a whole new ensemble at entry 5 (two changes).
 	md2 := proto.Clone(md).(*ledgerpb.LedgerMetadata)
 	md2.Fragments = append(md2.Fragments, frag(5, "d", "e", "f"))

@@ -51,6 +51,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Duration("autorecovery-grace", d.AutorecoveryGrace, "how long a bookie may be gone before its ledgers are re-replicated")
 	fs.Duration("ledger-gc-interval", d.LedgerGCInterval, "time between sweeps that delete local copies of ledgers metad no longer lists (0: off)")
 	fs.Duration("ledger-gc-grace", d.LedgerGCGrace, "how long a ledger must be absent from metad before its local copy is deleted")
+	fs.Duration("fence-tombstone-ttl", d.FenceTombstoneTTL, "how long a deleted ledger's fence is kept (refusing a fenced-out writer); negative: forever")
 	config.LoggingFlags(fs, d.Logging)
 	return fs
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/ledger/bookie"
+	"github.com/strata-log/strata/ledger/storage"
 )
 
 // TestLedgerGCSettings: the orphan sweep's settings come from flags, YAML
@@ -41,6 +42,12 @@ func TestLedgerGCSettings(t *testing.T) {
 	}
 	if cfg := parse(t, "--ledger-gc-grace", "4h"); cfg.LedgerGCGrace != 4*time.Hour {
 		t.Fatalf("flag over environment: %s", cfg.LedgerGCGrace)
+	}
+	if cfg := parse(t); cfg.FenceTombstoneTTL != storage.DefaultFenceTombstoneTTL {
+		t.Fatalf("fence-tombstone-ttl default: %s", cfg.FenceTombstoneTTL)
+	}
+	if cfg := parse(t, "--fence-tombstone-ttl", "48h"); cfg.FenceTombstoneTTL != 48*time.Hour {
+		t.Fatalf("--fence-tombstone-ttl: %s", cfg.FenceTombstoneTTL)
 	}
 }
 

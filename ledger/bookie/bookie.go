@@ -90,6 +90,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		WritableBelow:       cfg.WritableBelow,
 		GCInterval:          cfg.GCInterval,
 		MaxEntryBytes:       cfg.MaxEntryBytes,
+		FenceTombstoneTTL:   cfg.FenceTombstoneTTL,
 		OnFatal:             b.fatal,
 		Logger:              log,
 		Metrics:             metrics,

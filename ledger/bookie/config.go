@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/ledger/replication"
+	"github.com/strata-log/strata/ledger/storage"
 )
 
 // Config is one bookie's configuration.
@@ -55,6 +56,10 @@ type Config struct {
 	// LedgerGCGrace is how long a ledger must have been seen absent from
 	// metad before its local copy is deleted.
 	LedgerGCGrace time.Duration `mapstructure:"ledger-gc-grace"`
+	// FenceTombstoneTTL is how long the fence of a deleted ledger outlives
+	// its data (ledger/storage doc.go F1, F2); negative: forever; 0: the
+	// default (storage.DefaultFenceTombstoneTTL).
+	FenceTombstoneTTL time.Duration `mapstructure:"fence-tombstone-ttl"`
 
 	config.Logging `mapstructure:",squash"`
 }
@@ -76,6 +81,7 @@ func DefaultConfig() Config {
 		AutorecoveryGrace:    replication.DefaultGrace,
 		LedgerGCInterval:     DefaultLedgerGCInterval,
 		LedgerGCGrace:        DefaultLedgerGCGrace,
+		FenceTombstoneTTL:    storage.DefaultFenceTombstoneTTL,
 		Logging:              config.DefaultLogging(),
 	}
 }
@@ -124,6 +130,11 @@ func (c Config) Validate() error {
 	if c.LedgerGCGrace < time.Second {
 		errs = append(errs, errors.New("--ledger-gc-grace must be at least 1s"))
 	}
+	// A fence must outlast any writer it kept out; a writer acknowledges
+	// only within its metad session, seconds long.
+	if c.FenceTombstoneTTL > 0 && c.FenceTombstoneTTL < time.Minute {
+		errs = append(errs, errors.New("--fence-tombstone-ttl must be negative (forever), 0 (the default, 7 days) or at least 1m"))
+	}
 	if err := c.Security.Check(c.Listen, c.AdminListen); err != nil {
 		errs = append(errs, err)
 	}
@@ -131,7 +142,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s",
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s fence-tombstone-ttl=%s",
 		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
-		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace) + " " + c.Security.String()
+		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String()
 }
