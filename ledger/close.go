@@ -22,7 +22,11 @@ import (
 // A ledger closes exactly once (by compare-and-set). When the CAS conflicts
 // Close re-reads: CLOSED at the writer's LAC means an earlier attempt (or a
 // recovery that found exactly the acknowledged entries) closed it: success.
-// IN_RECOVERY, CLOSED at another entry, or deleted: ErrFenced. A fenced writer
+// OPEN with only bookie swaps in fragments before the writer's last (a
+// repair, W7), or with an ensemble change of the writer whose answer was
+// lost: closes on top of it. OPEN otherwise: ErrWriterFailed wrapping
+// ErrMetadataConflict. IN_RECOVERY, CLOSED at another entry, or deleted:
+// ErrFenced. A fenced writer
 // returns ErrFenced without touching the metadata. Calling Close again
 // returns the first call's result.
 func (w *Writer) Close(ctx context.Context) error {
@@ -67,6 +71,10 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	fenced := w.mu.err != nil && errors.Is(w.mu.err, ErrFenced)
 	md := proto.Clone(w.mu.md).(*ledgerpb.LedgerMetadata)
+	var pending *ledgerpb.LedgerMetadata // an ensemble change that may have applied
+	if c := w.mu.change; c != nil {
+		pending = c.md
+	}
 	version, lac, length := w.mu.version, w.mu.lac, w.mu.length
 	w.mu.Unlock()
 
@@ -74,7 +82,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	if fenced {
 		err = fmt.Errorf("%w: ledger %d: not closed by its writer", ErrFenced, w.id)
 	} else {
-		err = w.closeMetadata(ctx, md, version, lac, length)
+		err = w.closeMetadata(ctx, md, pending, version, lac, length)
 	}
 	w.mu.Lock()
 	w.mu.closed, w.mu.closeErr = true, err
@@ -89,8 +97,12 @@ func (w *Writer) Close(ctx context.Context) error {
 	return err
 }
 
-// closeMetadata compare-and-sets the metadata to CLOSED at lac.
-func (w *Writer) closeMetadata(ctx context.Context, md *ledgerpb.LedgerMetadata, version, lac, length int64) error {
+// closeMetadata compare-and-sets the metadata to CLOSED at lac. md is the
+// writer's durable metadata at version, pending the metadata of an ensemble
+// change still being written (nil when none): its answer may have been
+// lost after it applied.
+func (w *Writer) closeMetadata(ctx context.Context, md, pending *ledgerpb.LedgerMetadata, version, lac, length int64) error {
+	mine := md
 	backoff := w.opts.MetadataRetryMin
 	for {
 		closed := proto.Clone(md).(*ledgerpb.LedgerMetadata)
@@ -141,7 +153,16 @@ func (w *Writer) closeMetadata(ctx context.Context, md *ledgerpb.LedgerMetadata,
 			return fmt.Errorf("%w: ledger %d is being recovered", ErrFenced, w.id)
 		default:
 			// Still OPEN at another version: an ensemble change whose
-			// answer was lost did apply. Close on top of it.
+			// answer was lost did apply, or a repair swapped bookies in
+			// fragments before the last (W7). Close on top of it. Its
+			// last fragment must be the writer's own: every acknowledged
+			// entry's write set is then the one it was acknowledged on.
+			// Anything else changed under the writer, and closing on
+			// top of it could name bookies that lack acknowledged entries.
+			if !swapsBelowLast(got, mine) && (pending == nil || !swapsBelowLast(got, pending)) {
+				return fmt.Errorf("%w: %w: ledger %d changed under its writer (version %d, expected %d)",
+					ErrWriterFailed, ErrMetadataConflict, w.id, gotVersion, version)
+			}
 			md, version = got, gotVersion
 		}
 	}

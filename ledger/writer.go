@@ -39,6 +39,20 @@ import (
 //     entry fails with ErrFenced (unknown outcome: recovery may include it).
 //   - W6 Unknown outcomes: every write failure the caller sees means
 //     "unknown", never "not written".
+//   - W7 Repairs below the last fragment: the writer owns the state and its
+//     last fragment; the replicator (ledger/replication) may swap bookies
+//     in the fragments before it while the ledger is OPEN, after copying
+//     their entries to the replacement (they are fixed: every entry below
+//     the last fragment's start was acknowledged before it existed, W4).
+//     When a compare-and-set of the writer (an ensemble change, Close)
+//     conflicts, it re-reads; if the stored metadata is OPEN and equals
+//     the writer's (or its pending change's) except for bookies of those
+//     earlier fragments (swapsBelowLast), the writer adopts the stored
+//     metadata as durable and retries on top of it at the stored version.
+//     Any other change still fails the writer (W5 when not OPEN). Pending
+//     entries all lie in the last fragment (W4), and the LAC goes to and
+//     is read from the last ensemble only, so adopting a swap changes no
+//     write set the writer still sends to or acknowledges from.
 //
 // Concurrency: one mutex (w.mu). BookieClient callbacks arrive on any
 // goroutine. Bookie sends and user callbacks are queued under the lock and

@@ -35,7 +35,8 @@ type ensembleChange struct {
 	// replaced member swapped for its replacement, in place.
 	ensemble []string
 	replaced map[string]string // old -> new
-	// md is the metadata to write (never modified once built).
+	// md is the metadata to write (never modified once built; a rebase
+	// on a repair, W7, replaces it).
 	md *ledgerpb.LedgerMetadata
 	// attemptDue: an attempt should run now (false while a backoff runs).
 	attemptDue bool
@@ -237,15 +238,85 @@ func (w *Writer) attemptUpdate(c *ensembleChange) {
 	case got.State != ledgerpb.LedgerState_OPEN:
 		// Someone is recovering the ledger (W5).
 		w.failLocked(fmt.Errorf("%w: ledger %d is %s", ErrFenced, w.id, got.State))
-	case proto.Equal(got, c.md):
-		// An attempt whose answer was lost did apply.
+	case swapsBelowLast(got, c.md):
+		// An attempt whose answer was lost did apply (and a repair may
+		// have swapped a bookie below its new last fragment since: W7).
+		w.adoptSwapsLocked(w.mu.md, got)
 		w.commitLocked(c, got, v)
 	case v == version:
 		// It did not apply: write again.
 		c.reread, c.attemptDue = false, true
+	case swapsBelowLast(got, w.mu.md):
+		// It did not apply; a repair swapped bookies in fragments before
+		// the last (W7): adopt them and write the change on top.
+		w.rebaseLocked(c, got, v)
+		c.reread, c.attemptDue = false, true
 	default:
 		w.failLocked(fmt.Errorf("%w: %w: ledger %d changed under its writer (version %d, expected %d)",
 			ErrWriterFailed, ErrMetadataConflict, w.id, v, version))
+	}
+}
+
+// swapsBelowLast reports whether stored is OPEN, well formed, and equal to
+// mine except for the bookies of fragments before the last (W7): the only
+// change to an OPEN ledger's metadata the writer accepts from someone else.
+// Same number of fragments, same first entries, same ensemble sizes, an
+// identical last fragment, and every other field equal.
+func swapsBelowLast(stored, mine *ledgerpb.LedgerMetadata) bool {
+	if stored.GetState() != ledgerpb.LedgerState_OPEN || validateMetadata(stored) != nil ||
+		len(stored.Fragments) != len(mine.GetFragments()) {
+		return false
+	}
+	// Compare a copy of stored that carries mine's earlier bookies.
+	cmp := proto.Clone(stored).(*ledgerpb.LedgerMetadata)
+	for i := range len(cmp.Fragments) - 1 {
+		if len(cmp.Fragments[i].Bookies) != len(mine.Fragments[i].GetBookies()) {
+			return false
+		}
+		cmp.Fragments[i].Bookies = slices.Clone(mine.Fragments[i].Bookies)
+	}
+	return proto.Equal(cmp, mine)
+}
+
+// rebaseLocked adopts stored (version) as the durable metadata and rebuilds
+// the change's metadata on top of it: stored's earlier fragments, the
+// change's own last fragment(s). swapsBelowLast(stored, w.mu.md) holds, so
+// only bookies of fragments below the durable last one differ, and every
+// entry there is acknowledged (W4): no pending entry's write set changes.
+// REQUIRES: w.mu held, w.mu.err nil, w.mu.change == c.
+func (w *Writer) rebaseLocked(c *ensembleChange, stored *ledgerpb.LedgerMetadata, version int64) {
+	md := proto.Clone(c.md).(*ledgerpb.LedgerMetadata)
+	below := len(stored.Fragments) - 1
+	for i := range below {
+		md.Fragments[i].Bookies = slices.Clone(stored.Fragments[i].Bookies)
+	}
+	c.md = md
+	w.adoptSwapsLocked(w.mu.md, stored)
+	w.mu.md, w.mu.version = stored, version
+	w.checkAllLevelsLocked()
+	w.log.Info("ensemble change: rebased on a repair of earlier fragments", "version", version)
+}
+
+// adoptSwapsLocked prepares the level waiters for w.mu.md changing from old
+// to md, which differ (for entries below md's last fragment) only by the
+// bookies a repair swapped in (W7): a replacement counts as holding the
+// entry, since the replicator names it only once its copy is durable.
+// Without this an AckAll waiter would find a write set member the writer
+// never sent to and report ErrUnderReplicated. The caller re-checks the
+// waiters afterwards.
+// REQUIRES: w.mu held.
+func (w *Writer) adoptSwapsLocked(old, md *ledgerpb.LedgerMetadata) {
+	lastStart := md.Fragments[len(md.Fragments)-1].FirstEntryId
+	for _, e := range w.mu.levelWaiters {
+		if e.id >= lastStart {
+			continue
+		}
+		before := entryWriteSet(old, e.id)
+		for _, b := range entryWriteSet(md, e.id) {
+			if !slices.Contains(before, b) {
+				e.sent[b], e.oks[b] = true, true
+			}
+		}
 	}
 }
 

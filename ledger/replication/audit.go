@@ -14,7 +14,8 @@ type View struct {
 	Now time.Time
 	// Grace is how long a bookie may be missing before its copies are
 	// re-replicated, and how long an open ledger may keep a missing or
-	// decommissioned bookie before it is recovered (fenced and closed).
+	// decommissioned bookie in its last fragment before it is recovered
+	// (fenced and closed).
 	Grace time.Duration
 	// Live holds the addresses with a live registration, in any state
 	// (a read-only bookie still serves its copies).
@@ -30,10 +31,12 @@ type View struct {
 // Task is one repair the auditor asks for.
 type Task struct {
 	Ledger uint64
-	// Recover: the ledger is not CLOSED. It is recovered first (fenced and
-	// closed: its writer, if alive, stops and its owner rolls to a new
-	// ledger), then audited again. Fragment and Bookie name the bad
-	// bookie that triggered it.
+	// Recover: the ledger is IN_RECOVERY, or OPEN with an overdue bookie
+	// in its last fragment. It is recovered first (fenced and closed: its
+	// writer, if alive, stops and its owner rolls to a new ledger), then
+	// audited again. Fragment and Bookie name the bad bookie that
+	// triggered it. Without Recover the fragment is repaired in place: a
+	// fragment of a CLOSED ledger, or one before the last of an OPEN one.
 	Recover bool
 	// Fragment is the index of the fragment, FirstEntry its first entry
 	// (a check that the fragment is still the one audited).
@@ -76,10 +79,11 @@ type AuditResult struct {
 
 // bookieVerdict is the auditor's judgement of one address.
 type bookieVerdict struct {
-	// bad: the fragment must be re-replicated (if its ledger is closed).
+	// bad: the fragment must be re-replicated (in place if it is fixed:
+	// its ledger is closed, or it is not an open ledger's last fragment).
 	bad bool
 	// overdue: bad for at least the grace period: an open ledger holding
-	// it is recovered.
+	// it in its last fragment is recovered.
 	overdue bool
 	// under: counts towards UnderReplicated.
 	under  bool
@@ -124,10 +128,22 @@ func (v View) judge(addr string, missing map[string]time.Time) bookieVerdict {
 //
 //   - CLOSED ledger, bad bookie: a Task to copy the fragment's entries that
 //     the bookie held to a replacement and swap it into the fragment.
-//   - OPEN or IN_RECOVERY ledger: its metadata is left alone while a writer
-//     may still use it (our writer fails on a metadata change it did not
-//     make). Once some bookie in it is overdue, one Recover task for the
-//     ledger (BookKeeper's openLedgerRereplicationGracePeriod).
+//   - OPEN ledger, bad bookie in a fragment before the last: the same Task.
+//     That fragment's entries are fixed (the writer only appends to its
+//     last fragment, and every entry below it is acknowledged, ledger W4),
+//     and the writer accepts a swap there (ledger W7), so it keeps
+//     writing. This is what BookKeeper does for an open ledger's earlier
+//     fragments.
+//   - OPEN ledger, overdue bookie in the last fragment: its writer did not
+//     replace it (it is dead, or found no spare), and entries are still
+//     being added there: one Recover task for the ledger, instead of any
+//     repair (BookKeeper's openLedgerRereplicationGracePeriod); the
+//     recovered ledger is then repaired whole.
+//   - IN_RECOVERY ledger, overdue bookie in any fragment: one Recover task.
+//     Its writer is already fenced (a recovery began and did not finish),
+//     so completing the recovery disturbs no one, and repairing fragments
+//     of a ledger whose metadata a recovery is about to close would only
+//     race it.
 //
 // Malformed metadata (no fragments) is skipped.
 func Audit(ledgers []*ledgerpb.LedgerMetadata, v View) AuditResult {
@@ -175,9 +191,9 @@ func auditLedger(md *ledgerpb.LedgerMetadata, verdict func(string) bookieVerdict
 	if len(md.GetFragments()) == 0 {
 		return nil, false, false
 	}
-	closed := md.GetState() == ledgerpb.LedgerState_CLOSED
 	var trigger *Task
 	for i, f := range md.GetFragments() {
+		fixed := fragmentFixed(md, i)
 		for _, b := range f.GetBookies() {
 			vd := verdict(b)
 			under = under || vd.under
@@ -186,7 +202,7 @@ func auditLedger(md *ledgerpb.LedgerMetadata, verdict func(string) bookieVerdict
 			}
 			t := Task{Ledger: md.GetId(), Fragment: i, FirstEntry: f.GetFirstEntryId(), Bookie: b, Reason: vd.reason}
 			switch {
-			case closed:
+			case fixed:
 				tasks = append(tasks, t)
 			case vd.overdue && trigger == nil:
 				t.Recover = true
@@ -200,6 +216,20 @@ func auditLedger(md *ledgerpb.LedgerMetadata, verdict func(string) bookieVerdict
 	}
 	waiting = under && len(tasks) == 0
 	return tasks, under, waiting
+}
+
+// fragmentFixed reports whether fragment fi of md can be repaired in place:
+// its entries no longer change. Every fragment of a CLOSED ledger; the
+// fragments before the last of an OPEN one (ledger W4, W7). Not those of
+// an IN_RECOVERY ledger: a recovery owns its metadata until it closes it.
+func fragmentFixed(md *ledgerpb.LedgerMetadata, fi int) bool {
+	switch md.GetState() {
+	case ledgerpb.LedgerState_CLOSED:
+		return true
+	case ledgerpb.LedgerState_OPEN:
+		return fi < len(md.GetFragments())-1
+	}
+	return false
 }
 
 // References counts, per address, the ledgers and the fragments that name

@@ -116,15 +116,46 @@ func TestAudit(t *testing.T) {
 		missing: map[string]time.Time{"b": t0.Add(-time.Second)},
 		under:   1, waiting: 1,
 	}, {
-		name: "open ledger, bookie dead past the grace period in an old fragment: one recovery",
+		// The writer replaced b in its last fragment: fragment 0 is fixed
+		// and repaired in place, with no recovery (the writer accepts the
+		// swap, ledger W7). An IN_RECOVERY ledger's writer is already
+		// fenced: its recovery is completed.
+		name: "open ledger, bookie dead past the grace period only in an earlier fragment: repaired in place",
 		ledgers: []*ledgerpb.LedgerMetadata{
 			ldg(1, open, -1, 0, "a,b,c", 5, "a,d,c"),
 			ldg(2, inRecovery, -1, 0, "b,c,d", 7, "e,c,d"),
+			ldg(3, open, -1, 0, "b,c,d", 4, "e,c,d", 9, "e,a,d"),
 		},
 		view:    View{Live: live("a", "c", "d", "e"), MissingSince: map[string]time.Time{"b": t0.Add(-time.Minute)}},
-		tasks:   []string{"L1 recover f0@0 b", "L2 recover f0@0 b"},
+		tasks:   []string{"L1 f0@0 b", "L2 recover f0@0 b", "L3 f0@0 b"},
 		missing: map[string]time.Time{"b": t0.Add(-time.Minute)},
+		under:   3,
+	}, {
+		name: "open ledger, bookie dead past the grace period in its last fragment: one recovery, no repair",
+		ledgers: []*ledgerpb.LedgerMetadata{
+			ldg(1, open, -1, 0, "a,b,c", 5, "a,d,b"),
+			ldg(2, open, -1, 0, "a,c,d", 5, "b,c,d"),
+		},
+		view:    View{Live: live("a", "c", "d", "e"), MissingSince: map[string]time.Time{"b": t0.Add(-grace)}},
+		tasks:   []string{"L1 recover f1@5 b", "L2 recover f1@5 b"},
+		missing: map[string]time.Time{"b": t0.Add(-grace)},
 		under:   2,
+	}, {
+		name: "open ledger, bookie dead within the grace period in its last fragment, past it in an earlier one",
+		ledgers: []*ledgerpb.LedgerMetadata{
+			ldg(1, open, -1, 0, "a,b,c", 5, "a,d,e"),
+		},
+		view: View{Live: live("a", "c", "d"),
+			MissingSince: map[string]time.Time{"b": t0.Add(-grace), "e": t0.Add(-time.Second)}},
+		tasks:   []string{"L1 f0@0 b"},
+		missing: map[string]time.Time{"b": t0.Add(-grace), "e": t0.Add(-time.Second)},
+		under:   1,
+	}, {
+		name:    "decommissioned: an open ledger's earlier fragment at once, its last after the grace period",
+		ledgers: []*ledgerpb.LedgerMetadata{ldg(1, open, -1, 0, "a,b,c", 3, "a,b,d")},
+		view:    View{Live: everyone, Decommissioned: map[string]time.Time{"b": t0.Add(-time.Second)}},
+		tasks:   []string{"L1 f0@0 b"},
+		under:   1,
 	}, {
 		name: "two bad bookies in one fragment: one task each, in ensemble order",
 		ledgers: []*ledgerpb.LedgerMetadata{

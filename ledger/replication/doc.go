@@ -12,16 +12,18 @@
 //     when each missing address was first seen missing, and the clock. It
 //     returns the repair tasks, the new missing-since records and the
 //     under-replicated ledger count. Table tests drive it.
-//   - The worker (repair.go) repairs one fragment of a CLOSED ledger:
+//   - The worker (repair.go) repairs one fixed fragment: any fragment of a
+//     CLOSED ledger, or one before the last of an OPEN ledger. It
 //     chooses a replacement (writable, not in the fragment, not
 //     decommissioned, preferably in a rack the fragment's other members are
 //     not in), copies every entry of the fragment whose write set holds the
 //     bad bookie from a surviving replica with recovery adds (accepted on
 //     fenced ledgers) and requires ADD_OK for each, then compare-and-sets
 //     the metadata with the replacement at the bad bookie's position, only
-//     while the fragment still names the bad bookie (re-reading on conflict
-//     or unknown outcome). A surviving member that answers "no such entry"
-//     for an entry it should hold gets a copy too.
+//     while the fragment still names the bad bookie, is still fixed and
+//     holds no entry beyond those copied (re-reading on conflict or unknown
+//     outcome, and deciding again). A surviving member that answers "no
+//     such entry" for an entry it should hold gets a copy too.
 //   - The Replicator (replicator.go) runs audits and repairs every Interval
 //     while it is the elected leader (elect.go: a create-only key on a metad
 //     lease). Every bookie process runs one by default (bookie.Config.
@@ -39,16 +41,29 @@
 //     counting from then.
 //  2. A decommissioned bookie is re-replicated at once: it is alive, and is
 //     also a source of last resort for the copy.
-//  3. Only CLOSED ledgers' metadata is changed. Closed ledgers are
-//     immutable, so the copy is exact and the compare-and-set only ever
-//     races other repairs. An OPEN (or IN_RECOVERY) ledger's metadata is
-//     owned by its writer, which fails when the metadata changes under it;
-//     so an open ledger with a bookie missing or decommissioned for longer
-//     than Grace is recovered (ledger.Recover: fenced and closed; its owner
-//     rolls to a new ledger, as after any fencing), then repaired as closed
-//     in the same round. This is BookKeeper's
-//     openLedgerRereplicationGracePeriod; it also closes idle open ledgers
-//     whose copies would otherwise stay short (Pulsar #13073).
+//  3. Only fixed fragments are repaired in place: every fragment of a
+//     CLOSED ledger (immutable), and every fragment but the last of an
+//     OPEN ledger. The latter's entries are fixed too: its range is
+//     [first entry, next fragment's first entry - 1] (last_entry_id is
+//     meaningless while open), and every entry in it was acknowledged
+//     before the next fragment began (ledger W4); its writer only appends
+//     to the last fragment. The swap changes that one bookie and nothing
+//     else (the ledger stays OPEN, later fragments as they are); when it
+//     conflicts with the writer (an ensemble change, a close) it re-reads
+//     and decides again, and the writer, whose own compare-and-set
+//     conflicts with the swap, rebases on it (ledger W7). So a writer that
+//     replaced a dead bookie by an ensemble change is not disturbed when
+//     the fragments before that are repaired (as in BookKeeper).
+//     An OPEN ledger with a bookie missing or decommissioned for longer
+//     than Grace in its LAST fragment (its writer did not replace it: the
+//     writer is gone or found no spare), and an IN_RECOVERY ledger with
+//     one in any fragment (a recovery that did not finish: the writer is
+//     already fenced, and the recovery owns the metadata), is recovered
+//     (ledger.Recover: fenced and closed; its owner rolls to a new ledger,
+//     as after any fencing), then repaired as closed in the same round.
+//     This is BookKeeper's openLedgerRereplicationGracePeriod; it also
+//     closes idle open ledgers whose copies would otherwise stay short
+//     (Pulsar #13073).
 //  4. The metadata names the replacement only after every copy is durable
 //     on it, so a reader that follows the metadata never finds a copy
 //     missing. A failed repair leaves at most unreferenced copies on the

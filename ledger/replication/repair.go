@@ -64,16 +64,20 @@ var (
 	// bookie did not acknowledge a copy (ADD_OK).
 	ErrCopyFailed = errors.New("replication: copying entries failed")
 	// ErrChanged: the ledger's metadata changed in a way a repair does
-	// not expect (not CLOSED, or the fragment moved): audit again.
+	// not expect (IN_RECOVERY, the fragment moved, became an OPEN
+	// ledger's last, or now holds entries that were not copied): audit
+	// again.
 	ErrChanged = errors.New("replication: ledger metadata changed under the repair")
 )
 
 // maxUpdateAttempts bounds the compare-and-set loop of one repair: each
-// conflict means someone else changed the ledger, which, for a closed
-// ledger, only other repairs do.
+// conflict means someone else changed the ledger: for a closed ledger only
+// other repairs do; for an open one also its writer (an ensemble change, a
+// close), a few times at most during one repair.
 const maxUpdateAttempts = 16
 
-// worker repairs fragments of closed ledgers.
+// worker repairs fixed fragments (fragmentFixed): those of closed
+// ledgers, and those before the last of open ones.
 type worker struct {
 	env         ledger.Env
 	log         *slog.Logger
@@ -86,20 +90,25 @@ type worker struct {
 // replacement bookie and then swaps the replacement into the fragment by
 // compare-and-set:
 //
-//  1. read the metadata: gone → LedgerGone; not CLOSED → ErrChanged; the
-//     fragment no longer names the bookie → AlreadyRepaired;
+//  1. read the metadata: gone → LedgerGone; the fragment is not fixed
+//     (IN_RECOVERY, or an OPEN ledger's last) → ErrChanged; the fragment
+//     no longer names the bookie → AlreadyRepaired;
 //  2. choose a replacement among the writable bookies, excluding the
 //     fragment's members and avoid (decommissioned bookies), preferring a
 //     rack the fragment's other members are not in;
-//  3. copy every entry of the fragment whose write set includes the bad
-//     bookie: read it from the other members of its write set (the bad
+//  3. copy every entry of the fragment (fragmentRange: fixed, also while
+//     the ledger is open) whose write set includes the bad bookie: read it
+//     from the other members of its write set in this fragment (the bad
 //     bookie last: a decommissioned one still serves), write it to the
 //     replacement with a recovery add (accepted on fenced ledgers) and
 //     require ADD_OK. A surviving member that answered "no such entry" gets
 //     the copy too, so the entry is back at Qw copies;
 //  4. compare-and-set the metadata with the replacement at the bad
-//     bookie's position, only while the fragment still names the bad
-//     bookie; on a conflict or an unknown outcome re-read and decide again.
+//     bookie's position, changing nothing else (an OPEN ledger stays OPEN:
+//     its writer accepts the swap, ledger W7), only while the fragment
+//     still names the bad bookie, is still fixed, and holds no entry beyond
+//     those copied; on a conflict (for an open ledger: its writer changed
+//     the metadata) or an unknown outcome re-read and decide again.
 //
 // The metadata changes only after every copy is durable, so a reader never
 // finds the replacement lacking an entry.
@@ -112,9 +121,6 @@ func (w *worker) repair(ctx context.Context, t Task, avoid map[string]bool) (Rep
 	}
 	if err != nil {
 		return res, fmt.Errorf("replication: ledger %d: read metadata: %w", t.Ledger, err)
-	}
-	if md.GetState() != ledgerpb.LedgerState_CLOSED {
-		return res, fmt.Errorf("%w: ledger %d is %s", ErrChanged, t.Ledger, md.GetState())
 	}
 	fi, err := findFragment(md, t)
 	if err != nil {
@@ -132,7 +138,8 @@ func (w *worker) repair(ctx context.Context, t Task, avoid map[string]bool) (Rep
 	res.Replacement = replacement
 	log := w.log.With("ledger", t.Ledger, "fragment", fi, "replacing", t.Bookie, "replacement", replacement)
 	first, last := fragmentRange(md, fi)
-	log.Info("re-replicating fragment", "entries", fmt.Sprintf("%d..%d", first, last), "reason", t.Reason)
+	log.Info("re-replicating fragment", "entries", fmt.Sprintf("%d..%d", first, last),
+		"state", md.GetState().String(), "reason", t.Reason)
 	if err := w.copyFragment(ctx, md, fi, t.Bookie, replacement, &res); err != nil {
 		// A ledger deleted during the copy fails its reads: that is no
 		// failure of the repair.
@@ -142,7 +149,7 @@ func (w *worker) repair(ctx context.Context, t Task, avoid map[string]bool) (Rep
 		}
 		return res, fmt.Errorf("ledger %d fragment %d: %w", t.Ledger, fi, err)
 	}
-	res.Outcome, err = w.swap(ctx, t, replacement)
+	res.Outcome, err = w.swap(ctx, t, replacement, last)
 	if err != nil {
 		return res, err
 	}
@@ -150,22 +157,37 @@ func (w *worker) repair(ctx context.Context, t Task, avoid map[string]bool) (Rep
 	return res, nil
 }
 
-// findFragment returns the index of the fragment t was audited on.
+// findFragment returns the index of the fragment t was audited on, if it is
+// still there and fixed (fragmentFixed).
 func findFragment(md *ledgerpb.LedgerMetadata, t Task) (int, error) {
 	frags := md.GetFragments()
 	if t.Fragment < 0 || t.Fragment >= len(frags) || frags[t.Fragment].GetFirstEntryId() != t.FirstEntry {
 		return 0, fmt.Errorf("%w: ledger %d has no fragment %d starting at entry %d", ErrChanged, t.Ledger, t.Fragment, t.FirstEntry)
 	}
+	if !fragmentFixed(md, t.Fragment) {
+		return 0, fmt.Errorf("%w: ledger %d is %s; fragment %d of %d is not repaired in place",
+			ErrChanged, t.Ledger, md.GetState(), t.Fragment, len(frags))
+	}
 	return t.Fragment, nil
 }
 
-// fragmentRange is the entries of fragment fi of a closed ledger (last <
-// first when it holds none).
+// fragmentRange is the entries of fixed fragment fi (last < first when it
+// holds none). A fragment before the last ends where the next begins: its
+// entries are fixed also while the ledger is OPEN, whose last_entry_id is
+// meaningless (-1) until it closes. A closed ledger's may end earlier, at
+// last_entry_id (a fragment started after the last entry, by an ensemble
+// change whose entry was never acknowledged).
 func fragmentRange(md *ledgerpb.LedgerMetadata, fi int) (first, last int64) {
 	frags := md.GetFragments()
-	first, last = frags[fi].GetFirstEntryId(), md.GetLastEntryId()
-	if fi+1 < len(frags) {
-		last = min(last, frags[fi+1].GetFirstEntryId()-1)
+	first = frags[fi].GetFirstEntryId()
+	closed := md.GetState() == ledgerpb.LedgerState_CLOSED
+	switch {
+	case fi+1 < len(frags) && closed:
+		last = min(md.GetLastEntryId(), frags[fi+1].GetFirstEntryId()-1)
+	case fi+1 < len(frags):
+		last = frags[fi+1].GetFirstEntryId() - 1
+	default:
+		last = md.GetLastEntryId()
 	}
 	return first, last
 }
@@ -362,8 +384,13 @@ func (w *worker) add(ctx context.Context, bookie string, req *bookiepb.AddReques
 	}
 }
 
-// swap compare-and-sets the fragment with replacement in bad's position.
-func (w *worker) swap(ctx context.Context, t Task, replacement string) (Outcome, error) {
+// swap compare-and-sets the fragment with replacement in bad's position;
+// copiedTo is the last entry copied. Each attempt re-reads the metadata and
+// decides again: the fragment must still be fixed (an open ledger's writer
+// may have closed it, or changed its ensemble meanwhile) and hold no entry
+// beyond copiedTo, and nothing but that one bookie changes (an OPEN ledger
+// stays OPEN, its later fragments as they are).
+func (w *worker) swap(ctx context.Context, t Task, replacement string, copiedTo int64) (Outcome, error) {
 	var lastErr error
 	for attempt := range maxUpdateAttempts {
 		if attempt > 0 && !errors.Is(lastErr, ledger.ErrMetadataConflict) {
@@ -379,8 +406,6 @@ func (w *worker) swap(ctx context.Context, t Task, replacement string) (Outcome,
 		case err != nil:
 			lastErr = err
 			continue
-		case md.GetState() != ledgerpb.LedgerState_CLOSED:
-			return 0, fmt.Errorf("%w: ledger %d is %s", ErrChanged, t.Ledger, md.GetState())
 		}
 		fi, err := findFragment(md, t)
 		if err != nil {
@@ -395,6 +420,10 @@ func (w *worker) swap(ctx context.Context, t Task, replacement string) (Outcome,
 			return AlreadyRepaired, nil
 		case slices.Contains(bookies, replacement):
 			return 0, fmt.Errorf("%w: ledger %d fragment %d already has %s", ErrChanged, t.Ledger, fi, replacement)
+		}
+		if _, last := fragmentRange(md, fi); last > copiedTo {
+			return 0, fmt.Errorf("%w: ledger %d fragment %d now ends at entry %d; copied up to %d",
+				ErrChanged, t.Ledger, fi, last, copiedTo)
 		}
 		updated := proto.Clone(md).(*ledgerpb.LedgerMetadata)
 		updated.Fragments[fi].Bookies[pos] = replacement
