@@ -54,6 +54,15 @@ const (
 	// producerBatches is how many batches per producer are remembered for
 	// deduplication (Kafka's NUM_BATCHES_TO_RETAIN).
 	producerBatches = 5
+	// maxProducers is how many producers a partition's state keeps: a new
+	// one beyond it evicts the longest idle (whose next batch is then
+	// refused as UNKNOWN_PRODUCER_ID, as after expiry). Producer ids are
+	// the client's to pick, and the state is snapshotted into the
+	// PartitionLog, a metad value of at most 1 MiB: unbounded, a few
+	// tens of thousands of one-batch producers made every CAS of the
+	// list fail. 2,000 worst-case producers (10-byte id and epoch, five
+	// batches) take about 410 KB, which leaves room for 10,000 ledgers.
+	maxProducers = 2000
 )
 
 // Config configures one partition's Log. Zero fields take defaults.

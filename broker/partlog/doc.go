@@ -48,8 +48,9 @@
 //     segment is open, and the list always names every ledger holding
 //     acknowledged data.
 //   - P5 Idempotence: per producer id the epoch and the last 5 batches
-//     (sequence range -> offsets) are kept; a retried batch gets its
-//     original offsets. The state is snapshotted in the PartitionLog at
+//     (sequence range -> offsets) are kept, for at most 2,000 producers
+//     (a new one evicts the longest idle, so the snapshot always fits in
+//     a metad value); a retried batch gets its original offsets. The state is snapshotted in the PartitionLog at
 //     every CAS (as of the end of the last closed segment) and rebuilt on
 //     takeover from that snapshot plus the recovered segments' batches.
 //   - P6 Retention: only a prefix of closed segments is ever removed, by

@@ -113,7 +113,8 @@ func (t *producerTable) check(h recordbatch.BatchHeader) (*producerBatch, error)
 }
 
 // apply records an appended batch and returns its record and a function
-// undoing it. p may be nil (a batch restored from the log).
+// undoing it. p may be nil (a batch restored from the log). A new producer
+// beyond maxProducers evicts the longest idle one.
 //
 // appendMs is when the batch was appended by the broker's clock: now for a
 // live append; for a batch replayed from the log, the larger of its
@@ -126,6 +127,12 @@ func (t *producerTable) apply(h recordbatch.BatchHeader, base int64, p *pendingA
 	if had {
 		saved = *old
 		saved.batches = slices.Clone(old.batches)
+	}
+	var evictedID int64
+	var evicted *producerEntry
+	if !had && len(t.m) >= maxProducers {
+		evictedID, evicted = t.longestIdle()
+		delete(t.m, evictedID)
 	}
 	e := old
 	epoch := int32(h.ProducerEpoch)
@@ -147,7 +154,25 @@ func (t *producerTable) apply(h recordbatch.BatchHeader, base int64, p *pendingA
 		} else {
 			delete(t.m, h.ProducerID)
 		}
+		if evicted != nil {
+			t.m[evictedID] = evicted
+		}
 	}
+}
+
+// longestIdle is the producer with the oldest lastTimestampMs (the
+// lowest id among equals: map order must not decide). t.m must not be
+// empty.
+func (t *producerTable) longestIdle() (int64, *producerEntry) {
+	var id int64
+	var oldest *producerEntry
+	for pid, e := range t.m {
+		if oldest == nil || e.lastTimestampMs < oldest.lastTimestampMs ||
+			(e.lastTimestampMs == oldest.lastTimestampMs && pid < id) {
+			id, oldest = pid, e
+		}
+	}
+	return id, oldest
 }
 
 // snapshot returns the state as stored in a PartitionLog, without the

@@ -1,0 +1,81 @@
+package partlog
+
+import (
+	"math"
+	"testing"
+
+	"github.com/strata-log/strata/metad/kv"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// TestManyProducersKeepTheListWritable: every idempotent producer id a
+// partition saw was kept in its producer state, and that state is
+// snapshotted into the PartitionLog at every CAS (P5). 40,000 producer
+// ids (one tiny batch each; a client picks its ids) pushed the list past
+// metad's value bound: Close's (and a roll's) CAS failed, the log failed,
+// and every takeover's Open failed the same way, so the partition stayed
+// down until the producers expired (a day). Now the state keeps the
+// maxProducers most recently active producers.
+func TestManyProducersKeepTheListWritable(t *testing.T) {
+	f := newFixture(t)
+	store := &scaleStore{inner: f.store}
+	cfg := f.config(1)
+	cfg.Store = store
+	l := f.open(cfg)
+	now := f.clock.Now().UnixMilli()
+	const producers = 40_000
+	for i := range int64(producers) {
+		if i%1000 == 0 {
+			f.clock.Advance(1) // the later producers are the more recent
+		}
+		mustAppend(t, l, idemBatch(t, 1<<56+i, 32767, 0, now, "x", "y"), AcksQuorum)
+	}
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Errorf("Close after %d producers: %v", producers, err)
+	}
+	cfg = f.config(2)
+	cfg.Store = store
+	b, err := Open(testCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("Open after %d producers: %v", producers, err)
+	}
+	t.Cleanup(func() { _ = b.Close(testCtx(t)) })
+	kept := len(b.Describe().Producers)
+	t.Logf("list after %d producers: at most %d bytes, %d producers kept", producers, store.mu.maxPartitionBytes, kept)
+	if kept != maxProducers {
+		t.Errorf("%d producers kept, want %d", kept, maxProducers)
+	}
+	// The most recent producer is still deduplicated.
+	last := int64(producers - 1)
+	if d := mustAppend(t, b, idemBatch(t, 1<<56+last, 32767, 0, now, "x", "y"), AcksQuorum); !d.Duplicate || d.BaseOffset != 2*last {
+		t.Fatalf("retry of the last producer's batch: %+v, want a duplicate at %d", d, 2*last)
+	}
+	if r := mustAppend(t, b, batch(t, now, "after"), AcksQuorum); r.BaseOffset != 2*producers {
+		t.Fatalf("append after reopening at %d, want %d", r.BaseOffset, 2*producers)
+	}
+}
+
+// TestProducerStateBound: maxProducers producers of the largest
+// encoding (10-byte id, epoch and sequences where the protocol allows,
+// five batches each) and 10,000 ledgers fit in one metad value.
+func TestProducerStateBound(t *testing.T) {
+	pl := &brokerpb.PartitionLog{}
+	for i := range maxProducers {
+		s := &brokerpb.ProducerState{ProducerId: math.MaxInt64 - int64(i), Epoch: -1, LastTimestampMs: math.MaxInt64}
+		for range producerBatches {
+			s.Batches = append(s.Batches, &brokerpb.ProducerBatch{FirstSequence: math.MaxInt32, LastSequence: math.MaxInt32,
+				BaseOffset: math.MaxInt64, LastOffset: math.MaxInt64})
+		}
+		pl.Producers = append(pl.Producers, s)
+	}
+	producers := len(mustMarshal(t, pl))
+	for range 10_000 {
+		pl.Segments = append(pl.Segments, &brokerpb.LedgerSegment{LedgerId: 1 << 20, FirstOffset: 1 << 40, LastOffset: 1<<40 + 99,
+			LastEntryId: 1 << 16, Bytes: 1 << 30, MaxTimestampMs: 1_700_000_600_000, CreatedAtMs: 1_700_000_000_000, Closed: true})
+	}
+	total := len(mustMarshal(t, pl))
+	t.Logf("%d worst-case producers: %d bytes; with 10,000 ledgers: %d of %d bytes", maxProducers, producers, total, kv.MaxValueBytes)
+	if total > kv.MaxValueBytes {
+		t.Fatalf("%d bytes, more than metad's %d", total, kv.MaxValueBytes)
+	}
+}
