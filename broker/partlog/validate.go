@@ -19,6 +19,10 @@ import (
 //     (decompressedBound of the topic's max.message.bytes: review finding
 //     H3, decompression bombs), else ErrTooLarge;
 //   - every record's framing is consistent with its bytes;
+//   - it is not a control batch: transaction markers are the broker's to
+//     write (Kafka refuses them from clients too), and consumers skip
+//     control batches, so a produced one would be acknowledged and never
+//     delivered;
 //   - the records decoded number exactly RecordCount, which is positive;
 //   - their offset deltas are 0, 1, ..., n-1 in order;
 //   - LastOffsetDelta is RecordCount-1;
@@ -31,6 +35,9 @@ import (
 func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed int) error {
 	if h.RecordCount <= 0 {
 		return fmt.Errorf("%w: record count %d, want at least 1", ErrCorruptBatch, h.RecordCount)
+	}
+	if h.IsControl() {
+		return fmt.Errorf("%w: control batch (attributes 0x%04x): clients may not write transaction markers", ErrCorruptBatch, uint16(h.Attributes))
 	}
 	if h.LastOffsetDelta != h.RecordCount-1 {
 		return fmt.Errorf("%w: last offset delta %d with %d records, want %d", ErrCorruptBatch, h.LastOffsetDelta, h.RecordCount, h.RecordCount-1)

@@ -41,6 +41,12 @@ func rawBatch(count, lod int32, records ...[]byte) []byte {
 	return hostilebatch.Fix(b)
 }
 
+// withAttributes is b with its attributes set to attr (CRC fixed).
+func withAttributes(b []byte, attr uint16) []byte {
+	binary.BigEndian.PutUint16(b[21:], attr)
+	return hostilebatch.Fix(b)
+}
+
 func TestValidateRecords(t *testing.T) {
 	r0, r1, r2 := rawRecord(0, "a"), rawRecord(1, "b"), rawRecord(2, "c")
 	lz4, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Compression: recordbatch.CompressionLZ4,
@@ -72,6 +78,12 @@ func TestValidateRecords(t *testing.T) {
 		{"a record newer than the max timestamp", rawBatch(2, 1, r0, rawRecordAt(1, 3_600_000, "b")), ErrCorruptBatch},
 		{"a record older than the base timestamp", rawBatch(2, 1, r0, rawRecordAt(1, -5, "b")), nil},
 		{"a timestamp delta that overflows", rawBatch(2, 1, r0, rawRecordAt(1, math.MaxInt64, "b")), ErrCorruptBatch},
+		// Transaction markers are the broker's to write (Kafka's
+		// LogValidator: "Clients are not allowed to write control
+		// records"); consumers skip control batches, so a produced one
+		// was acknowledged and never delivered.
+		{"a control batch", withAttributes(rawBatch(1, 0, r0), 0x20), ErrCorruptBatch},
+		{"an unknown codec", withAttributes(rawBatch(1, 0, r0), 5), ErrCorruptBatch},
 		{"gzip bomb", hostilebatch.GzipBomb(64 << 20), ErrTooLarge},
 		{"zstd bomb", hostilebatch.ZstdBomb(64 << 20), ErrTooLarge},
 	} {
