@@ -23,6 +23,10 @@ import (
 //     write (Kafka refuses them from clients too), and consumers skip
 //     control batches, so a produced one would be acknowledged and never
 //     delivered;
+//   - it carries no delete horizon (attribute bit 6, KIP-534): only
+//     compaction stamps one, and compaction drops a batch's tombstones
+//     once its horizon passed, so a produced one would have them dropped
+//     before delete.retention.ms;
 //   - the records decoded number exactly RecordCount, which is positive;
 //   - their offset deltas are 0, 1, ..., n-1 in order;
 //   - LastOffsetDelta is RecordCount-1;
@@ -38,6 +42,9 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	}
 	if h.IsControl() {
 		return fmt.Errorf("%w: control batch (attributes 0x%04x): clients may not write transaction markers", ErrCorruptBatch, uint16(h.Attributes))
+	}
+	if h.Attributes&attrDeleteHorizon != 0 {
+		return fmt.Errorf("%w: delete horizon set (attributes 0x%04x): only compaction stamps one", ErrCorruptBatch, uint16(h.Attributes))
 	}
 	if h.LastOffsetDelta != h.RecordCount-1 {
 		return fmt.Errorf("%w: last offset delta %d with %d records, want %d", ErrCorruptBatch, h.LastOffsetDelta, h.RecordCount, h.RecordCount-1)
@@ -66,6 +73,10 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	}
 	return nil
 }
+
+// attrDeleteHorizon is Kafka's batch attribute bit 6 (KIP-534): the base
+// timestamp holds the batch's delete horizon (tiering/compact stamps it).
+const attrDeleteHorizon = 0x40
 
 // decompressedBound is how far a produced batch of at most maxBatchBytes
 // (max.message.bytes, which Kafka applies to the compressed batch) may

@@ -84,6 +84,12 @@ func TestValidateRecords(t *testing.T) {
 		// was acknowledged and never delivered.
 		{"a control batch", withAttributes(rawBatch(1, 0, r0), 0x20), ErrCorruptBatch},
 		{"an unknown codec", withAttributes(rawBatch(1, 0, r0), 5), ErrCorruptBatch},
+		// Bit 6 says the base timestamp is a delete horizon (KIP-534),
+		// which only compaction stamps: a produced one (here 0) had
+		// compaction drop the batch's tombstones at its first pass, not
+		// after delete.retention.ms.
+		{"a delete horizon", withAttributes(rawBatch(1, 0, r0), 0x40), ErrCorruptBatch},
+		{"a transactional batch", withAttributes(rawBatch(1, 0, r0), 0x10), nil},
 		{"gzip bomb", hostilebatch.GzipBomb(64 << 20), ErrTooLarge},
 		{"zstd bomb", hostilebatch.ZstdBomb(64 << 20), ErrTooLarge},
 	} {
