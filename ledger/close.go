@@ -71,7 +71,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	fenced := w.mu.err != nil && errors.Is(w.mu.err, ErrFenced)
 	md := proto.Clone(w.mu.md).(*ledgerpb.LedgerMetadata)
-	var pending *ledgerpb.LedgerMetadata // an ensemble change that may have applied
+	pending := w.mu.unresolved // an ensemble change that may have applied
 	if c := w.mu.change; c != nil {
 		pending = c.md
 	}

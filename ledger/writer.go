@@ -83,6 +83,10 @@ type Writer struct {
 		version int64
 		// change is the ensemble change being written, nil when none.
 		change *ensembleChange
+		// unresolved is the metadata of a change failLocked dropped
+		// before learning whether it applied: Close may find it stored
+		// and close on top of it (W7).
+		unresolved *ledgerpb.LedgerMetadata
 		// failed: members of the current ensemble that failed an add and
 		// were neither replaced nor taken back. Nothing is sent to them.
 		failed map[string]bool
@@ -625,6 +629,9 @@ func (w *Writer) failLocked(err error) {
 	}
 	w.mu.entries = nil
 	w.mu.inFlightBytes = 0
+	if w.mu.change != nil {
+		w.mu.unresolved = w.mu.change.md
+	}
 	w.mu.change = nil
 	w.failLevelWaitersLocked(err)
 	w.notifyLocked()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/ledger/ledgertest"
+	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
@@ -262,5 +263,51 @@ func TestWriterLostAnswerThenRepairBelowNewLastFragment(t *testing.T) {
 	}
 	if err := w.Close(wtCtx(t)); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+// invalidBookies answers ADD_INVALID for one entry's non-recovery adds.
+type invalidBookies struct {
+	*ledgertest.FakeBookies
+	entry uint64
+}
+
+func (b invalidBookies) Add(bookie string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
+	if req.EntryId == b.entry && !req.Recovery {
+		cb(&bookiepb.AddResponse{LedgerId: req.LedgerId, EntryId: req.EntryId, Status: bookiepb.AddStatus_ADD_INVALID}, nil)
+		return
+	}
+	b.FakeBookies.Add(bookie, req, cb)
+}
+
+// TestWriterCloseAfterFailureWithLostAnswerChange: an ensemble change
+// applies but its answer is lost; before the writer re-reads, it fails (an
+// add refused as invalid). Close still finds the change's metadata stored
+// and closes on top of it instead of leaving the ledger OPEN for a
+// takeover to fence (review finding on W7).
+func TestWriterCloseAfterFailureWithLostAnswerChange(t *testing.T) {
+	c := ledgertest.NewCluster(7)
+	env := c.Env()
+	env.Bookies = invalidBookies{c.Bookies, 4}
+	w, err := ledger.Create(wtCtx(t), env, c.Options(ledger.CreateOptions{ExplicitLACInterval: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newWTRecorder(t, c, w)
+	for i := range 3 {
+		wtAppend(t, w, r, fmt.Sprint("e", i))
+	}
+	c.Meta.LoseAnswers(1)
+	wrEnsembleChange(t, c, w, r, 1, "e3") // the change at 4 applies; its answer is lost
+	if md := wtMetadata(t, c, w.ID()); len(md.Fragments) != 2 {
+		t.Fatalf("change did not apply: %v", md.Fragments)
+	}
+	wtAppend(t, w, r, "e4") // ADD_INVALID: the writer fails and drops the change
+	if err := r.failure(4); !errors.Is(err, ledger.ErrWriterFailed) {
+		t.Fatalf("entry 4: %v", err)
+	}
+	err = w.Close(wtCtx(t))
+	if md := wtMetadata(t, c, w.ID()); md.State != ledgerpb.LedgerState_CLOSED || md.LastEntryId != 3 {
+		t.Fatalf("Close left the ledger %v at last entry %d (%v)", md.State, md.LastEntryId, err)
 	}
 }
