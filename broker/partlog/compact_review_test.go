@@ -61,3 +61,53 @@ func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 	}
 	checkNoLeftovers(t, f, l, before)
 }
+
+// max.compaction.lag.ms bounds how long a record stays ineligible for
+// compaction (KIP-354), and the open ledger never is eligible (C9): a
+// partition that takes a record now and then (never idle for IdleRoll)
+// and stays below segment.bytes must still roll once its open ledger is
+// max.compaction.lag.ms old, as Kafka rolls its active segment at
+// min(segment.ms, max.compaction.lag.ms). Without that roll its records
+// wait for segment.ms (7 days by default) whatever max.compaction.lag.ms
+// says.
+func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentAge = 24 * time.Hour
+	cfg.IdleRoll = 24 * time.Hour
+	cfg.Policy = compactPolicy
+	cfg.Policy.Compaction = compact.Policy{MaxCompactionLagMs: time.Minute.Milliseconds(), MinCleanableDirtyRatio: 0.5}
+	l := f.open(cfg)
+	var m keyedModel
+	m.appendKeyed(t, f, l, -1, 0, "a", "1")
+	for range 3 { // a record every 30 s: never idle
+		f.clock.Advance(30 * time.Second)
+		m.appendKeyed(t, f, l, -1, 0, "a", "2")
+	}
+	rollNow(t, l)
+	if segs := l.Describe().Segments; len(segs) != 2 || !segs[0].Closed {
+		t.Fatalf("open ledger %v old with max.compaction.lag.ms=1m did not roll: segments %v", 90*time.Second, segs)
+	}
+	// The rolled ledger is now cleanable; past the lag a pass runs.
+	f.clock.Advance(2 * time.Minute)
+	res := compactNow(t, l, 1<<20)
+	if !res.Ran {
+		t.Fatalf("no pass after max.compaction.lag.ms: %+v", res)
+	}
+	if got := describeAll(fetchAll(t, l, 0)); strings.Join(got, " ") != "3:a=2" {
+		t.Fatalf("records %v, want only the latest", got)
+	}
+
+	// The default (never) leaves the roll to segment.ms.
+	p := cfg.Policy
+	p.Compaction = compact.DefaultPolicy()
+	l.SetPolicy(p)
+	m.appendKeyed(t, f, l, -1, 0, "b", "1")
+	f.clock.Advance(2 * time.Hour)
+	m.appendKeyed(t, f, l, -1, 0, "b", "2")
+	before := len(l.Describe().Segments)
+	rollNow(t, l)
+	if got := len(l.Describe().Segments); got != before {
+		t.Fatalf("rolled without a max.compaction.lag.ms: %d segments, want %d", got, before)
+	}
+}
