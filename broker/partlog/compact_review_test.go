@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/tiering/compact"
+	"github.com/strata-log/strata/tiering/objstore"
+	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
 
 // Kafka aborts a log's cleaning when its cleanup.policy stops containing
@@ -109,5 +111,52 @@ func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
 	rollNow(t, l)
 	if got := len(l.Describe().Segments); got != before {
 		t.Fatalf("rolled without a max.compaction.lag.ms: %d segments, want %d", got, before)
+	}
+}
+
+// An object retention or a compaction swap unlinked waits in the garbage
+// queue for DeleteDelay, so that a fetch that chose it just before the
+// CAS still reads it (T6). The orphan sweep must not take it for an
+// orphan: it is not in the tiered list, and an object uploaded more than
+// OrphanGrace ago was deleted by the next sweep, DeleteDelay or not.
+func TestOrphanSweepLeavesQueuedGarbageToItsDelay(t *testing.T) {
+	f := newFixture(t)
+	// Every object looks two hours old to the sweep (real clock).
+	store := memstore.New(memstore.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+		OrphanGrace: time.Hour, DeleteDelay: time.Hour}
+	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	cfg := f.config(1)
+	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
+	l := f.open(cfg)
+	for range 2 {
+		appendN(t, l, 2)
+		rollByAge(t, f, l)
+	}
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	first := l.Describe().Tiered[0]
+	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
+	l.SetPolicy(pol)
+	if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 1 {
+		t.Fatalf("retention: %+v, %v", cut, err)
+	}
+	if err := l.TierOnce(testCtx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Stat(testCtx(t), first.ObjectKey); err != nil {
+		t.Fatalf("the orphan sweep deleted a queued object before DeleteDelay: %v", err)
+	}
+	if g := l.Describe().Garbage; len(g) != 1 || g[0].ObjectKey != first.ObjectKey {
+		t.Fatalf("garbage %v", g)
+	}
+	// The queue deletes it once the delay has passed.
+	f.clock.Advance(tier.DeleteDelay)
+	if err := l.TierOnce(testCtx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Stat(testCtx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) || len(l.Describe().Garbage) != 0 {
+		t.Fatalf("after DeleteDelay: the object %v, garbage %v", err, l.Describe().Garbage)
 	}
 }
