@@ -77,9 +77,10 @@
 //   - T6 References before objects. An object is deleted only after the
 //     CAS that removes its LIVE record, and that same CAS queues it in the
 //     PartitionLog's garbage list (a durable queue in metad); it leaves the
-//     queue only once the store confirmed the deletion. An object never
-//     committed (an upload cut short) is deleted at once, and by the
-//     orphan sweep once older than its grace if that fails.
+//     queue only once the store confirmed the deletion, not before the
+//     delete delay (the orphan sweep leaves queued objects alone). An
+//     object never committed (an upload cut short) is deleted at once,
+//     and by the orphan sweep once older than its grace if that fails.
 //   - T7 Fencing. Every tiering, retention and compaction commit is a CAS
 //     on the PartitionLog version held by the owner; losing
 //     the compare drops the partition (partlog P3). A zombie owner can

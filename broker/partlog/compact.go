@@ -342,6 +342,14 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 			return fmt.Errorf("%w: the pass took %v, more than half the orphan object grace %v: its objects may have been swept",
 				ErrCompactionStale, time.Since(began).Round(time.Millisecond), l.cfg.Tier.OrphanGrace)
 		}
+		// A topic switched off compact meanwhile keeps every record from
+		// the switch on (Kafka aborts the cleaning too).
+		l.mu.Lock()
+		compacting := l.mu.policy.Compact
+		l.mu.Unlock()
+		if !compacting {
+			return fmt.Errorf("%w: cleanup.policy no longer contains compact", ErrCompactionStale)
+		}
 		var err error
 		copies, err = swapCompacted(pl, compactionSwap{
 			objectInputs: objectInputs, objectOutputs: objectOutputs, ledgerInputs: ledgerInputs, ledgerOutputs: outputs,

@@ -74,7 +74,8 @@
 //     never stuck). ONE CAS replaces the inputs by the outputs, stores
 //     cleaned_offset and queues replaced objects for deletion, after
 //     re-checking that the inputs are still listed, in order, and (for
-//     ledgers) untiered; otherwise (ErrCompactionStale, or a lost CAS)
+//     ledgers) untiered, and that the policy still compacts (a topic
+//     switched to delete mid-pass keeps its records); otherwise (ErrCompactionStale, or a lost CAS)
 //     the outputs are deleted or left to the orphan sweeps. Inputs are
 //     deleted after the CAS, like retention's (P6). An upload commits only
 //     if its ledgers are still listed (a pass may have replaced them). The

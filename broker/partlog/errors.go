@@ -62,8 +62,9 @@ var (
 	ErrAuthorityLost  = errors.New("partlog: the owner's metad session may have expired")
 	ErrUnknownOutcome = errors.New("partlog: write outcome unknown")
 	// ErrCompactionStale: the log changed while a compaction pass
-	// rewrote it (retention removed an input, tiering covered one):
-	// nothing was swapped in, the outputs were deleted; the next pass
+	// rewrote it (retention removed an input, tiering covered one, the
+	// topic's cleanup.policy no longer contains compact): nothing was
+	// swapped in, the outputs were deleted; the next pass
 	// starts over.
 	ErrCompactionStale = errors.New("partlog: compaction inputs changed")
 	// ErrTierUnavailable: a read from the object store failed in a way

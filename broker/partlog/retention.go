@@ -72,11 +72,13 @@ type piece struct {
 
 // logPieces lists the log as retention sees it: the tiered segments, then
 // the ledgers after them (ledgers an object covers are local copies, not
-// more data); openBytes is the open ledger's live size.
+// more data); openBytes is the open ledger's live size. A piece's bytes
+// are its batches' (an object's data section, not its index and footer),
+// so that retention.bytes measures the same data in either tier.
 func logPieces(pl *brokerpb.PartitionLog, openBytes int64) []piece {
 	var out []piece
 	for _, t := range pl.GetTiered() {
-		out = append(out, piece{first: t.BaseOffset, last: t.LastOffset, bytes: t.SizeBytes, maxTs: t.MaxTimestampMs,
+		out = append(out, piece{first: t.BaseOffset, last: t.LastOffset, bytes: t.DataBytes, maxTs: t.MaxTimestampMs,
 			createdAtMs: t.CommittedAtMs, closed: true})
 	}
 	end := tieredEnd(pl)

@@ -53,12 +53,20 @@ func TestRetentionCut(t *testing.T) {
 		// Two objects cover offsets 0-19; the ledgers of 0-19 are local
 		// copies (not counted twice), 20-39 are only on the bookies.
 		{"tiered objects first, local copies not counted", segs, []*brokerpb.TieredSegment{
-			{BaseOffset: 0, LastOffset: 9, SizeBytes: 100, MaxTimestampMs: now - 400},
-			{BaseOffset: 10, LastOffset: 19, SizeBytes: 100, MaxTimestampMs: now - 300},
+			{BaseOffset: 0, LastOffset: 9, SizeBytes: 100, DataBytes: 100, MaxTimestampMs: now - 400},
+			{BaseOffset: 10, LastOffset: 19, SizeBytes: 100, DataBytes: 100, MaxTimestampMs: now - 300},
 		}, 0, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 250}, RetentionCut{1, 100, 10, "size"}},
+		// An object's size includes its index and footer: retention.bytes
+		// counts the batches, as a ledger's bytes do (Kafka counts the
+		// log, not its indexes). 400 bytes of batches, 320 kept: nothing
+		// goes (by object size, 500 - 150 >= 320 took one, leaving 300).
+		{"size counts objects' data, not their index", segs, []*brokerpb.TieredSegment{
+			{BaseOffset: 0, LastOffset: 9, SizeBytes: 150, DataBytes: 100, MaxTimestampMs: now - 400},
+			{BaseOffset: 10, LastOffset: 19, SizeBytes: 150, DataBytes: 100, MaxTimestampMs: now - 300},
+		}, 0, Policy{Delete: true, RetentionMs: -1, RetentionBytes: 320}, RetentionCut{}},
 		{"time across both tiers", segs, []*brokerpb.TieredSegment{
-			{BaseOffset: 0, LastOffset: 9, SizeBytes: 100, MaxTimestampMs: now - 400},
-			{BaseOffset: 10, LastOffset: 19, SizeBytes: 100, MaxTimestampMs: now - 300},
+			{BaseOffset: 0, LastOffset: 9, SizeBytes: 100, DataBytes: 100, MaxTimestampMs: now - 400},
+			{BaseOffset: 10, LastOffset: 19, SizeBytes: 100, DataBytes: 100, MaxTimestampMs: now - 300},
 		}, 0, Policy{Delete: true, RetentionMs: 150, RetentionBytes: -1}, RetentionCut{3, 300, 30, "time"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

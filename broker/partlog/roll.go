@@ -64,13 +64,20 @@ func (l *Log) rollReasonLocked() string {
 		return ""
 	}
 	now := l.cfg.Now()
+	age := now.Sub(time.UnixMilli(s.createdAtMs))
 	switch {
 	case s.bytes >= l.mu.limits.SegmentBytes:
 		return "size"
-	case now.Sub(time.UnixMilli(s.createdAtMs)) >= l.mu.limits.SegmentAge:
+	case age >= l.mu.limits.SegmentAge:
 		return "age"
 	case now.Sub(s.lastAppend) >= l.cfg.IdleRoll:
 		return "idle"
+	case l.mu.policy.Compact && age.Milliseconds() >= l.mu.policy.Compaction.MaxCompactionLagMs &&
+		l.mu.policy.Compaction.MaxCompactionLagMs > 0:
+		// The open ledger is never compacted (C9): it must close for
+		// its records to become eligible within max.compaction.lag.ms
+		// (Kafka rolls at min(segment.ms, max.compaction.lag.ms)).
+		return "max-compaction-lag"
 	}
 	return ""
 }

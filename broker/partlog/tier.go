@@ -653,7 +653,8 @@ func (l *Log) deleteObjects(ctx context.Context, keys []string) {
 }
 
 // sweepOrphanObjects deletes objects under this partition's prefix that
-// the PartitionLog does not name and that are older than OrphanGrace
+// the PartitionLog names neither as tiered nor as queued garbage and that
+// are older than OrphanGrace
 // (T1: the listing never decides what is readable, only what is garbage).
 func (l *Log) sweepOrphanObjects(ctx context.Context) error {
 	tier := l.cfg.Tier
@@ -692,6 +693,12 @@ func (l *Log) sweepOrphanObjects(ctx context.Context) error {
 	live := map[string]bool{}
 	for _, s := range stored.GetTiered() {
 		live[s.ObjectKey] = true
+	}
+	// Queued garbage is not an orphan: the queue deletes it once
+	// DeleteDelay has passed, for the reads that chose it before its
+	// unlinking (T6).
+	for _, g := range stored.GetGarbage() {
+		live[g.ObjectKey] = true
 	}
 	orphans = slices.DeleteFunc(orphans, func(k string) bool { return live[k] })
 	l.abortOldUploads(ctx, horizon)

@@ -177,7 +177,7 @@ func TestTierUploadReadDelete(t *testing.T) {
 
 	// Retention across both tiers: keep at most one object's bytes.
 	pol := cfg.Policy
-	pol.Delete, pol.RetentionBytes = true, pl.Tiered[3].SizeBytes
+	pol.Delete, pol.RetentionBytes = true, pl.Tiered[3].DataBytes
 	l2.SetPolicy(pol)
 	cut, err := l2.EnforceRetention(testCtx(t))
 	if err != nil || cut.Start != pl.Tiered[3].BaseOffset {
@@ -340,7 +340,7 @@ func TestTierGarbageQueue(t *testing.T) {
 		}
 		return memstore.Fault{}
 	})
-	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].SizeBytes
+	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
 	l.SetPolicy(pol)
 	if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 1 {
 		t.Fatalf("retention: %+v, %v", cut, err)
