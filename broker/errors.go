@@ -91,6 +91,10 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.FailedPrecondition, info(rpcerror.ReasonUnknownProducerID, false)
 	case errors.Is(err, partlog.ErrProducerFenced):
 		return codes.FailedPrecondition, info(rpcerror.ReasonProducerFenced, false)
+	case errors.Is(err, partlog.ErrListFull):
+		// Retention frees the list in time; the client retries within its
+		// delivery timeout.
+		return codes.ResourceExhausted, info(rpcerror.ReasonUnavailable, true)
 	case errors.Is(err, partlog.ErrTierUnavailable):
 		// Before DeadlineExceeded: a read from the object store that
 		// timed out wraps both, and a read can simply be retried.

@@ -63,6 +63,14 @@ const (
 	// list fail. 2,000 worst-case producers (10-byte id and epoch, five
 	// batches) take about 410 KB, which leaves room for 10,000 ledgers.
 	maxProducers = 2000
+	// metadValueBytes is metad's largest value (metad/kv.MaxValueBytes;
+	// a test keeps them equal): every PartitionLog must fit in it.
+	metadValueBytes = 1 << 20
+	// listSlackBytes is room a PartitionLog keeps for what tiering and
+	// retention add between two rolls (a tiered segment or a queued
+	// garbage object: about 150 bytes each) and for the segment a roll
+	// adds (under 60 bytes).
+	listSlackBytes = 64 << 10
 )
 
 // Config configures one partition's Log. Zero fields take defaults.

@@ -46,7 +46,11 @@
 //   - P4 Roll: close the ledger, write its index, create the next ledger,
 //     then ONE CAS; appends arriving meanwhile wait. So at most one
 //     segment is open, and the list always names every ledger holding
-//     acknowledged data.
+//     acknowledged data. A roll happens only while the list, with its
+//     producer table at its bound, still fits in a metad value with room
+//     to spare (L1 in roll.go, 12,000 to 17,000 segments): past that the open
+//     segment grows until retention shortens the list, and an append past
+//     MaxSegmentEntries fails with ErrListFull.
 //   - P5 Idempotence: per producer id the epoch and the last 5 batches
 //     (sequence range -> offsets) are kept, for at most 2,000 producers
 //     (a new one evicts the longest idle, so the snapshot always fits in

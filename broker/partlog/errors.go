@@ -18,7 +18,8 @@ import (
 //	             store's / ledger's error, wrapped.
 //	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
 //	             ErrOutOfOrderSequence, ErrUnknownProducer,
-//	             ErrProducerFenced (rejected: nothing written);
+//	             ErrProducerFenced, ErrListFull (rejected: nothing
+//	             written);
 //	             ErrClosed; the failed log's error (ErrFenced,
 //	             ErrConflict, ErrUnknownOutcome: refused, nothing written);
 //	             ErrUnknownOutcome (the batch was handed to the ledger and
@@ -75,6 +76,11 @@ var (
 	// ErrNotFound is metaclient.ErrNotFound: ReadPartitionLog (and
 	// Store.Get) of a missing key.
 	ErrNotFound = metaclient.ErrNotFound
+	// ErrListFull: the open segment holds MaxSegmentEntries and cannot
+	// roll, because one more segment could make the PartitionLog too
+	// large for metad (L1 in roll.go). Nothing was written; appends
+	// succeed again once retention (or tiering) shortens the list.
+	ErrListFull = errors.New("partlog: the partition's segment list is full")
 )
 
 // OutOfRangeError is returned when a fetch or read asks for an offset outside

@@ -47,6 +47,9 @@ type Log struct {
 		// lastRetention: when retention last looked at the log.
 		policy        Policy
 		lastRetention time.Time
+		// listFullLogged: when a roll deferred by a full list was last
+		// logged (L1).
+		listFullLogged time.Time
 		sync.Mutex
 		// pl is the PartitionLog as stored at version (never modified:
 		// replaced by a new one at each CAS).
@@ -481,6 +484,15 @@ func (l *Log) rollIfFull(size int) error {
 	}
 	n := len(l.mu.seg.entries)
 	full := n > 0 && (l.mu.seg.bytes+int64(size) > l.mu.limits.SegmentBytes || n >= l.cfg.MaxSegmentEntries)
+	if full && !l.listHasRoomLocked("size") {
+		// L1: grow past segment.bytes, up to MaxSegmentEntries.
+		full = false
+		if n >= l.cfg.MaxSegmentEntries {
+			l.mu.Unlock()
+			return fmt.Errorf("%w: the open segment holds %d entries and the list cannot take another segment until retention shortens it",
+				ErrListFull, n)
+		}
+	}
 	w := l.mu.writer
 	l.mu.Unlock()
 	if !full {

@@ -8,15 +8,18 @@ import (
 // TailCache of a broker. No per-partition labels: cardinality stays flat
 // however many partitions a broker owns.
 type Metrics struct {
-	AppendLatency    prometheus.Histogram
-	AppendedRecords  prometheus.Counter
-	AppendedBytes    prometheus.Counter
-	FetchedBytes     prometheus.Counter
-	BookieReadBytes  prometheus.Counter
-	CacheHits        prometheus.Counter
-	CacheMisses      prometheus.Counter
-	CacheBytes       prometheus.Gauge
-	Rolls            prometheus.Counter
+	AppendLatency   prometheus.Histogram
+	AppendedRecords prometheus.Counter
+	AppendedBytes   prometheus.Counter
+	FetchedBytes    prometheus.Counter
+	BookieReadBytes prometheus.Counter
+	CacheHits       prometheus.Counter
+	CacheMisses     prometheus.Counter
+	CacheBytes      prometheus.Gauge
+	Rolls           prometheus.Counter
+	// RollsDeferred: roll checks that found a roll due but the segment
+	// list full (L1).
+	RollsDeferred    prometheus.Counter
 	TakeoverDuration prometheus.Histogram
 	Failures         prometheus.Counter
 	// RetentionSegments, RetentionBytes: closed segments (ledgers) and
@@ -59,6 +62,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "strata_broker_tail_cache_bytes", Help: "Bytes held by the tail cache."}),
 		Rolls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_segment_rolls_total", Help: "Segments rolled (closed and replaced by a new ledger)."}),
+		RollsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_broker_segment_rolls_deferred_total",
+			Help: "Roll checks that found a segment due to roll but its partition's segment list too full for metad; retention must shorten it first."}),
 		TakeoverDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "strata_broker_takeover_duration_seconds",
 			Help:    "Time to take over a partition: fence and recover open ledgers, rebuild state, CAS the ledger list.",
@@ -89,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
-			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.TakeoverDuration, m.Failures,
+			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.RollsDeferred, m.TakeoverDuration, m.Failures,
 			m.RetentionSegments, m.RetentionBytes, m.TierUploadedBytes, m.TierUploadedObjects, m.TierErrors,
 			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes,
 			m.TierGarbageDeleted, m.TierGarbageObjects)

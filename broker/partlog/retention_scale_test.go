@@ -3,6 +3,7 @@ package partlog
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -148,6 +149,8 @@ func fsyncLatency(t testing.TB, dir string) time.Duration {
 // old closed ledgers, then keep young closed ledgers and the open one.
 type scaleShape struct {
 	tiered, ledgers, keep int
+	// configure, if set, adjusts the Log's Config before it opens.
+	configure func(*Config)
 }
 
 type scaleLog struct {
@@ -247,6 +250,9 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 	if shape.tiered > 0 {
 		cfg.Tier = &Tier{Store: s.objects, Reader: segfileReader{s.objects}, KeyPrefix: scaleKeyPrefix, TopicID: "topic-id",
 			CheckInterval: time.Hour, OrphanGrace: time.Hour}
+	}
+	if shape.configure != nil {
+		shape.configure(&cfg)
 	}
 	s.l = f.open(cfg)
 	s.store.reset()
@@ -417,6 +423,50 @@ func TestRetentionScaleListBound(t *testing.T) {
 	}
 	if maxTiered < 4_000 {
 		t.Errorf("a list cannot name the 4,000 objects TestRetentionScale uses (%d at most)", maxTiered)
+	}
+}
+
+// TestRollDeferredWhileListFull (L1): with a list too full to take one
+// more segment and still fit in metad with a full producer table, a due
+// roll is deferred (the open segment grows past segment.bytes), an append
+// past MaxSegmentEntries fails with ErrListFull and nothing is written,
+// and once retention shortens the list the log rolls and appends again.
+// Without L1 rolls went on until the list outgrew metad's bound; then the
+// roll's CAS failed, the log with it, and every takeover after it.
+func TestRollDeferredWhileListFull(t *testing.T) {
+	if metadValueBytes != kv.MaxValueBytes {
+		t.Fatalf("metadValueBytes %d, metad's bound %d", metadValueBytes, kv.MaxValueBytes)
+	}
+	shape := scaleShape{ledgers: 18_000, keep: 1, configure: func(c *Config) { c.SegmentBytes, c.MaxSegmentEntries = 1, 3 }}
+	s := buildScaleLog(t, shape, 0)
+	segments := func() int {
+		s.l.mu.Lock()
+		defer s.l.mu.Unlock()
+		return len(s.l.mu.pl.Segments)
+	}
+	before := segments()
+	for i := range 3 { // each over segment.bytes: a roll is due before every one after the first
+		mustAppend(t, s.l, batch(t, 1, fmt.Sprint("v", i)), AcksQuorum)
+	}
+	if got := segments(); got != before {
+		t.Fatalf("%d segments after appends to a full list, want %d (no roll)", got, before)
+	}
+	if _, err := s.l.Append(testCtx(t), batch(t, 1, "refused"), AcksQuorum); !errors.Is(err, ErrListFull) {
+		t.Fatalf("append past MaxSegmentEntries on a full list: %v, want ErrListFull", err)
+	}
+	if err := s.l.Err(); err != nil {
+		t.Fatalf("the log failed: %v", err)
+	}
+	if _, err := s.l.EnforceRetention(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := mustAppend(t, s.l, batch(t, 1, "after retention"), AcksQuorum)
+	if got := segments(); got != shape.keep+2 {
+		t.Fatalf("%d segments after retention and an append, want %d (kept, full, new)", got, shape.keep+2)
+	}
+	recs := fetchAll(t, s.l, r.BaseOffset-3)
+	if len(recs) != 4 || string(recs[3].Value) != "after retention" {
+		t.Fatalf("read back %d records, want the 3 appended before retention and the one after", len(recs))
 	}
 }
 

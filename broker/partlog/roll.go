@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/ledger"
@@ -101,12 +102,57 @@ func (l *Log) maybeRoll(ctx context.Context) error {
 		return nil
 	}
 	reason := l.rollReasonLocked()
+	if reason != "" && !l.listHasRoomLocked(reason) {
+		reason = ""
+	}
 	w := l.mu.writer
 	l.mu.Unlock()
 	if reason == "" {
 		return nil
 	}
 	return l.roll(ctx, w, reason)
+}
+
+// L1: a roll adds a segment to the PartitionLog, one metad value of at
+// most metadValueBytes; a list that outgrew it could be neither rolled,
+// closed nor taken over (segment.ms of one second reaches that in hours).
+// So a roll happens only while the list, with its producer table at its
+// bound (maxProducers) and listSlackBytes to spare, still fits: about
+// 12,000 to 17,000 segments (33 to 46 bytes each). Past that the open segment grows beyond segment.bytes
+// and segment.ms until retention or tiering shortens the list; at
+// MaxSegmentEntries appends fail with ErrListFull (rollIfFull).
+
+// maxProducerTableBytes is the most a producer table at maxProducers
+// adds to a PartitionLog: every field at its longest encoding.
+var maxProducerTableBytes = func() int {
+	worst := &brokerpb.ProducerState{ProducerId: -1, Epoch: -1, LastTimestampMs: -1}
+	for range producerBatches {
+		worst.Batches = append(worst.Batches, &brokerpb.ProducerBatch{FirstSequence: -1, LastSequence: -1, BaseOffset: -1, LastOffset: -1})
+	}
+	return maxProducers * proto.Size(&brokerpb.PartitionLog{Producers: []*brokerpb.ProducerState{worst}})
+}()
+
+// listHasRoomLocked reports whether the list may take one more segment
+// (L1). When not, it counts and (at most once a minute) logs the deferred
+// roll.
+// REQUIRES: l.mu held.
+func (l *Log) listHasRoomLocked(reason string) bool {
+	pl := l.mu.pl
+	size := proto.Size(pl)
+	for _, p := range pl.GetProducers() {
+		size -= protowire.SizeTag(4) + protowire.SizeBytes(proto.Size(p))
+	}
+	if size+maxProducerTableBytes+listSlackBytes <= metadValueBytes {
+		return true
+	}
+	l.metrics.RollsDeferred.Inc()
+	if now := l.cfg.Now(); now.Sub(l.mu.listFullLogged) >= time.Minute {
+		l.mu.listFullLogged = now
+		l.log.Warn("segment due to roll, but the partition's segment list is full; the open segment grows until retention shortens the list",
+			"reason", reason, "segments", len(pl.GetSegments()), "tiered", len(pl.GetTiered()), "list_bytes", size,
+			"open_segment_entries", len(l.mu.seg.entries), "max_segment_entries", l.cfg.MaxSegmentEntries)
+	}
+	return false
 }
 
 // roll: close the ledger, write its index, create the next ledger, one
