@@ -114,6 +114,9 @@ func (s *service) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*b
 	if n := len(req.Partitions); n > MaxProducePartitions {
 		return nil, rpcError(invalidf("produce request names %d partitions, at most %d", n, MaxProducePartitions))
 	}
+	if _, ok := brokerpb.Acks_name[int32(req.Acks)]; !ok {
+		return nil, rpcError(invalidf("acks %d: want ACKS_QUORUM (0), ACKS_NONE (1), ACKS_ONE (2) or ACKS_ALL (3)", req.Acks))
+	}
 	if err := authorizeTopics(ctx, s.b, acl.Write, req.Partitions, (*brokerpb.ProducePartition).GetTopic); err != nil {
 		return nil, rpcError(err)
 	}

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/loadtest"
@@ -434,6 +436,11 @@ func TestBrokerBadInput(t *testing.T) {
 		if pe.GetInfo().GetReason() != tc.reason || !strings.Contains(pe.GetMessage(), tc.message) {
 			t.Errorf("%s: got %s %q, want %s containing %q", tc.name, pe.GetInfo().GetReason(), pe.GetMessage(), tc.reason, tc.message)
 		}
+	}
+	// An acks value the protocol does not define: INVALID, not INTERNAL.
+	if _, err := bc.Produce(ctx, &brokerpb.ProduceRequest{Acks: brokerpb.Acks(7), Partitions: []*brokerpb.ProducePartition{
+		{Topic: "good", Partition: 0, Records: batch("odd acks")}}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "acks 7") {
+		t.Errorf("produce with acks 7: %v, want InvalidArgument naming acks 7", err)
 	}
 	for _, tc := range []struct {
 		name       string
