@@ -125,18 +125,7 @@ func TestOrphanSweepLeavesQueuedGarbageToItsDelay(t *testing.T) {
 	store := memstore.New(memstore.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
 	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
 		OrphanGrace: time.Hour, DeleteDelay: time.Hour}
-	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
-	cfg := f.config(1)
-	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
-	l := f.open(cfg)
-	for range 2 {
-		appendN(t, l, 2)
-		rollByAge(t, f, l)
-	}
-	if err := l.TierOnce(testCtx(t), false); err != nil {
-		t.Fatal(err)
-	}
-	first := l.Describe().Tiered[0]
+	l, pol, first := openWithTwoObjects(t, f, tier)
 	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
 	l.SetPolicy(pol)
 	if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 1 {

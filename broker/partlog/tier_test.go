@@ -322,18 +322,7 @@ func TestTierGarbageQueue(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
 		DeleteDelay: time.Minute}
-	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
-	cfg := f.config(1)
-	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
-	l := f.open(cfg)
-	for range 2 {
-		appendN(t, l, 2)
-		rollByAge(t, f, l)
-	}
-	if err := l.TierOnce(testCtx(t), false); err != nil {
-		t.Fatal(err)
-	}
-	first := l.Describe().Tiered[0]
+	l, pol, first := openWithTwoObjects(t, f, tier)
 	store.SetHook(func(c memstore.Call) memstore.Fault {
 		if c.Op == objstore.OpDelete {
 			return memstore.Fault{Err: errors.New("store refuses")}
@@ -689,4 +678,22 @@ func TestTieredFetchRacingACompactionSwap(t *testing.T) {
 	if !swapped {
 		t.Fatal("no compaction pass ran during the fetch")
 	}
+}
+
+// openWithTwoObjects opens a log with no retention on tier, writes two
+// closed segments and uploads them as two objects; first is the older.
+func openWithTwoObjects(t *testing.T, f *fixture, tier *Tier) (*Log, Policy, *brokerpb.TieredSegment) {
+	t.Helper()
+	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	cfg := f.config(1)
+	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
+	l := f.open(cfg)
+	for range 2 {
+		appendN(t, l, 2)
+		rollByAge(t, f, l)
+	}
+	if err := l.TierOnce(testCtx(t), false); err != nil {
+		t.Fatal(err)
+	}
+	return l, pol, l.Describe().Tiered[0]
 }
