@@ -176,7 +176,9 @@
 // live bytes reached zero, it is removed. A copy is never journaled after
 // a queued delete of its ledger or a queued rewrite of one of its entries
 // (either would be undone by replay); such entries are skipped until a
-// later run. Compaction is skipped for a file larger than the free space.
+// later run. Compaction is skipped for a file larger than the free space
+// less one journal file's reservation (a rotation that cannot reserve its
+// file is fatal).
 // An error stops the run without removing anything on its account; a file
 // with a corrupt live entry is kept, reported and set aside.
 //
