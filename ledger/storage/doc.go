@@ -106,8 +106,9 @@
 //     delete of a ledger that was never fenced removes its state, as
 //     before: its id takes any add.
 //   - F2 Bounded tombstones. Only fenced ledgers leave one: ledgers a new
-//     owner recovered, and every ledger known on entering limbo or on an
-//     index rebuild. Each costs a 9-byte key and a 26-byte value in the
+//     owner recovered, and every ledger known, or deleted in the journal
+//     replayed, on entering limbo or on an index rebuild (their fence
+//     records may be lost, the delete kept). Each costs a 9-byte key and a 26-byte value in the
 //     index (plus Pebble's per-key overhead) and about 120 bytes of
 //     memory, counted in strata_bookie_fence_tombstones. GC forgets the
 //     tombstones deleted at least FenceTombstoneTTL ago (default 7 days;
@@ -119,8 +120,8 @@
 //     counts from the replay (only later).
 //
 // Limit: an index lost after GC trimmed the journal (Recovery, below) loses
-// the tombstones whose fence and delete records were in removed files:
-// those ledgers are unknown here, not fenced.
+// the tombstones whose delete records were in removed files: those ledgers
+// are unknown here, not fenced.
 //
 // # Write path
 //
@@ -148,14 +149,16 @@
 // records, maybe acknowledged, now unreadable — the bookie cannot know what
 // it lost. In one synced batch it records a persistent limbo flag and fences
 // every ledger it knows (a lost fence record would otherwise let a zombie
-// writer reach its ack quorum). While in limbo every missing entry, of any
+// writer reach its ack quorum); a ledger the replayed journal deleted keeps
+// a fenced tombstone (F1), since its fence record may be among the lost. While in limbo every missing entry, of any
 // ledger, is ErrUnknown. ClearLimbo is for an operator who has re-replicated.
 //
 // A lost index: with no checkpoint in the index, replay starts at the
 // oldest journal file. If GC has never removed a journal file, that
 // rebuilds the index exactly. If it has (the JOURNAL-TRIMMED marker exists),
 // fence and delete records may be gone with the removed files, so every
-// ledger found is fenced (BookKeeper #2774), and entries of deleted ledgers
+// ledger found is fenced (BookKeeper #2774), every ledger found deleted
+// keeps a fenced tombstone, and entries of deleted ledgers
 // that remain in kept files reappear (they are not served to anyone who
 // does not ask, and a later delete removes them again).
 //
@@ -173,7 +176,9 @@
 // live bytes reached zero, it is removed. A copy is never journaled after
 // a queued delete of its ledger or a queued rewrite of one of its entries
 // (either would be undone by replay); such entries are skipped until a
-// later run. Compaction is skipped for a file larger than the free space.
+// later run. Compaction is skipped for a file larger than the free space
+// less one journal file's reservation (a rotation that cannot reserve its
+// file is fatal).
 // An error stops the run without removing anything on its account; a file
 // with a corrupt live entry is kept, reported and set aside.
 //

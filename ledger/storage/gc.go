@@ -31,8 +31,9 @@ type GCResult struct {
 // syncs a checkpoint past them, and removes the file. The file being
 // written, and files at or after the checkpoint (replay needs them), are
 // never touched. Compaction is skipped for a file larger than the free
-// space. Any error stops the run with nothing removed on its account (a
-// file whose live entry is corrupt is set aside and reported instead).
+// space less a journal file's reservation. Any error stops the run with
+// nothing removed on its account (a file whose live entry is corrupt is set
+// aside and reported instead).
 // The background loop runs GC every GCInterval; the result is also logged.
 func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 	release, err := s.begin()
@@ -110,9 +111,11 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		if err != nil {
 			return fmt.Errorf("storage: gc: %w", err)
 		}
-		if int64(du.FreeBytes) < f.Size {
-			s.logger.Warn("not compacting: less free space than the file", "file", fmt.Sprintf("%016x", f.Seq),
-				"size", f.Size, "free_bytes", du.FreeBytes)
+		// The copies may start a journal file: a reservation that fails is
+		// fatal, so leave room for it too.
+		if int64(du.FreeBytes) < f.Size+s.rotationReserve() {
+			s.logger.Warn("not compacting: less free space than the file and a journal file's reservation",
+				"file", fmt.Sprintf("%016x", f.Seq), "size", f.Size, "free_bytes", du.FreeBytes)
 			continue
 		}
 		copied, err := s.compactFile(ctx, f.Seq)

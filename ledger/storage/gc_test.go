@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/strata-log/strata/internal/testwait"
@@ -346,5 +347,47 @@ func TestCompactionNeverCopiesPastASupersedingRecord(t *testing.T) {
 				t.Fatalf("no %s record in the journal", tc)
 			}
 		})
+	}
+}
+
+// TestCompactionNearFullDiskIsNotFatal: GC goes on near a full disk (doc.go,
+// Contract), and its copies may start a journal file, whose reservation
+// must fit: a rotation that cannot reserve its file is fatal. Compaction
+// that would leave no room for it is skipped instead.
+func TestCompactionNearFullDiskIsNotFatal(t *testing.T) {
+	var fatal atomic.Value
+	e := newEnv(t, func(o *Options) {
+		o.JournalMaxFileBytes = 8 << 10
+		o.JournalPreallocateBytes = 8 << 10
+		o.CompactBelowLiveRatio = 0.9
+		o.OnFatal = func(err error) { fatal.Store(err) }
+	})
+	for entry := range uint64(30) {
+		for ledgerID := uint64(1); ledgerID <= 2; ledgerID++ {
+			mustAdd(t, e.s, ledgerID, entry, -1, payloadFor(4, ledgerID, entry, 600))
+		}
+	}
+	if err := e.s.Delete(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	files := e.s.j.Files()
+	var largest int64
+	for _, f := range files[:len(files)-1] {
+		largest = max(largest, f.Size)
+	}
+	du, err := e.mem.DiskUsage(testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for the largest half-dead file, not for it and a new journal file.
+	e.mem.SetCapacity(du.TotalBytes - du.FreeBytes + uint64(largest) + 64)
+	if _, err := e.s.GC(context.Background()); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if err := fatal.Load(); err != nil {
+		t.Fatalf("compaction near a full disk made the storage fail: %v", err)
+	}
+	for entry := range uint64(30) {
+		mustRead(t, e.s, 2, entry, payloadFor(4, 2, entry, 600))
 	}
 }

@@ -58,7 +58,13 @@ func (s *Storage) recover(ctx context.Context) error {
 	var b *index.Batch
 	var records, bytes int64
 	lastLog := start
+	// Ledgers the replayed journal deletes: if its fence records cannot be
+	// trusted (limbo, a rebuild), each keeps a fenced tombstone (F1).
+	deleted := map[uint64]bool{}
 	res, err := s.j.Replay(cp, func(rec journal.Record, loc journal.Location) error {
+		if rec.Type == journal.TypeDelete {
+			deleted[rec.LedgerID] = true
+		}
 		if b == nil {
 			var err error
 			if b, err = s.ix.NewBatch(); err != nil {
@@ -128,6 +134,21 @@ func (s *Storage) recover(ctx context.Context) error {
 					b.Close()
 					return fmt.Errorf("storage: %w", err)
 				}
+			}
+		}
+		// So may the fence record of a ledger whose delete record was
+		// replayed: without a tombstone, a zombie writer's adds to it
+		// would be acknowledged again.
+		for ledgerID := range deleted {
+			if _, ok := states[ledgerID]; ok {
+				continue // fenced above, a tombstone's included
+			}
+			if _, err = b.Fence(ledgerID); err == nil {
+				states[ledgerID], err = b.Delete(ledgerID, s.now().UnixMilli())
+			}
+			if err != nil {
+				b.Close()
+				return fmt.Errorf("storage: %w", err)
 			}
 		}
 	}

@@ -414,6 +414,15 @@ func (s *Storage) OnStateChange(fn func(readOnly bool)) {
 	s.mu.hooks = append(s.mu.hooks, fn)
 }
 
+// rotationReserve is the space the journal reserves when it starts a new
+// file: without it, the rotation fails, and so does the storage.
+func (s *Storage) rotationReserve() int64 {
+	if s.opts.JournalPreallocateBytes > 0 {
+		return min(s.opts.JournalMaxFileBytes, s.opts.JournalPreallocateBytes)
+	}
+	return s.opts.JournalMaxFileBytes
+}
+
 // checkDisk turns the storage read-only when the disk's used fraction,
 // counting one journal file's reservation as used, reaches ReadOnlyAbove,
 // and writable again at WritableBelow; it refreshes the add budget and the
@@ -426,11 +435,7 @@ func (s *Storage) checkDisk() {
 	}
 	// Room is counted net of one journal file's reservation: the next
 	// rotation must still find space.
-	reserve := s.opts.JournalMaxFileBytes
-	if s.opts.JournalPreallocateBytes > 0 {
-		reserve = min(reserve, s.opts.JournalPreallocateBytes)
-	}
-	free := int64(du.FreeBytes) - reserve
+	free := int64(du.FreeBytes) - s.rotationReserve()
 	total := float64(du.TotalBytes)
 	budget := free - int64((1-s.opts.ReadOnlyAbove)*total)
 	was := s.readOnly.Load()

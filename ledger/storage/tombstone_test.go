@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/strata-log/strata/ledger/journal"
 )
 
 // TestZombieAddAfterFencedDelete guards docs/ledgers.md's old known gap "a
@@ -159,4 +161,83 @@ func TestFenceTombstoneExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr(t, add(e2.s, 3, 0, -1, []byte("zombie"), false), ErrFenced)
+}
+
+// TestLostFenceRecordKeepsDeletedLedgerFenced: F1 when the index must be
+// rebuilt from a journal that lost the ledger's fence record, to GC (a lost
+// index, JOURNAL-TRIMMED) or to corruption (limbo), but still holds its
+// delete record. Every ledger replay finds is fenced then; a ledger replay
+// finds deleted must keep a fenced tombstone too, or the zombie writer that
+// fence kept out is acknowledged again.
+func TestLostFenceRecordKeepsDeletedLedgerFenced(t *testing.T) {
+	ctx := context.Background()
+	t.Run("index lost after GC", func(t *testing.T) {
+		e := newEnv(t, func(o *Options) {
+			o.JournalMaxFileBytes = 4 << 10
+			o.JournalPreallocateBytes = 4 << 10
+			o.CompactBelowLiveRatio = 0.99
+		})
+		for entry := range uint64(20) {
+			mustAdd(t, e.s, 1, entry, int64(entry)-1, payloadFor(5, 1, entry, 300))
+		}
+		if _, err := e.s.Fence(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		fenceFile := e.s.j.Position().File
+		for entry := range uint64(30) { // later files
+			mustAdd(t, e.s, 2, entry, int64(entry)-1, payloadFor(5, 2, entry, 300))
+		}
+		if err := e.s.Delete(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		deleteFile := e.s.j.Position().File
+		if _, err := e.s.GC(ctx); err != nil {
+			t.Fatal(err)
+		}
+		files := map[uint64]bool{}
+		for _, f := range e.s.j.Files() {
+			files[f.Seq] = true
+		}
+		if files[fenceFile] || !files[deleteFile] {
+			t.Fatalf("setup: fence in %d, delete in %d, files left %v", fenceFile, deleteFile, files)
+		}
+		if err := e.restartAfterCrash(e.crash(false, nil, nil), true); err != nil { // the index is gone
+			t.Fatal(err)
+		}
+		if !e.s.rebuilt {
+			t.Fatal("setup: index not rebuilt")
+		}
+		wantErr(t, add(e.s, 1, 20, 19, []byte("zombie"), false), ErrFenced)
+		if st, ok := e.s.State(1); ok || !st.Fenced {
+			t.Fatalf("State(1) = %+v %v, want no ledger, fenced", st, ok)
+		}
+	})
+	t.Run("fence record corrupt", func(t *testing.T) {
+		e := newEnv(t, nil)
+		for entry := range uint64(3) {
+			mustAdd(t, e.s, 1, entry, int64(entry)-1, []byte("old owner"))
+		}
+		if _, err := e.s.Fence(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		end := e.s.j.Position()
+		if err := e.s.Delete(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		mustAdd(t, e.s, 2, 0, -1, []byte("later group"))
+		// Crash: the index goes back to Open's checkpoint; the fence record,
+		// synced and acknowledged, is damaged meanwhile.
+		crashed := e.crash(false, nil, nil)
+		flipByte(t, crashed, journalFile(end.File), end.Offset-journal.RecordHeaderSize+20)
+		if err := e.restartAfterCrash(crashed, false); err != nil {
+			t.Fatal(err)
+		}
+		if !e.s.Limbo() {
+			t.Fatal("setup: not in limbo")
+		}
+		wantErr(t, add(e.s, 1, 3, 2, []byte("zombie"), false), ErrFenced)
+		if st, ok := e.s.State(1); ok || !st.Fenced {
+			t.Fatalf("State(1) = %+v %v, want no ledger, fenced", st, ok)
+		}
+	})
 }
