@@ -111,3 +111,31 @@ func TestAddPartitionsToInternalTopicRefused(t *testing.T) {
 		t.Fatalf("AddPartitions on %s: %v, want INVALID_ARGUMENT (internal topic)", OffsetsTopic, err)
 	}
 }
+
+// An unknown user costs what a wrong password costs: a PBKDF2 check, in
+// one of the same bounded slots. It was answered at once, without one, so
+// the answer's timing (and, with the slots busy, its code) told whether a
+// user exists.
+func TestUnknownUserCostsAPasswordCheck(t *testing.T) {
+	s := testSecurity(t)
+	cred, err := scram.NewCredential("bob", "pw", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred.Marshal(), ModRevision: 5}
+	s.checks <- struct{}{} // every check slot busy
+	answer := func(user string) codes.Code {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		return status.Code(s.checkPassword(ctx, user, "wrong"))
+	}
+	if known, unknown := answer("bob"), answer("nobody"); known != unknown {
+		t.Fatalf("with every check slot busy, a wrong password for an existing user answers %v, for an unknown user %v: the answer tells whether a user exists", known, unknown)
+	}
+	<-s.checks
+	for _, user := range []string{"bob", "nobody"} {
+		if code := answer(user); code != codes.Unauthenticated {
+			t.Errorf("%s with a wrong password: %v, want UNAUTHENTICATED", user, code)
+		}
+	}
+}
