@@ -205,6 +205,12 @@ func (s *service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitions
 	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
 		return nil, rpcError(err)
 	}
+	if internalTopic(req.Name) {
+		// A group's coordinator is partition PartitionFor(group, count) of
+		// __consumer_offsets: a new count sends every group to a
+		// partition that holds none of its committed offsets.
+		return nil, rpcError(invalidf("topic %q is internal: its partition count cannot change", req.Name))
+	}
 	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if req.Total <= rec.Partitions {
 			return invalidf("topic %q has %d partitions; the new count %d must be larger", rec.Name, rec.Partitions, req.Total)

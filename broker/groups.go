@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strata-log/strata/broker/group"
@@ -219,12 +220,33 @@ func (s *service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRe
 	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, rpcError(err)
 	}
+	if err := authorizeTopics(ctx, s.b, acl.Describe, req.Partitions, (*brokerpb.TopicPartitions).GetTopic); err != nil {
+		return nil, rpcError(err)
+	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	resp, err := c.FetchOffsets(ctx, req)
+	if resp != nil {
+		resp.Offsets = s.b.describableOffsets(ctx, resp.Offsets)
+	}
 	return resp, rpcError(err)
+}
+
+// describableOffsets keeps the offsets of topics the call's principal may
+// describe: a group's offsets name every topic its members committed,
+// and READ on the group must not show topics the principal may not see.
+func (b *Broker) describableOffsets(ctx context.Context, offsets []*brokerpb.CommittedOffset) []*brokerpb.CommittedOffset {
+	visible := map[string]bool{}
+	return slices.DeleteFunc(offsets, func(o *brokerpb.CommittedOffset) bool {
+		ok, seen := visible[o.Topic]
+		if !seen {
+			ok = b.allowed(ctx, acl.Describe, acl.TopicResource(o.Topic))
+			visible[o.Topic] = ok
+		}
+		return !ok
+	})
 }
 
 func (s *service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
@@ -238,6 +260,7 @@ func (s *service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroup
 	resp, err := c.DescribeGroup(ctx, req)
 	if resp != nil {
 		resp.CoordinatorId = s.b.cfg.ID
+		resp.Offsets = s.b.describableOffsets(ctx, resp.Offsets)
 	}
 	return resp, rpcError(err)
 }

@@ -57,6 +57,16 @@ const (
 	maxDenialsLogged = 10_000
 )
 
+// unknownUser is the credential a password for a user that does not
+// exist is checked against (and never matches: its salt is random).
+var unknownUser = sync.OnceValue(func() scram.Credential {
+	c, err := scram.NewCredential("", "unknown user", scram.DefaultIterations)
+	if err != nil {
+		panic(err) // only crypto/rand can fail, and it does not
+	}
+	return c
+})
+
 // errDenied: the principal may not do what the call does (ACLs).
 var errDenied = errors.New("permission denied")
 
@@ -287,11 +297,8 @@ func (s *security) checkPassword(ctx context.Context, user, password string) err
 		return refused("bad_password")
 	}
 	kv := s.users.get(acl.UserKey(user))
-	if kv == nil {
-		return refused("bad_password")
-	}
 	now := time.Now()
-	if s.cache.Check(user, password, kv.ModRevision, now) {
+	if kv != nil && s.cache.Check(user, password, kv.ModRevision, now) {
 		return nil
 	}
 	select {
@@ -299,6 +306,12 @@ func (s *security) checkPassword(ctx context.Context, user, password string) err
 		defer func() { <-s.checks }()
 	case <-ctx.Done():
 		return rpcerror.New(codes.Unavailable, rpcerror.ReasonUnavailable, true, "authentication: "+ctx.Err().Error())
+	}
+	if kv == nil {
+		// As long as a wrong password, in the same slots: the answer's
+		// timing must not tell whether the user exists.
+		_ = unknownUser().Verify(password)
+		return refused("bad_password")
 	}
 	cred, err := scram.Unmarshal(kv.Value)
 	if err != nil {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/internal/scram"
+	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
@@ -84,5 +87,55 @@ func TestNoCredentialsRefused(t *testing.T) {
 	s := testSecurity(t)
 	if _, err := s.authenticate(context.Background(), "/strata.broker.v1.Broker/Metadata"); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("no certificate, no password: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// AddPartitions on an internal topic is refused, as DeleteTopic and
+// Produce are (AC1): a group's coordinator is partition
+// group.PartitionFor(group, count) of __consumer_offsets, so a new count
+// sends every group to a partition that holds none of its offsets, and
+// each group's committed offsets are lost. ALTER on "*" (or a super-user,
+// or any client of a plaintext broker) could do it.
+func TestAddPartitionsToInternalTopicRefused(t *testing.T) {
+	// Nothing listens there: the refusal must come before any metad call.
+	meta, err := metaclient.New(metaclient.Config{Endpoints: []string{"127.0.0.1:26001"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer meta.Close()
+	b := &Broker{cfg: DefaultConfig(), log: slog.New(slog.DiscardHandler), meta: meta}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = b.Service().AddPartitions(ctx, &brokerpb.AddPartitionsRequest{Name: OffsetsTopic, Total: 64})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "internal") {
+		t.Fatalf("AddPartitions on %s: %v, want INVALID_ARGUMENT (internal topic)", OffsetsTopic, err)
+	}
+}
+
+// An unknown user costs what a wrong password costs: a PBKDF2 check, in
+// one of the same bounded slots. It was answered at once, without one, so
+// the answer's timing (and, with the slots busy, its code) told whether a
+// user exists.
+func TestUnknownUserCostsAPasswordCheck(t *testing.T) {
+	s := testSecurity(t)
+	cred, err := scram.NewCredential("bob", "pw", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred.Marshal(), ModRevision: 5}
+	s.checks <- struct{}{} // every check slot busy
+	answer := func(user string) codes.Code {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		return status.Code(s.checkPassword(ctx, user, "wrong"))
+	}
+	if known, unknown := answer("bob"), answer("nobody"); known != unknown {
+		t.Fatalf("with every check slot busy, a wrong password for an existing user answers %v, for an unknown user %v: the answer tells whether a user exists", known, unknown)
+	}
+	<-s.checks
+	for _, user := range []string{"bob", "nobody"} {
+		if code := answer(user); code != codes.Unauthenticated {
+			t.Errorf("%s with a wrong password: %v, want UNAUTHENTICATED", user, code)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net"
 	"net/url"
@@ -136,6 +137,11 @@ func (ca *CA) CertPEM() []byte {
 // caFile as the CA bundle.
 func WriteFiles(dir, name string, certPEM, keyPEM []byte, caFile string) (Files, error) {
 	f := Files{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key"), CA: caFile}
+	// os.WriteFile keeps the mode of a file already there: remove it, so
+	// the key is created readable by its owner only.
+	if err := os.Remove(f.Key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return Files{}, err
+	}
 	if err := os.WriteFile(f.Key, keyPEM, 0o600); err != nil {
 		return Files{}, err
 	}

@@ -177,3 +177,28 @@ func TestIdentityOf(t *testing.T) {
 		t.Fatalf("missing files: %v", err)
 	}
 }
+
+// The key WriteFiles writes is its owner's only even when the file was
+// there before with a wider mode (os.WriteFile keeps an existing file's
+// mode): `strata dev --tls` run again in a directory whose key files
+// others could read left the new private keys readable by them.
+func TestWriteFilesKeyIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "n.key")
+	if err := os.WriteFile(key, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(key, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if _, err := WriteFiles(dir, "n", []byte("cert"), []byte("key"), "ca.crt"); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+}
