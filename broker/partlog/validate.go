@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/tiering/compact"
 )
 
 // validateRecords checks a produced batch's records against its header
@@ -43,7 +44,7 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	if h.IsControl() {
 		return fmt.Errorf("%w: control batch (attributes 0x%04x): clients may not write transaction markers", ErrCorruptBatch, uint16(h.Attributes))
 	}
-	if h.Attributes&attrDeleteHorizon != 0 {
+	if _, ok := compact.DeleteHorizon(h); ok {
 		return fmt.Errorf("%w: delete horizon set (attributes 0x%04x): only compaction stamps one", ErrCorruptBatch, uint16(h.Attributes))
 	}
 	if h.LastOffsetDelta != h.RecordCount-1 {
@@ -73,10 +74,6 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	}
 	return nil
 }
-
-// attrDeleteHorizon is Kafka's batch attribute bit 6 (KIP-534): the base
-// timestamp holds the batch's delete horizon (tiering/compact stamps it).
-const attrDeleteHorizon = 0x40
 
 // decompressedBound is how far a produced batch of at most maxBatchBytes
 // (max.message.bytes, which Kafka applies to the compressed batch) may
