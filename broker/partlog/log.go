@@ -50,6 +50,10 @@ type Log struct {
 		// listFullLogged: when a roll deferred by a full list was last
 		// logged (L1).
 		listFullLogged time.Time
+		// listBytes: the size of listSized (a stored list) without its
+		// producer table (L1).
+		listSized *brokerpb.PartitionLog
+		listBytes int
 		sync.Mutex
 		// pl is the PartitionLog as stored at version (never modified:
 		// replaced by a new one at each CAS).

@@ -138,10 +138,16 @@ var maxProducerTableBytes = func() int {
 // REQUIRES: l.mu held.
 func (l *Log) listHasRoomLocked(reason string) bool {
 	pl := l.mu.pl
-	size := proto.Size(pl)
-	for _, p := range pl.GetProducers() {
-		size -= protowire.SizeTag(4) + protowire.SizeBytes(proto.Size(p))
+	if l.mu.listSized != pl {
+		// Sized once per stored list (pl is replaced at every CAS): a
+		// full list is asked before every append past segment.bytes.
+		size := proto.Size(pl)
+		for _, p := range pl.GetProducers() {
+			size -= protowire.SizeTag(4) + protowire.SizeBytes(proto.Size(p))
+		}
+		l.mu.listSized, l.mu.listBytes = pl, size
 	}
+	size := l.mu.listBytes
 	if size+maxProducerTableBytes+listSlackBytes <= metadValueBytes {
 		return true
 	}
