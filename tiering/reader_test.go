@@ -174,6 +174,13 @@ func TestCacheNeverExceedsBound(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// Read-ahead downloads the fetches started may still be running; they
+	// are charged but not cached until they end.
+	testwait.Until(t, 10*time.Second, "no download in flight", func() bool {
+		r.chunks.mu.Lock()
+		defer r.chunks.mu.Unlock()
+		return r.chunks.mu.bytes == r.chunks.mu.cachedBytes
+	})
 	b, peak, cached := r.chunks.stats()
 	if peak > bound || b > bound || peak < bound-testChunk {
 		t.Errorf("cache bytes %d, peak %d, bound %d", b, peak, bound)
