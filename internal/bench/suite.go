@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
+	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/devcluster"
 )
 
@@ -26,6 +27,9 @@ type SuiteOptions struct {
 	Dir      string // parent of the temporary cluster directory
 	BinDir   string // the role binaries; "" is beside this executable
 	KeepData bool
+	// ProfileDir, when set, runs the nodes with pprof on and keeps a CPU
+	// profile of every broker and bookie per workload there.
+	ProfileDir string
 }
 
 // QuickDuration is --quick's workload duration (unless --duration is
@@ -89,6 +93,11 @@ func RunSuite(ctx context.Context, stdout, progress io.Writer, o *Options, s *Su
 	}
 	rep := newReport(o, s)
 	start := time.Now()
+	if s.ProfileDir != "" {
+		if err := os.MkdirAll(s.ProfileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	if err := measureLimits(ctx, progress, rep, dir, s.Quick); err != nil {
 		return err
 	}
@@ -191,6 +200,9 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	// produce path's, and would move produce-max's ledgers to the object
 	// store before catch-up reads them from the bookies.
 	co.BrokerArgs = []string{"--tier-store="}
+	if s.ProfileDir != "" {
+		co.Env = []string{config.EnvPrefix + "_ENABLE_PPROF=true"}
+	}
 	fmt.Fprintf(progress, "bench suite: starting %d metad, %d bookies, %d broker(s) in %s\n", co.Metad, co.Bookies, brokers, dir)
 	st, err := devcluster.Up(ctx, co, progress)
 	if err != nil {
@@ -208,7 +220,8 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		return run, err
 	}
 	defer c.Close()
-	sr := &suiteRunner{progress: progress, base: *o, client: c, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers)}
+	sr := &suiteRunner{progress: progress, base: *o, client: c, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers),
+		profileDir: s.ProfileDir}
 	if err := sr.workloads(ctx, &run); err != nil {
 		return run, err
 	}

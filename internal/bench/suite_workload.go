@@ -6,7 +6,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/strata-log/strata/client"
@@ -31,6 +34,9 @@ type suiteRunner struct {
 	client   *client.Client
 	nodes    []devcluster.Node
 	prefix   string // topic prefix
+	// profileDir: where CPU profiles of the brokers and bookies go ("":
+	// none).
+	profileDir string
 }
 
 // workloads runs every workload of benchsuite.Workloads in order,
@@ -101,18 +107,22 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 
 	cpuBefore := sr.cpu()
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+	profiles := sr.profile(ctx, name, sr.base.Duration)
 	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
+		profiles()
 		return benchsuite.Workload{}, err
 	}
 	elapsed := time.Since(run.Start)
 	cpuAfter := sr.cpu()
 	bookiesAfter, brokersAfter := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+	files := profiles()
 
 	w := workloadResult(name, &o, Summarize(run, elapsed))
 	w.CPU = CPUDelta(cpuBefore, cpuAfter, sr.nodes)
 	w.CPU.FillPerGB(w.Bytes)
 	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
 	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
+	w.Profiles = files
 	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB\n",
 		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies)
 	return w, nil
@@ -125,6 +135,40 @@ func workloadResult(name string, o *Options, sum Summary) benchsuite.Workload {
 		FirstError: sum.FirstError}
 	w.Latency = append(w.Latency, sum.Latency...)
 	return w
+}
+
+// profile starts taking a CPU profile of d of every broker and bookie
+// into sr.profileDir, named <prefix>-<workload>-<node>.pprof, and returns
+// the function that waits for them and lists the files written (none
+// without a profile directory). A profile that fails is a warning: the
+// workload's figures do not depend on it.
+func (sr *suiteRunner) profile(ctx context.Context, workload string, d time.Duration) (wait func() []string) {
+	if sr.profileDir == "" {
+		return func() []string { return nil }
+	}
+	var mu sync.Mutex
+	var files []string
+	var wg sync.WaitGroup
+	for _, n := range sr.nodes {
+		if n.Role != devcluster.RoleBroker && n.Role != devcluster.RoleBookie {
+			continue
+		}
+		path := filepath.Join(sr.profileDir, fmt.Sprintf("%s-%s-%s.pprof", sr.prefix, workload, n.Name))
+		wg.Go(func() {
+			if err := benchsuite.CPUProfile(ctx, n.Admin, d, path); err != nil {
+				fmt.Fprintf(sr.progress, "bench suite: warning: %s: %s\n", n.Name, strings.TrimPrefix(err.Error(), "benchsuite: "))
+				return
+			}
+			mu.Lock()
+			files = append(files, path)
+			mu.Unlock()
+		})
+	}
+	return func() []string {
+		wg.Wait()
+		slices.Sort(files)
+		return files
+	}
 }
 
 // cpu samples every node's CPU seconds and this process's (key "").

@@ -131,6 +131,9 @@ type Workload struct {
 	CPU           CPU       `json:"cpu"`
 	Journal       *Journal  `json:"journal,omitempty"`
 	Reads         *Reads    `json:"reads,omitempty"`
+	// Profiles are the CPU profiles taken during the workload
+	// (--profile): one per broker and bookie.
+	Profiles []string `json:"profiles,omitempty"`
 }
 
 // LatencyOf returns the latency kind ("publish_to_ack", ...) if measured.

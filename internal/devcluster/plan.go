@@ -55,6 +55,9 @@ type Options struct {
 	// given again overrides the planned one): `strata bench suite` turns
 	// tiering off with "--tier-store=".
 	BrokerArgs []string
+	// Env is added to every node's environment, after what the plan sets
+	// (`strata bench suite --profile` sets STRATA_ENABLE_PPROF=true).
+	Env []string
 }
 
 // DefaultOptions returns the defaults.
@@ -192,6 +195,9 @@ func Plan(o Options) ([]Node, error) {
 			n.Env = append(n.Env, brokerTierEnv()...)
 		}
 		nodes = append(nodes, n)
+	}
+	for i := range nodes {
+		nodes[i].Env = append(nodes[i].Env, o.Env...)
 	}
 	return nodes, nil
 }
