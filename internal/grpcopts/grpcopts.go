@@ -5,7 +5,11 @@
 // a client need not link any server code.
 package grpcopts
 
-import "google.golang.org/grpc"
+import (
+	"google.golang.org/grpc"
+
+	"github.com/strata-log/strata/internal/wirecodec"
+)
 
 // MaxMessageBytes bounds every request and response a node accepts, so a
 // hostile length prefix cannot make it allocate without limit.
@@ -19,11 +23,13 @@ const (
 )
 
 // DialOptions are the client-side counterparts for connections that move
-// data: message size limit and flow-control windows.
+// data: message size limit, flow-control windows and the transport's
+// buffer pool (internal/wirecodec).
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		grpc.WithInitialWindowSize(WindowBytes),
 		grpc.WithInitialConnWindowSize(ConnWindowBytes),
+		wirecodec.DialOption(),
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-log/strata/internal/authz"
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/mtls"
+	"github.com/strata-log/strata/internal/wirecodec"
 )
 
 // MaxConcurrentStreams bounds the calls one connection may have open at
@@ -49,6 +50,7 @@ func New(addr string, reflect bool, opts ...grpc.ServerOption) (*Server, error) 
 		// message, and the 64 KiB default stalls a stream every message.
 		grpc.InitialWindowSize(grpcopts.WindowBytes),
 		grpc.InitialConnWindowSize(grpcopts.ConnWindowBytes),
+		wirecodec.ServerOption(),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/grpcopts"
+	"github.com/strata-log/strata/internal/wirecodec"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -216,6 +217,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcopts.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(grpcopts.MaxMessageBytes)),
+		wirecodec.DialOption(),
 	}
 }
 

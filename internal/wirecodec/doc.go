@@ -1,0 +1,35 @@
+// Package wirecodec is the gRPC codec of every Strata process: protobuf,
+// as gRPC's own, except that the messages that carry record data on the
+// produce path skip protobuf's copies of their payloads.
+//
+// gRPC's proto codec copies a received message into one pooled buffer
+// and then copies every bytes field out of it, and it copies a sent
+// message's bytes fields into the buffer it marshals into. On a broker
+// that is five passes over every produced byte besides the network's
+// (one per bookie of the write set for the sends). A message type that
+// implements AliasUnmarshaler is decoded from one fresh copy of the
+// received bytes, which its fields then alias; one that implements
+// BuffersMarshaler is sent as a list of buffers that refer to its
+// payloads instead of holding copies of them. Every other message goes
+// through protobuf unchanged.
+//
+// Invariants:
+//
+//	W1. The wire format is protobuf's: a message encoded by
+//	    MarshalBuffers is byte for byte what proto.Marshal produces, and
+//	    UnmarshalAlias accepts and rejects what proto.Unmarshal does,
+//	    keeping unknown fields (tests compare both on random and fuzzed
+//	    input, and check that every field of the descriptor is handled).
+//	W2. A payload passed to MarshalBuffers is referenced until gRPC has
+//	    written it, after Send returns: it must not be modified after it
+//	    is sent. Strata's sent payloads (sealed ledger entries) are never
+//	    modified.
+//	W3. Bytes decoded by UnmarshalAlias alias a buffer that belongs to
+//	    the message alone (never one of gRPC's pooled buffers), so they
+//	    stay valid and may be modified like protobuf's own copies.
+//
+// The buffer pool (BufferPool) is gRPC's tiered pool without zeroing:
+// every user of a pooled buffer in gRPC's transport fills it before it
+// reads it (frames are read with io.ReadFull, writes track their
+// length), so zeroing on every Get was CPU spent for nothing.
+package wirecodec

@@ -1,0 +1,92 @@
+package wirecodec_test
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strata-log/strata/internal/wirecodec"
+	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// TestCodecIsRegistered: gRPC's "proto" codec is this one, and it sends
+// an add's payload without copying it, decodes a produce request into
+// memory of its own, and passes every other message to protobuf.
+func TestCodecIsRegistered(t *testing.T) {
+	c := encoding.GetCodecV2("proto")
+	payload := bytes.Repeat([]byte("x"), 100<<10)
+	add := &bookiepb.AddRequest{RequestId: 7, LedgerId: 3, EntryId: 9, Lac: -1, Payload: payload, Recovery: true}
+	out, err := c.Marshal(add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	referenced := false
+	for _, b := range out {
+		if d := b.ReadOnlyData(); len(d) > 0 && &d[0] == &payload[0] {
+			referenced = true
+		}
+	}
+	want, _ := proto.Marshal(add)
+	if !referenced || !bytes.Equal(out.Materialize(), want) {
+		t.Fatalf("AddRequest: payload referenced %v, encoding equal %v", referenced, bytes.Equal(out.Materialize(), want))
+	}
+
+	req := &brokerpb.ProduceRequest{Acks: brokerpb.Acks_ACKS_ALL, Partitions: []*brokerpb.ProducePartition{{Topic: "t", Partition: 2, Records: payload}}}
+	enc, _ := proto.Marshal(req)
+	pooled := mem.BufferSlice{mem.Copy(enc[:len(enc)/2], wirecodec.BufferPool), mem.Copy(enc[len(enc)/2:], wirecodec.BufferPool)}
+	got := &brokerpb.ProduceRequest{}
+	if err := c.Unmarshal(pooled, got); err != nil || !proto.Equal(got, req) {
+		t.Fatalf("ProduceRequest: %v, %v", got, err)
+	}
+	// The decoded records survive the received buffers going back to
+	// the pool and being reused (W3).
+	pooled.Free()
+	for range 4 {
+		b := wirecodec.BufferPool.Get(len(enc) / 2)
+		clear(*b)
+		wirecodec.BufferPool.Put(b)
+	}
+	if !bytes.Equal(got.Partitions[0].Records, payload) {
+		t.Fatal("decoded records changed when the received buffers were reused")
+	}
+
+	other := &bookiepb.ReadLACRequest{LedgerId: 5, PreviousLac: 4, WaitMs: 100}
+	data, err := c.Marshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &bookiepb.ReadLACRequest{}
+	if err := c.Unmarshal(data, back); err != nil || !proto.Equal(back, other) {
+		t.Fatalf("ReadLACRequest: %v, %v", back, err)
+	}
+}
+
+// TestBufferPool: buffers of every size come back with the length asked
+// for, pooled ones with a tier's capacity, and foreign buffers are not
+// pooled.
+func TestBufferPool(t *testing.T) {
+	p := wirecodec.BufferPool
+	for _, c := range []struct{ n, capacity int }{
+		{0, 256}, {1, 256}, {256, 256}, {257, 4096}, {4096, 4096}, {16 << 10, 16 << 10},
+		{16<<10 + 1, 32 << 10}, {32 << 10, 32 << 10}, {1 << 20, 1 << 20}, {1<<20 + 1, 1<<20 + 1},
+	} {
+		for range 3 {
+			b := p.Get(c.n)
+			if len(*b) != c.n || cap(*b) != c.capacity {
+				t.Fatalf("Get(%d): len %d cap %d, want cap %d", c.n, len(*b), cap(*b), c.capacity)
+			}
+			p.Put(b)
+		}
+	}
+	odd := make([]byte, 100, 300)
+	p.Put(&odd) // not a tier's capacity: dropped, never handed out
+	for range 10 {
+		if b := p.Get(100); cap(*b) == 300 {
+			t.Fatal("a foreign buffer was pooled")
+		}
+	}
+}
