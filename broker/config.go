@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/internal/config"
+	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
 // Config is one broker's configuration. Brokers keep no local state: every
@@ -40,6 +41,11 @@ type Config struct {
 	// IdleRoll rolls a partition's open ledger after this long without a
 	// write, so retention and tiering can act on quiet partitions.
 	IdleRoll time.Duration `mapstructure:"idle-roll"`
+	// LedgerDigest is how the ledgers this broker creates tag entries:
+	// DigestAESGMAC (default) or DigestHMACSHA256, which brokers and
+	// bookies before the GMAC digest can read (use it while upgrading
+	// from such a version; docs/operations.md).
+	LedgerDigest string `mapstructure:"ledger-digest"`
 	// ProduceTimeout bounds a produce request's wait for its acks when the
 	// client sets none.
 	ProduceTimeout time.Duration `mapstructure:"produce-timeout"`
@@ -174,6 +180,7 @@ func DefaultConfig() Config {
 		SessionTTL:              5 * time.Second,
 		TailCacheBytes:          256 << 20,
 		IdleRoll:                10 * time.Minute,
+		LedgerDigest:            DigestAESGMAC,
 		ProduceTimeout:          30 * time.Second,
 		MaxFetchWait:            30 * time.Second,
 		MaxInflightProduceBytes: 256 << 20,
@@ -234,6 +241,9 @@ func (c Config) Validate() error {
 	}
 	if c.IdleRoll < time.Second {
 		errs = append(errs, errors.New("--idle-roll must be at least 1s"))
+	}
+	if _, ok := ledgerDigests[c.LedgerDigest]; !ok {
+		errs = append(errs, fmt.Errorf("--ledger-digest %q: want %s or %s", c.LedgerDigest, DigestAESGMAC, DigestHMACSHA256))
 	}
 	if c.ProduceTimeout <= 0 || c.MaxFetchWait <= 0 || c.DrainTimeout <= 0 || c.LagInterval <= 0 {
 		errs = append(errs, errors.New("--produce-timeout, --max-fetch-wait, --drain-timeout and --lag-interval must be positive"))
@@ -315,4 +325,15 @@ func (c Config) SuperUserList() []string {
 func (c Config) String() string {
 	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s super-users=%q",
 		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll, c.SuperUsers) + " " + c.Security.String()
+}
+
+// --ledger-digest values.
+const (
+	DigestAESGMAC    = "aes-gmac"
+	DigestHMACSHA256 = "hmac-sha256"
+)
+
+var ledgerDigests = map[string]ledgerpb.DigestType{
+	DigestAESGMAC:    ledgerpb.DigestType_DIGEST_AES_GMAC,
+	DigestHMACSHA256: ledgerpb.DigestType_DIGEST_HMAC_SHA256,
 }

@@ -313,6 +313,7 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 		SegmentBytes:           tc.SegmentBytes,
 		SegmentAge:             time.Duration(tc.SegmentMs) * time.Millisecond,
 		IdleRoll:               b.cfg.IdleRoll,
+		Digest:                 ledgerDigests[b.cfg.LedgerDigest],
 		MaxBatchBytes:          tc.MaxMessageBytes,
 		Policy:                 tc.Policy(),
 		Tier:                   tier,

@@ -180,7 +180,11 @@ func writeGCLedger(ctx context.Context, t *testing.T, env ledger.Env, n int) (id
 	}
 	md := w.Metadata()
 	for i, p := range data {
-		stored = append(stored, ledger.SealEntry(md, int64(i), p))
+		s, err := ledger.SealEntry(md, int64(i), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, s)
 	}
 	return w.ID(), data, stored
 }

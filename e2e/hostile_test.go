@@ -146,8 +146,12 @@ func TestHostileInflatedLAC(t *testing.T) {
 	if _, err := c.WriteLAC(ctx, &bookiepb.WriteLACRequest{LedgerId: w.ID(), Lac: inflated}); err != nil {
 		t.Fatalf("WriteLAC: %v", err)
 	}
+	sealed, err := ledger.SealEntry(w.Metadata(), entries-1, zombiePayload(entries-1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := sendAdd(ctx, c, &bookiepb.AddRequest{RequestId: 1, LedgerId: w.ID(), EntryId: entries - 1,
-		Lac: inflated, Payload: ledger.SealEntry(w.Metadata(), entries-1, zombiePayload(entries-1))})
+		Lac: inflated, Payload: sealed})
 	if err != nil || resp.Status != bookiepb.AddStatus_ADD_OK {
 		t.Fatalf("re-add of the last entry with LAC %d: %v, %v", inflated, resp, err)
 	}

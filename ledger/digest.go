@@ -1,6 +1,9 @@
 package ledger
 
 import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,25 +16,40 @@ import (
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
-// Entry digests (D1 in doc.go; BookKeeper's digest type and password).
+// Entry digests (BookKeeper's digest type and password).
 //
 // A ledger created with a digest key stores every entry as
 //
 //	payload | tag
 //
-// where tag is the first DigestSize bytes of
-// HMAC-SHA256(key, ledger id | entry id | payload), ids big-endian. The
-// key is 32 random bytes in the ledger's metad record. Every reader
-// (Reader, recovery, re-replication) checks the tag and strips it: a copy
-// with a wrong tag (written by someone else, moved from another entry or
-// ledger, or damaged) is treated as a bad copy and the entry is read from
-// another bookie of its write set; the mismatch is counted in
-// strata_ledger_digest_mismatches_total. Bookies store and serve the
-// tagged bytes as they are and never need the key.
+// where tag (DigestSize bytes) depends on the ledger's digest type:
+//
+//   - DIGEST_AES_GMAC: the AES-256-GCM tag of an empty plaintext with
+//     payload as additional data, nonce entry id (8 bytes) | low 32 bits
+//     of the ledger id, ids big-endian;
+//   - DIGEST_HMAC_SHA256: the first DigestSize bytes of
+//     HMAC-SHA256(key, ledger id | entry id | payload).
+//
+// The key is 32 random bytes in the ledger's metad record.
+//
+//	D1. Every reader (Reader, recovery, re-replication) checks the tag
+//	    and strips it: a copy with a wrong tag (written by someone else,
+//	    moved from another entry or ledger, or damaged) is treated as a
+//	    bad copy and the entry is read from another bookie of its write
+//	    set; the mismatch is counted in
+//	    strata_ledger_digest_mismatches_total. Bookies store and serve
+//	    the tagged bytes as they are and never need the key.
 //
 // The entry sizes bookies see include the tag; a ledger's length and the
 // payloads Reader returns do not. Ledgers without a key (created before
 // digests) are read as they are.
+//
+//	D2. GMAC's nonce never tags two payloads under one key: keys are per
+//	    ledger, and an entry id is written with one payload only (retries,
+//	    ensemble changes and recovery re-send the stored bytes; bookies
+//	    refuse other bytes for a stored entry, ADD_ENTRY_CONFLICT). A
+//	    repeated nonce would give away the ledger's GHASH key, so that
+//	    whoever saw both tags could forge entries of that one ledger.
 
 // DigestSize is the tag's size in bytes.
 const DigestSize = 16
@@ -56,7 +74,8 @@ func newDigestKey() ([]byte, error) {
 type digester struct {
 	ledgerID uint64
 	key      []byte
-	pool     *sync.Pool // of hash.Hash
+	typ      ledgerpb.DigestType
+	pool     *sync.Pool // of hash.Hash (HMAC) or cipher.AEAD (GMAC)
 }
 
 func newDigester(md *ledgerpb.LedgerMetadata) digester {
@@ -64,32 +83,75 @@ func newDigester(md *ledgerpb.LedgerMetadata) digester {
 	if len(key) == 0 {
 		return digester{ledgerID: md.GetId()}
 	}
-	return digester{ledgerID: md.GetId(), key: key, pool: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+	d := digester{ledgerID: md.GetId(), key: key, typ: md.GetDigestType()}
+	switch d.typ {
+	case ledgerpb.DigestType_DIGEST_AES_GMAC:
+		d.pool = &sync.Pool{New: func() any {
+			aead, err := newGMAC(key)
+			if err != nil {
+				return err
+			}
+			return aead
+		}}
+	case ledgerpb.DigestType_DIGEST_HMAC_SHA256:
+		d.pool = &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
+	default:
+		// Written by a newer version: no copy can be checked, so none is
+		// returned as good.
+		err := fmt.Errorf("%w: ledger %d: unknown digest type %d (written by a newer version?)", ErrDigestMismatch, d.ledgerID, d.typ)
+		d.pool = &sync.Pool{New: func() any { return err }}
+	}
+	return d
 }
 
-func (d digester) tag(entryID int64, payload []byte, dst []byte) []byte {
-	h := d.pool.Get().(hash.Hash)
-	h.Reset()
-	var ids [16]byte
-	binary.BigEndian.PutUint64(ids[:8], d.ledgerID)
-	binary.BigEndian.PutUint64(ids[8:], uint64(entryID))
-	h.Write(ids[:])
-	h.Write(payload)
-	var sum [sha256.Size]byte
-	out := h.Sum(sum[:0])
-	d.pool.Put(h)
-	return append(dst, out[:DigestSize]...)
+// newGMAC returns AES-GCM under key, used only to authenticate (GMAC).
+func newGMAC(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: digest key: %w", err)
+	}
+	return cipher.NewGCM(block)
+}
+
+// tag appends entry entryID's tag of payload to dst.
+func (d digester) tag(entryID int64, payload []byte, dst []byte) ([]byte, error) {
+	switch x := d.pool.Get().(type) {
+	case hash.Hash:
+		x.Reset()
+		var ids [16]byte
+		binary.BigEndian.PutUint64(ids[:8], d.ledgerID)
+		binary.BigEndian.PutUint64(ids[8:], uint64(entryID))
+		x.Write(ids[:])
+		x.Write(payload)
+		var sum [sha256.Size]byte
+		out := x.Sum(sum[:0])
+		d.pool.Put(x)
+		return append(dst, out[:DigestSize]...), nil
+	case cipher.AEAD:
+		// D2: the nonce is unique per (key, entry id), and an entry id is
+		// never tagged with two payloads.
+		var nonce [12]byte
+		binary.BigEndian.PutUint64(nonce[:8], uint64(entryID))
+		binary.BigEndian.PutUint32(nonce[8:], uint32(d.ledgerID))
+		dst = x.Seal(dst, nonce[:], nil, payload)
+		d.pool.Put(x)
+		return dst, nil
+	case error:
+		return nil, x
+	}
+	panic("unreachable")
 }
 
 // seal returns what a bookie stores for entry entryID: payload and its
 // tag, in a new slice (payload is not modified).
-func (d digester) seal(entryID int64, payload []byte) []byte {
+func (d digester) seal(entryID int64, payload []byte) ([]byte, error) {
 	if d.key == nil {
-		return payload
+		return payload, nil
 	}
-	stored := make([]byte, len(payload), len(payload)+DigestSize)
-	copy(stored, payload)
-	return d.tag(entryID, payload, stored)
+	// bytes.Join copies without zeroing the memory first; the tag then
+	// overwrites the placeholder.
+	stored := bytes.Join([][]byte{payload, make([]byte, DigestSize)}, nil)
+	return d.tag(entryID, payload, stored[:len(payload)])
 }
 
 // open checks stored, entry entryID as a bookie served it, and returns
@@ -103,7 +165,11 @@ func (d digester) open(entryID int64, stored []byte) ([]byte, error) {
 	}
 	payload, tag := stored[:len(stored)-DigestSize], stored[len(stored)-DigestSize:]
 	var want [DigestSize]byte
-	if !hmac.Equal(d.tag(entryID, payload, want[:0]), tag) {
+	sum, err := d.tag(entryID, payload, want[:0])
+	if err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(sum, tag) {
 		return nil, fmt.Errorf("%w: ledger %d entry %d", ErrDigestMismatch, d.ledgerID, entryID)
 	}
 	return payload, nil
@@ -121,7 +187,7 @@ func (d digester) payloadLen(stored []byte) int64 {
 // SealEntry returns entry entryID of the ledger md describes as a writer
 // stores it (payload and tag), for tools and tests that write bookies
 // directly.
-func SealEntry(md *ledgerpb.LedgerMetadata, entryID int64, payload []byte) []byte {
+func SealEntry(md *ledgerpb.LedgerMetadata, entryID int64, payload []byte) ([]byte, error) {
 	return newDigester(md).seal(entryID, payload)
 }
 

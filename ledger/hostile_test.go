@@ -28,7 +28,15 @@ import (
 // hostileLedger writes n entries to a new 3/3/2 ledger and leaves it open.
 func hostileLedger(t *testing.T, c *ledgertest.Cluster, n int) *ledger.Writer {
 	t.Helper()
-	w := wtCreate(t, c, ledger.CreateOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	return hostileLedgerWith(t, c, n, ledgerpb.DigestType_DIGEST_AES_GMAC)
+}
+
+// digestTypes are the digests the forgery tests run with.
+var digestTypes = []ledgerpb.DigestType{ledgerpb.DigestType_DIGEST_HMAC_SHA256, ledgerpb.DigestType_DIGEST_AES_GMAC}
+
+func hostileLedgerWith(t *testing.T, c *ledgertest.Cluster, n int, digest ledgerpb.DigestType) *ledger.Writer {
+	t.Helper()
+	w := wtCreate(t, c, ledger.CreateOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, Digest: digest})
 	for i := range n {
 		if _, err := w.AppendSync(wtCtx(t), []byte(fmt.Sprint("entry-", i))); err != nil {
 			t.Fatal(err)
@@ -221,15 +229,27 @@ func TestWriterSurvivesAForeignEntry(t *testing.T) {
 // reads and streamed reads return the writer's payloads from the other
 // copies and count the mismatches (D1).
 func TestForgedCopiesAreNeverServed(t *testing.T) {
+	for _, digest := range digestTypes {
+		t.Run(digest.String(), func(t *testing.T) { testForgedCopiesAreNeverServed(t, digest) })
+	}
+}
+
+func testForgedCopiesAreNeverServed(t *testing.T, digest ledgerpb.DigestType) {
 	c := ledgertest.NewCluster(3)
-	w := hostileLedger(t, c, 6)
+	w := hostileLedgerWith(t, c, 6, digest)
 	wtClose(t, c, w)
 	md := wtMetadata(t, c, w.ID())
-	other := wtMetadata(t, c, hostileLedger(t, c, 1).ID()) // a real tag, of another ledger
+	if md.GetDigestType() != digest {
+		t.Fatalf("ledger created with digest %v, want %v", md.GetDigestType(), digest)
+	}
+	other := wtMetadata(t, c, hostileLedgerWith(t, c, 1, digest).ID()) // a real tag, of another ledger
 	for e := range int64(6) {
 		forged := []byte(fmt.Sprint("forged-", e))
 		if e%2 == 1 {
-			forged = ledger.SealEntry(other, e, forged)
+			var err error
+			if forged, err = ledger.SealEntry(other, e, forged); err != nil {
+				t.Fatal(err)
+			}
 		}
 		c.Bookies.ForceStored(ledger.EntryWriteSet(md, e)[0], w.ID(), uint64(e), forged)
 	}
@@ -273,8 +293,14 @@ func TestForgedCopiesAreNeverServed(t *testing.T) {
 // the entry is absent and recovery closes the ledger at the writer's last
 // entry (D1).
 func TestRecoveryIgnoresForgedEntryBeyondTheEnd(t *testing.T) {
+	for _, digest := range digestTypes {
+		t.Run(digest.String(), func(t *testing.T) { testRecoveryIgnoresForgedEntryBeyondTheEnd(t, digest) })
+	}
+}
+
+func testRecoveryIgnoresForgedEntryBeyondTheEnd(t *testing.T, digest ledgerpb.DigestType) {
 	c := ledgertest.NewCluster(3)
-	w := hostileLedger(t, c, 4)
+	w := hostileLedgerWith(t, c, 4, digest)
 	c.Bookies.ForceStored(wtAddr(0), w.ID(), 4, []byte("forged entry 4"))
 	md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
 	if err != nil {

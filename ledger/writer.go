@@ -206,6 +206,7 @@ func Create(ctx context.Context, env Env, opts CreateOptions) (*Writer, error) {
 	}
 	md := &ledgerpb.LedgerMetadata{
 		DigestKey:    key,
+		DigestType:   opts.Digest,
 		EnsembleSize: int32(opts.EnsembleSize),
 		WriteQuorum:  int32(opts.WriteQuorum),
 		AckQuorum:    int32(opts.AckQuorum),
@@ -337,7 +338,12 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 		}
 		w.mu.Lock()
 	}
-	e := &entry{id: w.mu.nextID, payload: w.dig.seal(w.mu.nextID, payload), cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
+	stored, err := w.dig.seal(w.mu.nextID, payload)
+	if err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	e := &entry{id: w.mu.nextID, payload: stored, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
 		level: level, levelCB: levelCB}
 	if levelCB != nil {
 		w.mu.levelWaiters[e.id] = e

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/ledger"
+	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
 // Acks is the produce acknowledgement level, in brokerpb.Acks order.
@@ -106,6 +107,9 @@ type Config struct {
 	IndexIntervalBytes int64
 	// ProducerExpiry: producers idle longer are dropped from snapshots.
 	ProducerExpiry time.Duration
+	// Digest tags the entries of the ledgers this log creates
+	// (ledger.CreateOptions.Digest).
+	Digest ledgerpb.DigestType
 	// RollCheckInterval: how often age and idle rolls are checked.
 	RollCheckInterval time.Duration
 	// Policy: retention and the timestamp bound; the zero Policy means
@@ -233,5 +237,6 @@ func (c Config) createOptions() ledger.CreateOptions {
 		EnsembleSize: c.Ensemble, WriteQuorum: c.WriteQuorum, AckQuorum: c.AckQuorum,
 		Properties: map[string]string{"topic": c.Topic, "partition": fmt.Sprint(c.Partition)},
 		Scheduler:  c.Scheduler,
+		Digest:     c.Digest,
 	}
 }

@@ -46,6 +46,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("session-ttl", d.SessionTTL, "lease of the registration and ownerships: a dead broker's partitions move after it")
 	fs.Int64("tail-cache-bytes", d.TailCacheBytes, "memory for recently written entries that tailing consumers read")
 	fs.Duration("idle-roll", d.IdleRoll, "roll a partition's ledger after this long without writes")
+	fs.String("ledger-digest", d.LedgerDigest, "entry digest of new ledgers: "+broker.DigestAESGMAC+", or "+broker.DigestHMACSHA256+" while older brokers or bookies run (they cannot read "+broker.DigestAESGMAC+")")
 	fs.Duration("produce-timeout", d.ProduceTimeout, "default wait for a produce request's acks")
 	fs.Duration("max-fetch-wait", d.MaxFetchWait, "cap on a fetch's long-poll")
 	fs.Int64("max-inflight-produce-bytes", d.MaxInflightProduceBytes, "batch bytes of the produce requests worked on at once; beyond, a request waits up to 1s, then is refused as retryable")

@@ -102,7 +102,11 @@ type ledgerAdd struct {
 // to stores the entry on bookie b directly (as a writer would have).
 func (a *ledgerAdd) to(t *testing.T, g *rig, b string) {
 	w := &worker{env: g.c.Env(), requestTimeout: testTimeout}
-	req := addRequest(a.id, a.e, ledger.SealEntry(g.metadata(a.id), a.e, payload(a.id, a.e)))
+	stored, err := ledger.SealEntry(g.metadata(a.id), a.e, payload(a.id, a.e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := addRequest(a.id, a.e, stored)
 	if err := w.add(testCtx(t), b, req); err != nil {
 		t.Fatal(err)
 	}
