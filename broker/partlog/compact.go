@@ -164,14 +164,15 @@ func compactCandidates(pl *brokerpb.PartitionLog, objects bool) ([]compactPiece,
 }
 
 // decideCompaction is the scheduling decision for pl (pure); objects as
-// compactCandidates.
+// compactCandidates. The stored tombstone horizon makes a pass run with
+// nothing dirty once a kept tombstone expires (P7).
 func decideCompaction(pl *brokerpb.PartitionLog, nowMs int64, p compact.Policy, objects bool) ([]compactPiece, compact.Decision, int64) {
 	pieces, sums := compactCandidates(pl, objects)
 	cleaned := pl.GetCleanedOffset()
 	if len(pieces) > 0 {
 		cleaned = max(cleaned, pieces[0].first())
 	}
-	return pieces, compact.Decide(sums, cleaned, nowMs, p), cleaned
+	return pieces, compact.Decide(sums, cleaned, pl.GetTombstoneHorizonMs(), nowMs, p), cleaned
 }
 
 // DirtyRatio is the dirty ratio of the log's cleanable ledgers now, as
@@ -281,12 +282,16 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	// Keep pieces whole: the pass covers the leading cleanable pieces
 	// that end below the indexed end. Keys indexed beyond it only name
 	// records that exist later in the log, so dropping what they
-	// supersede is still "latest wins".
+	// supersede is still "latest wins". It covers the whole clean
+	// section (where the tombstones it keeps, and the horizon it stores,
+	// lie) and some of the dirty one if there is any: a pass for expired
+	// tombstones alone (nothing dirty, Decide checked that the cleanable
+	// pieces reach cleaned) indexes nothing and ends at cleaned.
 	n := 0
 	for n < len(cleanable) && cleanable[n].last() < indexedEnd {
 		n++
 	}
-	if n == 0 || cleanable[n-1].last() < cleaned {
+	if n == 0 || cleanable[n-1].last()+1 < cleaned || (d.DirtyBytes > 0 && cleanable[n-1].last() < cleaned) {
 		return res, fmt.Errorf("%w: partlog: the %d keys it holds do not cover %v; raise the compaction map memory",
 			compact.ErrMapTooSmall, m.Capacity(), cleanable[min(n, len(cleanable)-1)])
 	}
@@ -353,7 +358,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		var err error
 		copies, err = swapCompacted(pl, compactionSwap{
 			objectInputs: objectInputs, objectOutputs: objectOutputs, ledgerInputs: ledgerInputs, ledgerOutputs: outputs,
-			end: end, nowMs: now.UnixMilli(),
+			end: end, nowMs: now.UnixMilli(), tombstoneHorizonMs: st.TombstoneHorizonMs,
 		})
 		casAttempted = err == nil
 		return err
@@ -383,27 +388,35 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	res.InputLedgers, res.OutputLedgers = len(ledgerInputs), len(outputs)
 	res.InputObjects, res.OutputObjects = len(objectInputs), len(objectOutputs)
 	res.Took = time.Since(began)
-	l.log.Info("compaction", "reason", d.Reason, "dirty_ratio", d.DirtyRatio, "ledgers_in", len(ledgerInputs),
+	l.log.Info("compaction", "reason", d.Reason.String(), "dirty_ratio", d.DirtyRatio, "ledgers_in", len(ledgerInputs),
 		"ledgers_out", len(outputs), "objects_in", len(objectInputs), "objects_out", len(objectOutputs), "cleaned_offset", end,
 		"bytes_in", st.BytesIn, "bytes_out", st.BytesOut,
-		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped, "took", res.Took,
+		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped,
+		"tombstone_horizon_ms", st.TombstoneHorizonMs, "took", res.Took,
 		"index_took", indexed.Sub(began), "rewrite_took", rewritten.Sub(indexed))
 	return res, nil
 }
 
 // compactionSwap is what a pass replaces: leading segment objects by new
 // objects, then ledgers by new ledgers, covering offsets up to end.
+// tombstoneHorizonMs is the earliest delete horizon of the tombstones its
+// outputs keep (0: none).
 type compactionSwap struct {
 	objectInputs, objectOutputs []*brokerpb.TieredSegment
 	ledgerInputs, ledgerOutputs []*brokerpb.LedgerSegment
 	end, nowMs                  int64
+	tombstoneHorizonMs          int64
 }
 
 // swapCompacted applies a pass to pl (pure; the CAS's change): the
 // inputs must still be listed, consecutive, and the ledger inputs closed
 // and untiered, or ErrCompactionStale (retention or tiering moved
 // meanwhile). Replaced objects are queued in pl's garbage list in the same
-// change (T6); cleaned_offset moves to end. The local copies of the
+// change (T6); cleaned_offset moves to end and tombstone_horizon_ms
+// becomes the pass's: a pass rewrites every piece below end, and end is
+// at least the cleaned_offset it started from (Compact checks it; passes
+// on a log are one at a time), beyond which no batch carries a horizon.
+// The local copies of the
 // replaced objects (ledgers kept for local.retention.ms) hold records the
 // pass removed: they are unlinked too, so that fetches read the compacted
 // objects, and returned for deletion.
@@ -453,6 +466,7 @@ func swapCompacted(pl *brokerpb.PartitionLog, sw compactionSwap) ([]*brokerpb.Le
 		copies = slices.Clone(pl.Segments[:n])
 		pl.Segments = pl.Segments[n:]
 	}
+	pl.TombstoneHorizonMs = sw.tombstoneHorizonMs
 	pl.CleanedOffset = max(pl.CleanedOffset, sw.end)
 	pl.LastCompactionMs = sw.nowMs
 	return copies, nil
@@ -792,9 +806,12 @@ func (l *Log) deleteObjectOutputs(ctx context.Context, outputs []*brokerpb.Tiere
 // output covers whole inputs: it is cut at an input boundary once it
 // holds SegmentBytes. Each output keeps the offset range of its inputs
 // (first of the first, last of the last), so the list stays contiguous
-// over offsets whatever the batches inside. The last batch of the range is
-// kept, empty if nothing survives (P7). On error the outputs made so far
-// are deleted.
+// over offsets whatever the batches inside. The range ends with a batch at
+// its last offset (P7): its last batch, kept empty for a producer, or else
+// compact.EndBatch, as a compacted object ends. That matters when the
+// range's last records go and nothing is written after them (a pass that
+// drops expired tombstones): a fetch in the hole must still find a batch
+// below the high watermark. On error the outputs made so far are deleted.
 func (l *Log) rewriteSegments(ctx context.Context, buf *passBuffer, readers map[uint64]*ledger.Reader, inputs []*brokerpb.LedgerSegment, m *compact.OffsetMap,
 	lastOf map[int64]int64, opt compact.Options) (outputs []*brokerpb.LedgerSegment, total compact.Stats, err error) {
 	defer func() {
@@ -840,6 +857,12 @@ func (l *Log) rewriteSegments(ctx context.Context, buf *passBuffer, readers map[
 		if err != nil {
 			out.discard(l)
 			return outputs, total, err
+		}
+		if n := len(out.entries); i == len(inputs)-1 && (n == 0 || out.entries[n-1].last < end) {
+			if err := out.append(ctx, compact.EndBatch(end, out.maxTs)); err != nil {
+				out.discard(l)
+				return outputs, total, err
+			}
 		}
 		if out.bytes >= segBytes || i == len(inputs)-1 {
 			seg, err := out.finish(ctx, l, s.LastOffset)

@@ -846,15 +846,25 @@ func TestSwapCompacted(t *testing.T) {
 	sw := compactionSwap{
 		objectInputs: []*brokerpb.TieredSegment{obj("a", 0, 9), obj("b", 10, 19)}, objectOutputs: []*brokerpb.TieredSegment{obj("c", 0, 19)},
 		ledgerInputs: []*brokerpb.LedgerSegment{led(3, 20, 29, true)}, ledgerOutputs: []*brokerpb.LedgerSegment{led(5, 20, 29, true)},
-		end: 30, nowMs: 7,
+		end: 30, nowMs: 7, tombstoneHorizonMs: 500,
 	}
 	pl := base()
+	pl.TombstoneHorizonMs = 100 // the previous pass's: this one dropped that tombstone
 	if copies, err := swapCompacted(pl, sw); err != nil || len(copies) != 0 {
 		t.Fatal(copies, err)
 	}
 	if fmt.Sprint(tieredKeys(pl)) != "[c]" || pl.Segments[0].LedgerId != 5 || len(pl.Segments) != 2 || pl.CleanedOffset != 30 ||
-		len(pl.Garbage) != 2 || pl.Garbage[0].ObjectKey != "a" || pl.Garbage[1].ObjectKey != "b" || pl.Garbage[0].SinceMs != 7 {
+		len(pl.Garbage) != 2 || pl.Garbage[0].ObjectKey != "a" || pl.Garbage[1].ObjectKey != "b" || pl.Garbage[0].SinceMs != 7 ||
+		pl.TombstoneHorizonMs != 500 {
 		t.Fatalf("after the swap: %v", pl)
+	}
+	// A pass that kept no tombstone clears the horizon (no more passes for it).
+	pl = base()
+	pl.TombstoneHorizonMs = 100
+	noTombstones := sw
+	noTombstones.tombstoneHorizonMs = 0
+	if _, err := swapCompacted(pl, noTombstones); err != nil || pl.TombstoneHorizonMs != 0 {
+		t.Fatalf("swap keeping no tombstone: %v, horizon %d", err, pl.TombstoneHorizonMs)
 	}
 
 	objectsOnly := sw

@@ -76,7 +76,10 @@
 //     an empty batch at its last offset, so that every offset below the
 //     high watermark has a batch at or after it (a consumer at a hole is
 //     never stuck). ONE CAS replaces the inputs by the outputs, stores
-//     cleaned_offset and queues replaced objects for deletion, after
+//     cleaned_offset and the earliest delete horizon of the tombstones
+//     the pass kept (tombstone_horizon_ms, kept across takeovers: a pass
+//     runs once it passes, with nothing dirty if need be; compact C11)
+//     and queues replaced objects for deletion, after
 //     re-checking that the inputs are still listed, in order, and (for
 //     ledgers) untiered, and that the policy still compacts (a topic
 //     switched to delete mid-pass keeps its records); otherwise (ErrCompactionStale, or a lost CAS)

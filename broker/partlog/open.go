@@ -85,6 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		Tiered: pl.GetTiered(), Garbage: pl.GetGarbage(),
 		// Compaction's progress survives the takeover (P7).
 		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
+		TombstoneHorizonMs: pl.GetTombstoneHorizonMs(),
 	}
 	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
 	switch {

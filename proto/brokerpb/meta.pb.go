@@ -547,8 +547,14 @@ type PartitionLog struct {
 	CleanedOffset int64 `protobuf:"varint,7,opt,name=cleaned_offset,json=cleanedOffset,proto3" json:"cleaned_offset,omitempty"`
 	// last_compaction_ms: when the last compaction pass was swapped in.
 	LastCompactionMs int64 `protobuf:"varint,8,opt,name=last_compaction_ms,json=lastCompactionMs,proto3" json:"last_compaction_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// tombstone_horizon_ms: the earliest delete horizon (KIP-534, ms) of
+	// the tombstones the last compaction pass kept (0, or absent in a list
+	// written before the field existed: none). Once the clock reaches it, a
+	// pass runs even with nothing dirty, to drop the expired tombstones
+	// (compact.ReasonTombstonesExpired); that pass stores the next one.
+	TombstoneHorizonMs int64 `protobuf:"varint,9,opt,name=tombstone_horizon_ms,json=tombstoneHorizonMs,proto3" json:"tombstone_horizon_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionLog) Reset() {
@@ -633,6 +639,13 @@ func (x *PartitionLog) GetCleanedOffset() int64 {
 func (x *PartitionLog) GetLastCompactionMs() int64 {
 	if x != nil {
 		return x.LastCompactionMs
+	}
+	return 0
+}
+
+func (x *PartitionLog) GetTombstoneHorizonMs() int64 {
+	if x != nil {
+		return x.TombstoneHorizonMs
 	}
 	return 0
 }
@@ -1159,7 +1172,7 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x129\n" +
 	"\abatches\x18\x03 \x03(\v2\x1f.strata.broker.v1.ProducerBatchR\abatches\x12*\n" +
-	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\x9e\x03\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\xd0\x03\n" +
 	"\fPartitionLog\x12\x1f\n" +
 	"\vowner_epoch\x18\x01 \x01(\x03R\n" +
 	"ownerEpoch\x12(\n" +
@@ -1169,7 +1182,8 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\x06tiered\x18\x05 \x03(\v2\x1f.strata.broker.v1.TieredSegmentR\x06tiered\x129\n" +
 	"\agarbage\x18\x06 \x03(\v2\x1f.strata.broker.v1.GarbageObjectR\agarbage\x12%\n" +
 	"\x0ecleaned_offset\x18\a \x01(\x03R\rcleanedOffset\x12,\n" +
-	"\x12last_compaction_ms\x18\b \x01(\x03R\x10lastCompactionMs\"I\n" +
+	"\x12last_compaction_ms\x18\b \x01(\x03R\x10lastCompactionMs\x120\n" +
+	"\x14tombstone_horizon_ms\x18\t \x01(\x03R\x12tombstoneHorizonMs\"I\n" +
 	"\rGarbageObject\x12\x1d\n" +
 	"\n" +
 	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x19\n" +

@@ -110,13 +110,14 @@ func TestDeleteHorizonEncoding(t *testing.T) {
 	if len(recs) != 2 || recs[0].Offset != 1001 || recs[0].TimestampMs != 150 || recs[1].Offset != 1002 || recs[1].TimestampMs != 120 {
 		t.Fatalf("records %+v", recs)
 	}
-	if st.HorizonsStamped != 1 || st.RecordsRemoved != 1 || st.RecordsKept != 2 {
+	if st.HorizonsStamped != 1 || st.RecordsRemoved != 1 || st.RecordsKept != 2 || st.TombstoneHorizonMs != 5000+86_400_000 {
 		t.Fatalf("stats %+v", st)
 	}
-	// Unchanged before the horizon: the same bytes come back.
-	again, _, err := Rewrite(out, m, Options{NowMs: 5000 + 86_400_000 - 1, DeleteRetentionMs: 86_400_000})
-	if err != nil || &again[0] != &out[0] {
-		t.Fatalf("second rewrite changed an unchanged batch (%v)", err)
+	// Unchanged before the horizon: the same bytes come back, and the
+	// stats still name the horizon the kept tombstone carries.
+	again, st, err := Rewrite(out, m, Options{NowMs: 5000 + 86_400_000 - 1, DeleteRetentionMs: 86_400_000})
+	if err != nil || &again[0] != &out[0] || st.TombstoneHorizonMs != 5000+86_400_000 {
+		t.Fatalf("second rewrite changed an unchanged batch (%v) or lost its horizon (%+v)", err, st)
 	}
 	// On the horizon the tombstone goes and so does the horizon bit.
 	last, st, err := Rewrite(out, m, Options{NowMs: 5000 + 86_400_000, DeleteRetentionMs: 86_400_000})
@@ -124,7 +125,8 @@ func TestDeleteHorizonEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, recs, err = recordbatch.Decode(last)
-	if err != nil || h.Attributes&0x40 != 0 || h.BaseTimestamp != 120 || len(recs) != 1 || recs[0].Offset != 1002 || st.TombstonesDropped != 1 {
+	if err != nil || h.Attributes&0x40 != 0 || h.BaseTimestamp != 120 || len(recs) != 1 || recs[0].Offset != 1002 || st.TombstonesDropped != 1 ||
+		st.TombstoneHorizonMs != 0 {
 		t.Fatalf("after horizon: %+v %+v %v %+v", h, recs, err, st)
 	}
 }
@@ -176,10 +178,67 @@ func TestDecide(t *testing.T) {
 			if err := tc.p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			if got := Decide(tc.segs, tc.cleaned, tc.now, tc.p); got != tc.want {
+			if got := Decide(tc.segs, tc.cleaned, 0, tc.now, tc.p); got != tc.want {
 				t.Fatalf("Decide:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecideTombstonesExpired: a partition with nothing dirty is still
+// compacted once a tombstone the last pass kept reaches its delete
+// horizon (Kafka's cleaner does the same); before it, or with no horizon
+// stored, it is not. Without this a compacted partition that gets no new
+// writes keeps its tombstones forever.
+func TestDecideTombstonesExpired(t *testing.T) {
+	seg := func(first, last, bytes, maxTs int64) SegmentSummary {
+		return SegmentSummary{FirstOffset: first, LastOffset: last, Bytes: bytes, MaxTimestampMs: maxTs}
+	}
+	open := func(s SegmentSummary) SegmentSummary { s.Open = true; return s }
+	def := DefaultPolicy()
+	lag := Policy{MinCompactionLagMs: 100, MaxCompactionLagMs: math.MaxInt64, MinCleanableDirtyRatio: 0.5}
+	clean := []SegmentSummary{seg(0, 9, 300, 10), seg(10, 19, 100, 20), open(seg(20, 29, 5, 30))}
+	cleanAll := Decision{Compact: true, Reason: ReasonTombstonesExpired, Cleanable: 2, CleanableEnd: 20, CleanBytes: 400}
+	tests := []struct {
+		name    string
+		segs    []SegmentSummary
+		cleaned int64
+		horizon int64
+		now     int64
+		p       Policy
+		want    Decision
+	}{
+		{"nothing dirty, horizon passed", clean, 20, 900, 1000, def, cleanAll},
+		{"nothing dirty, horizon exactly now", clean, 20, 1000, 1000, def, cleanAll},
+		{"nothing dirty, horizon ahead", clean, 20, 1001, 1000, def,
+			Decision{Reason: ReasonNothingCleanable, Cleanable: 2, CleanableEnd: 20, CleanBytes: 400}},
+		{"nothing dirty, no horizon", clean, 20, 0, 1000, def,
+			Decision{Reason: ReasonNothingCleanable, Cleanable: 2, CleanableEnd: 20, CleanBytes: 400}},
+		{"below ratio, horizon passed: the pass also cleans the dirty part",
+			[]SegmentSummary{seg(0, 9, 300, 10), seg(10, 19, 100, 20), open(seg(20, 29, 5, 30))}, 10, 900, 1000, def,
+			Decision{Compact: true, Reason: ReasonTombstonesExpired, Cleanable: 2, CleanableEnd: 20, CleanBytes: 300, DirtyBytes: 100, DirtyRatio: 0.25}},
+		{"dirty ratio reached comes first",
+			[]SegmentSummary{seg(0, 9, 100, 10), seg(10, 19, 100, 20), open(seg(20, 29, 5, 30))}, 10, 900, 1000, def,
+			Decision{Compact: true, Reason: ReasonDirtyRatio, Cleanable: 2, CleanableEnd: 20, CleanBytes: 100, DirtyBytes: 100, DirtyRatio: 0.5}},
+		{"min lag holds back part of the clean section: wait",
+			[]SegmentSummary{seg(0, 9, 300, 10), seg(10, 19, 100, 950), open(seg(20, 29, 5, 999))}, 20, 900, 1000, lag,
+			Decision{Reason: ReasonNothingCleanable, Cleanable: 1, CleanableEnd: 10, CleanBytes: 300}},
+		{"only the open segment", []SegmentSummary{open(seg(0, 9, 100, 0))}, 0, 900, 1000, def,
+			Decision{Reason: ReasonNothingCleanable}},
+		{"empty log", nil, 0, 900, 1000, def, Decision{Reason: ReasonNothingCleanable}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := Decide(tc.segs, tc.cleaned, tc.horizon, tc.now, tc.p); got != tc.want {
+				t.Fatalf("Decide:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	if s := ReasonTombstonesExpired.String(); s != "tombstones-expired" {
+		t.Fatalf("ReasonTombstonesExpired.String() = %q", s)
 	}
 }
 
@@ -233,6 +292,18 @@ func TestOffsetMapResetClearsWhatWasUsed(t *testing.T) {
 		}
 		if m.Len() != 0 || m.Room() != m.Capacity() {
 			t.Fatalf("round %d: Len %d, Room %d after Reset", round, m.Len(), m.Room())
+		}
+	}
+}
+
+// TestStatsEarliestHorizon: adding stats keeps the earliest kept
+// tombstone horizon, 0 meaning none on either side.
+func TestStatsEarliestHorizon(t *testing.T) {
+	for _, tc := range []struct{ a, b, want int64 }{{0, 0, 0}, {0, 7, 7}, {7, 0, 7}, {9, 7, 7}, {7, 9, 7}} {
+		s := Stats{TombstoneHorizonMs: tc.a}
+		s.Add(Stats{TombstoneHorizonMs: tc.b})
+		if s.TombstoneHorizonMs != tc.want {
+			t.Errorf("%d + %d = %d, want %d", tc.a, tc.b, s.TombstoneHorizonMs, tc.want)
 		}
 	}
 }

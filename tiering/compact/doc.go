@@ -8,16 +8,20 @@
 //
 // # A pass
 //
-//  1. Decide(segments, cleanedOffset, now, policy) says whether to run
-//     and returns CleanableEnd, the first offset that may not be
-//     compacted yet (open segment or min.compaction.lag.ms).
+//  1. Decide(segments, cleanedOffset, tombstoneHorizon, now, policy)
+//     says whether to run and returns CleanableEnd, the first offset that
+//     may not be compacted yet (open segment or min.compaction.lag.ms).
+//     It runs for dirty data (ratio or max lag) or, with nothing dirty
+//     enough, once now reaches tombstoneHorizon: the earliest delete
+//     horizon of the tombstones the last pass kept (C11).
 //  2. Plan(map, dirty batches from cleanedOffset, CleanableEnd) fills the
 //     map with key -> latest offset and returns IndexedEnd (< CleanableEnd
 //     when the map filled up).
 //  3. CompactBatches (Rewrite per batch) over every batch in
 //     [log start, IndexedEnd), with lastOfProducer from the whole log.
 //  4. The caller swaps the output in and stores IndexedEnd as the new
-//     cleaned offset; the next pass continues from there.
+//     cleaned offset, and Stats.TombstoneHorizonMs as the tombstone
+//     horizon; the next pass continues from there.
 //
 // # Invariants
 //
@@ -54,6 +58,14 @@
 //   - C10 A batch with nothing to drop and nothing to stamp is returned
 //     as the input slice itself: callers can keep a segment with no
 //     rewritten batch as is (no new object).
+//   - C11 No tombstone outlives its horizon for want of new writes:
+//     Stats.TombstoneHorizonMs is the earliest horizon among the
+//     tombstones a pass kept, and Decide runs a pass
+//     (ReasonTombstonesExpired) once the clock reaches it, with no dirty
+//     byte if need be, as Kafka's cleaner does. Such a pass covers the
+//     whole clean section (Decide waits while min.compaction.lag.ms holds
+//     part of it back), so the horizon it reports is again the earliest
+//     left; 0 (none kept) stops further passes.
 //
 // # Delete horizon encoding (KIP-534)
 //
@@ -101,7 +113,8 @@
 // per entry, index written), aligns IndexedEnd down to a ledger boundary,
 // keeps the range's last batch (empty if need be) so that no offset below
 // the high watermark is left without a batch after it, and swaps the
-// outputs in with one fenced CAS that stores cleaned_offset, re-validated
+// outputs in with one fenced CAS that stores cleaned_offset and the
+// tombstone horizon (C11), re-validated
 // against retention and tiering; the broker runs one pass at a time with
 // one OffsetMap (--compaction-map-bytes), every
 // --compaction-check-interval. __consumer_offsets is compacted. Segment

@@ -67,6 +67,12 @@ type Stats struct {
 	BytesIn, BytesOut           int64
 	EmptyBatchesKept            int64
 	ControlBatchesPassedThrough int64
+	// TombstoneHorizonMs is the earliest delete horizon of the batches
+	// that left with a tombstone (the horizon they had or were stamped
+	// with), 0 when no tombstone was kept. A kept tombstone's horizon is
+	// above NowMs (C4), so 0 is never one for a clock past the epoch.
+	// The caller stores it so that a pass runs once it passes (Decide).
+	TombstoneHorizonMs int64
 }
 
 // Add adds o to s.
@@ -82,6 +88,19 @@ func (s *Stats) Add(o Stats) {
 	s.BytesOut += o.BytesOut
 	s.EmptyBatchesKept += o.EmptyBatchesKept
 	s.ControlBatchesPassedThrough += o.ControlBatchesPassedThrough
+	s.TombstoneHorizonMs = EarliestHorizon(s.TombstoneHorizonMs, o.TombstoneHorizonMs)
+}
+
+// EarliestHorizon is the earlier of two tombstone horizons, 0 meaning
+// none (Stats.TombstoneHorizonMs).
+func EarliestHorizon(a, b int64) int64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // DeleteHorizon returns the KIP-534 delete horizon of a batch: its base
@@ -150,6 +169,14 @@ func Rewrite(batch []byte, m *OffsetMap, opt Options) (out []byte, st Stats, err
 			return finishOut(emptyBatch(h), st, 0)
 		}
 		return nil, st, nil
+	}
+	if keptTombstone {
+		// The horizon the output carries (C3): the one already stamped,
+		// or the one encode stamps.
+		st.TombstoneHorizonMs = horizon
+		if !hasHorizon {
+			st.TombstoneHorizonMs = opt.NowMs + opt.DeleteRetentionMs
+		}
 	}
 	if st.RecordsRemoved == 0 && (hasHorizon || !keptTombstone) {
 		return keep(batch, st, int64(len(kept)))

@@ -64,6 +64,10 @@ const (
 	ReasonBelowRatio                     // dirty ratio below min.cleanable.dirty.ratio, no record past max lag
 	ReasonDirtyRatio                     // dirty ratio reached
 	ReasonMaxLag                         // a dirty record is older than max.compaction.lag.ms
+	// ReasonTombstonesExpired: no dirty reason to run, but a tombstone the
+	// last pass kept has reached its delete horizon (Kafka's cleaner also
+	// picks a log for its expired tombstones alone).
+	ReasonTombstonesExpired
 )
 
 func (r Reason) String() string {
@@ -76,6 +80,8 @@ func (r Reason) String() string {
 		return "dirty-ratio"
 	case ReasonMaxLag:
 		return "max-lag"
+	case ReasonTombstonesExpired:
+		return "tombstones-expired"
 	}
 	return fmt.Sprintf("reason(%d)", int(r))
 }
@@ -108,7 +114,9 @@ func DirtyRatio(dirtyBytes, totalBytes int64) float64 {
 // Decide says whether a partition should be compacted now, and over
 // which segments. segments are the log in offset order; cleanedOffset is
 // the partition's cleaned-up-to offset (everything below was compacted
-// by an earlier pass).
+// by an earlier pass); tombstoneHorizonMs is the earliest delete horizon
+// of the tombstones the last pass kept (Stats.TombstoneHorizonMs; 0:
+// none).
 //
 // The cleanable segments are the longest prefix of closed segments whose
 // newest record is at least MinCompactionLagMs old (C9). Among them a
@@ -120,7 +128,15 @@ func DirtyRatio(dirtyBytes, totalBytes int64) float64 {
 // MaxCompactionLagMs — segment summaries carry only the newest
 // timestamp, so a forced pass can come up to one segment's time span
 // later than Kafka's, which reads the first batch's timestamp.
-func Decide(segments []SegmentSummary, cleanedOffset, nowMs int64, p Policy) Decision {
+//
+// Otherwise, compact when nowMs >= tombstoneHorizonMs > 0 (even with no
+// dirty byte: ReasonTombstonesExpired), provided the cleanable segments
+// reach cleanedOffset: the pass then rewrites the whole clean section,
+// where every kept tombstone lies, and drops those past their horizon.
+// When min.compaction.lag.ms holds back part of the clean section (it
+// was raised after the last pass) the pass waits: a pass over part of
+// it could not tell the earliest horizon left in the rest.
+func Decide(segments []SegmentSummary, cleanedOffset, tombstoneHorizonMs, nowMs int64, p Policy) Decision {
 	var d Decision
 	for _, s := range segments {
 		if s.Open || s.MaxTimestampMs > nowMs-p.MinCompactionLagMs {
@@ -142,13 +158,17 @@ func Decide(segments []SegmentSummary, cleanedOffset, nowMs int64, p Policy) Dec
 		oldestDirty = min(oldestDirty, s.MaxTimestampMs)
 	}
 	d.DirtyRatio = DirtyRatio(d.DirtyBytes, d.CleanBytes+d.DirtyBytes)
+	tombstonesExpired := tombstoneHorizonMs > 0 && nowMs >= tombstoneHorizonMs &&
+		d.Cleanable > 0 && d.CleanableEnd >= cleanedOffset
 	switch {
+	case d.DirtyBytes > 0 && p.MaxCompactionLagMs > 0 && p.MaxCompactionLagMs < math.MaxInt64 && nowMs-oldestDirty > p.MaxCompactionLagMs:
+		d.Compact, d.Reason = true, ReasonMaxLag
+	case d.DirtyBytes > 0 && d.DirtyRatio >= p.MinCleanableDirtyRatio:
+		d.Compact, d.Reason = true, ReasonDirtyRatio
+	case tombstonesExpired:
+		d.Compact, d.Reason = true, ReasonTombstonesExpired
 	case d.DirtyBytes == 0:
 		d.Reason = ReasonNothingCleanable
-	case p.MaxCompactionLagMs > 0 && p.MaxCompactionLagMs < math.MaxInt64 && nowMs-oldestDirty > p.MaxCompactionLagMs:
-		d.Compact, d.Reason = true, ReasonMaxLag
-	case d.DirtyRatio >= p.MinCleanableDirtyRatio:
-		d.Compact, d.Reason = true, ReasonDirtyRatio
 	default:
 		d.Reason = ReasonBelowRatio
 	}
