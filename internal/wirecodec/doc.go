@@ -1,6 +1,8 @@
 // Package wirecodec is the gRPC codec of every Strata process: protobuf,
-// as gRPC's own, except that the messages that carry record data on the
-// produce path skip protobuf's copies of their payloads.
+// as gRPC's own, except that the messages that carry record data skip
+// protobuf's copies of their payloads: ProduceRequest and FetchResponse
+// (client and broker), AddRequest and ReadEntryResponse (broker and
+// bookie), each in both directions.
 //
 // gRPC's proto codec copies a received message into one pooled buffer
 // and then copies every bytes field out of it, and it copies a sent

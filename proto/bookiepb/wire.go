@@ -1,8 +1,10 @@
 package bookiepb
 
-// Hand-written, not generated: the copy-free encoding of the add path's
-// request (internal/wirecodec, W1-W3). A field added to AddRequest must
-// be added here too; TestAddRequestWireFields fails until it is.
+// Hand-written, not generated: the copy-free encodings of the messages
+// that carry entries, AddRequest and ReadEntryResponse
+// (internal/wirecodec, W1-W3). Both are flat: varint fields 1-4, the
+// payload as field 5 and a varint field 6. A field added to either must
+// be added here too; TestWireFields fails until it is.
 
 import (
 	"math"
@@ -17,23 +19,62 @@ import (
 // fields before the payload, the payload itself (not a copy: it must not
 // change until gRPC has sent it), and the fields after it.
 func (x *AddRequest) MarshalBuffers() ([][]byte, error) {
+	return marshalFlat(flat{x.RequestId, x.LedgerId, x.EntryId, uint64(x.Lac), boolVarint(x.Recovery)}, x.Payload, x), nil
+}
+
+// UnmarshalAlias decodes b into x as proto.Unmarshal does, except that
+// Payload aliases b, which belongs to x afterwards.
+func (x *AddRequest) UnmarshalAlias(b []byte) error {
+	x.Reset()
+	f, payload, err := unmarshalFlat(b, x)
+	x.RequestId, x.LedgerId, x.EntryId, x.Lac, x.Recovery = f[0], f[1], f[2], int64(f[3]), protowire.DecodeBool(f[4])
+	x.Payload = payload
+	return err
+}
+
+// MarshalBuffers: as AddRequest's.
+func (x *ReadEntryResponse) MarshalBuffers() ([][]byte, error) {
+	return marshalFlat(flat{uint64(x.Status), x.LedgerId, x.EntryId, uint64(x.Lac), uint64(x.KnownLac)}, x.Payload, x), nil
+}
+
+// UnmarshalAlias: as AddRequest's.
+func (x *ReadEntryResponse) UnmarshalAlias(b []byte) error {
+	x.Reset()
+	f, payload, err := unmarshalFlat(b, x)
+	x.Status, x.LedgerId, x.EntryId, x.Lac, x.KnownLac = ReadStatus(int32(f[0])), f[1], f[2], int64(f[3]), int64(f[4])
+	x.Payload = payload
+	return err
+}
+
+// flat holds the varint fields 1-4 and 6 of a flat message, as protobuf
+// encodes them (an enum or int32 as its sign-extended int64, an int64 as
+// its two's complement, a bool as 0 or 1).
+type flat [5]uint64
+
+// flatNum is the field number of each entry of flat; the payload is 5.
+var flatNum = [5]protowire.Number{1, 2, 3, 4, 6}
+
+func boolVarint(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func marshalFlat(f flat, payload []byte, m protoreflect.ProtoMessage) [][]byte {
 	// Four varint fields and the payload's tag and length, tags of one
 	// byte each.
-	head := make([]byte, 0, 4*(1+protowire.SizeVarint(math.MaxUint64))+1+protowire.SizeVarint(uint64(len(x.Payload))))
-	head = appendVarintField(head, 1, x.RequestId)
-	head = appendVarintField(head, 2, x.LedgerId)
-	head = appendVarintField(head, 3, x.EntryId)
-	head = appendVarintField(head, 4, uint64(x.Lac))
-	if len(x.Payload) > 0 {
+	head := make([]byte, 0, 4*(1+protowire.SizeVarint(math.MaxUint64))+1+protowire.SizeVarint(uint64(len(payload))))
+	for i := range 4 {
+		head = appendVarintField(head, flatNum[i], f[i])
+	}
+	if len(payload) > 0 {
 		head = protowire.AppendTag(head, 5, protowire.BytesType)
-		head = protowire.AppendVarint(head, uint64(len(x.Payload)))
+		head = protowire.AppendVarint(head, uint64(len(payload)))
 	}
-	var tail []byte
-	if x.Recovery {
-		tail = appendVarintField(tail, 6, 1)
-	}
-	tail = append(tail, x.ProtoReflect().GetUnknown()...)
-	return [][]byte{head, x.Payload, tail}, nil
+	tail := appendVarintField(nil, flatNum[4], f[4])
+	tail = append(tail, m.ProtoReflect().GetUnknown()...)
+	return [][]byte{head, payload, tail}
 }
 
 // appendVarintField appends field num with value v, unless v is zero
@@ -46,42 +87,34 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendVarint(b, v)
 }
 
-// UnmarshalAlias decodes b into x as proto.Unmarshal does, except that
-// Payload aliases b, which belongs to x afterwards.
-func (x *AddRequest) UnmarshalAlias(b []byte) error {
-	x.Reset()
-	unknown, err := wirecodec.Fields(b, func(f wirecodec.Field) (bool, error) {
-		switch {
-		case f.Type == protowire.VarintType && f.Num == 1:
-			x.RequestId = f.Varint
-		case f.Type == protowire.VarintType && f.Num == 2:
-			x.LedgerId = f.Varint
-		case f.Type == protowire.VarintType && f.Num == 3:
-			x.EntryId = f.Varint
-		case f.Type == protowire.VarintType && f.Num == 4:
-			x.Lac = int64(f.Varint)
-		case f.Type == protowire.BytesType && f.Num == 5:
-			x.Payload = nilIfEmpty(f.Bytes)
-		case f.Type == protowire.VarintType && f.Num == 6:
-			x.Recovery = protowire.DecodeBool(f.Varint)
-		default:
-			return false, nil
+// unmarshalFlat decodes a flat message: its varint fields, its payload
+// (aliasing b; nil when empty, as protobuf decodes it) and, into m, its
+// unknown fields. Later occurrences of a field win, as in protobuf.
+func unmarshalFlat(b []byte, m protoreflect.ProtoMessage) (f flat, payload []byte, err error) {
+	unknown, err := wirecodec.Fields(b, func(fl wirecodec.Field) (bool, error) {
+		if fl.Num == 5 {
+			if fl.Type != protowire.BytesType {
+				return false, nil
+			}
+			payload = fl.Bytes
+			return true, nil
 		}
-		return true, nil
+		for i, num := range flatNum {
+			if fl.Num == num && fl.Type == protowire.VarintType {
+				f[i] = fl.Varint
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
-		return err
+		return flat{}, nil, err
+	}
+	if len(payload) == 0 {
+		payload = nil
 	}
 	if len(unknown) > 0 {
-		x.ProtoReflect().SetUnknown(protoreflect.RawFields(unknown))
+		m.ProtoReflect().SetUnknown(protoreflect.RawFields(unknown))
 	}
-	return nil
-}
-
-// nilIfEmpty is protobuf's decoding of an empty proto3 bytes field.
-func nilIfEmpty(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
+	return f, payload, nil
 }

@@ -1,12 +1,17 @@
 package brokerpb
 
 // Hand-written, not generated: the copy-free decoding of the produce
-// request (internal/wirecodec, W1, W3). A field added to ProduceRequest
-// or ProducePartition must be added here too; TestProduceRequestWireFields
-// fails until it is.
+// request and encoding and decoding of the fetch response
+// (internal/wirecodec, W1-W3). A field added to one of these messages
+// must be added here too; TestWireFields fails until it is.
 
 import (
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/strata-log/strata/internal/wirecodec"
@@ -40,6 +45,49 @@ func (x *ProduceRequest) UnmarshalAlias(b []byte) error {
 	return nil
 }
 
+// MarshalBuffers encodes x as proto.Marshal does, as a list of buffers in
+// which every partition's Records is referenced, not copied (it must not
+// change until gRPC has sent it: a producer's batches are immutable).
+func (x *ProduceRequest) MarshalBuffers() ([][]byte, error) {
+	var head []byte
+	head = appendVarintField(head, 1, uint64(x.Acks))
+	head = appendVarintField(head, 2, uint64(x.TimeoutMs))
+	bufs := make([][]byte, 0, 2*len(x.Partitions)+2)
+	for _, p := range x.Partitions {
+		if !utf8.ValidString(p.Topic) {
+			return nil, fmt.Errorf("proto: field strata.broker.v1.ProducePartition.topic contains invalid UTF-8")
+		}
+		var fields []byte
+		if p.Topic != "" {
+			fields = protowire.AppendTag(fields, 1, protowire.BytesType)
+			fields = protowire.AppendString(fields, p.Topic)
+		}
+		fields = appendVarintField(fields, 2, uint64(p.Partition))
+		head, bufs = appendMessageWithBytes(head, bufs, 3, fields, 3, p.Records, p.ProtoReflect().GetUnknown())
+	}
+	return append(bufs, head, x.ProtoReflect().GetUnknown()), nil
+}
+
+// appendMessageWithBytes appends to the buffer list bufs (pending is its
+// unfinished last buffer) the embedded message field num whose encoding
+// is fields, then the bytes field bytesNum holding data (referenced, not
+// copied), then unknown. It returns the new unfinished buffer.
+func appendMessageWithBytes(pending []byte, bufs [][]byte, num protowire.Number, fields []byte, bytesNum protowire.Number, data, unknown []byte) ([]byte, [][]byte) {
+	size := len(fields) + len(unknown)
+	if len(data) > 0 {
+		size += protowire.SizeTag(bytesNum) + protowire.SizeBytes(len(data))
+	}
+	pending = protowire.AppendTag(pending, num, protowire.BytesType)
+	pending = protowire.AppendVarint(pending, uint64(size))
+	pending = append(pending, fields...)
+	if len(data) == 0 {
+		return append(pending, unknown...), bufs
+	}
+	pending = protowire.AppendTag(pending, bytesNum, protowire.BytesType)
+	pending = protowire.AppendVarint(pending, uint64(len(data)))
+	return slices.Clone(unknown), append(bufs, pending, data)
+}
+
 func (x *ProducePartition) unmarshalAlias(b []byte) error {
 	unknown, err := wirecodec.Fields(b, func(f wirecodec.Field) (bool, error) {
 		var err error
@@ -69,4 +117,110 @@ func setUnknown(m protoreflect.ProtoMessage, unknown []byte) {
 	if len(unknown) > 0 {
 		m.ProtoReflect().SetUnknown(protoreflect.RawFields(unknown))
 	}
+}
+
+// MarshalBuffers encodes x as proto.Marshal does, as a list of buffers in
+// which every partition's Records is referenced, not copied (it must not
+// change until gRPC has sent it). Records are immutable once fetched.
+func (x *FetchResponse) MarshalBuffers() ([][]byte, error) {
+	var pending []byte
+	bufs := make([][]byte, 0, 2*len(x.Partitions)+2)
+	for _, p := range x.Partitions {
+		fields, err := p.marshalHead()
+		if err != nil {
+			return nil, err
+		}
+		pending, bufs = appendMessageWithBytes(pending, bufs, 1, fields, 6, p.Records, p.ProtoReflect().GetUnknown())
+	}
+	return append(bufs, pending, x.ProtoReflect().GetUnknown()), nil
+}
+
+// marshalHead encodes p's fields before its records (1-5).
+func (p *FetchPartitionResult) marshalHead() ([]byte, error) {
+	if !utf8.ValidString(p.Topic) {
+		return nil, fmt.Errorf("proto: field strata.broker.v1.FetchPartitionResult.topic contains invalid UTF-8")
+	}
+	var b []byte
+	if p.Topic != "" {
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, p.Topic)
+	}
+	b = appendVarintField(b, 2, uint64(p.Partition))
+	if p.Error != nil {
+		e, err := proto.MarshalOptions{Deterministic: true}.Marshal(p.Error)
+		if err != nil {
+			return nil, err
+		}
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendBytes(b, e)
+	}
+	b = appendVarintField(b, 4, uint64(p.HighWatermark))
+	return appendVarintField(b, 5, uint64(p.LogStartOffset)), nil
+}
+
+// appendVarintField appends field num with value v, unless v is zero
+// (proto3 does not encode zero values).
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// UnmarshalAlias decodes b into x as proto.Unmarshal does, except that
+// every partition's Records aliases b, which belongs to x afterwards.
+func (x *FetchResponse) UnmarshalAlias(b []byte) error {
+	x.Reset()
+	unknown, err := wirecodec.Fields(b, func(f wirecodec.Field) (bool, error) {
+		if f.Type != protowire.BytesType || f.Num != 1 {
+			return false, nil
+		}
+		p := &FetchPartitionResult{}
+		if err := p.unmarshalAlias(f.Bytes); err != nil {
+			return false, err
+		}
+		x.Partitions = append(x.Partitions, p)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	setUnknown(x, unknown)
+	return nil
+}
+
+func (p *FetchPartitionResult) unmarshalAlias(b []byte) error {
+	unknown, err := wirecodec.Fields(b, func(f wirecodec.Field) (bool, error) {
+		var err error
+		switch {
+		case f.Type == protowire.BytesType && f.Num == 1:
+			p.Topic, err = wirecodec.String(f, "strata.broker.v1.FetchPartitionResult.topic")
+		case f.Type == protowire.VarintType && f.Num == 2:
+			p.Partition = int32(f.Varint)
+		case f.Type == protowire.BytesType && f.Num == 3:
+			// A message field given twice is merged, as protobuf does.
+			if p.Error == nil {
+				p.Error = &PartitionError{}
+			}
+			err = proto.UnmarshalOptions{Merge: true}.Unmarshal(f.Bytes, p.Error)
+		case f.Type == protowire.VarintType && f.Num == 4:
+			p.HighWatermark = int64(f.Varint)
+		case f.Type == protowire.VarintType && f.Num == 5:
+			p.LogStartOffset = int64(f.Varint)
+		case f.Type == protowire.BytesType && f.Num == 6:
+			p.Records = nil
+			if len(f.Bytes) > 0 {
+				p.Records = f.Bytes
+			}
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		return err
+	}
+	setUnknown(p, unknown)
+	return nil
 }
