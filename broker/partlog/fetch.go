@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"errors"
@@ -241,9 +242,12 @@ func (l *Log) segmentsLocked() []segRef {
 	return segs
 }
 
-// read collects the batches of offset.. below hw, up to maxBytes.
+// read collects the batches of offset.. below hw, up to maxBytes, into
+// one new slice (entries are immutable, so it gathers references and
+// copies once at the end, into memory it does not zero first).
 func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxBytes int) ([]byte, error) {
-	var out []byte
+	var parts [][]byte
+	n := 0
 	full := false
 	i := max(segmentFor(segs, offset), 0)
 	for ; i < len(segs) && !full; i++ {
@@ -255,7 +259,7 @@ func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxByte
 		if err != nil {
 			return nil, err
 		}
-		budget := func() int { return max(maxBytes-len(out), 0) + readAheadBytes }
+		budget := func() int { return max(maxBytes-n, 0) + readAheadBytes }
 		err = l.scan(ctx, s, from, budget, func(id int64, payload []byte) (bool, error) {
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
@@ -267,12 +271,12 @@ func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxByte
 			case h.BaseOffset >= hw:
 				full = true
 				return false, nil
-			case len(out) > 0 && len(out)+len(payload) > maxBytes:
+			case n > 0 && n+len(payload) > maxBytes:
 				full = true
 				return false, nil
 			}
-			out = append(out, payload...)
-			if len(out) >= maxBytes {
+			parts, n = append(parts, payload), n+len(payload)
+			if n >= maxBytes {
 				full = true
 				return false, nil
 			}
@@ -282,7 +286,10 @@ func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxByte
 			return nil, err
 		}
 	}
-	return out, nil
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	return bytes.Join(parts, nil), nil
 }
 
 // entryFor is the entry of s to start reading at for offset.
