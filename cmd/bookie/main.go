@@ -44,6 +44,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Float64("read-only-above", d.ReadOnlyAbove, "disk usage fraction at which the bookie turns read-only")
 	fs.Float64("writable-below", d.WritableBelow, "disk usage fraction below which it is writable again")
 	fs.Int64("journal-max-file-bytes", d.JournalMaxFileBytes, "journal file size before rotation")
+	fs.Bool("journal-direct-io", d.JournalDirectIO, "write the journal with O_DIRECT in 4 KiB-aligned groups (format 2); false: through the page cache, format 1, readable by older builds")
 	fs.Duration("gc-interval", d.GCInterval, "how often deleted ledgers' space is reclaimed")
 	fs.Int("max-entry-bytes", d.MaxEntryBytes, "largest entry payload accepted")
 	fs.Bool("autorecovery", d.Autorecovery, "run a re-replication candidate (one in the cluster is elected)")

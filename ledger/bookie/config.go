@@ -32,10 +32,14 @@ type Config struct {
 	// LeaseTTL bounds how long a dead bookie stays registered.
 	LeaseTTL time.Duration `mapstructure:"lease-ttl"`
 
-	ReadOnlyAbove       float64       `mapstructure:"read-only-above"`
-	WritableBelow       float64       `mapstructure:"writable-below"`
-	JournalMaxFileBytes int64         `mapstructure:"journal-max-file-bytes"`
-	GCInterval          time.Duration `mapstructure:"gc-interval"`
+	ReadOnlyAbove       float64 `mapstructure:"read-only-above"`
+	WritableBelow       float64 `mapstructure:"writable-below"`
+	JournalMaxFileBytes int64   `mapstructure:"journal-max-file-bytes"`
+	// JournalDirectIO writes the journal with O_DIRECT in its aligned
+	// format (version 2); false writes it through the page cache in
+	// version 1, which builds before direct I/O can read.
+	JournalDirectIO bool          `mapstructure:"journal-direct-io"`
+	GCInterval      time.Duration `mapstructure:"gc-interval"`
 	// MaxEntryBytes bounds one entry's payload.
 	MaxEntryBytes int `mapstructure:"max-entry-bytes"`
 
@@ -74,6 +78,7 @@ func DefaultConfig() Config {
 		ReadOnlyAbove:        0.95,
 		WritableBelow:        0.90,
 		JournalMaxFileBytes:  256 << 20,
+		JournalDirectIO:      true,
 		GCInterval:           time.Minute,
 		MaxEntryBytes:        8 << 20,
 		Autorecovery:         true,
@@ -142,7 +147,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s fence-tombstone-ttl=%s",
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f journal-direct-io=%t autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s fence-tombstone-ttl=%s",
 		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
-		c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String()
+		c.JournalDirectIO, c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String()
 }

@@ -36,7 +36,8 @@ type crashHistory struct {
 }
 
 func crashOptions(fsys vfs.FS) Options {
-	return Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 2 << 10, MaxGroupBytes: 2 << 10, MaxQueueBytes: 16 << 10}
+	// A file holds its header block and four groups (each padded to 4 KiB).
+	return Options{FS: fsys, Dir: testDir, MaxFileBytes: 20 << 10, PreallocateBytes: 8 << 10, MaxGroupBytes: 2 << 10, MaxQueueBytes: 16 << 10}
 }
 
 // TestCrashRecovery appends from several goroutines, crashes the file

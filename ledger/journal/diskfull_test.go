@@ -16,9 +16,24 @@ import (
 // it is fatal; and every acked record survives, even across a restart on
 // the still-full disk (which fails cleanly) and then with space freed.
 func TestDiskFull(t *testing.T) {
+	// Each record is a group of its own: 544 bytes back to back, or a
+	// 4 KiB block in the aligned layout.
+	for _, tc := range []struct {
+		name string
+		opts Options
+		cap  uint64
+	}{
+		{"aligned", Options{MaxFileBytes: 32 << 10, PreallocateBytes: 12 << 10}, 256 << 10},
+		{"packed", Options{MaxFileBytes: 8 << 10, PreallocateBytes: 3 << 10, BufferedWrites: true}, 40 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testDiskFull(t, tc.opts, tc.cap) })
+	}
+}
+
+func testDiskFull(t *testing.T, opts Options, capacity uint64) {
 	fsys := vfs.NewMem()
-	fsys.SetCapacity(40 << 10)
-	opts := Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 3 << 10}
+	fsys.SetCapacity(capacity)
+	opts.FS, opts.Dir = fsys, testDir
 	var fatal atomic.Value
 	opts.OnFatal = func(err error) { fatal.Store(err) }
 	j, _, _ := openReplayed(t, opts)
@@ -49,7 +64,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	if len(acked) < 40 {
-		t.Fatalf("only %d records fit in 40 KiB", len(acked))
+		t.Fatalf("only %d records fit in %d KiB", len(acked), capacity>>10)
 	}
 
 	// Restart on the full disk: Replay starts a new file without a
@@ -86,13 +101,23 @@ func TestDiskFull(t *testing.T) {
 // must serve reads and free space by GC): the new file goes unreserved, and
 // the next restart finds nothing amiss.
 func TestReplayOnFullDisk(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		t.Run(map[bool]string{false: "aligned", true: "packed"}[buffered], func(t *testing.T) { testReplayOnFullDisk(t, buffered) })
+	}
+}
+
+func testReplayOnFullDisk(t *testing.T, buffered bool) {
 	fsys := vfs.NewMem()
-	opts := Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 4 << 10}
+	opts := Options{FS: fsys, Dir: testDir, MaxFileBytes: 8 << 10, PreallocateBytes: 8 << 10, BufferedWrites: buffered}
 	j, _, _ := openReplayed(t, opts)
 	loc := mustAppend(t, j, addRecord(1, 1, 100))
+	start := j.dataStart()
 	mustClose(t, j)
 
-	fsys.SetCapacity(5 << 10) // file 1 holds 4 KiB reserved: no room to reserve another
+	// Room for the next file's header block, not for its reservation.
+	du, err := fsys.DiskUsage(testDir)
+	must(t, err)
+	fsys.SetCapacity(du.TotalBytes - du.FreeBytes + uint64(start) + 1<<10)
 	j = mustOpen(t, opts)
 	recs, res := replayAll(t, j, Position{})
 	mustClose(t, j)

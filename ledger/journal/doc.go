@@ -15,14 +15,26 @@
 //   - Read returns a record after verifying it; corrupt bytes are never
 //     returned, only a *CorruptError (ErrCorrupt).
 //   - Replay hands every valid record to a callback in journal order, cuts
-//     the torn tail, and reports corruption without failing.
+//     the torn tail, and reports corruption without failing. Pad records
+//     (see the format) are skipped; Read never returns one.
 //
 // # Group commit
 //
 // One writer goroutine takes every queued record, up to MaxGroupBytes (at
 // least one record), encodes them into one reusable buffer, writes it with
 // one Write and makes it durable with one Sync (fdatasync), then calls each
-// done in order. There is no timer: an idle journal writes a lone record at
+// done in order. By default (format version 2, see below) the group ends
+// with a pad record up to the next 4 KiB boundary and the Write uses direct
+// I/O (vfs.FS.CreateDirect: O_DIRECT), which skips copying every byte into
+// the page cache, the largest CPU cost of a write; the buffer is allocated
+// 4 KiB-aligned. Direct I/O flushes neither the device cache nor the file
+// size, so the fdatasync stays. Where the file system refuses direct I/O
+// (EINVAL when opening, or when writing a new file's header block) the
+// same layout is written through the page cache, logged as a warning and
+// reported by DirectIO. Options.BufferedWrites writes version 1 instead:
+// records back to back, through the page cache. Reads are always buffered
+// (pread); Linux drops the cached pages a direct write covers, so they see
+// the new bytes. There is no timer: an idle journal writes a lone record at
 // once, and under load the queue fills while a sync runs, so groups grow by
 // themselves. Append blocks (honouring its context) while the bytes accepted
 // and not yet completed exceed MaxQueueBytes.
@@ -50,13 +62,19 @@
 //     indistinguishable from a torn write.
 //  5. Cuts are synced before the new file is created, so a cut tail cannot
 //     later look like corruption followed by valid records.
+//  6. In a version-2 file every commit group starts and ends on a 4 KiB
+//     boundary: the header block (header and a pad) is the first group,
+//     and a group whose records end off a boundary ends with a pad record,
+//     which carries the group's group offset like its other records. So a
+//     pad torn by a crash is inside the last group (3, 4), and every write
+//     has the offset, length and buffer alignment direct I/O needs.
 //
 // # Files
 //
 // Files are named by sequence number, DIR/%016x.journal (16 lower-case hex
 // digits), starting at 1 and increasing. A group that would take the current
-// file past MaxFileBytes starts a new file (create, preallocate, write
-// header, fdatasync, fsync DIR). Space is reserved with Preallocate
+// file past MaxFileBytes (counting its pad) starts a new file (create,
+// preallocate, write the header block, fdatasync, fsync DIR). Space is reserved with Preallocate
 // (FALLOC_FL_KEEP_SIZE: readers never see it) in steps of PreallocateBytes,
 // so a full disk shows up as a failed reservation before a group is written
 // rather than as a partial write. The bookie is expected to stop accepting
@@ -71,12 +89,16 @@
 //
 //	offset size field
 //	0      8    magic "STRATAJL" (53 54 52 41 54 41 4a 4c)
-//	8      4    format version, uint32 = 1
+//	8      4    format version, uint32: 1 or 2 (below)
 //	12     8    file sequence number, uint64 (must match the file name)
 //	20     4    CRC-32C of bytes [0, 20)
 //
-// Records follow back to back from offset 24. A record is a 44-byte header
-// and a payload:
+// Version 1 (Options.BufferedWrites, and every build before direct I/O):
+// records follow back to back from offset 24. Version 2 (the default):
+// a pad record fills [24, 4096), and from 4096 on each commit group starts
+// on a 4096-byte boundary and ends on one, padded with a pad record when
+// its records do not (invariant 6). A record is a 44-byte header and a
+// payload:
 //
 //	offset size field
 //	0      4    header CRC: CRC-32C of seq(8) ‖ offset(8) ‖ header bytes
@@ -88,15 +110,26 @@
 //	8      4    payload CRC: CRC-32C of bytes [44, length) (0 if empty)
 //	12     4    group offset, uint32: the record's offset minus the offset
 //	            of the first record of its commit group (0 for the first)
-//	16     1    type: 1 add, 2 fence, 3 lac, 4 delete
+//	16     1    type: 1 add, 2 fence, 3 lac, 4 delete, 5 pad
 //	17     1    flags: bit 0 = recovery add (add only); other bits 0
 //	18     2    reserved, 0
 //	20     8    ledger id, uint64
 //	28     8    entry id, uint64 (add; 0 otherwise)
 //	36     8    LAC, int64 two's complement (add: the LAC sent with the
 //	            entry; lac: the explicit LAC; 0 otherwise)
-//	44     n    payload, n = length - 44 (add only; fence, lac and delete
-//	            records are exactly 44 bytes)
+//	44     n    payload, n = length - 44 (add and pad only; fence, lac
+//	            and delete records are exactly 44 bytes)
+//
+// A pad record fills a group up to the next 4096-byte boundary: the gap
+// after the group's last record, or the gap plus 4096 when the gap is
+// shorter than a record header (so 44 ≤ length ≤ 4139; a group ending on a
+// boundary has none). Its header is an ordinary header: header CRC as for
+// any record, length, payload CRC of its payload (n zero bytes), group
+// offset as for any record of its group (0 for the header block's pad at
+// offset 24), type 5, and flags, reserved bytes, ledger id, entry id and
+// LAC all 0. Its payload is n zero bytes. It holds nothing: Replay skips it
+// and Read refuses it (ErrCorrupt), but it is checked like any record, so
+// damage to a pad is a torn tail or corruption by the same rules.
 //
 // The header CRC covers the length, the payload CRC and every field, so one
 // check verifies the header and binds the payload. A separate header CRC
@@ -104,8 +137,13 @@
 // instead of checksumming up to 64 MiB at every byte. Decoding rejects
 // anything the encoder never writes: a length out of range, an unknown type,
 // set reserved bits, a non-add record with a payload or entry id, a group
-// offset pointing before the first record. Length is checked against its
-// bounds (after the header CRC) before anything is allocated.
+// offset pointing before the first record; and a pad that does not end on
+// a 4096-byte boundary, is longer than 4139 bytes, belongs to a group that
+// starts neither at offset 24 nor on a boundary, has a non-zero field or
+// flag, or a non-zero payload byte. (A pad is accepted in a version-1 file
+// too: it is position-bound by its CRC and holds nothing, so the decoder
+// need not know the file's version.) Length is checked against its bounds
+// (after the header CRC) before anything is allocated.
 //
 // A header whose first 8 bytes are zero (CRC and length 0, as in zeroed or
 // never-written space) is not a record; it is where the log ends unless a
@@ -137,6 +175,18 @@
 // its header is reported as a CorruptRange and its records are still
 // scanned. A file whose intact header names another sequence number or an
 // unknown version makes Open fail: it does not belong here.
+//
+// # Compatibility
+//
+// This build reads versions 1 and 2, in any mix of files. Builds before
+// version 2 refuse to open a journal holding a version-2 file: Open fails
+// with "has format version 2; this build reads version 1", so the bookie
+// does not start. (Had the version stayed 1, such a build would find a
+// pad of an unknown type after every group and report each as a
+// CorruptRange, putting the bookie in limbo, which fences every ledger it
+// knows; hence the new version.) To go back to such a build, run with
+// BufferedWrites (--journal-direct-io=false) until GC has removed every
+// version-2 file.
 //
 // # Errors
 //

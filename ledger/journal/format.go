@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+
+	"github.com/strata-log/strata/ledger/vfs"
 )
 
 // The on-disk format; doc.go describes it byte by byte.
@@ -19,9 +21,21 @@ const (
 	MaxRecordBytes = 64 << 20
 	// MaxPayloadBytes is the largest Add payload.
 	MaxPayloadBytes = MaxRecordBytes - RecordHeaderSize
+	// MaxPadBytes is the longest pad record, the most a commit group grows
+	// by in format version 2: a gap shorter than a record header is padded
+	// to the boundary after next.
+	MaxPadBytes = alignBytes + RecordHeaderSize - 1
 
-	fileMagic     = "STRATAJL"
-	formatVersion = 1
+	fileMagic = "STRATAJL"
+	// versionPacked files hold records back to back from the header on;
+	// versionAligned files align every commit group to alignBytes and end
+	// it with a pad record (written since direct I/O).
+	versionPacked  = 1
+	versionAligned = 2
+
+	// alignBytes is the alignment of commit groups in versionAligned
+	// files: what direct I/O needs of a write's offset and length.
+	alignBytes = 4096
 
 	flagRecovery = 1 << 0
 )
@@ -40,7 +54,15 @@ const (
 	TypeLAC RecordType = 3
 	// TypeDelete marks LedgerID deleted, so replay does not resurrect it.
 	TypeDelete RecordType = 4
+	// TypePad fills a commit group up to the next alignment boundary. The
+	// journal writes it itself (Append refuses it); Replay skips it and
+	// Read never returns it.
+	TypePad RecordType = 5
 )
+
+// The aligned layout relies on the file system taking writes of alignBytes
+// multiples with direct I/O.
+var _ = [1]struct{}{}[alignBytes%vfs.DirectAlign]
 
 func (t RecordType) String() string {
 	switch t {
@@ -52,6 +74,8 @@ func (t RecordType) String() string {
 		return "lac"
 	case TypeDelete:
 		return "delete"
+	case TypePad:
+		return "pad"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -92,11 +116,12 @@ func (rec *Record) validate() error {
 // encodedSize is the number of bytes rec takes on disk.
 func (rec *Record) encodedSize() int { return RecordHeaderSize + len(rec.Payload) }
 
-// appendFileHeader appends the header of file seq to dst.
-func appendFileHeader(dst []byte, seq uint64) []byte {
+// appendFileHeader appends the header of file seq, in format version
+// version, to dst.
+func appendFileHeader(dst []byte, seq uint64, version uint32) []byte {
 	start := len(dst)
 	dst = append(dst, fileMagic...)
-	dst = binary.LittleEndian.AppendUint32(dst, formatVersion)
+	dst = binary.LittleEndian.AppendUint32(dst, version)
 	dst = binary.LittleEndian.AppendUint64(dst, seq)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
@@ -134,6 +159,34 @@ func appendRecord(dst []byte, rec *Record, seq uint64, off int64, groupOffset ui
 	dst = append(dst, rec.Payload...)
 	h = dst[start : start+RecordHeaderSize]
 	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(dst[start+RecordHeaderSize:], castagnoli))
+	binary.LittleEndian.PutUint32(h[0:4], headerChecksum(seq, off, h))
+	return dst
+}
+
+// padLength is the length of the pad record that takes a group ending at
+// offset end to an alignment boundary: 0 if end is on one, otherwise the
+// gap to the next boundary, or to the one after if the gap cannot hold a
+// record header.
+func padLength(end int64) int {
+	gap := int((alignBytes - end%alignBytes) % alignBytes)
+	if gap > 0 && gap < RecordHeaderSize {
+		gap += alignBytes
+	}
+	return gap
+}
+
+// appendPad appends a pad record of length bytes (header included; its
+// payload is zeros), to be written at offset off of file seq, groupOffset
+// bytes after the start of its group.
+func appendPad(dst []byte, seq uint64, off int64, groupOffset uint32, length int) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, length)[:start+length]
+	clear(dst[start:])
+	h := dst[start:]
+	binary.LittleEndian.PutUint32(h[4:8], uint32(length))
+	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(h[RecordHeaderSize:], castagnoli))
+	binary.LittleEndian.PutUint32(h[12:16], groupOffset)
+	h[16] = byte(TypePad)
 	binary.LittleEndian.PutUint32(h[0:4], headerChecksum(seq, off, h))
 	return dst
 }
@@ -176,7 +229,7 @@ type recordHeader struct {
 func plausibleHeader(h []byte, room int64) bool {
 	n := binary.LittleEndian.Uint32(h[4:8])
 	return n >= RecordHeaderSize && n <= MaxRecordBytes && int64(n) <= room &&
-		h[16] >= byte(TypeAdd) && h[16] <= byte(TypeDelete) && h[17]&^flagRecovery == 0 &&
+		h[16] >= byte(TypeAdd) && h[16] <= byte(TypePad) && h[17]&^flagRecovery == 0 &&
 		h[18] == 0 && h[19] == 0
 }
 
@@ -207,12 +260,18 @@ func decodeHeader(h []byte, seq uint64, off int64) (recordHeader, error) {
 	switch {
 	case rh.length < RecordHeaderSize || rh.length > MaxRecordBytes:
 		return recordHeader{}, corruptf(seq, off, "record length %d", rh.length)
-	case rh.typ < TypeAdd || rh.typ > TypeDelete:
+	case rh.typ < TypeAdd || rh.typ > TypePad:
 		return recordHeader{}, corruptf(seq, off, "record type %d", rh.typ)
 	case rh.flags&^flagRecovery != 0 || h[18] != 0 || h[19] != 0:
 		return recordHeader{}, corruptf(seq, off, "reserved bits set")
 	case int64(rh.groupOffset) > off-FileHeaderSize:
 		return recordHeader{}, corruptf(seq, off, "group offset %d before the first record", rh.groupOffset)
+	case rh.typ == TypePad:
+		if group := off - int64(rh.groupOffset); rh.length > MaxPadBytes || (off+int64(rh.length))%alignBytes != 0 ||
+			(group != FileHeaderSize && group%alignBytes != 0) || rh.flags != 0 || rh.ledgerID != 0 ||
+			rh.entryID != 0 || rh.lac != 0 {
+			return recordHeader{}, corruptf(seq, off, "pad record that the journal does not write")
+		}
 	case rh.typ != TypeAdd && (rh.length != RecordHeaderSize || rh.entryID != 0 || rh.flags != 0 ||
 		rh.payloadCRC != 0 || (rh.typ != TypeLAC && rh.lac != 0)):
 		return recordHeader{}, corruptf(seq, off, "%v record with fields it does not have", rh.typ)
@@ -234,6 +293,14 @@ func decodeRecord(b []byte, seq uint64, off int64) (Record, recordHeader, error)
 	payload := b[RecordHeaderSize:rh.length:rh.length]
 	if got := crc32.Checksum(payload, castagnoli); got != rh.payloadCRC {
 		return Record{}, rh, corruptf(seq, off, "payload checksum %08x, want %08x", got, rh.payloadCRC)
+	}
+	if rh.typ == TypePad {
+		for _, c := range payload {
+			if c != 0 {
+				return Record{}, rh, corruptf(seq, off, "pad record with non-zero payload")
+			}
+		}
+		return Record{Type: TypePad}, rh, nil
 	}
 	rec := Record{
 		Type:     rh.typ,

@@ -139,11 +139,11 @@ func TestDecodeRecordDamage(t *testing.T) {
 }
 
 func TestFileHeader(t *testing.T) {
-	h := appendFileHeader(nil, 0x1234)
+	h := appendFileHeader(nil, 0x1234, versionAligned)
 	if len(h) != FileHeaderSize || string(h[:8]) != "STRATAJL" {
 		t.Fatalf("header %x", h)
 	}
-	if seq, version, ok := decodeFileHeader(h); !ok || seq != 0x1234 || version != formatVersion {
+	if seq, version, ok := decodeFileHeader(h); !ok || seq != 0x1234 || version != versionAligned {
 		t.Fatalf("decodeFileHeader = %d %d %v", seq, version, ok)
 	}
 	for i := range h {
@@ -206,6 +206,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	for i, rec := range formatRecords {
 		f.Add(appendRecord(nil, &rec, 1, FileHeaderSize+int64(i), uint32(i)), uint64(1), int64(FileHeaderSize+i))
 	}
+	f.Add(appendPad(nil, 1, 4096+100, 100, 4096-100), uint64(1), int64(4096+100))
+	f.Add(appendPad(nil, 1, FileHeaderSize, 0, 4096-FileHeaderSize), uint64(1), int64(FileHeaderSize))
 	f.Add(make([]byte, 64), uint64(0), int64(0))
 	f.Add([]byte{}, uint64(1), int64(-5))
 	f.Fuzz(func(t *testing.T, b []byte, seq uint64, off int64) {
@@ -222,12 +224,80 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if err := rec.validate(); err != nil {
-			t.Fatalf("decoded a record that does not validate: %v", err)
+		var again []byte
+		if rec.Type == TypePad {
+			again = appendPad(nil, seq, off, rh.groupOffset, int(rh.length))
+		} else {
+			if err := rec.validate(); err != nil {
+				t.Fatalf("decoded a record that does not validate: %v", err)
+			}
+			again = appendRecord(nil, &rec, seq, off, rh.groupOffset)
 		}
-		again := appendRecord(nil, &rec, seq, off, rh.groupOffset)
 		if !bytes.Equal(again, b[:rh.length]) {
 			t.Fatalf("re-encoding differs:\n got %x\nwant %x", again, b[:rh.length])
 		}
 	})
+}
+
+// TestPadRecord pins the pad layout (doc.go) and checks that the decoder
+// takes exactly the pads the journal writes: ending on a 4 KiB boundary, in
+// a group starting after the file header or on a boundary, zero payload,
+// no ledger, entry, LAC or flags.
+func TestPadRecord(t *testing.T) {
+	const seq = 3
+	for _, tc := range []struct {
+		end  int64 // where the group's records end
+		want int
+	}{
+		{4096, 0}, {4096 + 1, 4095}, {2*4096 - 44, 44}, {2*4096 - 43, 4096 + 43}, {2*4096 - 1, 4096 + 1},
+	} {
+		if got := padLength(tc.end); got != tc.want {
+			t.Errorf("padLength(%d) = %d, want %d", tc.end, got, tc.want)
+		}
+	}
+	const off, groupOffset, length = 4096 + 1000, 1000, 4096 - 1000
+	b := appendPad(nil, seq, off, groupOffset, length)
+	want := make([]byte, length)
+	binary.LittleEndian.PutUint32(want[4:8], length)
+	binary.LittleEndian.PutUint32(want[8:12], crc32.Checksum(make([]byte, length-RecordHeaderSize), castagnoli))
+	binary.LittleEndian.PutUint32(want[12:16], groupOffset)
+	want[16] = 5
+	binary.LittleEndian.PutUint32(want[0:4], headerChecksum(seq, off, want))
+	if !bytes.Equal(b, want) {
+		t.Fatalf("pad encoding\n got %x\nwant %x", b[:RecordHeaderSize], want[:RecordHeaderSize])
+	}
+	rec, rh, err := decodeRecord(b, seq, off)
+	if err != nil || rec.Type != TypePad || rh.length != length || rh.groupOffset != groupOffset {
+		t.Fatalf("decodeRecord(pad) = %+v %+v %v", rec, rh, err)
+	}
+	if err := (&Record{Type: TypePad}).validate(); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("validate(pad) = %v, want ErrInvalidRecord: Append must refuse pads", err)
+	}
+	edit := func(fn func(b []byte)) []byte {
+		b := appendPad(nil, seq, off, groupOffset, length)
+		fn(b)
+		return reseal(b, seq, off)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		off  int64
+	}{
+		{"not ending on a boundary", appendPad(nil, seq, off, groupOffset, length-1), off},
+		{"too long", appendPad(nil, seq, 2*4096-(MaxPadBytes+1), 2*4096-(MaxPadBytes+1)-FileHeaderSize, MaxPadBytes+1), 2*4096 - (MaxPadBytes + 1)},
+		{"group not starting on a boundary", appendPad(nil, seq, off, groupOffset-1, length), off},
+		{"ledger id", edit(func(b []byte) { b[20] = 1 }), off},
+		{"entry id", edit(func(b []byte) { b[28] = 1 }), off},
+		{"LAC", edit(func(b []byte) { b[36] = 1 }), off},
+		{"recovery flag", edit(func(b []byte) { b[17] = flagRecovery }), off},
+		{"non-zero payload, checksummed", edit(func(b []byte) {
+			b[RecordHeaderSize+5] = 1
+			binary.LittleEndian.PutUint32(b[8:12], crc32.Checksum(b[RecordHeaderSize:], castagnoli))
+		}), off},
+		{"payload bit flip", func() []byte { b := appendPad(nil, seq, off, groupOffset, length); b[100] ^= 1; return b }(), off},
+	} {
+		if _, _, err := decodeRecord(tc.b, seq, tc.off); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: decodeRecord = %v, want ErrCorrupt", tc.name, err)
+		}
+	}
 }

@@ -74,6 +74,7 @@ type Journal struct {
 		files      map[uint64]int64 // every file: seq → size
 		current    uint64           // file being written; 0 before Replay
 		durable    int64            // bytes of current that are synced
+		direct     bool             // current is written with direct I/O
 	}
 
 	// w is owned by the writer goroutine once Replay has set it up; before
@@ -95,11 +96,14 @@ type Journal struct {
 type writer struct {
 	f           vfs.File
 	seq         uint64
-	off         int64 // end of the last durable group in f
-	preallocEnd int64 // bytes of f reserved by Preallocate
-	buf         []byte
+	off         int64     // end of the last durable group in f
+	preallocEnd int64     // bytes of f reserved by Preallocate
+	buf         []byte    // the group being encoded; vfs.DirectAlign-aligned
 	batch       []pending // taken from the queue, being written in groups
 	next        int       // first record of batch not yet in a group
+	// directRefused is set once a direct write was refused (EINVAL): later
+	// files are created for buffered writes without trying again.
+	directRefused bool
 }
 
 // Open opens (creating if needed) the journal in opts.Dir. It checks every
@@ -206,9 +210,9 @@ func (j *Journal) checkFile(seq uint64) (int64, error) {
 	case !ok:
 		// Damaged or torn: Replay decides whether it is corruption or an
 		// interrupted creation.
-	case version != formatVersion:
-		return 0, fmt.Errorf("journal: %s has format version %d; this build reads version %d",
-			fileName(seq), version, formatVersion)
+	case version != versionPacked && version != versionAligned:
+		return 0, fmt.Errorf("journal: %s has format version %d; this build reads versions %d and %d",
+			fileName(seq), version, versionPacked, versionAligned)
 	case hseq != seq:
 		return 0, corruptf(seq, 0, "misplaced file: its header says it is file %016x", hseq)
 	}
@@ -348,22 +352,32 @@ func (j *Journal) commit(group []pending) {
 	}
 	// Rotate between groups: a group never spans files, so at most the
 	// last group of the last file can be unsynced after a crash.
-	if w.off > FileHeaderSize && w.off+groupBytes > j.opts.MaxFileBytes {
+	if w.off > j.dataStart() && w.off+j.paddedSize(w.off, groupBytes) > j.opts.MaxFileBytes {
 		if err := j.rotate(); err != nil {
 			j.fatal(fmt.Errorf("rotating to file %016x: %w", w.seq+1, err), group)
 			return
 		}
 	}
-	if err := j.reserve(w.off + groupBytes); err != nil {
+	size := j.paddedSize(w.off, groupBytes) // bytes written: the group and its pad
+	if err := j.reserve(w.off + size); err != nil {
 		j.fatal(fmt.Errorf("preallocating file %016x: %w", w.seq, err), group)
 		return
 	}
+	// The buffer is allocated aligned and big enough for the whole group,
+	// so encoding never reallocates it (which would lose the alignment
+	// direct I/O needs).
 	buf := w.buf[:0]
+	if int64(cap(buf)) < size {
+		buf = vfs.AlignedBuffer(int(size))[:0]
+		if size <= 2*j.opts.MaxGroupBytes {
+			w.buf = buf // reuse; a group inflated by one huge record is not kept
+		}
+	}
 	for i := range group {
 		buf = appendRecord(buf, &group[i].rec, w.seq, w.off+int64(len(buf)), uint32(len(buf)))
 	}
-	if cap(buf) <= 2*int(j.opts.MaxGroupBytes) {
-		w.buf = buf // reuse; a group inflated by one huge record is not kept
+	if pad := int(size - groupBytes); pad > 0 {
+		buf = appendPad(buf, w.seq, w.off+groupBytes, uint32(groupBytes), pad)
 	}
 	if n, err := w.f.Write(buf); err != nil || n != len(buf) {
 		if err == nil {
@@ -381,7 +395,7 @@ func (j *Journal) commit(group []pending) {
 	}
 	syncDuration := time.Since(start)
 	off := w.off
-	w.off += groupBytes
+	w.off += size
 	j.mu.Lock()
 	j.mu.durable = w.off
 	j.mu.files[w.seq] = w.off
@@ -442,11 +456,11 @@ func (j *Journal) rotate() error {
 		return err
 	}
 	old, oldSeq := w.f, w.seq
-	w.f, w.seq, w.off, w.preallocEnd = f, next, FileHeaderSize, reserved
+	w.f, w.seq, w.off, w.preallocEnd = f, next, j.dataStart(), reserved
 	j.mu.Lock()
-	j.mu.files[next] = FileHeaderSize
+	j.mu.files[next] = j.dataStart()
 	j.mu.current = next
-	j.mu.durable = FileHeaderSize
+	j.mu.durable = j.dataStart()
 	j.mu.Unlock()
 	j.logger.Debug("rotated", "from", fileName(oldSeq), "to", fileName(next))
 	if err := old.Close(); err != nil {
@@ -457,15 +471,49 @@ func (j *Journal) rotate() error {
 }
 
 // createFile creates file seq and makes it and its header durable: reserve
-// space, write the header, fdatasync, fsync the directory. It returns the
-// file and how many bytes are reserved. At start-up (atStart) a full disk
-// leaves the file unreserved instead of failing.
+// space, write the header (and in the aligned layout its pad), fdatasync,
+// fsync the directory. It returns the file and how many bytes are
+// reserved. At start-up (atStart) a full disk leaves the file unreserved
+// instead of failing. The aligned layout is written with direct I/O unless
+// the file system refuses it: at the open, or (EINVAL) at the header's
+// write, after which the file is made again for buffered writes. Either way
+// the layout is the same.
 func (j *Journal) createFile(seq uint64, atStart bool) (vfs.File, int64, error) {
-	f, err := j.opts.FS.Create(j.path(seq))
+	f, reserved, direct, err := j.createFileOnce(seq, atStart)
+	if err != nil && direct && errors.Is(err, syscall.EINVAL) {
+		j.logger.Warn("the file system refused a direct write; writing the journal through the page cache",
+			"file", fileName(seq), "err", err)
+		j.w.directRefused = true
+		f, reserved, direct, err = j.createFileOnce(seq, atStart)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
-	var reserved int64
+	j.mu.Lock()
+	changed := j.mu.direct != direct || j.mu.current == 0
+	j.mu.direct = direct
+	j.mu.Unlock()
+	if changed && j.aligned() {
+		if direct {
+			j.logger.Info("journal writes use direct I/O", "file", fileName(seq))
+		} else {
+			j.logger.Warn("journal writes go through the page cache: the file system refuses direct I/O", "file", fileName(seq))
+		}
+	}
+	return f, reserved, nil
+}
+
+// createFileOnce is one attempt of createFile; direct says whether it
+// wrote with direct I/O.
+func (j *Journal) createFileOnce(seq uint64, atStart bool) (f vfs.File, reserved int64, direct bool, err error) {
+	if j.aligned() && !j.w.directRefused {
+		f, direct, err = j.opts.FS.CreateDirect(j.path(seq))
+	} else {
+		f, err = j.opts.FS.Create(j.path(seq))
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
 	if j.opts.PreallocateBytes > 0 {
 		reserved = min(j.opts.PreallocateBytes, j.opts.MaxFileBytes)
 		err = f.Preallocate(reserved)
@@ -479,7 +527,7 @@ func (j *Journal) createFile(seq uint64, atStart bool) (vfs.File, int64, error) 
 		}
 	}
 	if err == nil {
-		_, err = f.Write(appendFileHeader(nil, seq))
+		_, err = f.Write(j.fileStart(seq))
 	}
 	if err == nil {
 		err = f.Sync()
@@ -496,9 +544,50 @@ func (j *Journal) createFile(seq uint64, atStart bool) (vfs.File, int64, error) 
 		if rmErr := j.opts.FS.Remove(j.path(seq)); rmErr != nil {
 			j.logger.Warn("removing a file whose creation failed", "file", fileName(seq), "err", rmErr)
 		}
-		return nil, 0, err
+		return nil, 0, direct, err
 	}
-	return f, reserved, nil
+	return f, reserved, direct, nil
+}
+
+// aligned reports whether new files use the aligned layout
+// (versionAligned), written with direct I/O where possible.
+func (j *Journal) aligned() bool { return !j.opts.BufferedWrites }
+
+// dataStart is where the first group of a new file starts.
+func (j *Journal) dataStart() int64 {
+	if j.aligned() {
+		return alignBytes
+	}
+	return FileHeaderSize
+}
+
+// paddedSize is the bytes a group of groupBytes written at off takes: in
+// the aligned layout, with the pad up to the next boundary.
+func (j *Journal) paddedSize(off, groupBytes int64) int64 {
+	if !j.aligned() {
+		return groupBytes
+	}
+	return groupBytes + int64(padLength(off+groupBytes))
+}
+
+// fileStart is what createFile writes at the start of file seq: the header,
+// and in the aligned layout a pad to the first boundary (a group of its
+// own), from an aligned buffer.
+func (j *Journal) fileStart(seq uint64) []byte {
+	if !j.aligned() {
+		return appendFileHeader(nil, seq, versionPacked)
+	}
+	b := appendFileHeader(vfs.AlignedBuffer(alignBytes)[:0], seq, versionAligned)
+	return appendPad(b, seq, FileHeaderSize, 0, alignBytes-FileHeaderSize)
+}
+
+// DirectIO reports whether the file being written uses direct I/O (false
+// with Options.BufferedWrites, when the file system refuses it, and before
+// Replay).
+func (j *Journal) DirectIO() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.mu.direct
 }
 
 // reserve makes sure the current file has space reserved up to end, in
@@ -559,6 +648,9 @@ func (j *Journal) Read(loc Location) (Record, error) {
 	}
 	if rh.length != loc.Length {
 		return Record{}, corruptf(loc.File, loc.Offset, "record is %d bytes, location says %d", rh.length, loc.Length)
+	}
+	if rec.Type == TypePad {
+		return Record{}, corruptf(loc.File, loc.Offset, "location holds padding, not a record")
 	}
 	return rec, nil
 }

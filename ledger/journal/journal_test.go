@@ -20,9 +20,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testDir = "/bookie/journal"
 
-// testOptions are small enough that tests rotate files.
+// testOptions are small enough that tests rotate files: a file holds its
+// header block and at most three 4 KiB groups.
 func testOptions(fsys vfs.FS) Options {
-	return Options{FS: fsys, Dir: testDir, MaxFileBytes: 4 << 10, PreallocateBytes: 1 << 10}
+	return Options{FS: fsys, Dir: testDir, MaxFileBytes: 16 << 10, PreallocateBytes: 4 << 10}
 }
 
 func mustOpen(t testing.TB, opts Options) *Journal {
@@ -44,6 +45,9 @@ func replayAll(t testing.TB, j *Journal, from Position) ([]replayed, ReplayResul
 	t.Helper()
 	var out []replayed
 	res, err := j.Replay(from, func(rec Record, loc Location) error {
+		if rec.Type == TypePad {
+			t.Fatalf("Replay passed a pad at %+v", loc)
+		}
 		rec.Payload = bytes.Clone(rec.Payload)
 		out = append(out, replayed{rec, loc})
 		return nil
@@ -110,7 +114,7 @@ func TestAppendReadReplay(t *testing.T) {
 	if len(recs) != 0 || res.TruncatedBytes != 0 || len(res.Corrupt) != 0 {
 		t.Fatalf("fresh journal replayed %v %+v", recs, res)
 	}
-	if got := j.Position(); got != (Position{File: 1, Offset: FileHeaderSize}) {
+	if got := j.Position(); got != (Position{File: 1, Offset: alignBytes}) {
 		t.Fatalf("Position of a fresh journal = %+v", got)
 	}
 	var want []replayed
@@ -129,7 +133,8 @@ func TestAppendReadReplay(t *testing.T) {
 			rec = Record{Type: TypeDelete, LedgerID: 3}
 		}
 		loc := mustAppend(t, j, rec)
-		if got := j.Position(); got.File != loc.File || got.Offset != loc.Offset+int64(loc.Length) {
+		// The group of one record ends with its pad (invariant 6).
+		if got, end := j.Position(), loc.Offset+int64(loc.Length); got.File != loc.File || got.Offset != end+int64(padLength(end)) {
 			t.Fatalf("Position %+v after a record at %+v", got, loc)
 		}
 		want = append(want, replayed{rec, loc})
@@ -145,10 +150,10 @@ func TestAppendReadReplay(t *testing.T) {
 	}
 	files := j.Files()
 	if len(files) < 3 {
-		t.Fatalf("expected rotations with MaxFileBytes 4 KiB, got files %+v", files)
+		t.Fatalf("expected rotations with MaxFileBytes 16 KiB, got files %+v", files)
 	}
 	for _, f := range files {
-		if f.Size > 4<<10 {
+		if f.Size > testOptions(nil).MaxFileBytes {
 			t.Fatalf("file %+v exceeds MaxFileBytes", f)
 		}
 	}
@@ -168,7 +173,7 @@ func TestAppendReadReplay(t *testing.T) {
 	}
 	// After a restart appends go to a new file.
 	last := want[len(want)-1].loc.File
-	if loc := mustAppend(t, j, addRecord(1, 1, 10)); loc.File != last+1 || loc.Offset != FileHeaderSize {
+	if loc := mustAppend(t, j, addRecord(1, 1, 10)); loc.File != last+1 || loc.Offset != alignBytes {
 		t.Fatalf("first append after restart at %+v, want the start of file %d", loc, last+1)
 	}
 	mustClose(t, j)
@@ -430,12 +435,15 @@ func TestReadErrors(t *testing.T) {
 	j, _, _ := openReplayed(t, testOptions(fsys))
 	defer mustClose(t, j)
 	loc := mustAppend(t, j, addRecord(1, 1, 100))
+	padOff := loc.Offset + int64(loc.Length)
+	pad := Location{File: loc.File, Offset: padOff, Length: uint32(padLength(padOff))}
 	for _, tc := range []struct {
 		loc  Location
 		want error
 	}{
 		{Location{File: 99, Offset: FileHeaderSize, Length: loc.Length}, ErrNotFound},
-		{Location{File: loc.File, Offset: loc.Offset + int64(loc.Length), Length: 60}, ErrNotFound}, // past the durable end
+		{Location{File: loc.File, Offset: j.Position().Offset, Length: 60}, ErrNotFound}, // past the durable end
+		{pad, ErrCorrupt}, // Read never returns a pad
 		{Location{File: loc.File, Offset: loc.Offset, Length: loc.Length - 1}, ErrCorrupt},
 		{Location{File: loc.File, Offset: loc.Offset + 1, Length: loc.Length - 1}, ErrCorrupt},
 		{Location{File: loc.File, Offset: 0, Length: loc.Length}, ErrCorrupt},
@@ -462,7 +470,7 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 	}
 	// An unknown format version is refused too.
 	must(t, fsys.Remove(testDir+"/"+fileName(7)))
-	writeFile(t, fsys, testDir+"/"+fileName(7), fileHeaderWithVersion(7, 2))
+	writeFile(t, fsys, testDir+"/"+fileName(7), fileHeaderWithVersion(7, 3))
 	if _, err := Open(testOptions(fsys)); err == nil {
 		t.Fatal("Open with an unknown format version succeeded")
 	}
@@ -494,7 +502,7 @@ func TestOptions(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := o.String(); got != fmt.Sprintf(`journal.Options{Dir: "x", MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d}`,
+	if got := o.String(); got != fmt.Sprintf(`journal.Options{Dir: "x", MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d, BufferedWrites: false}`,
 		DefaultMaxFileBytes, DefaultPreallocateBytes, DefaultMaxQueueBytes, DefaultMaxGroupBytes) {
 		t.Fatalf("String() = %s", got)
 	}

@@ -43,6 +43,14 @@ type Options struct {
 	// MaxGroupBytes bounds the bytes of one write+sync group (a single
 	// larger record makes a group of its own). Default 4 MiB.
 	MaxGroupBytes int64
+	// BufferedWrites writes new files through the page cache in format
+	// version 1 (records back to back), as builds before direct I/O did
+	// and can read. By default new files use version 2: commit groups
+	// aligned to 4 KiB and padded, written with direct I/O (O_DIRECT),
+	// which skips copying every byte into the page cache; where the file
+	// system refuses direct I/O the same layout is written buffered.
+	// Files of both versions are always read.
+	BufferedWrites bool
 	// OnFatal is called once, from the writer goroutine, with the error
 	// (wrapping ErrFailed) when a write, sync or file creation fails. The
 	// journal then fails every pending and future Append. The bookie should
@@ -105,6 +113,6 @@ func (o Options) Validate() error {
 // String describes o for logs.
 func (o Options) String() string {
 	o = o.withDefaults()
-	return fmt.Sprintf("journal.Options{Dir: %q, MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d}",
-		o.Dir, o.MaxFileBytes, o.PreallocateBytes, o.MaxQueueBytes, o.MaxGroupBytes)
+	return fmt.Sprintf("journal.Options{Dir: %q, MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d, BufferedWrites: %t}",
+		o.Dir, o.MaxFileBytes, o.PreallocateBytes, o.MaxQueueBytes, o.MaxGroupBytes, o.BufferedWrites)
 }

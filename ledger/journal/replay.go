@@ -103,10 +103,10 @@ func (j *Journal) Replay(from Position, fn func(rec Record, loc Location) error)
 	}
 	// The writer reads these fields only after it receives a record, which
 	// happens after replayed is set below under j.mu.
-	j.w.f, j.w.seq, j.w.off, j.w.preallocEnd = f, seq, FileHeaderSize, reserved
-	j.mu.files[seq] = FileHeaderSize
+	j.w.f, j.w.seq, j.w.off, j.w.preallocEnd = f, seq, j.dataStart(), reserved
+	j.mu.files[seq] = j.dataStart()
 	j.mu.current = seq
-	j.mu.durable = FileHeaderSize
+	j.mu.durable = j.dataStart()
 	j.mu.replayed = true
 	j.mu.Unlock()
 
@@ -187,7 +187,7 @@ func (r *replayer) scan(from Position, fn func(Record, Location) error) error {
 		for off := start; off < rf.size; {
 			rec, rh, err := sc.record(off)
 			if err == nil {
-				if off >= skipBefore {
+				if off >= skipBefore && rec.Type != TypePad {
 					if err := fn(rec, Location{File: rf.seq, Offset: off, Length: rh.length}); err != nil {
 						return err
 					}

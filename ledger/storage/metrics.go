@@ -17,6 +17,7 @@ type Metrics struct {
 	groupRecords     prometheus.Histogram
 	groupBytes       prometheus.Histogram
 	journalBytes     prometheus.Gauge
+	journalDirectIO  prometheus.Gauge
 	indexBytes       prometheus.Gauge
 	diskFreeBytes    prometheus.Gauge
 	diskTotalBytes   prometheus.Gauge
@@ -72,6 +73,10 @@ func NewMetrics() *Metrics {
 		}),
 		journalBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_bookie_journal_bytes", Help: "Size of the journal files.",
+		}),
+		journalDirectIO: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "strata_bookie_journal_direct_io",
+			Help: "1 when the journal writes with direct I/O (O_DIRECT), 0 when through the page cache (--journal-direct-io=false, or the file system refuses it).",
 		}),
 		indexBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "strata_bookie_index_bytes", Help: "Disk space used by the Pebble index.",
@@ -144,7 +149,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.addLatency, m.readLatency, m.syncLatency, m.groupRecords, m.groupBytes,
-		m.journalBytes, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions,
+		m.journalBytes, m.journalDirectIO, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions,
 		m.gcReclaimedBytes, m.gcRemovedFiles, m.compactedFiles, m.compactedBytes,
 		m.ledgers, m.tombstones, m.readOnly, m.limbo, m.replaySeconds, m.replayRecords,
 		m.overwritesRefused, m.lacClamped,

@@ -37,6 +37,10 @@ type Options struct {
 	// journal (see journal.Options); 0 means the journal's default.
 	JournalMaxFileBytes     int64
 	JournalPreallocateBytes int64
+	// JournalBufferedWrites is journal.Options.BufferedWrites: write the
+	// journal through the page cache in format version 1 instead of with
+	// direct I/O in the aligned version 2.
+	JournalBufferedWrites bool
 	// ReadOnlyAbove: at this used fraction of the disk holding Dir the
 	// storage turns read-only (adds fail with ErrReadOnly; reads, fences,
 	// explicit LACs, deletes and GC go on). Default 0.95.
@@ -123,6 +127,7 @@ func (o Options) journalOptions() journal.Options {
 		Dir:              o.journalDir(),
 		MaxFileBytes:     o.JournalMaxFileBytes,
 		PreallocateBytes: o.JournalPreallocateBytes,
+		BufferedWrites:   o.JournalBufferedWrites,
 		Logger:           o.Logger,
 	}
 }
@@ -163,10 +168,10 @@ func (o Options) Validate() error {
 // String describes o (after defaults) for logs.
 func (o Options) String() string {
 	o = o.withDefaults()
-	return fmt.Sprintf("storage.Options{Dir: %q, JournalMaxFileBytes: %d, JournalPreallocateBytes: %d, "+
+	return fmt.Sprintf("storage.Options{Dir: %q, JournalMaxFileBytes: %d, JournalPreallocateBytes: %d, JournalBufferedWrites: %t, "+
 		"ReadOnlyAbove: %v, WritableBelow: %v, DiskCheckInterval: %v, CheckpointInterval: %v, GCInterval: %v, "+
 		"CompactBelowLiveRatio: %v, MaxEntryBytes: %d, FenceTombstoneTTL: %v}",
-		o.Dir, o.JournalMaxFileBytes, o.JournalPreallocateBytes, o.ReadOnlyAbove, o.WritableBelow,
+		o.Dir, o.JournalMaxFileBytes, o.JournalPreallocateBytes, o.JournalBufferedWrites, o.ReadOnlyAbove, o.WritableBelow,
 		o.DiskCheckInterval, o.CheckpointInterval, o.GCInterval, o.CompactBelowLiveRatio, o.MaxEntryBytes,
 		o.FenceTombstoneTTL)
 }

@@ -476,6 +476,7 @@ func (s *Storage) checkDisk() {
 	m.diskFreeBytes.Set(float64(du.FreeBytes))
 	m.diskTotalBytes.Set(float64(du.TotalBytes))
 	m.journalBytes.Set(float64(journalBytes))
+	m.journalDirectIO.Set(boolGauge(s.j.DirectIO()))
 	m.indexBytes.Set(float64(s.ix.DiskBytes()))
 	m.ledgers.Set(float64(ledgers))
 	m.tombstones.Set(float64(tombstones))

@@ -182,7 +182,7 @@ func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, 
 		return fmt.Errorf("%w: LAC %d", ErrInvalid, lac)
 	case len(payload) > s.opts.MaxEntryBytes:
 		return fmt.Errorf("%w: entry of %d bytes, max %d", ErrInvalid, len(payload), s.opts.MaxEntryBytes)
-	case s.readOnly.Load() || !s.spendDisk(int64(journal.RecordHeaderSize+len(payload))):
+	case s.readOnly.Load() || !s.spendDisk(s.diskBytes(len(payload))):
 		return ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
@@ -442,4 +442,16 @@ func (s *Storage) failOps(ops []*op, err error) {
 	for _, o := range ops {
 		o.finish(o, err)
 	}
+}
+
+// diskBytes bounds the journal bytes an add of payloadBytes takes: its
+// record and, in the journal's aligned format, the pad of a group of its
+// own. Charging the bound keeps the disk budget an overestimate, so the
+// journal cannot run out of space between two disk checks.
+func (s *Storage) diskBytes(payloadBytes int) int64 {
+	n := int64(journal.RecordHeaderSize + payloadBytes)
+	if !s.opts.JournalBufferedWrites {
+		n += journal.MaxPadBytes
+	}
+	return n
 }

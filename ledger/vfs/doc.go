@@ -17,10 +17,23 @@
 // must never be "fixed" by syncing again (on Linux a failed fsync may drop
 // the dirty pages and a retry then succeeds without them).
 //
+// CreateDirect creates a file written with direct I/O: no copy of the data
+// into the page cache, which is most of the CPU cost of a large write.
+// Every write must start at a file offset, have a length and come from a
+// buffer address that are multiples of DirectAlign (4096; AlignedBuffer
+// allocates such buffers). Direct I/O changes neither durability (Sync is
+// still needed: it flushes the device cache and the file size) nor reads,
+// which stay buffered and see the written bytes (Linux drops the page-cache
+// pages a direct write covers).
+//
 // # Default (the operating system)
 //
 //   - Create opens with O_RDWR|O_CREATE|O_EXCL|O_APPEND (mode 0644),
 //     OpenReadWrite with O_RDWR|O_APPEND, Open read-only.
+//   - CreateDirect adds O_DIRECT (Linux). A file system that refuses it
+//     fails the open with EINVAL (tmpfs before Linux 6.6, some FUSE and
+//     overlay setups); the file is then opened without O_DIRECT and
+//     CreateDirect reports direct = false. Elsewhere it is Create.
 //   - File.Sync is fdatasync(2) on Linux (fsync elsewhere).
 //   - File.Preallocate is fallocate(2) with FALLOC_FL_KEEP_SIZE over
 //     [0, size) on Linux; a file system that does not support it
@@ -55,6 +68,13 @@
 //
 // The original MemFS is not changed by Crash and keeps working, so the
 // process under test can be shut down after the crash point.
+//
+// MemFS supports direct I/O: a file made by CreateDirect refuses, with
+// EINVAL and without writing, a Write whose buffer address or length is not
+// a multiple of DirectAlign or that would start at an unaligned size, as
+// Linux does; so tests on MemFS check the caller's layout. Its data is
+// otherwise handled like any other file's (unsynced writes can be lost or
+// torn by Crash).
 //
 // InjectError installs a function called before every operation (Op) with
 // the path concerned; its error is returned by that operation, which then

@@ -306,6 +306,17 @@ func (m *MemFS) Create(name string) (File, error) {
 	return &memFile{fs: m, node: n, name: name, writable: true}, nil
 }
 
+// CreateDirect implements FS: MemFS plays a file system that supports
+// direct I/O, so it holds writes to its rules (see doc.go).
+func (m *MemFS) CreateDirect(name string) (File, bool, error) {
+	f, err := m.Create(name)
+	if err != nil {
+		return nil, false, err
+	}
+	f.(*memFile).direct = true
+	return f, true, nil
+}
+
 // OpenReadWrite implements FS.
 func (m *MemFS) OpenReadWrite(name string) (File, error) { return m.open(name, true) }
 
@@ -490,6 +501,7 @@ type memFile struct {
 	node     *memNode
 	name     string
 	writable bool
+	direct   bool // created by CreateDirect: writes must be aligned
 	closed   atomic.Bool
 }
 
@@ -532,10 +544,16 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if err := f.usable(OpWrite, true); err != nil {
 		return 0, err
 	}
+	if f.direct && !isAligned(p) {
+		return 0, pathErr(OpWrite, f.name, syscall.EINVAL)
+	}
 	m := f.fs
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := f.node
+	if f.direct && len(n.data)%DirectAlign != 0 {
+		return 0, pathErr(OpWrite, f.name, syscall.EINVAL)
+	}
 	var err error
 	want := len(p)
 	if m.mu.capacity > 0 && n.linked {

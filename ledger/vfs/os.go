@@ -17,6 +17,16 @@ func (osFS) Create(name string) (File, error) {
 	return &osFile{f: f}, nil
 }
 
+// CreateDirect opens with O_DIRECT where the platform has it, falling back
+// to buffered writes when the file system refuses it (os_linux.go).
+func (osFS) CreateDirect(name string) (File, bool, error) {
+	f, direct, err := createDirect(name, os.OpenFile)
+	if err != nil {
+		return nil, false, err
+	}
+	return &osFile{f: f}, direct, nil
+}
+
 func (osFS) OpenReadWrite(name string) (File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -34,4 +35,32 @@ func diskUsage(dir string) (DiskUsage, error) {
 	}
 	bsize := uint64(st.Bsize)
 	return DiskUsage{TotalBytes: st.Blocks * bsize, FreeBytes: st.Bavail * bsize}, nil
+}
+
+// createDirect creates name with O_DIRECT. A file system that cannot do
+// direct I/O (tmpfs before Linux 6.6, some FUSE and overlay setups) fails
+// the open with EINVAL; Linux checks that only after creating the file, so
+// the file then exists, empty, and is opened again for buffered writes.
+// open is os.OpenFile (a parameter so tests can play such a file system).
+func createDirect(name string, open func(string, int, os.FileMode) (*os.File, error)) (*os.File, bool, error) {
+	const flags = os.O_RDWR | os.O_CREATE | os.O_EXCL | os.O_APPEND
+	f, err := open(name, flags|syscall.O_DIRECT, 0o644)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, syscall.EINVAL) {
+		return nil, false, err
+	}
+	// Whether the refused open left the file behind depends on where the
+	// file system refused: create it if it is not there (O_EXCL still
+	// guards against a file that existed before the first open, which
+	// would have failed with EEXIST instead).
+	f, err2 := open(name, flags, 0o644)
+	if errors.Is(err2, syscall.EEXIST) {
+		f, err2 = open(name, os.O_RDWR|os.O_APPEND, 0)
+	}
+	if err2 != nil {
+		return nil, false, errors.Join(err, err2)
+	}
+	return f, false, nil
 }

@@ -3,6 +3,7 @@ package vfs
 import (
 	"io"
 	"os"
+	"unsafe"
 )
 
 // File is an open file. Writes always append at the end of the file (the
@@ -35,6 +36,16 @@ type FS interface {
 	// file exists. The new directory entry is durable only after SyncDir of
 	// its directory.
 	Create(name string) (File, error)
+	// CreateDirect is Create for a file written with direct I/O (O_DIRECT
+	// on Linux): writes go to the device without a copy into the page
+	// cache. Every Write must start at a file offset, have a length and
+	// come from a buffer address that are multiples of DirectAlign
+	// (AlignedBuffer makes such buffers); otherwise it fails with EINVAL
+	// and writes nothing. Reads (through any handle) see the written bytes
+	// at once; durability still needs Sync. direct is false when the file
+	// system refuses direct I/O: the file is then opened for buffered
+	// writes, which accept the same writes.
+	CreateDirect(name string) (f File, direct bool, err error)
 	// OpenReadWrite opens an existing file for reading and appending.
 	OpenReadWrite(name string) (File, error)
 	// Open opens an existing file read-only.
@@ -63,6 +74,26 @@ type FS interface {
 type DiskUsage struct {
 	TotalBytes uint64
 	FreeBytes  uint64
+}
+
+// DirectAlign is the alignment direct I/O needs of a write's buffer address,
+// length and file offset: 4096 covers devices with 512-byte and 4 KiB
+// logical blocks.
+const DirectAlign = 4096
+
+// AlignedBuffer returns a zeroed slice of length and capacity n whose first
+// byte is at an address that is a multiple of DirectAlign. (Go's heap
+// objects do not move, so the alignment holds for the slice's life.)
+func AlignedBuffer(n int) []byte {
+	b := make([]byte, n+DirectAlign)
+	skip := (DirectAlign - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%DirectAlign)) % DirectAlign
+	return b[skip : skip+n : skip+n]
+}
+
+// isAligned reports whether p's address and length are multiples of
+// DirectAlign.
+func isAligned(p []byte) bool {
+	return len(p)%DirectAlign == 0 && (len(p) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%DirectAlign == 0)
 }
 
 // Default returns the operating system's file system.
