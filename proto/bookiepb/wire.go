@@ -32,12 +32,12 @@ func (x *AddRequest) UnmarshalAlias(b []byte) error {
 	return err
 }
 
-// MarshalBuffers: as AddRequest's.
+// MarshalBuffers encodes x as AddRequest.MarshalBuffers does.
 func (x *ReadEntryResponse) MarshalBuffers() ([][]byte, error) {
 	return marshalFlat(flat{uint64(x.Status), x.LedgerId, x.EntryId, uint64(x.Lac), uint64(x.KnownLac)}, x.Payload, x), nil
 }
 
-// UnmarshalAlias: as AddRequest's.
+// UnmarshalAlias decodes b into x as AddRequest.UnmarshalAlias does.
 func (x *ReadEntryResponse) UnmarshalAlias(b []byte) error {
 	x.Reset()
 	f, payload, err := unmarshalFlat(b, x)
