@@ -142,6 +142,10 @@ func measureLimits(ctx context.Context, progress io.Writer, rep *benchsuite.Repo
 	if rep.Limits.Disk, err = benchsuite.MeasureDisk(ctx, benchsuite.DiskConfig{Dir: dir, Duration: probe}); err != nil {
 		return err
 	}
+	// One reader per bookie, as catch-up reads the bookies' journals.
+	if rep.Limits.DiskRead, err = benchsuite.ProbeDiskRead(ctx, dir, 3, probe); err != nil {
+		return err
+	}
 	rep.Limits.Loopback, err = benchsuite.MeasureLoopback(ctx, trips)
 	return err
 }

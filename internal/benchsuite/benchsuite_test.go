@@ -283,6 +283,16 @@ func TestProbeDiskAndLoopback(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Fatalf("probe files left: %v", left)
 	}
+	rp, err := ProbeDiskRead(context.Background(), dir, 2, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp.Files != 2 || rp.MBPerSec <= 0 {
+		t.Fatalf("read probe: %+v", rp)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Fatalf("read probe files left: %v", left)
+	}
 	rt, err := MeasureLoopback(context.Background(), 200)
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,12 @@
 //	    and are not disturbed by it.
 //	B2. A disk probe writes like the bookie journal (ledger/journal): one
 //	    write of the whole group, then one fdatasync, into a file whose
-//	    space was reserved ahead (fallocate KEEP_SIZE), at most
+//	    space was reserved ahead (fallocate KEEP_SIZE), with O_DIRECT
+//	    where the file system allows it (journal format 2), at most
 //	    ProbeFileBytes per journal (the probe wraps around), so a probe
-//	    never takes more disk than Journals × ProbeFileBytes.
+//	    never takes more disk than Journals × ProbeFileBytes. The read
+//	    probe reads such files sequentially, one reader per bookie, with
+//	    O_DIRECT, so it measures the disk and not the page cache.
 //	B3. Latency quantiles are nearest-rank over every sample (Quantile);
 //	    a probe with no sample reports zeros, never NaN.
 //	B4. Ratios are computed from the Report alone (Ratios), so a stored

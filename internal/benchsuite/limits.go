@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // ProbeFileBytes bounds each probe journal's file: writes wrap around
@@ -41,6 +42,9 @@ type DiskProbe struct {
 	// (combined bandwidth), in 10^6 bytes per second.
 	MBPerSec float64 `json:"mb_per_sec"`
 	Seconds  float64 `json:"seconds"`
+	// Direct: written with O_DIRECT, as the journal's format 2 is (false
+	// where the file system refuses it, as the journal then falls back).
+	Direct bool `json:"direct"`
 }
 
 // DiskConfig says how to probe the disk.
@@ -87,9 +91,10 @@ func ProbeDisk(ctx context.Context, dir string, groupBytes, journals int, d time
 	if groupBytes <= 0 || groupBytes > ProbeFileBytes || journals <= 0 {
 		return DiskProbe{}, fmt.Errorf("benchsuite: probe of %d journals of %d-byte groups: out of range", journals, groupBytes)
 	}
-	buf := make([]byte, groupBytes)
+	buf := alignedBuffer(groupBytes)
 	_, _ = rand.Read(buf) // incompressible
 	files := make([]*os.File, journals)
+	direct := true
 	defer func() {
 		for _, f := range files {
 			if f != nil {
@@ -99,11 +104,11 @@ func ProbeDisk(ctx context.Context, dir string, groupBytes, journals int, d time
 		}
 	}()
 	for i := range files {
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("disk-probe-%d", i)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+		f, d, err := openProbe(filepath.Join(dir, fmt.Sprintf("disk-probe-%d", i)), os.O_CREATE|os.O_RDWR|os.O_TRUNC)
 		if err != nil {
 			return DiskProbe{}, fmt.Errorf("benchsuite: %w", err)
 		}
-		files[i] = f
+		files[i], direct = f, direct && d
 		_ = reserve(f, ProbeFileBytes)
 	}
 	type result struct {
@@ -159,8 +164,112 @@ func ProbeDisk(ctx context.Context, dir string, groupBytes, journals int, d time
 	return DiskProbe{
 		GroupBytes: groupBytes, Journals: journals, Syncs: len(all),
 		SyncP50Ms: Millis(Quantile(all, 0.5)), SyncP99Ms: Millis(Quantile(all, 0.99)),
-		MBPerSec: float64(total) / max(elapsed.Seconds(), 1e-9) / 1e6, Seconds: elapsed.Seconds(),
+		MBPerSec: float64(total) / max(elapsed.Seconds(), 1e-9) / 1e6, Seconds: elapsed.Seconds(), Direct: direct,
 	}, nil
+}
+
+// alignedBuffer returns n bytes at a 4096-aligned address, as direct I/O
+// needs (n is a multiple of 4096: every probed group size is).
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+directAlign)
+	off := (directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)) % directAlign
+	return b[off : off+n : off+n]
+}
+
+// directAlign is the alignment of direct I/O buffers, offsets and sizes
+// (the journal's, ledger/journal).
+const directAlign = 4096
+
+// ReadProbe is the disk's sequential read bandwidth: Files files of
+// ProbeFileBytes read at once from start to end, again and again, in
+// ReadChunkBytes reads, with O_DIRECT (from the disk, not the page cache)
+// where the file system allows it. Catch-up reads from the bookies read
+// their journals this way (one reader per bookie, sequentially).
+type ReadProbe struct {
+	Files    int     `json:"files"`
+	MBPerSec float64 `json:"mb_per_sec"`
+	Seconds  float64 `json:"seconds"`
+	Direct   bool    `json:"direct"`
+}
+
+// ReadChunkBytes is a read probe's read size.
+const ReadChunkBytes = 1 << 20
+
+// ProbeDiskRead writes files files of ProbeFileBytes in dir, reads them
+// back at once for d (B2's bound on disk use holds) and removes them.
+func ProbeDiskRead(ctx context.Context, dir string, files int, d time.Duration) (ReadProbe, error) {
+	buf := alignedBuffer(ReadChunkBytes)
+	_, _ = rand.Read(buf)
+	names := make([]string, files)
+	defer func() {
+		for _, n := range names {
+			if n != "" {
+				os.Remove(n)
+			}
+		}
+	}()
+	direct := true
+	for i := range names {
+		names[i] = filepath.Join(dir, fmt.Sprintf("read-probe-%d", i))
+		f, d, err := openProbe(names[i], os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
+		if err != nil {
+			return ReadProbe{}, fmt.Errorf("benchsuite: %w", err)
+		}
+		direct = direct && d
+		for off := int64(0); off < ProbeFileBytes && err == nil; off += ReadChunkBytes {
+			_, err = f.WriteAt(buf, off)
+		}
+		if err == nil {
+			err = fdatasync(f)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return ReadProbe{}, fmt.Errorf("benchsuite: read probe: %w", err)
+		}
+	}
+	totals := make([]int64, files)
+	errs := make([]error, files)
+	readDirect := make([]bool, files)
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			f, d, err := openProbe(name, os.O_RDONLY)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer f.Close()
+			readDirect[i] = d
+			b := alignedBuffer(ReadChunkBytes)
+			for off := int64(0); ctx.Err() == nil && time.Now().Before(end); off = (off + ReadChunkBytes) % ProbeFileBytes {
+				n, err := f.ReadAt(b, off)
+				totals[i] += int64(n)
+				if err != nil && !errors.Is(err, io.EOF) {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return ReadProbe{}, fmt.Errorf("benchsuite: read probe: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ReadProbe{}, err
+	}
+	var total int64
+	for i, t := range totals {
+		total += t
+		direct = direct && readDirect[i]
+	}
+	return ReadProbe{Files: files, MBPerSec: float64(total) / max(elapsed.Seconds(), 1e-9) / 1e6,
+		Seconds: elapsed.Seconds(), Direct: direct}, nil
 }
 
 // RoundTrip is the loopback TCP round trip measurement.

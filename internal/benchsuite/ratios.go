@@ -104,6 +104,9 @@ func Ratios(limits Limits, run Run) []Ratio {
 			if w.Reads != nil {
 				bound += fmt.Sprintf("; %.0f%% of fetched bytes from bookies", 100*w.Reads.FromBookies)
 			}
+			if rp := limits.DiskRead; rp.MBPerSec > 0 {
+				bound += fmt.Sprintf("; disk reads %.0f MB/s (%d files)", rp.MBPerSec, rp.Files)
+			}
 			out = append(out, ratio(w.Name, "catch-up MB/s ÷ produce MB/s", "x", bound, w.MBPerSec/p.MBPerSec, TargetCatchUpOverProduce, true))
 		}
 	}

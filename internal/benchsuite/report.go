@@ -61,6 +61,7 @@ type Settings struct {
 type Limits struct {
 	Dir      string      `json:"dir"`
 	Disk     []DiskProbe `json:"disk"`
+	DiskRead ReadProbe   `json:"disk_read"`
 	Loopback RoundTrip   `json:"loopback"`
 }
 
@@ -228,8 +229,15 @@ func finite(v float64) float64 {
 func (r *Report) Fprint(w io.Writer) error {
 	fmt.Fprintf(w, "Limits (%s): loopback RTT p50 %.0fµs\n", r.Limits.Dir, r.Limits.Loopback.P50Us)
 	for _, p := range r.Limits.Disk {
-		fmt.Fprintf(w, "  disk %d journal(s) x %7d-byte groups: fdatasync p50 %.2fms p99 %.2fms, %.1f MB/s combined\n",
-			p.Journals, p.GroupBytes, p.SyncP50Ms, p.SyncP99Ms, p.MBPerSec)
+		mode := "page cache"
+		if p.Direct {
+			mode = "O_DIRECT"
+		}
+		fmt.Fprintf(w, "  disk %d journal(s) x %7d-byte groups: fdatasync p50 %.2fms p99 %.2fms, %.1f MB/s combined (%s)\n",
+			p.Journals, p.GroupBytes, p.SyncP50Ms, p.SyncP99Ms, p.MBPerSec, mode)
+	}
+	if rp := r.Limits.DiskRead; rp.Files > 0 {
+		fmt.Fprintf(w, "  disk read, %d file(s) at once, %d-byte reads: %.1f MB/s combined\n", rp.Files, ReadChunkBytes, rp.MBPerSec)
 	}
 	for _, run := range r.Runs {
 		fmt.Fprintf(w, "\n%d metad, %d bookies, %d broker(s)\n", run.Metad, run.Bookies, run.Brokers)
