@@ -88,26 +88,14 @@ func records(m proto.Message) [][]byte {
 	return out
 }
 
-// aliased reports whether every decoded partition's records lie in the
-// input (W3).
-func aliased(got wirecodectest.Aliased, in []byte) bool {
-	for _, r := range records(got) {
-		if len(r) > 0 && !wirecodectest.Within(in, r) {
-			return false
-		}
-	}
-	return true
-}
-
 var wireTypes = []struct {
-	name   string
-	empty  func() wirecodectest.Aliased
-	random func(*rand.Rand) wirecodectest.Buffered
+	name string
+	wirecodectest.Case
 }{
-	{"ProduceRequest", func() wirecodectest.Aliased { return &ProduceRequest{} },
-		func(rng *rand.Rand) wirecodectest.Buffered { return randomProduce(rng) }},
-	{"FetchResponse", func() wirecodectest.Aliased { return &FetchResponse{} },
-		func(rng *rand.Rand) wirecodectest.Buffered { return randomFetch(rng) }},
+	{"ProduceRequest", wirecodectest.Case{Empty: func() wirecodectest.Aliased { return &ProduceRequest{} },
+		Random: func(rng *rand.Rand) wirecodectest.Buffered { return randomProduce(rng) }, Payloads: records}},
+	{"FetchResponse", wirecodectest.Case{Empty: func() wirecodectest.Aliased { return &FetchResponse{} },
+		Random: func(rng *rand.Rand) wirecodectest.Buffered { return randomFetch(rng) }, Payloads: records}},
 }
 
 // TestWire: MarshalBuffers is proto.Marshal byte for byte and references
@@ -117,17 +105,7 @@ var wireTypes = []struct {
 func TestWire(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for _, wt := range wireTypes {
-		for range 3000 {
-			m := wt.random(rng)
-			wirecodectest.CheckMarshal(t, m, records(m)...)
-			wirecodectest.CheckRoundTrip(t, m, wt.empty, aliased)
-			b, _ := proto.Marshal(m)
-			b = wirecodectest.Damage(rng, b, func() []byte {
-				c, _ := proto.Marshal(wt.random(rng))
-				return c
-			})
-			wirecodectest.CheckSameDecode(t, wt.empty, b)
-		}
+		t.Run(wt.name, func(t *testing.T) { wirecodectest.CheckRandom(t, rng, 3000, wt.Case) })
 	}
 }
 
@@ -151,15 +129,6 @@ func TestWireRefusesInvalidUTF8(t *testing.T) {
 	}
 }
 
-func fuzzDecode(f *testing.F, i int) {
-	rng := rand.New(rand.NewSource(int64(3 + i)))
-	for range 8 {
-		b, _ := proto.Marshal(wireTypes[i].random(rng))
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) { wirecodectest.CheckSameDecode(t, wireTypes[i].empty, b) })
-}
+func FuzzProduceRequestDecode(f *testing.F) { wirecodectest.FuzzDecode(f, 3, wireTypes[0].Case) }
 
-func FuzzProduceRequestDecode(f *testing.F) { fuzzDecode(f, 0) }
-
-func FuzzFetchResponseDecode(f *testing.F) { fuzzDecode(f, 1) }
+func FuzzFetchResponseDecode(f *testing.F) { wirecodectest.FuzzDecode(f, 4, wireTypes[1].Case) }

@@ -149,3 +149,49 @@ func Fields(m proto.Message) []protowire.Number {
 	}
 	return out
 }
+
+// Case is one message type of a hand-written encoding under test.
+type Case struct {
+	Empty  func() Aliased
+	Random func(*rand.Rand) Buffered
+	// Payloads lists m's bytes fields that must be referenced when sent
+	// and aliased when received.
+	Payloads func(m proto.Message) [][]byte
+}
+
+// CheckRandom runs rounds random messages of c through CheckMarshal,
+// CheckRoundTrip (payloads aliased) and CheckSameDecode of a damaged
+// encoding.
+func CheckRandom(t testing.TB, rng *rand.Rand, rounds int, c Case) {
+	t.Helper()
+	aliased := func(got Aliased, in []byte) bool {
+		for _, p := range c.Payloads(got) {
+			if len(p) > 0 && !Within(in, p) {
+				return false
+			}
+		}
+		return true
+	}
+	for range rounds {
+		m := c.Random(rng)
+		CheckMarshal(t, m, c.Payloads(m)...)
+		CheckRoundTrip(t, m, c.Empty, aliased)
+		b, _ := proto.Marshal(m)
+		b = Damage(rng, b, func() []byte {
+			other, _ := proto.Marshal(c.Random(rng))
+			return other
+		})
+		CheckSameDecode(t, c.Empty, b)
+	}
+}
+
+// FuzzDecode seeds f with eight random encodings of c and checks that
+// every input decodes as protobuf decodes it.
+func FuzzDecode(f *testing.F, seed int64, c Case) {
+	rng := rand.New(rand.NewSource(seed))
+	for range 8 {
+		b, _ := proto.Marshal(c.Random(rng))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { CheckSameDecode(t, c.Empty, b) })
+}
