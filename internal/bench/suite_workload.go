@@ -106,6 +106,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, o.Describe(mode, pcfg))
 
 	cpuBefore := sr.cpu()
+	hostBefore, hostErr := benchsuite.ReadHostTimes()
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
 	profiles := sr.profile(ctx, name, sr.base.Duration)
 	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
@@ -114,17 +115,21 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	}
 	elapsed := time.Since(run.Start)
 	cpuAfter := sr.cpu()
+	hostAfter, hostErr2 := benchsuite.ReadHostTimes()
 	bookiesAfter, brokersAfter := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
 	files := profiles()
 
 	w := workloadResult(name, &o, Summarize(run, elapsed))
 	w.CPU = CPUDelta(cpuBefore, cpuAfter, sr.nodes)
 	w.CPU.FillPerGB(w.Bytes)
+	if hostErr == nil && hostErr2 == nil {
+		w.CPU.HostBusy = benchsuite.BusyFraction(hostBefore, hostAfter)
+	}
 	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
 	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
 	w.Profiles = files
-	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB\n",
-		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies)
+	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB; machine CPU %.0f%% busy\n",
+		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies, 100*w.CPU.HostBusy)
 	return w, nil
 }
 

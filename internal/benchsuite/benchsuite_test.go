@@ -301,3 +301,29 @@ func TestProbeDiskAndLoopback(t *testing.T) {
 		t.Fatalf("loopback: %+v", rt)
 	}
 }
+
+func TestParseHostStat(t *testing.T) {
+	data := []byte("cpu  100 5 50 800 20 3 2 1 0 0\ncpu0 50 2 25 400 10 1 1 0 0 0\nintr 1\n")
+	h, err := ParseHostStat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// busy: user+nice+system+irq+softirq+steal = 161 ticks; total 981.
+	if h.Busy != 1.61 || h.Total != 9.81 {
+		t.Fatalf("%+v", h)
+	}
+	if got := BusyFraction(HostTimes{Busy: 1, Total: 4}, HostTimes{Busy: 2.5, Total: 6}); got != 0.75 {
+		t.Fatalf("BusyFraction = %v", got)
+	}
+	if BusyFraction(h, h) != 0 {
+		t.Fatal("no time passed: want 0")
+	}
+	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 x 4\n"} {
+		if _, err := ParseHostStat([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := ReadHostTimes(); err != nil {
+		t.Fatal(err)
+	}
+}

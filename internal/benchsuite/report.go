@@ -178,6 +178,10 @@ type CPU struct {
 	PerGBBrokersBookies float64 `json:"per_gb_brokers_bookies"`
 	PerGBBrokers        float64 `json:"per_gb_brokers"`
 	PerGBBookies        float64 `json:"per_gb_bookies"`
+	// HostBusy is the share of the whole machine's CPU time (every core,
+	// every process and the kernel) that was busy during the workload,
+	// from /proc/stat: near 1, the workload was bound by CPU.
+	HostBusy float64 `json:"host_busy"`
 }
 
 // RoleClient is CPU.PerRole's key for this process (besides devcluster's
@@ -257,6 +261,9 @@ func (r *Report) Fprint(w io.Writer) error {
 			}
 			if wl.Name == WorkloadCatchUp && wl.Reads != nil {
 				line += fmt.Sprintf("  %.0f%% of fetched bytes from bookies", 100*wl.Reads.FromBookies)
+			}
+			if wl.CPU.HostBusy > 0 {
+				line += fmt.Sprintf("  CPU %.0f%% busy", 100*wl.CPU.HostBusy)
 			}
 			if wl.Errors > 0 {
 				line += fmt.Sprintf("  %d errors", wl.Errors)
