@@ -215,6 +215,14 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	defer func() {
 		fmt.Fprintf(progress, "bench suite: stopping the cluster\n")
 		devcluster.Down(st, stopTimeout)
+		// The next shape must not find the disk full of this one's data:
+		// one shape writes three copies of every workload's bytes (tens of
+		// GB at a few hundred MB/s), and bookies turn read-only at 95%.
+		if !s.KeepData {
+			if err := os.RemoveAll(dir); err != nil {
+				fmt.Fprintf(progress, "bench suite: warning: removing %s: %v\n", dir, err)
+			}
+		}
 	}()
 	for _, n := range st.Nodes {
 		run.Nodes = append(run.Nodes, benchsuite.Process{Name: n.Name, Role: n.Role, PID: n.PID})
