@@ -128,6 +128,23 @@ func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 	}
 }
 
+// keepATombstone writes keys a and b, then a's tombstone, each in a
+// ledger of its own, and compacts once: the pass keeps the tombstone with
+// the horizon delete.retention.ms from now, which it returns.
+func keepATombstone(t *testing.T, f *fixture, l *Log, m *keyedModel) int64 {
+	t.Helper()
+	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1")
+	rollByAge(t, f, l)
+	m.appendKeyed(t, f, l, -1, 0, "a", "")
+	rollByAge(t, f, l)
+	res := compactNow(t, l, 1<<20)
+	horizon := f.clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
+	if !res.Ran || res.Stats.TombstoneHorizonMs != horizon {
+		t.Fatalf("pass %+v, want horizon %d", res, horizon)
+	}
+	return horizon
+}
+
 // TestCompactTombstoneHorizonSurvivesTakeover: the horizon is stored with
 // the list, so a new owner (failover) drops the expired tombstone at its
 // first check with nothing written since.
@@ -138,15 +155,7 @@ func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
 	cfg.Policy = compactPolicy
 	l := f.open(cfg)
 	var m keyedModel
-	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1")
-	rollByAge(t, f, l)
-	m.appendKeyed(t, f, l, -1, 0, "a", "")
-	rollByAge(t, f, l)
-	res := compactNow(t, l, 1<<20)
-	horizon := f.clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
-	if !res.Ran || res.Stats.TombstoneHorizonMs != horizon {
-		t.Fatalf("pass %+v, want horizon %d", res, horizon)
-	}
+	horizon := keepATombstone(t, f, l, &m)
 	if err := l.Close(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +174,7 @@ func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
 		t.Fatalf("the new owner reads %s", got)
 	}
 	f.clock.Advance(time.Duration(horizon-f.clock.Now().UnixMilli()) * time.Millisecond)
-	res = compactNow(t, l2, 1<<20)
+	res := compactNow(t, l2, 1<<20)
 	if !res.Ran || res.Reason != compact.ReasonTombstonesExpired || res.Stats.TombstonesDropped != 1 {
 		t.Fatalf("the new owner's pass %+v", res)
 	}
@@ -185,15 +194,7 @@ func TestCompactTieredDropsExpiredTombstones(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	l := tieredCompactionLog(t, f, 1, store, true)
 	var m keyedModel
-	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1")
-	rollByAge(t, f, l)
-	m.appendKeyed(t, f, l, -1, 0, "a", "")
-	rollByAge(t, f, l)
-	res := compactNow(t, l, 1<<20)
-	horizon := f.clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
-	if !res.Ran || res.Stats.TombstoneHorizonMs != horizon {
-		t.Fatalf("pass %+v, want horizon %d", res, horizon)
-	}
+	horizon := keepATombstone(t, f, l, &m)
 	tierAll(t, l)
 	hw := l.HighWatermark()
 	if got := strings.Join(describeAll(consumeAll(t, l, 0)), " "); got != "1:b=1 2:a=<tombstone>" {
@@ -201,7 +202,7 @@ func TestCompactTieredDropsExpiredTombstones(t *testing.T) {
 	}
 
 	f.clock.Advance(time.Duration(horizon-f.clock.Now().UnixMilli()) * time.Millisecond)
-	res = compactNow(t, l, 1<<20)
+	res := compactNow(t, l, 1<<20)
 	if !res.Ran || res.Reason != compact.ReasonTombstonesExpired || res.InputObjects == 0 || res.Stats.TombstonesDropped != 1 {
 		t.Fatalf("tombstone pass over objects %+v", res)
 	}
