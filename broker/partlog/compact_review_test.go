@@ -19,10 +19,8 @@ import (
 // The outputs are deleted and the log stays healthy (P7).
 func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
+	cfg := f.compactConfig(1)
 	cfg.RetentionCheckInterval = time.Hour
-	cfg.Policy = compactPolicy
 	l := f.open(cfg)
 	var m keyedModel
 	for range 3 {

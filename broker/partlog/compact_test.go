@@ -22,6 +22,15 @@ import (
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
+// compactConfig is f.config(epoch) for a compacted topic whose segments
+// roll after a minute (rollByAge).
+func (f *fixture) compactConfig(epoch int64) Config {
+	cfg := f.config(epoch)
+	cfg.SegmentAge = time.Minute
+	cfg.Policy = compactPolicy
+	return cfg
+}
+
 // compactPolicy compacts whatever is closed (dirty ratio 0, no lag) and
 // keeps tombstones an hour.
 var compactPolicy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, LocalRetentionMs: -1,
@@ -192,10 +201,8 @@ func checkNoLeftovers(t *testing.T, f *fixture, l *Log, replaced []*brokerpb.Led
 // the producer's retried batch with its original offsets (P5).
 func TestCompactPass(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
+	cfg := f.compactConfig(1)
 	cfg.SegmentBytes = 2000 // outputs: several ledgers
-	cfg.Policy = compactPolicy
 	l := f.open(cfg)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var m keyedModel
@@ -305,9 +312,7 @@ func TestCompactPass(t *testing.T) {
 // a batch (P7) — a consumer at a removed offset is never stuck.
 func TestCompactKeepsTheLastBatch(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Policy = compactPolicy
+	cfg := f.compactConfig(1)
 	l := f.open(cfg)
 	var m keyedModel
 	for range 3 {
@@ -341,9 +346,7 @@ func TestCompactKeepsTheLastBatch(t *testing.T) {
 // ledger boundary, and ends where one big pass ends.
 func TestCompactMapTooSmallContinues(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Policy = compactPolicy
+	cfg := f.compactConfig(1)
 	l := f.open(cfg)
 	var m keyedModel
 	for s := range 4 {
@@ -381,9 +384,7 @@ func TestCompactMapTooSmallContinues(t *testing.T) {
 // log (P3) and also deletes the outputs.
 func TestCompactLostRace(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Policy = compactPolicy
+	cfg := f.compactConfig(1)
 	cfg.RetentionCheckInterval = time.Hour
 	l := f.open(cfg)
 	var m keyedModel
@@ -498,10 +499,8 @@ func benchmarkCompact(b *testing.B, tiered bool) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		f := newFixture(b)
-		cfg := f.config(1)
-		cfg.SegmentAge = time.Minute
+		cfg := f.compactConfig(1)
 		cfg.SegmentBytes = 1 << 20
-		cfg.Policy = compactPolicy
 		if tiered {
 			store := memstore.New(memstore.Options{})
 			cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, MaxDelay: time.Hour,

@@ -41,9 +41,7 @@ func keysFromStart(t *testing.T, l *Log) string {
 // watermark that returns nothing.
 func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Policy = compactPolicy // delete.retention.ms: 1 h
+	cfg := f.compactConfig(1) // delete.retention.ms: 1 h
 	l := f.open(cfg)
 	var m keyedModel
 	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1", "c", "1") // 0-2
@@ -150,9 +148,7 @@ func keepATombstone(t *testing.T, f *fixture, l *Log, m *keyedModel) int64 {
 // first check with nothing written since.
 func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
 	f := newFixture(t)
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Policy = compactPolicy
+	cfg := f.compactConfig(1)
 	l := f.open(cfg)
 	var m keyedModel
 	horizon := keepATombstone(t, f, l, &m)

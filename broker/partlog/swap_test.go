@@ -96,9 +96,7 @@ type swapFixture struct {
 func newSwapFixture(t *testing.T) *swapFixture {
 	f := newFixture(t)
 	sf := &swapFixture{f: f, store: &hookStore{memStore: f.store}}
-	cfg := f.config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Policy = compactPolicy
+	cfg := f.compactConfig(1)
 	cfg.Cache = nil
 	cfg.Store = sf.store
 	env := f.cluster.Env()

@@ -11,7 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-	"unsafe"
+
+	"github.com/strata-log/strata/ledger/vfs"
 )
 
 // ProbeFileBytes bounds each probe journal's file: writes wrap around
@@ -91,7 +92,7 @@ func ProbeDisk(ctx context.Context, dir string, groupBytes, journals int, d time
 	if groupBytes <= 0 || groupBytes > ProbeFileBytes || journals <= 0 {
 		return DiskProbe{}, fmt.Errorf("benchsuite: probe of %d journals of %d-byte groups: out of range", journals, groupBytes)
 	}
-	buf := alignedBuffer(groupBytes)
+	buf := vfs.AlignedBuffer(groupBytes)
 	_, _ = rand.Read(buf) // incompressible
 	files := make([]*os.File, journals)
 	direct := true
@@ -168,18 +169,6 @@ func ProbeDisk(ctx context.Context, dir string, groupBytes, journals int, d time
 	}, nil
 }
 
-// alignedBuffer returns n bytes at a 4096-aligned address, as direct I/O
-// needs (n is a multiple of 4096: every probed group size is).
-func alignedBuffer(n int) []byte {
-	b := make([]byte, n+directAlign)
-	off := (directAlign - int(uintptr(unsafe.Pointer(&b[0]))%directAlign)) % directAlign
-	return b[off : off+n : off+n]
-}
-
-// directAlign is the alignment of direct I/O buffers, offsets and sizes
-// (the journal's, ledger/journal).
-const directAlign = 4096
-
 // ReadProbe is the disk's sequential read bandwidth: Files files of
 // ProbeFileBytes read at once from start to end, again and again, in
 // ReadChunkBytes reads, with O_DIRECT (from the disk, not the page cache)
@@ -198,7 +187,7 @@ const ReadChunkBytes = 1 << 20
 // ProbeDiskRead writes files files of ProbeFileBytes in dir, reads them
 // back at once for d (B2's bound on disk use holds) and removes them.
 func ProbeDiskRead(ctx context.Context, dir string, files int, d time.Duration) (ReadProbe, error) {
-	buf := alignedBuffer(ReadChunkBytes)
+	buf := vfs.AlignedBuffer(ReadChunkBytes)
 	_, _ = rand.Read(buf)
 	names := make([]string, files)
 	defer func() {
@@ -244,7 +233,7 @@ func ProbeDiskRead(ctx context.Context, dir string, files int, d time.Duration) 
 			}
 			defer f.Close()
 			readDirect[i] = d
-			b := alignedBuffer(ReadChunkBytes)
+			b := vfs.AlignedBuffer(ReadChunkBytes)
 			for off := int64(0); ctx.Err() == nil && time.Now().Before(end); off = (off + ReadChunkBytes) % ProbeFileBytes {
 				n, err := f.ReadAt(b, off)
 				totals[i] += int64(n)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,23 +50,33 @@ func ParseMetrics(r io.Reader) (Samples, error) {
 
 // Scrape fetches and parses http://ADDR/metrics.
 func Scrape(ctx context.Context, addr string) (Samples, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	body, err := get(ctx, "http://"+addr+"/metrics", 16<<20)
+	if err != nil {
+		return nil, fmt.Errorf("benchsuite: scrape %s: %w", addr, err)
+	}
+	return ParseMetrics(bytes.NewReader(body))
+}
+
+// get returns the body of url, at most limit bytes, or an error for any
+// answer but 200 OK.
+func get(ctx context.Context, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("benchsuite: scrape %s: %w", addr, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return nil, fmt.Errorf("benchsuite: scrape %s: %w", addr, err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("benchsuite: scrape %s: %s", addr, resp.Status)
+		return nil, errors.New(resp.Status)
 	}
-	return ParseMetrics(bytes.NewReader(body))
+	return body, nil
 }
 
 // Journal is what the bookies' journals did during a workload, summed

@@ -14,16 +14,22 @@ import (
 // TestContract runs the same behavioural checks against the OS and MemFS,
 // so the twin cannot drift from the real thing.
 func TestContract(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		fs   FS
-		dir  string
-	}{
-		{"os", Default(), t.TempDir()},
-		{"mem", NewMem(), "/data"},
-	} {
+	for _, tc := range bothFS(t) {
 		t.Run(tc.name, func(t *testing.T) { testContract(t, tc.fs, tc.dir) })
 	}
+}
+
+// fsCase is a file system under test and a directory in it.
+type fsCase struct {
+	name string
+	fs   FS
+	dir  string
+}
+
+// bothFS are the OS's file system (in a temporary directory) and MemFS:
+// the contract tests run on both, so the twin cannot drift.
+func bothFS(t *testing.T) []fsCase {
+	return []fsCase{{"os", Default(), t.TempDir()}, {"mem", NewMem(), "/data"}}
 }
 
 func testContract(t *testing.T, fsys FS, root string) {
@@ -168,14 +174,7 @@ func TestOSPreallocateKeepsSize(t *testing.T) {
 // buffered handle (and its page cache) sees every block right after the
 // write that put it there, and MemFS refuses what Linux refuses.
 func TestCreateDirect(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		fs   FS
-		dir  string
-	}{
-		{"os", Default(), t.TempDir()},
-		{"mem", NewMem(), "/data"},
-	} {
+	for _, tc := range bothFS(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			must(t, tc.fs.MkdirAll(tc.dir))
 			name := filepath.Join(tc.dir, "direct")

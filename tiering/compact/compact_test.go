@@ -131,11 +131,15 @@ func TestDeleteHorizonEncoding(t *testing.T) {
 	}
 }
 
+// seg is a closed segment's summary for the Decide tables; open marks it
+// open.
+func seg(first, last, bytes, maxTs int64) SegmentSummary {
+	return SegmentSummary{FirstOffset: first, LastOffset: last, Bytes: bytes, MaxTimestampMs: maxTs}
+}
+
+func open(s SegmentSummary) SegmentSummary { s.Open = true; return s }
+
 func TestDecide(t *testing.T) {
-	seg := func(first, last, bytes, maxTs int64) SegmentSummary {
-		return SegmentSummary{FirstOffset: first, LastOffset: last, Bytes: bytes, MaxTimestampMs: maxTs}
-	}
-	open := func(s SegmentSummary) SegmentSummary { s.Open = true; return s }
 	def := DefaultPolicy()
 	lag := Policy{MinCompactionLagMs: 100, MaxCompactionLagMs: math.MaxInt64, MinCleanableDirtyRatio: 0.5}
 	maxLag := Policy{MinCompactionLagMs: 0, MaxCompactionLagMs: 500, MinCleanableDirtyRatio: 0.9}
@@ -191,10 +195,6 @@ func TestDecide(t *testing.T) {
 // stored, it is not. Without this a compacted partition that gets no new
 // writes keeps its tombstones forever.
 func TestDecideTombstonesExpired(t *testing.T) {
-	seg := func(first, last, bytes, maxTs int64) SegmentSummary {
-		return SegmentSummary{FirstOffset: first, LastOffset: last, Bytes: bytes, MaxTimestampMs: maxTs}
-	}
-	open := func(s SegmentSummary) SegmentSummary { s.Open = true; return s }
 	def := DefaultPolicy()
 	lag := Policy{MinCompactionLagMs: 100, MaxCompactionLagMs: math.MaxInt64, MinCleanableDirtyRatio: 0.5}
 	clean := []SegmentSummary{seg(0, 9, 300, 10), seg(10, 19, 100, 20), open(seg(20, 29, 5, 30))}
