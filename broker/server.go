@@ -62,17 +62,19 @@ func liveTopic(name string, kv *metadpb.KeyValue) (*brokerpb.TopicRecord, error)
 // client that creates a topic and then produces to it must not be told it
 // does not exist. The extra read costs one metad Get per miss (metadata
 // requests name at most MaxMetadataTopics topics).
+//
+// The mirror is read once: reading it twice (a miss, then "is it there
+// now?") answered unknown for a topic that arrived between the two reads.
 func (b *Broker) currentTopicRecord(ctx context.Context, name string) (*brokerpb.TopicRecord, error) {
-	rec, err := b.topicRecord(name)
-	if err == nil || b.topics.get(topicKey(name)) != nil {
-		return rec, err // found, or found being deleted
+	if kv := b.topics.get(topicKey(name)); kv != nil {
+		return liveTopic(name, kv) // found, or found being deleted
 	}
-	kv, gerr := b.meta.Get(ctx, topicKey(name))
-	if errors.Is(gerr, metaclient.ErrNotFound) {
+	kv, err := b.meta.Get(ctx, topicKey(name))
+	if errors.Is(err, metaclient.ErrNotFound) {
+		return nil, fmt.Errorf("%w %q", errUnknownTopic, name)
+	}
+	if err != nil {
 		return nil, err
-	}
-	if gerr != nil {
-		return nil, gerr
 	}
 	return liveTopic(name, kv)
 }
