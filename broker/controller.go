@@ -6,12 +6,15 @@ import (
 	"maps"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // campaign tries to become the controller: the one broker whose session
@@ -131,15 +134,69 @@ func (b *Broker) reconcile(ctx context.Context) error {
 			b.log.Warn("deleting topic", "topic", name, "err", err)
 		}
 	}
-	for _, d := range plan.assigns {
-		if err := b.assign(ctx, d.tp, d.broker, d.epoch, d.version); err != nil {
+	for ds := plan.assigns; len(ds) > 0; {
+		n := min(len(ds), assignBatch)
+		if err := b.assignAll(ctx, ds[:n]); err != nil {
 			return err
 		}
-		if d.from != "" {
-			b.log.Info("moved partition to balance", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker)
+		ds = ds[n:]
+	}
+	return nil
+}
+
+// assignBatch is how many assignments one metad transaction writes, below
+// metad's default --max-txn-ops (128): a topic of 10,000 partitions, or
+// the failover of a broker that served them, takes a hundred round trips
+// instead of ten thousand.
+const assignBatch = 100
+
+// assignAll writes ds (PL2: each by CAS on the version decided on) in one
+// transaction. When it does not succeed as a whole (one of them changed
+// since the round began, or a metad configured with a smaller
+// --max-txn-ops refuses its size) each is written on its own, so a
+// conflict on one holds back none of the others. An error of unknown
+// outcome is returned: the next round decides again from what it sees.
+func (b *Broker) assignAll(ctx context.Context, ds []assignDecision) error {
+	if len(ds) > 1 {
+		compares := make([]*metadpb.Compare, 0, len(ds))
+		ops := make([]*metadpb.Op, 0, len(ds))
+		for _, d := range ds {
+			value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: d.broker, Epoch: d.epoch})
+			if err != nil {
+				return err
+			}
+			if d.version >= 0 {
+				compares = append(compares, &metadpb.Compare{Key: assignmentKey(d.tp), Version: d.version})
+			}
+			ops = append(ops, &metadpb.Op{Op: &metadpb.Op_Put{Put: &metadpb.PutOp{Key: assignmentKey(d.tp), Value: value}}})
+		}
+		resp, err := b.meta.Txn(ctx, compares, ops)
+		switch {
+		case err == nil && resp.GetSucceeded():
+			for _, d := range ds {
+				b.assigned(d)
+			}
+			return nil
+		case err != nil && status.Code(err) != codes.InvalidArgument:
+			return err
+		}
+	}
+	for _, d := range ds {
+		if err := b.assign(ctx, d); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// assigned counts and logs an assignment metad took.
+func (b *Broker) assigned(d assignDecision) {
+	b.metrics.assignments.Inc()
+	if d.from != "" {
+		b.log.Info("moved partition to balance", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker, "epoch", d.epoch)
+		return
+	}
+	b.log.Debug("assigned partition", "topic", d.tp.topic, "partition", d.tp.partition, "broker", d.broker, "epoch", d.epoch)
 }
 
 // deleteAssignment deletes the assignment of k, a partition of no live
@@ -219,24 +276,24 @@ func (b *Broker) placementInput() placementInput {
 	return in
 }
 
-// assign writes an assignment by CAS on the version the controller saw, so
-// it never overwrites a change it did not see (version 0: must not exist).
-func (b *Broker) assign(ctx context.Context, k tp, broker string, epoch, version int64) error {
-	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: broker, Epoch: epoch})
+// assign writes one assignment by CAS on the version the controller saw,
+// so it never overwrites a change it did not see (version 0: must not
+// exist; -1: unconditionally).
+func (b *Broker) assign(ctx context.Context, d assignDecision) error {
+	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: d.broker, Epoch: d.epoch})
 	if err != nil {
 		return err
 	}
 	opts := []metaclient.WriteOption{}
-	if version >= 0 {
-		opts = append(opts, metaclient.WithExpectedVersion(version))
+	if d.version >= 0 {
+		opts = append(opts, metaclient.WithExpectedVersion(d.version))
 	}
-	_, err = b.meta.Put(ctx, assignmentKey(k), value, opts...)
+	_, err = b.meta.Put(ctx, assignmentKey(d.tp), value, opts...)
 	if errors.Is(err, metaclient.ErrVersionConflict) {
 		return nil // someone changed it; the next round sees the change
 	}
 	if err == nil {
-		b.metrics.assignments.Inc()
-		b.log.Info("assigned partition", "topic", k.topic, "partition", k.partition, "broker", broker, "epoch", epoch)
+		b.assigned(d)
 	}
 	return err
 }

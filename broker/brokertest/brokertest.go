@@ -50,6 +50,8 @@ type Options struct {
 	Interceptor func(i int) grpc.UnaryServerInterceptor
 	// Logger for metad and the brokers (discarded when nil).
 	Logger *slog.Logger
+	// ConfigureMetad edits metad's config before it starts.
+	ConfigureMetad func(cfg *metad.Config)
 }
 
 // Cluster is a running test cluster.
@@ -161,6 +163,9 @@ func (c *Cluster) startMetad() {
 		cfg.RaftListen, cfg.Listen, cfg.AdminListen = pickAddr(), pickAddr(), "127.0.0.1:0"
 		cfg.Peers = "m1=" + cfg.RaftListen
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 50*time.Millisecond, 50*time.Millisecond
+		if c.opts.ConfigureMetad != nil {
+			c.opts.ConfigureMetad(&cfg)
+		}
 		srv, err = metad.Open(cfg, c.log, nil)
 		if err == nil {
 			gsrv, err = grpcserve.New(cfg.Listen, false, srv.ServerOptions()...)
