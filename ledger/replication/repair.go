@@ -97,7 +97,7 @@ type worker struct {
 //  2. choose a replacement among the writable bookies, excluding the
 //     fragment's members and avoid (decommissioned bookies), preferring a
 //     rack the fragment's other members are not in, else the one they use
-//     least (ledger.ChooseReplacement);
+//     least (ledger.Placement.ChooseReplacement);
 //  3. copy every entry of the fragment (fragmentRange: fixed, also while
 //     the ledger is open) whose write set includes the bad bookie: read it
 //     from the other members of its write set in this fragment (the bad
@@ -208,9 +208,9 @@ func writeSet(ensemble []string, e int64, writeQuorum int) []string {
 }
 
 // chooseReplacement picks a bookie for bad's place in ensemble
-// (ledger.ChooseReplacement: writable, neither in ensemble nor in avoid,
-// preferably in a rack none of the other members is in, else the least
-// used one).
+// (ledger.Placement.ChooseReplacement: writable, neither in ensemble nor
+// in avoid, preferably in a rack none of the other members is in, else
+// the least used one).
 func (w *worker) chooseReplacement(ctx context.Context, ensemble []string, bad string, avoid map[string]bool) (string, error) {
 	infos, err := w.env.Registry.Writable(ctx)
 	if err != nil {
