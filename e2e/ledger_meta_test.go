@@ -174,7 +174,7 @@ func TestLedgerBookieRegistry(t *testing.T) {
 	if !slices.Equal(addrs, []string{"127.0.0.1:1001", "127.0.0.1:1003"}) {
 		t.Fatalf("writable bookies %v", addrs)
 	}
-	ensemble, err := ledger.ChooseEnsemble(writable, 2, nil)
+	ensemble, err := ledger.Ordered.ChooseEnsemble(writable, 2, nil)
 	if err != nil || !slices.Equal(ensemble, []string{"127.0.0.1:1003", "127.0.0.1:1001"}) {
 		t.Fatalf("ensemble %v, %v", ensemble, err)
 	}

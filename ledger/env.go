@@ -104,6 +104,10 @@ type Env struct {
 	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Placement chooses the bookies of new ledgers and the replacements
+	// of ensemble changes and re-replication; the zero value is the
+	// production rule (weighted random, see Placement).
+	Placement Placement
 }
 
 // MetadataPrefix is where ledger metadata lives in metad:

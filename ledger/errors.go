@@ -32,7 +32,8 @@ import "errors"
 //	                 to OPEN, which only a bug can do), or ctx's error (not
 //	                 enough bookies answered to decide, or an entry below
 //	                 the LAC that no bookie holds: never a truncation).
-//	ChooseEnsemble   ErrInvalid, ErrNotEnoughBookies.
+//	Placement        ChooseEnsemble: ErrInvalid, ErrNotEnoughBookies;
+//	                 ChooseReplacement: ErrNotEnoughBookies.
 //
 // A MetadataStore returns ErrNoSuchLedger and ErrMetadataConflict.
 var (

@@ -196,7 +196,7 @@ func Create(ctx context.Context, env Env, opts CreateOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: listing writable bookies: %w", err)
 	}
-	ensemble, err := ChooseEnsemble(infos, opts.EnsembleSize, nil)
+	ensemble, err := env.Placement.ChooseEnsemble(infos, opts.EnsembleSize, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: creating a ledger: %w", err)
 	}

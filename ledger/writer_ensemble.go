@@ -94,13 +94,14 @@ func (w *Writer) nextTaskLocked() func() {
 	return nil
 }
 
-// replace finds replacements for the failed members of the ensemble and
+// replace finds replacements for the failed members of the ensemble
+// (ChooseReplacement: preferably in a rack no other member is in) and
 // starts an ensemble change. A replacement is never a member of the
-// ensemble, nor a quarantined bookie. When rejoin is set (a timed retry),
-// the quarantine is lifted, and a failed member that the registry lists as
-// writable may be chosen for its own position: it is taken back without a
-// metadata change (it is in the durable metadata), and pending entries are
-// resent to it.
+// ensemble, nor a quarantined bookie. When rejoin is set (a timed retry,
+// after an attempt found no spare), the quarantine is lifted, and a failed
+// member that the registry lists as writable is chosen for its own
+// position: it is taken back without a metadata change (it is in the
+// durable metadata), and pending entries are resent to it.
 func (w *Writer) replace(rejoin bool) {
 	w.mu.Lock()
 	if rejoin {
@@ -126,24 +127,21 @@ func (w *Writer) replace(rejoin bool) {
 	if err != nil {
 		w.log.Warn("listing bookies for a replacement", "err", err)
 	} else {
-		var chosen []string
+		// current is the ensemble as it will be: each replacement
+		// chosen so far in place, so that the next one avoids its rack.
+		current := slices.Clone(ensemble)
 		for _, f := range failed {
 			exclude := maps.Clone(quarantined)
-			for _, b := range ensemble {
-				exclude[b] = b != f || !rejoin
-			}
-			for _, b := range chosen {
-				exclude[b] = true
-			}
-			picks, err := ChooseEnsemble(infos, 1, exclude)
+			exclude[f] = !rejoin
+			pick, err := w.env.Placement.ChooseReplacement(infos, current, f, exclude)
 			switch {
 			case err != nil:
 				w.log.Warn("no spare bookie; writing on with fewer copies", "failed", f, "err", err)
-			case picks[0] == f:
+			case pick == f:
 				back = append(back, f)
 			default:
-				replaced[f] = picks[0]
-				chosen = append(chosen, picks[0])
+				replaced[f] = pick
+				current[slices.Index(current, f)] = pick
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -532,5 +533,31 @@ func TestWriterCloseWaitsForBackgroundWork(t *testing.T) {
 	}
 	if md := wtMetadata(t, c, w.ID()); md.LastEntryId != 2 || len(md.Fragments) != 2 {
 		t.Errorf("metadata %v", md)
+	}
+}
+
+// An ensemble change keeps one copy per rack: the replacement comes from
+// the failed bookie's rack (the one no other member is in), not from the
+// rack that sorts first.
+func TestWriterEnsembleChangeKeepsRacks(t *testing.T) {
+	c := ledgertest.NewCluster(6)
+	for i := range 6 {
+		c.Registry.Register(&bookiepb.BookieInfo{Id: wtAddr(i), Address: wtAddr(i),
+			State: bookiepb.BookieState_WRITABLE, Rack: fmt.Sprintf("r%d", i%3)})
+	}
+	w := wtCreate(t, c, ledger.CreateOptions{})
+	defer wtClose(t, c, w)
+	r := newWTRecorder(t, c, w)
+	if got := wtMetadata(t, c, w.ID()).Fragments[0].Bookies; !slices.Equal(got, []string{wtAddr(0), wtAddr(1), wtAddr(2)}) {
+		t.Fatalf("ensemble %v, want bookies 0, 1, 2 (racks r0, r1, r2)", got)
+	}
+	wtAppend(t, w, r, "e0")
+	c.Bookies.Crash(wtAddr(1))
+	wtAppend(t, w, r, "e1")
+	c.Scheduler.RunDue()
+	wtWantAcked(t, r, 0, 1)
+	md := wtMetadata(t, c, w.ID())
+	if last := md.Fragments[len(md.Fragments)-1].Bookies; !slices.Equal(last, []string{wtAddr(0), wtAddr(4), wtAddr(2)}) {
+		t.Fatalf("ensemble after the change %v, want bookie-1 replaced by bookie-4 (its rack, r1)", last)
 	}
 }

@@ -219,7 +219,7 @@ func (c *Cluster) StartBroker(i int) *Broker {
 		}
 		b, err = broker.New(cfg, broker.Deps{
 			Meta:    meta,
-			Ledgers: ledger.Env{Meta: c.Ledgers, Bookies: c.Bookies, Registry: c.registry},
+			Ledgers: ledger.Env{Meta: c.Ledgers, Bookies: c.Bookies, Registry: c.registry, Placement: ledger.Ordered},
 			Logger:  c.log.With("broker", id),
 		})
 		if err != nil {

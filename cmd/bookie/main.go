@@ -39,7 +39,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
-	fs.String("rack", d.Rack, "placement label: ensembles spread across racks")
+	fs.String("rack", d.Rack, "placement label: a ledger's copies go to different racks")
 	fs.Duration("lease-ttl", d.LeaseTTL, "registration lease TTL (a dead bookie vanishes after it)")
 	fs.Float64("read-only-above", d.ReadOnlyAbove, "disk usage fraction at which the bookie turns read-only")
 	fs.Float64("writable-below", d.WritableBelow, "disk usage fraction below which it is writable again")

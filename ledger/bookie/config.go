@@ -27,7 +27,8 @@ type Config struct {
 	config.Security `mapstructure:",squash"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
-	// Rack is an optional placement label: ensembles spread across racks.
+	// Rack is an optional placement label: a ledger's copies go to different
+	// racks while there are racks enough (ledger.Placement).
 	Rack string `mapstructure:"rack"`
 	// LeaseTTL bounds how long a dead bookie stays registered.
 	LeaseTTL time.Duration `mapstructure:"lease-ttl"`

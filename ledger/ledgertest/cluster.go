@@ -29,9 +29,12 @@ func NewCluster(n int) *Cluster {
 	}
 }
 
-// Env is the ledger.Env over the fakes; its clock is the scheduler's.
+// Env is the ledger.Env over the fakes; its clock is the scheduler's and
+// its placement ledger.Ordered (no randomness: with equal free space, a
+// ledger gets the first bookies by address, and a replacement the next).
 func (c *Cluster) Env() ledger.Env {
-	return ledger.Env{Meta: c.Meta, Bookies: c.Bookies, Registry: c.Registry, Now: c.Scheduler.Now}
+	return ledger.Env{Meta: c.Meta, Bookies: c.Bookies, Registry: c.Registry, Now: c.Scheduler.Now,
+		Placement: ledger.Ordered}
 }
 
 // Options fills opts.Scheduler with the cluster's scheduler.

@@ -15,12 +15,15 @@
 //   - The worker (repair.go) repairs one fixed fragment: any fragment of a
 //     CLOSED ledger, or one before the last of an OPEN ledger. It
 //     chooses a replacement (writable, not in the fragment, not
-//     decommissioned, preferably in a rack the fragment's other members are
-//     not in), copies every entry of the fragment whose write set holds the
-//     bad bookie from a surviving replica with recovery adds (accepted on
-//     fenced ledgers) and requires ADD_OK for each, then compare-and-sets
-//     the metadata with the replacement at the bad bookie's position, only
-//     while the fragment still names the bad bookie, is still fixed and
+//     decommissioned, preferably in a rack the fragment's other members
+//     are not in, else the one they use least:
+//     ledger.Placement.ChooseReplacement, the writer's rule for an
+//     ensemble change too), copies every entry of the fragment whose write
+//     set holds the bad bookie from a surviving replica with recovery adds
+//     (accepted on fenced ledgers) and requires ADD_OK for each, then
+//     compare-and-sets the metadata with the replacement at the bad
+//     bookie's position, only while the fragment still names the bad
+//     bookie, is still fixed and
 //     holds no entry beyond those copied (re-reading on conflict or unknown
 //     outcome, and deciding again). A surviving member that answers "no
 //     such entry" for an entry it should hold gets a copy too.

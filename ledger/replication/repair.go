@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -95,7 +96,8 @@ type worker struct {
 //     no longer names the bookie → AlreadyRepaired;
 //  2. choose a replacement among the writable bookies, excluding the
 //     fragment's members and avoid (decommissioned bookies), preferring a
-//     rack the fragment's other members are not in;
+//     rack the fragment's other members are not in, else the one they use
+//     least (ledger.Placement.ChooseReplacement);
 //  3. copy every entry of the fragment (fragmentRange: fixed, also while
 //     the ledger is open) whose write set includes the bad bookie: read it
 //     from the other members of its write set in this fragment (the bad
@@ -205,40 +207,25 @@ func writeSet(ensemble []string, e int64, writeQuorum int) []string {
 	return ws
 }
 
-// chooseReplacement picks a writable bookie that is neither in ensemble nor
-// in avoid, preferring one whose rack none of the other members is in.
+// chooseReplacement picks a bookie for bad's place in ensemble
+// (ledger.Placement.ChooseReplacement: writable, neither in ensemble nor
+// in avoid, preferably in a rack none of the other members is in, else
+// the least used one).
 func (w *worker) chooseReplacement(ctx context.Context, ensemble []string, bad string, avoid map[string]bool) (string, error) {
 	infos, err := w.env.Registry.Writable(ctx)
 	if err != nil {
 		return "", fmt.Errorf("replication: list writable bookies: %w", err)
 	}
-	exclude := map[string]bool{}
-	for a, ok := range avoid {
-		exclude[a] = ok
+	exclude := maps.Clone(avoid)
+	if exclude == nil {
+		exclude = map[string]bool{}
 	}
-	for _, b := range ensemble {
-		exclude[b] = true
-	}
-	racks := map[string]bool{}
-	for _, info := range infos {
-		if slices.Contains(ensemble, info.GetAddress()) && info.GetAddress() != bad {
-			racks[info.GetRack()] = true
-		}
-	}
-	var elsewhere []*bookiepb.BookieInfo
-	for _, info := range infos {
-		if !racks[info.GetRack()] {
-			elsewhere = append(elsewhere, info)
-		}
-	}
-	if picks, err := ledger.ChooseEnsemble(elsewhere, 1, exclude); err == nil {
-		return picks[0], nil
-	}
-	picks, err := ledger.ChooseEnsemble(infos, 1, exclude)
+	exclude[bad] = true
+	pick, err := w.env.Placement.ChooseReplacement(infos, ensemble, bad, exclude)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNoReplacement, err)
 	}
-	return picks[0], nil
+	return pick, nil
 }
 
 // copyFragment copies the entries of fragment fi whose write set includes

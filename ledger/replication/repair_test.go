@@ -384,3 +384,26 @@ func TestRepairFailures(t *testing.T) {
 		}
 	})
 }
+
+// A repair keeps one copy per rack: the replacement comes from the bad
+// bookie's rack, the one the fragment's other members are not in, although
+// another bookie sorts first (ledger.Placement.ChooseReplacement).
+func TestRepairKeepsRacks(t *testing.T) {
+	g := newRig(t, 6)
+	for i := range 6 {
+		g.c.Registry.Register(&bookiepb.BookieInfo{Id: addr(i), Address: addr(i),
+			State: bookiepb.BookieState_WRITABLE, Rack: fmt.Sprintf("r%d", i%3)})
+	}
+	w := g.write(ledger.CreateOptions{}, 20, true)
+	if got := g.metadata(w.ID()).Fragments[0].Bookies; !slices.Equal(got, []string{addr(0), addr(1), addr(2)}) {
+		t.Fatalf("ensemble %v, want bookies 0, 1, 2 (racks r0, r1, r2)", got)
+	}
+	g.decommission(addr(1))
+	if round := runOnce(t, g); round.Repaired != 1 || round.Failed != 0 {
+		t.Fatalf("round %+v, want 1 repaired", round)
+	}
+	if got := g.metadata(w.ID()).Fragments[0].Bookies; !slices.Equal(got, []string{addr(0), addr(4), addr(2)}) {
+		t.Fatalf("ensemble after the repair %v, want bookie-1 replaced by bookie-4 (its rack, r1)", got)
+	}
+	g.checkFullyReplicated(w.ID(), addr(1))
+}
