@@ -47,14 +47,14 @@ func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
 }
 
 // control is the controller's loop: reconcile on every change of brokers,
-// topics, assignments or owners, and at least every second.
+// topics, assignments, owners or drain requests, and at least every second.
 func (b *Broker) control(ctx context.Context) {
 	// No round on a partial view: a topics mirror not loaded yet (its first
 	// list failed, or is slower than the assignments') would have every
 	// assignment deleted as belonging to no topic, and re-created at epoch
 	// 1, below the epochs the partitions' logs hold (their owners' Open
 	// then refuses them for ever).
-	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners} {
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.drains} {
 		select {
 		case <-m.ready:
 		case <-ctx.Done():
@@ -73,7 +73,7 @@ func (b *Broker) control(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		bc, tc, ac, oc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes()
+		bc, tc, ac, oc, dc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes(), b.drains.changes()
 		if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("controller round failed", "err", err)
 		}
@@ -83,6 +83,7 @@ func (b *Broker) control(ctx context.Context) {
 		case <-tc:
 		case <-ac:
 		case <-oc:
+		case <-dc:
 		case <-tick.C:
 		}
 		// Let a burst of changes settle into one round.
@@ -135,7 +136,10 @@ func (b *Broker) reconcile(ctx context.Context) error {
 		if err := b.assign(ctx, d.tp, d.broker, d.epoch, d.version); err != nil {
 			return err
 		}
-		if d.from != "" {
+		switch {
+		case d.from != "" && in.drained[d.from]:
+			b.log.Info("moved partition off a drained broker", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker)
+		case d.from != "":
 			b.log.Info("moved partition to balance", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker)
 		}
 	}
@@ -180,7 +184,7 @@ func (b *Broker) placementInput() placementInput {
 	topics, _ := b.topics.snapshot()
 	assigns, _ := b.assignments.snapshot()
 	owners, _ := b.owners.snapshot()
-	in := placementInput{assigns: map[tp]current{}, owners: map[tp]ownerSeen{}}
+	in := placementInput{assigns: map[tp]current{}, owners: map[tp]ownerSeen{}, drained: b.drainedBrokers()}
 	for _, kv := range brokers {
 		var info brokerpb.BrokerInfo
 		if proto.Unmarshal(kv.Value, &info) == nil {
