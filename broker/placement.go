@@ -64,12 +64,14 @@ const maxMovesPerRound = 2
 // between owners (assignment moved, new owner not serving yet) while the
 // controller moves drained brokers' partitions (PL5). A hand-over is
 // mostly waiting (metad round trips, fencing the old ledger, creating the
-// new one), so several at once cost little more than one: a drain of
-// thousands of partitions takes about partitions/16 hand-over times (a
-// minute for 2,000 at 0.5 s each), not one round per partition as
-// balancing's pace would. The bound keeps the partitions answering
+// new one), so several at once cost little more than one; balancing's
+// pace (one at a time, PL3) would make a drain of thousands of partitions
+// take as many hand-over times. The bound keeps the partitions answering
 // NOT_OWNER at once, and the takeovers landing on the receiving brokers
-// at once, few.
+// at once, few. Measured on a loaded 2-core machine (3 brokers, 3
+// bookies, idle partitions): 86 partitions drained in 3.5 s, where
+// balancing's pace moved 83 in 8.3 s; 64 in flight was no faster, the
+// controller's one metad write per move binding first.
 const maxDrainInFlight = 16
 
 // placementInput is what the controller knows at the start of a round.
