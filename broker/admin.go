@@ -351,9 +351,10 @@ func (s *service) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClust
 			resp.UnownedPartitions++
 		}
 	}
+	drained := b.drainedBrokers()
 	for _, info := range b.liveBrokers() {
 		resp.Brokers = append(resp.Brokers, &brokerpb.BrokerDescription{Info: info,
-			PartitionsAssigned: assigned[info.Id], PartitionsOwned: owned[info.Id]})
+			PartitionsAssigned: assigned[info.Id], PartitionsOwned: owned[info.Id], Drained: drained[info.Id]})
 	}
 	for _, name := range b.topicNames(true) {
 		if rec, err := b.topicRecord(name); err == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/broker/drain"
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/bytebudget"
@@ -54,6 +55,8 @@ type Broker struct {
 	started     time.Time
 
 	brokers, topics, assignments, owners, controller *mirror
+	// drains mirrors the operators' drain requests (package broker/drain).
+	drains *mirror
 	// sec: client authentication and ACLs (security.go).
 	sec *security
 
@@ -208,6 +211,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.assignments = newMirror(meta, assignmentsPrefix, log)
 	b.owners = newMirror(meta, ownersPrefix, log)
 	b.controller = newMirror(meta, controllerKey, log)
+	b.drains = newMirror(meta, drainsPrefix, log)
 	var err error
 	if b.sec, err = newSecurity(b, reg); err != nil {
 		b.closeTier()
@@ -219,7 +223,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 
 // Start runs the mirrors and the session loop in the background.
 func (b *Broker) Start() {
-	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.controller, b.sec.users, b.sec.acls} {
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.controller, b.drains, b.sec.users, b.sec.acls} {
 		b.goRun(m.run)
 	}
 	b.goRun(b.sec.followACLs)
@@ -287,14 +291,27 @@ func (b *Broker) Drain(ctx context.Context) {
 	}
 }
 
-// otherActiveBroker reports whether another broker could take partitions.
+// otherActiveBroker reports whether another broker could take partitions:
+// one ACTIVE and not drained.
 func (b *Broker) otherActiveBroker() bool {
+	drained := b.drainedBrokers()
 	for _, info := range b.liveBrokers() {
-		if info.Id != b.cfg.ID && info.State == brokerpb.BrokerState_BROKER_ACTIVE {
+		if info.Id != b.cfg.ID && info.State == brokerpb.BrokerState_BROKER_ACTIVE && !drained[info.Id] {
 			return true
 		}
 	}
 	return false
+}
+
+// drainedBrokers returns the ids of the brokers an operator drained, as
+// mirrored.
+func (b *Broker) drainedBrokers() map[string]bool {
+	kvs, _ := b.drains.snapshot()
+	keys := make([]string, 0, len(kvs))
+	for k := range kvs {
+		keys = append(keys, k)
+	}
+	return drain.IDs(keys)
 }
 
 // Close releases every partition still owned (cleanly when possible),

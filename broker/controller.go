@@ -50,14 +50,14 @@ func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
 }
 
 // control is the controller's loop: reconcile on every change of brokers,
-// topics, assignments or owners, and at least every second.
+// topics, assignments, owners or drain requests, and at least every second.
 func (b *Broker) control(ctx context.Context) {
 	// No round on a partial view: a topics mirror not loaded yet (its first
 	// list failed, or is slower than the assignments') would have every
 	// assignment deleted as belonging to no topic, and re-created at epoch
 	// 1, below the epochs the partitions' logs hold (their owners' Open
 	// then refuses them for ever).
-	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners} {
+	for _, m := range []*mirror{b.brokers, b.topics, b.assignments, b.owners, b.drains} {
 		select {
 		case <-m.ready:
 		case <-ctx.Done():
@@ -76,7 +76,7 @@ func (b *Broker) control(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		bc, tc, ac, oc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes()
+		bc, tc, ac, oc, dc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes(), b.drains.changes()
 		if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("controller round failed", "err", err)
 		}
@@ -86,6 +86,7 @@ func (b *Broker) control(ctx context.Context) {
 		case <-tc:
 		case <-ac:
 		case <-oc:
+		case <-dc:
 		case <-tick.C:
 		}
 		// Let a burst of changes settle into one round.
@@ -136,7 +137,7 @@ func (b *Broker) reconcile(ctx context.Context) error {
 	}
 	for ds := plan.assigns; len(ds) > 0; {
 		n := min(len(ds), assignBatch)
-		if err := b.assignAll(ctx, ds[:n]); err != nil {
+		if err := b.assignAll(ctx, ds[:n], in.drained); err != nil {
 			return err
 		}
 		ds = ds[n:]
@@ -156,7 +157,8 @@ const assignBatch = 100
 // --max-txn-ops refuses its size) each is written on its own, so a
 // conflict on one holds back none of the others. An error of unknown
 // outcome is returned: the next round decides again from what it sees.
-func (b *Broker) assignAll(ctx context.Context, ds []assignDecision) error {
+// drained names the drained brokers (for the log).
+func (b *Broker) assignAll(ctx context.Context, ds []assignDecision, drained map[string]bool) error {
 	if len(ds) > 1 {
 		compares := make([]*metadpb.Compare, 0, len(ds))
 		ops := make([]*metadpb.Op, 0, len(ds))
@@ -174,7 +176,7 @@ func (b *Broker) assignAll(ctx context.Context, ds []assignDecision) error {
 		switch {
 		case err == nil && resp.GetSucceeded():
 			for _, d := range ds {
-				b.assigned(d)
+				b.assigned(d, drained)
 			}
 			return nil
 		case err != nil && status.Code(err) != codes.InvalidArgument:
@@ -182,7 +184,7 @@ func (b *Broker) assignAll(ctx context.Context, ds []assignDecision) error {
 		}
 	}
 	for _, d := range ds {
-		if err := b.assign(ctx, d); err != nil {
+		if err := b.assign(ctx, d, drained); err != nil {
 			return err
 		}
 	}
@@ -190,9 +192,13 @@ func (b *Broker) assignAll(ctx context.Context, ds []assignDecision) error {
 }
 
 // assigned counts and logs an assignment metad took.
-func (b *Broker) assigned(d assignDecision) {
+func (b *Broker) assigned(d assignDecision, drained map[string]bool) {
 	b.metrics.assignments.Inc()
-	if d.from != "" {
+	switch {
+	case d.from != "" && drained[d.from]:
+		b.log.Info("moved partition off a drained broker", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker, "epoch", d.epoch)
+		return
+	case d.from != "":
 		b.log.Info("moved partition to balance", "topic", d.tp.topic, "partition", d.tp.partition, "from", d.from, "to", d.broker, "epoch", d.epoch)
 		return
 	}
@@ -237,7 +243,7 @@ func (b *Broker) placementInput() placementInput {
 	topics, _ := b.topics.snapshot()
 	assigns, _ := b.assignments.snapshot()
 	owners, _ := b.owners.snapshot()
-	in := placementInput{assigns: map[tp]current{}, owners: map[tp]ownerSeen{}}
+	in := placementInput{assigns: map[tp]current{}, owners: map[tp]ownerSeen{}, drained: b.drainedBrokers()}
 	for _, kv := range brokers {
 		var info brokerpb.BrokerInfo
 		if proto.Unmarshal(kv.Value, &info) == nil {
@@ -279,7 +285,7 @@ func (b *Broker) placementInput() placementInput {
 // assign writes one assignment by CAS on the version the controller saw,
 // so it never overwrites a change it did not see (version 0: must not
 // exist; -1: unconditionally).
-func (b *Broker) assign(ctx context.Context, d assignDecision) error {
+func (b *Broker) assign(ctx context.Context, d assignDecision, drained map[string]bool) error {
 	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: d.broker, Epoch: d.epoch})
 	if err != nil {
 		return err
@@ -293,7 +299,7 @@ func (b *Broker) assign(ctx context.Context, d assignDecision) error {
 		return nil // someone changed it; the next round sees the change
 	}
 	if err == nil {
-		b.assigned(d)
+		b.assigned(d, drained)
 	}
 	return err
 }

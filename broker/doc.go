@@ -16,6 +16,7 @@
 // # State in metad
 //
 //	/strata/brokers/<id>                    BrokerInfo, on the broker's lease
+//	/strata/broker-drains/<id>              BrokerDrain: an operator's drain (package broker/drain)
 //	/strata/controller                      ControllerRecord, on the controller's lease
 //	/strata/topics/<name>                   TopicRecord (partitions, configs set explicitly)
 //	/strata/assignments/<topic>/<p>         Assignment{broker, epoch}: the controller's decision
@@ -25,12 +26,12 @@
 //	/strata/producer-ids-next               producer id counter, taken in blocks of 100
 //
 // The records are defined in proto/broker/v1/meta.proto; keys.go builds
-// the keys. The broker reads brokers, topics, assignments, owners and the
-// controller through mirrors (mirror.go: a list, then a watch from its
+// the keys. The broker reads brokers, topics, assignments, owners, drains
+// and the controller through mirrors (mirror.go: a list, then a watch from its
 // revision), so routing and metadata calls never wait for metad.
 //
 // Decisions and I/O are apart: the controller's placement (placement.go,
-// planPlacement, invariants PL1-PL4) and the owner's hand-over
+// planPlacement, invariants PL1-PL5) and the owner's hand-over
 // (ownership_machine.go: planOwnership, handover, retakeAfterFailure,
 // invariants O1-O3) are pure functions of decoded records and a time
 // passed in, tested without sockets or sleeps; controller.go and owner.go

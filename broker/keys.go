@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/strata-log/strata/broker/drain"
 )
 
 // Keys the brokers keep in metad (proto/broker/v1/meta.proto documents the
@@ -16,6 +18,9 @@ const (
 	assignmentsPrefix = "/strata/assignments/"
 	ownersPrefix      = "/strata/owners/"
 	producerIDKey     = "/strata/producer-ids-next"
+	// drainsPrefix + id: an operator's drain of the broker (package
+	// broker/drain).
+	drainsPrefix = drain.Prefix
 )
 
 // OffsetsTopic is the internal topic that stores consumer groups' commits.

@@ -16,20 +16,29 @@ import (
 // Invariants (with B1 in doc.go):
 //
 //   - PL1 Every partition of a topic that is not being deleted gets an
-//     assignment to a live ACTIVE broker, if there is one; an assignment to
-//     such a broker is left alone unless balancing moves it (PL3).
+//     assignment to a live ACTIVE broker that is not drained (an eligible
+//     broker), if there is one; an assignment to such a broker is left
+//     alone unless balancing moves it (PL3). A partition of a live, ACTIVE,
+//     drained broker that it serves is left to PL5; one it does not serve
+//     moves at once.
 //   - PL2 A new or moved assignment's epoch is the previous one plus one
 //     (1 for a partition never assigned) and its write names the version
 //     the controller saw (0: the key must not exist), so it never
 //     overwrites a change the controller did not see.
 //   - PL3 Balancing moves a partition only while every partition is served
 //     at its current assignment (owner record = assignment): from the most
-//     to the least loaded ACTIVE broker (ties by id), only while they differ
-//     by more than one, at most maxMovesPerRound per round. A move makes the
-//     partition unserved at its new epoch, so in practice one per round.
+//     to the least loaded eligible broker (ties by id), only while they
+//     differ by more than one, at most maxMovesPerRound per round. A move
+//     makes the partition unserved at its new epoch, so in practice one per
+//     round.
 //   - PL4 Assignments of partitions that no longer exist are deleted; a
 //     deleting topic is finished (its data removed) only once no partition
 //     of it has an owner record.
+//   - PL5 A partition served by a drained broker (an operator's drain,
+//     package broker/drain) moves to the least loaded eligible broker
+//     while fewer than maxDrainInFlight wanted partitions are not served at
+//     their assignment, counting the moves already decided; in partition
+//     order. Drained brokers count in no load (PL1, PL3 never pick them).
 
 // current is an assignment as the controller last saw it, with its key's
 // version for the next compare-and-set.
@@ -51,9 +60,24 @@ type ownerSeen struct {
 // once.
 const maxMovesPerRound = 2
 
+// maxDrainInFlight bounds how many partitions of the cluster may be
+// between owners (assignment moved, new owner not serving yet) while the
+// controller moves drained brokers' partitions (PL5). A hand-over is
+// mostly waiting (metad round trips, fencing the old ledger, creating the
+// new one), so several at once cost little more than one; balancing's
+// pace (one at a time, PL3) would make a drain of thousands of partitions
+// take as many hand-over times. The bound keeps the partitions answering
+// NOT_OWNER at once, and the takeovers landing on the receiving brokers
+// at once, few. Measured on a loaded 2-core machine (3 brokers, 3
+// bookies, idle partitions): 86 partitions drained in 3.5 s, where
+// balancing's pace moved 83 in 8.3 s; 64 in flight was no faster, the
+// controller's one metad write per move binding first.
+const maxDrainInFlight = 16
+
 // placementInput is what the controller knows at the start of a round.
 type placementInput struct {
 	brokers []*brokerpb.BrokerInfo // registered brokers (any state)
+	drained map[string]bool        // brokers an operator drained (PL5)
 	topics  []*brokerpb.TopicRecord
 	assigns map[tp]current
 	owners  map[tp]ownerSeen
@@ -80,12 +104,17 @@ type placementPlan struct {
 	assigns           []assignDecision
 }
 
-// planPlacement decides one controller round (PL1-PL4).
+// planPlacement decides one controller round (PL1-PL5).
 func planPlacement(in placementInput) placementPlan {
 	var plan placementPlan
-	active := map[string]int{} // broker id -> assigned partitions
+	active := map[string]int{} // eligible broker id -> assigned partitions
+	drainedLive := map[string]bool{}
 	for _, info := range in.brokers {
-		if info.State == brokerpb.BrokerState_BROKER_ACTIVE {
+		switch {
+		case info.State != brokerpb.BrokerState_BROKER_ACTIVE:
+		case in.drained[info.Id]:
+			drainedLive[info.Id] = true
+		default:
 			active[info.Id] = 0
 		}
 	}
@@ -137,11 +166,35 @@ func planPlacement(in placementInput) placementPlan {
 			if _, live := active[c.broker]; live {
 				continue
 			}
+			if drainedLive[c.broker] && servedAt(k, cur, in.owners) {
+				continue // PL5 moves it, at its pace
+			}
 		}
 		to := leastLoaded(active)
 		plan.assigns = append(plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version})
 		active[to]++
 		cur[k] = current{broker: to, epoch: c.epoch + 1}
+	}
+	// PL5: drain, a bounded number of hand-overs at a time.
+	inFlight := 0
+	for _, k := range want {
+		if !servedAt(k, cur, in.owners) {
+			inFlight++
+		}
+	}
+	for _, k := range want {
+		if inFlight >= maxDrainInFlight {
+			break
+		}
+		c := cur[k]
+		if !drainedLive[c.broker] {
+			continue
+		}
+		to := leastLoaded(active)
+		plan.assigns = append(plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version, from: c.broker})
+		active[to]++
+		cur[k] = current{broker: to, epoch: c.epoch + 1, version: -1}
+		inFlight++
 	}
 	// PL3: balance, only while every partition is served (no takeover
 	// running): move one from the most to the least loaded broker at a time.
@@ -189,12 +242,17 @@ func hasOwner(owners map[tp]ownerSeen, topic string) bool {
 // its assignment.
 func allServed(want []tp, cur map[tp]current, owners map[tp]ownerSeen) bool {
 	for _, k := range want {
-		o, ok := owners[k]
-		if !ok || !o.ok || o.broker != cur[k].broker || o.epoch != cur[k].epoch {
+		if !servedAt(k, cur, owners) {
 			return false
 		}
 	}
 	return true
+}
+
+// servedAt reports whether k's owner record matches its assignment.
+func servedAt(k tp, cur map[tp]current, owners map[tp]ownerSeen) bool {
+	o, ok := owners[k]
+	return ok && o.ok && o.broker == cur[k].broker && o.epoch == cur[k].epoch
 }
 
 func leastLoaded(load map[string]int) string {

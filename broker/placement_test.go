@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-log/strata/broker/drain"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -79,6 +80,41 @@ func TestPlanPlacement(t *testing.T) {
 			topics: []*brokerpb.TopicRecord{topic("t", 2)}, assigns: balanced, owners: served(balanced)},
 		want: "assign t/1 -> k1 epoch=2 version=1",
 	}, {
+		name: "a drained broker gets nothing new (PL1, D1)",
+		in: placementInput{brokers: active("k1", "k2"), drained: map[string]bool{"k1": true},
+			topics: []*brokerpb.TopicRecord{topic("t", 2)}},
+		want: "assign t/0 -> k2 epoch=1 version=0\nassign t/1 -> k2 epoch=1 version=0",
+	}, {
+		name: "a drained broker's served partitions move one hand-over at a time each, to the least loaded (PL5)",
+		in: placementInput{brokers: active("k1", "k2", "k3"), drained: map[string]bool{"k2": true},
+			topics:  []*brokerpb.TopicRecord{topic("t", 3)},
+			assigns: map[tp]current{{"t", 0}: a("k2", 1, 1), {"t", 1}: a("k2", 3, 4), {"t", 2}: a("k1", 1, 1)},
+			owners:  served(map[tp]current{{"t", 0}: a("k2", 1, 1), {"t", 1}: a("k2", 3, 4), {"t", 2}: a("k1", 1, 1)})},
+		want: "assign t/0 -> k3 epoch=2 version=1 from=k2\nassign t/1 -> k1 epoch=4 version=4 from=k2",
+	}, {
+		name: "a drained broker's unserved partition moves at once (PL1)",
+		in: func() placementInput {
+			as := map[tp]current{{"t", 0}: a("k2", 2, 3), {"t", 1}: a("k1", 1, 1)}
+			owners := served(as)
+			delete(owners, tp{"t", 0}) // k2 is still taking it over
+			return placementInput{brokers: active("k1", "k2"), drained: map[string]bool{"k2": true},
+				topics: []*brokerpb.TopicRecord{topic("t", 2)}, assigns: as, owners: owners}
+		}(),
+		want: "assign t/0 -> k1 epoch=3 version=3",
+	}, {
+		name: "a drained broker that is gone or shutting down: everything moves at once (PL1)",
+		in: placementInput{brokers: append(active("k1"), &brokerpb.BrokerInfo{Id: "k2", State: brokerpb.BrokerState_BROKER_DRAINING}),
+			drained: map[string]bool{"k2": true, "k3": true},
+			topics:  []*brokerpb.TopicRecord{topic("t", 2)}, assigns: map[tp]current{{"t", 0}: a("k2", 1, 1), {"t", 1}: a("k3", 1, 1)},
+			owners: served(map[tp]current{{"t", 0}: a("k2", 1, 1), {"t", 1}: a("k3", 1, 1)})},
+		want: "assign t/0 -> k1 epoch=2 version=1\nassign t/1 -> k1 epoch=2 version=1",
+	}, {
+		name: "only drained brokers: their partitions stay where they are",
+		in: placementInput{brokers: active("k1"), drained: map[string]bool{"k1": true},
+			topics: []*brokerpb.TopicRecord{topic("t", 1)}, assigns: map[tp]current{{"t", 0}: a("k1", 1, 1)},
+			owners: served(map[tp]current{{"t", 0}: a("k1", 1, 1)})},
+		want: "",
+	}, {
 		name: "balanced: nothing to do",
 		in: placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("t", 2)},
 			assigns: balanced, owners: served(balanced)},
@@ -132,6 +168,55 @@ func TestPlanPlacement(t *testing.T) {
 	}
 }
 
+// TestPlanPlacementDrainPace: a drain moves at most maxDrainInFlight
+// partitions that are then between owners, counting those already between
+// owners for another reason; the next round moves more once they are served.
+func TestPlanPlacementDrainPace(t *testing.T) {
+	const n = 40
+	as := map[tp]current{}
+	for p := range int32(n) {
+		as[tp{"t", p}] = current{broker: "k1", epoch: 1, version: 1}
+	}
+	as[tp{"u", 0}] = current{broker: "k2", epoch: 1, version: 1}
+	in := placementInput{brokers: active("k1", "k2", "k3"), drained: map[string]bool{"k1": true},
+		topics: []*brokerpb.TopicRecord{topic("t", n), topic("u", 1)}, assigns: as, owners: served(as)}
+	moves := func(plan placementPlan) map[string]int {
+		to := map[string]int{}
+		for _, d := range plan.assigns {
+			if d.from != "k1" {
+				t.Fatalf("unexpected decision %+v", d)
+			}
+			to[d.broker]++
+		}
+		return to
+	}
+	if got := moves(planPlacement(in)); got["k2"] != 8 || got["k3"] != 8 {
+		t.Fatalf("first round moved %v, want 16 to the least loaded in turn: k2 8, k3 8", got)
+	}
+	// Three partitions already between owners leave room for 13.
+	owners := served(as)
+	delete(owners, tp{"u", 0})
+	owners[tp{"t", 0}] = ownerSeen{}
+	owners[tp{"t", 1}] = ownerSeen{ok: true, broker: "k1", epoch: 0}
+	in.owners = owners
+	plan := planPlacement(in)
+	if got := len(plan.assigns); got != 2+13 { // t/0 and t/1 are unserved on k1: moved at once (PL1)
+		t.Fatalf("with 3 unserved: %d decisions, want 15:\n%s", got, planString(plan))
+	}
+	// Sixteen between owners: only the unserved ones of the drained broker move.
+	owners = served(as)
+	for p := int32(20); p < 36; p++ {
+		owners[tp{"t", p}] = ownerSeen{}
+	}
+	in.owners = owners
+	plan = planPlacement(in)
+	for _, d := range plan.assigns {
+		if d.tp.partition < 20 || d.tp.partition >= 36 {
+			t.Fatalf("moved served %s with 16 partitions between owners:\n%s", d.tp, planString(plan))
+		}
+	}
+}
+
 // TestPlanPlacementConverges runs the controller's rounds against a
 // simulated cluster (every assignment is served before the next round) over
 // random broker sets and topics: every partition ends on an active broker,
@@ -140,7 +225,11 @@ func TestPlanPlacementConverges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := range 300 {
 		var brokers []*brokerpb.BrokerInfo
+		drained := map[string]bool{}
 		for i := range 1 + rng.IntN(5) {
+			if rng.IntN(4) == 0 {
+				drained[fmt.Sprint("k", i)] = true
+			}
 			state := brokerpb.BrokerState_BROKER_ACTIVE
 			if rng.IntN(4) == 0 {
 				state = brokerpb.BrokerState_BROKER_DRAINING
@@ -159,13 +248,13 @@ func TestPlanPlacementConverges(t *testing.T) {
 				}
 			}
 		}
-		in := placementInput{brokers: brokers, topics: topics, assigns: assigns, owners: served(assigns)}
+		in := placementInput{brokers: brokers, drained: drained, topics: topics, assigns: assigns, owners: served(assigns)}
 		isActive := func(id string) bool {
-			return slices.ContainsFunc(brokers, func(b *brokerpb.BrokerInfo) bool {
+			return !drained[id] && slices.ContainsFunc(brokers, func(b *brokerpb.BrokerInfo) bool {
 				return b.Id == id && b.State == brokerpb.BrokerState_BROKER_ACTIVE
 			})
 		}
-		anyActive := slices.ContainsFunc(brokers, func(b *brokerpb.BrokerInfo) bool { return b.State == brokerpb.BrokerState_BROKER_ACTIVE })
+		anyActive := slices.ContainsFunc(brokers, func(b *brokerpb.BrokerInfo) bool { return isActive(b.Id) })
 		for round := 0; ; round++ {
 			if round > 100 {
 				t.Fatalf("iteration %d: no convergence after 100 rounds", iter)
@@ -196,7 +285,7 @@ func TestPlanPlacementConverges(t *testing.T) {
 		}
 		load := map[string]int{}
 		for _, b := range brokers {
-			if b.State == brokerpb.BrokerState_BROKER_ACTIVE {
+			if isActive(b.Id) {
 				load[b.Id] = 0
 			}
 		}
@@ -211,6 +300,16 @@ func TestPlanPlacementConverges(t *testing.T) {
 		}
 		if d := load[mostLoaded(load)] - load[leastLoaded(load)]; d > 1 {
 			t.Fatalf("iteration %d: unbalanced after convergence: %v", iter, load)
+		}
+	}
+}
+
+// The drain package reads the broker's keys under its own names.
+func TestDrainKeysAgree(t *testing.T) {
+	for _, k := range [][2]string{{drain.BrokersPrefix, brokersPrefix}, {drain.AssignmentsPrefix, assignmentsPrefix},
+		{drain.OwnersPrefix, ownersPrefix}} {
+		if k[0] != k[1] {
+			t.Errorf("broker/drain has %q, broker %q", k[0], k[1])
 		}
 	}
 }

@@ -2340,8 +2340,11 @@ type BrokerDescription struct {
 	Info               *BrokerInfo            `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
 	PartitionsAssigned int32                  `protobuf:"varint,2,opt,name=partitions_assigned,json=partitionsAssigned,proto3" json:"partitions_assigned,omitempty"`
 	PartitionsOwned    int32                  `protobuf:"varint,3,opt,name=partitions_owned,json=partitionsOwned,proto3" json:"partitions_owned,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// drained: an operator asked that the broker hold no partitions
+	// (`strata broker drain`); it stays registered and ACTIVE.
+	Drained       bool `protobuf:"varint,4,opt,name=drained,proto3" json:"drained,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerDescription) Reset() {
@@ -2393,6 +2396,13 @@ func (x *BrokerDescription) GetPartitionsOwned() int32 {
 		return x.PartitionsOwned
 	}
 	return 0
+}
+
+func (x *BrokerDescription) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
 }
 
 type DescribeClusterResponse struct {
@@ -3860,11 +3870,12 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\"Q\n" +
 	"\x15AddPartitionsResponse\x128\n" +
 	"\x05topic\x18\x01 \x01(\v2\".strata.broker.v1.TopicDescriptionR\x05topic\"\x18\n" +
-	"\x16DescribeClusterRequest\"\xa1\x01\n" +
+	"\x16DescribeClusterRequest\"\xbb\x01\n" +
 	"\x11BrokerDescription\x120\n" +
 	"\x04info\x18\x01 \x01(\v2\x1c.strata.broker.v1.BrokerInfoR\x04info\x12/\n" +
 	"\x13partitions_assigned\x18\x02 \x01(\x05R\x12partitionsAssigned\x12)\n" +
-	"\x10partitions_owned\x18\x03 \x01(\x05R\x0fpartitionsOwned\"\xe4\x01\n" +
+	"\x10partitions_owned\x18\x03 \x01(\x05R\x0fpartitionsOwned\x12\x18\n" +
+	"\adrained\x18\x04 \x01(\bR\adrained\"\xe4\x01\n" +
 	"\x17DescribeClusterResponse\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\tR\fcontrollerId\x12=\n" +
 	"\abrokers\x18\x02 \x03(\v2#.strata.broker.v1.BrokerDescriptionR\abrokers\x12\x16\n" +

@@ -73,6 +73,63 @@ func (x *ControllerRecord) GetElectedAtMs() int64 {
 	return 0
 }
 
+// BrokerDrain is an operator's request that a broker hold no partitions
+// (`strata broker drain ID`, package broker/drain): the controller moves
+// its partitions to the other active brokers and assigns it nothing new
+// while the record exists. It is not on any lease: it outlives the
+// broker's restarts until `strata broker undrain ID` deletes it.
+type BrokerDrain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId      string                 `protobuf:"bytes,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	RequestedAtMs int64                  `protobuf:"varint,2,opt,name=requested_at_ms,json=requestedAtMs,proto3" json:"requested_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerDrain) Reset() {
+	*x = BrokerDrain{}
+	mi := &file_broker_v1_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerDrain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerDrain) ProtoMessage() {}
+
+func (x *BrokerDrain) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_v1_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerDrain.ProtoReflect.Descriptor instead.
+func (*BrokerDrain) Descriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BrokerDrain) GetBrokerId() string {
+	if x != nil {
+		return x.BrokerId
+	}
+	return ""
+}
+
+func (x *BrokerDrain) GetRequestedAtMs() int64 {
+	if x != nil {
+		return x.RequestedAtMs
+	}
+	return 0
+}
+
 type TopicRecord struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -90,7 +147,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_broker_v1_meta_proto_msgTypes[1]
+	mi := &file_broker_v1_meta_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +159,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[1]
+	mi := &file_broker_v1_meta_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +172,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{1}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -179,7 +236,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_broker_v1_meta_proto_msgTypes[2]
+	mi := &file_broker_v1_meta_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +248,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[2]
+	mi := &file_broker_v1_meta_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +261,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Assignment) GetBrokerId() string {
@@ -232,7 +289,7 @@ type Ownership struct {
 
 func (x *Ownership) Reset() {
 	*x = Ownership{}
-	mi := &file_broker_v1_meta_proto_msgTypes[3]
+	mi := &file_broker_v1_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -244,7 +301,7 @@ func (x *Ownership) String() string {
 func (*Ownership) ProtoMessage() {}
 
 func (x *Ownership) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[3]
+	mi := &file_broker_v1_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -257,7 +314,7 @@ func (x *Ownership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ownership.ProtoReflect.Descriptor instead.
 func (*Ownership) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Ownership) GetBrokerId() string {
@@ -299,7 +356,7 @@ type LedgerSegment struct {
 
 func (x *LedgerSegment) Reset() {
 	*x = LedgerSegment{}
-	mi := &file_broker_v1_meta_proto_msgTypes[4]
+	mi := &file_broker_v1_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +368,7 @@ func (x *LedgerSegment) String() string {
 func (*LedgerSegment) ProtoMessage() {}
 
 func (x *LedgerSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[4]
+	mi := &file_broker_v1_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +381,7 @@ func (x *LedgerSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerSegment.ProtoReflect.Descriptor instead.
 func (*LedgerSegment) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{4}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LedgerSegment) GetLedgerId() uint64 {
@@ -395,7 +452,7 @@ type ProducerBatch struct {
 
 func (x *ProducerBatch) Reset() {
 	*x = ProducerBatch{}
-	mi := &file_broker_v1_meta_proto_msgTypes[5]
+	mi := &file_broker_v1_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +464,7 @@ func (x *ProducerBatch) String() string {
 func (*ProducerBatch) ProtoMessage() {}
 
 func (x *ProducerBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[5]
+	mi := &file_broker_v1_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +477,7 @@ func (x *ProducerBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerBatch.ProtoReflect.Descriptor instead.
 func (*ProducerBatch) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{5}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProducerBatch) GetFirstSequence() int32 {
@@ -464,7 +521,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_broker_v1_meta_proto_msgTypes[6]
+	mi := &file_broker_v1_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +533,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[6]
+	mi := &file_broker_v1_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +546,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{6}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProducerState) GetProducerId() int64 {
@@ -559,7 +616,7 @@ type PartitionLog struct {
 
 func (x *PartitionLog) Reset() {
 	*x = PartitionLog{}
-	mi := &file_broker_v1_meta_proto_msgTypes[7]
+	mi := &file_broker_v1_meta_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +628,7 @@ func (x *PartitionLog) String() string {
 func (*PartitionLog) ProtoMessage() {}
 
 func (x *PartitionLog) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[7]
+	mi := &file_broker_v1_meta_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +641,7 @@ func (x *PartitionLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLog.ProtoReflect.Descriptor instead.
 func (*PartitionLog) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{7}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionLog) GetOwnerEpoch() int64 {
@@ -660,7 +717,7 @@ type GarbageObject struct {
 
 func (x *GarbageObject) Reset() {
 	*x = GarbageObject{}
-	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +729,7 @@ func (x *GarbageObject) String() string {
 func (*GarbageObject) ProtoMessage() {}
 
 func (x *GarbageObject) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[8]
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +742,7 @@ func (x *GarbageObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageObject.ProtoReflect.Descriptor instead.
 func (*GarbageObject) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GarbageObject) GetObjectKey() string {
@@ -725,7 +782,7 @@ type TieredSegment struct {
 
 func (x *TieredSegment) Reset() {
 	*x = TieredSegment{}
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +794,7 @@ func (x *TieredSegment) String() string {
 func (*TieredSegment) ProtoMessage() {}
 
 func (x *TieredSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +807,7 @@ func (x *TieredSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TieredSegment.ProtoReflect.Descriptor instead.
 func (*TieredSegment) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TieredSegment) GetObjectKey() string {
@@ -843,7 +900,7 @@ type IndexPoint struct {
 
 func (x *IndexPoint) Reset() {
 	*x = IndexPoint{}
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +912,7 @@ func (x *IndexPoint) String() string {
 func (*IndexPoint) ProtoMessage() {}
 
 func (x *IndexPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +925,7 @@ func (x *IndexPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexPoint.ProtoReflect.Descriptor instead.
 func (*IndexPoint) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IndexPoint) GetEntryId() int64 {
@@ -903,7 +960,7 @@ type LedgerIndex struct {
 
 func (x *LedgerIndex) Reset() {
 	*x = LedgerIndex{}
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +972,7 @@ func (x *LedgerIndex) String() string {
 func (*LedgerIndex) ProtoMessage() {}
 
 func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +985,7 @@ func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerIndex.ProtoReflect.Descriptor instead.
 func (*LedgerIndex) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LedgerIndex) GetPoints() []*IndexPoint {
@@ -952,7 +1009,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1021,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1034,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupRecordKey) GetGroupId() string {
@@ -1013,7 +1070,7 @@ type GroupOffsetValue struct {
 
 func (x *GroupOffsetValue) Reset() {
 	*x = GroupOffsetValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[13]
+	mi := &file_broker_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1082,7 @@ func (x *GroupOffsetValue) String() string {
 func (*GroupOffsetValue) ProtoMessage() {}
 
 func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[13]
+	mi := &file_broker_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1095,7 @@ func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffsetValue.ProtoReflect.Descriptor instead.
 func (*GroupOffsetValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupOffsetValue) GetOffset() int64 {
@@ -1079,7 +1136,7 @@ type GroupMetadataValue struct {
 
 func (x *GroupMetadataValue) Reset() {
 	*x = GroupMetadataValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[14]
+	mi := &file_broker_v1_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1148,7 @@ func (x *GroupMetadataValue) String() string {
 func (*GroupMetadataValue) ProtoMessage() {}
 
 func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[14]
+	mi := &file_broker_v1_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1161,7 @@ func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMetadataValue.ProtoReflect.Descriptor instead.
 func (*GroupMetadataValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{14}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupMetadataValue) GetGroupEpoch() int32 {
@@ -1128,7 +1185,10 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\x14broker/v1/meta.proto\x12\x10strata.broker.v1\x1a\x16broker/v1/broker.proto\"S\n" +
 	"\x10ControllerRecord\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x12\"\n" +
-	"\relected_at_ms\x18\x02 \x01(\x03R\velectedAtMs\"\xaf\x02\n" +
+	"\relected_at_ms\x18\x02 \x01(\x03R\velectedAtMs\"R\n" +
+	"\vBrokerDrain\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x12&\n" +
+	"\x0frequested_at_ms\x18\x02 \x01(\x03R\rrequestedAtMs\"\xaf\x02\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1e\n" +
@@ -1240,35 +1300,36 @@ func file_broker_v1_meta_proto_rawDescGZIP() []byte {
 	return file_broker_v1_meta_proto_rawDescData
 }
 
-var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_broker_v1_meta_proto_goTypes = []any{
 	(*ControllerRecord)(nil),   // 0: strata.broker.v1.ControllerRecord
-	(*TopicRecord)(nil),        // 1: strata.broker.v1.TopicRecord
-	(*Assignment)(nil),         // 2: strata.broker.v1.Assignment
-	(*Ownership)(nil),          // 3: strata.broker.v1.Ownership
-	(*LedgerSegment)(nil),      // 4: strata.broker.v1.LedgerSegment
-	(*ProducerBatch)(nil),      // 5: strata.broker.v1.ProducerBatch
-	(*ProducerState)(nil),      // 6: strata.broker.v1.ProducerState
-	(*PartitionLog)(nil),       // 7: strata.broker.v1.PartitionLog
-	(*GarbageObject)(nil),      // 8: strata.broker.v1.GarbageObject
-	(*TieredSegment)(nil),      // 9: strata.broker.v1.TieredSegment
-	(*IndexPoint)(nil),         // 10: strata.broker.v1.IndexPoint
-	(*LedgerIndex)(nil),        // 11: strata.broker.v1.LedgerIndex
-	(*GroupRecordKey)(nil),     // 12: strata.broker.v1.GroupRecordKey
-	(*GroupOffsetValue)(nil),   // 13: strata.broker.v1.GroupOffsetValue
-	(*GroupMetadataValue)(nil), // 14: strata.broker.v1.GroupMetadataValue
-	nil,                        // 15: strata.broker.v1.TopicRecord.ConfigsEntry
-	(*GroupMember)(nil),        // 16: strata.broker.v1.GroupMember
+	(*BrokerDrain)(nil),        // 1: strata.broker.v1.BrokerDrain
+	(*TopicRecord)(nil),        // 2: strata.broker.v1.TopicRecord
+	(*Assignment)(nil),         // 3: strata.broker.v1.Assignment
+	(*Ownership)(nil),          // 4: strata.broker.v1.Ownership
+	(*LedgerSegment)(nil),      // 5: strata.broker.v1.LedgerSegment
+	(*ProducerBatch)(nil),      // 6: strata.broker.v1.ProducerBatch
+	(*ProducerState)(nil),      // 7: strata.broker.v1.ProducerState
+	(*PartitionLog)(nil),       // 8: strata.broker.v1.PartitionLog
+	(*GarbageObject)(nil),      // 9: strata.broker.v1.GarbageObject
+	(*TieredSegment)(nil),      // 10: strata.broker.v1.TieredSegment
+	(*IndexPoint)(nil),         // 11: strata.broker.v1.IndexPoint
+	(*LedgerIndex)(nil),        // 12: strata.broker.v1.LedgerIndex
+	(*GroupRecordKey)(nil),     // 13: strata.broker.v1.GroupRecordKey
+	(*GroupOffsetValue)(nil),   // 14: strata.broker.v1.GroupOffsetValue
+	(*GroupMetadataValue)(nil), // 15: strata.broker.v1.GroupMetadataValue
+	nil,                        // 16: strata.broker.v1.TopicRecord.ConfigsEntry
+	(*GroupMember)(nil),        // 17: strata.broker.v1.GroupMember
 }
 var file_broker_v1_meta_proto_depIdxs = []int32{
-	15, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
-	5,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
-	4,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
-	6,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
-	9,  // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
-	8,  // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
-	10, // 6: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
-	16, // 7: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
+	16, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
+	6,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
+	5,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
+	7,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
+	10, // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
+	9,  // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
+	11, // 6: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
+	17, // 7: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
 	8,  // [8:8] is the sub-list for method output_type
 	8,  // [8:8] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
@@ -1288,7 +1349,7 @@ func file_broker_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_v1_meta_proto_rawDesc), len(file_broker_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

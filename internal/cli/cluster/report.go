@@ -49,10 +49,14 @@ type BrokerRow struct {
 	Address      string `json:"address"`
 	AdminAddress string `json:"admin_address"`
 	Rack         string `json:"rack,omitempty"`
-	State        string `json:"state"`
-	Assigned     int32  `json:"partitions_assigned"`
-	Owned        int32  `json:"partitions_owned"`
-	StartedAtMs  int64  `json:"started_at_ms"`
+	// State is "active", "drained" (an operator's drain: running, given
+	// no partitions; `strata broker undrain` ends it) or "draining"
+	// (shutting down).
+	State       string `json:"state"`
+	Drained     bool   `json:"drained"`
+	Assigned    int32  `json:"partitions_assigned"`
+	Owned       int32  `json:"partitions_owned"`
+	StartedAtMs int64  `json:"started_at_ms"`
 	// Health is what the broker's admin /readyz said: "ok", "not-ready"
 	// or "unreachable" (a registration outlives a killed broker until its
 	// lease expires).
@@ -105,11 +109,14 @@ func CollectBrokers(rep *Report, d *brokerpb.DescribeClusterResponse, err error)
 	for _, b := range d.GetBrokers() {
 		info := b.GetInfo()
 		state := "active"
-		if info.GetState() == brokerpb.BrokerState_BROKER_DRAINING {
-			state = "draining"
+		switch {
+		case info.GetState() == brokerpb.BrokerState_BROKER_DRAINING:
+			state = "draining" // shutting down
+		case b.GetDrained():
+			state = "drained" // strata broker drain: running, given no partitions
 		}
 		rep.Brokers.Brokers = append(rep.Brokers.Brokers, BrokerRow{ID: info.GetId(), Address: info.GetAddress(),
-			AdminAddress: info.GetAdminAddress(), Rack: info.GetRack(), State: state,
+			AdminAddress: info.GetAdminAddress(), Rack: info.GetRack(), State: state, Drained: b.GetDrained(),
 			Assigned: b.GetPartitionsAssigned(), Owned: b.GetPartitionsOwned(), StartedAtMs: info.GetStartedAtMs()})
 	}
 	sort.Slice(rep.Brokers.Brokers, func(i, j int) bool { return rep.Brokers.Brokers[i].ID < rep.Brokers.Brokers[j].ID })
@@ -118,6 +125,11 @@ func CollectBrokers(rep *Report, d *brokerpb.DescribeClusterResponse, err error)
 		rep.Problems = append(rep.Problems, "brokers: none registered")
 	case rep.Brokers.ControllerID == "":
 		rep.Problems = append(rep.Problems, "brokers: no controller")
+	}
+	for _, r := range rep.Brokers.Brokers {
+		if r.Drained {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("broker %s: drained, holds no partitions until 'strata broker undrain %s'", r.ID, r.ID))
+		}
 	}
 	if n := rep.Brokers.Unowned; n > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("brokers: %d partitions without an owner", n))

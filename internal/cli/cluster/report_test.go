@@ -41,6 +41,28 @@ func TestClusterHealthBrokers(t *testing.T) {
 	}
 }
 
+// A drained broker shows as "drained" and is a warning, not a problem; a
+// broker shutting down shows as "draining".
+func TestClusterBrokerStates(t *testing.T) {
+	d := &brokerpb.DescribeClusterResponse{ControllerId: "k1", Brokers: []*brokerpb.BrokerDescription{
+		{Info: &brokerpb.BrokerInfo{Id: "k1"}},
+		{Info: &brokerpb.BrokerInfo{Id: "k2"}, Drained: true},
+		{Info: &brokerpb.BrokerInfo{Id: "k3", State: brokerpb.BrokerState_BROKER_DRAINING}},
+	}}
+	rep := &Report{}
+	CollectBrokers(rep, d, nil)
+	var states []string
+	for _, r := range rep.Brokers.Brokers {
+		states = append(states, r.ID+"="+r.State)
+	}
+	if got := strings.Join(states, " "); got != "k1=active k2=drained k3=draining" {
+		t.Errorf("states %q", got)
+	}
+	if len(rep.Problems) != 0 || strings.Join(rep.Warnings, ";") != "broker k2: drained, holds no partitions until 'strata broker undrain k2'" {
+		t.Errorf("problems %q warnings %q", rep.Problems, rep.Warnings)
+	}
+}
+
 func TestJudgeBookies(t *testing.T) {
 	rows := func(states ...string) []BookieRow {
 		var out []BookieRow
