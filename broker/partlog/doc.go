@@ -88,7 +88,6 @@
 //     if its ledgers are still listed (a pass may have replaced them). The
 //     producer state is unaffected: it is snapshotted in the list (P5)
 //     and compaction keeps each producer's last batch (C5).
-//
 //   - P8 Ledgers only while written: a log has an open segment (and a
 //     ledger on the bookies) only once it is written to. Taking over
 //     creates none, and a roll for age, idleness or compaction lag leaves
