@@ -32,7 +32,7 @@
 //
 //   - P1 One writer: a Log appends only to a ledger it created; taking
 //     over fences (ledger.Recover) every segment not closed in the list
-//     (the last two are considered) before creating a new one.
+//     (the last two are considered) before it creates one (P8).
 //   - P2 Visibility: Fetch and ListOffset never return data at or above
 //     the high watermark (HW = last offset + 1 of the highest entry
 //     acknowledged at the ack quorum, in order). Produce acks (one, all)
