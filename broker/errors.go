@@ -99,6 +99,10 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		// Before DeadlineExceeded: a read from the object store that
 		// timed out wraps both, and a read can simply be retried.
 		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
+	case errors.Is(err, partlog.ErrNoLedger):
+		// Before DeadlineExceeded: nothing was written (a ledger create
+		// that timed out wraps both); the client retries.
+		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
 	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
 		// Before ErrFenced: an append in flight when its log was fenced
 		// wraps both, and may be stored (M1).

@@ -314,8 +314,8 @@ func TestCompaction(t *testing.T) {
 		m.produceKeyed(t, cl, "compact-bench", rand.New(rand.NewPCG(31, 32)), 16000, 1500, 1000, 1<<30)
 		testwait.UntilNil(t, 30*time.Second, "every ledger closed", func() error {
 			p := describePartition0(t, cl, "compact-bench")
-			if open := p.Ledgers[len(p.Ledgers)-1]; open.FirstOffset != p.HighWatermark {
-				return fmt.Errorf("the open ledger starts at %d, high watermark %d", open.FirstOffset, p.HighWatermark)
+			if last := p.Ledgers[len(p.Ledgers)-1]; !last.Closed || last.LastOffset+1 != p.HighWatermark {
+				return fmt.Errorf("the last ledger ends at %d (closed %t), high watermark %d", last.LastOffset, last.Closed, p.HighWatermark)
 			}
 			return nil
 		})

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +119,8 @@ func produceTimed(t *testing.T, cl *client.Client, topic, prefix string, from, n
 }
 
 // tiered waits until every record of the partition but the open ledger's
-// is in objects and the bookies hold no closed ledger of it.
+// (if one is open) is in objects and the bookies hold no closed ledger of
+// it.
 func tiered(t *testing.T, cl *client.Client, topic string) (hw int64) {
 	t.Helper()
 	testwait.UntilNil(t, 120*time.Second, "everything tiered and the bookie copies deleted", func() error {
@@ -130,12 +132,18 @@ func tiered(t *testing.T, cl *client.Client, topic string) (hw int64) {
 		}
 		p := d.Partitions[0]
 		hw = p.HighWatermark
-		if p.TieredEndOffset != hw || len(p.Ledgers) != 1 || p.Ledgers[0].Closed {
+		if p.TieredEndOffset != hw || hasClosedLedger(p) {
 			return fmt.Errorf("tiered to %d of %d; ledgers %d", p.TieredEndOffset, hw, len(p.Ledgers))
 		}
 		return nil
 	})
 	return hw
+}
+
+// hasClosedLedger reports whether a partition still lists a closed ledger
+// (one not tiered yet, or a local copy not deleted yet).
+func hasClosedLedger(p *brokerpb.PartitionDescription) bool {
+	return slices.ContainsFunc(p.Ledgers, func(l *brokerpb.LedgerDescription) bool { return l.Closed })
 }
 
 // checkRecords reads partition 0 from the earliest offset to hw: each

@@ -32,7 +32,7 @@
 //
 //   - P1 One writer: a Log appends only to a ledger it created; taking
 //     over fences (ledger.Recover) every segment not closed in the list
-//     (the last two are considered) before creating a new one.
+//     (the last two are considered) before it creates one (P8).
 //   - P2 Visibility: Fetch and ListOffset never return data at or above
 //     the high watermark (HW = last offset + 1 of the highest entry
 //     acknowledged at the ack quorum, in order). Produce acks (one, all)
@@ -43,10 +43,10 @@
 //     it), later ones get the cause (ErrFenced, ErrConflict: nothing
 //     written), and nothing more is accepted. The broker must drop the
 //     partition.
-//   - P4 Roll: close the ledger, write its index, create the next ledger,
-//     then ONE CAS; appends arriving meanwhile wait. So at most one
-//     segment is open, and the list always names every ledger holding
-//     acknowledged data. A roll happens only while the list, with its
+//   - P4 Roll: close the ledger, write its index, (for a roll by size)
+//     create the next ledger, then ONE CAS; appends arriving meanwhile
+//     wait. So at most one segment is open, and the list always names
+//     every ledger holding acknowledged data. A roll happens only while the list, with its
 //     producer table at its bound, still fits in a metad value with room
 //     to spare (L1 in roll.go, 12,000 to 17,000 segments): past that the open
 //     segment grows until retention shortens the list, and an append past
@@ -88,6 +88,14 @@
 //     if its ledgers are still listed (a pass may have replaced them). The
 //     producer state is unaffected: it is snapshotted in the list (P5)
 //     and compaction keeps each producer's last batch (C5).
+//   - P8 Ledgers only while written: a log has an open segment (and a
+//     ledger on the bookies) only once it is written to. Taking over
+//     creates none, and a roll for age, idleness or compaction lag leaves
+//     none; the next append creates one and lists it open by ONE CAS
+//     before it is handed to it (a failed CAS fails the log, P3; a ledger
+//     that cannot be created fails only that append, ErrNoLedger). So an
+//     idle partition holds no ledger, and its next takeover fences and
+//     recovers nothing.
 //
 // # Concurrency
 //

@@ -18,8 +18,8 @@ import (
 //	             store's / ledger's error, wrapped.
 //	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
 //	             ErrOutOfOrderSequence, ErrUnknownProducer,
-//	             ErrProducerFenced, ErrListFull (rejected: nothing
-//	             written);
+//	             ErrProducerFenced, ErrListFull, ErrNoLedger (rejected:
+//	             nothing written);
 //	             ErrClosed; the failed log's error (ErrFenced,
 //	             ErrConflict, ErrUnknownOutcome: refused, nothing written);
 //	             ErrUnknownOutcome (the batch was handed to the ledger and
@@ -81,6 +81,10 @@ var (
 	// large for metad (L1 in roll.go). Nothing was written; appends
 	// succeed again once retention (or tiering) shortens the list.
 	ErrListFull = errors.New("partlog: the partition's segment list is full")
+	// ErrNoLedger: the log had no open segment (P8) and no ledger could
+	// be created for the append (too few writable bookies, metad
+	// unavailable). Nothing was written; the log stays healthy.
+	ErrNoLedger = errors.New("partlog: no ledger for the append")
 )
 
 // OutOfRangeError is returned when a fetch or read asks for an offset outside

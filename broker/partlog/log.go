@@ -171,6 +171,12 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 			l.release()
 			return AppendResult{}, err
 		}
+		// The background context, as for a roll: the CAS that lists
+		// the new ledger must not be cut short by one caller.
+		if err := l.openLedger(l.bgCtx); err != nil {
+			l.release()
+			return AppendResult{}, err
+		}
 		var progress <-chan struct{}
 		p, dup, progress, err = l.enqueue(h, batch, acks, start)
 		if err == nil {

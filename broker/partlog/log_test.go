@@ -359,7 +359,7 @@ func TestTakeoverDropsEmptyLedger(t *testing.T) {
 	emptyID := a.Describe().Segments[1].LedgerId
 	b := f.open(f.config(2))
 	pl := b.Describe()
-	if len(pl.Segments) != 2 || pl.Segments[1].LedgerId == emptyID {
+	if len(pl.Segments) != 1 || pl.Segments[0].LedgerId == emptyID || !pl.Segments[0].Closed {
 		t.Fatalf("segments %v: the empty ledger %d should be gone", pl.Segments, emptyID)
 	}
 	if _, _, ok := f.cluster.Meta.Ledger(emptyID); ok {
@@ -455,13 +455,42 @@ func TestOpenRefusesOlderEpoch(t *testing.T) {
 	}
 }
 
-// A lost CAS fails the log (roll) or the takeover.
+// A lost CAS fails the log (opening a ledger for an append, a roll) or
+// the takeover.
 func TestCASConflict(t *testing.T) {
+	t.Run("first append", func(t *testing.T) {
+		f := newFixture(t)
+		l := f.open(f.config(1))
+		f.store.setBeforePut(func(key string) error {
+			if key == PartitionKey("orders", 3) {
+				f.store.mu.Lock()
+				v := f.store.kv[key]
+				v.version++
+				f.store.kv[key] = v
+				f.store.mu.Unlock()
+			}
+			return nil
+		})
+		if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
+			t.Fatalf("append whose ledger's CAS loses: %v, want ErrConflict", err)
+		}
+		if !errors.Is(l.Err(), ErrConflict) {
+			t.Fatalf("Err() = %v, want ErrConflict", l.Err())
+		}
+		if ids, _ := f.cluster.Meta.List(testCtx(t)); len(ids) != 0 {
+			t.Fatalf("ledgers %v left: no list names them", ids)
+		}
+	})
 	t.Run("roll", func(t *testing.T) {
 		f := newFixture(t)
 		cfg := f.config(1)
 		cfg.SegmentBytes = 1
 		l := f.open(cfg)
+		mustAppend(t, l, batch(t, 1, "first"), AcksQuorum) // lists its ledger (P8)
+		// Whatever roll the first append kicked has happened or waits
+		// for appendSem; take it so the next roll's CAS is the one that
+		// loses.
+		rollNow(t, l)
 		f.store.setBeforePut(func(key string) error {
 			if key == PartitionKey("orders", 3) {
 				// Someone else writes the list first.
@@ -513,27 +542,29 @@ func TestIdleAndAgeRoll(t *testing.T) {
 	l := f.open(cfg)
 	f.clock.Advance(2 * time.Minute)
 	rollNow(t, l)
-	if n := len(l.Describe().Segments); n != 1 {
-		t.Fatalf("an empty segment rolled: %d segments", n)
+	if n := len(l.Describe().Segments); n != 0 {
+		t.Fatalf("a segment before any append (P8): %d segments", n)
 	}
 	appendN(t, l, 1)
 	f.clock.Advance(30 * time.Second)
 	rollNow(t, l)
-	if n := len(l.Describe().Segments); n != 1 {
-		t.Fatalf("rolled before idle: %d segments", n)
+	if segs := l.Describe().Segments; len(segs) != 1 || segs[0].Closed {
+		t.Fatalf("rolled before idle: %v", segs)
 	}
 	f.clock.Advance(31 * time.Second)
 	rollNow(t, l)
-	if n := len(l.Describe().Segments); n != 2 {
-		t.Fatalf("no idle roll: %d segments", n)
+	if segs := l.Describe().Segments; len(segs) != 1 || !segs[0].Closed {
+		t.Fatalf("no idle roll (sealed, nothing open until the next append): %v", segs)
 	}
 	for range 70 { // busy for over an hour: rolls on age
 		appendN(t, l, 1)
 		f.clock.Advance(time.Minute - time.Second)
 	}
 	rollNow(t, l)
-	if n := len(l.Describe().Segments); n != 3 {
-		t.Fatalf("no age roll: %d segments", n)
+	// (run may have rolled on age already, and the appends after it
+	// opened a third segment.)
+	if segs := l.Describe().Segments; len(segs) < 2 || !segs[1].Closed {
+		t.Fatalf("no age roll: %v", segs)
 	}
 }
 
@@ -1053,5 +1084,57 @@ func TestAckAfterAuthorityLapsedDoesNotCount(t *testing.T) {
 	}
 	if _, err := l.Append(testCtx(t), batch(t, f.clock.Now().UnixMilli(), "next"), AcksQuorum); !errors.Is(err, ErrAuthorityLost) {
 		t.Fatalf("the next append: %v, want the failed log's ErrAuthorityLost", err)
+	}
+}
+
+// P8: a log holds a ledger only while it is written. A takeover creates
+// none (and an idle partition's next takeover recovers nothing); the first
+// append creates one and lists it; a roll for age leaves none. When no
+// ledger can be created the append fails with ErrNoLedger, nothing is
+// written and the log stays healthy: the retry succeeds once bookies are
+// back.
+func TestLedgerOnlyWhileWritten(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.SegmentAge = time.Hour
+	ledgers := func() int {
+		ids, err := f.cluster.Meta.List(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids)
+	}
+	l := f.open(cfg)
+	if n, segs := ledgers(), l.Describe().Segments; n != 0 || len(segs) != 0 {
+		t.Fatalf("after a takeover of a new partition: %d ledgers, segments %v; want none", n, segs)
+	}
+	f.cluster.Registry.SetUnavailable(true)
+	if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrNoLedger) {
+		t.Fatalf("append with no bookie to create a ledger on: %v, want ErrNoLedger", err)
+	}
+	if err := l.Err(); err != nil || l.HighWatermark() != 0 || ledgers() != 0 {
+		t.Fatalf("after ErrNoLedger: err %v, high watermark %d, %d ledgers; want healthy, 0, 0", err, l.HighWatermark(), ledgers())
+	}
+	f.cluster.Registry.SetUnavailable(false)
+	mustAppend(t, l, batch(t, 1, "a"), AcksQuorum)
+	mustAppend(t, l, batch(t, 2, "b"), AcksQuorum)
+	if n, segs := ledgers(), l.Describe().Segments; n != 1 || len(segs) != 1 || segs[0].Closed || segs[0].LastOffset != 1 {
+		t.Fatalf("after two appends: %d ledgers, segments %v; want one open ledger holding offsets 0-1", n, segs)
+	}
+	rollByAge(t, f, l)
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The next owner finds nothing open: it fences and recovers nothing,
+	// creates nothing, and continues the offsets.
+	l2 := f.open(f.config(2))
+	if n, segs := ledgers(), l2.Describe().Segments; n != 1 || len(segs) != 1 || !segs[0].Closed {
+		t.Fatalf("after the second takeover: %d ledgers, segments %v; want the one sealed ledger", n, segs)
+	}
+	if r := mustAppend(t, l2, batch(t, 3, "c"), AcksQuorum); r.BaseOffset != 2 {
+		t.Fatalf("first append after the takeover at offset %d, want 2", r.BaseOffset)
+	}
+	if got := describeAll(fetchAll(t, l2, 0)); strings.Join(got, " ") != "0:=a 1:=b 2:=c" {
+		t.Fatalf("records %v", got)
 	}
 }

@@ -24,8 +24,9 @@ import (
 //     final numbers and replay its batches into the producer state (which
 //     starts from the PartitionLog's snapshot), write its LedgerIndex; an
 //     empty one is dropped from the list;
-//  3. create the new ledger and CAS the list once: recovered segments
-//     closed, the new segment open, owner_epoch, producer snapshot;
+//  3. CAS the list once: recovered segments closed, owner_epoch,
+//     producer snapshot; no ledger is created until the first append
+//     (P8), so the log has no open segment yet;
 //  4. delete the dropped empty ledgers.
 //
 // Errors: ErrConflict when the list changed meanwhile (another broker
@@ -71,35 +72,25 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		next = segs[n-1].GetLastOffset() + 1
 	}
 
-	w, err := ledger.Create(ctx, cfg.Env, cfg.createOptions())
-	if err != nil {
-		return nil, fmt.Errorf("partlog: %s/%d: creating a ledger: %w", cfg.Topic, cfg.Partition, err)
-	}
+	// No ledger is created here (P8): an idle partition holds none until
+	// its first append (openLedger). The CAS still records owner_epoch,
+	// so a previous owner's later list changes fail.
 	now := cfg.Now()
 	producers.expire(now, cfg.ProducerExpiry)
-	open := &brokerpb.LedgerSegment{LedgerId: w.ID(), FirstOffset: next, LastOffset: next - 1, LastEntryId: -1,
-		MaxTimestampMs: -1, CreatedAtMs: now.UnixMilli()}
 	newPL := &brokerpb.PartitionLog{
 		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
-		Segments: append(segs, open), Producers: producers.snapshot(now, cfg.ProducerExpiry),
+		Segments: segs, Producers: producers.snapshot(now, cfg.ProducerExpiry),
 		Tiered: pl.GetTiered(), Garbage: pl.GetGarbage(),
 		// Compaction's progress survives the takeover (P7).
 		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
 		TombstoneHorizonMs: pl.GetTombstoneHorizonMs(),
 	}
 	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
-	switch {
-	case errors.Is(err, ErrConflict):
-		discardLedger(cfg, w) // no list names it
+	if err != nil {
+		if !errors.Is(err, ErrConflict) {
+			err = fmt.Errorf("%w: taking over %s/%d: %w", ErrUnknownOutcome, cfg.Topic, cfg.Partition, err)
+		}
 		return nil, err
-	case err != nil:
-		// The list may name the new ledger (the CAS landed, its answer was
-		// lost): keep it. The next takeover recovers it (empty: deleted);
-		// if the CAS did not land, the orphan sweeper deletes it.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = w.Close(cctx)
-		cancel()
-		return nil, fmt.Errorf("%w: taking over %s/%d: %w", ErrUnknownOutcome, cfg.Topic, cfg.Partition, err)
 	}
 	for _, id := range empty {
 		if err := ledger.Delete(ctx, cfg.Env, id); err != nil {
@@ -107,8 +98,8 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		}
 	}
 
-	l.mu.pl, l.mu.version, l.mu.writer = newPL, newVersion, w
-	l.mu.seg = openSegment{ledgerID: w.ID(), first: next, createdAtMs: open.CreatedAtMs, lastAppend: now}
+	l.mu.pl, l.mu.version = newPL, newVersion
+	l.mu.seg = openSegment{first: next}
 	l.mu.next, l.mu.hw = next, next
 	l.mu.producers = producers
 	l.wg.Add(1)
@@ -118,7 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		go l.tierLoop()
 	}
 	cfg.Metrics.TakeoverDuration.Observe(time.Since(began).Seconds())
-	l.log.Info("partition taken over", "epoch", cfg.Epoch, "next_offset", next, "ledger", w.ID(),
+	l.log.Info("partition taken over", "epoch", cfg.Epoch, "next_offset", next,
 		"segments", len(newPL.Segments), "producers", len(newPL.Producers), "took", time.Since(began))
 	return l, nil
 }

@@ -199,14 +199,16 @@ func TestAppendRefusesFarFutureTimestamps(t *testing.T) {
 	}
 }
 
-// rollByAge makes the open segment older than its SegmentAge and rolls it.
+// rollByAge makes the open segment older than its SegmentAge and rolls
+// it: it is sealed, and no segment is open until the next append (P8).
 func rollByAge(t *testing.T, f *fixture, l *Log) {
 	t.Helper()
 	f.clock.Advance(l.Limits().SegmentAge + time.Second)
 	before := len(l.Describe().Segments)
 	rollNow(t, l)
-	if got := len(l.Describe().Segments); got != before+1 {
-		t.Fatalf("%d segments after a roll, want %d", got, before+1)
+	segs := l.Describe().Segments
+	if got := len(segs); got != before || got == 0 || !segs[got-1].Closed {
+		t.Fatalf("segments after a roll: %v, want the %d there were with the last sealed", segs, before)
 	}
 }
 

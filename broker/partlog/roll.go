@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -161,28 +162,85 @@ func (l *Log) listHasRoomLocked(reason string) bool {
 	return false
 }
 
-// roll: close the ledger, write its index, create the next ledger, one
-// CAS. Any failure fails the log.
+// roll seals the open segment (P4): close the ledger, write its index,
+// then ONE CAS. A roll for size (an append is waiting) also creates the
+// next ledger and lists it open in that CAS; any other roll (age, idle,
+// compaction lag: the partition may stay idle) leaves the log without an
+// open segment until the next append opens one (P8). Any failure fails
+// the log.
 // REQUIRES: appendSem held.
 func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 	sealed, err := l.seal(ctx, w)
 	if err != nil {
 		return err
 	}
-	nw, err := ledger.Create(ctx, l.cfg.Env, l.createOptions())
-	if err != nil {
-		err = fmt.Errorf("%w: creating the next ledger: %w", ErrUnknownOutcome, err)
-		l.fail(err)
-		return err
+	var nw *ledger.Writer
+	if reason == "size" {
+		if nw, err = ledger.Create(ctx, l.cfg.Env, l.createOptions()); err != nil {
+			err = fmt.Errorf("%w: creating the next ledger: %w", ErrUnknownOutcome, err)
+			l.fail(err)
+			return err
+		}
 	}
 	l.mu.Lock()
-	now := l.cfg.Now()
 	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
 	pl.Segments[len(pl.Segments)-1] = sealed
-	next := sealed.LastOffset + 1
-	open := &brokerpb.LedgerSegment{LedgerId: nw.ID(), FirstOffset: next, LastOffset: next - 1, LastEntryId: -1,
-		MaxTimestampMs: -1, CreatedAtMs: now.UnixMilli()}
-	pl.Segments = append(pl.Segments, open)
+	l.mu.Unlock()
+	if err := l.listNewLedger(ctx, pl, nw, sealed.LastOffset+1); err != nil {
+		return err
+	}
+	l.metrics.Rolls.Inc()
+	next := "none until the next append"
+	if nw != nil {
+		next = strconv.FormatUint(nw.ID(), 10)
+	}
+	l.log.Info("segment rolled", "reason", reason, "closed_ledger", sealed.LedgerId, "first_offset", sealed.FirstOffset,
+		"last_offset", sealed.LastOffset, "bytes", sealed.Bytes, "ledger", next)
+	return nil
+}
+
+// openLedger gives a log without an open segment (just taken over, or
+// rolled while idle) its ledger before an append (P8): create it, then
+// one CAS that lists it open. When no ledger can be created (not enough
+// writable bookies) the append fails with ErrNoLedger and the log stays
+// healthy: nothing was written. A failed CAS fails the log, like a roll's.
+// REQUIRES: appendSem held.
+func (l *Log) openLedger(ctx context.Context) error {
+	l.mu.Lock()
+	if err := l.acceptErrLocked(); err != nil || l.mu.writer != nil {
+		l.mu.Unlock()
+		return err
+	}
+	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
+	next := l.mu.next
+	l.mu.Unlock()
+	nw, err := ledger.Create(ctx, l.cfg.Env, l.createOptions())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoLedger, err)
+	}
+	if err := l.listNewLedger(ctx, pl, nw, next); err != nil {
+		return err
+	}
+	l.log.Debug("opened a ledger", "ledger", nw.ID(), "first_offset", next)
+	return nil
+}
+
+// listNewLedger CASes pl (the stored list with any sealing applied), with
+// nw listed open from offset next when it is not nil, and the producer
+// snapshot, and makes it the log's state: nw its writer, or no open
+// segment. A failed CAS fails the log; nw is deleted when no list can name
+// it (a conflict) and kept for the next owner when the CAS may have
+// applied.
+// REQUIRES: appendSem held.
+func (l *Log) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *ledger.Writer, next int64) error {
+	l.mu.Lock()
+	now := l.cfg.Now()
+	open := openSegment{first: next}
+	if nw != nil {
+		open = openSegment{ledgerID: nw.ID(), first: next, createdAtMs: now.UnixMilli(), lastAppend: now}
+		pl.Segments = append(pl.Segments, &brokerpb.LedgerSegment{LedgerId: nw.ID(), FirstOffset: next, LastOffset: next - 1,
+			LastEntryId: -1, MaxTimestampMs: -1, CreatedAtMs: open.createdAtMs})
+	}
 	l.mu.producers.expire(now, l.cfg.ProducerExpiry)
 	pl.Producers = l.mu.producers.snapshot(now, l.cfg.ProducerExpiry)
 	version := l.mu.version
@@ -190,23 +248,23 @@ func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 
 	v, err := casPartitionLog(ctx, l.cfg.Store, l.cfg.Topic, l.cfg.Partition, pl, version)
 	if err != nil {
-		if errors.Is(err, ErrConflict) {
+		switch {
+		case nw == nil:
+		case errors.Is(err, ErrConflict):
 			discardLedger(l.cfg, nw) // no list names it
-		} else {
+		default:
 			// The CAS may have applied: keep the ledger for the next owner.
 			_ = nw.Close(ctx)
+		}
+		if !errors.Is(err, ErrConflict) {
 			err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		}
 		l.fail(err)
 		return err
 	}
 	l.mu.Lock()
-	l.mu.pl, l.mu.version, l.mu.writer = pl, v, nw
-	l.mu.seg = openSegment{ledgerID: nw.ID(), first: next, createdAtMs: open.CreatedAtMs, lastAppend: now}
+	l.mu.pl, l.mu.version, l.mu.writer, l.mu.seg = pl, v, nw, open
 	l.mu.Unlock()
-	l.metrics.Rolls.Inc()
-	l.log.Info("segment rolled", "reason", reason, "closed_ledger", sealed.LedgerId, "first_offset", sealed.FirstOffset,
-		"last_offset", sealed.LastOffset, "bytes", sealed.Bytes, "ledger", nw.ID())
 	return nil
 }
 
@@ -299,6 +357,9 @@ func (l *Log) handOffSegment(ctx context.Context) error {
 	if err != nil {
 		l.closeFailedWriter()
 		return err
+	}
+	if w == nil {
+		return nil // no open segment (P8): the list is as stored
 	}
 	sealed, err := l.seal(ctx, w)
 	if err != nil {
