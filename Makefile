@@ -21,7 +21,7 @@ IMAGE_CTX   := $(BIN)/images
 MINIO_STATIC_DIR := $(shell $(GO) env GOPATH)/minio-static
 DOCKER      ?= docker
 
-.PHONY: all build test test-short lint verify proto bench bench-cluster run clean tools minio minio-static images image-strata image-minio fuzz
+.PHONY: all build test test-short test-long lint verify proto bench bench-cluster run clean tools minio minio-static images image-strata image-minio fuzz
 
 all: build
 
@@ -39,6 +39,11 @@ test:
 # Unit tests only: skips the tests that start real processes.
 test-short:
 	$(GO) test -short -count=1 ./...
+
+# The long tests (CI does not run them): 50,000 partitions, a failover of
+# half of them (STRATA_SCALE_PARTITIONS sets the count).
+test-long:
+	STRATA_LONG=1 $(GO) test -count=1 -timeout 90m -run 'TestLong' -v ./e2e/
 
 tools:
 	@test -x $(GOBIN)/staticcheck && $(GOBIN)/staticcheck -version | grep -q $(patsubst v%,%,$(STATICCHECK_VERSION)) || \

@@ -34,6 +34,8 @@ type Log struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	wg       sync.WaitGroup
+	// running: run was started (startRun; guarded by appendSem).
+	running bool
 
 	reads readState
 	// compaction serializes compaction passes (P7).

@@ -102,8 +102,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.mu.seg = openSegment{first: next}
 	l.mu.next, l.mu.hw = next, next
 	l.mu.producers = producers
-	l.wg.Add(1)
-	go l.run()
+	if len(segs) > 0 || len(newPL.Tiered) > 0 || len(newPL.Garbage) > 0 {
+		l.startRun() // else at the first append (openLedger): nothing to roll or retain
+	}
 	if cfg.Tier != nil {
 		l.wg.Add(1)
 		go l.tierLoop()

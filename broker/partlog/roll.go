@@ -14,6 +14,19 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
+// startRun starts run unless it runs. A log that holds nothing (a
+// partition never written, P8) starts it at its first append, so an idle,
+// empty partition costs no goroutine of its own here.
+// REQUIRES: appendSem held, or the log not yet shared (Open).
+func (l *Log) startRun() {
+	if l.running {
+		return
+	}
+	l.running = true
+	l.wg.Add(1)
+	go l.run()
+}
+
 // run is the Log's one goroutine: it rolls the open segment when it is
 // due (size, age, idle), enforces retention every RetentionCheckInterval,
 // and closes the writer once the log failed.
@@ -265,6 +278,7 @@ func (l *Log) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *
 	l.mu.Lock()
 	l.mu.pl, l.mu.version, l.mu.writer, l.mu.seg = pl, v, nw, open
 	l.mu.Unlock()
+	l.startRun()
 	return nil
 }
 

@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
+)
+
+// TestLongManyPartitions (issue #17, "Many partitions"; `make test-long`,
+// STRATA_LONG=1): a cluster of 3 metad, 3 bookies and 2 brokers takes
+// topics of 10,000 partitions each up to STRATA_SCALE_PARTITIONS in all
+// (default 50,000); every partition is written once; then one broker is
+// killed and every partition must be served again by the other. It logs
+// what each step took and what a partition costs: broker heap and
+// goroutines per partition while idle, ledgers per partition before and
+// after the writes, metad's heap. Limits asserted: creating a topic of
+// 10,000 partitions is answered within 30 s, the failover completes within
+// 30 s (the issue's targets), no ledger exists before the first write
+// (P8), and after the failover every partition still holds its record.
+func TestLongManyPartitions(t *testing.T) {
+	if os.Getenv("STRATA_LONG") != "1" {
+		t.Skip("a long test: make test-long (STRATA_LONG=1)")
+	}
+	total := 50_000
+	if s := os.Getenv("STRATA_SCALE_PARTITIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("STRATA_SCALE_PARTITIONS=%q", s)
+		}
+		total = n
+	}
+	const perTopic = 10_000
+	c := startStrata(t, 2, "--idle-roll", "10m")
+	ctx := context.Background()
+	cl, err := client.New(ctx, client.Config{Brokers: c.brokerAddrs(), ClientID: t.Name(), RequestTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	metric := func(b *proctest.BrokerNode, series string) float64 {
+		v, err := metricValue("http://"+b.AdminAddr+"/metrics", series)
+		if err != nil {
+			t.Fatalf("%s %s: %v", b.ID, series, err)
+		}
+		return v
+	}
+	sum := func(series string) (s float64) {
+		for _, b := range c.brokers {
+			s += metric(b, series)
+		}
+		return s
+	}
+	ledgers := func() int {
+		env, _ := realLedgerEnv(t, c.meta)
+		ids, err := env.Meta.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids)
+	}
+	heap0, routines0, ledgers0 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
+
+	topics := map[string]int{} // name -> partitions
+	for made := 0; made < total; made += perTopic {
+		n := min(perTopic, total-made)
+		name := fmt.Sprintf("wide-%d", len(topics))
+		start := time.Now()
+		if _, err := cl.CreateTopic(ctx, name, int32(n), nil); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		answered := time.Since(start)
+		unserved := waitAllServed(t, cl, name, 10*time.Minute)
+		t.Logf("%s: %d partitions; CreateTopic answered in %v, all served after %v (%d checks)", name, n,
+			answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), unserved)
+		if answered > 30*time.Second {
+			t.Errorf("CreateTopic of %d partitions answered after %v, want within 30 s", n, answered)
+		}
+		topics[name] = n
+	}
+	heap1, routines1, ledgers1 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
+	t.Logf("idle: %d partitions cost the brokers %.0f bytes of heap and %.2f goroutines each; %d ledgers (before: %d)",
+		total, (heap1-heap0)/float64(total), (routines1-routines0)/float64(total), ledgers1, ledgers0)
+	if ledgers1 != ledgers0 {
+		t.Errorf("%d ledgers were created for partitions never written, want none (P8)", ledgers1-ledgers0)
+	}
+
+	// Write every partition once.
+	p, err := cl.NewProducer(client.ProducerConfig{Acks: client.AcksQuorum, DeliveryTimeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	for name, n := range topics {
+		for i := range n {
+			r := &client.Record{Topic: name, Partition: int32(i), Value: []byte(fmt.Sprintf("%s/%d", name, i))}
+			if err := p.Produce(ctx, r, func(_ *client.Record, err error) {
+				if err != nil && failed.Add(1) == 1 {
+					firstErr.Store(err)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close(ctx)
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d records failed, the first: %v", n, firstErr.Load())
+	}
+	t.Logf("wrote one record to each of %d partitions in %v; %d ledgers now; broker heap %.0f bytes per partition",
+		total, time.Since(start).Round(time.Millisecond), ledgers(), (sum("go_memstats_heap_inuse_bytes")-heap0)/float64(total))
+
+	// Kill one broker: the other serves everything again.
+	victim := c.brokers[0]
+	owned := metric(victim, "strata_broker_owned_partitions")
+	victim.Kill()
+	start = time.Now()
+	for name := range topics {
+		waitAllServed(t, cl, name, 10*time.Minute)
+	}
+	took := time.Since(start)
+	t.Logf("kill -9 of %s owning %.0f partitions: all %d served again after %v", victim.ID, owned, total, took.Round(time.Millisecond))
+	if took > 30*time.Second {
+		t.Errorf("failover of %.0f partitions took %v, want within 30 s", owned, took)
+	}
+	// Every record written is still there: each partition holds one.
+	for name, n := range topics {
+		d, err := cl.DescribeTopic(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Partitions) != n {
+			t.Fatalf("%s: %d partitions described, want %d", name, len(d.Partitions), n)
+		}
+		for _, pd := range d.Partitions {
+			if pd.HighWatermark != 1 {
+				t.Fatalf("%s/%d: high watermark %d after the failover, want 1", name, pd.Partition, pd.HighWatermark)
+			}
+		}
+	}
+}
+
+// waitAllServed waits until every partition of topic has an owner that is
+// alive (the description names its owner), and returns how many checks it
+// took.
+func waitAllServed(t *testing.T, cl *client.Client, topic string, timeout time.Duration) (checks int) {
+	t.Helper()
+	testwait.UntilNil(t, timeout, "every partition of "+topic+" served", func() error {
+		checks++
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		md, err := cl.Metadata(ctx, topic)
+		if err != nil {
+			return err
+		}
+		live := map[string]bool{}
+		for _, b := range md.Brokers {
+			live[b.Id] = true
+		}
+		unserved := 0
+		for _, tm := range md.Topics {
+			for _, pm := range tm.Partitions {
+				if pm.OwnerId == "" || !live[pm.OwnerId] {
+					unserved++
+				}
+			}
+		}
+		if unserved > 0 {
+			return fmt.Errorf("%d partitions unserved", unserved)
+		}
+		return nil
+	})
+	return checks
+}
