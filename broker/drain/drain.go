@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -76,7 +76,7 @@ func Request(ctx context.Context, meta *metaclient.Client, id string, now time.T
 		}
 	}
 	if others == 0 {
-		return nil, fmt.Errorf("%w: draining %s would leave none (registered: %s; drained: %s)", ErrNoOtherBroker, id, names(registered), setNames(drained))
+		return nil, fmt.Errorf("%w: draining %s would leave none (registered: %s; drained: %s)", ErrNoOtherBroker, id, names(registered), names(drained))
 	}
 	rec := &brokerpb.BrokerDrain{BrokerId: id, RequestedAtMs: now.UnixMilli()}
 	value, err := proto.Marshal(rec)
@@ -257,28 +257,12 @@ func count(ctx context.Context, meta *metaclient.Client, prefix, id string, deco
 	return n, nil
 }
 
-func names(m map[string]*brokerpb.BrokerInfo) string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	if len(ids) == 0 {
+// names lists a map's keys, sorted, or says "none".
+func names[V any](m map[string]V) string {
+	if len(m) == 0 {
 		return "none"
 	}
-	return strings.Join(ids, ", ")
-}
-
-func setNames(m map[string]bool) string {
-	ids := make([]string, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	if len(ids) == 0 {
-		return "none"
-	}
-	return strings.Join(ids, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
 
 func plural(n int, noun string) string {

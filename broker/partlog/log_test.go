@@ -455,22 +455,28 @@ func TestOpenRefusesOlderEpoch(t *testing.T) {
 	}
 }
 
+// listWrittenFirst makes someone else write the list of orders/3 before
+// each of the log's writes of it, so that its CAS loses.
+func listWrittenFirst(f *fixture) {
+	f.store.setBeforePut(func(key string) error {
+		if key == PartitionKey("orders", 3) {
+			f.store.mu.Lock()
+			v := f.store.kv[key]
+			v.version++
+			f.store.kv[key] = v
+			f.store.mu.Unlock()
+		}
+		return nil
+	})
+}
+
 // A lost CAS fails the log (opening a ledger for an append, a roll) or
 // the takeover.
 func TestCASConflict(t *testing.T) {
 	t.Run("first append", func(t *testing.T) {
 		f := newFixture(t)
 		l := f.open(f.config(1))
-		f.store.setBeforePut(func(key string) error {
-			if key == PartitionKey("orders", 3) {
-				f.store.mu.Lock()
-				v := f.store.kv[key]
-				v.version++
-				f.store.kv[key] = v
-				f.store.mu.Unlock()
-			}
-			return nil
-		})
+		listWrittenFirst(f)
 		if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
 			t.Fatalf("append whose ledger's CAS loses: %v, want ErrConflict", err)
 		}
@@ -491,17 +497,7 @@ func TestCASConflict(t *testing.T) {
 		// for appendSem; take it so the next roll's CAS is the one that
 		// loses.
 		rollNow(t, l)
-		f.store.setBeforePut(func(key string) error {
-			if key == PartitionKey("orders", 3) {
-				// Someone else writes the list first.
-				f.store.mu.Lock()
-				v := f.store.kv[key]
-				v.version++
-				f.store.kv[key] = v
-				f.store.mu.Unlock()
-			}
-			return nil
-		})
+		listWrittenFirst(f)
 		appendN(t, l, 1) // full: the roll's CAS loses
 		select {
 		case <-l.Failed():

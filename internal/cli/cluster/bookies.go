@@ -164,29 +164,37 @@ func PrintDrain(p *cli.Printer, d replication.Drain) error {
 }
 
 // WatchDrain prints how far the decommission of bookie id got: once, or
-// with wait every interval until it is drained or ctx ends. While
-// waiting, a progress read that fails is reported on stderr and tried
-// again.
+// with wait every interval until it is drained or ctx ends (watchProgress).
 func WatchDrain(ctx context.Context, kv replication.KV, store ledger.MetadataStore, id string, wait bool,
 	interval time.Duration, p *cli.Printer, stderr io.Writer) error {
+	read := func(ctx context.Context) (replication.Drain, error) { return replication.Progress(ctx, kv, store, id) }
+	show := func(s replication.Drain) error { return PrintDrain(p, s) }
+	return watchProgress(ctx, "bookie "+id, read, show, wait, interval, stderr)
+}
+
+// watchProgress prints what read returns: once, or with wait every
+// interval until it is drained or ctx ends. While waiting, a read that
+// fails is reported on stderr and tried again.
+func watchProgress[T interface{ Drained() bool }](ctx context.Context, what string, read func(context.Context) (T, error),
+	show func(T) error, wait bool, interval time.Duration, stderr io.Writer) error {
 	for {
-		progress, err := replication.Progress(ctx, kv, store, id)
+		s, err := read(ctx)
 		switch {
 		case err != nil && (!wait || ctx.Err() != nil):
 			return err
 		case err != nil:
 			fmt.Fprintf(stderr, "strata: reading progress: %v\n", err)
 		default:
-			if err := PrintDrain(p, progress); err != nil {
+			if err := show(s); err != nil {
 				return err
 			}
-			if progress.Drained() || !wait {
+			if s.Drained() || !wait {
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bookie %s not drained yet: %w", id, ctx.Err())
+			return fmt.Errorf("%s not drained yet: %w", what, ctx.Err())
 		case <-time.After(interval):
 		}
 	}

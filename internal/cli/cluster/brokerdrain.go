@@ -39,30 +39,10 @@ func PrintBrokerDrain(p *cli.Printer, s drain.Status) error {
 }
 
 // WatchBrokerDrain prints how far the drain of broker id got: once, or
-// with wait every interval until it is drained or ctx ends. While
-// waiting, a progress read that fails is reported on stderr and tried
-// again.
+// with wait every interval until it is drained or ctx ends (watchProgress).
 func WatchBrokerDrain(ctx context.Context, meta *metaclient.Client, id string, wait bool, interval time.Duration,
 	p *cli.Printer, stderr io.Writer) error {
-	for {
-		s, err := drain.Progress(ctx, meta, id)
-		switch {
-		case err != nil && (!wait || ctx.Err() != nil):
-			return err
-		case err != nil:
-			fmt.Fprintf(stderr, "strata: reading progress: %v\n", err)
-		default:
-			if err := PrintBrokerDrain(p, s); err != nil {
-				return err
-			}
-			if s.Drained() || !wait {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("broker %s not drained yet: %w", id, ctx.Err())
-		case <-time.After(interval):
-		}
-	}
+	read := func(ctx context.Context) (drain.Status, error) { return drain.Progress(ctx, meta, id) }
+	show := func(s drain.Status) error { return PrintBrokerDrain(p, s) }
+	return watchProgress(ctx, "broker "+id, read, show, wait, interval, stderr)
 }
