@@ -382,6 +382,9 @@ func (f *fetcher) collect(addr string, wake chan struct{}) (req *brokerpb.FetchR
 		if !f.fetchableLocked(p) || now.Before(p.retryAt) {
 			continue // the retry timer routes it when its backoff ends
 		}
+		if len(parts) == maxRequestPartitions {
+			continue // the next request takes it (the loop collects again once a slot frees)
+		}
 		p.inflight = true
 		parts = append(parts, p)
 		req.Partitions = append(req.Partitions, &brokerpb.FetchPartition{

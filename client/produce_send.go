@@ -114,7 +114,7 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 		if addr == "" {
 			continue
 		}
-		if len(reqs[addr]) > 0 && reqBytes[addr]+b.bytes > maxRequestBytes {
+		if len(reqs[addr]) >= maxRequestPartitions || len(reqs[addr]) > 0 && reqBytes[addr]+b.bytes > maxRequestBytes {
 			more = true // next request
 			continue
 		}

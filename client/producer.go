@@ -32,6 +32,11 @@ const (
 	// maxRequestBytes bounds the batches of one ProduceRequest, below the
 	// brokers' message limit (grpcopts.MaxMessageBytes, 16 MiB).
 	maxRequestBytes = 12 << 20
+	// maxRequestPartitions bounds the partitions one Produce or Fetch
+	// request names: brokers refuse more (broker.MaxProducePartitions and
+	// MaxFetchPartitions), so a client with more partitions on one broker
+	// sends several requests.
+	maxRequestPartitions = 1000
 )
 
 // ProducerConfig configures a Producer. The zero value is usable.
