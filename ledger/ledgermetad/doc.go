@@ -9,10 +9,12 @@
 //     so key order is id order. The value is the ledgerpb.LedgerMetadata
 //     protobuf; every change is a compare-and-set on the key's version.
 //   - ledger.NextIDKey ("/strata/ledgers-next-id") holds the next id to
-//     hand out as decimal text, from 1. Allocation advances it by
-//     compare-and-set; Create then writes the metadata key with "must be
-//     absent", so an id already taken is skipped and a ledger is never
-//     overwritten. Ids are unique, not dense.
+//     hand out as decimal text, from 1. A Store reserves ids 64 at a time
+//     by advancing it by compare-and-set, and hands them out in order;
+//     Create then writes the metadata key with "must be absent", so an id
+//     already taken is skipped and a ledger is never overwritten. Ids are
+//     unique and never reused, not dense, and ledgers of different
+//     processes are not created in id order.
 //   - bookies.RegistryPrefix + bookie id holds a running bookie's
 //     bookiepb.BookieInfo (written by the bookie, on its lease); Registry
 //     reads these and keeps the WRITABLE ones.
