@@ -72,6 +72,9 @@ type Broker struct {
 
 	mu    sync.Mutex
 	parts map[tp]*partition
+	// takeovers is a semaphore: at most cfg.MaxConcurrentTakeovers
+	// partitions are being taken over at once (servePartition).
+	takeovers chan struct{}
 
 	peers peerConns
 
@@ -181,12 +184,13 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	env.Logger, env.Now = log, clock.Now
 	b := &Broker{
 		cfg: cfg, log: log, meta: meta, creds: creds, clock: clock,
-		peers:   peerConns{creds: creds},
-		env:     env,
-		store:   partlog.MetaStore(meta),
-		started: clock.Now(),
-		parts:   map[tp]*partition{},
-		stateCh: make(chan struct{}, 1),
+		peers:     peerConns{creds: creds},
+		env:       env,
+		store:     partlog.MetaStore(meta),
+		started:   clock.Now(),
+		parts:     map[tp]*partition{},
+		takeovers: make(chan struct{}, cfg.MaxConcurrentTakeovers),
+		stateCh:   make(chan struct{}, 1),
 
 		produceBudget: bytebudget.New(cfg.MaxInflightProduceBytes),
 	}

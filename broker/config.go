@@ -89,6 +89,12 @@ type Config struct {
 	OffsetsRetention time.Duration `mapstructure:"offsets-retention"`
 	// DrainTimeout bounds a clean shutdown's hand-over of partitions.
 	DrainTimeout time.Duration `mapstructure:"drain-timeout"`
+	// MaxConcurrentTakeovers bounds the partitions this broker takes over
+	// at once (partlog.Open and the ownership write). A broker handed the
+	// 25,000 partitions of a dead one started them all at once: its own
+	// metad keep-alives starved behind them, its session expired, and it
+	// dropped every partition and began again.
+	MaxConcurrentTakeovers int `mapstructure:"max-concurrent-takeovers"`
 	// LagInterval is how often consumer-group lag metrics are recomputed.
 	LagInterval time.Duration `mapstructure:"lag-interval"`
 	// OrphanLedgerGrace: the controller deletes a partition's ledger that
@@ -197,6 +203,7 @@ func DefaultConfig() Config {
 		GroupMaxMetadataBytes:   512 << 10,
 		OffsetsRetention:        7 * 24 * time.Hour,
 		DrainTimeout:            30 * time.Second,
+		MaxConcurrentTakeovers:  64,
 		LagInterval:             15 * time.Second,
 		OrphanLedgerGrace:       time.Hour,
 		OrphanLedgerInterval:    5 * time.Minute,
@@ -244,6 +251,9 @@ func (c Config) Validate() error {
 	}
 	if _, ok := ledgerDigests[c.LedgerDigest]; !ok {
 		errs = append(errs, fmt.Errorf("--ledger-digest %q: want %s or %s", c.LedgerDigest, DigestAESGMAC, DigestHMACSHA256))
+	}
+	if c.MaxConcurrentTakeovers < 1 {
+		errs = append(errs, errors.New("--max-concurrent-takeovers must be at least 1"))
 	}
 	if c.ProduceTimeout <= 0 || c.MaxFetchWait <= 0 || c.DrainTimeout <= 0 || c.LagInterval <= 0 {
 		errs = append(errs, errors.New("--produce-timeout, --max-fetch-wait, --drain-timeout and --lag-interval must be positive"))

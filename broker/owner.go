@@ -189,21 +189,8 @@ func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p
 		return err
 	}
 	start := time.Now()
-	cfg := b.partlogConfig(p, tcfg)
-	cfg.Authority = sess.Valid
-	l, err := partlog.Open(ctx, cfg)
+	l, kv, err := b.takeOver(ctx, sess, p, tcfg)
 	if err != nil {
-		return err
-	}
-	owner, err := proto.Marshal(&brokerpb.Ownership{BrokerId: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), Epoch: p.epoch})
-	if err != nil {
-		return err
-	}
-	pctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
-	kv, err := b.meta.Put(pctx, ownerKey(p.tp), owner, metaclient.WithLease(sess.Lease()))
-	cancel()
-	if err != nil {
-		b.closeLog(l)
 		return err
 	}
 	var coord *group.Coordinator
@@ -254,6 +241,36 @@ func (b *Broker) servePartition(ctx context.Context, sess *metaclient.Session, p
 		return ctx.Err()
 	}
 	return failed
+}
+
+// takeOver opens p's log and publishes this broker's ownership of it, at
+// most cfg.MaxConcurrentTakeovers at once: the others wait their turn.
+func (b *Broker) takeOver(ctx context.Context, sess *metaclient.Session, p *partition, tcfg TopicConfig) (*partlog.Log, *metadpb.KeyValue, error) {
+	select {
+	case b.takeovers <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	defer func() { <-b.takeovers }()
+	cfg := b.partlogConfig(p, tcfg)
+	cfg.Authority = sess.Valid
+	l, err := partlog.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	owner, err := proto.Marshal(&brokerpb.Ownership{BrokerId: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), Epoch: p.epoch})
+	if err != nil {
+		b.closeLog(l)
+		return nil, nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
+	kv, err := b.meta.Put(pctx, ownerKey(p.tp), owner, metaclient.WithLease(sess.Lease()))
+	cancel()
+	if err != nil {
+		b.closeLog(l)
+		return nil, nil, err
+	}
+	return l, kv, nil
 }
 
 // closeLog closes a log cleanly (ledger closed, list written), bounded.

@@ -67,6 +67,25 @@ func TestLongManyPartitions(t *testing.T) {
 		}
 		return len(ids)
 	}
+	// metad: every member holds the same data; the first one is read.
+	metadStats := func() (keys, data, heap float64) {
+		url := "http://" + c.meta.Members[0].AdminAddr + "/metrics"
+		var errs [3]error
+		keys, errs[0] = metricValue(url, "strata_metad_keys")
+		data, errs[1] = metricValue(url, "strata_metad_data_bytes")
+		heap, errs[2] = metricValue(url, "go_memstats_heap_inuse_bytes")
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("metad metrics: %v", err)
+			}
+		}
+		return keys, data, heap
+	}
+	logMetad := func(when string) {
+		keys, data, heap := metadStats()
+		t.Logf("metad %s: %.0f keys, %.0f bytes of data, %.0f bytes of heap in use (%.1f keys, %.0f data bytes, %.0f heap bytes per partition)",
+			when, keys, data, heap, keys/float64(total), data/float64(total), heap/float64(total))
+	}
 	heap0, routines0, ledgers0 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
 
 	topics := map[string]int{} // name -> partitions
@@ -89,6 +108,7 @@ func TestLongManyPartitions(t *testing.T) {
 	heap1, routines1, ledgers1 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
 	t.Logf("idle: %d partitions cost the brokers %.0f bytes of heap and %.2f goroutines each; %d ledgers (before: %d)",
 		total, (heap1-heap0)/float64(total), (routines1-routines0)/float64(total), ledgers1, ledgers0)
+	logMetad("with every partition idle")
 	if ledgers1 != ledgers0 {
 		t.Errorf("%d ledgers were created for partitions never written, want none (P8)", ledgers1-ledgers0)
 	}
@@ -122,6 +142,14 @@ func TestLongManyPartitions(t *testing.T) {
 	}
 	t.Logf("wrote one record to each of %d partitions in %v; %d ledgers now; broker heap %.0f bytes per partition",
 		total, time.Since(start).Round(time.Millisecond), ledgers(), (sum("go_memstats_heap_inuse_bytes")-heap0)/float64(total))
+	logMetad("with every partition written once")
+	// What the brokers spend while nothing happens: the controller's and
+	// the owners' rounds over all partitions (every second), the logs'
+	// roll and retention checks.
+	cpu0 := sum("process_cpu_seconds_total")
+	idle := time.Now()
+	time.Sleep(20 * time.Second) // a measurement window, not a wait for a condition
+	t.Logf("idle brokers use %.3f cores for %d partitions", (sum("process_cpu_seconds_total")-cpu0)/time.Since(idle).Seconds(), total)
 
 	// Kill one broker: the other serves everything again.
 	victim := c.brokers[0]

@@ -63,6 +63,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Int("group-max-metadata-bytes", d.GroupMaxMetadataBytes, "bytes of a group's metadata record in __consumer_offsets (at most half its max.message.bytes is used); a heartbeat growing it further is refused")
 	fs.Duration("offsets-retention", d.OffsetsRetention, "committed offsets of a group without members are deleted once older than this")
 	fs.Duration("drain-timeout", d.DrainTimeout, "how long a clean shutdown waits for its partitions to move")
+	fs.Int("max-concurrent-takeovers", d.MaxConcurrentTakeovers, "partitions this broker takes over at once (the rest wait their turn)")
 	fs.Duration("lag-interval", d.LagInterval, "how often consumer-group lag metrics are recomputed")
 	fs.Duration("orphan-ledger-grace", d.OrphanLedgerGrace, "the controller deletes a partition ledger its list does not name once it is this old")
 	fs.Duration("orphan-ledger-interval", d.OrphanLedgerInterval, "how often the controller looks for orphan ledgers")
