@@ -91,9 +91,10 @@ type Config struct {
 	DrainTimeout time.Duration `mapstructure:"drain-timeout"`
 	// MaxConcurrentTakeovers bounds the partitions this broker takes over
 	// at once (partlog.Open and the ownership write). A broker handed the
-	// 25,000 partitions of a dead one started them all at once: its own
-	// metad keep-alives starved behind them, its session expired, and it
-	// dropped every partition and began again.
+	// 25,000 partitions of a dead one started them all at once and its
+	// metad keep-alives starved behind them: its session expired and it
+	// dropped every partition. (With the bound it still lost its session
+	// once in that test, on 2 cores: see docs/capacity.md.)
 	MaxConcurrentTakeovers int `mapstructure:"max-concurrent-takeovers"`
 	// LagInterval is how often consumer-group lag metrics are recomputed.
 	LagInterval time.Duration `mapstructure:"lag-interval"`
