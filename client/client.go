@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
@@ -280,7 +281,7 @@ func (c *Client) anyBroker(ctx context.Context, call func(context.Context, broke
 		}
 		// The call's error, not the sleep's: it says why (a refused TLS
 		// handshake, a broker down).
-		if sleepCtx(ctx, bo.next()) != nil {
+		if ctxtime.Sleep(ctx, bo.next()) != nil {
 			return ctxErr(ctx, err)
 		}
 	}
@@ -397,7 +398,7 @@ func (c *Client) owner(ctx context.Context, tp TopicPartition) (string, error) {
 			return addr, nil
 		}
 		c.invalidate(tp.Topic)
-		if err := sleepCtx(ctx, bo.next()); err != nil {
+		if err := ctxtime.Sleep(ctx, bo.next()); err != nil {
 			return "", fmt.Errorf("client: %s has no owner: %w", tp, err)
 		}
 	}
@@ -491,7 +492,7 @@ func (c *Client) onOwner(ctx context.Context, tp TopicPartition, call func(conte
 		}
 		// The call's error, not the sleep's: it says why (a refused TLS
 		// handshake, a broker down).
-		if sleepCtx(ctx, bo.next()) != nil {
+		if ctxtime.Sleep(ctx, bo.next()) != nil {
 			return ctxErr(ctx, err)
 		}
 	}
@@ -521,17 +522,6 @@ func backoffFor(base time.Duration, attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // refreshTopic reloads topic's metadata (one attempt, bounded by
 // RequestTimeout). When the topic is unknown or a partition has no owner
 // (being taken over) it then waits a little before returning, so the
@@ -549,7 +539,7 @@ func (c *Client) refreshTopic(ctx context.Context, topic string) (*topicInfo, er
 		}
 	}
 	if missing {
-		_ = sleepCtx(ctx, 100*time.Millisecond)
+		_ = ctxtime.Sleep(ctx, 100*time.Millisecond)
 	}
 	return ti, err
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -146,7 +147,7 @@ func (c *Client) onCoordinator(ctx context.Context, group string, cc *coordinato
 		default:
 			cc.set("") // ask again where it lives
 		}
-		if err := sleepCtx(ctx, bo.next()); err != nil {
+		if err := ctxtime.Sleep(ctx, bo.next()); err != nil {
 			return ctxErr(ctx, err)
 		}
 	}

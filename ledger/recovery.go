@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
@@ -325,13 +326,5 @@ func absentEverywhere(ctx context.Context, env Env, ledgerID uint64, ws []string
 // sleepReal waits the backoff for attempt (1, 2, ...) or until ctx ends.
 func sleepReal(ctx context.Context, attempt int) error {
 	d := recoveryRetryMin << min(attempt-1, 10)
-	d = min(d, recoveryRetryMax)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxtime.Sleep(ctx, min(d, recoveryRetryMax))
 }

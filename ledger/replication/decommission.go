@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -185,7 +186,7 @@ func WatchDecommission(ctx context.Context, meta *metaclient.Client, id string, 
 	for ctx.Err() == nil {
 		kvs, rev, err := meta.List(ctx, key, metaclient.KeysOnly())
 		if err != nil {
-			if sleepCtx(ctx, backoff) != nil {
+			if ctxtime.Sleep(ctx, backoff) != nil {
 				return
 			}
 			backoff = min(2*backoff, 5*time.Second)
@@ -200,7 +201,7 @@ func WatchDecommission(ctx context.Context, meta *metaclient.Client, id string, 
 				}
 			}
 		}
-		if sleepCtx(ctx, backoff) != nil {
+		if ctxtime.Sleep(ctx, backoff) != nil {
 			return
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 
@@ -71,7 +72,7 @@ func (e *MetadElector) Campaign(ctx context.Context) (<-chan struct{}, func(), e
 		case err != nil:
 			log.Debug("replication leader campaign", "err", err)
 		}
-		if err := sleepCtx(ctx, poll); err != nil {
+		if err := ctxtime.Sleep(ctx, poll); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -382,7 +383,7 @@ func (w *worker) swap(ctx context.Context, t Task, replacement string, copiedTo 
 	for attempt := range maxUpdateAttempts {
 		if attempt > 0 && !errors.Is(lastErr, ledger.ErrMetadataConflict) {
 			// The store is unavailable or the outcome unknown: back off.
-			if err := sleepCtx(ctx, min(50*time.Millisecond<<attempt, time.Second)); err != nil {
+			if err := ctxtime.Sleep(ctx, min(50*time.Millisecond<<attempt, time.Second)); err != nil {
 				return 0, fmt.Errorf("replication: ledger %d: %w (last error: %v)", t.Ledger, err, lastErr)
 			}
 		}
@@ -422,16 +423,4 @@ func (w *worker) swap(ctx context.Context, t Task, replacement string, copiedTo 
 		lastErr = err
 	}
 	return 0, fmt.Errorf("replication: ledger %d: metadata update gave up after %d attempts: %w", t.Ledger, maxUpdateAttempts, lastErr)
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
