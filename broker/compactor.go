@@ -79,7 +79,7 @@ func (b *Broker) compactLoop(ctx context.Context) {
 				m = compact.NewOffsetMap(int(b.cfg.CompactionMapBytes))
 			}
 			res, err := l.Compact(ctx, partlog.CompactOptions{Map: m, MaxDuration: b.cfg.OrphanLedgerGrace / 2,
-				BufferBytes: b.cfg.CompactionBufferBytes})
+				BufferBytes: b.cfg.CompactionBufferBytes, MaxBytesPerSec: float64(b.cfg.CompactionMaxBytesPerSecond)})
 			b.recordCompaction(res, err)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, partlog.ErrClosed) {
 				b.log.Warn("compaction failed", "err", err)

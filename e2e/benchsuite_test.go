@@ -89,6 +89,13 @@ func TestBenchSuiteQuick(t *testing.T) {
 			}
 		}
 	}
+	// The compaction workload saw its passes (one per partition of its
+	// source) through the brokers' metrics.
+	if w, ok := run.Workload(benchsuite.WorkloadCompact); ok {
+		if c := w.Compaction; c == nil || c.Passes < 2 || c.BytesIn <= 0 || c.BytesOut <= 0 || c.MBPerSecPerPass <= 0 || len(c.Before) == 0 {
+			t.Errorf("%s: compaction %+v", w.Name, c)
+		}
+	}
 	if len(benchsuite.Ratios(rep.Limits, run)) == 0 {
 		t.Error("no ratios")
 	}

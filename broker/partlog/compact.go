@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/failpoint"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -51,6 +52,9 @@ type CompactOptions struct {
 	// the first up to this many bytes, and phase 2 rewrites those from
 	// memory instead of reading them again. 0: every piece is read twice.
 	BufferBytes int64
+	// MaxBytesPerSec bounds what the pass reads (from bookies or the
+	// object store), on average since it began; 0: unbounded.
+	MaxBytesPerSec float64
 }
 
 // passBuffer holds the batches of the pieces a pass's index phase read,
@@ -60,10 +64,11 @@ type CompactOptions struct {
 type passBuffer struct {
 	room    int64
 	batches map[string][][]byte // by compactPiece.String()
+	pace    *ctxtime.Pacer      // the pass's reads, the buffer's included
 }
 
-func newPassBuffer(bytes int64) *passBuffer {
-	return &passBuffer{room: bytes, batches: map[string][][]byte{}}
+func newPassBuffer(bytes int64, pace *ctxtime.Pacer) *passBuffer {
+	return &passBuffer{room: bytes, batches: map[string][][]byte{}, pace: pace}
 }
 
 // bytes is the data size of a piece, as the budget counts it.
@@ -89,7 +94,7 @@ func (b *passBuffer) read(ctx context.Context, l *Log, readers map[uint64]*ledge
 	fn func(id int64, payload []byte) error) error {
 	kept, ok := b.batches[p.String()]
 	if !ok {
-		return l.readPiece(ctx, readers, p, false, fn)
+		return l.readPiece(ctx, readers, b.pace, p, false, fn)
 	}
 	delete(b.batches, p.String())
 	for id, batch := range kept {
@@ -240,7 +245,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	// cleanable[i] (bounded by producers, not batches).
 	lastOfPiece := make([]map[int64]int64, 0, len(cleanable))
 	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
-	buf := newPassBuffer(opts.BufferBytes)
+	buf := newPassBuffer(opts.BufferBytes, ctxtime.NewPacer(opts.MaxBytesPerSec, time.Now))
 	for _, p := range cleanable {
 		if p.first() >= indexedEnd {
 			break
@@ -249,7 +254,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 		lastOfPiece = append(lastOfPiece, lasts)
 		var kept [][]byte
 		keep := buf.fits(p)
-		err := l.readPiece(ctx, readers, p, keep, func(id int64, payload []byte) error {
+		err := l.readPiece(ctx, readers, buf.pace, p, keep, func(id int64, payload []byte) error {
 			if keep {
 				kept = append(kept, payload)
 			}
@@ -509,9 +514,15 @@ func (l *Log) readSegment(ctx context.Context, readers map[uint64]*ledger.Reader
 // keeps: fn keeps the batches it is given (else their memory is reused
 // once it returns). A failure to read a piece that is no longer listed
 // (retention or tiering unlinked it while the pass read it) is
-// ErrCompactionStale.
-func (l *Log) readPiece(ctx context.Context, readers map[uint64]*ledger.Reader, p compactPiece, keeps bool,
-	fn func(id int64, payload []byte) error) error {
+// ErrCompactionStale. pace holds the reads to the pass's rate.
+func (l *Log) readPiece(ctx context.Context, readers map[uint64]*ledger.Reader, pace *ctxtime.Pacer, p compactPiece, keeps bool,
+	each func(id int64, payload []byte) error) error {
+	fn := func(id int64, payload []byte) error {
+		if err := pace.Wait(ctx, len(payload)); err != nil {
+			return err
+		}
+		return each(id, payload)
+	}
 	var err error
 	if p.object != nil {
 		err = l.readObject(ctx, p.object, keeps, fn)

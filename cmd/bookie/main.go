@@ -46,6 +46,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Int64("journal-max-file-bytes", d.JournalMaxFileBytes, "journal file size before rotation")
 	fs.Bool("journal-direct-io", d.JournalDirectIO, "write the journal with O_DIRECT in 4 KiB-aligned groups (format 2); false: through the page cache, format 1, readable by older builds")
 	fs.Duration("gc-interval", d.GCInterval, "how often deleted ledgers' space is reclaimed")
+	fs.Int64("gc-compaction-max-bytes-per-second", d.GCCompactionMaxBytesPerSecond, "what garbage collection copies per second at most when it compacts mostly-dead journal files: the copies share the journal with acknowledged writes (negative: unbounded)")
 	fs.Int("max-entry-bytes", d.MaxEntryBytes, "largest entry payload accepted")
 	fs.Bool("autorecovery", d.Autorecovery, "run a re-replication candidate (one in the cluster is elected)")
 	fs.Duration("autorecovery-interval", d.AutorecoveryInterval, "time between the elected replicator's audits")

@@ -31,6 +31,10 @@ loopback TCP round trip. Then, per cluster shape, the workloads:
   e2e-half-max     open-loop e2e at 50% of produce-max's records/s
   catch-up         read produce-max's topic from the earliest offset
   produce-max-64k  produce as fast as possible, 64 KiB records
+  compact-half-max e2e at 50% of produce-max while a 256 MB keyed topic
+                   (2,000 keys, 8 MiB segments) written before it is switched
+                   to cleanup.policy=compact: the passes' input MB/s and the
+                   load's latency during them against before them
 
 It records CPU seconds per process (/proc/PID/stat) and the bookies' journal
 group sizes (their /metrics) around each workload, writes a JSON report to
@@ -55,6 +59,7 @@ issue 16's targets) to stdout and to --table-out.`,
 	f.StringVar(&s.Dir, "dir", "", "parent of the temporary cluster directory, on the file system to measure (default $TMPDIR)")
 	f.StringVar(&s.BinDir, "bin-dir", "", "directory holding the role binaries (default: beside strata)")
 	f.StringVar(&s.ProfileDir, "profile", "", "directory for a CPU profile of every broker and bookie per workload (runs the nodes with --enable-pprof)")
+	f.StringSliceVar(&s.Workloads, "workloads", nil, "run only these workloads (default: all; e2e-half-max, catch-up and compact-half-max need produce-max)")
 	f.BoolVar(&s.KeepData, "keep-data", false, "keep the cluster directory (data, logs, cluster.json) after the run")
 	return cmd
 }

@@ -30,6 +30,11 @@ type Run struct {
 	kinds []string // latency kinds reported, in order
 	mu    sync.Mutex
 	lat   map[string]*cli.Histogram // REQUIRES: mu held
+	// phase and phases split the latencies in time as well (SetPhase):
+	// phases[i] holds what was observed while phase i was set; nil
+	// until SetPhase is first called.
+	phase  int                         // REQUIRES: mu held
+	phases []map[string]*cli.Histogram // REQUIRES: mu held
 }
 
 // NewRun returns a Run of mode with the latency kinds mode measures.
@@ -86,7 +91,26 @@ func (r *Run) count(n, b int64) {
 func (r *Run) observe(kind string, d time.Duration) {
 	r.mu.Lock()
 	r.lat[kind].RecordDuration(d)
+	if r.phases != nil {
+		r.phases[r.phase][kind].RecordDuration(d)
+	}
 	r.mu.Unlock()
+}
+
+// SetPhase makes every latency observed from now on count in phase p
+// (0, 1, ...) as well as in the run's totals: the compaction workload
+// compares the latency of the same load before and during a pass.
+func (r *Run) SetPhase(p int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.phases) <= p {
+		h := map[string]*cli.Histogram{}
+		for _, k := range r.kinds {
+			h[k] = &cli.Histogram{}
+		}
+		r.phases = append(r.phases, h)
+	}
+	r.phase = p
 }
 
 func (r *Run) quantile(kind string, q float64) time.Duration {

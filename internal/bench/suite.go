@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ type SuiteOptions struct {
 	Dir      string // parent of the temporary cluster directory
 	BinDir   string // the role binaries; "" is beside this executable
 	KeepData bool
+	// Workloads, when set, runs only these (in the suite's order).
+	Workloads []string
 	// ProfileDir, when set, runs the nodes with pprof on and keeps a CPU
 	// profile of every broker and bookie per workload there.
 	ProfileDir string
@@ -61,6 +64,7 @@ func (s *SuiteOptions) Validate(o *Options) error {
 			errs = append(errs, fmt.Errorf("--brokers %d: want 1 to 20", n))
 		}
 	}
+	errs = append(errs, s.validateWorkloads()...)
 	if s.Out == "" {
 		errs = append(errs, errors.New("--out is required"))
 	}
@@ -68,6 +72,27 @@ func (s *SuiteOptions) Validate(o *Options) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// dependsOnProduce are the workloads that take their rate or topic from
+// produce-max's.
+var dependsOnProduce = []string{benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCatchUp, benchsuite.WorkloadCompact}
+
+func (s *SuiteOptions) validateWorkloads() []error {
+	var errs []error
+	for _, name := range s.Workloads {
+		if !slices.Contains(benchsuite.Workloads, name) {
+			errs = append(errs, fmt.Errorf("--workloads: unknown workload %q (want some of %s)", name, strings.Join(benchsuite.Workloads, ", ")))
+		} else if slices.Contains(dependsOnProduce, name) && !s.runs(benchsuite.WorkloadProduce) {
+			errs = append(errs, fmt.Errorf("--workloads: %s needs %s", name, benchsuite.WorkloadProduce))
+		}
+	}
+	return errs
+}
+
+// runs says whether the named workload is to run.
+func (s *SuiteOptions) runs(name string) bool {
+	return len(s.Workloads) == 0 || slices.Contains(s.Workloads, name)
 }
 
 // RunSuite measures the machine's limits in a temporary directory under
@@ -203,7 +228,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	// No tiering (and so no MinIO): uploads would add their CPU to the
 	// produce path's, and would move produce-max's ledgers to the object
 	// store before catch-up reads them from the bookies.
-	co.BrokerArgs = []string{"--tier-store="}
+	co.BrokerArgs = []string{"--tier-store=", "--compaction-check-interval=" + CompactionCheckInterval.String()}
 	if s.ProfileDir != "" {
 		co.Env = []string{config.EnvPrefix + "_ENABLE_PPROF=true"}
 	}
@@ -233,7 +258,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	}
 	defer c.Close()
 	sr := &suiteRunner{progress: progress, base: *o, client: c, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers),
-		profileDir: s.ProfileDir}
+		profileDir: s.ProfileDir, quick: s.Quick, only: s.runs}
 	if err := sr.workloads(ctx, &run); err != nil {
 		return run, err
 	}

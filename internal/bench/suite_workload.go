@@ -37,12 +37,18 @@ type suiteRunner struct {
 	// profileDir: where CPU profiles of the brokers and bookies go ("":
 	// none).
 	profileDir string
+	quick      bool // --quick: smaller sources
+	// only says whether a workload is to run (--workloads).
+	only func(name string) bool
 }
 
 // workloads runs every workload of benchsuite.Workloads in order,
 // appending each to run.
 func (sr *suiteRunner) workloads(ctx context.Context, run *benchsuite.Run) error {
 	for _, name := range benchsuite.Workloads {
+		if sr.only != nil && !sr.only(name) {
+			continue
+		}
 		w, err := sr.workload(ctx, name, *run)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -66,7 +72,7 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 	switch name {
 	case benchsuite.WorkloadE2E5k:
 		mode, o.Rate = ModeE2E, 5000
-	case benchsuite.WorkloadE2EHalf:
+	case benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCompact:
 		mode = ModeE2E
 		p, ok := done.Workload(benchsuite.WorkloadProduce)
 		if !ok || p.RecordsPerSec <= 0 {
@@ -104,11 +110,20 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	}
 	run := NewRun(mode, o.Topic, partitions)
 	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, o.Describe(mode, pcfg))
+	var compact *compaction
+	if name == benchsuite.WorkloadCompact {
+		if compact, err = sr.prepareCompaction(ctx, sr.quick); err != nil {
+			return benchsuite.Workload{}, err
+		}
+	}
 
 	cpuBefore := sr.cpu()
 	hostBefore, hostErr := benchsuite.ReadHostTimes()
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
 	profiles := sr.profile(ctx, name, sr.base.Duration)
+	if compact != nil {
+		compact.start(ctx, run, o.Duration/3)
+	}
 	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
 		profiles()
 		return benchsuite.Workload{}, err
@@ -128,6 +143,11 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
 	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
 	w.Profiles = files
+	if compact != nil {
+		if err := compact.finish(ctx, run, &w); err != nil {
+			return w, fmt.Errorf("compaction: %w", err)
+		}
+	}
 	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB; machine CPU %.0f%% busy\n",
 		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies, 100*w.CPU.HostBusy)
 	return w, nil

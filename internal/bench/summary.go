@@ -44,20 +44,44 @@ type Summary struct {
 func Summarize(run *Run, elapsed time.Duration) Summary {
 	secs := max(elapsed.Seconds(), 1e-9)
 	s := Summary{Mode: run.Mode, Topic: run.Topic, Partitions: run.Partitions, Seconds: elapsed.Seconds(),
-		Records: run.records.Load(), Bytes: run.bytes.Load(), Errors: run.errs.Load(), Latency: []benchsuite.Latency{}}
+		Records: run.records.Load(), Bytes: run.bytes.Load(), Errors: run.errs.Load()}
 	s.RecordsPerSec, s.MBPerSec = float64(s.Records)/secs, float64(s.Bytes)/secs/1e6
 	if err := run.firstError(); err != nil {
 		s.FirstError = err.Error()
 	}
-	ms := func(v int64) float64 { return float64(v) / 1e6 }
 	run.mu.Lock()
-	for _, k := range run.kinds {
-		h := run.lat[k]
-		s.Latency = append(s.Latency, benchsuite.Latency{Kind: strings.ReplaceAll(k, "->", "_to_"), Count: h.Count(), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
-			P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6})
-	}
+	s.Latency = latencies(run.kinds, run.lat)
 	run.mu.Unlock()
 	return s
+}
+
+// PhaseLatency is the latency quantiles observed during the given
+// phases together (Run.SetPhase); phases never set count as empty.
+func PhaseLatency(run *Run, phases ...int) []benchsuite.Latency {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	merged := map[string]*cli.Histogram{}
+	for _, k := range run.kinds {
+		merged[k] = &cli.Histogram{}
+		for _, p := range phases {
+			if p >= 0 && p < len(run.phases) {
+				merged[k].Merge(run.phases[p][k])
+			}
+		}
+	}
+	return latencies(run.kinds, merged)
+}
+
+// latencies are the quantiles, in milliseconds, of each kind's histogram.
+func latencies(kinds []string, lat map[string]*cli.Histogram) []benchsuite.Latency {
+	ms := func(v int64) float64 { return float64(v) / 1e6 }
+	out := []benchsuite.Latency{}
+	for _, k := range kinds {
+		h := lat[k]
+		out = append(out, benchsuite.Latency{Kind: strings.ReplaceAll(k, "->", "_to_"), Count: h.Count(), P50: ms(h.Quantile(0.5)), P90: ms(h.Quantile(0.9)),
+			P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max()), Mean: h.Mean() / 1e6})
+	}
+	return out
 }
 
 // PrintSummary prints the run's summary over elapsed: a JSON object, or

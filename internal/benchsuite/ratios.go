@@ -43,7 +43,12 @@ const (
 	TargetConsumeP99MsHalf   = 10.0 // e2e-half-max ack->consume p99
 	TargetAckP99MsHalf       = 25.0 // e2e-half-max publish->ack p99
 	TargetCatchUpOverProduce = 2.0  // catch-up MB/s ÷ produce-max MB/s
-	journalsPerEnsemble      = 3
+	// Issue 11's: a compaction pass's input rate with the broker serving
+	// produce at half its maximum, and that produce's p99 at most this
+	// many times what it was without compaction.
+	TargetCompactMBPerSec  = 50.0
+	TargetCompactP99Factor = 1.5
+	journalsPerEnsemble    = 3
 )
 
 // groupBytes is the mean journal group the bookies reported for w; 0
@@ -109,6 +114,23 @@ func Ratios(limits Limits, run Run) []Ratio {
 			}
 			out = append(out, ratio(w.Name, "catch-up MB/s ÷ produce MB/s", "x", bound, w.MBPerSec/p.MBPerSec, TargetCatchUpOverProduce, true))
 		}
+	}
+	if w, ok := run.Workload(WorkloadCompact); ok && w.Compaction != nil {
+		out = append(out, compactRatios(w)...)
+	}
+	return out
+}
+
+// compactRatios states WorkloadCompact against issue 11's targets.
+func compactRatios(w Workload) []Ratio {
+	c := w.Compaction
+	bound := fmt.Sprintf("machine CPU %.0f%% busy", 100*w.CPU.HostBusy)
+	out := []Ratio{ratio(w.Name, "compaction MB/s per pass", "MB/s", bound, c.MBPerSecPerPass, TargetCompactMBPerSec, true)}
+	during, ok := w.LatencyOf(LatencyPublishAck)
+	before, okB := Workload{Latency: c.Before}.LatencyOf(LatencyPublishAck)
+	if ok && okB && before.P99 > 0 {
+		out = append(out, ratio(w.Name, "pub->ack p99 since ÷ before", "x",
+			fmt.Sprintf("before %.2f ms, since the switch %.2f ms", before.P99, during.P99), during.P99/before.P99, TargetCompactP99Factor, false))
 	}
 	return out
 }

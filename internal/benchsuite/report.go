@@ -14,17 +14,22 @@ const ReportVersion = 1
 
 // Workload names, in the order the suite runs them.
 const (
-	WorkloadProduce     = "produce-max"     // max-rate produce, the standard record size
-	WorkloadE2E5k       = "e2e-5000"        // open-loop e2e at 5,000 records/s
-	WorkloadE2EHalf     = "e2e-half-max"    // open-loop e2e at 50% of produce-max
-	WorkloadCatchUp     = "catch-up"        // consume produce-max's topic from the earliest offset
-	WorkloadProduceBig  = "produce-max-64k" // max-rate produce, 64 KiB records
+	WorkloadProduce    = "produce-max"     // max-rate produce, the standard record size
+	WorkloadE2E5k      = "e2e-5000"        // open-loop e2e at 5,000 records/s
+	WorkloadE2EHalf    = "e2e-half-max"    // open-loop e2e at 50% of produce-max
+	WorkloadCatchUp    = "catch-up"        // consume produce-max's topic from the earliest offset
+	WorkloadProduceBig = "produce-max-64k" // max-rate produce, 64 KiB records
+	// WorkloadCompact: e2e at 50% of produce-max on one topic while a
+	// keyed topic written before it is switched to cleanup.policy=compact
+	// (issue 11's target: the passes' input rate, and the load's latency
+	// during them against before them).
+	WorkloadCompact     = "compact-half-max"
 	BigRecordBytes      = 64 << 10
 	HalfMaxRateFraction = 0.5
 )
 
 // Workloads lists every workload, in run order.
-var Workloads = []string{WorkloadProduce, WorkloadE2E5k, WorkloadE2EHalf, WorkloadCatchUp, WorkloadProduceBig}
+var Workloads = []string{WorkloadProduce, WorkloadE2E5k, WorkloadE2EHalf, WorkloadCatchUp, WorkloadProduceBig, WorkloadCompact}
 
 // Report is the suite's JSON report.
 type Report struct {
@@ -135,6 +140,44 @@ type Workload struct {
 	// Profiles are the CPU profiles taken during the workload
 	// (--profile): one per broker and bookie.
 	Profiles []string `json:"profiles,omitempty"`
+	// Compaction: WorkloadCompact's passes; its Latency is the load's
+	// from the switch to compact to the load's end.
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction is what the brokers' compaction metrics said of the passes
+// of WorkloadCompact, summed over the brokers.
+type Compaction struct {
+	// SourceBytes of keyed records (SourceKeys keys) were written to the
+	// compacted topic before the load, in segments of SegmentBytes.
+	SourceBytes  int64 `json:"source_bytes"`
+	SourceKeys   int   `json:"source_keys"`
+	SegmentBytes int   `json:"segment_bytes"`
+	Passes       int   `json:"passes"`
+	Errors       int   `json:"errors"`
+	// BytesIn and BytesOut: batch bytes the passes read and wrote.
+	BytesIn  float64 `json:"bytes_in"`
+	BytesOut float64 `json:"bytes_out"`
+	// PassSeconds: the passes' durations, summed; WindowSeconds: from
+	// the switch to compact until the last pass was swapped in.
+	PassSeconds   float64 `json:"pass_seconds"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// MBPerSecPerPass is BytesIn ÷ PassSeconds: one compactor's rate.
+	MBPerSecPerPass float64 `json:"mb_per_sec_per_pass"`
+	// Before is the load's latency before the switch (the same topic,
+	// rate and minute).
+	Before []Latency `json:"latency_before"`
+	// During: from the switch until the passes were swapped in; After:
+	// from then to the load's end (the deletes of their inputs, and the
+	// bookies' journal GC). The Workload's Latency is both.
+	During []Latency `json:"latency_during"`
+	After  []Latency `json:"latency_after"`
+	// CPU the passes' window used, per role (core-seconds).
+	CPUPerRole map[string]float64 `json:"cpu_per_role_seconds,omitempty"`
+	// BookieGCCopiedBytes: live journal bytes the bookies copied from the
+	// switch to the load's end, compacting journal files the deletes of
+	// the passes' inputs left mostly dead (summed over the bookies).
+	BookieGCCopiedBytes float64 `json:"bookie_gc_copied_bytes"`
 }
 
 // LatencyOf returns the latency kind ("publish_to_ack", ...) if measured.
@@ -267,6 +310,12 @@ func (r *Report) Fprint(w io.Writer) error {
 			}
 			if wl.Errors > 0 {
 				line += fmt.Sprintf("  %d errors", wl.Errors)
+			}
+			if c := wl.Compaction; c != nil {
+				line += fmt.Sprintf("\n  %-16s %d pass(es): %.0f MB in, %.0f MB out in %.2f s (%.1f MB/s per pass); bookie journal GC copied %.0f MB",
+					"", c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
+				p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
+				line += fmt.Sprintf("\n  %-16s pub->ack p99 before %.2f ms, during the passes %.2f ms, after them %.2f ms", "", p99(c.Before), p99(c.During), p99(c.After))
 			}
 			fmt.Fprintln(w, line)
 		}

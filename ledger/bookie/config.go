@@ -41,6 +41,10 @@ type Config struct {
 	// version 1, which builds before direct I/O can read.
 	JournalDirectIO bool          `mapstructure:"journal-direct-io"`
 	GCInterval      time.Duration `mapstructure:"gc-interval"`
+	// GCCompactionMaxBytesPerSecond bounds the journal compaction's
+	// copies (storage.Options.CompactMaxBytesPerSecond; negative:
+	// unbounded).
+	GCCompactionMaxBytesPerSecond int64 `mapstructure:"gc-compaction-max-bytes-per-second"`
 	// MaxEntryBytes bounds one entry's payload.
 	MaxEntryBytes int `mapstructure:"max-entry-bytes"`
 
@@ -72,23 +76,24 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Exposure:             config.DefaultExposure(),
-		Endpoints:            config.Endpoints{Listen: "127.0.0.1:7301", AdminListen: "127.0.0.1:7401"},
-		Metad:                "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
-		LeaseTTL:             5 * time.Second,
-		ReadOnlyAbove:        0.95,
-		WritableBelow:        0.90,
-		JournalMaxFileBytes:  256 << 20,
-		JournalDirectIO:      true,
-		GCInterval:           time.Minute,
-		MaxEntryBytes:        8 << 20,
-		Autorecovery:         true,
-		AutorecoveryInterval: replication.DefaultInterval,
-		AutorecoveryGrace:    replication.DefaultGrace,
-		LedgerGCInterval:     DefaultLedgerGCInterval,
-		LedgerGCGrace:        DefaultLedgerGCGrace,
-		FenceTombstoneTTL:    storage.DefaultFenceTombstoneTTL,
-		Logging:              config.DefaultLogging(),
+		Exposure:                      config.DefaultExposure(),
+		Endpoints:                     config.Endpoints{Listen: "127.0.0.1:7301", AdminListen: "127.0.0.1:7401"},
+		Metad:                         "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
+		LeaseTTL:                      5 * time.Second,
+		ReadOnlyAbove:                 0.95,
+		WritableBelow:                 0.90,
+		JournalMaxFileBytes:           256 << 20,
+		JournalDirectIO:               true,
+		GCInterval:                    time.Minute,
+		GCCompactionMaxBytesPerSecond: storage.DefaultCompactMaxBytesPerSecond,
+		MaxEntryBytes:                 8 << 20,
+		Autorecovery:                  true,
+		AutorecoveryInterval:          replication.DefaultInterval,
+		AutorecoveryGrace:             replication.DefaultGrace,
+		LedgerGCInterval:              DefaultLedgerGCInterval,
+		LedgerGCGrace:                 DefaultLedgerGCGrace,
+		FenceTombstoneTTL:             storage.DefaultFenceTombstoneTTL,
+		Logging:                       config.DefaultLogging(),
 	}
 }
 

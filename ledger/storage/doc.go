@@ -172,7 +172,9 @@
 // below CompactBelowLiveRatio of its size is compacted: each live entry is
 // read (verified), re-appended through the journal as a recovery add with
 // its original LAC, and the index is pointed at the copy only if it still
-// points at the original; then a checkpoint is synced and, if the file's
+// points at the original (the copies of a run go at most
+// CompactMaxBytesPerSecond, on average: they share the journal with
+// acknowledged writes); then a checkpoint is synced and, if the file's
 // live bytes reached zero, it is removed. A copy is never journaled after
 // a queued delete of its ledger or a queued rewrite of one of its entries
 // (either would be undone by replay); such entries are skipped until a

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
 )
@@ -31,7 +32,8 @@ type GCResult struct {
 // syncs a checkpoint past them, and removes the file. The file being
 // written, and files at or after the checkpoint (replay needs them), are
 // never touched. Compaction is skipped for a file larger than the free
-// space less a journal file's reservation. Any error stops the run with
+// space less a journal file's reservation, and its copies are paced to
+// CompactMaxBytesPerSecond. Any error stops the run with
 // nothing removed on its account (a file whose live entry is corrupt is set
 // aside and reported instead).
 // The background loop runs GC every GCInterval; the result is also logged.
@@ -103,6 +105,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		}
 		return 0
 	})
+	pace := ctxtime.NewPacer(float64(s.opts.CompactMaxBytesPerSecond), nil)
 	for _, f := range compact {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -118,7 +121,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 				"file", fmt.Sprintf("%016x", f.Seq), "size", f.Size, "free_bytes", du.FreeBytes)
 			continue
 		}
-		copied, err := s.compactFile(ctx, f.Seq)
+		copied, err := s.compactFile(ctx, f.Seq, pace)
 		if errors.Is(err, ErrCorrupt) {
 			// Keep the file (its other entries may still be read) and go on
 			// with the others; never silently (BookKeeper #4596).
@@ -254,7 +257,7 @@ func (s *Storage) removeFile(f journal.FileInfo, res *GCResult) error {
 // head and waits until the copies are durable and applied. It returns the
 // bytes copied. Entries being deleted or overwritten are skipped (the file
 // then stays until a later run).
-func (s *Storage) compactFile(ctx context.Context, file uint64) (int64, error) {
+func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pacer) (int64, error) {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -289,6 +292,10 @@ func (s *Storage) compactFile(ctx context.Context, file uint64) (int64, error) {
 					continue
 				}
 				found++
+				if err := pace.Wait(ctx, int(e.Location.Length)); err != nil {
+					fail(err)
+					break
+				}
 				n, err := s.copyEntry(ctx, ledgerID, e.EntryID, e.Location, &wg, fail)
 				if err != nil {
 					fail(err)

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/vfs"
@@ -26,7 +28,7 @@ func journalBytes(s *Storage) (total int64, files int) {
 // gcEnv writes, into small journal files, ledger 100 alone (whole files
 // that die with it) and then ledgers 1..6 interleaved (files that end half
 // dead when 1..3 go).
-func gcEnv(t *testing.T, m *Metrics) *env {
+func gcEnv(t *testing.T, m *Metrics, more ...func(*Options)) *env {
 	e := newEnv(t, func(o *Options) {
 		o.JournalMaxFileBytes = 4 << 10
 		o.JournalPreallocateBytes = 4 << 10
@@ -35,6 +37,9 @@ func gcEnv(t *testing.T, m *Metrics) *env {
 		o.JournalBufferedWrites = true
 		o.CompactBelowLiveRatio = 0.6
 		o.Metrics = m
+		for _, f := range more {
+			f(o)
+		}
 	})
 	for entry := range uint64(60) {
 		mustAdd(t, e.s, 100, entry, -1, payloadFor(3, 100, entry, 300))
@@ -125,6 +130,34 @@ func TestGCRemovesDeadFilesAndCompacts(t *testing.T) {
 	if e.s.Limbo() {
 		t.Fatal("limbo after a clean crash")
 	}
+}
+
+// TestGCCompactionIsPaced: a run copies no faster than
+// CompactMaxBytesPerSecond (its pacer may run ahead by PacerMinSleep).
+func TestGCCompactionIsPaced(t *testing.T) {
+	const rate = 32 << 10
+	m := NewMetrics()
+	e := gcEnv(t, m, func(o *Options) { o.CompactMaxBytesPerSecond = rate })
+	ctx := context.Background()
+	for _, ledgerID := range []uint64{100, 1, 2, 3} {
+		if err := e.s.Delete(ctx, ledgerID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	res, err := e.s.GC(ctx)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := counterValue(t, m.compactedBytes)
+	if res.CompactedFiles == 0 || copied == 0 {
+		t.Fatalf("GC = %+v, %v bytes copied: want files compacted", res, copied)
+	}
+	if least := time.Duration(copied/rate*float64(time.Second)) - ctxtime.PacerMinSleep; took < least {
+		t.Fatalf("GC copied %v bytes in %s: faster than %d B/s (at least %s)", copied, took, rate, least)
+	}
+	checkLive(t, e.s, []uint64{4, 5, 6}, 40)
 }
 
 func TestGCKeepsTheCurrentFile(t *testing.T) {

@@ -21,8 +21,15 @@ const (
 	DefaultCheckpointInterval    = time.Second
 	DefaultGCInterval            = time.Minute
 	DefaultCompactBelowLiveRatio = 0.5
-	DefaultMaxEntryBytes         = 16 << 20
-	DefaultFenceTombstoneTTL     = 7 * 24 * time.Hour
+	// DefaultCompactMaxBytesPerSecond bounds journal compaction's copies
+	// (BookKeeper's compactionRateByBytes is 1 MB/s): unbounded, or at
+	// 16 MiB/s, the copies that follow a broker's compaction deleting its
+	// inputs (~100 MB per bookie, where other topics' entries shared the
+	// journal files) doubled or tripled the produce p99 of the same
+	// journals (strata bench suite, compact-half-max).
+	DefaultCompactMaxBytesPerSecond = 4 << 20
+	DefaultMaxEntryBytes            = 16 << 20
+	DefaultFenceTombstoneTTL        = 7 * 24 * time.Hour
 )
 
 // Options configures a Storage. The zero value of every field but Dir means
@@ -59,6 +66,11 @@ type Options struct {
 	// are below this fraction of its size. Default 0.5; negative disables
 	// compaction (dead files are still removed).
 	CompactBelowLiveRatio float64
+	// CompactMaxBytesPerSecond bounds what compaction copies per second,
+	// on average over a GC run (BookKeeper's compactionRateByBytes), so
+	// that the copies take a bounded share of the journal that
+	// acknowledgements wait on. Default 4 MiB; negative: unbounded.
+	CompactMaxBytesPerSecond int64
 	// MaxEntryBytes bounds an entry's payload. Default 16 MiB; at most
 	// journal.MaxPayloadBytes.
 	MaxEntryBytes int
@@ -104,6 +116,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CompactBelowLiveRatio == 0 {
 		o.CompactBelowLiveRatio = DefaultCompactBelowLiveRatio
+	}
+	if o.CompactMaxBytesPerSecond == 0 {
+		o.CompactMaxBytesPerSecond = DefaultCompactMaxBytesPerSecond
 	}
 	if o.MaxEntryBytes == 0 {
 		o.MaxEntryBytes = DefaultMaxEntryBytes
@@ -170,8 +185,8 @@ func (o Options) String() string {
 	o = o.withDefaults()
 	return fmt.Sprintf("storage.Options{Dir: %q, JournalMaxFileBytes: %d, JournalPreallocateBytes: %d, JournalBufferedWrites: %t, "+
 		"ReadOnlyAbove: %v, WritableBelow: %v, DiskCheckInterval: %v, CheckpointInterval: %v, GCInterval: %v, "+
-		"CompactBelowLiveRatio: %v, MaxEntryBytes: %d, FenceTombstoneTTL: %v}",
+		"CompactBelowLiveRatio: %v, CompactMaxBytesPerSecond: %d, MaxEntryBytes: %d, FenceTombstoneTTL: %v}",
 		o.Dir, o.JournalMaxFileBytes, o.JournalPreallocateBytes, o.JournalBufferedWrites, o.ReadOnlyAbove, o.WritableBelow,
-		o.DiskCheckInterval, o.CheckpointInterval, o.GCInterval, o.CompactBelowLiveRatio, o.MaxEntryBytes,
+		o.DiskCheckInterval, o.CheckpointInterval, o.GCInterval, o.CompactBelowLiveRatio, o.CompactMaxBytesPerSecond, o.MaxEntryBytes,
 		o.FenceTombstoneTTL)
 }
