@@ -216,8 +216,9 @@ func DefaultConfig() Config {
 		CompactionCheckInterval: 15 * time.Second,
 		CompactionMapBytes:      64 << 20,
 		CompactionBufferBytes:   128 << 20,
-		// Above issue 11's 50 MB/s; at it, produce p99 at half of a
-		// 2-core broker's maximum held during passes (docs/compaction.md).
+		// Above issue 11's 50 MB/s of input; unbounded, passes read
+		// 130-150 MB/s and took more of the produce path's CPU and
+		// bookie reads (docs/compaction.md, "Numbers").
 		CompactionMaxBytesPerSecond: 64 << 20,
 		TierSegmentBytes:            256 << 20,
 		TierMaxDelay:                10 * time.Minute,
