@@ -72,6 +72,9 @@ type Broker struct {
 
 	mu    sync.Mutex
 	parts map[tp]*partition
+	// partsChanged wakes the ownership reconciler when a partition's
+	// goroutine ended (runPartition).
+	partsChanged chan struct{}
 	// takeovers is a semaphore: at most cfg.MaxConcurrentTakeovers
 	// partitions are being taken over at once (servePartition).
 	takeovers chan struct{}
@@ -184,13 +187,15 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	env.Logger, env.Now = log, clock.Now
 	b := &Broker{
 		cfg: cfg, log: log, meta: meta, creds: creds, clock: clock,
-		peers:     peerConns{creds: creds},
-		env:       env,
-		store:     partlog.MetaStore(meta),
-		started:   clock.Now(),
-		parts:     map[tp]*partition{},
-		takeovers: make(chan struct{}, cfg.MaxConcurrentTakeovers),
-		stateCh:   make(chan struct{}, 1),
+		peers:   peerConns{creds: creds},
+		env:     env,
+		store:   partlog.MetaStore(meta),
+		started: clock.Now(),
+		parts:   map[tp]*partition{},
+
+		partsChanged: make(chan struct{}, 1),
+		takeovers:    make(chan struct{}, cfg.MaxConcurrentTakeovers),
+		stateCh:      make(chan struct{}, 1),
 
 		produceBudget: bytebudget.New(cfg.MaxInflightProduceBytes),
 	}
@@ -235,6 +240,8 @@ func (b *Broker) Start() {
 	b.goRun(b.reportLag)
 	b.goRun(b.followTopicConfigs)
 	b.goRun(b.compactLoop)
+	b.goRun(b.retentionLoop)
+	b.goRun(b.tierLoop)
 }
 
 func (b *Broker) goRun(fn func(ctx context.Context)) {

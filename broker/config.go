@@ -103,8 +103,8 @@ type Config struct {
 	// how often it looks.
 	OrphanLedgerGrace    time.Duration `mapstructure:"orphan-ledger-grace"`
 	OrphanLedgerInterval time.Duration `mapstructure:"orphan-ledger-interval"`
-	// RetentionCheckInterval: how often each owned partition applies its
-	// topic's retention.ms and retention.bytes.
+	// RetentionCheckInterval: how often the broker applies retention.ms and
+	// retention.bytes to every partition it serves (retentionLoop).
 	RetentionCheckInterval time.Duration `mapstructure:"retention-check-interval"`
 	// CompactionCheckInterval: how often the broker's compactor offers
 	// each served compacted partition a pass (one at a time);
@@ -128,8 +128,9 @@ type Config struct {
 	// this old.
 	TierSegmentBytes int64         `mapstructure:"tier-segment-bytes"`
 	TierMaxDelay     time.Duration `mapstructure:"tier-max-delay"`
-	// TierCheckInterval: how often each owned partition uploads, deletes
-	// local copies and (every 10th time) sweeps orphan objects.
+	// TierCheckInterval: how often the broker uploads, deletes local copies
+	// and (every 10th round) sweeps orphan objects for every partition it
+	// serves (tierLoop).
 	TierCheckInterval time.Duration `mapstructure:"tier-check-interval"`
 	// TierOrphanGrace: an object no partition names is deleted once this old.
 	TierOrphanGrace time.Duration `mapstructure:"tier-orphan-grace"`

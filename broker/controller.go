@@ -50,7 +50,8 @@ func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
 }
 
 // control is the controller's loop: reconcile on every change of brokers,
-// topics, assignments, owners or drain requests, and at least every second.
+// topics, assignments, owners or drain requests, at least every
+// idleRoundInterval, and a second after a round that failed.
 func (b *Broker) control(ctx context.Context) {
 	// No round on a partial view: a topics mirror not loaded yet (its first
 	// list failed, or is slower than the assignments') would have every
@@ -73,13 +74,15 @@ func (b *Broker) control(ctx context.Context) {
 		b.sweepOrphanLedgers(ctx)
 	}()
 	defer func() { <-sweepDone }()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for ctx.Err() == nil {
 		bc, tc, ac, oc, dc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes(), b.drains.changes()
+		began := time.Now()
+		wait := idleRoundInterval
 		if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("controller round failed", "err", err)
+			wait = time.Second
 		}
+		settle := roundSettle(time.Since(began))
 		select {
 		case <-ctx.Done():
 		case <-bc:
@@ -87,14 +90,30 @@ func (b *Broker) control(ctx context.Context) {
 		case <-ac:
 		case <-oc:
 		case <-dc:
-		case <-tick.C:
+		case <-time.After(wait):
 		}
-		// Let a burst of changes settle into one round.
+		// Let a burst of changes settle into one round, and keep rounds
+		// (which read every mirror) to at most half of a core.
 		select {
 		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(settle):
 		}
 	}
+}
+
+// idleRoundInterval: with nothing changing, the controller and every
+// owner still make a round this often (every decision they act on arrives
+// as a change of a mirror; this only bounds how long a missed one waits).
+// At 50,000 partitions, a round a second was most of the CPU an idle
+// cluster used.
+const idleRoundInterval = 30 * time.Second
+
+// roundSettle is the pause after a round that took took before the next
+// one: at least 20 ms, so a burst of changes is taken in one round, and
+// as long as the round itself, so a round over a large cluster in a storm
+// of changes (a failover) uses at most half of a core.
+func roundSettle(took time.Duration) time.Duration {
+	return max(20*time.Millisecond, took)
 }
 
 // offsetsTopicConfigs: compacted, in 100 MiB segments (Kafka's

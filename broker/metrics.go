@@ -99,11 +99,21 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		}
 		return oldest.Seconds()
 	})
+	tierGarbage := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_broker_tier_garbage_objects",
+		Help: "Objects of the served partitions unlinked and queued for deletion, not deleted yet.",
+	}, func() float64 {
+		n := 0
+		for _, l := range b.servedLogs() {
+			n += l.QueuedGarbage()
+		}
+		return float64(n)
+	})
 	m.tierIdentityErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "strata_broker_tier_bucket_identity_errors_total",
 		Help: "Checks of the object store's bucket cookie that failed: deletions of local copies and orphan objects are stopped."})
 	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.produceBusy, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under,
-		tierLagBytes, tierLagSeconds)
+		tierLagBytes, tierLagSeconds, tierGarbage)
 	return m
 }
 

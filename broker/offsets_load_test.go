@@ -151,7 +151,7 @@ func (f *offsetsFixture) open(partition int32, epoch int64) *partlog.Log {
 		Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum,
 		SegmentBytes: tc.SegmentBytes, SegmentAge: time.Duration(tc.SegmentMs) * time.Millisecond,
 		MaxBatchBytes: tc.MaxMessageBytes, Policy: tc.Policy(),
-		RollCheckInterval: time.Hour, RetentionCheckInterval: time.Hour,
+		RollCheckInterval: time.Hour,
 	})
 	if err != nil {
 		f.t.Fatalf("open %s/%d: %v", OffsetsTopic, partition, err)

@@ -32,9 +32,8 @@ type partition struct {
 // partitions assigned elsewhere are released. Every partition goroutine is
 // a child of ctx (the session): when the session ends they all stop.
 func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for {
+		began := time.Now()
 		snap, changed := b.assignments.snapshot()
 		assigns := map[tp]*brokerpb.Assignment{}
 		for key, kv := range snap {
@@ -63,11 +62,18 @@ func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Sessio
 			go b.runPartition(pctx, sess, p)
 		}
 		b.mu.Unlock()
+		settle := roundSettle(time.Since(began))
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-tick.C:
+		case <-b.partsChanged:
+		case <-time.After(idleRoundInterval):
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settle):
 		}
 	}
 }
@@ -98,6 +104,10 @@ func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *
 		}
 		b.mu.Unlock()
 		close(p.done)
+		select { // the reconciler claims it again if it is still ours
+		case b.partsChanged <- struct{}{}:
+		default:
+		}
 	}()
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
@@ -327,17 +337,16 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 		Topic: p.tp.topic, Partition: p.tp.partition, Epoch: p.epoch,
 		Env: b.env, Store: b.store,
 		Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum,
-		SegmentBytes:           tc.SegmentBytes,
-		SegmentAge:             time.Duration(tc.SegmentMs) * time.Millisecond,
-		IdleRoll:               b.cfg.IdleRoll,
-		Digest:                 ledgerDigests[b.cfg.LedgerDigest],
-		MaxBatchBytes:          tc.MaxMessageBytes,
-		Policy:                 tc.Policy(),
-		Tier:                   tier,
-		RetentionCheckInterval: b.cfg.RetentionCheckInterval,
-		Cache:                  b.cache,
-		Logger:                 b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
-		Metrics:                b.plm,
+		SegmentBytes:  tc.SegmentBytes,
+		SegmentAge:    time.Duration(tc.SegmentMs) * time.Millisecond,
+		IdleRoll:      b.cfg.IdleRoll,
+		Digest:        ledgerDigests[b.cfg.LedgerDigest],
+		MaxBatchBytes: tc.MaxMessageBytes,
+		Policy:        tc.Policy(),
+		Tier:          tier,
+		Cache:         b.cache,
+		Logger:        b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
+		Metrics:       b.plm,
 	}
 }
 

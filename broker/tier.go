@@ -219,7 +219,7 @@ func (b *Broker) partitionTier(rec *brokerpb.TopicRecord, partition int32) *part
 	return &partlog.Tier{
 		Store: b.tier.store, Reader: tierReader{b.tier.reader},
 		KeyPrefix: fmt.Sprintf("%s%d/", b.tier.topicPrefix(rec.Id), partition), TopicID: rec.Id,
-		SegmentBytes: b.cfg.TierSegmentBytes, MaxDelay: b.cfg.TierMaxDelay, CheckInterval: b.cfg.TierCheckInterval,
+		SegmentBytes: b.cfg.TierSegmentBytes, MaxDelay: b.cfg.TierMaxDelay,
 		OrphanGrace: b.cfg.TierOrphanGrace, DeleteDelay: b.cfg.TierDeleteDelay, Uploads: b.tier.uploads, CanDestroy: b.canDestroy,
 		RequestTimeout: b.cfg.TierRequestTimeout, UploadTimeout: b.cfg.TierUploadTimeout, VerifyFull: b.cfg.TierVerifyFull,
 	}

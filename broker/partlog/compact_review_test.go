@@ -20,7 +20,6 @@ import (
 func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.compactConfig(1)
-	cfg.RetentionCheckInterval = time.Hour
 	l := f.open(cfg)
 	var m keyedModel
 	for range 3 {
@@ -121,7 +120,7 @@ func TestOrphanSweepLeavesQueuedGarbageToItsDelay(t *testing.T) {
 	f := newFixture(t)
 	// Every object looks two hours old to the sweep (real clock).
 	store := memstore.New(memstore.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		OrphanGrace: time.Hour, DeleteDelay: time.Hour}
 	l, pol, first := openWithTwoObjects(t, f, tier)
 	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes

@@ -385,7 +385,6 @@ func TestCompactMapTooSmallContinues(t *testing.T) {
 func TestCompactLostRace(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.compactConfig(1)
-	cfg.RetentionCheckInterval = time.Hour
 	l := f.open(cfg)
 	var m keyedModel
 	for range 3 {
@@ -503,10 +502,8 @@ func benchmarkCompact(b *testing.B, tiered bool) {
 		cfg.SegmentBytes = 1 << 20
 		if tiered {
 			store := memstore.New(memstore.Options{})
-			cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, MaxDelay: time.Hour,
-				CheckInterval: time.Hour, OrphanGrace: time.Hour}
+			cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
 			cfg.Policy = tieredCompactPolicy()
-			cfg.RetentionCheckInterval = time.Hour
 		}
 		l := f.open(cfg)
 		rng := rand.New(rand.NewPCG(1, uint64(i)))

@@ -50,7 +50,6 @@ const (
 	DefaultProducerExpiry     = 24 * time.Hour
 	DefaultRollCheckInterval  = time.Second
 	DefaultSequenceGapWait    = 2 * time.Second
-	DefaultRetentionCheck     = 30 * time.Second
 	DefaultMaxSegmentEntries  = 1 << 20
 	// producerBatches is how many batches per producer are remembered for
 	// deduplication (Kafka's NUM_BATCHES_TO_RETAIN).
@@ -110,13 +109,14 @@ type Config struct {
 	// Digest tags the entries of the ledgers this log creates
 	// (ledger.CreateOptions.Digest).
 	Digest ledgerpb.DigestType
-	// RollCheckInterval: how often age and idle rolls are checked.
+	// RollCheckInterval: how soon run checks the roll conditions again
+	// when it cannot wait for a deadline (nothing appended to the open
+	// segment yet) or a due roll did not happen (it failed, or a full
+	// list deferred it, L1).
 	RollCheckInterval time.Duration
 	// Policy: retention and the timestamp bound; the zero Policy means
 	// KeepEverything. SetPolicy changes it while the log is served.
 	Policy Policy
-	// RetentionCheckInterval: how often retention is enforced.
-	RetentionCheckInterval time.Duration
 	// Tier is the object-store tier (nil: none, everything stays on the
 	// bookies).
 	Tier *Tier
@@ -177,9 +177,6 @@ func (c Config) withDefaults() Config {
 	if c.Policy == (Policy{}) {
 		c.Policy = KeepEverything
 	}
-	if c.RetentionCheckInterval == 0 {
-		c.RetentionCheckInterval = DefaultRetentionCheck
-	}
 	if c.Tier != nil {
 		c.Tier = c.Tier.withDefaults()
 	}
@@ -215,8 +212,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("the ledger Env needs Meta, Bookies and Registry"))
 	}
 	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 || c.MaxSegmentEntries < 0 ||
-		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 ||
-		c.RetentionCheckInterval < 0 {
+		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 {
 		errs = append(errs, errors.New("negative size or duration"))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -95,7 +95,8 @@
 //     before it is handed to it (a failed CAS fails the log, P3; a ledger
 //     that cannot be created fails only that append, ErrNoLedger). So an
 //     idle partition holds no ledger, and its next takeover fences and
-//     recovers nothing; one never written has no goroutine here either.
+//     recovers nothing. A log has a goroutine (run) only while it has an
+//     open segment, so an idle one, written or not, has none.
 //
 // # Concurrency
 //
@@ -105,8 +106,12 @@
 // writer (which may block on back-pressure) and for the whole of a roll,
 // a retention CAS or Close: every CAS of the list holds it, so the list's
 // version has one writer. Writer callbacks take only Log.mu. One goroutine
-// per Log (run) rolls segments and enforces retention, started once the log
-// holds anything (a partition never written has none); Close waits for it.
+// per Log (run) rolls segments while one is open: size rolls at once
+// (rollKick), age, idle and compaction-lag rolls on one timer set to the
+// nearest deadline; it ends when a roll leaves no open segment, and the
+// next append starts it again. Retention and tiering are run by the owner
+// over all of its logs (RetentionRound, TierRound), a few at a time; Close
+// waits for run and for those rounds.
 // Compaction (Compact, called by the broker's one compactor) reads and
 // writes ledgers holding no lock and takes appendSem only for its CAS;
 // a per-log mutex keeps passes on one log one at a time.

@@ -227,3 +227,11 @@ func fetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 	}
 	return out
 }
+
+// isRunning reports whether the log's run goroutine is started (startRun)
+// and has not ended (stopIfIdle).
+func (l *Log) isRunning() bool {
+	l.appendSem <- struct{}{}
+	defer l.release()
+	return l.running
+}

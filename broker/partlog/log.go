@@ -521,10 +521,7 @@ func (l *Log) maybeKickRoll() {
 	full := l.mu.seg.bytes >= l.mu.limits.SegmentBytes
 	l.mu.Unlock()
 	if full {
-		select {
-		case l.rollKick <- struct{}{}:
-		default:
-		}
+		l.kickRun()
 	}
 }
 
@@ -612,6 +609,12 @@ func (l *Log) SetLimits(n Limits) {
 		cur.Ensemble, cur.WriteQuorum, cur.AckQuorum = n.Ensemble, n.WriteQuorum, n.AckQuorum
 	}
 	l.mu.Unlock()
+	l.kickRun()
+}
+
+// kickRun makes run check the roll conditions (and whether it still has
+// a segment to watch) now, not at its next deadline.
+func (l *Log) kickRun() {
 	select {
 	case l.rollKick <- struct{}{}:
 	default:

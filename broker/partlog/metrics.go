@@ -34,7 +34,6 @@ type Metrics struct {
 	TierOrphansDeleted  prometheus.Counter
 	TierReadBytes       prometheus.Counter
 	TierGarbageDeleted  prometheus.Counter
-	TierGarbageObjects  prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -90,15 +89,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "strata_broker_tier_fetched_bytes_total", Help: "Batch bytes fetches read from segment objects."}),
 		TierGarbageDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_broker_tier_garbage_deleted_objects_total", Help: "Objects unlinked by retention and then deleted from the store."}),
-		TierGarbageObjects: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_broker_tier_garbage_objects", Help: "Objects of the owned partitions unlinked and queued for deletion, not deleted yet."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.AppendLatency, m.AppendedRecords, m.AppendedBytes, m.FetchedBytes, m.BookieReadBytes,
 			m.CacheHits, m.CacheMisses, m.CacheBytes, m.Rolls, m.RollsDeferred, m.TakeoverDuration, m.Failures,
 			m.RetentionSegments, m.RetentionBytes, m.TierUploadedBytes, m.TierUploadedObjects, m.TierErrors,
 			m.TierLocalDeleted, m.TierOrphansDeleted, m.TierReadBytes,
-			m.TierGarbageDeleted, m.TierGarbageObjects)
+			m.TierGarbageDeleted)
 	}
 	return m
 }

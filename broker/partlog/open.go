@@ -102,13 +102,6 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.mu.seg = openSegment{first: next}
 	l.mu.next, l.mu.hw = next, next
 	l.mu.producers = producers
-	if len(segs) > 0 || len(newPL.Tiered) > 0 || len(newPL.Garbage) > 0 {
-		l.startRun() // else at the first append (openLedger): nothing to roll or retain
-	}
-	if cfg.Tier != nil {
-		l.wg.Add(1)
-		go l.tierLoop()
-	}
 	cfg.Metrics.TakeoverDuration.Observe(time.Since(began).Seconds())
 	l.log.Info("partition taken over", "epoch", cfg.Epoch, "next_offset", next,
 		"segments", len(newPL.Segments), "producers", len(newPL.Producers), "took", time.Since(began))

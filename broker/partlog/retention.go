@@ -141,12 +141,13 @@ func retentionCut(pieces []piece, nowMs int64, r Policy) RetentionCut {
 	return cut
 }
 
-// SetPolicy changes the lifecycle policy: the next batch and the next
-// retention check follow it.
+// SetPolicy changes the lifecycle policy: the next batch, the next
+// retention check and the roll deadlines (max.compaction.lag.ms) follow it.
 func (l *Log) SetPolicy(p Policy) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.mu.policy = p
+	l.mu.Unlock()
+	l.kickRun()
 }
 
 // checkTimestamp refuses a batch stamped too far ahead (Policy).
@@ -167,8 +168,8 @@ func (l *Log) checkTimestamp(maxTimestampMs int64, now time.Time) error {
 // start offset to the first offset kept, then their ledgers, indexes and
 // objects are deleted. A crash after the CAS leaves unlisted ledgers and
 // objects, which the controller's orphan sweeper and the tier's orphan
-// sweep delete; a failed CAS fails the log (P3). The log's run goroutine
-// calls it every RetentionCheckInterval.
+// sweep delete; a failed CAS fails the log (P3). The owner calls it
+// (RetentionRound) every --retention-check-interval.
 func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
 	var cut RetentionCut
 	var gone []*brokerpb.LedgerSegment

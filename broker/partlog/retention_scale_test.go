@@ -244,12 +244,10 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 	env := f.cluster.Env()
 	env.Meta = s.meta
 	cfg.Env, cfg.Store = env, s.store
-	cfg.RetentionCheckInterval = time.Hour // the test enforces explicitly
 	cfg.Policy = Policy{Delete: true, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1, MaxTimestampAheadMs: -1,
 		LocalRetentionMs: -1, RemoteStorage: shape.tiered > 0}
 	if shape.tiered > 0 {
-		cfg.Tier = &Tier{Store: s.objects, Reader: segfileReader{s.objects}, KeyPrefix: scaleKeyPrefix, TopicID: "topic-id",
-			CheckInterval: time.Hour, OrphanGrace: time.Hour}
+		cfg.Tier = &Tier{Store: s.objects, Reader: segfileReader{s.objects}, KeyPrefix: scaleKeyPrefix, TopicID: "topic-id", OrphanGrace: time.Hour}
 	}
 	if shape.configure != nil {
 		shape.configure(&cfg)

@@ -86,7 +86,6 @@ func TestEnforceRetention(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.RetentionCheckInterval = time.Hour // this test enforces explicitly
 	l := f.open(cfg)
 	for range 6 {
 		appendN(t, l, 3) // 9 records a segment
@@ -165,20 +164,35 @@ func TestEnforceRetention(t *testing.T) {
 	}
 }
 
-// TestRetentionRunsOnItsTimer: an idle partition's closed segments go
-// without any call but the log's own timer.
-func TestRetentionRunsOnItsTimer(t *testing.T) {
+// TestRetentionRoundOnAnIdleLog: the owner's round (RetentionRound) cuts
+// an idle partition's closed segments while the log has no goroutine of
+// its own (run ended with the roll), and a round on a closed log does
+// nothing.
+func TestRetentionRoundOnAnIdleLog(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.RetentionCheckInterval = 10 * time.Millisecond
 	cfg.Policy = Policy{Delete: true, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1, MaxTimestampAheadMs: -1}
 	l := f.open(cfg)
 	appendN(t, l, 2)
 	rollByAge(t, f, l)
-	testwait.Until(t, testTimeout, "the retention timer to move the log start to 6", func() bool { return l.LogStartOffset() == 6 })
+	testwait.Until(t, testTimeout, "run to end once no segment is open", func() bool { return !l.isRunning() })
+	f.clock.Advance(2 * time.Hour)
+	l.RetentionRound()
+	if got := l.LogStartOffset(); got != 6 {
+		t.Fatalf("log start %d after the round, want 6", got)
+	}
 	if l.LastRetention().IsZero() {
 		t.Fatal("LastRetention not set")
+	}
+	if err := l.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	last := l.LastRetention()
+	f.clock.Advance(time.Hour)
+	l.RetentionRound()
+	if l.LastRetention() != last {
+		t.Fatal("a round ran on a closed log")
 	}
 }
 
@@ -220,7 +234,6 @@ func TestLogAppendTimeBatchCannotForgeRetention(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.RetentionCheckInterval = time.Hour
 	cfg.Policy = Policy{Delete: true, RetentionMs: 60_000, RetentionBytes: -1, MaxTimestampAheadMs: 1000, LocalRetentionMs: -1}
 	l := f.open(cfg)
 	far := f.clock.Now().UnixMilli() + 100*365*24*3600*1000

@@ -14,10 +14,10 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
-// startRun starts run unless it runs. A log that holds nothing (a
-// partition never written, P8) starts it at its first append, so an idle,
-// empty partition costs no goroutine of its own here.
-// REQUIRES: appendSem held, or the log not yet shared (Open).
+// startRun starts run unless it runs. run exists only while the log has an
+// open segment (openLedger starts it at the append that opens one): an
+// idle log, written or not, costs no goroutine of its own here (P8).
+// REQUIRES: appendSem held.
 func (l *Log) startRun() {
 	if l.running {
 		return
@@ -27,15 +27,17 @@ func (l *Log) startRun() {
 	go l.run()
 }
 
-// run is the Log's one goroutine: it rolls the open segment when it is
-// due (size, age, idle), enforces retention every RetentionCheckInterval,
-// and closes the writer once the log failed.
+// run is the Log's goroutine while a segment is open: it rolls the open
+// segment when it is due (size at once, through rollKick; age, idle and
+// compaction lag on one timer set to the nearest of their deadlines), and
+// closes the writer once the log failed. It returns once no segment is
+// open (an idle or age roll seals without opening the next). Retention
+// and tiering are not its work: the broker runs them over all its logs
+// (RetentionRound, TierRound).
 func (l *Log) run() {
 	defer l.wg.Done()
-	t := time.NewTicker(l.cfg.RollCheckInterval)
+	t := time.NewTimer(l.nextRollCheck(nil))
 	defer t.Stop()
-	retention := time.NewTicker(l.cfg.RetentionCheckInterval)
-	defer retention.Stop()
 	for {
 		select {
 		case <-l.stop:
@@ -43,18 +45,67 @@ func (l *Log) run() {
 		case <-l.failed:
 			l.closeFailedWriter()
 			return
-		case <-retention.C:
-			if _, err := l.EnforceRetention(l.bgCtx); err != nil {
-				l.log.Warn("retention failed", "err", err)
-			}
-			continue
 		case <-l.rollKick:
 		case <-t.C:
 		}
-		if err := l.maybeRoll(l.bgCtx); err != nil {
+		err := l.maybeRoll(l.bgCtx)
+		if err != nil {
 			l.log.Warn("roll failed", "err", err)
 		}
+		if l.stopIfIdle() {
+			return
+		}
+		t.Reset(l.nextRollCheck(err))
 	}
+}
+
+// nextRollCheck is how long run waits before it checks the roll conditions
+// again: until the nearest of the open segment's age, idle and compaction
+// lag deadlines, or RollCheckInterval while nothing is appended yet, or
+// when a due roll did not happen (err, or deferred by a full list, L1).
+func (l *Log) nextRollCheck(err error) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.mu.seg
+	if err != nil || len(s.entries) == 0 {
+		return l.cfg.RollCheckInterval
+	}
+	created := time.UnixMilli(s.createdAtMs)
+	due := created.Add(l.mu.limits.SegmentAge)
+	if idle := s.lastAppend.Add(l.cfg.IdleRoll); idle.Before(due) {
+		due = idle
+	}
+	if lag := l.mu.policy.Compaction.MaxCompactionLagMs; l.mu.policy.Compact && lag > 0 {
+		if c := created.Add(time.Duration(lag) * time.Millisecond); c.Before(due) {
+			due = c
+		}
+	}
+	wait := due.Sub(l.cfg.Now())
+	if wait <= 0 {
+		return l.cfg.RollCheckInterval
+	}
+	return wait + time.Millisecond // createdAtMs is truncated to the millisecond
+}
+
+// stopIfIdle reports whether run's turn is over: no segment is open. It
+// clears running under appendSem, so the append that opens the next
+// segment starts run again (startRun).
+func (l *Log) stopIfIdle() bool {
+	select {
+	case l.appendSem <- struct{}{}:
+	case <-l.stop:
+		return true
+	case <-l.failed:
+		return false // run closes the writer
+	}
+	defer l.release()
+	l.mu.Lock()
+	idle := l.mu.writer == nil && l.mu.err == nil
+	l.mu.Unlock()
+	if idle {
+		l.running = false
+	}
+	return idle
 }
 
 // closeFailedWriter releases the writer of a failed log (its Close is
@@ -206,6 +257,8 @@ func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 	next := "none until the next append"
 	if nw != nil {
 		next = strconv.FormatUint(nw.ID(), 10)
+	} else {
+		l.kickRun() // nothing left for run to watch: it ends
 	}
 	l.log.Info("segment rolled", "reason", reason, "closed_ledger", sealed.LedgerId, "first_offset", sealed.FirstOffset,
 		"last_offset", sealed.LastOffset, "bytes", sealed.Bytes, "ledger", next)

@@ -41,9 +41,6 @@ type Tier struct {
 	// much; MaxDelay: or once its oldest ledger is this old.
 	SegmentBytes int64
 	MaxDelay     time.Duration
-	// CheckInterval: how often uploads, local deletions and (every
-	// 10th check) the orphan sweep run.
-	CheckInterval time.Duration
 	// OrphanGrace: objects under KeyPrefix that the PartitionLog does not
 	// name are deleted once older than this (uploads that never
 	// committed, deletions that failed).
@@ -90,12 +87,11 @@ type TierReader interface {
 
 // Defaults of Tier.
 const (
-	DefaultTierSegmentBytes  = 256 << 20
-	DefaultTierMaxDelay      = 10 * time.Minute
-	DefaultTierCheckInterval = 30 * time.Second
-	DefaultTierOrphanGrace   = time.Hour
-	DefaultTierRequest       = 30 * time.Second
-	DefaultTierUpload        = 10 * time.Minute
+	DefaultTierSegmentBytes = 256 << 20
+	DefaultTierMaxDelay     = 10 * time.Minute
+	DefaultTierOrphanGrace  = time.Hour
+	DefaultTierRequest      = 30 * time.Second
+	DefaultTierUpload       = 10 * time.Minute
 )
 
 func (t *Tier) withDefaults() *Tier {
@@ -105,9 +101,6 @@ func (t *Tier) withDefaults() *Tier {
 	}
 	if c.MaxDelay <= 0 {
 		c.MaxDelay = DefaultTierMaxDelay
-	}
-	if c.CheckInterval <= 0 {
-		c.CheckInterval = DefaultTierCheckInterval
 	}
 	if c.OrphanGrace <= 0 {
 		c.OrphanGrace = DefaultTierOrphanGrace
@@ -182,34 +175,6 @@ func localDeletable(pl *brokerpb.PartitionLog, nowMs, localRetentionMs int64) in
 		n++
 	}
 	return n
-}
-
-// tierLoop runs the tier's work every CheckInterval until the log stops,
-// and keeps this log's share of the broker's garbage gauge.
-func (l *Log) tierLoop() {
-	defer l.wg.Done()
-	t := time.NewTicker(l.cfg.Tier.CheckInterval)
-	defer t.Stop()
-	var garbage int64 // this log's share of TierGarbageObjects
-	defer func() { l.metrics.TierGarbageObjects.Add(float64(-garbage)) }()
-	for i := 1; ; i++ {
-		select {
-		case <-l.stop:
-			return
-		case <-l.failed:
-			return
-		case <-t.C:
-		}
-		if err := l.TierOnce(l.bgCtx, i%10 == 0); err != nil && l.bgCtx.Err() == nil {
-			l.metrics.TierErrors.Inc()
-			l.log.Warn("tiering", "err", err)
-		}
-		l.mu.Lock()
-		queued := int64(len(l.mu.pl.GetGarbage()))
-		l.mu.Unlock()
-		l.metrics.TierGarbageObjects.Add(float64(queued - garbage))
-		garbage = queued
-	}
 }
 
 // TierLag is the upload lag: the bytes of closed ledgers no object covers

@@ -118,9 +118,8 @@ func TestTierUploadReadDelete(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	cfg := f.config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.RetentionCheckInterval = time.Hour
 	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-		SegmentBytes: 1, MaxDelay: time.Hour, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
 	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
 	l := f.open(cfg)
 	for range 4 {
@@ -251,7 +250,7 @@ func testTierCorruptReadBack(t *testing.T, full bool) {
 	})
 	cfg := f.config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		VerifyFull: full}
 	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
 	l := f.open(cfg)
@@ -280,7 +279,7 @@ func testTierCorruptReadBack(t *testing.T, full bool) {
 func TestTierStaleOwnerCannotCommit(t *testing.T) {
 	f := newFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour}
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1}
 	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
 	cfg := f.config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
@@ -320,7 +319,7 @@ func TestTierStaleOwnerCannotCommit(t *testing.T) {
 func TestTierGarbageQueue(t *testing.T) {
 	f := newFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		DeleteDelay: time.Minute}
 	l, pol, first := openWithTwoObjects(t, f, tier)
 	store.SetHook(func(c memstore.Call) memstore.Fault {
@@ -342,7 +341,7 @@ func TestTierGarbageQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg2 := f.config(2)
-	cfg2.Tier, cfg2.Policy, cfg2.RetentionCheckInterval = tier, pol, time.Hour
+	cfg2.Tier, cfg2.Policy = tier, pol
 	l2 := f.open(cfg2)
 	if g := l2.Describe().Garbage; len(g) != 1 {
 		t.Fatalf("garbage after the takeover: %v", g)
@@ -374,7 +373,7 @@ func TestTierGarbageQueue(t *testing.T) {
 func TestTierStaleOwnerDoesNotSweepLiveObjects(t *testing.T) {
 	f := newFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour,
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		OrphanGrace: time.Nanosecond}
 	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
 	cfg := f.config(1)
@@ -410,9 +409,8 @@ func tieredCompactionLog(t *testing.T, f *fixture, epoch int64, store *memstore.
 	t.Helper()
 	cfg := f.config(epoch)
 	cfg.SegmentAge = time.Minute
-	cfg.RetentionCheckInterval = time.Hour
 	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-		SegmentBytes: 1, MaxDelay: time.Hour, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
 	cfg.Policy = tieredCompactPolicy()
 	cfg.Policy.RemoteStorage = remote
 	return f.open(cfg)
@@ -598,7 +596,7 @@ func TestTierUploadRacingCompaction(t *testing.T) {
 func TestUploadOfUnknownOutcomeKeepsTheObject(t *testing.T) {
 	f := newFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, CheckInterval: time.Hour, OrphanGrace: time.Hour}
+	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, OrphanGrace: time.Hour}
 	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
 	cfg := f.config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
@@ -686,7 +684,7 @@ func openWithTwoObjects(t *testing.T, f *fixture, tier *Tier) (*Log, Policy, *br
 	t.Helper()
 	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
 	cfg := f.config(1)
-	cfg.SegmentAge, cfg.Tier, cfg.Policy, cfg.RetentionCheckInterval = time.Minute, tier, pol, time.Hour
+	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
 	l := f.open(cfg)
 	for range 2 {
 		appendN(t, l, 2)

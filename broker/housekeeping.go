@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/strata-log/strata/broker/partlog"
+)
+
+// retentionWorkers: how many served logs apply retention at once. A round
+// that cuts is one list CAS and up to 16 deletions in flight (partlog);
+// one that does not is a few microseconds.
+const retentionWorkers = 4
+
+// retentionLoop applies every served log's retention every
+// --retention-check-interval (P6), written to or idle.
+func (b *Broker) retentionLoop(ctx context.Context) {
+	b.everyServedLog(ctx, b.cfg.RetentionCheckInterval, retentionWorkers, func(l *partlog.Log, _ int) {
+		l.RetentionRound()
+	})
+}
+
+// tierLoop runs every served log's tier work every --tier-check-interval
+// (uploads, local deletions, garbage; the orphan sweep every 10th round).
+// Uploads are bounded by
+// --tier-uploads on their own; the rest of a round is store lists and
+// deletes.
+func (b *Broker) tierLoop(ctx context.Context) {
+	if b.tier == nil {
+		return
+	}
+	b.everyServedLog(ctx, b.cfg.TierCheckInterval, b.cfg.TierUploads+retentionWorkers, func(l *partlog.Log, round int) {
+		l.TierRound(round%10 == 0)
+	})
+}
+
+// everyServedLog calls fn for every served log once per interval, at most
+// workers at a time. A log whose previous call has not returned (a long
+// upload) is skipped in that round, not waited for, so one slow log does
+// not hold the others.
+func (b *Broker) everyServedLog(ctx context.Context, interval time.Duration, workers int, fn func(l *partlog.Log, round int)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var mu sync.Mutex
+	busy := map[*partlog.Log]bool{}
+	for round := 1; ; round++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, l := range b.servedLogs() {
+			mu.Lock()
+			skip := busy[l]
+			busy[l] = true
+			mu.Unlock()
+			if skip {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fn(l, round)
+				mu.Lock()
+				delete(busy, l)
+				mu.Unlock()
+				<-sem
+			}()
+		}
+	}
+}
