@@ -36,27 +36,34 @@ func (b *Broker) tierLoop(ctx context.Context) {
 }
 
 // everyServedLog calls fn for every served log once per interval, at most
-// workers at a time. A log whose previous call has not returned (a long
-// upload) is skipped in that round, not waited for, so one slow log does
-// not hold the others.
+// workers at a time (sweepEvery).
 func (b *Broker) everyServedLog(ctx context.Context, interval time.Duration, workers int, fn func(l *partlog.Log, round int)) {
+	sweepEvery(ctx, interval, workers, b.servedLogs, fn)
+}
+
+// sweepEvery calls fn for every item list returns, once per interval
+// (round counts from 1), at most workers at a time, until ctx ends; it
+// returns once the calls it started have. An item whose previous call
+// has not returned (a long upload) is skipped in that round, not waited
+// for, so one slow item does not hold the others.
+func sweepEvery[T comparable](ctx context.Context, interval time.Duration, workers int, list func() []T, fn func(item T, round int)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	sem := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var mu sync.Mutex
-	busy := map[*partlog.Log]bool{}
+	busy := map[T]bool{}
 	for round := 1; ; round++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		for _, l := range b.servedLogs() {
+		for _, item := range list() {
 			mu.Lock()
-			skip := busy[l]
-			busy[l] = true
+			skip := busy[item]
+			busy[item] = true
 			mu.Unlock()
 			if skip {
 				continue
@@ -64,14 +71,17 @@ func (b *Broker) everyServedLog(ctx context.Context, interval time.Duration, wor
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
+				mu.Lock()
+				delete(busy, item)
+				mu.Unlock()
 				return
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fn(l, round)
+				fn(item, round)
 				mu.Lock()
-				delete(busy, l)
+				delete(busy, item)
 				mu.Unlock()
 				<-sem
 			}()

@@ -275,6 +275,9 @@ func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start 
 	seg.entries = append(seg.entries, newEntryInfo(h, len(batch), seg.entries))
 	seg.bytes += int64(len(batch))
 	seg.lastAppend = l.cfg.Now()
+	if len(seg.entries) == 1 {
+		l.kickRun() // run sets its deadlines from the segment's first entry
+	}
 	l.mu.next = p.last + 1
 	l.mu.pending = append(l.mu.pending, p)
 	// undo is for handOff when the writer never took the entry.

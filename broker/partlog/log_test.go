@@ -564,6 +564,32 @@ func TestIdleAndAgeRoll(t *testing.T) {
 	}
 }
 
+// An idle roll happens on run's deadline timer alone (RollCheckInterval is
+// an hour here), run then ends (no goroutine while idle, P8), and the next
+// append starts it again.
+func TestIdleRollOnItsDeadline(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(1)
+	cfg.IdleRoll = 200 * time.Millisecond
+	l := f.open(cfg)
+	if l.isRunning() {
+		t.Fatal("run started before any append")
+	}
+	appendN(t, l, 1)
+	if !l.isRunning() {
+		t.Fatal("run not started by the append that opened a segment")
+	}
+	f.clock.Advance(time.Second)
+	testwait.Until(t, testTimeout, "an idle roll without a kick, and run to end", func() bool {
+		segs := l.Describe().Segments
+		return len(segs) == 1 && segs[0].Closed && !l.isRunning()
+	})
+	appendN(t, l, 1)
+	if !l.isRunning() {
+		t.Fatal("run not started again by the next append")
+	}
+}
+
 // Size rolls happen on their own (run), without a test kick.
 func TestSizeRollInBackground(t *testing.T) {
 	f := newFixture(t)

@@ -36,7 +36,7 @@ func (l *Log) startRun() {
 // (RetentionRound, TierRound).
 func (l *Log) run() {
 	defer l.wg.Done()
-	t := time.NewTimer(l.nextRollCheck(nil))
+	t := time.NewTimer(l.nextRollCheck(false))
 	defer t.Stop()
 	for {
 		select {
@@ -48,26 +48,27 @@ func (l *Log) run() {
 		case <-l.rollKick:
 		case <-t.C:
 		}
-		err := l.maybeRoll(l.bgCtx)
+		deferred, err := l.checkRoll(l.bgCtx)
 		if err != nil {
 			l.log.Warn("roll failed", "err", err)
 		}
 		if l.stopIfIdle() {
 			return
 		}
-		t.Reset(l.nextRollCheck(err))
+		t.Reset(l.nextRollCheck(deferred || err != nil))
 	}
 }
 
 // nextRollCheck is how long run waits before it checks the roll conditions
 // again: until the nearest of the open segment's age, idle and compaction
-// lag deadlines, or RollCheckInterval while nothing is appended yet, or
-// when a due roll did not happen (err, or deferred by a full list, L1).
-func (l *Log) nextRollCheck(err error) time.Duration {
+// lag deadlines (a deadline that passed since the last check: at once), or
+// RollCheckInterval while nothing is appended yet or when a due roll did
+// not happen (retry: it failed, or a full list deferred it, L1).
+func (l *Log) nextRollCheck(retry bool) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := &l.mu.seg
-	if err != nil || len(s.entries) == 0 {
+	if retry || len(s.entries) == 0 {
 		return l.cfg.RollCheckInterval
 	}
 	created := time.UnixMilli(s.createdAtMs)
@@ -80,11 +81,8 @@ func (l *Log) nextRollCheck(err error) time.Duration {
 			due = c
 		}
 	}
-	wait := due.Sub(l.cfg.Now())
-	if wait <= 0 {
-		return l.cfg.RollCheckInterval
-	}
-	return wait + time.Millisecond // createdAtMs is truncated to the millisecond
+	// +1 ms: createdAtMs is truncated to the millisecond.
+	return max(due.Sub(l.cfg.Now()), 0) + time.Millisecond
 }
 
 // stopIfIdle reports whether run's turn is over: no segment is open. It
@@ -151,31 +149,38 @@ func (l *Log) rollReasonLocked() string {
 // maybeRoll rolls the open segment if it is due (P4). Appends wait
 // meanwhile (appendSem).
 func (l *Log) maybeRoll(ctx context.Context) error {
+	_, err := l.checkRoll(ctx)
+	return err
+}
+
+// checkRoll is maybeRoll; deferred reports a due roll that a full list
+// held back (L1).
+func (l *Log) checkRoll(ctx context.Context) (deferred bool, err error) {
 	select {
 	case l.appendSem <- struct{}{}:
 	case <-l.stop:
-		return nil
+		return false, nil
 	case <-l.failed:
-		return nil
+		return false, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 	defer l.release()
 	l.mu.Lock()
 	if l.acceptErrLocked() != nil {
 		l.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	reason := l.rollReasonLocked()
 	if reason != "" && !l.listHasRoomLocked(reason) {
-		reason = ""
+		reason, deferred = "", true
 	}
 	w := l.mu.writer
 	l.mu.Unlock()
 	if reason == "" {
-		return nil
+		return deferred, nil
 	}
-	return l.roll(ctx, w, reason)
+	return false, l.roll(ctx, w, reason)
 }
 
 // L1: a roll adds a segment to the PartitionLog, one metad value of at
