@@ -237,12 +237,11 @@ func (s *service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitions
 func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *brokerpb.TopicDescription {
 	d := &brokerpb.TopicDescription{Name: rec.Name, Id: rec.Id, PartitionCount: rec.Partitions,
 		Configs: effectiveConfigs(rec.Configs), Internal: rec.Internal, CreatedAtMs: rec.CreatedAtMs}
-	owners, _ := b.owners.snapshot()
 	stored := b.storedLogs(ctx, rec)
 	for p := int32(0); p < rec.Partitions; p++ {
 		k := tp{rec.Name, p}
 		pd := &brokerpb.PartitionDescription{Partition: p, HighWatermark: -1, LogStartOffset: -1}
-		if kv := owners[ownerKey(k)]; kv != nil {
+		if kv := b.owners.get(ownerKey(k)); kv != nil {
 			if o, err := unmarshalled[brokerpb.Ownership](kv.Value); err == nil {
 				pd.OwnerId, pd.OwnerAddress, pd.OwnerEpoch = o.BrokerId, o.Address, o.Epoch
 			}

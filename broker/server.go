@@ -392,7 +392,6 @@ func (s *service) Metadata(ctx context.Context, req *brokerpb.MetadataRequest) (
 	if listAll {
 		names = b.topicNames(true)
 	}
-	owners, _ := b.owners.snapshot()
 	for _, name := range names {
 		tm := &brokerpb.TopicMetadata{Name: name}
 		if listAll && !b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
@@ -412,7 +411,9 @@ func (s *service) Metadata(ctx context.Context, req *brokerpb.MetadataRequest) (
 		tm.Internal = rec.Internal
 		for p := int32(0); p < rec.Partitions; p++ {
 			pm := &brokerpb.PartitionMetadata{Partition: p}
-			if kv := owners[ownerKey(tp{name, p})]; kv != nil {
+			// One key at a time: a request costs what its topics hold,
+			// not what the cluster holds.
+			if kv := b.owners.get(ownerKey(tp{name, p})); kv != nil {
 				if o, err := unmarshalled[brokerpb.Ownership](kv.Value); err == nil {
 					pm.OwnerId, pm.OwnerAddress, pm.OwnerEpoch = o.BrokerId, o.Address, o.Epoch
 				}

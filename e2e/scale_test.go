@@ -3,7 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -144,15 +148,36 @@ func TestLongManyPartitions(t *testing.T) {
 		total, time.Since(start).Round(time.Millisecond), ledgers(), (sum("go_memstats_heap_inuse_bytes")-heap0)/float64(total))
 	logMetad("with every partition written once")
 	// What the brokers spend while nothing happens: the controller's and
-	// the owners' rounds over all partitions (every second), the logs'
-	// roll and retention checks.
+	// the owners' idle rounds over all partitions, retention's rounds, and
+	// nothing per log (run waits for its roll deadline; idle-roll is 10m).
 	cpu0 := sum("process_cpu_seconds_total")
 	idle := time.Now()
 	time.Sleep(20 * time.Second) // a measurement window, not a wait for a condition
 	t.Logf("idle brokers use %.3f cores for %d partitions", (sum("process_cpu_seconds_total")-cpu0)/time.Since(idle).Seconds(), total)
 
-	// Kill one broker: the other serves everything again.
+	// Kill one broker: the other serves everything again. What each role
+	// spends on the failover says what binds it.
+	roleCPU := func() map[string]float64 {
+		cpu := map[string]float64{}
+		add := func(role, admin string) {
+			if v, err := metricValue("http://"+admin+"/metrics", "process_cpu_seconds_total"); err == nil {
+				cpu[role] += v
+			}
+		}
+		for _, b := range c.brokers[1:] {
+			add("broker", b.AdminAddr)
+		}
+		for _, b := range c.bookies {
+			add("bookies", b.AdminAddr)
+		}
+		for _, m := range c.meta.Members {
+			add("metad", m.AdminAddr)
+		}
+		return cpu
+	}
+	cpuBefore := roleCPU()
 	victim := c.brokers[0]
+	profiled := profileDuringFailover(t, c.brokers[1])
 	owned := metric(victim, "strata_broker_owned_partitions")
 	victim.Kill()
 	start = time.Now()
@@ -176,6 +201,10 @@ func TestLongManyPartitions(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("kill -9 of %s owning %.0f partitions: registration gone after %v, all %d served again after %v",
 		victim.ID, owned, gone.Round(time.Millisecond), total, took.Round(time.Millisecond))
+	cpuAfter := roleCPU()
+	<-profiled
+	t.Logf("CPU seconds over the failover (%d cores here): surviving broker %.1f, 3 metad %.1f, 3 bookies %.1f",
+		runtime.NumCPU(), cpuAfter["broker"]-cpuBefore["broker"], cpuAfter["metad"]-cpuBefore["metad"], cpuAfter["bookies"]-cpuBefore["bookies"])
 	if took > 30*time.Second {
 		t.Errorf("failover of %.0f partitions took %v, want within 30 s", owned, took)
 	}
@@ -232,4 +261,34 @@ func waitAllServed(t *testing.T, cl *client.Client, topic string, timeout time.D
 		return nil
 	})
 	return checks
+}
+
+// profileDuringFailover, with STRATA_SCALE_PROFILE=DIR (and
+// STRATA_ENABLE_PPROF=true in the environment the brokers inherit), keeps
+// a 20 s CPU profile of b from now on as DIR/failover-<id>.pprof. The
+// channel is closed when it is written (at once without the variable).
+func profileDuringFailover(t *testing.T, b *proctest.BrokerNode) <-chan struct{} {
+	done := make(chan struct{})
+	dir := os.Getenv("STRATA_SCALE_PROFILE")
+	if dir == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + b.AdminAddr + "/debug/pprof/profile?seconds=20")
+		if err != nil {
+			t.Logf("profile of %s: %v", b.ID, err)
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "failover-"+b.ID+".pprof"), data, 0o644)
+		}
+		if err != nil {
+			t.Logf("profile of %s: %v", b.ID, err)
+		}
+	}()
+	return done
 }

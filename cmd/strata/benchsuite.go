@@ -16,7 +16,7 @@ func newBenchSuiteCommand(o *bench.Options) *cobra.Command {
 		Use:   "suite",
 		Short: "Start a local cluster, measure the machine's limits, run the standard workloads, write a report",
 		Long: `Runs the standard benchmark on a local cluster it starts itself (every role a
-separate process, as 'strata dev': 3 metad, 3 bookies, --brokers brokers, data
+separate process, as 'strata dev': 3 metad, --bookies bookies, --brokers brokers, data
 in a temporary directory under --dir, ports chosen free) and stops it at the
 end, on error and on Ctrl-C.
 
@@ -53,6 +53,7 @@ issue 16's targets) to stdout and to --table-out.`,
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&s.Brokers, "brokers", []int{2}, "brokers of the cluster; a list (1,2) runs one cluster per shape")
+	f.IntVar(&s.Bookies, "bookies", 3, "bookies of the cluster (3 to 5; every shape)")
 	f.BoolVar(&s.Quick, "quick", false, "smoke run: "+bench.QuickDuration.String()+" per workload (unless --duration), short disk probes")
 	f.StringVar(&s.Out, "out", "bench-report.json", "JSON report file")
 	f.StringVar(&s.TableOut, "table-out", "", "table file (default: --out with .txt for .json)")

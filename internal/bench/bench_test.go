@@ -272,14 +272,14 @@ func TestPlanWorkload(t *testing.T) {
 
 func TestSuiteOptions(t *testing.T) {
 	o := validOptions()
-	s := SuiteOptions{Brokers: []int{0, 21}, Out: ""}
+	s := SuiteOptions{Brokers: []int{0, 21}, Bookies: 6, Out: ""}
 	err := s.Validate(&o)
-	for _, want := range []string{"--brokers 0", "--brokers 21", "--out is required"} {
+	for _, want := range []string{"--brokers 0", "--brokers 21", "--bookies 6", "--out is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v lacks %q", err, want)
 		}
 	}
-	s = SuiteOptions{Brokers: []int{1, 2}, Out: "r.json"}
+	s = SuiteOptions{Brokers: []int{1, 2}, Bookies: 4, Out: "r.json"}
 	if err := s.Validate(&o); err != nil || s.TableFile() != "r.txt" {
 		t.Fatalf("%v, table %s", err, s.TableFile())
 	}

@@ -22,6 +22,7 @@ import (
 // their parameters from Options.
 type SuiteOptions struct {
 	Brokers  []int // one cluster per shape
+	Bookies  int   // bookies of every shape's cluster
 	Quick    bool
 	Out      string // JSON report file
 	TableOut string // table file; "" is Out with .txt for .json
@@ -63,6 +64,10 @@ func (s *SuiteOptions) Validate(o *Options) error {
 		if n < 1 || n > 20 {
 			errs = append(errs, fmt.Errorf("--brokers %d: want 1 to 20", n))
 		}
+	}
+	// 3: an ensemble's; 5: the ports benchsuite.FreePorts reserves.
+	if s.Bookies < 3 || s.Bookies > 5 {
+		errs = append(errs, fmt.Errorf("--bookies %d: want 3 to 5", s.Bookies))
 	}
 	errs = append(errs, s.validateWorkloads()...)
 	if s.Out == "" {
@@ -218,7 +223,7 @@ func hostInfo() benchsuite.Host {
 // workload on it and stops it (also on error and when ctx ends: B4).
 func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptions, dir string, brokers int) (benchsuite.Run, error) {
 	co := devcluster.DefaultOptions()
-	co.Dir, co.BinDir, co.Brokers = dir, s.BinDir, brokers
+	co.Dir, co.BinDir, co.Brokers, co.Bookies = dir, s.BinDir, brokers, s.Bookies
 	run := benchsuite.Run{Metad: co.Metad, Bookies: co.Bookies, Brokers: brokers}
 	ports, err := benchsuite.FreePorts(co.Host)
 	if err != nil {
