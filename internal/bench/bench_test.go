@@ -288,3 +288,24 @@ func TestSuiteOptions(t *testing.T) {
 		t.Fatal(s.TableFile())
 	}
 }
+
+// A workload whose copies at produce-max's rate would push the disk past
+// the bookies' read-only threshold is refused before it starts; catch-up
+// (which writes nothing) and a workload that fits are not.
+func TestSpaceFor(t *testing.T) {
+	dir := t.TempDir()
+	o := validOptions()
+	o.Duration = 20 * time.Second
+	small := benchsuite.Run{Workloads: []benchsuite.Workload{{Name: benchsuite.WorkloadProduce, MBPerSec: 0.001}}}
+	huge := benchsuite.Run{Workloads: []benchsuite.Workload{{Name: benchsuite.WorkloadProduce, MBPerSec: 1e12}}}
+	if err := spaceFor(dir, benchsuite.WorkloadE2E5k, o, small, true); err != nil {
+		t.Fatalf("60 KB of copies refused: %v", err)
+	}
+	err := spaceFor(dir, benchsuite.WorkloadE2EHalf, o, huge, true)
+	if err == nil || !strings.Contains(err.Error(), "--duration") {
+		t.Fatalf("an exabyte of copies: %v, want a refusal naming --duration", err)
+	}
+	if err := spaceFor(dir, benchsuite.WorkloadCatchUp, o, huge, true); err != nil {
+		t.Fatalf("catch-up writes nothing, refused: %v", err)
+	}
+}

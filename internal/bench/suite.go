@@ -262,7 +262,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		return run, err
 	}
 	defer c.Close()
-	sr := &suiteRunner{progress: progress, base: *o, client: c, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers),
+	sr := &suiteRunner{progress: progress, base: *o, client: c, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers), dir: dir,
 		profileDir: s.ProfileDir, quick: s.Quick, only: s.runs}
 	if err := sr.workloads(ctx, &run); err != nil {
 		return run, err

@@ -34,6 +34,7 @@ type suiteRunner struct {
 	client   *client.Client
 	nodes    []devcluster.Node
 	prefix   string // topic prefix
+	dir      string // the cluster's data (spaceFor)
 	// profileDir: where CPU profiles of the brokers and bookies go ("":
 	// none).
 	profileDir string
@@ -48,6 +49,11 @@ func (sr *suiteRunner) workloads(ctx context.Context, run *benchsuite.Run) error
 	for _, name := range benchsuite.Workloads {
 		if sr.only != nil && !sr.only(name) {
 			continue
+		}
+		if _, o, err := planWorkload(sr.base, sr.prefix, name, *run); err == nil {
+			if err := spaceFor(sr.dir, name, o, *run, sr.quick); err != nil {
+				return err
+			}
 		}
 		w, err := sr.workload(ctx, name, *run)
 		if err != nil {
