@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/broker"
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/cli"
@@ -307,5 +308,13 @@ func TestSpaceFor(t *testing.T) {
 	}
 	if err := spaceFor(dir, benchsuite.WorkloadCatchUp, o, huge, true); err != nil {
 		t.Fatalf("catch-up writes nothing, refused: %v", err)
+	}
+}
+
+// The suite states the brokers' peak RSS against the tail cache they run
+// with: the default of broker's config.
+func TestBrokerTailCacheDefault(t *testing.T) {
+	if got := broker.DefaultConfig().TailCacheBytes; got != brokerTailCacheBytes {
+		t.Fatalf("broker's --tail-cache-bytes default is %d, the suite assumes %d", got, brokerTailCacheBytes)
 	}
 }

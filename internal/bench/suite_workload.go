@@ -15,6 +15,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/ledger/index"
 )
 
 // Bounds of a suite workload's steps.
@@ -123,6 +124,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 		}
 	}
 
+	sr.resetPeaks()
 	cpuBefore := sr.cpu()
 	hostBefore, hostErr := benchsuite.ReadHostTimes()
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
@@ -136,6 +138,11 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	}
 	elapsed := time.Since(run.Start)
 	cpuAfter := sr.cpu()
+	buffers := pcfg.MaxBufferedBytes
+	if buffers <= 0 {
+		buffers = client.DefaultMaxBufferedBytes
+	}
+	memory := sr.peaks(int64(o.Producers) * buffers)
 	hostAfter, hostErr2 := benchsuite.ReadHostTimes()
 	bookiesAfter, brokersAfter := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
 	files := profiles()
@@ -149,6 +156,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
 	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
 	w.Profiles = files
+	w.Memory = memory
 	if compact != nil {
 		if err := compact.finish(ctx, run, &w); err != nil {
 			return w, fmt.Errorf("compaction: %w", err)
@@ -213,6 +221,45 @@ func (sr *suiteRunner) cpu() map[string]float64 {
 	}
 	if s, err := benchsuite.CPUSeconds(os.Getpid()); err == nil {
 		out[""] = s
+	}
+	return out
+}
+
+// brokerTailCacheBytes is the brokers' --tail-cache-bytes default, which
+// the suite's brokers run with (a test holds it to broker.DefaultConfig).
+const brokerTailCacheBytes = 256 << 20
+
+// resetPeaks starts a new peak RSS for every node and this process; a
+// process whose peak cannot be reset is measured from its start.
+func (sr *suiteRunner) resetPeaks() {
+	for _, pid := range sr.pids() {
+		_ = benchsuite.ResetPeakRSS(pid)
+	}
+}
+
+// peaks reads every node's and this process's peak RSS since resetPeaks;
+// clientBuffers is what the workload's producers may buffer.
+func (sr *suiteRunner) peaks(clientBuffers int64) *benchsuite.Memory {
+	m := &benchsuite.Memory{PeakRSS: map[string]int64{}, PeakRSSByRole: map[string]int64{},
+		BrokerTailCacheBytes: brokerTailCacheBytes, BookiePebbleCacheBytes: index.DefaultCacheBytes, ClientBufferBytes: clientBuffers}
+	add := func(name, role string, pid int) {
+		if b, err := benchsuite.PeakRSS(pid); err == nil {
+			m.PeakRSS[name] = b
+			m.PeakRSSByRole[role] = max(m.PeakRSSByRole[role], b)
+		}
+	}
+	for _, n := range sr.nodes {
+		add(n.Name, n.Role, n.PID)
+	}
+	add(benchsuite.RoleClient, benchsuite.RoleClient, os.Getpid())
+	return m
+}
+
+// pids are the nodes' processes and this one.
+func (sr *suiteRunner) pids() []int {
+	out := []int{os.Getpid()}
+	for _, n := range sr.nodes {
+		out = append(out, n.PID)
 	}
 	return out
 }

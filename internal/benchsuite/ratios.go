@@ -43,6 +43,9 @@ const (
 	TargetConsumeP99MsHalf   = 10.0 // e2e-half-max ack->consume p99
 	TargetAckP99MsHalf       = 25.0 // e2e-half-max publish->ack p99
 	TargetCatchUpOverProduce = 2.0  // catch-up MB/s ÷ produce-max MB/s
+	// The client's peak RSS at most this many times its producers'
+	// MaxBufferedBytes, measured where they are full (produce-max).
+	TargetClientRSSOverBuffers = 1.5
 	// Issue 11's: a compaction pass's input rate with the broker serving
 	// produce at half its maximum, and that produce's p99 at most this
 	// many times what it was without compaction.
@@ -76,6 +79,11 @@ func Ratios(limits Limits, run Run) []Ratio {
 				w.MBPerSec/perJournal, TargetThroughputFraction, true))
 		}
 		out = append(out, cpuRatios(w)...)
+		if m := w.Memory; m != nil && m.ClientBufferBytes > 0 && m.PeakRSSByRole[RoleClient] > 0 {
+			out = append(out, ratio(name, "client peak RSS ÷ buffers", "x",
+				fmt.Sprintf("%.0f MB of producer buffers (closed loop: full)", float64(m.ClientBufferBytes)/1e6),
+				float64(m.PeakRSSByRole[RoleClient])/float64(m.ClientBufferBytes), TargetClientRSSOverBuffers, false))
+		}
 	}
 	if w, ok := run.Workload(WorkloadE2E5k); ok {
 		p, _ := limits.Probe(journalsPerEnsemble, groupBytes(w))

@@ -143,6 +143,7 @@ type Workload struct {
 	// Compaction: WorkloadCompact's passes; its Latency is the load's
 	// from the switch to compact to the load's end.
 	Compaction *Compaction `json:"compaction,omitempty"`
+	Memory     *Memory     `json:"memory,omitempty"`
 }
 
 // Compaction is what the brokers' compaction metrics said of the passes
@@ -316,6 +317,9 @@ func (r *Report) Fprint(w io.Writer) error {
 					"", c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
 				p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
 				line += fmt.Sprintf("\n  %-16s pub->ack p99 before %.2f ms, during the passes %.2f ms, after them %.2f ms", "", p99(c.Before), p99(c.During), p99(c.After))
+			}
+			if m := wl.Memory; m != nil {
+				line += fmt.Sprintf("\n  %-16s %s", "", m.Summary())
 			}
 			fmt.Fprintln(w, line)
 		}
