@@ -13,6 +13,8 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/ledger/index"
+	"github.com/strata-log/strata/ledger/storage"
 )
 
 func validOptions() Options {
@@ -311,10 +313,16 @@ func TestSpaceFor(t *testing.T) {
 	}
 }
 
-// The suite states the brokers' peak RSS against the tail cache they run
-// with: the default of broker's config.
-func TestBrokerTailCacheDefault(t *testing.T) {
+// The suite states the nodes' peak RSS against the budgets they run with:
+// the defaults of broker's config and of the bookies' index.
+func TestMemoryBudgetDefaults(t *testing.T) {
 	if got := broker.DefaultConfig().TailCacheBytes; got != brokerTailCacheBytes {
-		t.Fatalf("broker's --tail-cache-bytes default is %d, the suite assumes %d", got, brokerTailCacheBytes)
+		t.Errorf("broker's --tail-cache-bytes default is %d, the suite assumes %d", got, brokerTailCacheBytes)
+	}
+	if got := index.DefaultCacheBytes; got != bookiePebbleCacheBytes {
+		t.Errorf("the bookies' Pebble cache default is %d, the suite assumes %d", got, bookiePebbleCacheBytes)
+	}
+	if got := storage.DefaultReadOnlyAbove; got != bookieReadOnlyAbove {
+		t.Errorf("the bookies turn read-only above %v, the suite assumes %v", got, bookieReadOnlyAbove)
 	}
 }

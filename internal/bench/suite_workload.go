@@ -15,7 +15,6 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/devcluster"
-	"github.com/strata-log/strata/ledger/index"
 )
 
 // Bounds of a suite workload's steps.
@@ -225,9 +224,14 @@ func (sr *suiteRunner) cpu() map[string]float64 {
 	return out
 }
 
-// brokerTailCacheBytes is the brokers' --tail-cache-bytes default, which
-// the suite's brokers run with (a test holds it to broker.DefaultConfig).
-const brokerTailCacheBytes = 256 << 20
+// The memory budgets the suite's nodes run with: the brokers'
+// --tail-cache-bytes default and the bookies' Pebble block cache (a test
+// holds them to broker.DefaultConfig and index.DefaultCacheBytes, which
+// the strata binary must not link: it carries no storage engine).
+const (
+	brokerTailCacheBytes   = 256 << 20
+	bookiePebbleCacheBytes = 64 << 20
+)
 
 // resetPeaks starts a new peak RSS for every node and this process; a
 // process whose peak cannot be reset is measured from its start.
@@ -241,7 +245,7 @@ func (sr *suiteRunner) resetPeaks() {
 // clientBuffers is what the workload's producers may buffer.
 func (sr *suiteRunner) peaks(clientBuffers int64) *benchsuite.Memory {
 	m := &benchsuite.Memory{PeakRSS: map[string]int64{}, PeakRSSByRole: map[string]int64{},
-		BrokerTailCacheBytes: brokerTailCacheBytes, BookiePebbleCacheBytes: index.DefaultCacheBytes, ClientBufferBytes: clientBuffers}
+		BrokerTailCacheBytes: brokerTailCacheBytes, BookiePebbleCacheBytes: bookiePebbleCacheBytes, ClientBufferBytes: clientBuffers}
 	add := func(name, role string, pid int) {
 		if b, err := benchsuite.PeakRSS(pid); err == nil {
 			m.PeakRSS[name] = b
