@@ -74,11 +74,12 @@ func (b *Broker) control(ctx context.Context) {
 		b.sweepOrphanLedgers(ctx)
 	}()
 	defer func() { <-sweepDone }()
+	cache := newPlacementCache()
 	for ctx.Err() == nil {
 		bc, tc, ac, oc, dc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes(), b.drains.changes()
 		began := time.Now()
 		wait := idleRoundInterval
-		if err := b.reconcile(ctx); err != nil && ctx.Err() == nil {
+		if err := b.reconcile(ctx, cache); err != nil && ctx.Err() == nil {
 			b.log.Warn("controller round failed", "err", err)
 			wait = time.Second
 		}
@@ -141,8 +142,8 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 // reconcile makes one round: decode what the mirrors hold, decide
 // (planPlacement, placement.go) and write the decisions in order, stopping
 // at the first write that fails.
-func (b *Broker) reconcile(ctx context.Context) error {
-	in := b.placementInput()
+func (b *Broker) reconcile(ctx context.Context, cache *placementCache) error {
+	in := b.placementInput(cache)
 	plan := planPlacement(in)
 	gone := map[string]int32{} // topic -> partitions it still has (-1: none), as metad says
 	for _, k := range plan.deleteAssignments {
@@ -257,13 +258,15 @@ func (b *Broker) deleteAssignment(ctx context.Context, k tp, version int64, part
 }
 
 // placementInput decodes the mirrors' records; records that do not decode
-// are left out (an owner record still counts as present).
-func (b *Broker) placementInput() placementInput {
+// are left out (an owner record still counts as present). Assignments and
+// owners, one record per partition, are decoded through the controller's
+// caches: only what changed since the last round.
+func (b *Broker) placementInput(cache *placementCache) placementInput {
 	brokers, _ := b.brokers.snapshot()
 	topics, _ := b.topics.snapshot()
 	assigns, _ := b.assignments.snapshot()
 	owners, _ := b.owners.snapshot()
-	in := placementInput{assigns: map[tp]current{}, owners: map[tp]ownerSeen{}, drained: b.drainedBrokers()}
+	in := placementInput{assigns: make(map[tp]current, len(assigns)), owners: make(map[tp]ownerSeen, len(owners)), drained: b.drainedBrokers()}
 	for _, kv := range brokers {
 		var info brokerpb.BrokerInfo
 		if proto.Unmarshal(kv.Value, &info) == nil {
@@ -276,30 +279,48 @@ func (b *Broker) placementInput() placementInput {
 			in.topics = append(in.topics, &rec)
 		}
 	}
-	for key, kv := range assigns {
-		k, err := parseTP(key[len(assignmentsPrefix):])
-		if err != nil {
-			continue
-		}
-		var a brokerpb.Assignment
-		if proto.Unmarshal(kv.Value, &a) != nil {
-			continue
-		}
-		in.assigns[k] = current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}
-	}
-	for key, kv := range owners {
-		k, err := parseTP(key[len(ownersPrefix):])
-		if err != nil {
-			continue
-		}
-		var o brokerpb.Ownership
-		if proto.Unmarshal(kv.Value, &o) != nil {
-			in.owners[k] = ownerSeen{}
-			continue
-		}
-		in.owners[k] = ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}
-	}
+	cache.assigns.each(assigns, func(a keyed[current]) { in.assigns[a.tp] = a.v })
+	cache.owners.each(owners, func(o keyed[ownerSeen]) { in.owners[o.tp] = o.v })
 	return in
+}
+
+// placementCache is what the controller keeps decoded between rounds.
+type placementCache struct {
+	assigns *decodeCache[keyed[current]]
+	owners  *decodeCache[keyed[ownerSeen]]
+}
+
+// keyed is a partition's decoded record.
+type keyed[T any] struct {
+	tp tp
+	v  T
+}
+
+func newPlacementCache() *placementCache {
+	return &placementCache{
+		assigns: newDecodeCache(func(kv *metadpb.KeyValue) (keyed[current], bool) {
+			k, err := parseTP(kv.Key[len(assignmentsPrefix):])
+			if err != nil {
+				return keyed[current]{}, false
+			}
+			var a brokerpb.Assignment
+			if proto.Unmarshal(kv.Value, &a) != nil {
+				return keyed[current]{}, false
+			}
+			return keyed[current]{k, current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}}, true
+		}),
+		owners: newDecodeCache(func(kv *metadpb.KeyValue) (keyed[ownerSeen], bool) {
+			k, err := parseTP(kv.Key[len(ownersPrefix):])
+			if err != nil {
+				return keyed[ownerSeen]{}, false
+			}
+			var o brokerpb.Ownership
+			if proto.Unmarshal(kv.Value, &o) != nil {
+				return keyed[ownerSeen]{k, ownerSeen{}}, true
+			}
+			return keyed[ownerSeen]{k, ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}}, true
+		}),
+	}
 }
 
 // assign writes one assignment by CAS on the version the controller saw,

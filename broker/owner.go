@@ -32,20 +32,22 @@ type partition struct {
 // partitions assigned elsewhere are released. Every partition goroutine is
 // a child of ctx (the session): when the session ends they all stop.
 func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
+	cache := newDecodeCache(func(kv *metadpb.KeyValue) (keyed[*brokerpb.Assignment], bool) {
+		p, err := parseTP(kv.Key[len(assignmentsPrefix):])
+		if err != nil {
+			return keyed[*brokerpb.Assignment]{}, false
+		}
+		var a brokerpb.Assignment
+		if proto.Unmarshal(kv.Value, &a) != nil {
+			return keyed[*brokerpb.Assignment]{}, false
+		}
+		return keyed[*brokerpb.Assignment]{p, &a}, true
+	})
 	for {
 		began := time.Now()
 		snap, changed := b.assignments.snapshot()
-		assigns := map[tp]*brokerpb.Assignment{}
-		for key, kv := range snap {
-			p, err := parseTP(key[len(assignmentsPrefix):])
-			if err != nil {
-				continue
-			}
-			var a brokerpb.Assignment
-			if proto.Unmarshal(kv.Value, &a) == nil {
-				assigns[p] = &a
-			}
-		}
+		assigns := make(map[tp]*brokerpb.Assignment, len(snap))
+		cache.each(snap, func(a keyed[*brokerpb.Assignment]) { assigns[a.tp] = a.v })
 		b.mu.Lock()
 		held := make(map[tp]int64, len(b.parts))
 		for k, p := range b.parts {

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
+	"github.com/strata-log/strata/metad/metaclient"
 )
 
 // TestLongManyPartitions (issue #17, "Many partitions"; `make test-long`,
@@ -25,7 +26,8 @@ import (
 // killed and every partition must be served again by the other. It logs
 // what each step took and what a partition costs: broker heap and
 // goroutines per partition while idle, ledgers per partition before and
-// after the writes, metad's heap. Limits asserted: creating a topic of
+// after the writes, metad's heap and snapshot size, and the CPU each role
+// spends on the failover. Limits asserted: creating a topic of
 // 10,000 partitions is answered within 30 s, the failover completes within
 // 30 s (the issue's targets), no ledger exists before the first write
 // (P8), and after the failover every partition still holds its record.
@@ -85,10 +87,19 @@ func TestLongManyPartitions(t *testing.T) {
 		}
 		return keys, data, heap
 	}
+	mc, err := metaclient.New(metaclient.Config{Endpoints: c.meta.Endpoints(), RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
 	logMetad := func(when string) {
 		keys, data, heap := metadStats()
-		t.Logf("metad %s: %.0f keys, %.0f bytes of data, %.0f bytes of heap in use (%.1f keys, %.0f data bytes, %.0f heap bytes per partition)",
-			when, keys, data, heap, keys/float64(total), data/float64(total), heap/float64(total))
+		snap, _, err := mc.Snapshot(ctx)
+		if err != nil {
+			t.Fatalf("metad snapshot: %v", err)
+		}
+		t.Logf("metad %s: %.0f keys, %.0f bytes of data, %.0f bytes of heap in use, a snapshot of %d bytes (per partition: %.1f keys, %.0f data bytes, %.0f heap bytes, %.0f snapshot bytes)",
+			when, keys, data, heap, len(snap), keys/float64(total), data/float64(total), heap/float64(total), float64(len(snap))/float64(total))
 	}
 	heap0, routines0, ledgers0 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
 
