@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -299,28 +300,29 @@ type keyed[T any] struct {
 func newPlacementCache() *placementCache {
 	return &placementCache{
 		assigns: newDecodeCache(func(kv *metadpb.KeyValue) (keyed[current], bool) {
-			k, err := parseTP(kv.Key[len(assignmentsPrefix):])
-			if err != nil {
-				return keyed[current]{}, false
-			}
 			var a brokerpb.Assignment
-			if proto.Unmarshal(kv.Value, &a) != nil {
-				return keyed[current]{}, false
-			}
-			return keyed[current]{k, current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}}, true
+			k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
+			return keyed[current]{k, current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}}, ok && err == nil
 		}),
 		owners: newDecodeCache(func(kv *metadpb.KeyValue) (keyed[ownerSeen], bool) {
-			k, err := parseTP(kv.Key[len(ownersPrefix):])
-			if err != nil {
-				return keyed[ownerSeen]{}, false
-			}
 			var o brokerpb.Ownership
-			if proto.Unmarshal(kv.Value, &o) != nil {
-				return keyed[ownerSeen]{k, ownerSeen{}}, true
+			k, ok, err := partitionRecord(kv, ownersPrefix, &o)
+			if err != nil {
+				return keyed[ownerSeen]{k, ownerSeen{}}, ok // present, whatever it holds
 			}
-			return keyed[ownerSeen]{k, ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}}, true
+			return keyed[ownerSeen]{k, ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}}, ok
 		}),
 	}
+}
+
+// partitionRecord parses kv's key, a partition's under prefix (ok), and
+// unmarshals its value into m (err).
+func partitionRecord(kv *metadpb.KeyValue, prefix string, m proto.Message) (k tp, ok bool, err error) {
+	k, perr := parseTP(strings.TrimPrefix(kv.Key, prefix))
+	if perr != nil {
+		return tp{}, false, nil
+	}
+	return k, true, proto.Unmarshal(kv.Value, m)
 }
 
 // assign writes one assignment by CAS on the version the controller saw,

@@ -33,15 +33,9 @@ type partition struct {
 // a child of ctx (the session): when the session ends they all stop.
 func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
 	cache := newDecodeCache(func(kv *metadpb.KeyValue) (keyed[*brokerpb.Assignment], bool) {
-		p, err := parseTP(kv.Key[len(assignmentsPrefix):])
-		if err != nil {
-			return keyed[*brokerpb.Assignment]{}, false
-		}
 		var a brokerpb.Assignment
-		if proto.Unmarshal(kv.Value, &a) != nil {
-			return keyed[*brokerpb.Assignment]{}, false
-		}
-		return keyed[*brokerpb.Assignment]{p, &a}, true
+		k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
+		return keyed[*brokerpb.Assignment]{k, &a}, ok && err == nil
 	})
 	for {
 		began := time.Now()
