@@ -83,19 +83,22 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		}
 	}
 	opts := storage.Options{
-		FS:                       vfs.Default(),
-		Dir:                      cfg.DataDir,
-		JournalMaxFileBytes:      cfg.JournalMaxFileBytes,
-		JournalBufferedWrites:    !cfg.JournalDirectIO,
-		ReadOnlyAbove:            cfg.ReadOnlyAbove,
-		WritableBelow:            cfg.WritableBelow,
-		GCInterval:               cfg.GCInterval,
-		CompactMaxBytesPerSecond: cfg.GCCompactionMaxBytesPerSecond,
-		MaxEntryBytes:            cfg.MaxEntryBytes,
-		FenceTombstoneTTL:        cfg.FenceTombstoneTTL,
-		OnFatal:                  b.fatal,
-		Logger:                   log,
-		Metrics:                  metrics,
+		FS:                         vfs.Default(),
+		Dir:                        cfg.DataDir,
+		JournalMaxFileBytes:        cfg.JournalMaxFileBytes,
+		JournalBufferedWrites:      !cfg.JournalDirectIO,
+		ReadOnlyAbove:              cfg.ReadOnlyAbove,
+		WritableBelow:              cfg.WritableBelow,
+		GCInterval:                 cfg.GCInterval,
+		CompactMaxBytesPerSecond:   cfg.GCCompactionMaxBytesPerSecond,
+		CompactBelowLiveRatio:      cfg.GCMinorRatio,
+		MajorCompactBelowLiveRatio: cfg.GCMajorRatio,
+		MajorCompactInterval:       cfg.GCMajorInterval,
+		MaxEntryBytes:              cfg.MaxEntryBytes,
+		FenceTombstoneTTL:          cfg.FenceTombstoneTTL,
+		OnFatal:                    b.fatal,
+		Logger:                     log,
+		Metrics:                    metrics,
 	}
 	start := time.Now()
 	if b.store, err = storage.Open(ctx, opts); err != nil {

@@ -45,6 +45,13 @@ type Config struct {
 	// copies (storage.Options.CompactMaxBytesPerSecond; negative:
 	// unbounded).
 	GCCompactionMaxBytesPerSecond int64 `mapstructure:"gc-compaction-max-bytes-per-second"`
+	// GCMinorRatio, GCMajorRatio and GCMajorInterval are journal
+	// compaction's minor and major live-ratio thresholds
+	// (storage.Options.CompactBelowLiveRatio and MajorCompactBelowLiveRatio,
+	// MajorCompactInterval).
+	GCMinorRatio    float64       `mapstructure:"gc-minor-ratio"`
+	GCMajorRatio    float64       `mapstructure:"gc-major-ratio"`
+	GCMajorInterval time.Duration `mapstructure:"gc-major-interval"`
 	// MaxEntryBytes bounds one entry's payload.
 	MaxEntryBytes int `mapstructure:"max-entry-bytes"`
 
@@ -86,6 +93,9 @@ func DefaultConfig() Config {
 		JournalDirectIO:               true,
 		GCInterval:                    time.Minute,
 		GCCompactionMaxBytesPerSecond: storage.DefaultCompactMaxBytesPerSecond,
+		GCMinorRatio:                  storage.DefaultCompactBelowLiveRatio,
+		GCMajorRatio:                  storage.DefaultMajorCompactBelowLiveRatio,
+		GCMajorInterval:               storage.DefaultMajorCompactInterval,
 		MaxEntryBytes:                 8 << 20,
 		Autorecovery:                  true,
 		AutorecoveryInterval:          replication.DefaultInterval,
@@ -127,6 +137,9 @@ func (c Config) Validate() error {
 	if c.MaxEntryBytes < 1 || int64(c.MaxEntryBytes) > c.JournalMaxFileBytes/2 {
 		errs = append(errs, errors.New("--max-entry-bytes must be positive and at most half of --journal-max-file-bytes"))
 	}
+	if c.GCMinorRatio >= 1 || c.GCMajorRatio >= 1 {
+		errs = append(errs, fmt.Errorf("--gc-minor-ratio %v and --gc-major-ratio %v must be below 1 (negative: off)", c.GCMinorRatio, c.GCMajorRatio))
+	}
 	if c.Autorecovery && c.AutorecoveryInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--autorecovery-interval must be at least 100ms"))
 	}
@@ -153,7 +166,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f journal-direct-io=%t autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s fence-tombstone-ttl=%s",
+	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f journal-direct-io=%t gc-minor-ratio=%v gc-major-ratio=%v gc-major-interval=%s autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s fence-tombstone-ttl=%s",
 		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
-		c.JournalDirectIO, c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String()
+		c.JournalDirectIO, c.GCMinorRatio, c.GCMajorRatio, c.GCMajorInterval, c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String()
 }

@@ -22,12 +22,14 @@ type GCResult struct {
 	RemovedFiles   int   // files removed, dead or compacted
 	ReclaimedBytes int64 // their sizes
 	CompactedFiles int   // files whose live entries were copied, then removed
+	Major          bool  // the run compacted at MajorCompactBelowLiveRatio
 }
 
 // GC forgets the fenced tombstones older than FenceTombstoneTTL, removes
 // journal files that are entirely before the synced checkpoint and hold no
 // live entry, then compacts such files whose live bytes are
-// below CompactBelowLiveRatio of their size: it re-appends their live
+// below CompactBelowLiveRatio of their size (MajorCompactBelowLiveRatio in
+// a major run: see compactionThreshold): it re-appends their live
 // entries (durably, through the journal), points the index at the copies,
 // syncs a checkpoint past them, and removes the file. The file being
 // written, and files at or after the checkpoint (replay needs them), are
@@ -53,7 +55,7 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 	err = s.gc(ctx, &res)
 	if res.RemovedFiles > 0 || err != nil {
 		s.logger.Info("garbage collection", "removed_files", res.RemovedFiles, "reclaimed_bytes", res.ReclaimedBytes,
-			"compacted_files", res.CompactedFiles, "err", err)
+			"compacted_files", res.CompactedFiles, "major", res.Major, "err", err)
 	}
 	return res, err
 }
@@ -73,6 +75,8 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 	current := s.j.Position().File
 	eligible := func(f journal.FileInfo) bool { return f.Seq < cp.File && f.Seq != current }
 
+	ratio, major := s.compactionThreshold()
+	res.Major = major
 	usage := s.ix.FileUsage()
 	var compact []journal.FileInfo
 	for _, f := range s.j.Files() {
@@ -80,8 +84,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 			continue
 		}
 		if live := usage[f.Seq].Bytes; live > 0 {
-			if s.opts.CompactBelowLiveRatio > 0 && float64(live) < s.opts.CompactBelowLiveRatio*float64(f.Size) &&
-				!s.quarantined[f.Seq] {
+			if float64(live) < ratio*float64(f.Size) && !s.quarantined[f.Seq] {
 				compact = append(compact, f)
 			}
 			continue
@@ -121,7 +124,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 				"file", fmt.Sprintf("%016x", f.Seq), "size", f.Size, "free_bytes", du.FreeBytes)
 			continue
 		}
-		copied, err := s.compactFile(ctx, f.Seq, pace)
+		_, err = s.compactFile(ctx, f.Seq, pace)
 		if errors.Is(err, ErrCorrupt) {
 			// Keep the file (its other entries may still be read) and go on
 			// with the others; never silently (BookKeeper #4596).
@@ -134,7 +137,6 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		if err != nil {
 			return err
 		}
-		s.metrics.compactedBytes.Add(float64(copied))
 		// The copies' index updates were unsynced: sync a checkpoint past
 		// them before the originals go.
 		if err := s.checkpoint(); err != nil {
@@ -152,6 +154,31 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		s.metrics.compactedFiles.Inc()
 	}
 	return nil
+}
+
+// compactionThreshold is the live ratio below which this run compacts a
+// file: CompactBelowLiveRatio (minor), or MajorCompactBelowLiveRatio when
+// it is higher and the run is major: MajorCompactInterval has passed since
+// the last major run, or the disk is used at or above
+// MajorCompactAboveUsed. 0 when compaction is off. REQUIRES: s.gcMu held.
+func (s *Storage) compactionThreshold() (ratio float64, major bool) {
+	o := s.opts
+	if o.CompactBelowLiveRatio < 0 {
+		return 0, false
+	}
+	if o.MajorCompactBelowLiveRatio <= o.CompactBelowLiveRatio {
+		return o.CompactBelowLiveRatio, false
+	}
+	now := s.now()
+	due := o.MajorCompactInterval > 0 && now.Sub(s.lastMajor) >= o.MajorCompactInterval
+	if du, err := s.fs.DiskUsage(o.Dir); !due && err == nil && du.TotalBytes > 0 {
+		due = 1-float64(du.FreeBytes)/float64(du.TotalBytes) >= o.MajorCompactAboveUsed
+	}
+	if !due {
+		return o.CompactBelowLiveRatio, false
+	}
+	s.lastMajor = now
+	return o.MajorCompactBelowLiveRatio, true
 }
 
 // expireTombstones removes the fenced tombstones deleted more than
@@ -302,6 +329,7 @@ func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pa
 					break
 				}
 				copied += n
+				s.metrics.compactedBytes.Add(float64(n)) // as it goes: a paced file takes minutes
 			}
 			if len(es) < compactionScan {
 				break

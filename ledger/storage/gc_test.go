@@ -429,3 +429,69 @@ func TestCompactionNearFullDiskIsNotFatal(t *testing.T) {
 		mustRead(t, e.s, 2, entry, payloadFor(4, 2, entry, 600))
 	}
 }
+
+// TestGCMinorAndMajor: a run compacts files below the minor ratio only; a
+// major run (MajorCompactInterval after the last one, or on a disk used
+// at or above MajorCompactAboveUsed) also those below the major ratio.
+// gcEnv's files end about half live once ledgers 1..3 go.
+func TestGCMinorAndMajor(t *testing.T) {
+	var nowMs atomic.Int64
+	nowMs.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	env := func() *env {
+		e := gcEnv(t, NewMetrics(), func(o *Options) {
+			o.CompactBelowLiveRatio, o.MajorCompactBelowLiveRatio, o.MajorCompactInterval = 0.2, 0.6, time.Hour
+			o.Now = func() time.Time { return time.UnixMilli(nowMs.Load()) }
+		})
+		for _, ledgerID := range []uint64{100, 1, 2, 3} {
+			if err := e.s.Delete(context.Background(), ledgerID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e
+	}
+	// halfLive counts the files GC may compact that are live between the
+	// minor and the major ratio.
+	halfLive := func(s *Storage) (n int) {
+		usage := s.ix.FileUsage()
+		for _, f := range s.j.Files() {
+			live := float64(usage[f.Seq].Bytes)
+			if f.Seq != s.j.Position().File && live >= 0.2*float64(f.Size) && live < 0.6*float64(f.Size) {
+				n++
+			}
+		}
+		return n
+	}
+	gc := func(s *Storage, wantMajor bool) {
+		t.Helper()
+		res, err := s.GC(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := halfLive(s)
+		if res.Major != wantMajor || (left == 0) != wantMajor {
+			t.Fatalf("GC = %+v, leaving %d half-live files; want major %v", res, left, wantMajor)
+		}
+	}
+
+	e := env()
+	gc(e.s, false) // half-live files wait; ledger 100's dead files go
+	nowMs.Add((time.Hour - time.Second).Milliseconds())
+	gc(e.s, false)
+	nowMs.Add(time.Second.Milliseconds())
+	gc(e.s, true)
+	if res, err := e.s.GC(context.Background()); err != nil || res.Major {
+		t.Fatalf("GC right after a major one = %+v, %v; want a minor run", res, err)
+	}
+	checkLive(t, e.s, []uint64{4, 5, 6}, 40)
+
+	// A disk 85% used: every run is major.
+	e = env()
+	gc(e.s, false)
+	du, err := e.mem.DiskUsage(testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mem.SetCapacity(uint64(float64(du.TotalBytes-du.FreeBytes) / 0.85))
+	gc(e.s, true)
+	checkLive(t, e.s, []uint64{4, 5, 6}, 40)
+}

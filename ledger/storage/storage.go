@@ -129,6 +129,7 @@ type Storage struct {
 
 	gcMu        sync.Mutex
 	quarantined map[uint64]bool // files compaction found corrupt; guarded by gcMu
+	lastMajor   time.Time       // start of the last major compaction run (or Open); guarded by gcMu
 	gcKick      chan struct{}
 
 	fatalOnce sync.Once
@@ -157,6 +158,7 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 		applyWake:   make(chan struct{}, 1),
 		applierDone: make(chan struct{}),
 		quarantined: map[uint64]bool{},
+		lastMajor:   o.Now(),
 		gcKick:      make(chan struct{}, 1),
 	}
 	if s.metrics == nil {
