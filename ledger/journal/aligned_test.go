@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -326,10 +327,38 @@ func TestDirectWriteRefused(t *testing.T) {
 	}
 }
 
+// TestDirectReadRefused: a file system that opens for direct reads but
+// refuses them (EINVAL) gets the read made again through the page cache,
+// and every later read too.
+func TestDirectReadRefused(t *testing.T) {
+	fsys := vfs.NewMem()
+	j, _, _ := openReplayed(t, testOptions(fsys))
+	defer mustClose(t, j)
+	locs := appendEach(t, j, 10, 1000) // rotates
+	var refused atomic.Int32
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && refused.Add(1) == 1 {
+			return syscall.EINVAL
+		}
+		return nil
+	})
+	for _, l := range locs {
+		if _, err := j.Read(l); err != nil {
+			t.Fatalf("Read(%+v): %v", l, err)
+		}
+	}
+	if refused.Load() != int32(len(locs))+1 {
+		t.Fatalf("%d reads for %d records: want one refused and each read once after it", refused.Load(), len(locs))
+	}
+	if j.directReadsRefused.Load() != true {
+		t.Fatal("direct reads still on")
+	}
+}
+
 // TestDirectIOOnDisk runs the journal on the real file system: each group
-// written with O_DIRECT must read back (buffered pread, through handles that
-// have cached the file's earlier pages) right after its sync, and replay
-// the same after a restart.
+// written with O_DIRECT must read back (with O_DIRECT too where the file
+// system takes it, through handles opened before the group was written)
+// right after its sync, and replay the same after a restart.
 func TestDirectIOOnDisk(t *testing.T) {
 	opts := Options{Dir: filepath.Join(t.TempDir(), "journal"), MaxFileBytes: 64 << 10}
 	j, _, _ := openReplayed(t, opts)

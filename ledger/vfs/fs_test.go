@@ -210,13 +210,30 @@ func TestCreateDirect(t *testing.T) {
 					t.Fatalf("block %d: read back differs from what was written", i)
 				}
 			}
-			if !direct {
+			// Direct reads: aligned ranges read back what was written, and
+			// one past the end ends short.
+			d, directRead, err := tc.fs.OpenDirect(name)
+			must(t, err)
+			defer d.Close()
+			got := AlignedBuffer(len(want) + DirectAlign)
+			for _, off := range []int{0, DirectAlign, len(want) - DirectAlign} {
+				if n, err := d.ReadAt(got, int64(off)); n != len(want)-off || !bytes.Equal(got[:n], want[off:]) {
+					t.Fatalf("direct ReadAt at %d = %d, %v; want %d bytes as written", off, n, err, len(want)-off)
+				}
+			}
+			if !direct || !directRead {
 				return
 			}
 			for _, bad := range [][]byte{buf[:100], buf[1 : 1+DirectAlign]} {
 				if n, err := f.Write(bad); !errors.Is(err, syscall.EINVAL) || n != 0 {
 					t.Fatalf("unaligned direct write of %d bytes = %d, %v; want 0, EINVAL", len(bad), n, err)
 				}
+				if _, err := d.ReadAt(bad, 0); !errors.Is(err, syscall.EINVAL) {
+					t.Fatalf("unaligned direct read of %d bytes: %v; want EINVAL", len(bad), err)
+				}
+			}
+			if _, err := d.ReadAt(buf[:DirectAlign], 100); !errors.Is(err, syscall.EINVAL) {
+				t.Fatalf("direct read at an unaligned offset: %v; want EINVAL", err)
 			}
 			if info, err := f.Stat(); err != nil || info.Size() != int64(len(want)) {
 				t.Fatalf("Stat = %v, %v; want %d bytes", info, err, len(want))

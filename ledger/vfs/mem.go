@@ -317,6 +317,17 @@ func (m *MemFS) CreateDirect(name string) (File, bool, error) {
 	return f, true, nil
 }
 
+// OpenDirect implements FS: MemFS holds the handle's reads to direct I/O's
+// alignment rules.
+func (m *MemFS) OpenDirect(name string) (File, bool, error) {
+	f, err := m.open(name, false)
+	if err != nil {
+		return nil, false, err
+	}
+	f.(*memFile).direct = true
+	return f, true, nil
+}
+
 // OpenReadWrite implements FS.
 func (m *MemFS) OpenReadWrite(name string) (File, error) { return m.open(name, true) }
 
@@ -501,7 +512,7 @@ type memFile struct {
 	node     *memNode
 	name     string
 	writable bool
-	direct   bool // created by CreateDirect: writes must be aligned
+	direct   bool // by CreateDirect or OpenDirect: reads and writes must be aligned
 	closed   atomic.Bool
 }
 
@@ -523,7 +534,7 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	if err := f.usable(OpRead, false); err != nil {
 		return 0, err
 	}
-	if off < 0 {
+	if off < 0 || (f.direct && (!isAligned(p) || off%DirectAlign != 0)) {
 		return 0, pathErr(OpRead, f.name, syscall.EINVAL)
 	}
 	m := f.fs

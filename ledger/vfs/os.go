@@ -43,6 +43,16 @@ func (osFS) Open(name string) (File, error) {
 	return &osFile{f: f}, nil
 }
 
+// OpenDirect opens read-only with O_DIRECT where the platform has it,
+// falling back to a buffered handle when the file system refuses it.
+func (osFS) OpenDirect(name string) (File, bool, error) {
+	f, direct, err := openDirect(name)
+	if err != nil {
+		return nil, false, err
+	}
+	return &osFile{f: f}, direct, nil
+}
+
 func (osFS) Remove(name string) error              { return os.Remove(name) }
 func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
 func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, 0o755) }

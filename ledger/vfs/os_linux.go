@@ -37,6 +37,20 @@ func diskUsage(dir string) (DiskUsage, error) {
 	return DiskUsage{TotalBytes: st.Blocks * bsize, FreeBytes: st.Bavail * bsize}, nil
 }
 
+// openDirect opens name read-only with O_DIRECT, or buffered where the file
+// system refuses it (EINVAL).
+func openDirect(name string) (*os.File, bool, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, syscall.EINVAL) {
+		return nil, false, err
+	}
+	f, err = os.Open(name)
+	return f, false, err
+}
+
 // createDirect creates name with O_DIRECT. A file system that cannot do
 // direct I/O (tmpfs before Linux 6.6, some FUSE and overlay setups) fails
 // the open with EINVAL; Linux checks that only after creating the file, so

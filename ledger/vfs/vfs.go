@@ -50,6 +50,15 @@ type FS interface {
 	OpenReadWrite(name string) (File, error)
 	// Open opens an existing file read-only.
 	Open(name string) (File, error)
+	// OpenDirect is Open for reads with direct I/O: from the device into
+	// the caller's buffer, without the page cache's copy and bookkeeping.
+	// Every ReadAt must have an offset, a length and a buffer address that
+	// are multiples of DirectAlign (EINVAL otherwise); a read may end
+	// short at the end of the file, and a following read at the unaligned
+	// offset fails, so a caller reads what it needs in one call. direct is
+	// false when the file system refuses direct I/O: the handle then reads
+	// through the page cache and accepts the same reads.
+	OpenDirect(name string) (f File, direct bool, err error)
 	// Remove removes a file (or an empty directory). Durable after SyncDir.
 	Remove(name string) error
 	// Rename renames a file, replacing newname if it exists. Durable after
