@@ -32,9 +32,13 @@
 // (EINVAL when opening, or when writing a new file's header block) the
 // same layout is written through the page cache, logged as a warning and
 // reported by DirectIO. Options.BufferedWrites writes version 1 instead:
-// records back to back, through the page cache. Reads are always buffered
-// (pread); Linux drops the cached pages a direct write covers, so they see
-// the new bytes. There is no timer: an idle journal writes a lone record at
+// records back to back, through the page cache. While the file being
+// written uses direct I/O, Read does too (vfs.FS.OpenDirect): one pread of
+// the 4 KiB blocks that hold the record into an aligned buffer, as those
+// blocks are not in the page cache anyway; a file system that refuses a
+// direct read turns them off (logged) and the read is made buffered.
+// Otherwise reads are buffered (pread); Linux drops the cached pages a
+// direct write covers, so they see the new bytes. There is no timer: an idle journal writes a lone record at
 // once, and under load the queue fills while a sync runs, so groups grow by
 // themselves. Append blocks (honouring its context) while the bytes accepted
 // and not yet completed exceed MaxQueueBytes.
