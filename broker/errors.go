@@ -99,7 +99,7 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		// Before DeadlineExceeded: a read from the object store that
 		// timed out wraps both, and a read can simply be retried.
 		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, partlog.ErrNoLedger):
+	case errors.Is(err, partlog.ErrNoLedger), errors.Is(err, partlog.ErrNotEnoughBookies):
 		// Before DeadlineExceeded: nothing was written (a ledger create
 		// that timed out wraps both); the client retries.
 		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)

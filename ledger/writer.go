@@ -297,6 +297,25 @@ func (w *Writer) UnderReplicated() bool {
 	return s.UnderReplicatedEntries > 0 || s.FailedBookies > 0
 }
 
+// CanAcknowledge reports whether the write set of the next entry (in the
+// ensemble change being written, if one is) has at least Qa members that
+// have not failed an add: whether an entry appended now can be
+// acknowledged without waiting for a failed bookie to come back. It is
+// false while the members that failed (down, or read-only with a full
+// disk) could not be replaced for lack of spare writable bookies; the
+// writer takes them back once the registry lists them writable again.
+func (w *Writer) CanAcknowledge() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	live := 0
+	for _, b := range w.sendWriteSetLocked(w.mu.nextID) {
+		if !w.mu.failed[b] {
+			live++
+		}
+	}
+	return live >= int(w.mu.md.AckQuorum)
+}
+
 // Append appends payload as the next entry and returns at once; cb (may be
 // nil) is called exactly once, in entry order, with the entry id and nil
 // when the entry is acknowledged, or with an error (unknown outcome: see

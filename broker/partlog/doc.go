@@ -97,6 +97,13 @@
 //     idle partition holds no ledger, and its next takeover fences and
 //     recovers nothing. A log has a goroutine (run) only while it has an
 //     open segment, so an idle one, written or not, has none.
+//   - P9 Appends it cannot acknowledge are refused: while the open
+//     ledger's writer lacks an ack quorum of bookies that take writes
+//     (ledger.Writer.CanAcknowledge: the others failed and none could
+//     replace them), an append fails with ErrNotEnoughBookies before it
+//     is handed to the writer, so its outcome is known (not written)
+//     instead of unknown at its deadline. Appends already handed over
+//     wait for the bookies to come back.
 //
 // # Concurrency
 //

@@ -18,8 +18,8 @@ import (
 //	             store's / ledger's error, wrapped.
 //	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
 //	             ErrOutOfOrderSequence, ErrUnknownProducer,
-//	             ErrProducerFenced, ErrListFull, ErrNoLedger (rejected:
-//	             nothing written);
+//	             ErrProducerFenced, ErrListFull, ErrNoLedger,
+//	             ErrNotEnoughBookies (rejected: nothing written);
 //	             ErrClosed; the failed log's error (ErrFenced,
 //	             ErrConflict, ErrUnknownOutcome: refused, nothing written);
 //	             ErrUnknownOutcome (the batch was handed to the ledger and
@@ -85,6 +85,12 @@ var (
 	// be created for the append (too few writable bookies, metad
 	// unavailable). Nothing was written; the log stays healthy.
 	ErrNoLedger = errors.New("partlog: no ledger for the append")
+	// ErrNotEnoughBookies: fewer than the ack quorum of the open ledger's
+	// bookies take writes (they failed, or turned read-only with a full
+	// disk) and no spare bookie could replace them, so an append could
+	// not be acknowledged until they come back (Kafka's
+	// NOT_ENOUGH_REPLICAS). Nothing was written; the log stays healthy.
+	ErrNotEnoughBookies = errors.New("partlog: fewer bookies take writes than the ack quorum")
 )
 
 // OutOfRangeError is returned when a fetch or read asks for an offset outside

@@ -179,6 +179,10 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 			l.release()
 			return AppendResult{}, err
 		}
+		if !l.canAcknowledge() {
+			l.release()
+			return AppendResult{}, ErrNotEnoughBookies
+		}
 		var progress <-chan struct{}
 		p, dup, progress, err = l.enqueue(h, batch, acks, start)
 		if err == nil {
@@ -220,6 +224,18 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 	}
 	l.metrics.AppendLatency.Observe(l.cfg.Now().Sub(p.start).Seconds())
 	return AppendResult{BaseOffset: p.base, LastOffset: p.last, LogStartOffset: l.LogStartOffset()}, nil
+}
+
+// canAcknowledge reports whether the open ledger's writer can acknowledge
+// an entry appended now (ledger.Writer.CanAcknowledge); true without one.
+// Refusing an append it could not acknowledge, rather than queueing it
+// behind bookies that are down or full, keeps its outcome known: a produce
+// would otherwise wait for its timeout and be told "unknown outcome".
+func (l *Log) canAcknowledge() bool {
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	return w == nil || w.CanAcknowledge()
 }
 
 // acquire takes appendSem, failing with the log's error, ErrClosed or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-log/strata/internal/testwait"
+	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -1158,5 +1160,61 @@ func TestLedgerOnlyWhileWritten(t *testing.T) {
 	}
 	if got := describeAll(fetchAll(t, l2, 0)); strings.Join(got, " ") != "0:=a 1:=b 2:=c" {
 		t.Fatalf("records %v", got)
+	}
+}
+
+// TestAppendRefusedWithoutAckQuorum: once two of the open ledger's three
+// bookies failed and no spare is writable (all full, say), an append is
+// refused at once with ErrNotEnoughBookies and nothing of it is written,
+// instead of waiting for its deadline with an unknown outcome. Once the
+// bookies are writable again the writer takes them back and appends go on.
+func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	mustAppend(t, l, batch(t, 1, "before"), AcksQuorum)
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	ensemble := w.Metadata().Fragments[0].Bookies
+	down := []string{ensemble[0], ensemble[1]}
+	for _, b := range f.cluster.Bookies.Addrs() {
+		if !slices.Contains(ensemble, b) {
+			down = append(down, b) // the spare
+		}
+	}
+	for _, b := range down {
+		f.cluster.Bookies.Crash(b)
+		f.cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
+	}
+	// The writer learns of the failures from an append it cannot
+	// acknowledge (acks=none: handed off, not waited for).
+	if _, err := l.Append(testCtx(t), batch(t, 2, "pending"), AcksNone); err != nil {
+		t.Fatal(err)
+	}
+	testwait.UntilNil(t, testTimeout, "the writer to find no ack quorum", func() error {
+		if w.CanAcknowledge() {
+			return errors.New("it still can acknowledge")
+		}
+		return nil
+	})
+	if _, err := l.Append(testCtx(t), batch(t, 3, "refused"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) {
+		t.Fatalf("append without an ack quorum: %v, want ErrNotEnoughBookies", err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("the log failed: %v", err)
+	}
+
+	for _, b := range down {
+		f.cluster.Bookies.Restart(b)
+		f.cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
+	}
+	f.cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
+	r := mustAppend(t, l, batch(t, 4, "after"), AcksQuorum)
+	var got []string
+	for _, rec := range fetchAll(t, l, 0) {
+		got = append(got, string(rec.Value))
+	}
+	if want := []string{"before", "pending", "after"}; !slices.Equal(got, want) || r.BaseOffset != 2 {
+		t.Fatalf("log holds %q (last at %d), want %q: the refused append written nowhere", got, r.BaseOffset, want)
 	}
 }
