@@ -673,8 +673,12 @@ func (j *Journal) readBytes(loc Location) ([]byte, error) {
 	switch {
 	case int64(n) >= end-from:
 		return buf[skip : end-from], nil
-	case direct && errors.Is(err, syscall.EINVAL) && !j.directReadsRefused.Swap(true):
-		j.logger.Warn("the file system refused a direct read; reading the journal through the page cache", "err", err)
+	case direct && errors.Is(err, syscall.EINVAL):
+		if !j.directReadsRefused.Swap(true) {
+			j.logger.Warn("the file system refused a direct read; reading the journal through the page cache", "err", err)
+		}
+		// Handles opened from now on are buffered: once the direct ones
+		// are dropped, the read again is buffered.
 		j.dropReaders()
 		return j.readBytes(loc)
 	case err == nil || err == io.EOF:
