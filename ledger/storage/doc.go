@@ -169,7 +169,10 @@
 // journal files entirely before the synced checkpoint and not being
 // written: replay never reads them again. A file whose live bytes (per the
 // index's accounting) are zero is removed. A file whose live bytes are
-// below CompactBelowLiveRatio of its size is compacted: each live entry is
+// below CompactBelowLiveRatio of its size (minor compaction, every run) is
+// compacted, and below MajorCompactBelowLiveRatio in a major run (once
+// per MajorCompactInterval, or every run on a disk used at or above
+// MajorCompactAboveUsed): each live entry is
 // read (verified), re-appended through the journal as a recovery add with
 // its original LAC, and the index is pointed at the copy only if it still
 // points at the original (the copies of a run go at most

@@ -124,7 +124,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 				"file", fmt.Sprintf("%016x", f.Seq), "size", f.Size, "free_bytes", du.FreeBytes)
 			continue
 		}
-		_, err = s.compactFile(ctx, f.Seq, pace)
+		err = s.compactFile(ctx, f.Seq, pace)
 		if errors.Is(err, ErrCorrupt) {
 			// Keep the file (its other entries may still be read) and go on
 			// with the others; never silently (BookKeeper #4596).
@@ -281,15 +281,15 @@ func (s *Storage) removeFile(f journal.FileInfo, res *GCResult) error {
 }
 
 // compactFile copies every live entry of a journal file to the journal's
-// head and waits until the copies are durable and applied. It returns the
-// bytes copied. Entries being deleted or overwritten are skipped (the file
-// then stays until a later run).
-func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pacer) (int64, error) {
+// head and waits until the copies are durable and applied; the bytes are
+// counted in strata_bookie_compaction_bytes_total as each copy is queued.
+// Entries being deleted or overwritten are skipped (the file then stays
+// until a later run).
+func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pacer) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
-		copied   int64
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -328,7 +328,6 @@ func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pa
 					fail(err)
 					break
 				}
-				copied += n
 				s.metrics.compactedBytes.Add(float64(n)) // as it goes: a paced file takes minutes
 			}
 			if len(es) < compactionScan {
@@ -338,7 +337,7 @@ func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pa
 		}
 	}
 	wg.Wait() // copies already queued complete whatever happens
-	return copied, firstErr
+	return firstErr
 }
 
 // copyEntry re-appends one live entry, if it is still live and its ledger

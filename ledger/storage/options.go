@@ -83,8 +83,8 @@ type Options struct {
 	// MajorCompactInterval after the last major one (or the storage's
 	// Open), or one on a disk used at or above MajorCompactAboveUsed,
 	// compacts files below this ratio, when it is the higher. Defaults
-	// 0.5, 1h and min(0.8, WritableBelow); a negative ratio or interval
-	// turns major runs (by time) off.
+	// 0.5, 1h and min(0.8, WritableBelow). A negative ratio turns major
+	// runs off; a negative interval leaves only those the disk triggers.
 	MajorCompactBelowLiveRatio float64
 	MajorCompactInterval       time.Duration
 	MajorCompactAboveUsed      float64
