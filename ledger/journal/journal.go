@@ -691,7 +691,7 @@ func (j *Journal) readBytes(loc Location) ([]byte, error) {
 // direct I/O, and a func to call when done with it. While the journal
 // writes with direct I/O its files are read that way too: their blocks
 // are not in the page cache anyway, and a buffered read would put them
-// there, at twice the CPU of a direct read in the catch-up benchmark
+// there, at 1.8 times the CPU of a direct read in the catch-up benchmark
 // (strata bench suite, catch-up: the bookies' pread was two thirds of
 // their CPU).
 func (j *Journal) reader(seq uint64) (vfs.File, bool, func(), error) {
