@@ -53,6 +53,14 @@ import (
 //     recovery cannot tell which, and closing the ledger would make the
 //     disagreement permanent, so it stops with ErrEntryConflict naming the
 //     ledger, the entry and the bookie.
+//   - R8 Reads run ahead of the decided entries (recoveryWindow) only up
+//     to one past the highest entry a fenced bookie reports holding
+//     (lastHeld + 1); beyond it entries are read one at a time. The bound
+//     changes only how many reads are in flight, never how an entry is
+//     decided (R3): an entry found beyond it, on a member that was not
+//     fenced yet, is taken as usual. It keeps the recovery of a ledger of
+//     a few entries (a partition written once) at a few reads per member
+//     instead of a window's worth of READ_NO_ENTRY answers.
 type recoveryMachine struct {
 	ledgerID    uint64
 	dig         digester // checks the copies read (D1)
@@ -64,6 +72,7 @@ type recoveryMachine struct {
 
 	fenced      map[string]bool
 	maxLAC      int64
+	lastHeld    int64 // the highest entry a fenced bookie reports holding (R8)
 	fencingDone bool
 
 	start   int64 // first entry read
@@ -148,6 +157,7 @@ func newRecoveryMachine(md *ledgerpb.LedgerMetadata) (*recoveryMachine, error) {
 		absentQ:     absentQuorum(md),
 		fenced:      make(map[string]bool),
 		maxLAC:      -1,
+		lastHeld:    -1,
 		absent:      -1,
 		reads:       make(map[int64]*entryRead),
 		writes:      make(map[int64]*entryWrite),
@@ -186,6 +196,7 @@ func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, e
 	}
 	m.fenced[bookie] = true
 	m.maxLAC = max(m.maxLAC, min(resp.Lac, resp.LastEntryId)) // R4
+	m.lastHeld = max(m.lastHeld, resp.LastEntryId)            // R8
 	if !m.fencedEveryWriteSet() {
 		return nil
 	}
@@ -211,10 +222,11 @@ func (m *recoveryMachine) fencedEveryWriteSet() bool {
 }
 
 // readAhead starts fencing reads (R2) of the next entries, within the
-// window.
+// window and, past the entries the fenced bookies hold, one at a time (R8).
 func (m *recoveryMachine) readAhead() []recoveryOp {
 	var ops []recoveryOp
-	for m.absent < 0 && m.next <= m.present+recoveryWindow && len(m.writes) < recoveryWindow {
+	for m.absent < 0 && m.next <= m.present+recoveryWindow && len(m.writes) < recoveryWindow &&
+		(m.next <= m.lastHeld+1 || m.next == m.present+1) {
 		e := m.next
 		m.next++
 		r := &entryRead{

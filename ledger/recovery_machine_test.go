@@ -196,7 +196,7 @@ func TestRecoveryMachine(t *testing.T) {
 	})
 	t.Run("negatives first make it absent; read-ahead beyond is ignored", func(t *testing.T) {
 		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
-		d.fence(b0, -1, nil)
+		d.fenceHolding(b0, -1, 1)
 		d.fence(b1, -1, nil)
 		d.read(b0, 1, "ok") // entry 1 present, but entry 0 decides first
 		d.read(b0, 0, "no")
@@ -204,6 +204,31 @@ func TestRecoveryMachine(t *testing.T) {
 		d.wantDone(-1)
 		d.read(b2, 0, "ok") // too late
 		d.wantDone(-1)
+	})
+	t.Run("reads run ahead only to one past the entries the fenced hold (R8)", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fenceHolding(b0, -1, 0)
+		d.fenceHolding(b1, -1, 0)
+		for _, b := range []string{b0, b1, b2} {
+			if !d.has("read", b, 0) || !d.has("read", b, 1) || d.has("read", b, 2) {
+				t.Fatalf("want reads of entries 0 and 1 only: %s", d.pending())
+			}
+		}
+		d.read(b0, 0, "ok")
+		// Entry 1 is found although no fenced member reported it: taken
+		// as usual, and the next entry is read, one at a time.
+		d.read(b2, 1, "ok")
+		if !d.has("read", b0, 2) || d.has("read", b0, 3) {
+			t.Fatalf("want a read of entry 2 only beyond the held entries: %s", d.pending())
+		}
+		d.read(b0, 2, "no")
+		d.read(b1, 2, "no")
+		for _, e := range []int64{0, 1} {
+			for _, b := range []string{b0, b1} {
+				d.add(b, e, "ok")
+			}
+		}
+		d.wantDone(1)
 	})
 	t.Run("Qa=1 needs every member to say absent", func(t *testing.T) {
 		d := newSMDriver(t, 3, 3, 1, smFrag(0, 3))
