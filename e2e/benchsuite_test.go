@@ -89,10 +89,12 @@ func TestBenchSuiteQuick(t *testing.T) {
 			}
 		}
 	}
-	// The compaction workload saw its passes (one per partition of its
-	// source) through the brokers' metrics.
+	// The compaction workload saw its passes (one per partition of each
+	// source it compacted, in at least one cycle) through the brokers'
+	// metrics, and compared each cycle with the window before it.
 	if w, ok := run.Workload(benchsuite.WorkloadCompact); ok {
-		if c := w.Compaction; c == nil || c.Passes < 2 || c.BytesIn <= 0 || c.BytesOut <= 0 || c.MBPerSecPerPass <= 0 || len(c.Before) == 0 {
+		if c := w.Compaction; c == nil || c.Cycles < 1 || c.Passes < 2*c.Cycles || len(c.CycleP99Ratios) != c.Cycles ||
+			c.BytesIn <= 0 || c.BytesOut <= 0 || c.MBPerSecPerPass <= 0 || len(c.Before) == 0 {
 			t.Errorf("%s: compaction %+v", w.Name, c)
 		}
 	}

@@ -14,34 +14,50 @@ import (
 	"github.com/strata-log/strata/internal/devcluster"
 )
 
-// WorkloadCompact's source topic: keyed records written before the load,
-// switched to cleanup.policy=compact a third into it.
+// WorkloadCompact's source topics: keyed records written before the load,
+// one topic per cycle. The load alternates between windows without
+// compaction and windows with it: each cycle switches one source to
+// cleanup.policy=compact. Interleaving the two, rather than comparing one
+// window before a switch with one after it, lets both sides see the same
+// minutes of this machine, whose speed moves by 2x within a run.
 const (
 	compactPartitions = 2
 	compactKeys       = 2000
-	// The source's size and segments: a full run, and --quick.
+	// compactCycles sources are compacted, one per cycle (a full run, and
+	// --quick).
+	compactCycles      = 3
+	compactQuickCycles = 2
+	// Each source's size and segments: a full run (128 MB per partition,
+	// within the brokers' --compaction-buffer-bytes, so a pass reads it
+	// once), and --quick.
 	compactSourceBytes      = 256e6
 	compactSegmentBytes     = 8 << 20
-	compactQuickSourceBytes = 16e6
+	compactQuickSourceBytes = 8e6
 	compactQuickSegment     = 1 << 20
+	// compactSettle: after a cycle's passes are swapped in, this long is
+	// still counted as compacting (the deletes of the passes' inputs and
+	// the bookies' garbage collection they start).
+	compactSettle = time.Second
 	// compactPoll is how often the brokers' compaction metrics are read
 	// while waiting for the passes; compactPassTimeout bounds that wait.
 	compactPoll        = 100 * time.Millisecond
 	compactPassTimeout = 3 * time.Minute
 	// CompactionCheckInterval is the suite brokers'
 	// --compaction-check-interval: a pass starts within it of the switch.
-	CompactionCheckInterval = time.Second
+	CompactionCheckInterval = 250 * time.Millisecond
 )
 
-// Latency phases of WorkloadCompact's load (Run.SetPhase): before the
-// switch to compact, from it until every pass is swapped in, and from
-// then to the load's end (the deletes of the passes' inputs and the
-// bookies' garbage collection that follows).
-const (
-	phaseBefore = iota
-	phaseDuring
-	phaseAfter
-)
+// compactLoad is how long WorkloadCompact's load runs for --duration d:
+// room for its cycles and the windows between them.
+func compactLoad(d time.Duration) time.Duration { return d * 5 / 2 }
+
+// Latency phases of WorkloadCompact's load (Run.SetPhase): cycle i is
+// phase 3i without compaction, then 3i+1 from the switch until its passes
+// are swapped in, then 3i+2 for compactSettle; after the last cycle the
+// load runs without compaction again (phase 3n).
+func phaseOff(cycle int) int     { return 3 * cycle }
+func phaseDuring(cycle int) int  { return 3*cycle + 1 }
+func phaseSettled(cycle int) int { return 3*cycle + 2 }
 
 // The brokers' compaction metrics (broker/compactor.go).
 const (
@@ -56,39 +72,54 @@ const (
 )
 
 // compaction is WorkloadCompact's side of the load: the keyed source
-// topic and the goroutine that switches it to compact and watches the
-// passes.
+// topics and the goroutine that switches them to compact, one a cycle,
+// and watches the passes.
 type compaction struct {
-	sr     *suiteRunner
-	topic  string
-	result benchsuite.Compaction
-	done   chan struct{}
-	err    error // set before done closes
-	// bookiesAtSwitch: the bookies' metrics when the switch was made
-	// (set before done closes; nil if it was not).
+	sr      *suiteRunner
+	sources []string
+	result  benchsuite.Compaction
+	done    chan struct{}
+	err     error // set before done closes
+	// cycles: how many sources were switched (set before done closes).
+	cycles int
+	// bookiesAtSwitch: the bookies' metrics at the first switch (set
+	// before done closes; nil if none was made).
 	bookiesAtSwitch []benchsuite.Samples
 }
 
-// prepareCompaction creates the source topic (cleanup.policy=delete, so
-// nothing compacts it yet) and writes its keyed records with base's
+// compactShape returns the number of cycles and each source's bytes and
+// segment size.
+func compactShape(quick bool) (cycles int, sourceBytes float64, segmentBytes int) {
+	if quick {
+		return compactQuickCycles, compactQuickSourceBytes, compactQuickSegment
+	}
+	return compactCycles, compactSourceBytes, compactSegmentBytes
+}
+
+// prepareCompaction creates the source topics (cleanup.policy=delete, so
+// nothing compacts them yet) and writes their keyed records with base's
 // acks, waiting for every acknowledgement.
 func (sr *suiteRunner) prepareCompaction(ctx context.Context, quick bool) (*compaction, error) {
-	c := &compaction{sr: sr, topic: sr.prefix + "-" + benchsuite.WorkloadCompact + "-src", done: make(chan struct{})}
-	c.result = benchsuite.Compaction{SourceBytes: compactSourceBytes, SourceKeys: compactKeys, SegmentBytes: compactSegmentBytes}
-	if quick {
-		c.result.SourceBytes, c.result.SegmentBytes = compactQuickSourceBytes, compactQuickSegment
-	}
+	cycles, sourceBytes, segmentBytes := compactShape(quick)
+	c := &compaction{sr: sr, done: make(chan struct{})}
+	c.result = benchsuite.Compaction{SourceBytes: int64(sourceBytes), SourceKeys: compactKeys, SegmentBytes: segmentBytes}
 	setupCtx, cancel := context.WithTimeout(ctx, workloadSetupTimeout)
 	defer cancel()
-	cfg := map[string]string{"cleanup.policy": "delete", "segment.bytes": strconv.Itoa(c.result.SegmentBytes)}
-	if _, err := sr.client.CreateTopic(setupCtx, c.topic, compactPartitions, cfg); err != nil {
-		return nil, fmt.Errorf("create %s: %w", c.topic, err)
+	cfg := map[string]string{"cleanup.policy": "delete", "segment.bytes": strconv.Itoa(segmentBytes)}
+	for i := range cycles {
+		topic := fmt.Sprintf("%s-%s-src%d", sr.prefix, benchsuite.WorkloadCompact, i)
+		if _, err := sr.client.CreateTopic(setupCtx, topic, compactPartitions, cfg); err != nil {
+			return nil, fmt.Errorf("create %s: %w", topic, err)
+		}
+		c.sources = append(c.sources, topic)
 	}
-	stream.WaitOwned(setupCtx, sr.client, c.topic, workloadOwnersWait)
-	fmt.Fprintf(sr.progress, "bench suite: %s: writing %.0f MB of %d keys to %s (%d partitions, %d-byte segments)\n",
-		benchsuite.WorkloadCompact, float64(c.result.SourceBytes)/1e6, compactKeys, c.topic, compactPartitions, c.result.SegmentBytes)
-	if err := sr.writeKeyed(ctx, c.topic, c.result.SourceBytes); err != nil {
-		return nil, fmt.Errorf("write %s: %w", c.topic, err)
+	for _, topic := range c.sources {
+		stream.WaitOwned(setupCtx, sr.client, topic, workloadOwnersWait)
+		fmt.Fprintf(sr.progress, "bench suite: %s: writing %.0f MB of %d keys to %s (%d partitions, %d-byte segments)\n",
+			benchsuite.WorkloadCompact, sourceBytes/1e6, compactKeys, topic, compactPartitions, segmentBytes)
+		if err := sr.writeKeyed(ctx, topic, int64(sourceBytes)); err != nil {
+			return nil, fmt.Errorf("write %s: %w", topic, err)
+		}
 	}
 	return c, nil
 }
@@ -130,31 +161,61 @@ func (sr *suiteRunner) writeKeyed(ctx context.Context, topic string, bytes int64
 	return errors.Join(firstErr, err)
 }
 
-// start watches run's load in the background: after after, it switches
-// the source topic to compact (phaseDuring) and waits for one pass per
-// partition (then phaseAfter).
-func (c *compaction) start(ctx context.Context, run *Run, after time.Duration) {
-	run.SetPhase(phaseBefore)
+// start watches run's load in the background, which lasts d: it
+// alternates windows without compaction, of d/(2n+1) for n sources, with
+// cycles that switch one source to compact and wait for its passes (one
+// per partition), as long as a cycle and the window after it still fit.
+func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
+	run.SetPhase(phaseOff(0))
 	go func() {
 		defer close(c.done)
-		c.err = c.watch(ctx, run, after)
+		c.err = c.watch(ctx, run, d)
 	}()
 }
 
-func (c *compaction) watch(ctx context.Context, run *Run, after time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(after):
-	}
-	before, cpuBefore := c.samples(ctx), c.sr.cpu()
-	c.bookiesAtSwitch = c.sr.scrape(ctx, devcluster.RoleBookie)
+func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error {
 	start := time.Now()
-	run.SetPhase(phaseDuring)
-	defer run.SetPhase(phaseAfter)
-	fmt.Fprintf(c.sr.progress, "bench suite: %s: cleanup.policy=compact on %s\n", benchsuite.WorkloadCompact, c.topic)
-	if _, err := c.sr.client.AlterTopicConfigs(ctx, c.topic, map[string]string{"cleanup.policy": "compact"}, nil); err != nil {
-		return fmt.Errorf("switch %s to compact: %w", c.topic, err)
+	off := d / time.Duration(2*len(c.sources)+1)
+	var cycle time.Duration // the longest cycle so far, off window included
+	for i, topic := range c.sources {
+		if i > 0 && time.Since(start)+cycle+off > d {
+			break
+		}
+		began := time.Now()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(off):
+		}
+		if i == 0 {
+			c.bookiesAtSwitch = c.sr.scrape(ctx, devcluster.RoleBookie)
+		}
+		run.SetPhase(phaseDuring(i))
+		err := c.compactSource(ctx, topic)
+		run.SetPhase(phaseSettled(i))
+		c.cycles = i + 1
+		if err != nil {
+			run.SetPhase(phaseOff(i + 1))
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(compactSettle):
+		}
+		run.SetPhase(phaseOff(i + 1))
+		cycle = max(cycle, time.Since(began))
+	}
+	return nil
+}
+
+// compactSource switches topic to compact and waits until each of its
+// partitions had a pass, adding them to c.result.
+func (c *compaction) compactSource(ctx context.Context, topic string) error {
+	before, cpuBefore := c.samples(ctx), c.sr.cpu()
+	start := time.Now()
+	fmt.Fprintf(c.sr.progress, "bench suite: %s: cleanup.policy=compact on %s\n", benchsuite.WorkloadCompact, topic)
+	if _, err := c.sr.client.AlterTopicConfigs(ctx, topic, map[string]string{"cleanup.policy": "compact"}, nil); err != nil {
+		return fmt.Errorf("switch %s to compact: %w", topic, err)
 	}
 	t := time.NewTicker(compactPoll)
 	defer t.Stop()
@@ -164,23 +225,31 @@ func (c *compaction) watch(ctx context.Context, run *Run, after time.Duration) e
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("%d of %d passes swapped in after %s", c.result.Passes, compactPartitions, compactPassTimeout)
+			return fmt.Errorf("%s: passes not swapped in after %s", topic, compactPassTimeout)
 		case <-t.C:
 		}
 		now := c.samples(ctx)
 		delta := func(name string) float64 { return now[name] - before[name] }
-		r := &c.result
-		r.Passes, r.Errors = int(delta(metricCompactRuns)), int(delta(metricCompactErrors))
-		r.BytesIn, r.BytesOut, r.PassSeconds = delta(metricCompactBytesIn), delta(metricCompactBytesOut), delta(metricCompactSeconds)
-		r.WindowSeconds = time.Since(start).Seconds()
-		if r.PassSeconds > 0 {
-			r.MBPerSecPerPass = r.BytesIn / r.PassSeconds / 1e6
+		if errs := int(delta(metricCompactErrors)); errs > 0 {
+			return fmt.Errorf("%s: %d compaction passes failed (see the brokers' logs)", topic, errs)
 		}
-		if r.Errors > 0 {
-			return fmt.Errorf("%d compaction passes failed (see the brokers' logs)", r.Errors)
-		}
-		if r.Passes >= compactPartitions {
-			r.CPUPerRole = CPUDelta(cpuBefore, c.sr.cpu(), c.sr.nodes).PerRole
+		if passes := int(delta(metricCompactRuns)); passes >= compactPartitions {
+			r := &c.result
+			r.Passes += passes
+			r.BytesIn += delta(metricCompactBytesIn)
+			r.BytesOut += delta(metricCompactBytesOut)
+			r.PassSeconds += delta(metricCompactSeconds)
+			r.WindowSeconds += time.Since(start).Seconds()
+			if r.PassSeconds > 0 {
+				r.MBPerSecPerPass = r.BytesIn / r.PassSeconds / 1e6
+			}
+			cpu := CPUDelta(cpuBefore, c.sr.cpu(), c.sr.nodes).PerRole
+			if r.CPUPerRole == nil {
+				r.CPUPerRole = map[string]float64{}
+			}
+			for role, s := range cpu {
+				r.CPUPerRole[role] += s
+			}
 			return nil
 		}
 	}
@@ -198,8 +267,10 @@ func (c *compaction) samples(ctx context.Context) benchsuite.Samples {
 }
 
 // finish, called once the load ended, reads the bookies' journal
-// compaction since the switch, waits for the watch and fills w: the
-// passes, and the load's latency since the switch (w.Latency) and before.
+// compaction since the first switch, waits for the watch and fills w: the
+// passes, the load's latency while compacting (w.Latency: the cycles'
+// passes and settle windows) and without (c.Before), and each cycle's
+// p99 against the window before it.
 func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workload) error {
 	bookies := c.sr.scrape(ctx, devcluster.RoleBookie)
 	select {
@@ -208,14 +279,23 @@ func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workloa
 		return ctx.Err()
 	}
 	res := c.result
+	res.Sources, res.Cycles = len(c.sources), c.cycles
 	for i, s := range bookies {
 		if i < len(c.bookiesAtSwitch) {
 			res.BookieGCCopiedBytes += s[metricBookieGCCopied] - c.bookiesAtSwitch[i][metricBookieGCCopied]
 		}
 	}
-	res.Before = PhaseLatency(run, phaseBefore)
-	res.During, res.After = PhaseLatency(run, phaseDuring), PhaseLatency(run, phaseAfter)
-	w.Latency = PhaseLatency(run, phaseDuring, phaseAfter)
+	var off, during, settled []int
+	for i := range c.cycles {
+		off, during, settled = append(off, phaseOff(i)), append(during, phaseDuring(i)), append(settled, phaseSettled(i))
+		without := PhaseLatency(run, phaseOff(i))
+		with := PhaseLatency(run, phaseDuring(i), phaseSettled(i))
+		res.CycleP99Ratios = append(res.CycleP99Ratios, benchsuite.P99Ratio(with, without, benchsuite.LatencyPublishAck))
+	}
+	off = append(off, phaseOff(c.cycles))
+	res.Before = PhaseLatency(run, off...)
+	res.During, res.After = PhaseLatency(run, during...), PhaseLatency(run, settled...)
+	w.Latency = PhaseLatency(run, append(during, settled...)...)
 	w.Compaction = &res
 	return c.err
 }

@@ -24,7 +24,7 @@ const (
 // cluster's data dir, or nil. A workload is estimated to write copies x its
 // records at produce-max's measured rate for its duration (an upper bound:
 // the e2e workloads run slower), plus the compaction workload's source
-// topic. Writing past the bookies' threshold turns them read-only, and the
+// topics. Writing past the bookies' threshold turns them read-only, and the
 // workload then stalls at 0 records/s instead of measuring anything: the
 // suite with --duration 60s did that on a 75 GB disk.
 func spaceFor(dir, name string, o Options, done benchsuite.Run, quick bool) error {
@@ -49,10 +49,8 @@ func spaceFor(dir, name string, o Options, done benchsuite.Run, quick bool) erro
 		name, need/1e9, copies, o.Duration, dir, float64(free)/1e9, float64(total)/1e9, 100*bookieReadOnlyAbove)
 }
 
-// compactSource is the size of the compaction workload's source topic.
+// compactSource is the size of the compaction workload's source topics.
 func compactSource(quick bool) float64 {
-	if quick {
-		return compactQuickSourceBytes
-	}
-	return compactSourceBytes
+	cycles, sourceBytes, _ := compactShape(quick)
+	return float64(cycles) * sourceBytes
 }

@@ -80,6 +80,9 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 		mode, o.Rate = ModeE2E, 5000
 	case benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCompact:
 		mode = ModeE2E
+		if name == benchsuite.WorkloadCompact {
+			o.Duration = compactLoad(base.Duration)
+		}
 		p, ok := done.Workload(benchsuite.WorkloadProduce)
 		if !ok || p.RecordsPerSec <= 0 {
 			return "", Options{}, fmt.Errorf("no %s rate to take half of", benchsuite.WorkloadProduce)
@@ -129,7 +132,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
 	profiles := sr.profile(ctx, name, sr.base.Duration)
 	if compact != nil {
-		compact.start(ctx, run, o.Duration/3)
+		compact.start(ctx, run, o.Duration)
 	}
 	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
 		profiles()

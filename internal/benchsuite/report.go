@@ -141,16 +141,21 @@ type Workload struct {
 	// (--profile): one per broker and bookie.
 	Profiles []string `json:"profiles,omitempty"`
 	// Compaction: WorkloadCompact's passes; its Latency is the load's
-	// from the switch to compact to the load's end.
+	// while compacting (the cycles' passes and settle windows).
 	Compaction *Compaction `json:"compaction,omitempty"`
 	Memory     *Memory     `json:"memory,omitempty"`
 }
 
 // Compaction is what the brokers' compaction metrics said of the passes
-// of WorkloadCompact, summed over the brokers.
+// of WorkloadCompact, summed over the brokers. The load alternates
+// windows without compaction and cycles that each switch one source topic
+// to compact.
 type Compaction struct {
-	// SourceBytes of keyed records (SourceKeys keys) were written to the
-	// compacted topic before the load, in segments of SegmentBytes.
+	// Sources topics of SourceBytes each, of keyed records (SourceKeys
+	// keys) in segments of SegmentBytes, were written before the load;
+	// Cycles of them were compacted within it.
+	Sources      int   `json:"sources"`
+	Cycles       int   `json:"cycles"`
 	SourceBytes  int64 `json:"source_bytes"`
 	SourceKeys   int   `json:"source_keys"`
 	SegmentBytes int   `json:"segment_bytes"`
@@ -160,23 +165,28 @@ type Compaction struct {
 	BytesIn  float64 `json:"bytes_in"`
 	BytesOut float64 `json:"bytes_out"`
 	// PassSeconds: the passes' durations, summed; WindowSeconds: from
-	// the switch to compact until the last pass was swapped in.
+	// each switch to compact until its last pass was swapped in, summed.
 	PassSeconds   float64 `json:"pass_seconds"`
 	WindowSeconds float64 `json:"window_seconds"`
 	// MBPerSecPerPass is BytesIn ÷ PassSeconds: one compactor's rate.
 	MBPerSecPerPass float64 `json:"mb_per_sec_per_pass"`
-	// Before is the load's latency before the switch (the same topic,
-	// rate and minute).
+	// Before is the load's latency without compaction: the windows
+	// before each switch and after the last cycle (the same topic and
+	// rate, interleaved with the cycles).
 	Before []Latency `json:"latency_before"`
-	// During: from the switch until the passes were swapped in; After:
-	// from then to the load's end (the deletes of their inputs, and the
-	// bookies' journal GC). The Workload's Latency is both.
+	// During: from each switch until its passes were swapped in; After:
+	// the settle window after each (the deletes of the passes' inputs
+	// and the bookies' journal GC they start). The Workload's Latency is
+	// both.
 	During []Latency `json:"latency_during"`
 	After  []Latency `json:"latency_after"`
-	// CPU the passes' window used, per role (core-seconds).
+	// CycleP99Ratios: per cycle, publish->ack p99 of its passes and
+	// settle window ÷ that of the window without compaction before it.
+	CycleP99Ratios []float64 `json:"cycle_p99_ratios,omitempty"`
+	// CPU the cycles' windows used, per role (core-seconds).
 	CPUPerRole map[string]float64 `json:"cpu_per_role_seconds,omitempty"`
 	// BookieGCCopiedBytes: live journal bytes the bookies copied from the
-	// switch to the load's end, compacting journal files the deletes of
+	// first switch to the load's end, compacting journal files the deletes of
 	// the passes' inputs left mostly dead (summed over the bookies).
 	BookieGCCopiedBytes float64 `json:"bookie_gc_copied_bytes"`
 }
@@ -189,6 +199,17 @@ func (w Workload) LatencyOf(kind string) (Latency, bool) {
 		}
 	}
 	return Latency{}, false
+}
+
+// P99Ratio is the p99 of kind in with ÷ that in without (0 when without
+// has none).
+func P99Ratio(with, without []Latency, kind string) float64 {
+	a, okA := Workload{Latency: with}.LatencyOf(kind)
+	b, okB := Workload{Latency: without}.LatencyOf(kind)
+	if !okA || !okB || b.P99 <= 0 {
+		return 0
+	}
+	return a.P99 / b.P99
 }
 
 // Latency kinds.
@@ -313,10 +334,11 @@ func (r *Report) Fprint(w io.Writer) error {
 				line += fmt.Sprintf("  %d errors", wl.Errors)
 			}
 			if c := wl.Compaction; c != nil {
-				line += fmt.Sprintf("\n  %-16s %d pass(es): %.0f MB in, %.0f MB out in %.2f s (%.1f MB/s per pass); bookie journal GC copied %.0f MB",
-					"", c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
+				line += fmt.Sprintf("\n  %-16s %d of %d sources compacted: %d pass(es), %.0f MB in, %.0f MB out in %.2f s (%.1f MB/s per pass); bookie journal GC copied %.0f MB",
+					"", c.Cycles, c.Sources, c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
 				p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
-				line += fmt.Sprintf("\n  %-16s pub->ack p99 before %.2f ms, during the passes %.2f ms, after them %.2f ms", "", p99(c.Before), p99(c.During), p99(c.After))
+				line += fmt.Sprintf("\n  %-16s pub->ack p99 without compaction %.2f ms, during the passes %.2f ms, settling %.2f ms; per cycle %s",
+					"", p99(c.Before), p99(c.During), p99(c.After), FormatRatios(c.CycleP99Ratios))
 			}
 			if m := wl.Memory; m != nil {
 				line += fmt.Sprintf("\n  %-16s %s", "", m.Summary())
