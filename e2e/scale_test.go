@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,7 +190,11 @@ func TestLongManyPartitions(t *testing.T) {
 	}
 	cpuBefore := roleCPU()
 	victim := c.brokers[0]
-	profiled := profileDuringFailover(t, c.brokers[1])
+	profiles := map[string]string{"broker-" + c.brokers[1].ID: c.brokers[1].AdminAddr, "bookie-" + c.bookies[0].ID: c.bookies[0].AdminAddr}
+	for _, m := range c.meta.Members {
+		profiles["metad-"+m.ID] = m.AdminAddr
+	}
+	profiled := profileDuringFailover(t, profiles)
 	owned := metric(victim, "strata_broker_owned_partitions")
 	victim.Kill()
 	start = time.Now()
@@ -300,31 +305,38 @@ func allServed(cl *client.Client, topic string) error {
 }
 
 // profileDuringFailover, with STRATA_SCALE_PROFILE=DIR (and
-// STRATA_ENABLE_PPROF=true in the environment the brokers inherit), keeps
-// a 20 s CPU profile of b from now on as DIR/failover-<id>.pprof. The
-// channel is closed when it is written (at once without the variable).
-func profileDuringFailover(t *testing.T, b *proctest.BrokerNode) <-chan struct{} {
+// STRATA_ENABLE_PPROF=true in the environment the nodes inherit), keeps a
+// 20 s CPU profile of each node (name -> admin address) from now on as
+// DIR/failover-<name>.pprof. The channel is closed when they are written
+// (at once without the variable).
+func profileDuringFailover(t *testing.T, nodes map[string]string) <-chan struct{} {
 	done := make(chan struct{})
 	dir := os.Getenv("STRATA_SCALE_PROFILE")
 	if dir == "" {
 		close(done)
 		return done
 	}
+	var wg sync.WaitGroup
+	for name, admin := range nodes {
+		wg.Go(func() {
+			resp, err := http.Get("http://" + admin + "/debug/pprof/profile?seconds=20")
+			if err != nil {
+				t.Logf("profile of %s: %v", name, err)
+				return
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, "failover-"+name+".pprof"), data, 0o644)
+			}
+			if err != nil {
+				t.Logf("profile of %s: %v", name, err)
+			}
+		})
+	}
 	go func() {
-		defer close(done)
-		resp, err := http.Get("http://" + b.AdminAddr + "/debug/pprof/profile?seconds=20")
-		if err != nil {
-			t.Logf("profile of %s: %v", b.ID, err)
-			return
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "failover-"+b.ID+".pprof"), data, 0o644)
-		}
-		if err != nil {
-			t.Logf("profile of %s: %v", b.ID, err)
-		}
+		wg.Wait()
+		close(done)
 	}()
 	return done
 }
