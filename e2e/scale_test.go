@@ -126,6 +126,7 @@ func TestLongManyPartitions(t *testing.T) {
 	t.Logf("idle: %d partitions cost the brokers %.0f bytes of heap and %.2f goroutines each; %d ledgers (before: %d)",
 		total, (heap1-heap0)/float64(total), (routines1-routines0)/float64(total), ledgers1, ledgers0)
 	logMetad("with every partition idle")
+	saveProfile(t, c.brokers[0].AdminAddr, "heap", "heap-idle-"+c.brokers[0].ID)
 	if ledgers1 != ledgers0 {
 		t.Errorf("%d ledgers were created for partitions never written, want none (P8)", ledgers1-ledgers0)
 	}
@@ -160,6 +161,7 @@ func TestLongManyPartitions(t *testing.T) {
 	t.Logf("wrote one record to each of %d partitions in %v; %d ledgers now; broker heap %.0f bytes per partition",
 		total, time.Since(start).Round(time.Millisecond), ledgers(), (sum("go_memstats_heap_inuse_bytes")-heap0)/float64(total))
 	logMetad("with every partition written once")
+	saveProfile(t, c.brokers[0].AdminAddr, "heap", "heap-written-"+c.brokers[0].ID)
 	// What the brokers spend while nothing happens: the controller's and
 	// the owners' idle rounds over all partitions, retention's rounds, and
 	// nothing per log (run waits for its roll deadline; idle-roll is 10m).
@@ -311,32 +313,35 @@ func allServed(cl *client.Client, topic string) error {
 // (at once without the variable).
 func profileDuringFailover(t *testing.T, nodes map[string]string) <-chan struct{} {
 	done := make(chan struct{})
-	dir := os.Getenv("STRATA_SCALE_PROFILE")
-	if dir == "" {
-		close(done)
-		return done
-	}
 	var wg sync.WaitGroup
 	for name, admin := range nodes {
-		wg.Go(func() {
-			resp, err := http.Get("http://" + admin + "/debug/pprof/profile?seconds=20")
-			if err != nil {
-				t.Logf("profile of %s: %v", name, err)
-				return
-			}
-			defer resp.Body.Close()
-			data, err := io.ReadAll(resp.Body)
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, "failover-"+name+".pprof"), data, 0o644)
-			}
-			if err != nil {
-				t.Logf("profile of %s: %v", name, err)
-			}
-		})
+		wg.Go(func() { saveProfile(t, admin, "profile?seconds=20", "failover-"+name) })
 	}
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
 	return done
+}
+
+// saveProfile, with STRATA_SCALE_PROFILE=DIR, writes the node's
+// /debug/pprof/<what> to DIR/<name>.pprof.
+func saveProfile(t *testing.T, admin, what, name string) {
+	dir := os.Getenv("STRATA_SCALE_PROFILE")
+	if dir == "" {
+		return
+	}
+	resp, err := http.Get("http://" + admin + "/debug/pprof/" + what)
+	if err != nil {
+		t.Logf("profile of %s: %v", name, err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".pprof"), data, 0o644)
+	}
+	if err != nil {
+		t.Logf("profile of %s: %v", name, err)
+	}
 }
