@@ -55,6 +55,8 @@ type Broker struct {
 	started     time.Time
 
 	brokers, topics, assignments, owners, controller *mirror
+	// topicConfigs: the topics mirror's records, parsed (topicConfig).
+	topicConfigs parsedTopics
 	// drains mirrors the operators' drain requests (package broker/drain).
 	drains *mirror
 	// sec: client authentication and ACLs (security.go).

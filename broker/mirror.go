@@ -116,6 +116,13 @@ func (m *mirror) get(key string) *metadpb.KeyValue {
 	return m.kvs[key]
 }
 
+// size is how many records the mirror holds.
+func (m *mirror) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.kvs)
+}
+
 // changes returns a channel closed at the next change.
 func (m *mirror) changes() <-chan struct{} {
 	m.mu.Lock()

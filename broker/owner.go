@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -346,14 +348,59 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 	}
 }
 
-// topicConfig returns a topic's parsed configuration from the mirror.
+// topicConfig returns a topic's parsed configuration from the mirror and
+// whether the topic is internal. A record is decoded and parsed once per
+// revision: a failover of 25,000 partitions asked for it 25,000 times,
+// and the compactor and retention rounds ask for every served partition.
 func (b *Broker) topicConfig(topic string) (TopicConfig, bool, error) {
-	rec, err := b.topicRecord(topic)
-	if err != nil {
-		return TopicConfig{}, false, err
+	key := topicKey(topic)
+	kv := b.topics.get(key)
+	if kv == nil {
+		return TopicConfig{}, false, fmt.Errorf("%w %q", errUnknownTopic, topic)
 	}
-	tc, err := ParseTopicConfig(rec.Configs)
-	return tc, rec.Internal, err
+	return b.topicConfigs.parse(key, kv, b.topics.size(), func() (TopicConfig, bool, error) {
+		rec, err := liveTopic(topic, kv)
+		if err != nil {
+			return TopicConfig{}, false, err
+		}
+		tc, err := ParseTopicConfig(rec.Configs)
+		return tc, rec.Internal, err
+	})
+}
+
+// parsedTopics remembers topicConfig's answers by key and mod revision.
+// Safe for concurrent use; the zero value is empty.
+type parsedTopics struct {
+	mu      sync.Mutex
+	entries map[string]parsedTopic
+}
+
+type parsedTopic struct {
+	rev      int64
+	tc       TopicConfig
+	internal bool
+	err      error
+}
+
+// parse returns what parseKV gives for kv, from memory when kv's revision
+// was parsed before. live is how many records the mirror holds: entries of
+// topics gone from it are dropped once there are twice as many.
+func (c *parsedTopics) parse(key string, kv *metadpb.KeyValue, live int, parseKV func() (TopicConfig, bool, error)) (TopicConfig, bool, error) {
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && e.rev == kv.ModRevision {
+		return e.tc, e.internal, e.err
+	}
+	e = parsedTopic{rev: kv.ModRevision}
+	e.tc, e.internal, e.err = parseKV()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) > 2*live+16 {
+		c.entries = map[string]parsedTopic{}
+	}
+	c.entries[key] = e
+	return e.tc, e.internal, e.err
 }
 
 // serving returns the log of a partition this broker serves, or nil.

@@ -1,8 +1,13 @@
 package broker
 
 import (
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 func TestValidateTopicName(t *testing.T) {
@@ -89,5 +94,40 @@ func TestLoadChoice(t *testing.T) {
 	}
 	if got := mostLoaded(load); got != "k4" {
 		t.Errorf("most loaded %s", got)
+	}
+}
+
+// topicConfig parses a topic's record once per revision: the cached
+// answer serves until the record changes, and a deleted topic is unknown.
+func TestTopicConfigFollowsRevisions(t *testing.T) {
+	b := &Broker{topics: newMirror(nil, topicsPrefix, slog.New(slog.DiscardHandler))}
+	put := func(rev int64, retentionMs string) {
+		b.topics.kvs[topicKey("t")] = &metadpb.KeyValue{Key: topicKey("t"), ModRevision: rev,
+			Value: topicMarshal(&brokerpb.TopicRecord{Name: "t", Partitions: 1, Configs: map[string]string{"retention.ms": retentionMs}})}
+	}
+	check := func(want int64) {
+		t.Helper()
+		tc, internal, err := b.topicConfig("t")
+		if err != nil || internal || tc.RetentionMs != want {
+			t.Fatalf("topicConfig: %+v internal=%v err=%v, want retention.ms %d", tc, internal, err, want)
+		}
+	}
+	put(5, "1000")
+	check(1000)
+	check(1000)
+	put(9, "2000")
+	check(2000)
+	// A record changed under the same revision is not parsed again: the
+	// revision is what says it changed.
+	b.topics.kvs[topicKey("t")].Value = topicMarshal(&brokerpb.TopicRecord{Name: "t", Partitions: 1,
+		Configs: map[string]string{"retention.ms": "3000"}})
+	check(2000)
+	put(10, "not a number")
+	if _, _, err := b.topicConfig("t"); err == nil {
+		t.Fatal("a bad config parsed")
+	}
+	delete(b.topics.kvs, topicKey("t"))
+	if _, _, err := b.topicConfig("t"); !errors.Is(err, errUnknownTopic) {
+		t.Fatalf("deleted topic: %v", err)
 	}
 }
