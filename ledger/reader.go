@@ -160,11 +160,27 @@ func OpenReaderWith(ctx context.Context, env Env, id uint64, opts ReaderOptions)
 	if err != nil {
 		return nil, err
 	}
+	return newReader(env, md, version, opts)
+}
+
+// ReaderFor opens a reader on metadata the caller already holds, such as
+// the closed metadata Recover returns, without reading it from the store
+// again. It is refreshed from the store like any reader's when a read
+// needs it (an ensemble replaced by re-replication).
+func ReaderFor(env Env, md *ledgerpb.LedgerMetadata, opts ReaderOptions) (*Reader, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	// Version 0: any version read from the store later is newer.
+	return newReader(env, md, 0, opts)
+}
+
+func newReader(env Env, md *ledgerpb.LedgerMetadata, version int64, opts ReaderOptions) (*Reader, error) {
 	if err := validateMetadata(md); err != nil {
 		return nil, err
 	}
-	r := &Reader{env: env, id: id, opts: opts.withDefaults(env), dig: newDigester(md)}
-	r.log = r.opts.Logger.With("component", "ledger-reader", "ledger", id)
+	r := &Reader{env: env, id: md.Id, opts: opts.withDefaults(env), dig: newDigester(md)}
+	r.log = r.opts.Logger.With("component", "ledger-reader", "ledger", md.Id)
 	r.mu.lac = -1
 	r.setMetadata(md, version)
 	return r, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -324,6 +325,38 @@ func TestReaderClosedLedger(t *testing.T) {
 	}
 	if m := r.Metadata(); m.LastEntryId != 9 || m.State != ledgerpb.LedgerState_CLOSED {
 		t.Fatalf("metadata %v", m)
+	}
+}
+
+// TestReaderFor: a reader opened on metadata the caller holds reads with
+// it, and refreshes it from the store when its bookies cannot serve (here
+// the held copy names an ensemble that re-replication replaced).
+func TestReaderFor(t *testing.T) {
+	verifyNoLeaks(t)
+	ctx := testCtx(t)
+	md := rtMetadata(3, 3, 2, ledgerpb.LedgerState_CLOSED, 4, frag(0, "a", "b", "c"))
+	bk := newRTBookies("a", "b", "c", "x", "y", "z")
+	bk.put(md, 0, 4, 4)
+	env, _ := rtEnv(md, bk)
+	held := proto.Clone(md).(*ledgerpb.LedgerMetadata)
+	held.Fragments = []*ledgerpb.Fragment{frag(0, "x", "y", "z")} // they hold nothing
+	r, err := ledger.ReaderFor(env, held, ledger.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Metadata().Fragments[0].Bookies; !slices.Equal(got, []string{"x", "y", "z"}) {
+		t.Fatalf("reader starts from %v, want the held metadata's ensemble", got)
+	}
+	entries, err := r.Read(ctx, 0, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEntries(t, entries, 0, 4)
+	if got := r.Metadata().Fragments[0].Bookies; !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("reader did not refresh its metadata: %v", got)
+	}
+	if _, err := ledger.ReaderFor(env, &ledgerpb.LedgerMetadata{Id: 1}, ledger.ReaderOptions{}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("invalid metadata: %v", err)
 	}
 }
 

@@ -141,7 +141,7 @@ func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, p
 	}
 	var entries []entryInfo
 	if last := md.GetLastEntryId(); last >= 0 {
-		r, err := ledger.OpenReader(ctx, l.cfg.Env, id)
+		r, err := ledger.ReaderFor(l.cfg.Env, md, ledger.ReaderOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
 		}
