@@ -18,6 +18,7 @@ import (
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/compact"
 )
@@ -86,6 +87,24 @@ func (s *offsetsStore) Put(_ context.Context, key string, value []byte, expected
 	v := offsetsValue{val: slices.Clone(value), version: cur.version + 1}
 	s.kv[key] = v
 	return v.version, nil
+}
+
+// PutWith is Put, then the records of with (one partition's takeover at
+// a time here: nothing else writes between them).
+func (s *offsetsStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []partlog.Record) (int64, []*metadpb.KeyValue, error) {
+	v, err := s.Put(ctx, key, value, expected)
+	if err != nil {
+		return 0, nil, err
+	}
+	var written []*metadpb.KeyValue
+	for _, r := range with {
+		rv, err := s.Put(ctx, r.Key, r.Value, -1)
+		if err != nil {
+			return 0, nil, err
+		}
+		written = append(written, &metadpb.KeyValue{Key: r.Key, Value: r.Value, Version: rv, Lease: r.Lease})
+	}
+	return v, written, nil
 }
 
 func (s *offsetsStore) Delete(_ context.Context, key string) error {

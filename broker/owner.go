@@ -260,25 +260,21 @@ func (b *Broker) takeOver(ctx context.Context, sess *metaclient.Session, p *part
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-b.takeovers }()
+	owner, err := proto.Marshal(&brokerpb.Ownership{BrokerId: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), Epoch: p.epoch})
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg := b.partlogConfig(p, tcfg)
 	cfg.Authority = sess.Valid
+	// The ownership record goes in the takeover's own metad transaction
+	// (with the list CAS and the recovered segments' indexes): one Raft
+	// commit where there were two, in a failover of 25,000 partitions.
+	cfg.Claim = &partlog.Record{Key: ownerKey(p.tp), Value: owner, Lease: sess.Lease()}
 	l, err := partlog.Open(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	owner, err := proto.Marshal(&brokerpb.Ownership{BrokerId: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), Epoch: p.epoch})
-	if err != nil {
-		b.closeLog(l)
-		return nil, nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
-	kv, err := b.meta.Put(pctx, ownerKey(p.tp), owner, metaclient.WithLease(sess.Lease()))
-	cancel()
-	if err != nil {
-		b.closeLog(l)
-		return nil, nil, err
-	}
-	return l, kv, nil
+	return l, l.Claimed(), nil
 }
 
 // closeLog closes a log cleanly (ledger closed, list written), bounded.

@@ -127,6 +127,12 @@ type Config struct {
 	// producer).
 	SequenceGapWait time.Duration
 
+	// Claim, when set, is written by Open in the same metad transaction as
+	// the takeover's list CAS (the broker's ownership record, under its
+	// session's lease), and not at all when Open fails; Log.Claimed
+	// returns it as written.
+	Claim *Record
+
 	// Authority, when set, says whether the owner may still acknowledge:
 	// false once its metad session may have expired (another broker may
 	// own the partition, and may have deleted the ledger this one writes:

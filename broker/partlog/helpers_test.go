@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -74,6 +75,39 @@ func (s *memStore) Put(ctx context.Context, key string, value []byte, expected i
 		}
 	}
 	return v.version, nil
+}
+
+// PutWith runs the hooks for key only, as Put does, and writes the
+// records of with with it, all under the lock.
+func (s *memStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
+	s.mu.Lock()
+	hook := s.beforePut
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(key); err != nil {
+			return 0, nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.kv[key]
+	if expected >= 0 && cur.version != expected {
+		return 0, nil, fmt.Errorf("%w: %s at version %d, expected %d", metaclient.ErrVersionConflict, key, cur.version, expected)
+	}
+	v := memValue{val: append([]byte(nil), value...), version: cur.version + 1}
+	s.kv[key] = v
+	var written []*metadpb.KeyValue
+	for _, r := range with {
+		w := memValue{val: append([]byte(nil), r.Value...), version: s.kv[r.Key].version + 1}
+		s.kv[r.Key] = w
+		written = append(written, &metadpb.KeyValue{Key: r.Key, Value: w.val, Version: w.version, Lease: r.Lease})
+	}
+	if s.afterPut != nil {
+		if err := s.afterPut(key); err != nil {
+			return 0, nil, err
+		}
+	}
+	return v.version, written, nil
 }
 
 func (s *memStore) Delete(ctx context.Context, key string) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -21,6 +22,8 @@ type Log struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	// claimed is cfg.Claim as Open wrote it (nil without one).
+	claimed *metadpb.KeyValue
 
 	// appendSem is a one-slot semaphore: held to hand an append to the
 	// writer (offset order = entry order) and for a whole roll or Close.

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-log/strata/internal/testwait"
+	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/recordbatch"
 )
@@ -347,6 +348,57 @@ func TestTakeover(t *testing.T) {
 	// A's Close on a failed log returns its error and touches nothing.
 	if err := a.Close(testCtx(t)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("A.Close: %v", err)
+	}
+}
+
+// A takeover writes its claim (the broker's ownership record) and the
+// recovered segment's index in the transaction of its list CAS: all of
+// them, or none when the CAS loses.
+func TestTakeoverClaim(t *testing.T) {
+	f := newFixture(t)
+	a := f.open(f.config(1))
+	appendN(t, a, 3)
+	open := a.Describe().Segments[0].LedgerId
+	claim := &Record{Key: "/owners/orders/3", Value: []byte("broker-b"), Lease: 7}
+
+	// Lost: someone writes the list between the read and the CAS.
+	lost := f.config(2)
+	lost.Claim = claim
+	f.store.setBeforePut(func(key string) error {
+		if key == PartitionKey("orders", 3) {
+			f.store.setBeforePut(nil)
+			f.store.mu.Lock()
+			v := f.store.kv[key]
+			v.version++
+			f.store.kv[key] = v
+			f.store.mu.Unlock()
+		}
+		return nil
+	})
+	if _, err := Open(testCtx(t), lost); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Open: %v, want ErrConflict", err)
+	}
+	for _, key := range []string{claim.Key, IndexKey(open)} {
+		if _, _, err := f.store.Get(testCtx(t), key); !errors.Is(err, metaclient.ErrNotFound) {
+			t.Fatalf("%s after a lost takeover: %v, want not found", key, err)
+		}
+	}
+
+	won := f.config(3)
+	won.Claim = claim
+	b := f.open(won)
+	kv := b.Claimed()
+	if kv == nil || kv.Key != claim.Key || kv.Version != 1 || kv.Lease != 7 {
+		t.Fatalf("Claimed() = %v", kv)
+	}
+	if v, version, err := f.store.Get(testCtx(t), claim.Key); err != nil || string(v) != "broker-b" || version != 1 {
+		t.Fatalf("claim in the store: %q v%d %v", v, version, err)
+	}
+	if _, _, err := f.store.Get(testCtx(t), IndexKey(open)); err != nil {
+		t.Fatalf("the recovered segment's index: %v", err)
+	}
+	if f.open(f.config(4)).Claimed() != nil {
+		t.Fatal("a log opened without a claim has one")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -22,11 +23,12 @@ import (
 //  2. every segment among the last two that is not closed: fence and
 //     recover its ledger (ledger.Recover), read its entries to learn its
 //     final numbers and replay its batches into the producer state (which
-//     starts from the PartitionLog's snapshot), write its LedgerIndex; an
+//     starts from the PartitionLog's snapshot), build its LedgerIndex; an
 //     empty one is dropped from the list;
 //  3. CAS the list once: recovered segments closed, owner_epoch,
 //     producer snapshot; no ledger is created until the first append
-//     (P8), so the log has no open segment yet;
+//     (P8), so the log has no open segment yet. The recovered segments'
+//     indexes and cfg.Claim are written in the same metad transaction;
 //  4. delete the dropped empty ledgers.
 //
 // Errors: ErrConflict when the list changed meanwhile (another broker
@@ -53,18 +55,30 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	producers := newProducerTable(pl.GetProducers())
 	segs := slices.Clone(pl.GetSegments())
 	var empty []uint64
+	var with []Record // the recovered segments' indexes, then the claim
+	indexes := map[uint64]*brokerpb.LedgerIndex{}
 	for i := max(0, len(segs)-2); i < len(segs); i++ {
 		if segs[i].GetClosed() {
 			continue
 		}
-		seg, err := l.recoverSegment(ctx, segs[i], producers)
+		seg, idx, err := l.recoverSegment(ctx, segs[i], producers)
 		if err != nil {
 			return nil, err
 		}
 		if seg == nil {
 			empty = append(empty, segs[i].GetLedgerId())
+		} else {
+			r, err := indexRecord(seg.GetLedgerId(), idx)
+			if err != nil {
+				return nil, err
+			}
+			with = append(with, r)
+			indexes[seg.GetLedgerId()] = idx
 		}
 		segs[i] = seg
+	}
+	if cfg.Claim != nil {
+		with = append(with, *cfg.Claim)
 	}
 	segs = slices.DeleteFunc(segs, func(s *brokerpb.LedgerSegment) bool { return s == nil })
 	next := max(pl.GetLogStartOffset(), tieredEnd(pl))
@@ -85,12 +99,18 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
 		TombstoneHorizonMs: pl.GetTombstoneHorizonMs(),
 	}
-	newVersion, err := casPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version)
+	newVersion, written, err := casPartitionLogWith(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version, with)
 	if err != nil {
 		if !errors.Is(err, ErrConflict) {
 			err = fmt.Errorf("%w: taking over %s/%d: %w", ErrUnknownOutcome, cfg.Topic, cfg.Partition, err)
 		}
 		return nil, err
+	}
+	for id, idx := range indexes {
+		l.reads.putIndex(id, idx)
+	}
+	if cfg.Claim != nil {
+		l.claimed = written[len(written)-1]
 	}
 	for _, id := range empty {
 		if err := ledger.Delete(ctx, cfg.Env, id); err != nil {
@@ -131,19 +151,19 @@ func newLog(cfg Config) *Log {
 }
 
 // recoverSegment fences and recovers a segment's ledger and returns the
-// segment closed with its final numbers (nil when it holds no entry),
-// after writing its index; its batches are applied to producers.
-func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, producers *producerTable) (*brokerpb.LedgerSegment, error) {
+// segment closed with its final numbers and its index (nil, nil when it
+// holds no entry); its batches are applied to producers.
+func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, producers *producerTable) (*brokerpb.LedgerSegment, *brokerpb.LedgerIndex, error) {
 	id := seg.GetLedgerId()
 	md, err := ledger.Recover(ctx, l.cfg.Env, id)
 	if err != nil {
-		return nil, fmt.Errorf("partlog: %s/%d: recovering ledger %d: %w", l.cfg.Topic, l.cfg.Partition, id, err)
+		return nil, nil, fmt.Errorf("partlog: %s/%d: recovering ledger %d: %w", l.cfg.Topic, l.cfg.Partition, id, err)
 	}
 	var entries []entryInfo
 	if last := md.GetLastEntryId(); last >= 0 {
 		r, err := ledger.ReaderFor(l.cfg.Env, md, ledger.ReaderOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
+			return nil, nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
 		}
 		want := seg.GetFirstOffset()
 		err = r.ReadRange(ctx, 0, last, func(e ledger.Entry) error {
@@ -162,21 +182,16 @@ func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, p
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
+			return nil, nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
 		}
 	}
 	if len(entries) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	closed := segmentProto(id, seg.GetFirstOffset(), seg.GetCreatedAtMs(), entries, true)
-	idx := buildIndex(entries, l.cfg.IndexIntervalBytes)
-	if err := writeIndex(ctx, l.cfg.Store, id, idx); err != nil {
-		return nil, err
-	}
-	l.reads.putIndex(id, idx)
 	l.log.Info("recovered segment", "ledger", id, "first_offset", closed.FirstOffset, "last_offset", closed.LastOffset,
 		"entries", len(entries))
-	return proto.Clone(closed).(*brokerpb.LedgerSegment), nil
+	return proto.Clone(closed).(*brokerpb.LedgerSegment), buildIndex(entries, l.cfg.IndexIntervalBytes), nil
 }
 
 // discardLedger closes and deletes a ledger no list names (a lost CAS).
@@ -188,3 +203,7 @@ func discardLedger(cfg Config, w *ledger.Writer) {
 		cfg.Logger.Warn("deleting an unlisted ledger", "ledger", w.ID(), "err", err)
 	}
 }
+
+// Claimed returns Config.Claim as Open wrote it (its version and mod
+// revision), or nil when the log was opened without one.
+func (l *Log) Claimed() *metadpb.KeyValue { return l.claimed }

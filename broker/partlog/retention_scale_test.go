@@ -21,6 +21,7 @@ import (
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/ledgerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
@@ -75,6 +76,18 @@ func (s *scaleStore) Put(ctx context.Context, key string, value []byte, expected
 	}
 	hold(s.writeDelay)
 	return s.inner.Put(ctx, key, value, expected)
+}
+
+func (s *scaleStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
+	s.mu.Lock()
+	s.mu.puts++
+	if strings.HasPrefix(key, PartitionPrefix) {
+		s.mu.partitionPuts++
+		s.mu.maxPartitionBytes = max(s.mu.maxPartitionBytes, len(value))
+	}
+	s.mu.Unlock()
+	hold(s.writeDelay)
+	return s.inner.PutWith(ctx, key, value, expected, with)
 }
 
 func (s *scaleStore) Delete(ctx context.Context, key string) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // Store is the subset of metad a Log needs. Errors: Get of a missing key
@@ -22,6 +23,20 @@ type Store interface {
 	Put(ctx context.Context, key string, value []byte, expectedVersion int64) (newVersion int64, err error)
 	// Delete removes the key (no error if absent).
 	Delete(ctx context.Context, key string) error
+	// PutWith is Put that also writes the records of with, whatever
+	// their versions, in the same transaction: all of it or nothing. It
+	// returns key's new version and the records of with as written, in
+	// order.
+	PutWith(ctx context.Context, key string, value []byte, expectedVersion int64, with []Record) (int64, []*metadpb.KeyValue, error)
+}
+
+// Record is a key and value written alongside a compare-and-set
+// (Store.PutWith), under a metad lease when Lease is not 0 (the record
+// vanishes with it).
+type Record struct {
+	Key   string
+	Value []byte
+	Lease int64
 }
 
 // Key prefixes in metad.
@@ -65,6 +80,32 @@ func (s metaStore) Put(ctx context.Context, key string, value []byte, expectedVe
 	return kv.GetVersion(), nil
 }
 
+func (s metaStore) PutWith(ctx context.Context, key string, value []byte, expectedVersion int64, with []Record) (int64, []*metadpb.KeyValue, error) {
+	var compares []*metadpb.Compare
+	if expectedVersion >= 0 {
+		compares = append(compares, &metadpb.Compare{Key: key, Version: expectedVersion})
+	}
+	ops := []*metadpb.Op{{Op: &metadpb.Op_Put{Put: &metadpb.PutOp{Key: key, Value: value}}}}
+	for _, r := range with {
+		ops = append(ops, &metadpb.Op{Op: &metadpb.Op_Put{Put: &metadpb.PutOp{Key: r.Key, Value: r.Value, Lease: r.Lease}}})
+	}
+	resp, err := s.c.Txn(ctx, compares, ops)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !resp.GetSucceeded() {
+		return 0, nil, fmt.Errorf("%w: %s, expected at version %d", metaclient.ErrVersionConflict, key, expectedVersion)
+	}
+	if len(resp.GetResults()) != len(ops) {
+		return 0, nil, fmt.Errorf("partlog: writing %s: %d results for %d writes", key, len(resp.GetResults()), len(ops))
+	}
+	written := make([]*metadpb.KeyValue, len(with))
+	for i := range with {
+		written[i] = resp.GetResults()[i+1].GetKv()
+	}
+	return resp.GetResults()[0].GetKv().GetVersion(), written, nil
+}
+
 func (s metaStore) Delete(ctx context.Context, key string) error {
 	_, err := s.c.Delete(ctx, key)
 	return err
@@ -98,29 +139,54 @@ func readIndex(ctx context.Context, store Store, ledgerID uint64) (*brokerpb.Led
 }
 
 func writeIndex(ctx context.Context, store Store, ledgerID uint64, idx *brokerpb.LedgerIndex) error {
-	val, err := proto.Marshal(idx)
+	r, err := indexRecord(ledgerID, idx)
 	if err != nil {
 		return err
 	}
-	if _, err := store.Put(ctx, IndexKey(ledgerID), val, -1); err != nil {
+	if _, err := store.Put(ctx, r.Key, r.Value, -1); err != nil {
 		return fmt.Errorf("partlog: writing %s: %w", IndexKey(ledgerID), err)
 	}
 	return nil
 }
 
+// indexRecord is a closed segment's LedgerIndex as a record to write.
+func indexRecord(ledgerID uint64, idx *brokerpb.LedgerIndex) (Record, error) {
+	val, err := proto.Marshal(idx)
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{Key: IndexKey(ledgerID), Value: val}, nil
+}
+
 // casPartitionLog writes pl if the key is still at version. A conflict
 // is ErrConflict.
 func casPartitionLog(ctx context.Context, store Store, topic string, partition int32, pl *brokerpb.PartitionLog, version int64) (int64, error) {
+	v, _, err := casPartitionLogWith(ctx, store, topic, partition, pl, version, nil)
+	return v, err
+}
+
+// casPartitionLogWith is casPartitionLog writing also the records of with
+// in the same transaction (none of them on a conflict); it returns them as
+// written.
+func casPartitionLogWith(ctx context.Context, store Store, topic string, partition int32, pl *brokerpb.PartitionLog, version int64,
+	with []Record) (int64, []*metadpb.KeyValue, error) {
 	val, err := proto.Marshal(pl)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	v, err := store.Put(ctx, PartitionKey(topic, partition), val, version)
+	key := PartitionKey(topic, partition)
+	var v int64
+	var written []*metadpb.KeyValue
+	if len(with) == 0 {
+		v, err = store.Put(ctx, key, val, version)
+	} else {
+		v, written, err = store.PutWith(ctx, key, val, version, with)
+	}
 	if errors.Is(err, metaclient.ErrVersionConflict) {
-		return 0, fmt.Errorf("%w: %s at version %d: %w", ErrConflict, PartitionKey(topic, partition), version, err)
+		return 0, nil, fmt.Errorf("%w: %s at version %d: %w", ErrConflict, key, version, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("partlog: writing %s: %w", PartitionKey(topic, partition), err)
+		return 0, nil, fmt.Errorf("partlog: writing %s: %w", key, err)
 	}
-	return v, nil
+	return v, written, nil
 }
