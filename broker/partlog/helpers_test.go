@@ -53,31 +53,11 @@ func (s *memStore) Get(ctx context.Context, key string) ([]byte, int64, error) {
 }
 
 func (s *memStore) Put(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
-	s.mu.Lock()
-	hook := s.beforePut
-	s.mu.Unlock()
-	if hook != nil {
-		if err := hook(key); err != nil {
-			return 0, err
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := s.kv[key]
-	if expected >= 0 && cur.version != expected {
-		return 0, fmt.Errorf("%w: %s at version %d, expected %d", metaclient.ErrVersionConflict, key, cur.version, expected)
-	}
-	v := memValue{val: append([]byte(nil), value...), version: cur.version + 1}
-	s.kv[key] = v
-	if s.afterPut != nil {
-		if err := s.afterPut(key); err != nil {
-			return 0, err
-		}
-	}
-	return v.version, nil
+	v, _, err := s.PutWith(ctx, key, value, expected, nil)
+	return v, err
 }
 
-// PutWith runs the hooks for key only, as Put does, and writes the
+// PutWith runs the hooks for key only and writes the
 // records of with with it, all under the lock.
 func (s *memStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
 	s.mu.Lock()

@@ -364,20 +364,11 @@ func TestTakeoverClaim(t *testing.T) {
 	// Lost: someone writes the list between the read and the CAS.
 	lost := f.config(2)
 	lost.Claim = claim
-	f.store.setBeforePut(func(key string) error {
-		if key == PartitionKey("orders", 3) {
-			f.store.setBeforePut(nil)
-			f.store.mu.Lock()
-			v := f.store.kv[key]
-			v.version++
-			f.store.kv[key] = v
-			f.store.mu.Unlock()
-		}
-		return nil
-	})
+	listWrittenFirst(f)
 	if _, err := Open(testCtx(t), lost); !errors.Is(err, ErrConflict) {
 		t.Fatalf("Open: %v, want ErrConflict", err)
 	}
+	f.store.setBeforePut(nil)
 	for _, key := range []string{claim.Key, IndexKey(open)} {
 		if _, _, err := f.store.Get(testCtx(t), key); !errors.Is(err, metaclient.ErrNotFound) {
 			t.Fatalf("%s after a lost takeover: %v, want not found", key, err)

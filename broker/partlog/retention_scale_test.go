@@ -64,6 +64,23 @@ func (s *scaleStore) Get(ctx context.Context, key string) ([]byte, int64, error)
 }
 
 func (s *scaleStore) Put(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
+	if err := s.countPut(key, value); err != nil {
+		return 0, err
+	}
+	hold(s.writeDelay)
+	return s.inner.Put(ctx, key, value, expected)
+}
+
+func (s *scaleStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
+	if err := s.countPut(key, value); err != nil {
+		return 0, nil, err
+	}
+	hold(s.writeDelay)
+	return s.inner.PutWith(ctx, key, value, expected, with)
+}
+
+// countPut counts a write of key and refuses a value metad would.
+func (s *scaleStore) countPut(key string, value []byte) error {
 	s.mu.Lock()
 	s.mu.puts++
 	if strings.HasPrefix(key, PartitionPrefix) {
@@ -72,22 +89,9 @@ func (s *scaleStore) Put(ctx context.Context, key string, value []byte, expected
 	}
 	s.mu.Unlock()
 	if len(value) > kv.MaxValueBytes {
-		return 0, fmt.Errorf("%w: %s: %d bytes > %d", kv.ErrValueTooLarge, key, len(value), kv.MaxValueBytes)
+		return fmt.Errorf("%w: %s: %d bytes > %d", kv.ErrValueTooLarge, key, len(value), kv.MaxValueBytes)
 	}
-	hold(s.writeDelay)
-	return s.inner.Put(ctx, key, value, expected)
-}
-
-func (s *scaleStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
-	s.mu.Lock()
-	s.mu.puts++
-	if strings.HasPrefix(key, PartitionPrefix) {
-		s.mu.partitionPuts++
-		s.mu.maxPartitionBytes = max(s.mu.maxPartitionBytes, len(value))
-	}
-	s.mu.Unlock()
-	hold(s.writeDelay)
-	return s.inner.PutWith(ctx, key, value, expected, with)
+	return nil
 }
 
 func (s *scaleStore) Delete(ctx context.Context, key string) error {
