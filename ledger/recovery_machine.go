@@ -61,6 +61,15 @@ import (
 //     fenced yet, is taken as usual. It keeps the recovery of a ledger of
 //     a few entries (a partition written once) at a few reads per member
 //     instead of a window's worth of READ_NO_ENTRY answers.
+//   - R9 A fence answer marked complete (the bookie is not in limbo: it
+//     holds every entry it acknowledged) counts as an explicit
+//     READ_NO_ENTRY from that member for every entry above its
+//     last_entry_id: the answer includes every add journaled before the
+//     fence, and after it the member takes no normal add, exactly what a
+//     fencing read's negative says (R2, R3). Such an entry is read only
+//     from the members that did not already say so, and one that has
+//     (Qw-Qa)+1 of them is decided absent without a read: the entry past
+//     the end of a ledger is usually decided by the fences alone.
 type recoveryMachine struct {
 	ledgerID    uint64
 	dig         digester // checks the copies read (D1)
@@ -70,9 +79,12 @@ type recoveryMachine struct {
 	ackQuorum   int
 	absentQ     int // (Qw-Qa)+1
 
-	fenced      map[string]bool
-	maxLAC      int64
-	lastHeld    int64 // the highest entry a fenced bookie reports holding (R8)
+	fenced   map[string]bool
+	maxLAC   int64
+	lastHeld int64 // the highest entry a fenced bookie reports holding (R8)
+	// heldUpTo: the last entry of each member whose fence answer was
+	// complete (R9).
+	heldUpTo    map[string]int64
 	fencingDone bool
 
 	start   int64 // first entry read
@@ -156,6 +168,7 @@ func newRecoveryMachine(md *ledgerpb.LedgerMetadata) (*recoveryMachine, error) {
 		ackQuorum:   int(md.AckQuorum),
 		absentQ:     absentQuorum(md),
 		fenced:      make(map[string]bool),
+		heldUpTo:    make(map[string]int64),
 		maxLAC:      -1,
 		lastHeld:    -1,
 		absent:      -1,
@@ -197,6 +210,9 @@ func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, e
 	m.fenced[bookie] = true
 	m.maxLAC = max(m.maxLAC, min(resp.Lac, resp.LastEntryId)) // R4
 	m.lastHeld = max(m.lastHeld, resp.LastEntryId)            // R8
+	if resp.Complete {
+		m.heldUpTo[bookie] = resp.LastEntryId // R9
+	}
 	if !m.fencedEveryWriteSet() {
 		return nil
 	}
@@ -225,6 +241,7 @@ func (m *recoveryMachine) fencedEveryWriteSet() bool {
 // window and, past the entries the fenced bookies hold, one at a time (R8).
 func (m *recoveryMachine) readAhead() []recoveryOp {
 	var ops []recoveryOp
+	settled := false // an entry was decided without a read (R9)
 	for m.absent < 0 && m.next <= m.present+recoveryWindow && len(m.writes) < recoveryWindow &&
 		(m.next <= m.lastHeld+1 || m.next == m.present+1) {
 		e := m.next
@@ -236,8 +253,22 @@ func (m *recoveryMachine) readAhead() []recoveryOp {
 		}
 		m.reads[e] = r
 		for _, b := range r.ws {
-			ops = append(ops, recoveryOp{kind: opRead, bookie: b, entry: e, fence: true})
+			if last, ok := m.heldUpTo[b]; ok && last < e {
+				r.negatives[b] = true
+			}
 		}
+		if len(r.negatives) >= m.absentQ {
+			r.decided, settled = true, true
+			continue
+		}
+		for _, b := range r.ws {
+			if !r.negatives[b] {
+				ops = append(ops, recoveryOp{kind: opRead, bookie: b, entry: e, fence: true})
+			}
+		}
+	}
+	if settled {
+		return append(ops, m.advance()...)
 	}
 	return ops
 }

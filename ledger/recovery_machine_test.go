@@ -88,6 +88,14 @@ func (d *smDriver) fenceHolding(bookie string, lac, last int64) {
 	d.ops = append(d.ops, d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last}, nil)...)
 }
 
+// fenceComplete answers a fence from a bookie that is not in limbo: its
+// last entry counts as a negative for every entry above it (R9).
+func (d *smDriver) fenceComplete(bookie string, lac, last int64) {
+	d.t.Helper()
+	op := d.take("fence", bookie, 0)
+	d.ops = append(d.ops, d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last, Complete: true}, nil)...)
+}
+
 // add answers a recovery add: "ok", "conflict" or "err".
 func (d *smDriver) add(bookie string, entry int64, answer string) {
 	d.t.Helper()
@@ -222,6 +230,43 @@ func TestRecoveryMachine(t *testing.T) {
 			t.Fatalf("want a read of entry 2 only beyond the held entries: %s", d.pending())
 		}
 		d.read(b0, 2, "no")
+		d.read(b1, 2, "no")
+		for _, e := range []int64{0, 1} {
+			for _, b := range []string{b0, b1} {
+				d.add(b, e, "ok")
+			}
+		}
+		d.wantDone(1)
+	})
+	t.Run("complete fences decide the entry past the end without reads (R9)", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fenceComplete(b0, -1, 0)
+		d.fenceComplete(b1, -1, 0)
+		for _, b := range []string{b0, b1, b2} {
+			if !d.has("read", b, 0) || d.has("read", b, 1) {
+				t.Fatalf("want reads of entry 0 only: %s", d.pending())
+			}
+		}
+		d.read(b1, 0, "ok")
+		d.wantNotDone() // entry 0 is not rewritten yet
+		d.add(b0, 0, "ok")
+		d.add(b1, 0, "ok")
+		d.wantDone(0)
+	})
+	t.Run("a fence that is not complete is no negative (R9)", func(t *testing.T) {
+		d := newSMDriver(t, 3, 3, 2, smFrag(0, 3))
+		d.fenceComplete(b0, -1, 0)
+		d.fenceHolding(b1, -1, 0) // in limbo: it may have lost entry 1
+		// Entry 1 has one negative (b0): it is read from the other two.
+		if d.has("read", b0, 1) || !d.has("read", b1, 1) || !d.has("read", b2, 1) {
+			t.Fatalf("want entry 1 read from b1 and b2 only: %s", d.pending())
+		}
+		d.read(b0, 0, "ok")
+		d.read(b1, 1, "ok") // it had it after all
+		// Entry 2: b0's fence is one negative, b1's read the second.
+		if d.has("read", b0, 2) {
+			t.Fatalf("entry 2 read from b0, whose complete fence said absent: %s", d.pending())
+		}
 		d.read(b1, 2, "no")
 		for _, e := range []int64{0, 1} {
 			for _, b := range []string{b0, b1} {

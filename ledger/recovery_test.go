@@ -144,7 +144,9 @@ func TestRecoverConcurrent(t *testing.T) {
 
 // An error or a timeout is never "absent": with one explicit negative and
 // two bookies that do not answer, recovery cannot decide and must not
-// close the ledger. Once the bookies answer, it finds the entry.
+// close the ledger. Once the bookies answer, it finds the entry. (b2 does
+// not answer at all: its fence answer, complete, would be an explicit
+// negative for entry 1, R9.)
 func TestRecoverErrorsAreNotAbsent(t *testing.T) {
 	c := ledgertest.NewCluster(3)
 	c.Bookies.SetManual(true)
@@ -156,7 +158,7 @@ func TestRecoverErrorsAreNotAbsent(t *testing.T) {
 	c.Bookies.Deliver(ledgertest.ToEntry(wtAddr(0), 1)) // one copy: unknown outcome
 	c.Bookies.SetManual(false)
 	c.Bookies.Blackhole(wtAddr(0), ledgertest.RPCReadEntry)
-	c.Bookies.Blackhole(wtAddr(2), ledgertest.RPCReadEntry)
+	c.Bookies.Blackhole(wtAddr(2), ledgertest.RPCReadEntry, ledgertest.RPCFence)
 
 	ctx, cancel := context.WithTimeout(wtCtx(t), 100*time.Millisecond)
 	defer cancel()

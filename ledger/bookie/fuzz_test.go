@@ -38,16 +38,7 @@ func FuzzRequests(f *testing.F) {
 		b, _ := proto.Marshal(m)
 		f.Add(byte(i), b)
 	}
-	st, err := storage.Open(context.Background(), storage.Options{
-		FS: vfs.NewMem(), IndexFS: pebblevfs.NewMem(), Dir: "/fuzz",
-		JournalMaxFileBytes: 1 << 20, JournalPreallocateBytes: -1, MaxEntryBytes: 64 << 10,
-		DiskCheckInterval: -1, CheckpointInterval: -1, GCInterval: -1,
-		OnFatal: func(err error) { f.Fatalf("fatal: %v", err) },
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
+	st := memStorage(f)
 	guarded := [][]byte{[]byte("zero"), []byte("one"), []byte("two"), []byte("three")}
 	for entry, p := range guarded {
 		done := make(chan error, 1)
@@ -112,4 +103,19 @@ func FuzzRequests(f *testing.F) {
 			}
 		}
 	})
+}
+
+// memStorage opens a storage in memory, closed when the test ends.
+func memStorage(t testing.TB) *storage.Storage {
+	st, err := storage.Open(context.Background(), storage.Options{
+		FS: vfs.NewMem(), IndexFS: pebblevfs.NewMem(), Dir: "/bookie",
+		JournalMaxFileBytes: 1 << 20, JournalPreallocateBytes: -1, MaxEntryBytes: 64 << 10,
+		DiskCheckInterval: -1, CheckpointInterval: -1, GCInterval: -1,
+		OnFatal: func(err error) { t.Errorf("fatal: %v", err) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

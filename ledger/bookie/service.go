@@ -196,7 +196,9 @@ func (s *service) Fence(ctx context.Context, req *bookiepb.FenceRequest) (*booki
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &bookiepb.FenceResponse{Lac: st.LAC, LastEntryId: st.LastEntryID}, nil
+	// In limbo the bookie may have lost entries it acknowledged: its last
+	// entry then proves nothing about the entries above it.
+	return &bookiepb.FenceResponse{Lac: st.LAC, LastEntryId: st.LastEntryID, Complete: !s.store.Limbo()}, nil
 }
 
 func (s *service) WriteLAC(ctx context.Context, req *bookiepb.WriteLACRequest) (*bookiepb.WriteLACResponse, error) {

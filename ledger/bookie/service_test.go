@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -36,5 +37,26 @@ func TestAddStatus(t *testing.T) {
 	err := toStatus(storage.ErrEntryConflict)
 	if status.Code(err) != codes.AlreadyExists || rpcerror.Retryable(err) || rpcerror.Reason(err) != reasonEntryConflict {
 		t.Errorf("toStatus(ErrEntryConflict) = %v", err)
+	}
+}
+
+// TestFenceAnswerIsComplete: a bookie not in limbo answers a fence with
+// its last entry and complete set, which recovery counts as a negative for
+// every entry above it (ledger R9). (In limbo, complete is false: the
+// storage's Limbo, set on replaying a corrupt journal record, is tested in
+// ledger/storage.)
+func TestFenceAnswerIsComplete(t *testing.T) {
+	ctx := context.Background()
+	st := memStorage(t)
+	for entry := range uint64(2) {
+		done := make(chan error, 1)
+		if err := st.Add(ctx, 9, entry, int64(entry)-1, []byte("x"), false, func(err error) { done <- err }); err != nil || <-done != nil {
+			t.Fatalf("add %d: %v", entry, err)
+		}
+	}
+	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }}
+	resp, err := s.Fence(ctx, &bookiepb.FenceRequest{LedgerId: 9})
+	if err != nil || resp.LastEntryId != 1 || !resp.Complete {
+		t.Fatalf("Fence: %v, %v; want last entry 1, complete", resp, err)
 	}
 }

@@ -471,7 +471,7 @@ func (f *FakeBookies) Fence(ctx context.Context, bookie string, ledgerID uint64)
 	l := b.ledger(ledgerID)
 	l.fenced = true
 	f.notifyLocked()
-	return &bookiepb.FenceResponse{Lac: l.lac, LastEntryId: l.lastEntry()}, nil
+	return &bookiepb.FenceResponse{Lac: l.lac, LastEntryId: l.lastEntry(), Complete: true}, nil
 }
 
 // WriteLAC implements ledger.BookieClient.

@@ -734,9 +734,14 @@ func (x *FenceRequest) GetLedgerId() uint64 {
 }
 
 type FenceResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lac           int64                  `protobuf:"varint,1,opt,name=lac,proto3" json:"lac,omitempty"`
-	LastEntryId   int64                  `protobuf:"varint,2,opt,name=last_entry_id,json=lastEntryId,proto3" json:"last_entry_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Lac         int64                  `protobuf:"varint,1,opt,name=lac,proto3" json:"lac,omitempty"`
+	LastEntryId int64                  `protobuf:"varint,2,opt,name=last_entry_id,json=lastEntryId,proto3" json:"last_entry_id,omitempty"`
+	// complete: the bookie holds every entry it acknowledged (it is not in
+	// limbo), so it holds no entry of the ledger above last_entry_id, and,
+	// fenced, will take no normal add: recovery may count it as absent for
+	// every entry above last_entry_id, as it counts READ_NO_ENTRY (R9).
+	Complete      bool `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -783,6 +788,13 @@ func (x *FenceResponse) GetLastEntryId() int64 {
 		return x.LastEntryId
 	}
 	return 0
+}
+
+func (x *FenceResponse) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
 }
 
 type WriteLACRequest struct {
@@ -1254,10 +1266,11 @@ const file_bookie_v1_bookie_proto_rawDesc = "" +
 	"\rlast_entry_id\x18\x02 \x01(\x03R\vlastEntryId\x12\x16\n" +
 	"\x06fenced\x18\x03 \x01(\bR\x06fenced\"+\n" +
 	"\fFenceRequest\x12\x1b\n" +
-	"\tledger_id\x18\x01 \x01(\x04R\bledgerId\"E\n" +
+	"\tledger_id\x18\x01 \x01(\x04R\bledgerId\"a\n" +
 	"\rFenceResponse\x12\x10\n" +
 	"\x03lac\x18\x01 \x01(\x03R\x03lac\x12\"\n" +
-	"\rlast_entry_id\x18\x02 \x01(\x03R\vlastEntryId\"@\n" +
+	"\rlast_entry_id\x18\x02 \x01(\x03R\vlastEntryId\x12\x1a\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete\"@\n" +
 	"\x0fWriteLACRequest\x12\x1b\n" +
 	"\tledger_id\x18\x01 \x01(\x04R\bledgerId\x12\x10\n" +
 	"\x03lac\x18\x02 \x01(\x03R\x03lac\"\x12\n" +
