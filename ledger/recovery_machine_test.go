@@ -113,6 +113,16 @@ func (d *smDriver) add(bookie string, entry int64, answer string) {
 	d.ops = append(d.ops, d.r.OnAdd(op, resp, err)...)
 }
 
+// addsOK answers ADD_OK to the recovery adds of entries on bookies.
+func (d *smDriver) addsOK(entries []int64, bookies ...string) {
+	d.t.Helper()
+	for _, e := range entries {
+		for _, b := range bookies {
+			d.add(b, e, "ok")
+		}
+	}
+}
+
 func (d *smDriver) pending() string {
 	var s []string
 	for _, op := range d.ops {
@@ -231,11 +241,7 @@ func TestRecoveryMachine(t *testing.T) {
 		}
 		d.read(b0, 2, "no")
 		d.read(b1, 2, "no")
-		for _, e := range []int64{0, 1} {
-			for _, b := range []string{b0, b1} {
-				d.add(b, e, "ok")
-			}
-		}
+		d.addsOK([]int64{0, 1}, b0, b1)
 		d.wantDone(1)
 	})
 	t.Run("complete fences decide the entry past the end without reads (R9)", func(t *testing.T) {
@@ -268,11 +274,7 @@ func TestRecoveryMachine(t *testing.T) {
 			t.Fatalf("entry 2 read from b0, whose complete fence said absent: %s", d.pending())
 		}
 		d.read(b1, 2, "no")
-		for _, e := range []int64{0, 1} {
-			for _, b := range []string{b0, b1} {
-				d.add(b, e, "ok")
-			}
-		}
+		d.addsOK([]int64{0, 1}, b0, b1)
 		d.wantDone(1)
 	})
 	t.Run("Qa=1 needs every member to say absent", func(t *testing.T) {
