@@ -354,7 +354,7 @@ func (b *Broker) topicConfig(topic string) (TopicConfig, bool, error) {
 	if kv == nil {
 		return TopicConfig{}, false, fmt.Errorf("%w %q", errUnknownTopic, topic)
 	}
-	return b.topicConfigs.parse(key, kv, b.topics.size(), func() (TopicConfig, bool, error) {
+	return b.topicConfigs.parse(key, kv, b.topics.size, func() (TopicConfig, bool, error) {
 		rec, err := liveTopic(topic, kv)
 		if err != nil {
 			return TopicConfig{}, false, err
@@ -379,9 +379,10 @@ type parsedTopic struct {
 }
 
 // parse returns what parseKV gives for kv, from memory when kv's revision
-// was parsed before. live is how many records the mirror holds: entries of
-// topics gone from it are dropped once there are twice as many.
-func (c *parsedTopics) parse(key string, kv *metadpb.KeyValue, live int, parseKV func() (TopicConfig, bool, error)) (TopicConfig, bool, error) {
+// was parsed before. live says how many records the mirror holds (asked
+// on a miss only): entries of topics gone from it are dropped once there
+// are twice as many.
+func (c *parsedTopics) parse(key string, kv *metadpb.KeyValue, live func() int, parseKV func() (TopicConfig, bool, error)) (TopicConfig, bool, error) {
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()
@@ -390,9 +391,10 @@ func (c *parsedTopics) parse(key string, kv *metadpb.KeyValue, live int, parseKV
 	}
 	e = parsedTopic{rev: kv.ModRevision}
 	e.tc, e.internal, e.err = parseKV()
+	n := live()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) > 2*live+16 {
+	if c.entries == nil || len(c.entries) > 2*n+16 {
 		c.entries = map[string]parsedTopic{}
 	}
 	c.entries[key] = e

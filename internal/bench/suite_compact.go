@@ -231,6 +231,7 @@ func (c *compaction) compactSource(ctx context.Context, topic string) error {
 		now := c.samples(ctx)
 		delta := func(name string) float64 { return now[name] - before[name] }
 		if errs := int(delta(metricCompactErrors)); errs > 0 {
+			c.result.Errors += errs
 			return fmt.Errorf("%s: %d compaction passes failed (see the brokers' logs)", topic, errs)
 		}
 		if passes := int(delta(metricCompactRuns)); passes >= compactPartitions {
