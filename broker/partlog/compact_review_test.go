@@ -85,14 +85,24 @@ func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
 		f.clock.Advance(30 * time.Second)
 		m.appendKeyed(t, f, l, -1, 0, "a", "2")
 	}
-	rollNow(t, l) // (run may have rolled at the lag already: its timer follows the deadline)
+	// run's timer follows the deadline, so it may have rolled at 60 s,
+	// before the third append, which then opened a younger ledger that
+	// stays open; else this roll finds the first ledger 90 s old. Either
+	// way no open ledger is older than the lag.
+	rollNow(t, l)
+	lagged := f.clock.Now().Add(-time.Minute).UnixMilli()
 	segs := l.Describe().Segments
-	if len(segs) == 0 || slices.ContainsFunc(segs, func(s *brokerpb.LedgerSegment) bool { return !s.Closed }) {
-		// nothing open until the next append (P8)
+	if len(segs) == 0 || !segs[0].Closed || slices.ContainsFunc(segs, func(s *brokerpb.LedgerSegment) bool {
+		return !s.Closed && s.CreatedAtMs <= lagged
+	}) {
 		t.Fatalf("open ledger %v old with max.compaction.lag.ms=1m did not roll: segments %v", 90*time.Second, segs)
 	}
-	// The rolled ledger is now cleanable; past the lag a pass runs.
+	// Past the lag every ledger has rolled and is cleanable, and a pass runs.
 	f.clock.Advance(2 * time.Minute)
+	rollNow(t, l)
+	if segs := l.Describe().Segments; slices.ContainsFunc(segs, func(s *brokerpb.LedgerSegment) bool { return !s.Closed }) {
+		t.Fatalf("a ledger %v old is still open: segments %v", 2*time.Minute, segs)
+	}
 	res := compactNow(t, l, 1<<20)
 	if !res.Ran {
 		t.Fatalf("no pass after max.compaction.lag.ms: %+v", res)
