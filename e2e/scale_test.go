@@ -200,6 +200,7 @@ func TestLongManyPartitions(t *testing.T) {
 	owned := metric(victim, "strata_broker_owned_partitions")
 	victim.Kill()
 	start = time.Now()
+	progress := ownedEverySecond(c.brokers[1].AdminAddr)
 	// Its registration (and ownerships) last until its session expires.
 	testwait.UntilNil(t, time.Minute, victim.ID+"'s registration gone", atMostEvery(scaleCheckEvery, func() error {
 		md, err := cl.Metadata(ctx, "__consumer_offsets") // the brokers, and a small topic
@@ -221,6 +222,7 @@ func TestLongManyPartitions(t *testing.T) {
 	t.Logf("kill -9 of %s owning %.0f partitions: registration gone after %v, all %d served again after %v",
 		victim.ID, owned, gone.Round(time.Millisecond), total, took.Round(time.Millisecond))
 	cpuAfter := roleCPU()
+	t.Logf("partitions the survivor owned, each second after the kill: %v", progress())
 	<-profiled
 	t.Logf("CPU seconds over the failover (%d cores here): surviving broker %.1f, 3 metad %.1f, 3 bookies %.1f",
 		runtime.NumCPU(), cpuAfter["broker"]-cpuBefore["broker"], cpuAfter["metad"]-cpuBefore["metad"], cpuAfter["bookies"]-cpuBefore["bookies"])
@@ -247,6 +249,45 @@ func TestLongManyPartitions(t *testing.T) {
 		})
 	}
 	t.Logf("every partition holds its record %v after the kill", time.Since(start).Round(time.Millisecond))
+}
+
+// ownedEverySecond samples a broker's strata_broker_owned_partitions
+// once a second until the returned function is called, which returns the
+// samples: the shape of a failover (how long before takeovers start, and
+// their rate) that its total time does not show.
+func ownedEverySecond(admin string) func() []int {
+	var (
+		mu      sync.Mutex
+		samples []int
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			v, err := metricValue("http://"+admin+"/metrics", "strata_broker_owned_partitions")
+			if err != nil {
+				v = -1
+			}
+			mu.Lock()
+			samples = append(samples, int(v))
+			mu.Unlock()
+		}
+	}()
+	return func() []int {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return samples
+	}
 }
 
 // waitAllServed waits until every partition of topic has an owner that is

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"context"
+
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
@@ -27,7 +29,13 @@ func NewTestRecovery(md *ledgerpb.LedgerMetadata) (*TestRecovery, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.keepFound = true
 	return &TestRecovery{m: m}, nil
+}
+
+// VisitRecovered is what RecoverVisit hands its visit after the close.
+func (r *TestRecovery) VisitRecovered(ctx context.Context, env Env, closed *ledgerpb.LedgerMetadata, visit func(Entry) error) error {
+	return visitRecovered(ctx, env, closed, r.m, visit)
 }
 
 func exportOps(ops []recoveryOp) []RecoveryOp {

@@ -67,7 +67,8 @@ type propRecovery struct {
 	version int64
 	ops     []ledger.RecoveryOp
 	result  *ledgerpb.LedgerMetadata
-	checked bool // checkDoneRecoveries saw it done
+	visited [][]byte // what RecoverVisit would hand its visit, by entry
+	checked bool     // checkDoneRecoveries saw it done
 	// delayed: requests on their way, sent (executed) at a later step:
 	// a slow network, or a lost request that only times out later.
 	delayed []ledger.RecoveryOp
@@ -317,13 +318,25 @@ func (p *propRun) drain() {
 		if err != nil {
 			p.t.Fatalf("seed %d: recovery %d: %v", p.seed, i, err)
 		}
-		prefix, err := ledger.PrefixLength(p.ctx, c.Env(), rec.md, start)
+		visit := func(e ledger.Entry) error {
+			if e.ID != int64(len(rec.visited)) {
+				return fmt.Errorf("entry %d visited after %d entries", e.ID, len(rec.visited))
+			}
+			rec.visited = append(rec.visited, bytes.Clone(e.Payload))
+			return nil
+		}
+		prefix, err := ledger.PrefixLength(p.ctx, c.Env(), rec.md, start, visit)
 		if err != nil {
 			p.t.Fatalf("seed %d: PrefixLength: %v", p.seed, err)
 		}
 		rec.result, err = ledger.CloseRecovered(p.ctx, c.Env(), rec.md, rec.version, last, prefix+length)
 		if err != nil {
 			p.t.Fatalf("seed %d: CloseRecovered: %v", p.seed, err)
+		}
+		// The entries up to the end the first close wrote, whichever
+		// recovery wrote it.
+		if err := rec.r.VisitRecovered(p.ctx, c.Env(), rec.result, visit); err != nil {
+			p.t.Fatalf("seed %d: recovery %d: VisitRecovered: %v", p.seed, i, err)
 		}
 	}
 	// The old writer tries to go on.
@@ -350,6 +363,14 @@ func (p *propRun) check() {
 		if rec.result.LastEntryId != last || rec.result.Length != final.Length {
 			t.Errorf("seed %d: recovery %d ended at %d (length %d); the ledger at %d (length %d)",
 				p.seed, i, rec.result.LastEntryId, rec.result.Length, last, final.Length)
+		}
+		if int64(len(rec.visited)) != last+1 {
+			t.Errorf("seed %d: recovery %d visited %d entries of a ledger ending at %d", p.seed, i, len(rec.visited), last)
+		}
+		for e, got := range rec.visited {
+			if e >= len(p.payloads) || !bytes.Equal(got, p.payloads[e]) {
+				t.Errorf("seed %d: recovery %d visited entry %d = %q, never appended as such", p.seed, i, e, got)
+			}
 		}
 	}
 	if got := p.r.maxAcked(); got > last {

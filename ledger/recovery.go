@@ -47,20 +47,44 @@ const (
 // length needs the size of every entry up to the last one, and entries do
 // not carry a cumulative length (BookKeeper's do, in their header), so
 // Recover also streams the entries below its start point from the bookies
-// (prefixLength). That costs one read of the ledger per recovery.
+// (prefixLength). That costs one read of the ledger per recovery, which
+// RecoverVisit hands to a caller that needs the entries too.
 func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata, error) {
+	return RecoverVisit(ctx, env, id, nil)
+}
+
+// RecoverVisit is Recover that also hands visit every entry of the
+// recovered ledger: entries 0..LastEntryId of the metadata it returns, in
+// order, once each, digest removed (the payload is valid only during the
+// call). Recovery reads them anyway (the entries below its start point
+// to size them, those above to rewrite them), so a caller that needs the
+// ledger's contents, as a partition's new owner does to index it, does not
+// read the ledger a second time: on a takeover that halves what the
+// bookies serve. Entries above the LAC are visited only once the close
+// is decided; when a concurrent recovery closed the ledger first, the
+// entries up to its end are visited, read from the bookies where this
+// recovery did not find them.
+//
+// An error from visit stops the recovery and is returned wrapped; the
+// ledger then stays IN_RECOVERY (a later recovery finishes it), unless
+// the close was already written.
+func RecoverVisit(ctx context.Context, env Env, id uint64, visit func(Entry) error) (*ledgerpb.LedgerMetadata, error) {
 	log := logger(env).With("ledger", id)
 	md, version, err := markInRecovery(ctx, env, id)
 	if err != nil {
 		return nil, err
 	}
 	if md.State == ledgerpb.LedgerState_CLOSED {
+		if err := visitClosed(ctx, env, md, 0, visit); err != nil {
+			return nil, err
+		}
 		return md, nil
 	}
 	m, err := newRecoveryMachine(md)
 	if err != nil {
 		return nil, err
 	}
+	m.keepFound = visit != nil
 	if err := runRecovery(ctx, env, m); err != nil {
 		return nil, fmt.Errorf("ledger %d: recovering: %w", id, err)
 	}
@@ -72,7 +96,7 @@ func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata,
 		}
 	}
 	last, start, length, _ := m.result()
-	prefix, err := prefixLength(ctx, env, md, start)
+	prefix, err := prefixLength(ctx, env, md, start, visit)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %d: recovering: sizing entries below %d: %w", id, start, err)
 	}
@@ -81,7 +105,51 @@ func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata,
 		return nil, err
 	}
 	log.Info("ledger recovered", "last_entry", closed.LastEntryId, "length", closed.Length)
+	if err := visitRecovered(ctx, env, closed, m, visit); err != nil {
+		return nil, err
+	}
 	return closed, nil
+}
+
+// visitRecovered hands visit (when not nil) the entries m found, start..
+// last, and what else the ledger as closed holds: a concurrent recovery
+// that closed it first may have ended it before last, or after it (those
+// entries are read from the bookies). The entries below start were
+// visited as prefixLength read them.
+func visitRecovered(ctx context.Context, env Env, closed *ledgerpb.LedgerMetadata, m *recoveryMachine, visit func(Entry) error) error {
+	if visit == nil {
+		return nil
+	}
+	last, start, _, _ := m.result()
+	// Entries below start are acknowledged, so every recovery's result
+	// holds them (R3): one that closed first cannot end below start-1.
+	end := closed.LastEntryId
+	if end < start-1 {
+		return fmt.Errorf("%w: ledger %d was closed at entry %d, below its acknowledged entry %d",
+			ErrMetadataConflict, closed.Id, end, start-1)
+	}
+	for i, payload := range m.found[:max(min(end, last)-start+1, 0)] {
+		if err := visit(Entry{ID: start + int64(i), Payload: payload}); err != nil {
+			return fmt.Errorf("ledger %d: %w", closed.Id, err)
+		}
+	}
+	return visitClosed(ctx, env, closed, last+1, visit)
+}
+
+// visitClosed hands visit (when not nil) entries from..LastEntryId of the
+// closed ledger md, read from its bookies.
+func visitClosed(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, from int64, visit func(Entry) error) error {
+	if visit == nil || from > md.LastEntryId {
+		return nil
+	}
+	r, err := ReaderFor(env, md, ReaderOptions{})
+	if err != nil {
+		return fmt.Errorf("ledger %d: reading the closed ledger: %w", md.Id, err)
+	}
+	if err := r.ReadRange(ctx, from, md.LastEntryId, visit); err != nil {
+		return fmt.Errorf("ledger %d: reading the closed ledger: %w", md.Id, err)
+	}
+	return nil
 }
 
 // markInRecovery moves an OPEN ledger to IN_RECOVERY and returns the
@@ -241,8 +309,12 @@ func runRecovery(ctx context.Context, env Env, m *recoveryMachine) error {
 // warning naming the ledger and the entry and counted once in
 // strata_ledger_recoveries_stuck_total, and logged again every
 // stuckLogEvery attempts while it lasts.
-func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upTo int64) (int64, error) {
+//
+// visit, when not nil, is handed each entry as it is read; its error ends
+// prefixLength with that error.
+func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upTo int64, visit func(Entry) error) (int64, error) {
 	var total int64
+	var visitErr error
 	errStop := errors.New("stop")
 	stuck := false // reported for this recovery
 	dig := newDigester(md)
@@ -265,17 +337,26 @@ func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upT
 					if r.Status != bookiepb.ReadStatus_READ_OK || r.EntryId != uint64(next) {
 						return errStop
 					}
-					if _, err := dig.open(next, r.Payload); err != nil {
+					payload, err := dig.open(next, r.Payload)
+					if err != nil {
 						env.Metrics.digestMismatch()
 						logger(env).Warn("recovery: a bookie served an entry whose digest does not match; reading another copy",
 							"bookie", b, "err", err)
 						return errStop
+					}
+					if visit != nil {
+						if visitErr = visit(Entry{ID: next, Payload: payload}); visitErr != nil {
+							return errStop
+						}
 					}
 					total += dig.payloadLen(r.Payload)
 					next++
 					progressed = true
 					return nil
 				})
+				if visitErr != nil {
+					return 0, visitErr
+				}
 				if progressed || ctx.Err() != nil {
 					break
 				}

@@ -94,7 +94,11 @@ type recoveryMachine struct {
 	reads   map[int64]*entryRead
 	writes  map[int64]*entryWrite // rewrites that have not reached Qa
 	length  int64                 // payload bytes of entries start..present
-	err     error
+	// keepFound keeps in found the payloads (digest removed) of entries
+	// start..present, for RecoverVisit.
+	keepFound bool
+	found     [][]byte
+	err       error
 	// digestMismatches counts copies read with a wrong digest.
 	digestMismatches int
 }
@@ -314,6 +318,10 @@ func (m *recoveryMachine) advance() []recoveryOp {
 		}
 		m.present = e
 		m.length += m.dig.payloadLen(r.payload)
+		if m.keepFound {
+			payload, _ := m.dig.open(e, r.payload) // checked by validCopy
+			m.found = append(m.found, payload)
+		}
 		w := &entryWrite{ws: r.ws, payload: r.payload, oks: make(map[string]bool), attempts: make(map[string]int)}
 		m.writes[e] = w
 		for _, b := range w.ws {

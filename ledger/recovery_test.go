@@ -22,9 +22,9 @@ func TestRecoverClosedLedgerUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	updates := c.Meta.Updates()
-	md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
-	if err != nil {
-		t.Fatal(err)
+	md, visited := recoverVisited(t, wtCtx(t), c, w.ID())
+	if got := fmt.Sprint(visited); got != "[e0]" {
+		t.Errorf("visited %s, want the closed ledger's [e0]", got)
 	}
 	if md.State != ledgerpb.LedgerState_CLOSED || md.LastEntryId != 0 || c.Meta.Updates() != updates {
 		t.Errorf("Recover of a closed ledger: %v, %d updates", md, c.Meta.Updates()-updates)
@@ -80,9 +80,9 @@ func TestRecoverFindsAndRewritesEntries(t *testing.T) {
 			wtAppend(t, w, r, "entry-6") // reaches none
 			c.Bookies.SetManual(false)   // recovery's adds answer at once; the writer's stay in flight
 
-			md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
-			if err != nil {
-				t.Fatal(err)
+			md, visited := recoverVisited(t, wtCtx(t), c, w.ID())
+			if want := wantEntries(md); fmt.Sprint(visited) != fmt.Sprint(want) {
+				t.Errorf("visited %v, want %v", visited, want)
 			}
 			// Entry 5 has one copy: unless Qa=1 acknowledged it, it may be
 			// found (one positive answer) or called absent (Qw-Qa+1
@@ -122,21 +122,24 @@ func TestRecoverConcurrent(t *testing.T) {
 	c.Bookies.SetManual(false)
 	results := make([]*ledgerpb.LedgerMetadata, 4)
 	var wg sync.WaitGroup
+	visits := make([][]string, len(results))
 	for i := range results {
-		wg.Go(func() {
-			md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			results[i] = md
-		})
+		wg.Go(func() { results[i], visits[i] = recoverVisited(t, wtCtx(t), c, w.ID()) })
 	}
 	wg.Wait()
 	final := wtMetadata(t, c, w.ID())
+	want := make([]string, final.LastEntryId+1)
+	for e := range want {
+		want[e] = fmt.Sprint(e)
+	}
 	for i, md := range results {
 		if md == nil || md.State != ledgerpb.LedgerState_CLOSED || md.LastEntryId != final.LastEntryId || md.Length != final.Length {
 			t.Errorf("recovery %d returned %v, the store holds %v", i, md, final)
+		}
+		// Each visits the entries of the ledger as closed, whichever
+		// recovery closed it.
+		if fmt.Sprint(visits[i]) != fmt.Sprint(want) {
+			t.Errorf("recovery %d visited %v, want %v", i, visits[i], want)
 		}
 	}
 	wtClose(t, c, w)
@@ -199,12 +202,74 @@ func TestRecoverAfterEnsembleChange(t *testing.T) {
 	if md := wtMetadata(t, c, w.ID()); len(md.Fragments) != 2 {
 		t.Fatalf("fragments %v", md.Fragments)
 	}
-	md, err := ledger.Recover(wtCtx(t), c.Env(), w.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
+	md, visited := recoverVisited(t, wtCtx(t), c, w.ID())
 	if md.LastEntryId != 4 || md.Length != 5 {
 		t.Errorf("recovered %v, want last entry 4, length 5", md)
+	}
+	if got := fmt.Sprint(visited); got != "[0 1 2 3 4]" {
+		t.Errorf("visited %s across both fragments, want [0 1 2 3 4]", got)
+	}
+	wtClose(t, c, w)
+}
+
+// recoverVisited runs RecoverVisit and returns the metadata and the
+// payloads visited, checking that the entries came as 0..LastEntryId, in
+// order.
+func recoverVisited(t *testing.T, ctx context.Context, c *ledgertest.Cluster, id uint64) (*ledgerpb.LedgerMetadata, []string) {
+	t.Helper()
+	var visited []string
+	md, err := ledger.RecoverVisit(ctx, c.Env(), id, func(e ledger.Entry) error {
+		if e.ID != int64(len(visited)) {
+			return fmt.Errorf("visited entry %d after %d entries", e.ID, len(visited))
+		}
+		visited = append(visited, string(e.Payload))
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	if int64(len(visited)) != md.LastEntryId+1 {
+		t.Errorf("visited %d entries of a ledger closed at entry %d", len(visited), md.LastEntryId)
+	}
+	return md, visited
+}
+
+// wantEntries is the payloads "entry-0".."entry-<last>" of md.
+func wantEntries(md *ledgerpb.LedgerMetadata) []string {
+	var want []string
+	for e := int64(0); e <= md.GetLastEntryId(); e++ {
+		want = append(want, fmt.Sprintf("entry-%d", e))
+	}
+	return want
+}
+
+// An error from visit stops the recovery before it closes the ledger (the
+// entries below the LAC are visited first); a later recovery finishes it.
+func TestRecoverVisitErrorLeavesTheLedgerInRecovery(t *testing.T) {
+	c := ledgertest.NewCluster(3)
+	w := wtCreate(t, c, ledger.CreateOptions{})
+	r := newWTRecorder(t, c, w)
+	for i := range 3 {
+		wtAppend(t, w, r, fmt.Sprintf("entry-%d", i))
+	}
+	wtWantAcked(t, r, 0, 1, 2)
+	refused := errors.New("refused")
+	_, err := ledger.RecoverVisit(wtCtx(t), c.Env(), w.ID(), func(e ledger.Entry) error {
+		if e.ID == 1 {
+			return refused
+		}
+		return nil
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("RecoverVisit with a failing visit: %v, want the visit's error", err)
+	}
+	if md := wtMetadata(t, c, w.ID()); md.State != ledgerpb.LedgerState_IN_RECOVERY {
+		t.Fatalf("state %v after a visit failed, want IN_RECOVERY", md.State)
+	}
+	md, visited := recoverVisited(t, wtCtx(t), c, w.ID())
+	if fmt.Sprint(visited) != fmt.Sprint(wantEntries(md)) || md.LastEntryId < 2 {
+		t.Errorf("second recovery: %v visited %v", md, visited)
 	}
 	wtClose(t, c, w)
 }

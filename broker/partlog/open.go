@@ -155,35 +155,27 @@ func newLog(cfg Config) *Log {
 // holds no entry); its batches are applied to producers.
 func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, producers *producerTable) (*brokerpb.LedgerSegment, *brokerpb.LedgerIndex, error) {
 	id := seg.GetLedgerId()
-	md, err := ledger.Recover(ctx, l.cfg.Env, id)
+	var entries []entryInfo
+	want := seg.GetFirstOffset()
+	// Recovery hands over the entries it reads, so the ledger is read
+	// once, not again to index it.
+	_, err := ledger.RecoverVisit(ctx, l.cfg.Env, id, func(e ledger.Entry) error {
+		h, err := recordbatch.ParseHeader(e.Payload)
+		if err != nil {
+			return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, id, e.ID, err)
+		}
+		if h.BaseOffset != want {
+			return fmt.Errorf("%w: ledger %d entry %d has base offset %d, want %d", ErrCorruptBatch, id, e.ID, h.BaseOffset, want)
+		}
+		want = h.LastOffset() + 1
+		entries = append(entries, newEntryInfo(h, len(e.Payload), entries))
+		if h.ProducerID >= 0 {
+			producers.apply(h, h.BaseOffset, nil, max(seg.GetCreatedAtMs(), h.MaxTimestamp))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("partlog: %s/%d: recovering ledger %d: %w", l.cfg.Topic, l.cfg.Partition, id, err)
-	}
-	var entries []entryInfo
-	if last := md.GetLastEntryId(); last >= 0 {
-		r, err := ledger.ReaderFor(l.cfg.Env, md, ledger.ReaderOptions{})
-		if err != nil {
-			return nil, nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
-		}
-		want := seg.GetFirstOffset()
-		err = r.ReadRange(ctx, 0, last, func(e ledger.Entry) error {
-			h, err := recordbatch.ParseHeader(e.Payload)
-			if err != nil {
-				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, id, e.ID, err)
-			}
-			if h.BaseOffset != want {
-				return fmt.Errorf("%w: ledger %d entry %d has base offset %d, want %d", ErrCorruptBatch, id, e.ID, h.BaseOffset, want)
-			}
-			want = h.LastOffset() + 1
-			entries = append(entries, newEntryInfo(h, len(e.Payload), entries))
-			if h.ProducerID >= 0 {
-				producers.apply(h, h.BaseOffset, nil, max(seg.GetCreatedAtMs(), h.MaxTimestamp))
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("partlog: reading recovered ledger %d: %w", id, err)
-		}
 	}
 	if len(entries) == 0 {
 		return nil, nil, nil
