@@ -1,16 +1,19 @@
 package bookie
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"testing"
 
+	pebblevfs "github.com/cockroachdb/pebble/vfs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/ledger/storage"
+	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
 
@@ -59,4 +62,95 @@ func TestFenceAnswerIsComplete(t *testing.T) {
 	if err != nil || resp.LastEntryId != 1 || !resp.Complete {
 		t.Fatalf("Fence: %v, %v; want last entry 1, complete", resp, err)
 	}
+}
+
+// A bookie in limbo (its journal replay met a damaged record: entries it
+// acknowledged may be gone) answers a fence as not complete, so recovery
+// does not count its last_entry_id as proof of absence (R9): here the
+// lost entry is above the last entry it still reports.
+func TestFenceInLimboIsNotComplete(t *testing.T) {
+	ctx := context.Background()
+	mem, index := vfs.NewMem(), pebblevfs.NewStrictMem()
+	opts := storage.Options{
+		FS: mem, IndexFS: index, Dir: "/bookie",
+		JournalMaxFileBytes: 1 << 20, JournalPreallocateBytes: -1, MaxEntryBytes: 64 << 10,
+		DiskCheckInterval: -1, CheckpointInterval: -1, GCInterval: -1,
+		OnFatal: func(err error) { t.Errorf("fatal: %v", err) },
+	}
+	st, err := storage.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(ledgerID, entry uint64, payload string) {
+		t.Helper()
+		done := make(chan error, 1)
+		if err := st.Add(ctx, ledgerID, entry, int64(entry)-1, []byte(payload), false, func(err error) { done <- err }); err != nil || <-done != nil {
+			t.Fatalf("add %d/%d: %v", ledgerID, entry, err)
+		}
+	}
+	add(9, 0, "entry zero")
+	add(9, 1, "entry one, damaged later")
+	add(10, 0, "a later record")
+	// Crash (no checkpoint was taken: replay reads every record), and
+	// damage ledger 9's entry 1 in the middle of the journal.
+	index.SetIgnoreSyncs(true)
+	crashed := mem.Crash(vfs.CrashOptions{})
+	st.Close()
+	index.ResetToSyncedState()
+	index.SetIgnoreSyncs(false)
+	damageJournal(t, crashed, "/bookie/journal", []byte("entry one, damaged later"))
+	opts.FS = crashed
+	if st, err = storage.Open(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.Limbo() {
+		t.Fatal("storage not in limbo after replaying a damaged record")
+	}
+	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }}
+	resp, err := s.Fence(ctx, &bookiepb.FenceRequest{LedgerId: 9})
+	if err != nil || resp.Complete {
+		t.Fatalf("Fence in limbo: %v, %v; want an answer that is not complete", resp, err)
+	}
+}
+
+// damageJournal flips a byte of the first occurrence of marker in the
+// journal files under dir.
+func damageJournal(t *testing.T, mem *vfs.MemFS, dir string, marker []byte) {
+	t.Helper()
+	names, err := mem.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		path := dir + "/" + name
+		f, err := mem.OpenReadWrite(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, info.Size())
+		if _, err := f.ReadAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(data, marker); i >= 0 {
+			data[i] ^= 0x5a // rewritten from there: the files append only
+			if err := f.Truncate(int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(data[i:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			return
+		}
+		f.Close()
+	}
+	t.Fatalf("%q is in no journal file under %s", marker, dir)
 }
