@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,6 +192,18 @@ func TestLongManyPartitions(t *testing.T) {
 		}
 		return cpu
 	}
+	// metad requests by method, all members (a forwarded one counts on
+	// both): what a takeover asks of metad.
+	metadRequests := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range c.meta.Members {
+			for method, v := range metricByLabel("http://"+m.AdminAddr+"/metrics", "strata_metad_requests_total", "method") {
+				out[method] += v
+			}
+		}
+		return out
+	}
+	requestsBefore := metadRequests()
 	cpuBefore := roleCPU()
 	victim := c.brokers[0]
 	profiles := map[string]string{"broker-" + c.brokers[1].ID: c.brokers[1].AdminAddr, "bookie-" + c.bookies[0].ID: c.bookies[0].AdminAddr}
@@ -223,6 +237,14 @@ func TestLongManyPartitions(t *testing.T) {
 		victim.ID, owned, gone.Round(time.Millisecond), total, took.Round(time.Millisecond))
 	cpuAfter := roleCPU()
 	t.Logf("partitions the survivor owned, each second after the kill: %v", progress())
+	var perTakeover []string
+	for method, n := range metadRequests() {
+		if d := n - requestsBefore[method]; d >= owned/10 {
+			perTakeover = append(perTakeover, fmt.Sprintf("%s %.2f", method, d/owned))
+		}
+	}
+	slices.Sort(perTakeover)
+	t.Logf("metad requests per partition taken over: %s", strings.Join(perTakeover, ", "))
 	<-profiled
 	t.Logf("CPU seconds over the failover (%d cores here): surviving broker %.1f, 3 metad %.1f, 3 bookies %.1f",
 		runtime.NumCPU(), cpuAfter["broker"]-cpuBefore["broker"], cpuAfter["metad"]-cpuBefore["metad"], cpuAfter["bookies"]-cpuBefore["bookies"])
@@ -249,6 +271,41 @@ func TestLongManyPartitions(t *testing.T) {
 		})
 	}
 	t.Logf("every partition holds its record %v after the kill", time.Since(start).Round(time.Millisecond))
+}
+
+// metricByLabel sums a Prometheus counter's samples by the value of one
+// of its labels; an unreachable endpoint gives an empty map.
+func metricByLabel(url, series, label string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(url)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		labels, ok := strings.CutPrefix(line, series+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(labels, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(labels, ",") {
+			if name, val, ok := strings.Cut(kv, "="); ok && name == label {
+				out[strings.Trim(val, `"`)] += v
+			}
+		}
+	}
+	return out
 }
 
 // ownedEverySecond samples a broker's strata_broker_owned_partitions
