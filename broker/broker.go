@@ -75,8 +75,9 @@ type Broker struct {
 	mu    sync.Mutex
 	parts map[tp]*partition
 	// partsChanged wakes the ownership reconciler when a partition's
-	// goroutine ended (runPartition).
+	// goroutine ended (runPartition), and endedParts names them.
 	partsChanged chan struct{}
+	endedParts   []tp
 	// takeovers is a semaphore: at most cfg.MaxConcurrentTakeovers
 	// partitions are being taken over at once (servePartition).
 	takeovers chan struct{}

@@ -265,9 +265,9 @@ func (b *Broker) deleteAssignment(ctx context.Context, k tp, version int64, part
 func (b *Broker) placementInput(cache *placementCache) placementInput {
 	brokers, _ := b.brokers.snapshot()
 	topics, _ := b.topics.snapshot()
-	assigns, _ := b.assignments.snapshot()
-	owners, _ := b.owners.snapshot()
-	in := placementInput{assigns: make(map[tp]current, len(assigns)), owners: make(map[tp]ownerSeen, len(owners)), drained: b.drainedBrokers()}
+	cache.assigns.update(b.assignments, false)
+	cache.owners.update(b.owners, false)
+	in := placementInput{assigns: cache.assigns.vals, owners: cache.owners.vals, drained: b.drainedBrokers()}
 	for _, kv := range brokers {
 		var info brokerpb.BrokerInfo
 		if proto.Unmarshal(kv.Value, &info) == nil {
@@ -280,31 +280,24 @@ func (b *Broker) placementInput(cache *placementCache) placementInput {
 			in.topics = append(in.topics, &rec)
 		}
 	}
-	cache.assigns.each(assigns, func(a keyed[current]) { in.assigns[a.tp] = a.v })
-	cache.owners.each(owners, func(o keyed[ownerSeen]) { in.owners[o.tp] = o.v })
 	return in
 }
 
-// placementCache is what the controller keeps decoded between rounds.
+// placementCache is what the controller keeps decoded between rounds,
+// updated from the mirrors' changes.
 type placementCache struct {
-	assigns *decodeCache[keyed[current]]
-	owners  *decodeCache[keyed[ownerSeen]]
-}
-
-// keyed is a partition's decoded record.
-type keyed[T any] struct {
-	tp tp
-	v  T
+	assigns *partitionMap[current]
+	owners  *partitionMap[ownerSeen]
 }
 
 func newPlacementCache() *placementCache {
 	return &placementCache{
-		assigns: newDecodeCache(func(kv *metadpb.KeyValue) (keyed[current], bool) {
+		assigns: newPartitionMap(assignmentsPrefix, func(kv *metadpb.KeyValue) (keyed[current], bool) {
 			var a brokerpb.Assignment
 			k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
 			return keyed[current]{k, current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}}, ok && err == nil
 		}),
-		owners: newDecodeCache(func(kv *metadpb.KeyValue) (keyed[ownerSeen], bool) {
+		owners: newPartitionMap(ownersPrefix, func(kv *metadpb.KeyValue) (keyed[ownerSeen], bool) {
 			var o brokerpb.Ownership
 			k, ok, err := partitionRecord(kv, ownersPrefix, &o)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,7 +27,22 @@ type mirror struct {
 	loaded  bool
 	changed chan struct{}
 	ready   chan struct{}
+	// journal is the keys changed since the last listing, in order:
+	// journal[i] is change journalBase+i of listing number listing. It
+	// lets a follower (delta) read what changed instead of every key, and
+	// keeps at most maxMirrorJournal keys.
+	journal     []string
+	journalBase uint64
+	listing     uint64
 }
+
+// maxMirrorJournal bounds a mirror's journal of changed keys; a follower
+// that fell further behind reads every key (delta's all).
+const maxMirrorJournal = 1 << 16
+
+// mirrorCursor is a follower's place in a mirror's changes; the zero
+// cursor is before everything.
+type mirrorCursor struct{ listing, pos uint64 }
 
 func newMirror(meta *metaclient.Client, prefix string, log *slog.Logger) *mirror {
 	return &mirror{meta: meta, prefix: prefix, log: log.With("mirror", prefix),
@@ -61,36 +77,70 @@ func (m *mirror) sync(ctx context.Context) error {
 		return err
 	}
 	m.mu.Lock()
-	m.kvs = make(map[string]*metadpb.KeyValue, len(kvs))
-	for _, kv := range kvs {
-		m.kvs[kv.Key] = kv
-	}
-	m.rev = rev
-	m.notifyLocked()
-	if !m.loaded {
-		m.loaded = true
-		close(m.ready)
-	}
+	m.loadLocked(kvs, rev)
 	m.mu.Unlock()
 	for res := range m.meta.Watch(ctx, m.prefix, rev+1) {
 		if res.Err != nil {
 			return res.Err
 		}
 		m.mu.Lock()
-		for _, ev := range res.Events {
-			if ev.Type == metadpb.Event_DELETE {
-				delete(m.kvs, ev.Kv.Key)
-			} else {
-				m.kvs[ev.Kv.Key] = ev.Kv
-			}
-		}
-		m.rev = res.Revision
-		if len(res.Events) > 0 {
-			m.notifyLocked()
-		}
+		m.applyLocked(res.Events, res.Revision)
 		m.mu.Unlock()
 	}
 	return ctx.Err()
+}
+
+// loadLocked replaces the mirror's records with a listing's: a new
+// listing, so every follower reads every key next (delta's all).
+func (m *mirror) loadLocked(kvs []*metadpb.KeyValue, rev int64) {
+	m.kvs = make(map[string]*metadpb.KeyValue, len(kvs))
+	for _, kv := range kvs {
+		m.kvs[kv.Key] = kv
+	}
+	m.rev = rev
+	m.listing++
+	m.journal, m.journalBase = nil, 0
+	m.notifyLocked()
+	if !m.loaded {
+		m.loaded = true
+		close(m.ready)
+	}
+}
+
+// applyLocked applies a watch answer's events, up to revision rev.
+func (m *mirror) applyLocked(events []*metadpb.Event, rev int64) {
+	for _, ev := range events {
+		if ev.Type == metadpb.Event_DELETE {
+			delete(m.kvs, ev.Kv.Key)
+		} else {
+			m.kvs[ev.Kv.Key] = ev.Kv
+		}
+		m.journal = append(m.journal, ev.Kv.Key)
+	}
+	if n := len(m.journal); n > maxMirrorJournal {
+		drop := n - maxMirrorJournal/2
+		m.journal = slices.Clone(m.journal[drop:])
+		m.journalBase += uint64(drop)
+	}
+	m.rev = rev
+	if len(events) > 0 {
+		m.notifyLocked()
+	}
+}
+
+// delta returns the keys changed since cur (a key may repeat; its
+// record is what get returns now), the cursor to pass next time, and a
+// channel closed at the next change. all reports that the changes since
+// cur are not kept (the zero cursor, a listing since, or a follower more
+// than maxMirrorJournal changes behind): any key may have changed.
+func (m *mirror) delta(cur mirrorCursor) (keys []string, next mirrorCursor, all bool, changed <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next = mirrorCursor{listing: m.listing, pos: m.journalBase + uint64(len(m.journal))}
+	if cur.listing == 0 || cur.listing != m.listing || cur.pos < m.journalBase {
+		return nil, next, true, m.changed
+	}
+	return slices.Clone(m.journal[cur.pos-m.journalBase:]), next, false, m.changed
 }
 
 func (m *mirror) notifyLocked() {
@@ -107,6 +157,16 @@ func (m *mirror) snapshot() (map[string]*metadpb.KeyValue, <-chan struct{}) {
 		out[k] = v
 	}
 	return out, m.changed
+}
+
+// each calls fn with every record, holding the mirror's lock: fn must not
+// call the mirror.
+func (m *mirror) each(fn func(kv *metadpb.KeyValue)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, kv := range m.kvs {
+		fn(kv)
+	}
 }
 
 // get returns one key, or nil.

@@ -33,23 +33,39 @@ type partition struct {
 // partitions assigned here (at their current epoch) are taken over,
 // partitions assigned elsewhere are released. Every partition goroutine is
 // a child of ctx (the session): when the session ends they all stop.
+//
+// A round decides only for the partitions whose assignment changed since
+// the last one (partitionMap) and those whose goroutine ended, so a
+// failover's stream of assignment changes costs what it changes. Every
+// idleRoundInterval a round decides for every partition, which bounds
+// what a missed change could cost.
 func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
-	cache := newDecodeCache(func(kv *metadpb.KeyValue) (keyed[*brokerpb.Assignment], bool) {
-		var a brokerpb.Assignment
-		k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
-		return keyed[*brokerpb.Assignment]{k, &a}, ok && err == nil
-	})
+	mine := newPartitionMap(assignmentsPrefix, assignedHere(b.cfg.ID))
+	var lastFull time.Time
 	for {
 		began := time.Now()
-		snap, changed := b.assignments.snapshot()
-		assigns := make(map[tp]*brokerpb.Assignment, len(snap))
-		cache.each(snap, func(a keyed[*brokerpb.Assignment]) { assigns[a.tp] = a.v })
+		touched, full, changed := mine.update(b.assignments, began.Sub(lastFull) >= idleRoundInterval)
 		b.mu.Lock()
-		held := make(map[tp]int64, len(b.parts))
-		for k, p := range b.parts {
-			held[k] = p.epoch
+		if full {
+			lastFull = began
+			for k := range b.parts {
+				touched[k] = true
+			}
 		}
-		plan := planOwnership(assignedTo(b.cfg.ID, assigns), held)
+		for _, k := range b.endedParts {
+			touched[k] = true
+		}
+		b.endedParts = nil
+		assigned, held := make(map[tp]int64), make(map[tp]int64)
+		for k := range touched {
+			if e, ok := mine.vals[k]; ok {
+				assigned[k] = e
+			}
+			if p, ok := b.parts[k]; ok {
+				held[k] = p.epoch
+			}
+		}
+		plan := planOwnership(assigned, held)
 		for _, k := range plan.release {
 			b.parts[k].cancel() // its goroutine releases it and removes it from parts
 		}
@@ -99,6 +115,7 @@ func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *
 		b.mu.Lock()
 		if b.parts[p.tp] == p {
 			delete(b.parts, p.tp)
+			b.endedParts = append(b.endedParts, p.tp)
 		}
 		b.mu.Unlock()
 		close(p.done)

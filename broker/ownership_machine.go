@@ -6,6 +6,7 @@ import (
 
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // Ownership hand-over: which partitions this broker claims and releases,
@@ -32,8 +33,7 @@ import (
 //     reason than its absence; otherwise the broker waits to be told to
 //     release it.
 
-// ownershipPlan is what reconcileOwnership does with one assignments
-// snapshot (O1).
+// ownershipPlan is what reconcileOwnership does in one round (O1).
 type ownershipPlan struct {
 	release []tp         // held partitions to stop
 	claim   map[tp]int64 // partitions to start, at their assignment epoch
@@ -41,7 +41,9 @@ type ownershipPlan struct {
 
 // planOwnership decides O1: assigned is every assignment naming self, by
 // partition, with its epoch; held is every partition this broker runs (being
-// taken over, served or being released) with its epoch.
+// taken over, served or being released) with its epoch. Each partition is
+// decided on its own, so a round may pass only the partitions it decides
+// for: those whose assignment changed, or whose goroutine ended.
 func planOwnership(assigned, held map[tp]int64) ownershipPlan {
 	plan := ownershipPlan{claim: map[tp]int64{}}
 	for k, e := range held {
@@ -57,16 +59,14 @@ func planOwnership(assigned, held map[tp]int64) ownershipPlan {
 	return plan
 }
 
-// assignedTo returns the assignments naming self, by partition (the input of
-// planOwnership).
-func assignedTo(self string, assigns map[tp]*brokerpb.Assignment) map[tp]int64 {
-	out := map[tp]int64{}
-	for k, a := range assigns {
-		if a.BrokerId == self {
-			out[k] = a.Epoch
-		}
+// assignedHere decodes an assignment record for planOwnership's assigned:
+// its epoch, kept only when it names self.
+func assignedHere(self string) func(kv *metadpb.KeyValue) (keyed[int64], bool) {
+	return func(kv *metadpb.KeyValue) (keyed[int64], bool) {
+		var a brokerpb.Assignment
+		k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
+		return keyed[int64]{k, a.Epoch}, ok && err == nil && a.BrokerId == self
 	}
-	return out
 }
 
 // takeoverStep is what a claim does next.
