@@ -106,6 +106,7 @@ func TestLongManyPartitions(t *testing.T) {
 			when, keys, data, heap, len(snap), keys/float64(total), data/float64(total), heap/float64(total), float64(len(snap))/float64(total))
 	}
 	heap0, routines0, ledgers0 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
+	stacks0 := sum("go_memstats_stack_inuse_bytes")
 
 	topics := map[string]int{} // name -> partitions
 	for made := 0; made < total; made += perTopic {
@@ -125,8 +126,9 @@ func TestLongManyPartitions(t *testing.T) {
 		topics[name] = n
 	}
 	heap1, routines1, ledgers1 := sum("go_memstats_heap_inuse_bytes"), sum("go_goroutines"), ledgers()
-	t.Logf("idle: %d partitions cost the brokers %.0f bytes of heap and %.2f goroutines each; %d ledgers (before: %d)",
-		total, (heap1-heap0)/float64(total), (routines1-routines0)/float64(total), ledgers1, ledgers0)
+	stacks1 := sum("go_memstats_stack_inuse_bytes")
+	t.Logf("idle: %d partitions cost the brokers %.0f bytes of heap and %.2f goroutines (%.0f bytes of stack) each; %d ledgers (before: %d)",
+		total, (heap1-heap0)/float64(total), (routines1-routines0)/float64(total), (stacks1-stacks0)/float64(total), ledgers1, ledgers0)
 	logMetad("with every partition idle")
 	saveProfile(t, c.brokers[0].AdminAddr, "heap", "heap-idle-"+c.brokers[0].ID)
 	if ledgers1 != ledgers0 {
