@@ -1261,3 +1261,40 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 		t.Fatalf("log holds %q (last at %d), want %q: the refused append written nowhere", got, r.BaseOffset, want)
 	}
 }
+
+// AfterFail's function runs once the log fails (at once when it has
+// failed already), on its own goroutine, and never once stopped.
+func TestAfterFail(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	fired := make(chan string, 3)
+	l.AfterFail(func() { fired <- "registered before" })
+	stop := l.AfterFail(func() { fired <- "stopped" })
+	if !stop() {
+		t.Fatal("stop before the failure reported that it stopped nothing")
+	}
+	if stop() {
+		t.Fatal("a second stop reported that it stopped the function")
+	}
+	select {
+	case got := <-fired:
+		t.Fatalf("%q ran before the log failed", got)
+	default:
+	}
+	l.fail(errors.New("injected"))
+	if got := testwait.Recv(t, testTimeout, "the hook registered before the failure", fired); got != "registered before" {
+		t.Fatalf("ran %q", got)
+	}
+	stopLate := l.AfterFail(func() { fired <- "registered after" })
+	if got := testwait.Recv(t, testTimeout, "the hook registered after the failure", fired); got != "registered after" {
+		t.Fatalf("ran %q", got)
+	}
+	if stopLate() {
+		t.Fatal("stop after the function ran reported that it stopped it")
+	}
+	select {
+	case got := <-fired:
+		t.Fatalf("%q ran too", got)
+	default:
+	}
+}
