@@ -199,25 +199,34 @@ func (r *partitionRun) ended() {
 // serve arranges for the partition's end to run, on a goroutine of its
 // own, once when ctx ends or the log fails, and returns.
 func (r *partitionRun) serve(s servedPart) {
+	afterEither(r.ctx, s.log, func() { r.end(s) })
+}
+
+// afterEither calls f once, on a goroutine of its own, when ctx ends or
+// the log fails, whichever comes first (either may have already). Nothing
+// waits meanwhile.
+func afterEither(ctx context.Context, log interface{ AfterFail(func()) func() bool }, f func()) {
 	var (
 		once    sync.Once
 		mu      sync.Mutex
 		stopCtx func() bool
 	)
-	end := func() {
+	fire := func() {
 		once.Do(func() {
 			go func() {
-				mu.Lock() // stopCtx is set, even when ctx had ended already
+				mu.Lock() // until both are registered: stopCtx is set
 				stopCtx() // drops the registration when the log failed first
 				mu.Unlock()
-				r.end(s)
+				f()
 			}()
 		})
 	}
-	s.log.AfterFail(end)
+	// Held while registering: fire may run at once (the log failed, or
+	// ctx ended, already), and its goroutine must find stopCtx set.
 	mu.Lock()
-	stopCtx = context.AfterFunc(r.ctx, end)
-	mu.Unlock()
+	defer mu.Unlock()
+	log.AfterFail(fire)
+	stopCtx = context.AfterFunc(ctx, fire)
 }
 
 // end releases a served partition (its log closed cleanly when ctx ended,
