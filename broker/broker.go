@@ -79,7 +79,7 @@ type Broker struct {
 	partsChanged chan struct{}
 	endedParts   []tp
 	// takeovers is a semaphore: at most cfg.MaxConcurrentTakeovers
-	// partitions are being taken over at once (servePartition).
+	// partitions are being taken over at once (takeOver).
 	takeovers chan struct{}
 
 	peers peerConns

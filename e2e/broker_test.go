@@ -535,21 +535,27 @@ func TestBrokerDrainAndLag(t *testing.T) {
 
 // metricValue reads one sample from a Prometheus text endpoint.
 func metricValue(url, series string) (float64, error) {
-	resp, err := http.Get(url)
+	body, err := metricsText(url)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
 	return 0, fmt.Errorf("no %s", series)
+}
+
+// metricsText fetches a Prometheus text endpoint.
+func metricsText(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 // TestBrokerMetadLeaderKill: kill -9 metad's leader while producing: the

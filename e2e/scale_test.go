@@ -284,16 +284,11 @@ func TestLongManyPartitions(t *testing.T) {
 // of its labels; an unreachable endpoint gives an empty map.
 func metricByLabel(url, series, label string) map[string]float64 {
 	out := map[string]float64{}
-	resp, err := http.Get(url)
+	body, err := metricsText(url)
 	if err != nil {
 		return out
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		labels, ok := strings.CutPrefix(line, series+"{")
 		if !ok {
 			continue

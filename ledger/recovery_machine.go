@@ -146,7 +146,8 @@ type entryRead struct {
 	attempts  map[string]int
 	decided   bool
 	found     bool
-	payload   []byte
+	payload   []byte // as stored, digest included
+	opened    []byte // payload without its digest
 }
 
 type entryWrite struct {
@@ -283,10 +284,11 @@ func (m *recoveryMachine) onRead(bookie string, entryID int64, resp *bookiepb.Re
 	if r == nil || r.decided || m.err != nil {
 		return nil
 	}
+	var opened []byte
 	switch {
 	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_OK && resp.EntryId == uint64(entryID) &&
-		m.validCopy(entryID, resp.Payload):
-		r.decided, r.found, r.payload = true, true, resp.Payload // rewritten as stored, digest included
+		m.validCopy(entryID, resp.Payload, &opened):
+		r.decided, r.found, r.payload, r.opened = true, true, resp.Payload, opened // rewritten as stored
 	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_NO_ENTRY:
 		r.negatives[bookie] = true
 		if len(r.negatives) < m.absentQ {
@@ -319,8 +321,7 @@ func (m *recoveryMachine) advance() []recoveryOp {
 		m.present = e
 		m.length += m.dig.payloadLen(r.payload)
 		if m.keepFound {
-			payload, _ := m.dig.open(e, r.payload) // checked by validCopy
-			m.found = append(m.found, payload)
+			m.found = append(m.found, r.opened)
 		}
 		w := &entryWrite{ws: r.ws, payload: r.payload, oks: make(map[string]bool), attempts: make(map[string]int)}
 		m.writes[e] = w
@@ -368,13 +369,15 @@ func (m *recoveryMachine) onAdd(bookie string, entryID int64, resp *bookiepb.Add
 }
 
 // validCopy reports whether stored, entry e as a bookie served it, has a
-// matching digest (D1). A copy that does not is neither the entry nor
+// matching digest (D1), and sets *opened to its payload without the
+// digest. A copy that does not is neither the entry nor
 // proof of its absence: it may be a damaged copy of an acknowledged entry
 // (counting it absent could truncate that entry) or one written by someone
 // else (taking it would extend the ledger with it), so it counts as no
 // answer and the bookie is asked again while the others decide.
-func (m *recoveryMachine) validCopy(e int64, stored []byte) bool {
-	_, err := m.dig.open(e, stored)
+func (m *recoveryMachine) validCopy(e int64, stored []byte, opened *[]byte) bool {
+	payload, err := m.dig.open(e, stored)
+	*opened = payload
 	if err != nil {
 		m.digestMismatches++
 	}
