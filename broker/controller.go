@@ -140,15 +140,15 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 	return err
 }
 
-// reconcile makes one round: decode what the mirrors hold, decide
-// (planPlacement, placement.go) and write the decisions in order, stopping
+// reconcile makes one round: follow what changed in the mirrors, decide
+// (placer.plan, placement.go) and write the decisions in order, stopping
 // at the first write that fails.
 func (b *Broker) reconcile(ctx context.Context, cache *placementCache) error {
-	in := b.placementInput(cache)
-	plan := planPlacement(in)
+	drained := b.drainedBrokers()
+	plan := cache.follow(b).plan(b.liveBrokers(), drained)
 	gone := map[string]int32{} // topic -> partitions it still has (-1: none), as metad says
 	for _, k := range plan.deleteAssignments {
-		if err := b.deleteAssignment(ctx, k, in.assigns[k].version, gone); err != nil {
+		if err := b.deleteAssignment(ctx, k, cache.assigns.vals[k].version, gone); err != nil {
 			return err
 		}
 	}
@@ -159,7 +159,7 @@ func (b *Broker) reconcile(ctx context.Context, cache *placementCache) error {
 	}
 	for ds := plan.assigns; len(ds) > 0; {
 		n := min(len(ds), assignBatch)
-		if err := b.assignAll(ctx, ds[:n], in.drained); err != nil {
+		if err := b.assignAll(ctx, ds[:n], drained); err != nil {
 			return err
 		}
 		ds = ds[n:]
@@ -258,64 +258,61 @@ func (b *Broker) deleteAssignment(ctx context.Context, k tp, version int64, part
 	return err
 }
 
-// placementInput decodes the mirrors' records; records that do not decode
-// are left out (an owner record still counts as present). Assignments and
-// owners, one record per partition, are decoded through the controller's
-// caches: only what changed since the last round.
-func (b *Broker) placementInput(cache *placementCache) placementInput {
-	brokers, _ := b.brokers.snapshot()
-	topics, _ := b.topics.snapshot()
-	cache.assigns.update(b.assignments, false)
-	cache.owners.update(b.owners, false)
-	in := placementInput{assigns: cache.assigns.vals, owners: cache.owners.vals, drained: b.drainedBrokers()}
-	for _, kv := range brokers {
-		var info brokerpb.BrokerInfo
-		if proto.Unmarshal(kv.Value, &info) == nil {
-			in.brokers = append(in.brokers, &info)
-		}
-	}
-	for _, kv := range topics {
-		var rec brokerpb.TopicRecord
-		if proto.Unmarshal(kv.Value, &rec) == nil {
-			in.topics = append(in.topics, &rec)
-		}
-	}
-	return in
-}
-
-// placementCache is what the controller keeps decoded between rounds,
-// updated from the mirrors' changes.
+// placementCache is what the controller keeps decoded and indexed between
+// rounds, updated from the mirrors' changes. Records that do not decode
+// are left out (an owner record still counts as present).
 type placementCache struct {
-	assigns *partitionMap[current]
-	owners  *partitionMap[ownerSeen]
+	topics  *recordMap[string, *brokerpb.TopicRecord]
+	assigns *recordMap[tp, current]
+	owners  *recordMap[tp, ownerSeen]
+	placer  *placer
 }
 
 func newPlacementCache() *placementCache {
 	return &placementCache{
-		assigns: newPartitionMap(assignmentsPrefix, func(kv *metadpb.KeyValue) (keyed[current], bool) {
-			var a brokerpb.Assignment
-			k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
-			return keyed[current]{k, current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}}, ok && err == nil
+		topics: newRecordMap(func(key string) (string, bool) {
+			name, ok := strings.CutPrefix(key, topicsPrefix)
+			return name, ok && name != ""
+		}, func(kv *metadpb.KeyValue) (*brokerpb.TopicRecord, bool) {
+			rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value)
+			return rec, err == nil
 		}),
-		owners: newPartitionMap(ownersPrefix, func(kv *metadpb.KeyValue) (keyed[ownerSeen], bool) {
+		assigns: newPartitionMap(assignmentsPrefix, func(kv *metadpb.KeyValue) (current, bool) {
+			var a brokerpb.Assignment
+			err := proto.Unmarshal(kv.Value, &a)
+			return current{broker: a.BrokerId, epoch: a.Epoch, version: kv.Version}, err == nil
+		}),
+		owners: newPartitionMap(ownersPrefix, func(kv *metadpb.KeyValue) (ownerSeen, bool) {
 			var o brokerpb.Ownership
-			k, ok, err := partitionRecord(kv, ownersPrefix, &o)
-			if err != nil {
-				return keyed[ownerSeen]{k, ownerSeen{}}, ok // present, whatever it holds
+			if proto.Unmarshal(kv.Value, &o) != nil {
+				return ownerSeen{}, true // present, whatever it holds
 			}
-			return keyed[ownerSeen]{k, ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}}, ok
+			return ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}, true
 		}),
 	}
 }
 
-// partitionRecord parses kv's key, a partition's under prefix (ok), and
-// unmarshals its value into m (err).
-func partitionRecord(kv *metadpb.KeyValue, prefix string, m proto.Message) (k tp, ok bool, err error) {
-	k, perr := parseTP(strings.TrimPrefix(kv.Key, prefix))
-	if perr != nil {
-		return tp{}, false, nil
+// follow brings the records and the placer up to date with the mirrors:
+// it indexes again only what changed, or everything after a mirror was
+// read whole (its first round, a new listing).
+func (c *placementCache) follow(b *Broker) *placer {
+	topics, tfull, _ := c.topics.update(b.topics, false)
+	assigns, afull, _ := c.assigns.update(b.assignments, false)
+	owners, ofull, _ := c.owners.update(b.owners, false)
+	if c.placer == nil || tfull || afull || ofull {
+		c.placer = newPlacer(c.topics.vals, c.assigns.vals, c.owners.vals)
+		return c.placer
 	}
-	return k, true, proto.Unmarshal(kv.Value, m)
+	for name := range topics {
+		c.placer.topicChanged(name)
+	}
+	for k := range assigns {
+		c.placer.refresh(k)
+	}
+	for k := range owners {
+		c.placer.refresh(k)
+	}
+	return c.placer
 }
 
 // assign writes one assignment by CAS on the version the controller saw,
@@ -340,7 +337,7 @@ func (b *Broker) assign(ctx context.Context, d assignDecision, drained map[strin
 	return err
 }
 
-// finishDelete removes a deleting topic's data (planPlacement asks for it
+// finishDelete removes a deleting topic's data (the placer asks for it
 // once no broker serves any of its partitions, PL4): every segment's ledger, the partition records, the
 // topic's objects (a broker without a store cannot: it leaves the topic
 // for one that has), and last the topic record.

@@ -31,10 +31,11 @@
 // revision), so routing and metadata calls never wait for metad.
 //
 // Decisions and I/O are apart: the controller's placement (placement.go,
-// planPlacement, invariants PL1-PL5) and the owner's hand-over
-// (ownership_machine.go: planOwnership, handover, retakeAfterFailure,
-// invariants O1-O3) are pure functions of decoded records and a time
-// passed in, tested without sockets or sleeps; controller.go and owner.go
+// placer, invariants PL1-PL5: decoded records indexed in memory) and the
+// owner's hand-over (ownership_machine.go: planOwnership, handover,
+// retakeAfterFailure, invariants O1-O3: pure functions of decoded records
+// and a time passed in) do no I/O and read no clock, tested without
+// sockets or sleeps; controller.go and owner.go
 // only read the mirrors and metad, call them and write or act on the
 // result. New(cfg, Deps{...}) builds a broker over injected dependencies
 // (metad client, ledger environment, clock, logger, registry); Open builds

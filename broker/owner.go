@@ -36,7 +36,7 @@ type partition struct {
 // a child of ctx (the session): when the session ends they all stop.
 //
 // A round decides only for the partitions whose assignment changed since
-// the last one (partitionMap) and those whose goroutine ended, so a
+// the last one (recordMap) and those whose goroutine ended, so a
 // failover's stream of assignment changes costs what it changes. Every
 // idleRoundInterval a round decides for every partition, which bounds
 // what a missed change could cost.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -61,11 +63,11 @@ func planOwnership(assigned, held map[tp]int64) ownershipPlan {
 
 // assignedHere decodes an assignment record for planOwnership's assigned:
 // its epoch, kept only when it names self.
-func assignedHere(self string) func(kv *metadpb.KeyValue) (keyed[int64], bool) {
-	return func(kv *metadpb.KeyValue) (keyed[int64], bool) {
+func assignedHere(self string) func(kv *metadpb.KeyValue) (int64, bool) {
+	return func(kv *metadpb.KeyValue) (int64, bool) {
 		var a brokerpb.Assignment
-		k, ok, err := partitionRecord(kv, assignmentsPrefix, &a)
-		return keyed[int64]{k, a.Epoch}, ok && err == nil && a.BrokerId == self
+		err := proto.Unmarshal(kv.Value, &a)
+		return a.Epoch, err == nil && a.BrokerId == self
 	}
 }
 

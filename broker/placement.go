@@ -1,17 +1,19 @@
 package broker
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
-// Partition placement: which broker is assigned which partition. planPlacement
-// is the controller's decision for one round, made from the decoded records
-// it mirrors; it does no I/O and reads no clock, so a test feeds it records
-// and checks the plan (placement_test.go). The controller (controller.go)
-// only decodes the mirrors, calls it and writes the plan in order.
+// Partition placement: which broker is assigned which partition. A placer's
+// plan is the controller's decision for one round, made from the decoded
+// records it mirrors; it does no I/O and reads no clock, so a test feeds it
+// records and checks the plan (placement_test.go). The controller
+// (controller.go) only follows the mirrors, plans and writes the plan in
+// order.
 //
 // Invariants (with B1 in doc.go):
 //
@@ -74,15 +76,6 @@ const maxMovesPerRound = 2
 // controller's one metad write per move binding first.
 const maxDrainInFlight = 16
 
-// placementInput is what the controller knows at the start of a round.
-type placementInput struct {
-	brokers []*brokerpb.BrokerInfo // registered brokers (any state)
-	drained map[string]bool        // brokers an operator drained (PL5)
-	topics  []*brokerpb.TopicRecord
-	assigns map[tp]current
-	owners  map[tp]ownerSeen
-}
-
 // assignDecision is one assignment to write (PL2): version >= 0 is the
 // expected version (0: must not exist), -1 writes unconditionally.
 type assignDecision struct {
@@ -104,121 +97,272 @@ type placementPlan struct {
 	assigns           []assignDecision
 }
 
-// planPlacement decides one controller round (PL1-PL5).
-func planPlacement(in placementInput) placementPlan {
-	var plan placementPlan
-	active := map[string]int{} // eligible broker id -> assigned partitions
+// placer decides the controller's rounds (PL1-PL5) from the decoded
+// records it mirrors, and keeps what a decision needs indexed between
+// rounds: the wanted partitions by assigned broker, and the few that need
+// something (no assignment, no topic, no owner at their assignment). A
+// round then costs what changed since the last one and what is left to
+// do, not the cluster's size: at 50,000 partitions, walking and sorting
+// every partition made each round of a failover 50-100 ms of CPU.
+//
+// The maps of records are the controller's (recordMap.vals), read only;
+// after they change, the placer is told which keys did (topicChanged,
+// refresh) before the next plan. It does no I/O and reads no clock, so a
+// test feeds it records and checks the plan (placement_test.go). Not safe
+// for concurrent use.
+type placer struct {
+	topics  map[string]*brokerpb.TopicRecord
+	assigns map[tp]current
+	owners  map[tp]ownerSeen
+
+	wantN    map[string]int32 // partitions wanted of each topic (absent: none, deleting or gone)
+	deleting map[string]int32 // topics being deleted, with their partitions
+	// placedAt and byBroker index the wanted, assigned partitions.
+	placedAt   map[tp]string
+	byBroker   map[string]map[tp]struct{}
+	unassigned map[tp]struct{} // wanted, with no assignment
+	unwanted   map[tp]struct{} // assigned, of no topic that wants them (PL4)
+	unserved   map[tp]struct{} // wanted, no owner record at their assignment
+	// sorted holds a broker's partitions in order, from when PL3 last
+	// needed them; dropped when one is placed there. Entries moved away
+	// since are skipped.
+	sorted map[string][]tp
+}
+
+// newPlacer indexes the records whole.
+func newPlacer(topics map[string]*brokerpb.TopicRecord, assigns map[tp]current, owners map[tp]ownerSeen) *placer {
+	p := &placer{topics: topics, assigns: assigns, owners: owners,
+		wantN: map[string]int32{}, deleting: map[string]int32{}, placedAt: map[tp]string{},
+		byBroker: map[string]map[tp]struct{}{}, unassigned: map[tp]struct{}{}, unwanted: map[tp]struct{}{},
+		unserved: map[tp]struct{}{}, sorted: map[string][]tp{}}
+	for name := range topics {
+		p.topicChanged(name)
+	}
+	for k := range assigns {
+		p.refresh(k)
+	}
+	return p
+}
+
+// topicChanged follows a change of name's topic record: the partitions
+// that became wanted or stopped being wanted are indexed again.
+func (p *placer) topicChanged(name string) {
+	was := p.wantN[name]
+	var now int32
+	delete(p.deleting, name)
+	if rec := p.topics[name]; rec != nil {
+		if rec.Deleting {
+			p.deleting[name] = rec.Partitions
+		} else {
+			now = max(rec.Partitions, 0)
+		}
+	}
+	if now == 0 {
+		delete(p.wantN, name)
+	} else {
+		p.wantN[name] = now
+	}
+	for i := min(was, now); i < max(was, now); i++ {
+		p.refresh(tp{name, i})
+	}
+}
+
+func (p *placer) wanted(k tp) bool { return k.partition >= 0 && k.partition < p.wantN[k.topic] }
+
+// refresh indexes k again from the records, after its assignment, its
+// owner record or its topic changed.
+func (p *placer) refresh(k tp) {
+	delete(p.unassigned, k)
+	delete(p.unwanted, k)
+	delete(p.unserved, k)
+	c, assigned := p.assigns[k]
+	was, placed := p.placedAt[k]
+	if placed && (!assigned || was != c.broker || !p.wanted(k)) {
+		delete(p.placedAt, k)
+		delete(p.byBroker[was], k)
+		if len(p.byBroker[was]) == 0 {
+			delete(p.byBroker, was)
+			delete(p.sorted, was)
+		}
+		placed = false
+	}
+	switch {
+	case !p.wanted(k):
+		if assigned {
+			p.unwanted[k] = struct{}{}
+		}
+		return
+	case !assigned:
+		p.unassigned[k] = struct{}{}
+	case !placed:
+		p.placedAt[k] = c.broker
+		if p.byBroker[c.broker] == nil {
+			p.byBroker[c.broker] = map[tp]struct{}{}
+		}
+		p.byBroker[c.broker][k] = struct{}{}
+		delete(p.sorted, c.broker)
+	}
+	if !p.servedAt(k, c) {
+		p.unserved[k] = struct{}{}
+	}
+}
+
+// servedAt reports whether k's owner record matches assignment c.
+func (p *placer) servedAt(k tp, c current) bool {
+	o, ok := p.owners[k]
+	return ok && o.ok && o.broker == c.broker && o.epoch == c.epoch
+}
+
+// hasOwner reports whether any partition of a deleting topic of n
+// partitions has an owner record.
+func (p *placer) hasOwner(topic string, n int32) bool {
+	for i := range n {
+		if _, ok := p.owners[tp{topic, i}]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// round is one plan's decisions so far, over the placer's records.
+type round struct {
+	p       *placer
+	plan    placementPlan
+	load    map[string]int // eligible broker id -> assigned partitions
+	decided map[tp]current // the partitions decided on, as the round left them
+	// unserved counts the wanted partitions not served at their
+	// assignment as the round left it.
+	unserved int
+}
+
+func (r *round) cur(k tp) current {
+	if c, ok := r.decided[k]; ok {
+		return c
+	}
+	return r.p.assigns[k]
+}
+
+// assign decides k onto the least loaded eligible broker; next is the
+// version the round then holds for k (as PL1 and PL3-PL5 always have).
+func (r *round) assign(k tp, from string, next int64) {
+	c := r.cur(k)
+	to := leastLoaded(r.load)
+	r.plan.assigns = append(r.plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version, from: from})
+	r.load[to]++
+	if _, ok := r.load[from]; ok {
+		r.load[from]-- // a drained broker counts in no load (PL5)
+	}
+	n := current{broker: to, epoch: c.epoch + 1, version: next}
+	if r.p.servedAt(k, c) {
+		r.unserved++
+	}
+	if r.p.servedAt(k, n) {
+		r.unserved--
+	}
+	r.decided[k] = n
+}
+
+// first is the lowest of the partitions broker holds as the round left
+// them.
+func (r *round) first(broker string) (tp, bool) {
+	p := r.p
+	s, ok := p.sorted[broker]
+	if !ok {
+		s = slices.SortedFunc(maps.Keys(p.byBroker[broker]), compareTP)
+	}
+	for len(s) > 0 && p.placedAt[s[0]] != broker {
+		s = s[1:]
+	}
+	p.sorted[broker] = s
+	var best tp
+	found := false
+	for _, k := range s {
+		if r.cur(k).broker == broker {
+			best, found = k, true
+			break
+		}
+	}
+	for k, c := range r.decided {
+		if c.broker == broker && (!found || compareTP(k, best) < 0) {
+			best, found = k, true
+		}
+	}
+	return best, found
+}
+
+// plan decides one controller round (PL1-PL5) for brokers, drained naming
+// those an operator drained.
+func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) placementPlan {
+	r := &round{p: p, load: map[string]int{}, decided: map[tp]current{}, unserved: len(p.unserved)}
 	drainedLive := map[string]bool{}
-	for _, info := range in.brokers {
+	for _, info := range brokers {
 		switch {
 		case info.State != brokerpb.BrokerState_BROKER_ACTIVE:
-		case in.drained[info.Id]:
+		case drained[info.Id]:
 			drainedLive[info.Id] = true
 		default:
-			active[info.Id] = 0
+			r.load[info.Id] = len(p.byBroker[info.Id])
 		}
 	}
-	// Every partition that should exist.
-	var want []tp
-	deleting := map[string]bool{}
-	for _, rec := range in.topics {
-		if rec.Deleting {
-			deleting[rec.Name] = true
-			continue
-		}
-		for p := int32(0); p < rec.Partitions; p++ {
-			want = append(want, tp{rec.Name, p})
+	r.plan.deleteAssignments = slices.SortedFunc(maps.Keys(p.unwanted), compareTP)
+	for name, n := range p.deleting {
+		if !p.hasOwner(name, n) {
+			r.plan.finishDeletes = append(r.plan.finishDeletes, name)
 		}
 	}
-	slices.SortFunc(want, compareTP)
-	cur := make(map[tp]current, len(in.assigns))
-	wanted := map[tp]bool{}
-	for k, c := range in.assigns {
-		cur[k] = c
-	}
-	for _, k := range want {
-		wanted[k] = true
-		if c, ok := cur[k]; ok {
-			if _, live := active[c.broker]; live {
-				active[c.broker]++
-			}
-		}
-	}
-	for k := range cur {
-		if !wanted[k] {
-			plan.deleteAssignments = append(plan.deleteAssignments, k)
-		}
-	}
-	slices.SortFunc(plan.deleteAssignments, compareTP)
-	for name := range deleting {
-		if !hasOwner(in.owners, name) {
-			plan.finishDeletes = append(plan.finishDeletes, name)
-		}
-	}
-	slices.Sort(plan.finishDeletes)
-	if len(active) == 0 {
-		return plan
+	slices.Sort(r.plan.finishDeletes)
+	if len(r.load) == 0 {
+		return r.plan
 	}
 	// PL1: partitions without a live, active broker.
-	for _, k := range want {
-		c, ok := cur[k]
-		if ok {
-			if _, live := active[c.broker]; live {
-				continue
-			}
-			if drainedLive[c.broker] && servedAt(k, cur, in.owners) {
+	orphans := slices.Collect(maps.Keys(p.unassigned))
+	for broker, ks := range p.byBroker {
+		if _, live := r.load[broker]; live {
+			continue
+		}
+		for k := range ks {
+			if drainedLive[broker] && p.servedAt(k, p.assigns[k]) {
 				continue // PL5 moves it, at its pace
 			}
+			orphans = append(orphans, k)
 		}
-		to := leastLoaded(active)
-		plan.assigns = append(plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version})
-		active[to]++
-		cur[k] = current{broker: to, epoch: c.epoch + 1}
+	}
+	slices.SortFunc(orphans, compareTP)
+	for _, k := range orphans {
+		r.assign(k, "", 0)
 	}
 	// PL5: drain, a bounded number of hand-overs at a time.
-	inFlight := 0
-	for _, k := range want {
-		if !servedAt(k, cur, in.owners) {
-			inFlight++
+	var draining []tp
+	for broker := range drainedLive {
+		for k := range p.byBroker[broker] {
+			if _, moved := r.decided[k]; !moved {
+				draining = append(draining, k)
+			}
 		}
 	}
-	for _, k := range want {
+	slices.SortFunc(draining, compareTP)
+	inFlight := r.unserved
+	for _, k := range draining {
 		if inFlight >= maxDrainInFlight {
 			break
 		}
-		c := cur[k]
-		if !drainedLive[c.broker] {
-			continue
-		}
-		to := leastLoaded(active)
-		plan.assigns = append(plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version, from: c.broker})
-		active[to]++
-		cur[k] = current{broker: to, epoch: c.epoch + 1, version: -1}
+		r.assign(k, r.cur(k).broker, -1)
 		inFlight++
 	}
 	// PL3: balance, only while every partition is served (no takeover
 	// running): move one from the most to the least loaded broker at a time.
-	for moves := 0; moves < maxMovesPerRound; moves++ {
-		if !allServed(want, cur, in.owners) {
-			return plan
-		}
-		most, least := mostLoaded(active), leastLoaded(active)
-		if active[most]-active[least] <= 1 {
-			return plan
-		}
-		for _, k := range want {
-			c := cur[k]
-			if c.broker != most {
-				continue
-			}
-			plan.assigns = append(plan.assigns, assignDecision{tp: k, broker: least, epoch: c.epoch + 1, version: c.version, from: most})
-			active[most]--
-			active[least]++
-			cur[k] = current{broker: least, epoch: c.epoch + 1, version: -1}
+	for moves := 0; moves < maxMovesPerRound && r.unserved == 0; moves++ {
+		most, least := mostLoaded(r.load), leastLoaded(r.load)
+		if r.load[most]-r.load[least] <= 1 {
 			break
 		}
+		k, ok := r.first(most)
+		if !ok {
+			break
+		}
+		r.assign(k, most, -1)
 	}
-	return plan
+	return r.plan
 }
 
 func compareTP(x, y tp) int {
@@ -226,33 +370,6 @@ func compareTP(x, y tp) int {
 		return c
 	}
 	return int(x.partition - y.partition)
-}
-
-// hasOwner reports whether any partition of topic has an owner record.
-func hasOwner(owners map[tp]ownerSeen, topic string) bool {
-	for k := range owners {
-		if k.topic == topic {
-			return true
-		}
-	}
-	return false
-}
-
-// allServed reports whether every wanted partition's owner record matches
-// its assignment.
-func allServed(want []tp, cur map[tp]current, owners map[tp]ownerSeen) bool {
-	for _, k := range want {
-		if !servedAt(k, cur, owners) {
-			return false
-		}
-	}
-	return true
-}
-
-// servedAt reports whether k's owner record matches its assignment.
-func servedAt(k tp, cur map[tp]current, owners map[tp]ownerSeen) bool {
-	o, ok := owners[k]
-	return ok && o.ok && o.broker == cur[k].broker && o.epoch == cur[k].epoch
 }
 
 func leastLoaded(load map[string]int) string {

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,29 @@ func served(assigns map[tp]current) map[tp]ownerSeen {
 	out := map[tp]ownerSeen{}
 	for k, c := range assigns {
 		out[k] = ownerSeen{ok: true, broker: c.broker, epoch: c.epoch}
+	}
+	return out
+}
+
+// placementInput is what the controller knows at the start of a round,
+// for a test.
+type placementInput struct {
+	brokers []*brokerpb.BrokerInfo // registered brokers (any state)
+	drained map[string]bool        // brokers an operator drained (PL5)
+	topics  []*brokerpb.TopicRecord
+	assigns map[tp]current
+	owners  map[tp]ownerSeen
+}
+
+// planPlacement plans a round from in, indexed whole.
+func planPlacement(in placementInput) placementPlan {
+	return newPlacer(topicMap(in.topics), in.assigns, in.owners).plan(in.brokers, in.drained)
+}
+
+func topicMap(recs []*brokerpb.TopicRecord) map[string]*brokerpb.TopicRecord {
+	out := map[string]*brokerpb.TopicRecord{}
+	for _, rec := range recs {
+		out[rec.Name] = rec
 	}
 	return out
 }
@@ -312,4 +336,122 @@ func TestDrainKeysAgree(t *testing.T) {
 			t.Errorf("broker/drain has %q, broker %q", k[0], k[1])
 		}
 	}
+}
+
+// TestPlacerFollowsChanges: a placer told of each change as the controller
+// tells it (topicChanged, refresh) holds the same index and makes the same
+// plan as one indexed whole from the same records, through random topic
+// creations, growth, deletions, assignment and owner changes, and the
+// rounds' own decisions carried out.
+func TestPlacerFollowsChanges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	for iter := range 200 {
+		topics, assigns, owners := map[string]*brokerpb.TopicRecord{}, map[tp]current{}, map[tp]ownerSeen{}
+		p := newPlacer(topics, assigns, owners)
+		anyTP := func() tp { return tp{pick("a", "b", "c"), int32(rng.IntN(8)) - 1} }
+		for step := range 60 {
+			for range 1 + rng.IntN(4) {
+				switch k := anyTP(); rng.IntN(7) {
+				case 0: // a topic created, grown or deleted, or its record gone
+					switch rec := topics[k.topic]; {
+					case rec == nil:
+						topics[k.topic] = topic(k.topic, int32(1+rng.IntN(6)))
+					case rng.IntN(3) == 0:
+						delete(topics, k.topic)
+					case rng.IntN(2) == 0:
+						topics[k.topic] = &brokerpb.TopicRecord{Name: k.topic, Partitions: rec.Partitions, Deleting: true}
+					default:
+						topics[k.topic] = topic(k.topic, rec.Partitions+int32(rng.IntN(3)))
+					}
+					p.topicChanged(k.topic)
+				case 1, 2:
+					assigns[k] = current{broker: pick("k1", "k2", "k3", "gone"), epoch: int64(rng.IntN(4)), version: int64(1 + rng.IntN(9))}
+					p.refresh(k)
+				case 3:
+					delete(assigns, k)
+					p.refresh(k)
+				case 4:
+					c := assigns[k]
+					owners[k] = ownerSeen{ok: rng.IntN(5) > 0, broker: c.broker, epoch: c.epoch}
+					p.refresh(k)
+				case 5:
+					owners[k] = ownerSeen{ok: true, broker: pick("k1", "k2", "k3"), epoch: int64(rng.IntN(4))}
+					p.refresh(k)
+				case 6:
+					delete(owners, k)
+					p.refresh(k)
+				}
+			}
+			brokers := active("k1", "k2", "k3")[:1+rng.IntN(3)]
+			var drained map[string]bool
+			if rng.IntN(4) == 0 {
+				drained = map[string]bool{pick("k1", "k2"): true}
+			}
+			whole := newPlacer(topics, assigns, owners)
+			for _, f := range []struct {
+				name      string
+				got, want any
+			}{{"wantN", p.wantN, whole.wantN}, {"deleting", p.deleting, whole.deleting},
+				{"placedAt", p.placedAt, whole.placedAt}, {"byBroker", p.byBroker, whole.byBroker},
+				{"unassigned", p.unassigned, whole.unassigned}, {"unwanted", p.unwanted, whole.unwanted},
+				{"unserved", p.unserved, whole.unserved}} {
+				if !reflect.DeepEqual(f.got, f.want) {
+					t.Fatalf("iteration %d step %d: %s\n%v\nindexed whole:\n%v", iter, step, f.name, f.got, f.want)
+				}
+			}
+			plan := p.plan(brokers, drained)
+			if got, want := planString(plan), planString(whole.plan(brokers, drained)); got != want {
+				t.Fatalf("iteration %d step %d: plan\n%s\nindexed whole:\n%s", iter, step, got, want)
+			}
+			// Carry out some of the decisions; the new owners serve them.
+			for _, d := range plan.assigns {
+				if rng.IntN(3) > 0 {
+					assigns[d.tp] = current{broker: d.broker, epoch: d.epoch, version: assigns[d.tp].version + 1}
+					owners[d.tp] = ownerSeen{ok: true, broker: d.broker, epoch: d.epoch}
+					p.refresh(d.tp)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPlacementRound: one controller round at 50,000 partitions after
+// one assignment and one owner record changed (a takeover), followed
+// incrementally and, for comparison, indexed whole.
+func BenchmarkPlacementRound(b *testing.B) {
+	const n = 50_000
+	topics := map[string]*brokerpb.TopicRecord{"t": topic("t", n)}
+	assigns, owners := map[tp]current{}, map[tp]ownerSeen{}
+	for i := range int32(n) {
+		c := current{broker: fmt.Sprint("k", 1+i%2), epoch: 1, version: 1}
+		assigns[tp{"t", i}] = c
+		owners[tp{"t", i}] = ownerSeen{ok: true, broker: c.broker, epoch: c.epoch}
+	}
+	brokers := active("k1", "k2")
+	change := func(i int) tp {
+		k := tp{"t", int32(i % n)}
+		c := assigns[k]
+		c.epoch++
+		assigns[k] = c
+		owners[k] = ownerSeen{ok: true, broker: c.broker, epoch: c.epoch}
+		return k
+	}
+	b.Run("incremental", func(b *testing.B) {
+		p := newPlacer(topics, assigns, owners)
+		for i := 0; b.Loop(); i++ {
+			p.refresh(change(i))
+			if plan := p.plan(brokers, nil); len(plan.assigns) != 0 {
+				b.Fatalf("plan: %s", planString(plan))
+			}
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			change(i)
+			if plan := newPlacer(topics, assigns, owners).plan(brokers, nil); len(plan.assigns) != 0 {
+				b.Fatalf("plan: %s", planString(plan))
+			}
+		}
+	})
 }
