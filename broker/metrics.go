@@ -52,68 +52,11 @@ func newMetrics(reg prometheus.Registerer, b *Broker) *metrics {
 		Name: "strata_broker_group_lag_records",
 		Help: "Records between a group's committed offsets and the high watermarks, summed over a topic's partitions (groups this broker coordinates; every --lag-interval).",
 	}, []string{"group", "topic"})
-	owned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "strata_broker_owned_partitions", Help: "Partitions this broker serves.",
-	}, func() float64 {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		n := 0
-		for _, p := range b.parts {
-			if p.log != nil {
-				n++
-			}
-		}
-		return float64(n)
-	})
-	under := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "strata_broker_under_replicated_partitions",
-		Help: "Served partitions whose open ledger has entries below write-quorum copies.",
-	}, func() float64 {
-		n := 0
-		for _, l := range b.servedLogs() {
-			if l.UnderReplicated() {
-				n++
-			}
-		}
-		return float64(n)
-	})
-	tierLagBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "strata_broker_tier_lag_bytes",
-		Help: "Bytes of closed ledgers of the served partitions that no object covers yet (upload lag).",
-	}, func() float64 {
-		var n int64
-		for _, l := range b.servedLogs() {
-			bytes, _ := l.TierLag()
-			n += bytes
-		}
-		return float64(n)
-	})
-	tierLagSeconds := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "strata_broker_tier_lag_seconds",
-		Help: "Age of the oldest closed ledger of the served partitions that no object covers yet (0: none).",
-	}, func() float64 {
-		var oldest time.Duration
-		for _, l := range b.servedLogs() {
-			_, age := l.TierLag()
-			oldest = max(oldest, age)
-		}
-		return oldest.Seconds()
-	})
-	tierGarbage := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "strata_broker_tier_garbage_objects",
-		Help: "Objects of the served partitions unlinked and queued for deletion, not deleted yet.",
-	}, func() float64 {
-		n := 0
-		for _, l := range b.servedLogs() {
-			n += l.QueuedGarbage()
-		}
-		return float64(n)
-	})
 	m.tierIdentityErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "strata_broker_tier_bucket_identity_errors_total",
 		Help: "Checks of the object store's bucket cookie that failed: deletions of local copies and orphan objects are stopped."})
-	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.produceBusy, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors, owned, under,
-		tierLagBytes, tierLagSeconds, tierGarbage)
+	reg.MustRegister(m.requests, m.produceB, m.produceErrs, m.produceBusy, m.controller, m.assignments, m.lag, m.orphans, m.tierIdentityErrors,
+		newServedCollector(b))
 	return m
 }
 
@@ -128,11 +71,62 @@ func (m *metrics) produced(bytes int, err error) {
 	}
 }
 
+// servedCollector exports the gauges over the served partitions, walking
+// them once per scrape (a scrape at 50,000 partitions walked them once per
+// gauge).
+type servedCollector struct {
+	b                                           *Broker
+	owned, under, lagBytes, lagSeconds, garbage *prometheus.Desc
+}
+
+func newServedCollector(b *Broker) *servedCollector {
+	return &servedCollector{b: b,
+		owned: prometheus.NewDesc("strata_broker_owned_partitions", "Partitions this broker serves.", nil, nil),
+		under: prometheus.NewDesc("strata_broker_under_replicated_partitions",
+			"Served partitions whose open ledger has entries below write-quorum copies.", nil, nil),
+		lagBytes: prometheus.NewDesc("strata_broker_tier_lag_bytes",
+			"Bytes of closed ledgers of the served partitions that no object covers yet (upload lag).", nil, nil),
+		lagSeconds: prometheus.NewDesc("strata_broker_tier_lag_seconds",
+			"Age of the oldest closed ledger of the served partitions that no object covers yet (0: none).", nil, nil),
+		garbage: prometheus.NewDesc("strata_broker_tier_garbage_objects",
+			"Objects of the served partitions unlinked and queued for deletion, not deleted yet.", nil, nil),
+	}
+}
+
+func (c *servedCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.owned, c.under, c.lagBytes, c.lagSeconds, c.garbage} {
+		ch <- d
+	}
+}
+
+func (c *servedCollector) Collect(ch chan<- prometheus.Metric) {
+	logs := c.b.servedLogs()
+	var under, garbage int
+	var lagBytes int64
+	var oldest time.Duration
+	for _, l := range logs {
+		if l.UnderReplicated() {
+			under++
+		}
+		bytes, age := l.TierLag()
+		lagBytes += bytes
+		oldest = max(oldest, age)
+		garbage += l.QueuedGarbage()
+	}
+	for _, g := range []struct {
+		d *prometheus.Desc
+		v float64
+	}{{c.owned, float64(len(logs))}, {c.under, float64(under)}, {c.lagBytes, float64(lagBytes)},
+		{c.lagSeconds, oldest.Seconds()}, {c.garbage, float64(garbage)}} {
+		ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, g.v)
+	}
+}
+
 // servedLogs is a snapshot of the partition logs this broker serves.
 func (b *Broker) servedLogs() []*partlog.Log {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var logs []*partlog.Log
+	logs := make([]*partlog.Log, 0, len(b.parts))
 	for _, p := range b.parts {
 		if p.log != nil {
 			logs = append(logs, p.log)

@@ -302,6 +302,9 @@ func (b *Broker) openPartition(ctx context.Context, sess *metaclient.Session, p 
 	if tc, _, err := b.topicConfig(p.tp.topic); err == nil {
 		applyTopicConfig(l, tc)
 	}
+	// One line at Info per takeover (the ledger and log layers log theirs at
+	// Debug): at 500 takeovers a second, four lines each were 5% of the
+	// broker's CPU.
 	log.Info("serving partition", "took", time.Since(start).Round(time.Millisecond), "high_watermark", l.HighWatermark())
 	return servedPart{log: l, claim: kv, coord: coord}, nil
 }

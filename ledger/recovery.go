@@ -104,7 +104,7 @@ func RecoverVisit(ctx context.Context, env Env, id uint64, visit func(Entry) err
 	if err != nil {
 		return nil, err
 	}
-	log.Info("ledger recovered", "last_entry", closed.LastEntryId, "length", closed.Length)
+	log.Debug("ledger recovered", "last_entry", closed.LastEntryId, "length", closed.Length)
 	if err := visitRecovered(ctx, env, closed, m, visit); err != nil {
 		return nil, err
 	}

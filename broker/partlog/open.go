@@ -123,7 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.mu.next, l.mu.hw = next, next
 	l.mu.producers = producers
 	cfg.Metrics.TakeoverDuration.Observe(time.Since(began).Seconds())
-	l.log.Info("partition taken over", "epoch", cfg.Epoch, "next_offset", next,
+	l.log.Debug("partition taken over", "epoch", cfg.Epoch, "next_offset", next,
 		"segments", len(newPL.Segments), "producers", len(newPL.Producers), "took", time.Since(began))
 	return l, nil
 }
@@ -181,7 +181,7 @@ func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, p
 		return nil, nil, nil
 	}
 	closed := segmentProto(id, seg.GetFirstOffset(), seg.GetCreatedAtMs(), entries, true)
-	l.log.Info("recovered segment", "ledger", id, "first_offset", closed.FirstOffset, "last_offset", closed.LastOffset,
+	l.log.Debug("recovered segment", "ledger", id, "first_offset", closed.FirstOffset, "last_offset", closed.LastOffset,
 		"entries", len(entries))
 	return proto.Clone(closed).(*brokerpb.LedgerSegment), buildIndex(entries, l.cfg.IndexIntervalBytes), nil
 }
