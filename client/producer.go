@@ -599,6 +599,14 @@ func (p *Producer) completeLocked(ps *partState) {
 	if n == 0 {
 		return
 	}
+	// The slice's array keeps whatever it points to reachable, also
+	// before its start: finished batches (their records and encoding)
+	// would stay live until the next append reallocated it, which doubled
+	// the client's memory under load.
+	for _, b := range ps.batches[:n] {
+		b.recs, b.cbs, b.encoded = nil, nil, nil
+	}
+	clear(ps.batches[:n])
 	ps.batches = ps.batches[n:]
 	select {
 	case p.cbWake <- struct{}{}:

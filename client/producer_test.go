@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"go.uber.org/goleak"
 
@@ -675,4 +677,42 @@ func TestSlowCallbacksHoldBufferSpace(t *testing.T) {
 	if _, err := p.ProduceSync(ctx, &Record{Topic: "t", Value: value}); err != nil {
 		t.Fatalf("produce once the callbacks ran: %v", err)
 	}
+}
+
+// Acknowledged batches are not kept reachable by the producer once their
+// callbacks ran: the partition's queue dropped them from its front but its
+// array still pointed at them, which doubled the client's memory under
+// load (the bench suite's client peak RSS went from 8.5x to 4.6x its
+// buffers with the fix).
+func TestFinishedBatchesAreReleased(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{BatchBytes: 300, Linger: -1})
+	const n = 8
+	var ran sync.WaitGroup
+	var sent []weak.Pointer[Record]
+	for range n {
+		rec := &Record{Topic: "t", Partition: 0, Value: make([]byte, 150)} // a batch each
+		sent = append(sent, weak.Make(rec))
+		ran.Add(1)
+		if err := p.Produce(testCtx(t), rec, func(_ *Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			ran.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran.Wait()
+	testwait.Until(t, 5*time.Second, "every acknowledged record unreachable", func() bool {
+		runtime.GC()
+		for _, w := range sent {
+			if w.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
 }

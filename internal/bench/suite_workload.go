@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/devcluster"
 )
 
@@ -205,6 +207,21 @@ func (sr *suiteRunner) profile(ctx context.Context, workload string, d time.Dura
 			mu.Unlock()
 		})
 	}
+	// And this process's heap (the producers and consumers) at the end of
+	// d: what the client's peak RSS is made of.
+	heap := filepath.Join(sr.profileDir, fmt.Sprintf("%s-%s-client.heap.pprof", sr.prefix, workload))
+	wg.Go(func() {
+		if ctxtime.Sleep(ctx, d) != nil {
+			return
+		}
+		if err := writeHeapProfile(heap); err != nil {
+			fmt.Fprintf(sr.progress, "bench suite: warning: client heap profile: %v\n", err)
+			return
+		}
+		mu.Lock()
+		files = append(files, heap)
+		mu.Unlock()
+	})
 	return func() []string {
 		wg.Wait()
 		slices.Sort(files)
@@ -314,4 +331,17 @@ func (sr *suiteRunner) scrape(ctx context.Context, role string) []benchsuite.Sam
 		out = append(out, s)
 	}
 	return out
+}
+
+// writeHeapProfile writes this process's heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
