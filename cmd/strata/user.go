@@ -69,7 +69,7 @@ func newUserCreateCommand(g *globalOptions) *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the password from the first line of standard input")
-	cmd.Flags().IntVar(&iterations, "iterations", scram.DefaultIterations, fmt.Sprintf("PBKDF2 iterations (at least %d)", scram.MinIterations))
+	cmd.Flags().IntVar(&iterations, "iterations", scram.DefaultIterations, fmt.Sprintf("PBKDF2 iterations (%d to %d)", scram.MinIterations, scram.MaxIterations))
 	return cmd
 }
 

@@ -16,10 +16,14 @@ import (
 // Mechanism is the only mechanism stored.
 const Mechanism = "SCRAM-SHA-256"
 
-// MinIterations is the least PBKDF2 iteration count accepted (RFC 7677);
+// MinIterations is the least PBKDF2 iteration count accepted (RFC 7677),
+// MaxIterations the most (Kafka's bound): a broker derives the key with
+// the stored count on every password it checks, so a credential of a
+// billion iterations would make each login of that user minutes of CPU.
 // DefaultIterations is what NewCredential uses.
 const (
 	MinIterations     = 4096
+	MaxIterations     = 16384
 	DefaultIterations = 4096
 	saltBytes         = 16
 )
@@ -28,8 +32,8 @@ const (
 var (
 	// ErrBadPassword: the password does not match the credential.
 	ErrBadPassword = errors.New("scram: wrong user name or password")
-	// ErrInvalid: a credential that cannot be used (bad JSON, too few
-	// iterations, wrong key sizes).
+	// ErrInvalid: a credential that cannot be used (bad JSON, too few or
+	// too many iterations, wrong key sizes).
 	ErrInvalid = errors.New("scram: invalid credential")
 )
 
@@ -49,8 +53,8 @@ func NewCredential(name, password string, iterations int) (Credential, error) {
 	if iterations == 0 {
 		iterations = DefaultIterations
 	}
-	if iterations < MinIterations {
-		return Credential{}, fmt.Errorf("%w: %d iterations, at least %d", ErrInvalid, iterations, MinIterations)
+	if iterations < MinIterations || iterations > MaxIterations {
+		return Credential{}, fmt.Errorf("%w: %d iterations, want %d to %d", ErrInvalid, iterations, MinIterations, MaxIterations)
 	}
 	if password == "" {
 		return Credential{}, fmt.Errorf("%w: empty password", ErrInvalid)
@@ -84,7 +88,7 @@ func mac(key []byte, msg string) []byte {
 
 // Validate reports whether c can be checked against.
 func (c Credential) Validate() error {
-	if c.Mechanism != Mechanism || c.Iterations < MinIterations || len(c.Salt) < 8 ||
+	if c.Mechanism != Mechanism || c.Iterations < MinIterations || c.Iterations > MaxIterations || len(c.Salt) < 8 ||
 		len(c.StoredKey) != sha256.Size || len(c.ServerKey) != sha256.Size {
 		return fmt.Errorf("%w: user %q", ErrInvalid, c.Name)
 	}

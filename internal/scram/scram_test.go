@@ -38,13 +38,22 @@ func TestCredential(t *testing.T) {
 	if bytes.Equal(c.Salt, c2.Salt) || bytes.Equal(c.StoredKey, c2.StoredKey) {
 		t.Error("two users with one password share salt or key")
 	}
-	if _, err := NewCredential("x", "p", 1000); !errors.Is(err, ErrInvalid) {
-		t.Errorf("1000 iterations: %v", err)
+	for _, n := range []int{1000, MaxIterations + 1} {
+		if _, err := NewCredential("x", "p", n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%d iterations: %v", n, err)
+		}
 	}
-	weak := c
-	weak.Iterations = 1
-	if err := weak.Verify("s3cret"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("a stored credential of 1 iteration: %v", err)
+	if _, err := NewCredential("x", "p", MaxIterations); err != nil {
+		t.Errorf("%d iterations: %v", MaxIterations, err)
+	}
+	// A stored credential out of bounds is refused before any derivation
+	// (a billion iterations would take minutes).
+	for _, n := range []int{1, 1 << 30} {
+		bad := c
+		bad.Iterations = n
+		if err := bad.Verify("s3cret"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a stored credential of %d iterations: %v", n, err)
+		}
 	}
 }
 
