@@ -426,8 +426,10 @@ func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
 
 func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 	var tier *partlog.Tier
-	if rec, err := b.topicRecord(p.tp.topic); err == nil && !rec.Internal {
-		tier = b.partitionTier(rec, p.tp.partition)
+	if b.tier != nil { // the record is decoded only for the tier (1.5% of a failover's CPU)
+		if rec, err := b.topicRecord(p.tp.topic); err == nil && !rec.Internal {
+			tier = b.partitionTier(rec, p.tp.partition)
+		}
 	}
 	return partlog.Config{
 		Topic: p.tp.topic, Partition: p.tp.partition, Epoch: p.epoch,
