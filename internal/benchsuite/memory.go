@@ -40,23 +40,27 @@ func (m *Memory) Summary() string {
 
 // ParseVmHWM returns the peak resident set size in bytes from the content
 // of /proc/PID/status ("VmHWM:   123456 kB").
-func ParseVmHWM(data []byte) (int64, error) {
+func ParseVmHWM(data []byte) (int64, error) { return statusKB(data, "VmHWM") }
+
+// statusKB returns field's size in bytes from the content of
+// /proc/PID/status.
+func statusKB(data []byte, field string) (int64, error) {
 	for line := range bytes.Lines(data) {
-		rest, ok := bytes.CutPrefix(line, []byte("VmHWM:"))
+		rest, ok := bytes.CutPrefix(line, []byte(field+":"))
 		if !ok {
 			continue
 		}
 		f := bytes.Fields(rest)
 		if len(f) != 2 || string(f[1]) != "kB" {
-			return 0, fmt.Errorf("benchsuite: /proc status: VmHWM line %q", bytes.TrimSpace(line))
+			return 0, fmt.Errorf("benchsuite: /proc status: %s line %q", field, bytes.TrimSpace(line))
 		}
 		kb, err := strconv.ParseInt(string(f[0]), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("benchsuite: /proc status VmHWM: %w", err)
+			return 0, fmt.Errorf("benchsuite: /proc status %s: %w", field, err)
 		}
 		return kb << 10, nil
 	}
-	return 0, fmt.Errorf("benchsuite: /proc status: no VmHWM")
+	return 0, fmt.Errorf("benchsuite: /proc status: no %s", field)
 }
 
 // PeakRSS returns process pid's peak resident set size since it started

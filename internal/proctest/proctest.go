@@ -71,7 +71,8 @@ func ModuleRoot() (string, error) {
 // ago. Ports come from 10000-31999, below Linux's ephemeral range
 // (32768-60999), so the outgoing connections of other tests cannot take
 // them between this check and the child process binding them; a port is
-// never handed out twice by one test binary. $STRATA_TEST_PORTS
+// never handed out twice by one test binary, and test binaries running at
+// once draw from disjoint blocks of the range (portBlock). $STRATA_TEST_PORTS
 // ("23000-23999") narrows the range, for a machine where several test runs
 // share the loopback ports.
 func FreeAddr(t testing.TB) string {
@@ -95,7 +96,8 @@ func Listen(t testing.TB) net.Listener {
 }
 
 // listen listens on a port of the test range that this test binary has
-// not handed out before, and marks it handed out.
+// not handed out before, and marks it handed out. Ports come from the
+// blocks of the range this binary claimed (claimBlockLocked).
 func listen(t testing.TB) net.Listener {
 	t.Helper()
 	lo, hi := 10000, 31999
@@ -104,28 +106,92 @@ func listen(t testing.TB) net.Listener {
 			t.Fatalf("proctest: STRATA_TEST_PORTS=%q, want a range like 23000-23999", r)
 		}
 	}
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 1000 {
-		port := lo + rand.IntN(hi-lo+1)
-		if portsUsed[port] {
-			continue
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	for range 2000 {
+		if len(ports.free) == 0 && !ports.claimBlockLocked(lo, hi) {
+			t.Fatalf("proctest: no free port: every block of %d-%d is used up or held by another test binary", lo, hi)
 		}
+		i := rand.IntN(len(ports.free))
+		port := ports.free[i]
+		ports.free[i] = ports.free[len(ports.free)-1]
+		ports.free = ports.free[:len(ports.free)-1]
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			continue
+			continue // taken by something else: never handed out
 		}
-		portsUsed[port] = true
 		return ln
 	}
 	t.Fatal("proctest: no free port")
 	return nil
 }
 
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
+// portBlock is how many ports of the range a test binary claims at a
+// time. go test runs several packages' test binaries at once, and a port
+// a test checked free is bound by its child process only later: two
+// binaries drawing from the whole range collided there (CI:
+// "bind: address already in use" for a metad of TestBrokerZombieFenced).
+// A block belongs to one binary at a time, through an exclusive flock on
+// a file under os.TempDir() that the kernel drops when the binary exits,
+// however it exits.
+const portBlock = 500
+
+type portState struct {
+	mu      sync.Mutex
+	free    []int        // ports of claimed blocks not handed out yet
+	claimed map[int]bool // blocks this binary holds or used up
+	locks   []*os.File   // held for the binary's life
+}
+
+var ports portState
+
+// claimBlockLocked adds to ports.free the ports of a block of lo-hi that
+// no other test binary holds, and reports whether there was one.
+func (p *portState) claimBlockLocked(lo, hi int) bool {
+	if p.claimed == nil {
+		p.claimed = map[int]bool{}
+	}
+	first, last := lo/portBlock, hi/portBlock
+	start := first + rand.IntN(last-first+1)
+	for i := range last - first + 1 {
+		k := first + (start-first+i)%(last-first+1)
+		if p.claimed[k] {
+			continue
+		}
+		f, ok := lockPortBlock(k)
+		if !ok {
+			continue
+		}
+		p.claimed[k] = true
+		if f != nil {
+			p.locks = append(p.locks, f)
+		}
+		for port := max(lo, k*portBlock); port <= min(hi, k*portBlock+portBlock-1); port++ {
+			p.free = append(p.free, port)
+		}
+		return true
+	}
+	return false
+}
+
+// lockPortBlock takes block k's lock file. Without a usable lock
+// directory (another user's, say) the block is taken unlocked: the
+// collision that locks avoid is rare, a test that cannot start is not.
+func lockPortBlock(k int) (*os.File, bool) {
+	dir := filepath.Join(os.TempDir(), "strata-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("block-%d.lock", k)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return f, true
+}
 
 // Process is one running (or stopped) child program.
 type Process struct {
