@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,26 +12,25 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 )
 
 // freeBase finds a metad base port whose client, raft and admin ports
-// (base..base+2, +100, +200) and bookie ports (+300, +400) are all free.
-// Bases stay in 20001-31000, so that base+702 (MinIO's console, see
-// freePorts) stays below the ephemeral range (32768+).
+// (base..base+2, +100, +200) and bookie ports (+300, +400) are all free,
+// in a span of 1,000 ports no other test binary draws from (proctest.Span),
+// which also holds the brokers' (+500, +600) and MinIO's (+700, +701) of
+// devPortFlags.
 func freeBase(t *testing.T) int {
 	t.Helper()
-	start := int(time.Now().UnixNano()%200) * 50
-	for i := range 40 {
-		base := 20001 + (start+i*997)%11000
+	for range 10 {
+		base := proctest.Span(t, 1000)
 		ok := true
 		for _, off := range []int{0, 1, 2, 100, 101, 102, 200, 201, 202, 300, 301, 302, 400, 401, 402} {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))
-			if err != nil {
+			if !portFree(fmt.Sprintf("127.0.0.1:%d", base+off)) {
 				ok = false
 				break
 			}
-			ln.Close()
 		}
 		if ok {
 			return base

@@ -100,12 +100,7 @@ func Listen(t testing.TB) net.Listener {
 // blocks of the range this binary claimed (claimBlockLocked).
 func listen(t testing.TB) net.Listener {
 	t.Helper()
-	lo, hi := 10000, 31999
-	if r := os.Getenv("STRATA_TEST_PORTS"); r != "" {
-		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil || lo < 1024 || hi < lo || hi > 65535 {
-			t.Fatalf("proctest: STRATA_TEST_PORTS=%q, want a range like 23000-23999", r)
-		}
-	}
+	lo, hi := testRange(t)
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
 	for range 2000 {
@@ -124,6 +119,71 @@ func listen(t testing.TB) net.Listener {
 	}
 	t.Fatal("proctest: no free port")
 	return nil
+}
+
+// testRange is the range test ports come from: 10000-31999, or
+// $STRATA_TEST_PORTS.
+func testRange(t testing.TB) (lo, hi int) {
+	t.Helper()
+	lo, hi = 10000, 31999
+	if r := os.Getenv("STRATA_TEST_PORTS"); r != "" {
+		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil || lo < 1024 || hi < lo || hi > 65535 {
+			t.Fatalf("proctest: STRATA_TEST_PORTS=%q, want a range like 23000-23999", r)
+		}
+	}
+	return lo, hi
+}
+
+// Span reserves n consecutive ports of the test range for the test (whole
+// blocks, claimed as Listen claims them, never handed out by FreeAddr or
+// Listen) and returns the first, for a program given base ports
+// (`strata dev --metad-port`). The caller still checks that the ports it
+// uses are free: a process outside the tests may hold one.
+func Span(t testing.TB, n int) int {
+	t.Helper()
+	lo, hi := testRange(t)
+	blocks := (n + portBlock - 1) / portBlock
+	first, last := (lo+portBlock-1)/portBlock, (hi+1)/portBlock-blocks // whole blocks inside lo-hi
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if last >= first {
+		start := first + rand.IntN(last-first+1)
+		for i := range last - first + 1 {
+			if k := first + (start-first+i)%(last-first+1); ports.claimRunLocked(k, blocks) {
+				return k * portBlock
+			}
+		}
+	}
+	t.Fatalf("proctest: no %d consecutive ports free of other test binaries in %d-%d", n, lo, hi)
+	return 0
+}
+
+// claimRunLocked claims blocks k..k+n-1, all or none.
+func (p *portState) claimRunLocked(k, n int) bool {
+	var files []*os.File
+	for b := k; b < k+n; b++ {
+		f, ok := (*os.File)(nil), !p.claimed[b]
+		if ok {
+			f, ok = lockPortBlock(b)
+		}
+		if !ok {
+			for _, f := range files {
+				f.Close()
+			}
+			return false
+		}
+		if f != nil {
+			files = append(files, f)
+		}
+	}
+	if p.claimed == nil {
+		p.claimed = map[int]bool{}
+	}
+	for b := k; b < k+n; b++ {
+		p.claimed[b] = true
+	}
+	p.locks = append(p.locks, files...)
+	return true
 }
 
 // portBlock is how many ports of the range a test binary claims at a

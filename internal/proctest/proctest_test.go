@@ -58,3 +58,22 @@ func TestPortBlocksAreExclusive(t *testing.T) {
 		g.Close()
 	}
 }
+
+// Span reserves whole blocks that FreeAddr and Listen never hand out from,
+// and two spans do not overlap.
+func TestSpan(t *testing.T) {
+	a, b := Span(t, 1000), Span(t, 10)
+	if a%portBlock != 0 || a < 10000 || a+999 > 31999 || b+portBlock-1 > 31999 {
+		t.Fatalf("spans at %d and %d: want whole blocks inside 10000-31999", a, b)
+	}
+	if b+portBlock > a && b < a+1000 {
+		t.Fatalf("span %d (%d ports) overlaps span %d (1000 ports)", b, portBlock, a)
+	}
+	for range 200 {
+		_, port, _ := net.SplitHostPort(FreeAddr(t))
+		p, _ := strconv.Atoi(port)
+		if (p >= a && p < a+1000) || (p >= b && p < b+portBlock) {
+			t.Fatalf("FreeAddr handed out %d, inside a span", p)
+		}
+	}
+}
