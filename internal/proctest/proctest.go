@@ -146,27 +146,37 @@ func Span(t testing.TB, n int) int {
 	first, last := (lo+portBlock-1)/portBlock, (hi+1)/portBlock-blocks // whole blocks inside lo-hi
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
-	if last >= first {
-		start := first + rand.IntN(last-first+1)
-		for i := range last - first + 1 {
-			if k := first + (start-first+i)%(last-first+1); ports.claimRunLocked(k, blocks) {
-				return k * portBlock
-			}
+	k, ok := ports.claimLocked(first, last, blocks)
+	if !ok {
+		t.Fatalf("proctest: no %d consecutive ports free of other test binaries in %d-%d", n, lo, hi)
+	}
+	return k * portBlock
+}
+
+// claimLocked claims n consecutive blocks, the first of them one of
+// first..last tried from a random one on, and returns that first block.
+func (p *portState) claimLocked(first, last, n int) (int, bool) {
+	if last < first {
+		return 0, false
+	}
+	start := rand.IntN(last - first + 1)
+	for i := range last - first + 1 {
+		if k := first + (start+i)%(last-first+1); p.claimRunLocked(k, n) {
+			return k, true
 		}
 	}
-	t.Fatalf("proctest: no %d consecutive ports free of other test binaries in %d-%d", n, lo, hi)
-	return 0
+	return 0, false
 }
 
 // claimRunLocked claims blocks k..k+n-1, all or none.
 func (p *portState) claimRunLocked(k, n int) bool {
 	var files []*os.File
 	for b := k; b < k+n; b++ {
-		f, ok := (*os.File)(nil), !p.claimed[b]
-		if ok {
-			f, ok = lockPortBlock(b)
-		}
-		if !ok {
+		f, ok := lockPortBlock(b)
+		if !ok || p.claimed[b] {
+			if f != nil {
+				f.Close()
+			}
 			for _, f := range files {
 				f.Close()
 			}
@@ -175,9 +185,6 @@ func (p *portState) claimRunLocked(k, n int) bool {
 		if f != nil {
 			files = append(files, f)
 		}
-	}
-	if p.claimed == nil {
-		p.claimed = map[int]bool{}
 	}
 	for b := k; b < k+n; b++ {
 		p.claimed[b] = true
@@ -203,35 +210,19 @@ type portState struct {
 	locks   []*os.File   // held for the binary's life
 }
 
-var ports portState
+var ports = portState{claimed: map[int]bool{}}
 
 // claimBlockLocked adds to ports.free the ports of a block of lo-hi that
 // no other test binary holds, and reports whether there was one.
 func (p *portState) claimBlockLocked(lo, hi int) bool {
-	if p.claimed == nil {
-		p.claimed = map[int]bool{}
+	k, ok := p.claimLocked(lo/portBlock, hi/portBlock, 1)
+	if !ok {
+		return false
 	}
-	first, last := lo/portBlock, hi/portBlock
-	start := first + rand.IntN(last-first+1)
-	for i := range last - first + 1 {
-		k := first + (start-first+i)%(last-first+1)
-		if p.claimed[k] {
-			continue
-		}
-		f, ok := lockPortBlock(k)
-		if !ok {
-			continue
-		}
-		p.claimed[k] = true
-		if f != nil {
-			p.locks = append(p.locks, f)
-		}
-		for port := max(lo, k*portBlock); port <= min(hi, k*portBlock+portBlock-1); port++ {
-			p.free = append(p.free, port)
-		}
-		return true
+	for port := max(lo, k*portBlock); port <= min(hi, k*portBlock+portBlock-1); port++ {
+		p.free = append(p.free, port)
 	}
-	return false
+	return true
 }
 
 // lockPortBlock takes block k's lock file. Without a usable lock
