@@ -145,13 +145,23 @@ func (d digester) tag(entryID int64, payload []byte, dst []byte) ([]byte, error)
 // seal returns what a bookie stores for entry entryID: payload and its
 // tag, in a new slice (payload is not modified).
 func (d digester) seal(entryID int64, payload []byte) ([]byte, error) {
-	if d.key == nil {
-		return payload, nil
+	tag, err := d.tagOf(entryID, payload)
+	if err != nil || tag == nil {
+		return payload, err
 	}
-	// bytes.Join copies without zeroing the memory first; the tag then
-	// overwrites the placeholder.
-	stored := bytes.Join([][]byte{payload, make([]byte, DigestSize)}, nil)
-	return d.tag(entryID, payload, stored[:len(payload)])
+	// bytes.Join copies without zeroing the memory first.
+	return bytes.Join([][]byte{payload, tag}, nil), nil
+}
+
+// tagOf returns the tag a bookie stores after payload for entry entryID
+// (nil for a ledger without digests). A writer sends the two as one
+// entry without joining them (bookiepb.AddRequest.PayloadTail), which
+// saves a copy of every payload.
+func (d digester) tagOf(entryID int64, payload []byte) ([]byte, error) {
+	if d.key == nil {
+		return nil, nil
+	}
+	return d.tag(entryID, payload, make([]byte, 0, DigestSize))
 }
 
 // open checks stored, entry entryID as a bookie served it, and returns

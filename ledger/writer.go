@@ -140,8 +140,11 @@ type Writer struct {
 // w.mu.entries, but answers from its remaining sends still update its
 // replication accounting.
 type entry struct {
-	id      int64
+	id int64
+	// payload and tag (nil without digests): the bookies store payload
+	// followed by tag, sent without joining them.
 	payload []byte
+	tag     []byte
 	cb      func(int64, error)
 	sent    map[string]bool // bookies with an add in flight or answered OK
 	oks     map[string]bool // bookies that answered ADD_OK
@@ -357,12 +360,12 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 		}
 		w.mu.Lock()
 	}
-	stored, err := w.dig.seal(w.mu.nextID, payload)
+	tag, err := w.dig.tagOf(w.mu.nextID, payload)
 	if err != nil {
 		w.mu.Unlock()
 		return err
 	}
-	e := &entry{id: w.mu.nextID, payload: stored, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
+	e := &entry{id: w.mu.nextID, payload: payload, tag: tag, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
 		level: level, levelCB: levelCB}
 	if levelCB != nil {
 		w.mu.levelWaiters[e.id] = e
@@ -438,7 +441,7 @@ func (w *Writer) sendLocked(e *entry) {
 		}
 		e.sent[b] = true
 		w.mu.outbox = append(w.mu.outbox, addSend{e: e, bookie: b, req: &bookiepb.AddRequest{
-			LedgerId: w.id, EntryId: uint64(e.id), Lac: w.mu.lac, Payload: e.payload,
+			LedgerId: w.id, EntryId: uint64(e.id), Lac: w.mu.lac, Payload: e.payload, PayloadTail: e.tag,
 		}})
 	}
 }
@@ -609,8 +612,8 @@ func (w *Writer) ackLocked() {
 		w.mu.entries = w.mu.entries[1:]
 		e.acked = true
 		w.mu.lac = e.id
-		w.mu.length += w.dig.payloadLen(e.payload)
-		w.mu.inFlightBytes -= int64(len(e.payload))
+		w.mu.length += int64(len(e.payload))
+		w.mu.inFlightBytes -= int64(len(e.payload) + len(e.tag))
 		for _, b := range entryWriteSet(w.mu.md, e.id) {
 			if !e.sent[b] { // a failed member never got it
 				w.markUnderReplicatedLocked(e)

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -559,5 +560,64 @@ func TestWriterEnsembleChangeKeepsRacks(t *testing.T) {
 	md := wtMetadata(t, c, w.ID())
 	if last := md.Fragments[len(md.Fragments)-1].Bookies; !slices.Equal(last, []string{wtAddr(0), wtAddr(4), wtAddr(2)}) {
 		t.Fatalf("ensemble after the change %v, want bookie-1 replaced by bookie-4 (its rack, r1)", last)
+	}
+}
+
+// sentAdds records the adds a writer sends, then passes them on.
+type sentAdds struct {
+	*ledgertest.FakeBookies
+	mu   sync.Mutex
+	reqs []*bookiepb.AddRequest
+}
+
+func (s *sentAdds) Add(bookie string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	s.FakeBookies.Add(bookie, req, cb)
+}
+
+// The adds a writer sends reference the appended payload, with the tag
+// apart (a copy of every payload saved); the bookies store the two as one
+// entry, which a reader checks and opens to the payload.
+func TestWriterSendsPayloadUncopied(t *testing.T) {
+	c := ledgertest.NewCluster(3)
+	env := c.Env()
+	sent := &sentAdds{FakeBookies: c.Bookies}
+	env.Bookies = sent
+	w, err := ledger.Create(wtCtx(t), env, c.Options(ledger.CreateOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads := [][]byte{[]byte("first entry"), bytes.Repeat([]byte("second "), 1000)}
+	for _, p := range payloads {
+		if _, err := w.AppendSync(wtCtx(t), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent.mu.Lock()
+	for _, req := range sent.reqs {
+		p := payloads[req.EntryId]
+		if len(req.Payload) != len(p) || &req.Payload[0] != &p[0] || len(req.PayloadTail) != ledger.DigestSize {
+			t.Fatalf("entry %d sent as %d bytes (the payload itself: %t) and a %d-byte tail; want the payload uncopied and a %d-byte tag",
+				req.EntryId, len(req.Payload), len(req.Payload) > 0 && &req.Payload[0] == &p[0], len(req.PayloadTail), ledger.DigestSize)
+		}
+	}
+	sent.mu.Unlock()
+	if err := w.Close(wtCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ledger.OpenReader(wtCtx(t), env, w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := r.Read(wtCtx(t), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range entries {
+		if !bytes.Equal(e.Payload, payloads[i]) {
+			t.Fatalf("entry %d read back as %d bytes, want %d", i, len(e.Payload), len(payloads[i]))
+		}
 	}
 }

@@ -18,14 +18,18 @@
 // Invariants:
 //
 //	W1. The wire format is protobuf's: a message encoded by
-//	    MarshalBuffers is byte for byte what proto.Marshal produces, and
+//	    MarshalBuffers is byte for byte what proto.Marshal produces (for
+//	    an AddRequest, with its payload_tail joined to its payload: the
+//	    tail exists so that a writer need not copy an entry to append its
+//	    digest tag), and
 //	    UnmarshalAlias accepts and rejects what proto.Unmarshal does,
 //	    keeping unknown fields (tests compare both on random and fuzzed
 //	    input, and check that every field of the descriptor is handled).
 //	W2. A payload passed to MarshalBuffers is referenced until gRPC has
 //	    written it, after Send returns: it must not be modified after it
-//	    is sent. Strata's sent payloads (sealed ledger entries) are never
-//	    modified.
+//	    is sent. Strata's sent payloads (ledger entries and their tags,
+//	    which a ledger writer's caller must not modify once appended) are
+//	    never modified.
 //	W3. Bytes decoded by UnmarshalAlias alias a buffer that belongs to
 //	    the message alone (never one of gRPC's pooled buffers), so they
 //	    stay valid and may be modified like protobuf's own copies.

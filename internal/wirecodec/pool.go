@@ -9,10 +9,12 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// poolTiers are the pooled capacities, as gRPC's default pool's: 256 B,
+// poolTiers are the pooled capacities: gRPC's default pool's, 256 B,
 // 4 KiB (a page), 16 KiB (gRPC's HTTP/2 frames), 32 KiB (its write
-// buffer) and 1 MiB. Larger buffers are not pooled.
-var poolTiers = [...]int{8, 12, 14, 15, 20}
+// buffer) and 1 MiB, and 2 MiB, for messages that carry a whole ledger
+// entry (Pooled): an entry of a full 1 MiB batch is a little over 1 MiB.
+// Larger buffers are not pooled.
+var poolTiers = [...]int{8, 12, 14, 15, 20, 21}
 
 // dirtyPool is a tiered mem.BufferPool that does not zero what it hands
 // out (see the package doc).

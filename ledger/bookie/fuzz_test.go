@@ -71,7 +71,7 @@ func FuzzRequests(f *testing.F) {
 			}
 			touched = req.LedgerId
 			done := make(chan struct{})
-			err := st.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Payload, req.Recovery, func(error) { close(done) })
+			err := st.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Entry(), req.Recovery, func(error) { close(done) })
 			if err == nil {
 				<-done
 			}

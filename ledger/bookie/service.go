@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/wirecodec"
 	"github.com/strata-log/strata/ledger/storage"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -63,7 +64,11 @@ func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest
 		return err
 	}
 	for {
-		req, err := stream.Recv()
+		// Each add's bytes come from a pooled buffer, given back once
+		// the journal has copied them (its done callback) or refused
+		// the add.
+		req := new(pooledAdd)
+		err := stream.RecvMsg(req)
 		if err != nil {
 			// io.EOF: the writer closed its side; answer what is in flight.
 			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
@@ -86,15 +91,24 @@ func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest
 			answers <- a
 		}
 		pending.Add(1)
-		err = s.store.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Payload, req.Recovery, func(err error) {
+		err = s.store.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Entry(), req.Recovery, func(err error) {
+			req.Release()
 			answer(addStatus(err), err)
 			pending.Done()
 		})
 		if err != nil {
+			req.Release()
 			answer(addStatus(err), err)
 			pending.Done()
 		}
 	}
+}
+
+// pooledAdd is an add decoded into a pooled buffer (wirecodec.Pooled):
+// storage.Add keeps its payload only until its done callback.
+type pooledAdd struct {
+	bookiepb.AddRequest
+	wirecodec.Pooled
 }
 
 func nilIfEOF(err error) error {

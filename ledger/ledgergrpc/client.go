@@ -419,9 +419,14 @@ func (b *bookieConn) signal() {
 	}
 }
 
+// addSize is the bytes of the entry req adds.
+func addSize(req *bookiepb.AddRequest) int64 {
+	return int64(len(req.GetPayload()) + len(req.GetPayloadTail()))
+}
+
 // add queues req on the current stream, opening one if needed.
 func (b *bookieConn) add(req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
-	size := int64(len(req.GetPayload()))
+	size := addSize(req)
 	b.mu.Lock()
 	if b.mu.closed {
 		b.mu.Unlock()
@@ -445,7 +450,7 @@ func (b *bookieConn) add(req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse
 	// The payload is shared, read-only.
 	p := &pendingAdd{
 		req: &bookiepb.AddRequest{RequestId: b.mu.nextRequestID, LedgerId: req.GetLedgerId(), EntryId: req.GetEntryId(),
-			Lac: req.GetLac(), Payload: req.GetPayload(), Recovery: req.GetRecovery()},
+			Lac: req.GetLac(), Payload: req.GetPayload(), PayloadTail: req.GetPayloadTail(), Recovery: req.GetRecovery()},
 		cb:       cb,
 		deadline: time.Now().Add(opts.AddTimeout),
 	}
@@ -485,7 +490,7 @@ func (b *bookieConn) endLocked(s *addStream, p *pendingAdd, resp *bookiepb.AddRe
 	p.done = true
 	delete(s.pending, p.req.RequestId)
 	b.mu.queuedAdds--
-	b.mu.queuedBytes -= int64(len(p.req.Payload))
+	b.mu.queuedBytes -= addSize(p.req)
 	b.mu.ended = append(b.mu.ended, endedAdd{cb: p.cb, resp: resp, err: err})
 }
 

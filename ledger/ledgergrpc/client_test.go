@@ -253,6 +253,29 @@ func TestGRPCAddsInOrder(t *testing.T) {
 	}
 }
 
+// TestGRPCAddSendsPayloadTailJoined: an add's PayloadTail (a writer's
+// digest tag) reaches the bookie inside its payload, as the one entry
+// the bookie stores.
+func TestGRPCAddSendsPayloadTailJoined(t *testing.T) {
+	verifyNoLeaks(t)
+	f := startGRPCFake(t, "")
+	c := newGRPCTestClient(t, ledgergrpc.Options{})
+	r := newAddRecorder(t)
+	c.Add(f.addr, &bookiepb.AddRequest{LedgerId: 7, EntryId: 0, Lac: -1, Payload: []byte("payload"), PayloadTail: []byte("-tag")}, r.cb(0))
+	if o := r.wait(1, 10*time.Second)[0]; o.err != nil || o.resp.Status != bookiepb.AddStatus_ADD_OK {
+		t.Fatalf("add: %+v", o)
+	}
+	f.mu.Lock()
+	got := f.received[0]
+	f.mu.Unlock()
+	if string(got.Payload) != "payload-tag" || len(got.PayloadTail) != 0 {
+		t.Fatalf("the bookie received payload %q and tail %q; want the entry %q in the payload", got.Payload, got.PayloadTail, "payload-tag")
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGRPCAddStatusPassesThrough: a non-OK status is an answer, not an error.
 func TestGRPCAddStatusPassesThrough(t *testing.T) {
 	verifyNoLeaks(t)

@@ -318,7 +318,7 @@ func (f *FakeBookies) notifyLocked() {
 // Add implements ledger.BookieClient.
 func (f *FakeBookies) Add(bookie string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error)) {
 	a := InFlightAdd{Bookie: bookie, LedgerID: req.LedgerId, EntryID: req.EntryId, LAC: req.Lac,
-		Recovery: req.Recovery, Payload: slices.Clone(req.Payload)}
+		Recovery: req.Recovery, Payload: slices.Clone(req.Entry())}
 	f.mu.Lock()
 	a.Seq = f.nextSeq
 	f.nextSeq++

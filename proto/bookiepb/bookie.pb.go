@@ -197,7 +197,13 @@ type AddRequest struct {
 	Lac     int64  `protobuf:"varint,4,opt,name=lac,proto3" json:"lac,omitempty"`
 	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
 	// recovery marks a recovery add, allowed on a fenced ledger.
-	Recovery      bool `protobuf:"varint,6,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	Recovery bool `protobuf:"varint,6,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	// payload_tail is stored right after payload: the entry is payload
+	// followed by payload_tail. A writer puts an entry's digest tag here so
+	// that it need not copy the payload to append the tag. The copy-free
+	// encoding (bookiepb/wire.go) sends both as the one payload field, so a
+	// bookie normally receives this empty; AddRequest.Entry joins them.
+	PayloadTail   []byte `protobuf:"bytes,7,opt,name=payload_tail,json=payloadTail,proto3" json:"payload_tail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +278,13 @@ func (x *AddRequest) GetRecovery() bool {
 		return x.Recovery
 	}
 	return false
+}
+
+func (x *AddRequest) GetPayloadTail() []byte {
+	if x != nil {
+		return x.PayloadTail
+	}
+	return nil
 }
 
 type AddResponse struct {
@@ -1224,7 +1237,7 @@ var File_bookie_v1_bookie_proto protoreflect.FileDescriptor
 
 const file_bookie_v1_bookie_proto_rawDesc = "" +
 	"\n" +
-	"\x16bookie/v1/bookie.proto\x12\x10strata.bookie.v1\"\xab\x01\n" +
+	"\x16bookie/v1/bookie.proto\x12\x10strata.bookie.v1\"\xce\x01\n" +
 	"\n" +
 	"AddRequest\x12\x1d\n" +
 	"\n" +
@@ -1233,7 +1246,8 @@ const file_bookie_v1_bookie_proto_rawDesc = "" +
 	"\bentry_id\x18\x03 \x01(\x04R\aentryId\x12\x10\n" +
 	"\x03lac\x18\x04 \x01(\x03R\x03lac\x12\x18\n" +
 	"\apayload\x18\x05 \x01(\fR\apayload\x12\x1a\n" +
-	"\brecovery\x18\x06 \x01(\bR\brecovery\"\xb3\x01\n" +
+	"\brecovery\x18\x06 \x01(\bR\brecovery\x12!\n" +
+	"\fpayload_tail\x18\a \x01(\fR\vpayloadTail\"\xb3\x01\n" +
 	"\vAddResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1b\n" +

@@ -3,8 +3,10 @@ package bookiepb
 // Hand-written, not generated: the copy-free encodings of the messages
 // that carry entries, AddRequest and ReadEntryResponse
 // (internal/wirecodec, W1-W3). Both are flat: varint fields 1-4, the
-// payload as field 5 and a varint field 6. A field added to either must
-// be added here too; TestWireFields fails until it is.
+// payload as field 5 and a varint field 6; AddRequest also has
+// payload_tail, field 7, which MarshalBuffers sends inside field 5. A
+// field added to either must be added here too; TestWireFields fails
+// until it is.
 
 import (
 	"math"
@@ -15,32 +17,46 @@ import (
 	"github.com/strata-log/strata/internal/wirecodec"
 )
 
-// MarshalBuffers encodes x as proto.Marshal does, in three buffers: the
-// fields before the payload, the payload itself (not a copy: it must not
-// change until gRPC has sent it), and the fields after it.
+// MarshalBuffers encodes x as proto.Marshal encodes x with PayloadTail
+// appended to Payload (the entry, as Entry returns it), in four buffers:
+// the fields before the payload, Payload and PayloadTail themselves (not
+// copies: they must not change until gRPC has sent them), and the fields
+// after them. The bookie receives the entry whole, with no copy on the
+// writer's side to join its two parts.
 func (x *AddRequest) MarshalBuffers() ([][]byte, error) {
-	return marshalFlat(flat{x.RequestId, x.LedgerId, x.EntryId, uint64(x.Lac), boolVarint(x.Recovery)}, x.Payload, x), nil
+	return marshalFlat(flat{x.RequestId, x.LedgerId, x.EntryId, uint64(x.Lac), boolVarint(x.Recovery)}, x, x.Payload, x.PayloadTail), nil
 }
 
 // UnmarshalAlias decodes b into x as proto.Unmarshal does, except that
-// Payload aliases b, which belongs to x afterwards.
+// Payload and PayloadTail alias b, which belongs to x afterwards.
 func (x *AddRequest) UnmarshalAlias(b []byte) error {
 	x.Reset()
-	f, payload, err := unmarshalFlat(b, x)
+	f, payload, tail, err := unmarshalFlat(b, x, 7)
 	x.RequestId, x.LedgerId, x.EntryId, x.Lac, x.Recovery = f[0], f[1], f[2], int64(f[3]), protowire.DecodeBool(f[4])
-	x.Payload = payload
+	x.Payload, x.PayloadTail = payload, tail
 	return err
+}
+
+// Entry is the entry x adds: Payload followed by PayloadTail. It is
+// Payload itself unless PayloadTail is set, which a bookie sees only from
+// a sender that encodes the two fields apart (proto.Marshal); the copy-free
+// encoding sends them joined.
+func (x *AddRequest) Entry() []byte {
+	if len(x.GetPayloadTail()) == 0 {
+		return x.GetPayload()
+	}
+	return append(x.Payload[:len(x.Payload):len(x.Payload)], x.PayloadTail...)
 }
 
 // MarshalBuffers encodes x as AddRequest.MarshalBuffers does.
 func (x *ReadEntryResponse) MarshalBuffers() ([][]byte, error) {
-	return marshalFlat(flat{uint64(x.Status), x.LedgerId, x.EntryId, uint64(x.Lac), uint64(x.KnownLac)}, x.Payload, x), nil
+	return marshalFlat(flat{uint64(x.Status), x.LedgerId, x.EntryId, uint64(x.Lac), uint64(x.KnownLac)}, x, x.Payload), nil
 }
 
 // UnmarshalAlias decodes b into x as AddRequest.UnmarshalAlias does.
 func (x *ReadEntryResponse) UnmarshalAlias(b []byte) error {
 	x.Reset()
-	f, payload, err := unmarshalFlat(b, x)
+	f, payload, _, err := unmarshalFlat(b, x, 0)
 	x.Status, x.LedgerId, x.EntryId, x.Lac, x.KnownLac = ReadStatus(int32(f[0])), f[1], f[2], int64(f[3]), int64(f[4])
 	x.Payload = payload
 	return err
@@ -61,20 +77,26 @@ func boolVarint(b bool) uint64 {
 	return 0
 }
 
-func marshalFlat(f flat, payload []byte, m protoreflect.ProtoMessage) [][]byte {
+// marshalFlat encodes a flat message whose payload field holds the
+// concatenation of payload's parts, each referenced, not copied.
+func marshalFlat(f flat, m protoreflect.ProtoMessage, payload ...[]byte) [][]byte {
+	n := 0
+	for _, p := range payload {
+		n += len(p)
+	}
 	// Four varint fields and the payload's tag and length, tags of one
 	// byte each.
-	head := make([]byte, 0, 4*(1+protowire.SizeVarint(math.MaxUint64))+1+protowire.SizeVarint(uint64(len(payload))))
+	head := make([]byte, 0, 4*(1+protowire.SizeVarint(math.MaxUint64))+1+protowire.SizeVarint(uint64(n)))
 	for i := range 4 {
 		head = appendVarintField(head, flatNum[i], f[i])
 	}
-	if len(payload) > 0 {
+	if n > 0 {
 		head = protowire.AppendTag(head, 5, protowire.BytesType)
-		head = protowire.AppendVarint(head, uint64(len(payload)))
+		head = protowire.AppendVarint(head, uint64(n))
 	}
 	tail := appendVarintField(nil, flatNum[4], f[4])
 	tail = append(tail, m.ProtoReflect().GetUnknown()...)
-	return [][]byte{head, payload, tail}
+	return append(append([][]byte{head}, payload...), tail)
 }
 
 // appendVarintField appends field num with value v, unless v is zero
@@ -88,15 +110,20 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 }
 
 // unmarshalFlat decodes a flat message: its varint fields, its payload
-// (aliasing b; nil when empty, as protobuf decodes it) and, into m, its
-// unknown fields. Later occurrences of a field win, as in protobuf.
-func unmarshalFlat(b []byte, m protoreflect.ProtoMessage) (f flat, payload []byte, err error) {
+// and, when tailNum is not 0, the bytes field tailNum (both aliasing b;
+// nil when empty, as protobuf decodes them) and, into m, its unknown
+// fields. Later occurrences of a field win, as in protobuf.
+func unmarshalFlat(b []byte, m protoreflect.ProtoMessage, tailNum protowire.Number) (f flat, payload, tail []byte, err error) {
 	unknown, err := wirecodec.Fields(b, func(fl wirecodec.Field) (bool, error) {
-		if fl.Num == 5 {
+		if fl.Num == 5 || (tailNum != 0 && fl.Num == tailNum) {
 			if fl.Type != protowire.BytesType {
 				return false, nil
 			}
-			payload = fl.Bytes
+			if fl.Num == 5 {
+				payload = fl.Bytes
+			} else {
+				tail = fl.Bytes
+			}
 			return true, nil
 		}
 		for i, num := range flatNum {
@@ -108,13 +135,16 @@ func unmarshalFlat(b []byte, m protoreflect.ProtoMessage) (f flat, payload []byt
 		return false, nil
 	})
 	if err != nil {
-		return flat{}, nil, err
+		return flat{}, nil, nil, err
 	}
 	if len(payload) == 0 {
 		payload = nil
 	}
+	if len(tail) == 0 {
+		tail = nil
+	}
 	if len(unknown) > 0 {
 		m.ProtoReflect().SetUnknown(protoreflect.RawFields(unknown))
 	}
-	return f, payload, nil
+	return f, payload, tail, nil
 }

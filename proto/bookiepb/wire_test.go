@@ -1,6 +1,7 @@
 package bookiepb
 
 import (
+	"bytes"
 	"math/rand"
 	"slices"
 	"testing"
@@ -13,10 +14,11 @@ import (
 
 // wireTypes are the messages of wire.go.
 var wireTypes = []struct {
-	name string
+	name   string
+	fields []protowire.Number // the fields wire.go handles
 	wirecodectest.Case
 }{
-	{"AddRequest", wirecodectest.Case{
+	{"AddRequest", []protowire.Number{1, 2, 3, 4, 5, 6, 7}, wirecodectest.Case{
 		Empty: func() wirecodectest.Aliased { return &AddRequest{} },
 		Random: func(rng *rand.Rand) wirecodectest.Buffered {
 			m := &AddRequest{RequestId: pick(rng), LedgerId: pick(rng), EntryId: pick(rng), Lac: int64(pick(rng)),
@@ -26,7 +28,7 @@ var wireTypes = []struct {
 		},
 		Payloads: func(m proto.Message) [][]byte { return [][]byte{m.(*AddRequest).Payload} },
 	}},
-	{"ReadEntryResponse", wirecodectest.Case{
+	{"ReadEntryResponse", []protowire.Number{1, 2, 3, 4, 5, 6}, wirecodectest.Case{
 		Empty: func() wirecodectest.Aliased { return &ReadEntryResponse{} },
 		Random: func(rng *rand.Rand) wirecodectest.Buffered {
 			m := &ReadEntryResponse{Status: ReadStatus(rng.Intn(4) - 1), LedgerId: pick(rng), EntryId: pick(rng),
@@ -66,7 +68,7 @@ func randomPayload(rng *rand.Rand) []byte {
 // fails here until wire.go handles it).
 func TestWireFields(t *testing.T) {
 	for _, wt := range wireTypes {
-		if got, want := wirecodectest.Fields(wt.Empty()), []protowire.Number{1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
+		if got, want := wirecodectest.Fields(wt.Empty()), wt.fields; !slices.Equal(got, want) {
 			t.Errorf("%s fields %v, wire.go handles %v: update wire.go", wt.name, got, want)
 		}
 	}
@@ -86,3 +88,61 @@ func TestWire(t *testing.T) {
 func FuzzAddRequestDecode(f *testing.F) { wirecodectest.FuzzDecode(f, 3, wireTypes[0].Case) }
 
 func FuzzReadEntryResponseDecode(f *testing.F) { wirecodectest.FuzzDecode(f, 4, wireTypes[1].Case) }
+
+// An AddRequest's PayloadTail is sent inside its payload field: the
+// encoding is proto.Marshal's of the request with the two joined, and it
+// references both parts. Decoded, that is one Payload; a request encoded
+// by protobuf with the fields apart decodes into both, and Entry joins
+// them, so a bookie stores the same entry either way.
+func TestAddRequestPayloadTail(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for range 200 {
+		payload, tail := randomPayload(rng), randomPayload(rng)
+		m := &AddRequest{RequestId: pick(rng), LedgerId: pick(rng), EntryId: pick(rng), Lac: int64(pick(rng)),
+			Payload: payload, PayloadTail: tail, Recovery: rng.Intn(2) == 0}
+		entry := append(append([]byte{}, payload...), tail...)
+		joined := &AddRequest{RequestId: m.RequestId, LedgerId: m.LedgerId, EntryId: m.EntryId, Lac: m.Lac,
+			Payload: entry, Recovery: m.Recovery}
+		bufs, err := m.MarshalBuffers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := proto.Marshal(joined)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Join(bufs, nil); !bytes.Equal(got, want) {
+			t.Fatalf("payload %d + tail %d bytes: encoded as\n%x\nwant\n%x", len(payload), len(tail), got, want)
+		}
+		for _, part := range [][]byte{payload, tail} {
+			if len(part) > 0 && !slices.ContainsFunc(bufs, func(b []byte) bool { return len(b) > 0 && &b[0] == &part[0] }) {
+				t.Fatal("a payload part was copied, not referenced")
+			}
+		}
+		var got AddRequest
+		if err := got.UnmarshalAlias(want); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.PayloadTail) != 0 || !bytes.Equal(got.Entry(), entry) {
+			t.Fatalf("decoded payload %x, tail %x; want payload %x", got.Payload, got.PayloadTail, entry)
+		}
+
+		apart, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var split, ref AddRequest
+		if err := split.UnmarshalAlias(apart); err != nil {
+			t.Fatal(err)
+		}
+		if err := proto.Unmarshal(apart, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&split, &ref) {
+			t.Fatalf("fields apart: decoded %v, protobuf %v", &split, &ref)
+		}
+		if !bytes.Equal(split.Entry(), entry) {
+			t.Fatalf("fields apart: entry %x, want %x", split.Entry(), entry)
+		}
+	}
+}
