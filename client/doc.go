@@ -55,7 +55,9 @@
 // Invariants: callbacks run on one goroutine, exactly once per record, in
 // offset order per partition, with Partition and Offset set (-1 with
 // AcksNone); records of one key keep their produce order; buffered records
-// never exceed MaxBufferedBytes (Produce blocks); a record not acknowledged
+// and the encodings of their batches in flight never exceed
+// MaxBufferedBytes when Produce accepts a record (it blocks until they fit;
+// a record larger than the budget goes alone); a record not acknowledged
 // within DeliveryTimeout fails with ErrDeliveryTimeout. A callback must not
 // call Flush, Close or ProduceSync on its own producer (they wait for the
 // callback goroutine); Produce is fine.

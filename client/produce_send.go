@@ -122,7 +122,7 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 		if p.idempotent && b.seq < 0 {
 			b.pid, b.epoch, b.seq = ps.pid, ps.epoch, ps.nextSeq
 			ps.nextSeq = recordbatch.AddSequence(ps.nextSeq, len(b.recs))
-			b.encoded = nil
+			p.dropEncodingLocked(b)
 		}
 		// Sent while an earlier batch is unanswered: the broker may see
 		// them out of order (OUT_OF_ORDER_SEQUENCE is then expected).
@@ -256,7 +256,8 @@ func (p *Producer) resetPartition(ps *partState) {
 		ps.pid, ps.epoch, ps.nextSeq, ps.havePID = pid, epoch, 0, true
 		for _, b := range ps.batches {
 			if !b.done {
-				b.seq, b.encoded = -1, nil
+				b.seq = -1
+				p.dropEncodingLocked(b)
 			}
 		}
 		p.log.Debug("partition sequence reset", "partition", ps.tp.String(), "producer_id", pid)
@@ -321,6 +322,7 @@ func (p *Producer) send(addr string, bs []*batch) {
 	}
 	errs := make([]error, len(bs))
 	var sent []*batch
+	encoded := 0
 	for i, b := range bs {
 		// b is in flight: nobody else touches its encoding.
 		if b.encoded == nil {
@@ -330,9 +332,15 @@ func (p *Producer) send(addr string, bs []*batch) {
 				continue
 			}
 			b.encoded = enc
+			encoded += len(enc)
 		}
 		sent = append(sent, b)
 		req.Partitions = append(req.Partitions, &brokerpb.ProducePartition{Topic: b.tp.Topic, Partition: b.tp.Partition, Records: b.encoded})
+	}
+	if encoded > 0 {
+		p.mu.Lock()
+		p.mu.encoded += int64(encoded)
+		p.mu.Unlock()
 	}
 	var resp *brokerpb.ProduceResponse
 	var callErr error

@@ -54,9 +54,13 @@ type ProducerConfig struct {
 	LingerAlways bool
 	// BatchBytes bounds one record batch. Default 1 MiB.
 	BatchBytes int
-	// MaxBufferedBytes bounds the bytes of records whose callback has not
-	// run yet (not yet acknowledged, or acknowledged and waiting for their
-	// callback); Produce blocks beyond it. Default 64 MiB.
+	// MaxBufferedBytes bounds the memory the producer holds for records:
+	// the bytes of records whose callback has not run yet (not yet
+	// acknowledged, or acknowledged and waiting for their callback) plus
+	// the encoded batches it keeps for sending and retries until they are
+	// answered. Produce blocks beyond it (an encoding made for a batch
+	// already accepted may go past it; Produce then waits until its batch
+	// is answered). Default 64 MiB.
 	MaxBufferedBytes int64
 	Compression      Compression
 	// DisableIdempotence turns off producer ids and sequence numbers (then
@@ -140,6 +144,9 @@ type ProducerStats struct {
 	Requests         int64 // Produce RPCs
 	BufferedBytes    int64 // now: bytes of records whose callback has not run
 	BufferedRecords  int64 // now: records whose callback has not run
+	// EncodedBytes (now): encoded batches held for sending and retries;
+	// they count against MaxBufferedBytes with BufferedBytes.
+	EncodedBytes int64
 }
 
 // Producer batches records per partition and sends them to the partitions'
@@ -175,9 +182,13 @@ type Producer struct {
 		parts  map[TopicPartition]*partState
 		sticky map[string]int32
 		// buffered bytes (released when a batch completes) and records
-		// (released after its callback ran).
+		// (released after its callback ran); encoded: the bytes of the
+		// batches' encodings (released when a batch completes or is
+		// encoded again), which count against MaxBufferedBytes too: they
+		// are a second copy of the records' bytes while in flight.
 		buffered   int64
 		records    int64
+		encoded    int64
 		spaceFreed chan struct{} // closed and replaced when bytes are released
 		idle       chan struct{} // closed while records == 0
 		refreshing map[string]bool
@@ -458,7 +469,7 @@ func (p *Producer) Close(ctx context.Context) error {
 // Stats returns the producer's counters.
 func (p *Producer) Stats() ProducerStats {
 	p.mu.Lock()
-	buffered, records := p.mu.buffered, p.mu.records
+	buffered, records, encoded := p.mu.buffered, p.mu.records, p.mu.encoded
 	p.mu.Unlock()
 	return ProducerStats{
 		RecordsDelivered: p.stats.delivered.Load(),
@@ -468,6 +479,7 @@ func (p *Producer) Stats() ProducerStats {
 		Requests:         p.stats.requests.Load(),
 		BufferedBytes:    buffered,
 		BufferedRecords:  records,
+		EncodedBytes:     encoded,
 	}
 }
 
@@ -493,7 +505,9 @@ func (p *Producer) reserve(ctx context.Context, size int) error {
 			p.mu.Unlock()
 			return err
 		}
-		if p.mu.buffered == 0 || p.mu.buffered+int64(size) <= p.cfg.MaxBufferedBytes {
+		// Nothing buffered means no encoding either: a record larger
+		// than the whole budget still goes, alone.
+		if p.mu.buffered == 0 || p.mu.buffered+p.mu.encoded+int64(size) <= p.cfg.MaxBufferedBytes {
 			p.mu.buffered += int64(size)
 			p.mu.Unlock()
 			return nil
@@ -513,8 +527,25 @@ func (p *Producer) reserve(ctx context.Context, size int) error {
 // REQUIRES: p.mu held.
 func (p *Producer) releaseLocked(n int64) {
 	p.mu.buffered -= n
+	p.spaceFreedLocked()
+}
+
+// REQUIRES: p.mu held.
+func (p *Producer) spaceFreedLocked() {
 	close(p.mu.spaceFreed)
 	p.mu.spaceFreed = make(chan struct{})
+}
+
+// dropEncodingLocked forgets b's encoding (it is encoded again if sent
+// again) and gives its bytes back.
+// REQUIRES: p.mu held, b not in flight.
+func (p *Producer) dropEncodingLocked(b *batch) {
+	if b.encoded == nil {
+		return
+	}
+	p.mu.encoded -= int64(len(b.encoded))
+	b.encoded = nil
+	p.spaceFreedLocked()
 }
 
 func (p *Producer) lingerExpired(ps *partState, b *batch) {
@@ -604,7 +635,8 @@ func (p *Producer) completeLocked(ps *partState) {
 	// would stay live until the next append reallocated it, which doubled
 	// the client's memory under load.
 	for _, b := range ps.batches[:n] {
-		b.recs, b.cbs, b.encoded = nil, nil, nil
+		p.dropEncodingLocked(b)
+		b.recs, b.cbs = nil, nil
 	}
 	clear(ps.batches[:n])
 	ps.batches = ps.batches[n:]

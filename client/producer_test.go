@@ -679,6 +679,70 @@ func TestSlowCallbacksHoldBufferSpace(t *testing.T) {
 	}
 }
 
+// The encodings of batches in flight count against MaxBufferedBytes with
+// their records: while a batch is unanswered the producer holds its
+// records (for their callbacks) and its encoding (for retries), two copies
+// of the same bytes, and counting only the records let the producer hold
+// twice its budget.
+func TestEncodingsCountAgainstBuffer(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	cl.createTopic("t", 1)
+	hold := make(chan struct{})
+	cl.holdProduce = hold
+	c := newTestClient(t, cl)
+	const limit = 20_000
+	p := newTestProducer(t, c, ProducerConfig{MaxBufferedBytes: limit, BatchBytes: 2000, Linger: -1})
+	release := sync.OnceFunc(func() {
+		cl.mu.Lock()
+		cl.holdProduce = nil
+		cl.mu.Unlock()
+		close(hold)
+	})
+	t.Cleanup(release) // before the producer's Close, which waits for its batches
+	var d deliveries
+	value := make([]byte, 400)
+	size := int64(recordBytes(NewRecord("t", nil, value)))
+	// Five batches of one record each in flight, held by the broker:
+	// encoded, and kept encoded for retries.
+	for i := range DefaultMaxInFlight {
+		if err := p.Produce(testCtx(t), NewRecord("t", nil, value), d.cb()); err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, 10*time.Second, "the batch encoded and sent", func() bool {
+			return p.Stats().EncodedBytes > int64(i)*size
+		})
+	}
+	for produced := DefaultMaxInFlight; ; produced++ {
+		if produced > limit/int(size) {
+			t.Fatal("Produce never blocked")
+		}
+		ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
+		cb := d.cb()
+		err := p.Produce(ctx, NewRecord("t", nil, value), cb)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			d.wg.Done()
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Produce refused the next record because the records and the
+	// encodings together filled the budget, and not before.
+	s := p.Stats()
+	if total := s.BufferedBytes + s.EncodedBytes; total > limit || total+size <= limit {
+		t.Fatalf("blocked with %d bytes of records and %d of encodings buffered (limit %d, records of %d bytes)",
+			s.BufferedBytes, s.EncodedBytes, limit, size)
+	}
+	release()
+	d.wg.Wait()
+	testwait.Until(t, 10*time.Second, "every batch answered", func() bool {
+		s := p.Stats()
+		return s.BufferedBytes == 0 && s.EncodedBytes == 0
+	})
+}
+
 // Acknowledged batches are not kept reachable by the producer once their
 // callbacks ran: the partition's queue dropped them from its front but its
 // array still pointed at them, which doubled the client's memory under
