@@ -20,8 +20,8 @@ type BuffersMarshaler interface {
 	MarshalBuffers() ([][]byte, error)
 }
 
-// Pooled, embedded in a message type that implements AliasUnmarshaler,
-// makes the codec decode that message from a buffer of BufferPool's
+// Pooled is embedded in a message type that implements AliasUnmarshaler to
+// make the codec decode that message from a buffer of BufferPool's
 // instead of fresh memory. The buffer belongs to the message (W3) until
 // Release gives it back; after that no bytes field of the message may be
 // used. It is for a receiver that keeps a message's bytes briefly and
@@ -39,6 +39,8 @@ func (p *Pooled) Release() {
 }
 
 // pooledBuffer returns n bytes of a pooled buffer the message now holds.
+//
+//lint:ignore U1000 called by Unmarshal through pooledMessage, on the types of other packages that embed Pooled
 func (p *Pooled) pooledBuffer(n int) []byte {
 	p.Release()
 	p.buf = BufferPool.Get(n)

@@ -10,7 +10,9 @@
 // that is five passes over every produced byte besides the network's
 // (one per bookie of the write set for the sends). A message type that
 // implements AliasUnmarshaler is decoded from one fresh copy of the
-// received bytes, which its fields then alias; one that implements
+// received bytes, which its fields then alias (or, if it embeds Pooled,
+// from a copy in a pooled buffer it gives back when done with it: a
+// bookie's adds); one that implements
 // BuffersMarshaler is sent as a list of buffers that refer to its
 // payloads instead of holding copies of them. Every other message goes
 // through protobuf unchanged.
