@@ -197,6 +197,29 @@ func TestLingerBatchesIntoOneRequest(t *testing.T) {
 	}
 }
 
+// produceUntilBlocked produces records of value to topic t until Produce
+// blocks for 100ms, and returns how many it accepted; more than most fail
+// the test.
+func produceUntilBlocked(t *testing.T, p *Producer, d *deliveries, value []byte, most int) int {
+	t.Helper()
+	for produced := 0; ; produced++ {
+		if produced > most {
+			t.Fatal("Produce never blocked")
+		}
+		ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
+		cb := d.cb()
+		err := p.Produce(ctx, NewRecord("t", nil, value), cb)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			d.wg.Done()
+			return produced
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestBackPressure(t *testing.T) {
 	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
@@ -207,24 +230,7 @@ func TestBackPressure(t *testing.T) {
 	ctx := testCtx(t)
 	var d deliveries
 	value := make([]byte, 200)
-	produced := 0
-	for {
-		sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		cb := d.cb()
-		err := p.Produce(sctx, NewRecord("t", nil, value), cb)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			d.wg.Done()
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		produced++
-		if produced > 10 {
-			t.Fatal("Produce never blocked")
-		}
-	}
+	produced := produceUntilBlocked(t, p, &d, value, 10)
 	if s := p.Stats(); s.BufferedBytes > 1000 {
 		t.Fatalf("buffered %d bytes, limit 1000", s.BufferedBytes)
 	}
@@ -712,22 +718,7 @@ func TestEncodingsCountAgainstBuffer(t *testing.T) {
 			return p.Stats().EncodedBytes > int64(i)*size
 		})
 	}
-	for produced := DefaultMaxInFlight; ; produced++ {
-		if produced > limit/int(size) {
-			t.Fatal("Produce never blocked")
-		}
-		ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
-		cb := d.cb()
-		err := p.Produce(ctx, NewRecord("t", nil, value), cb)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			d.wg.Done()
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceUntilBlocked(t, p, &d, value, limit/int(size))
 	// Produce refused the next record because the records and the
 	// encodings together filled the budget, and not before.
 	s := p.Stats()
