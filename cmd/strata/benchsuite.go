@@ -61,7 +61,7 @@ issue 16's targets) to stdout and to --table-out.`,
 	f.StringVar(&s.TableOut, "table-out", "", "table file (default: --out with .txt for .json)")
 	f.StringVar(&s.Dir, "dir", "", "parent of the temporary cluster directory, on the file system to measure (default $TMPDIR)")
 	f.StringVar(&s.BinDir, "bin-dir", "", "directory holding the role binaries (default: beside strata)")
-	f.StringVar(&s.ProfileDir, "profile", "", "directory for a CPU profile of every broker and bookie per workload (runs the nodes with --enable-pprof) and a heap profile of this process")
+	f.StringVar(&s.ProfileDir, "profile", "", "directory for a CPU profile of every broker and bookie per workload (runs the nodes with --enable-pprof) and a CPU and a heap profile of this process")
 	f.StringSliceVar(&s.Workloads, "workloads", nil, "run only these workloads (default: all; e2e-half-max, catch-up and compact-half-max need produce-max)")
 	f.BoolVar(&s.KeepData, "keep-data", false, "keep the cluster directory (data, logs, cluster.json) after the run")
 	return cmd

@@ -1,7 +1,13 @@
 package bench
 
 import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"testing"
+	"time"
 
 	"github.com/strata-log/strata/internal/devcluster"
 )
@@ -30,5 +36,31 @@ func TestCPUDelta(t *testing.T) {
 	c.FillPerGB(2e9)
 	if c.PerGBBrokersBookies != 1.95 || c.PerGBBrokers != 0.7 {
 		t.Errorf("per GB: %+v", c)
+	}
+}
+
+// cpuProfileSelf writes a profile of this process that pprof reads (a
+// gzipped protobuf), and refuses, leaving no file, while another profile
+// is being taken.
+func TestCPUProfileSelf(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "client.pprof")
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	err := cpuProfileSelf(context.Background(), time.Millisecond, path)
+	pprof.StopCPUProfile()
+	if err == nil {
+		t.Fatal("a CPU profile started while another was being taken")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the refused profile left a file: %v", err)
+	}
+	if err := cpuProfileSelf(context.Background(), 100*time.Millisecond, path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile of %d bytes (%v), want gzip", len(b), err)
 	}
 }

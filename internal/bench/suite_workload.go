@@ -207,6 +207,18 @@ func (sr *suiteRunner) profile(ctx context.Context, workload string, d time.Dura
 			mu.Unlock()
 		})
 	}
+	// This process's CPU over d (the producers and consumers: the
+	// consuming client of catch-up spends about what the broker does).
+	self := filepath.Join(sr.profileDir, fmt.Sprintf("%s-%s-client.pprof", sr.prefix, workload))
+	wg.Go(func() {
+		if err := cpuProfileSelf(ctx, d, self); err != nil {
+			fmt.Fprintf(sr.progress, "bench suite: warning: client CPU profile: %v\n", err)
+			return
+		}
+		mu.Lock()
+		files = append(files, self)
+		mu.Unlock()
+	})
 	// And this process's heap (the producers and consumers) at the end of
 	// d: what the client's peak RSS is made of.
 	heap := filepath.Join(sr.profileDir, fmt.Sprintf("%s-%s-client.heap.pprof", sr.prefix, workload))
@@ -334,6 +346,26 @@ func (sr *suiteRunner) scrape(ctx context.Context, role string) []benchsuite.Sam
 }
 
 // writeHeapProfile writes this process's heap profile to path.
+// cpuProfileSelf writes a CPU profile of this process over d to path
+// (an error if another one is being taken, or ctx ends first).
+func cpuProfileSelf(ctx context.Context, d time.Duration, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	slept := ctxtime.Sleep(ctx, d)
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return slept
+}
+
 func writeHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
