@@ -223,8 +223,7 @@ func produceUntilBlocked(t *testing.T, p *Producer, d *deliveries, value []byte,
 func TestBackPressure(t *testing.T) {
 	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
-	hold := make(chan struct{})
-	cl.holdProduce = hold
+	release := cl.holdProduces()
 	c := newTestClient(t, cl)
 	p := newTestProducer(t, c, ProducerConfig{MaxBufferedBytes: 1000, BatchBytes: 500, Linger: -1})
 	ctx := testCtx(t)
@@ -234,10 +233,7 @@ func TestBackPressure(t *testing.T) {
 	if s := p.Stats(); s.BufferedBytes > 1000 {
 		t.Fatalf("buffered %d bytes, limit 1000", s.BufferedBytes)
 	}
-	cl.mu.Lock()
-	cl.holdProduce = nil
-	cl.mu.Unlock()
-	close(hold)
+	release()
 	if _, err := p.ProduceSync(ctx, NewRecord("t", nil, value)); err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +540,7 @@ func TestProducerFenced(t *testing.T) {
 func TestDeliveryTimeout(t *testing.T) {
 	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
-	cl.holdProduce = make(chan struct{})
+	release := cl.holdProduces()
 	c, err := New(testCtx(t), Config{Brokers: cl.addrs(), RequestTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -564,7 +560,7 @@ func TestDeliveryTimeout(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	}
-	close(cl.holdProduce)
+	release()
 }
 
 // A partition with nothing in flight sends its first record at once; the
@@ -579,9 +575,8 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 	if _, err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("warm")}); err != nil {
 		t.Fatal(err) // an hour's linger would time the test out
 	}
-	hold := make(chan struct{})
+	release := cl.holdProduces()
 	cl.mu.Lock()
-	cl.holdProduce = hold
 	calls := cl.produceCalls
 	cl.mu.Unlock()
 	var d deliveries
@@ -599,10 +594,7 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 		}
 		return nil
 	})
-	cl.mu.Lock()
-	cl.holdProduce = nil
-	cl.mu.Unlock()
-	close(hold)
+	release()
 	d.wg.Wait()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
@@ -693,17 +685,10 @@ func TestSlowCallbacksHoldBufferSpace(t *testing.T) {
 func TestEncodingsCountAgainstBuffer(t *testing.T) {
 	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
-	hold := make(chan struct{})
-	cl.holdProduce = hold
+	release := cl.holdProduces()
 	c := newTestClient(t, cl)
 	const limit = 20_000
 	p := newTestProducer(t, c, ProducerConfig{MaxBufferedBytes: limit, BatchBytes: 2000, Linger: -1})
-	release := sync.OnceFunc(func() {
-		cl.mu.Lock()
-		cl.holdProduce = nil
-		cl.mu.Unlock()
-		close(hold)
-	})
 	t.Cleanup(release) // before the producer's Close, which waits for its batches
 	var d deliveries
 	value := make([]byte, 400)

@@ -170,6 +170,21 @@ func (c *realCluster) rewriteMetadata(resp *brokerpb.MetadataResponse) {
 	}
 }
 
+// holdProduces makes Produce calls wait until release runs (once; later
+// calls do nothing): it stops holding new calls and lets the held ones go.
+func (c *realCluster) holdProduces() (release func()) {
+	hold := make(chan struct{})
+	c.mu.Lock()
+	c.holdProduce = hold
+	c.mu.Unlock()
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		c.holdProduce = nil
+		c.mu.Unlock()
+		close(hold)
+	})
+}
+
 func (c *realCluster) produce(ctx context.Context, req *brokerpb.ProduceRequest, h grpc.UnaryHandler) (any, error) {
 	c.mu.Lock()
 	hold := c.holdProduce
