@@ -56,9 +56,13 @@ func (o offsetsLog) ReplaySkipping(ctx context.Context, fn func(recordbatch.Reco
 		if err != nil {
 			return err
 		}
-		batches, err := recordbatch.Split(r.Records)
-		if err != nil {
-			return err
+		var batches [][]byte
+		for _, part := range r.Batches {
+			split, err := recordbatch.Split(part)
+			if err != nil {
+				return err
+			}
+			batches = append(batches, split...)
 		}
 		if len(batches) == 0 {
 			return fmt.Errorf("replaying %s: no data at offset %d below the high watermark %d", OffsetsTopic, off, end)

@@ -443,7 +443,7 @@ func (f *fetcher) apply(parts []*fetchPart, resp *brokerpb.FetchResponse, callEr
 		default:
 			p.hw, p.haveHW = r.HighWatermark, true
 			p.attempts = 0
-			if err := f.appendLocked(p, r.Records); err != nil {
+			if err := f.appendLocked(p, r.AllRecords()); err != nil {
 				p.err, p.stopped = err, true
 			}
 			news = news || len(p.records) > 0 || p.err != nil

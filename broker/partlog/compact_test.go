@@ -119,7 +119,7 @@ func checkFetchEveryOffset(t *testing.T, l *Log, want []recordbatch.Record) {
 		if err != nil {
 			t.Fatalf("Fetch(%d): %v", off, err)
 		}
-		batches, err := recordbatch.Split(res.Records)
+		batches, err := recordbatch.Split(res.Records())
 		if err != nil || len(batches) == 0 {
 			t.Fatalf("Fetch(%d): %d batches, %v", off, len(batches), err)
 		}
@@ -128,7 +128,7 @@ func checkFetchEveryOffset(t *testing.T, l *Log, want []recordbatch.Record) {
 			t.Fatalf("Fetch(%d) returned a batch ending at %d", off, h.LastOffset())
 		}
 		var first *recordbatch.Record
-		for _, r := range decodeAll(t, res.Records) {
+		for _, r := range decodeAll(t, res.Records()) {
 			if r.Offset >= off {
 				first = &r
 				break

@@ -29,10 +29,30 @@ const (
 
 // FetchResult is what Fetch returns.
 type FetchResult struct {
-	// Records: whole stored batches, concatenated; the first may start
-	// below the requested offset (the client skips those records).
-	Records                       []byte
+	// Batches: whole stored batches, in offset order (a part read from a
+	// segment object may hold several, concatenated); the first may start
+	// below the requested offset (the client skips those records). They
+	// are not copied out of the tail cache and the ledger reads, so they
+	// are shared, and read-only.
+	Batches                       [][]byte
 	HighWatermark, LogStartOffset int64
+}
+
+// Bytes is the size of r's batches.
+func (r FetchResult) Bytes() int {
+	n := 0
+	for _, b := range r.Batches {
+		n += len(b)
+	}
+	return n
+}
+
+// Records is r's batches concatenated, in a new slice (nil if none).
+func (r FetchResult) Records() []byte {
+	if len(r.Batches) == 0 {
+		return nil
+	}
+	return bytes.Join(r.Batches, nil)
 }
 
 // segRef is a snapshot of one segment for the read path.
@@ -123,11 +143,11 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 					}
 					return FetchResult{}, err
 				}
-				return FetchResult{Records: records, HighWatermark: hw, LogStartOffset: start}, nil
+				return FetchResult{Batches: [][]byte{records}, HighWatermark: hw, LogStartOffset: start}, nil
 			}
 			segs, version := l.segmentsLocked(), l.mu.version
 			l.mu.Unlock()
-			records, err := l.read(ctx, segs, offset, hw, maxBytes)
+			batches, n, err := l.read(ctx, segs, offset, hw, maxBytes)
 			if err != nil {
 				// A compaction or retention CAS may have replaced (and
 				// deleted) a ledger this read had listed: read again from
@@ -138,8 +158,8 @@ func (l *Log) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait tim
 				}
 				return FetchResult{}, err
 			}
-			l.metrics.FetchedBytes.Add(float64(len(records)))
-			return FetchResult{Records: records, HighWatermark: hw, LogStartOffset: start}, nil
+			l.metrics.FetchedBytes.Add(float64(n))
+			return FetchResult{Batches: batches, HighWatermark: hw, LogStartOffset: start}, nil
 		}
 		changed := l.mu.hwChanged
 		l.mu.Unlock()
@@ -242,10 +262,11 @@ func (l *Log) segmentsLocked() []segRef {
 	return segs
 }
 
-// read collects the batches of offset.. below hw, up to maxBytes, into
-// one new slice (entries are immutable, so it gathers references and
-// copies once at the end, into memory it does not zero first).
-func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxBytes int) ([]byte, error) {
+// read collects the batches of offset.. below hw, up to maxBytes, and
+// their size. Entries are immutable, so it gathers references: the
+// fetch response refers to them too (brokerpb's copy-free encoding), and
+// no byte of a fetch is copied on the broker until gRPC frames it.
+func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxBytes int) ([][]byte, int, error) {
 	var parts [][]byte
 	n := 0
 	full := false
@@ -257,7 +278,7 @@ func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxByte
 		}
 		from, err := l.entryFor(ctx, s, offset)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		budget := func() int { return max(maxBytes-n, 0) + readAheadBytes }
 		err = l.scan(ctx, s, from, budget, func(id int64, payload []byte) (bool, error) {
@@ -283,13 +304,10 @@ func (l *Log) read(ctx context.Context, segs []segRef, offset, hw int64, maxByte
 			return true, nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	if len(parts) == 0 {
-		return nil, nil
-	}
-	return bytes.Join(parts, nil), nil
+	return parts, n, nil
 }
 
 // entryFor is the entry of s to start reading at for offset.

@@ -55,7 +55,7 @@ func FuzzProduceFetch(f *testing.F) {
 			if err != nil {
 				t.Fatalf("Fetch(%d): %v", off, err)
 			}
-			batches, err := recordbatch.Split(res.Records)
+			batches, err := recordbatch.Split(res.Records())
 			if err != nil || len(batches) == 0 {
 				t.Fatalf("Fetch(%d): %d batches, %v", off, len(batches), err)
 			}

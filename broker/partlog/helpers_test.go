@@ -226,7 +226,7 @@ func fetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 		if err != nil {
 			t.Fatalf("Fetch(%d): %v", off, err)
 		}
-		recs := decodeAll(t, res.Records)
+		recs := decodeAll(t, res.Records())
 		n := 0
 		for _, r := range recs {
 			if r.Offset >= off {

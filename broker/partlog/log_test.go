@@ -40,7 +40,7 @@ func TestAppendFetchRoundTrip(t *testing.T) {
 	if res.HighWatermark != 4 || res.LogStartOffset != 0 {
 		t.Fatalf("fetch result %+v", res)
 	}
-	recs := decodeAll(t, res.Records)
+	recs := decodeAll(t, res.Records())
 	var got []string
 	for _, r := range recs {
 		got = append(got, fmt.Sprintf("%d=%s", r.Offset, r.Value))
@@ -48,7 +48,7 @@ func TestAppendFetchRoundTrip(t *testing.T) {
 	if want := "[0=a 1=b 2=c 3=d]"; fmt.Sprint(got) != want {
 		t.Fatalf("fetched %v, want %s (whole batches)", got, want)
 	}
-	batches, _ := recordbatch.Split(res.Records)
+	batches, _ := recordbatch.Split(res.Records())
 	if h, _ := recordbatch.ParseHeader(batches[1]); h.PartitionLeaderEpoch != 1 {
 		t.Errorf("leader epoch %d, want the owner epoch 1", h.PartitionLeaderEpoch)
 	}
@@ -171,7 +171,7 @@ func TestRollBySizeFetchEveryOffset(t *testing.T) {
 				t.Fatalf("%s: Fetch(%d): %v", name, off, err)
 			}
 			found := false
-			for _, r := range decodeAll(t, res.Records) {
+			for _, r := range decodeAll(t, res.Records()) {
 				if r.Offset == off {
 					found = string(r.Value) == fmt.Sprintf("r%d", off)
 				}
@@ -257,7 +257,7 @@ func TestFetchOutOfRange(t *testing.T) {
 		t.Fatalf("Fetch(-1): %v", err)
 	}
 	res, err := l.Fetch(testCtx(t), 2, 100, 0)
-	if err != nil || len(res.Records) != 0 || res.HighWatermark != 2 {
+	if err != nil || len(res.Records()) != 0 || res.HighWatermark != 2 {
 		t.Fatalf("Fetch at HW: %+v, %v; want empty", res, err)
 	}
 }
@@ -278,7 +278,7 @@ func TestFetchLongPoll(t *testing.T) {
 	}()
 	mustAppend(t, l, batch(t, 1, "late"), AcksQuorum)
 	r := <-done
-	if r.err != nil || len(decodeAll(t, r.res.Records)) != 1 {
+	if r.err != nil || len(decodeAll(t, r.res.Records())) != 1 {
 		t.Fatalf("long poll: %+v, %v", r.res, r.err)
 	}
 	if d := time.Since(began); d > 2*time.Second {
@@ -286,7 +286,7 @@ func TestFetchLongPoll(t *testing.T) {
 	}
 	// With nothing appended it times out empty.
 	res, err := l.Fetch(testCtx(t), 1, 100, 20*time.Millisecond)
-	if err != nil || len(res.Records) != 0 {
+	if err != nil || len(res.Records()) != 0 {
 		t.Fatalf("idle long poll: %+v, %v", res, err)
 	}
 }
@@ -1296,5 +1296,35 @@ func TestAfterFail(t *testing.T) {
 	case got := <-fired:
 		t.Fatalf("%q ran too", got)
 	default:
+	}
+}
+
+// TestFetchSharesBatches: a fetch returns the stored batches themselves,
+// one per entry, not a copy: two fetches from the tail cache give the
+// same memory (the fetch response refers to it, brokerpb's copy-free
+// encoding frames it without a copy).
+func TestFetchSharesBatches(t *testing.T) {
+	f := newFixture(t)
+	l := f.open(f.config(1))
+	mustAppend(t, l, batch(t, 1, "a", "b"), AcksQuorum)
+	mustAppend(t, l, batch(t, 1, "c"), AcksQuorum)
+	var got []FetchResult
+	for range 2 {
+		res, err := l.Fetch(testCtx(t), 0, 1<<20, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Batches) != 2 || res.Bytes() != len(res.Records()) {
+			t.Fatalf("fetched %d batches, %d bytes; want the 2 appended", len(res.Batches), res.Bytes())
+		}
+		got = append(got, res)
+	}
+	for i := range got[0].Batches {
+		if &got[0].Batches[i][0] != &got[1].Batches[i][0] {
+			t.Fatalf("batch %d was copied by a fetch", i)
+		}
+	}
+	if recs := decodeAll(t, got[0].Records()); len(recs) != 3 {
+		t.Fatalf("decoded %d records, want 3", len(recs))
 	}
 }

@@ -153,7 +153,7 @@ func TestTierUploadReadDelete(t *testing.T) {
 				t.Fatalf("Fetch(%d): %v", off, err)
 			}
 			found := false
-			for _, r := range decodeAll(t, res.Records) {
+			for _, r := range decodeAll(t, res.Records()) {
 				found = found || (r.Offset == off && string(r.Value) == fmt.Sprintf("r%d", off))
 			}
 			if !found {
@@ -528,11 +528,11 @@ func consumeAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 		if err != nil {
 			t.Fatalf("Fetch(%d): %v", off, err)
 		}
-		batches, err := recordbatch.Split(res.Records)
+		batches, err := recordbatch.Split(res.Records())
 		if err != nil || len(batches) == 0 {
 			t.Fatalf("Fetch(%d): %d batches, %v", off, len(batches), err)
 		}
-		for _, r := range decodeAll(t, res.Records) {
+		for _, r := range decodeAll(t, res.Records()) {
 			if r.Offset >= off {
 				out = append(out, r)
 			}

@@ -23,15 +23,18 @@
 //	    MarshalBuffers is byte for byte what proto.Marshal produces (for
 //	    an AddRequest, with its payload_tail joined to its payload: the
 //	    tail exists so that a writer need not copy an entry to append its
-//	    digest tag), and
+//	    digest tag; for a FetchResponse, with each partition's
+//	    records_more joined to its records: a broker need not copy a
+//	    fetch's batches into one buffer), and
 //	    UnmarshalAlias accepts and rejects what proto.Unmarshal does,
 //	    keeping unknown fields (tests compare both on random and fuzzed
 //	    input, and check that every field of the descriptor is handled).
 //	W2. A payload passed to MarshalBuffers is referenced until gRPC has
 //	    written it, after Send returns: it must not be modified after it
 //	    is sent. Strata's sent payloads (ledger entries and their tags,
-//	    which a ledger writer's caller must not modify once appended) are
-//	    never modified.
+//	    which a ledger writer's caller must not modify once appended, and
+//	    a broker's fetched batches, which its tail cache and read buffers
+//	    share read-only) are never modified.
 //	W3. Bytes decoded by UnmarshalAlias alias a buffer that belongs to
 //	    the message alone (never one of gRPC's pooled buffers), so they
 //	    stay valid and may be modified like protobuf's own copies.

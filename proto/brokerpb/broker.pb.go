@@ -1011,7 +1011,15 @@ type FetchPartitionResult struct {
 	LogStartOffset int64 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// records: whole record batches, concatenated, as stored. The first batch
 	// may start before the requested offset; skip records below it.
-	Records       []byte `protobuf:"bytes,6,opt,name=records,proto3" json:"records,omitempty"`
+	Records []byte `protobuf:"bytes,6,opt,name=records,proto3" json:"records,omitempty"`
+	// records_more are more batches, stored right after records: the
+	// partition's data is records followed by each of records_more. A
+	// broker gathers a fetch's batches from its tail cache and its ledger
+	// reads here so that it need not copy them into one buffer; the
+	// copy-free encoding (brokerpb/wire.go) sends them all as the one
+	// records field, so a client normally receives this empty.
+	// FetchPartitionResult.AllRecords joins them.
+	RecordsMore   [][]byte `protobuf:"bytes,7,rep,name=records_more,json=recordsMore,proto3" json:"records_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1084,6 +1092,13 @@ func (x *FetchPartitionResult) GetLogStartOffset() int64 {
 func (x *FetchPartitionResult) GetRecords() []byte {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *FetchPartitionResult) GetRecordsMore() [][]byte {
+	if x != nil {
+		return x.RecordsMore
 	}
 	return nil
 }
@@ -3764,14 +3779,15 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"partitions\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x02 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x03 \x01(\x05R\bminBytes\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"\xed\x01\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"\x90\x02\n" +
 	"\x14FetchPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x126\n" +
 	"\x05error\x18\x03 \x01(\v2 .strata.broker.v1.PartitionErrorR\x05error\x12%\n" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12\x18\n" +
-	"\arecords\x18\x06 \x01(\fR\arecords\"W\n" +
+	"\arecords\x18\x06 \x01(\fR\arecords\x12!\n" +
+	"\frecords_more\x18\a \x03(\fR\vrecordsMore\"W\n" +
 	"\rFetchResponse\x12F\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2&.strata.broker.v1.FetchPartitionResultR\n" +

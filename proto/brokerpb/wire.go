@@ -6,6 +6,7 @@ package brokerpb
 // must be added here too; TestWireFields fails until it is.
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"unicode/utf8"
@@ -63,29 +64,40 @@ func (x *ProduceRequest) MarshalBuffers() ([][]byte, error) {
 			fields = protowire.AppendString(fields, p.Topic)
 		}
 		fields = appendVarintField(fields, 2, uint64(p.Partition))
-		head, bufs = appendMessageWithBytes(head, bufs, 3, fields, 3, p.Records, p.ProtoReflect().GetUnknown())
+		head, bufs = appendMessageWithBytes(head, bufs, 3, fields, 3, [][]byte{p.Records}, p.ProtoReflect().GetUnknown())
 	}
 	return append(bufs, head, x.ProtoReflect().GetUnknown()), nil
 }
 
 // appendMessageWithBytes appends to the buffer list bufs (pending is its
 // unfinished last buffer) the embedded message field num whose encoding
-// is fields, then the bytes field bytesNum holding data (referenced, not
-// copied), then unknown. It returns the new unfinished buffer.
-func appendMessageWithBytes(pending []byte, bufs [][]byte, num protowire.Number, fields []byte, bytesNum protowire.Number, data, unknown []byte) ([]byte, [][]byte) {
+// is fields, then the bytes field bytesNum holding the parts of data one
+// after another (referenced, not copied), then unknown. It returns the
+// new unfinished buffer.
+func appendMessageWithBytes(pending []byte, bufs [][]byte, num protowire.Number, fields []byte, bytesNum protowire.Number, data [][]byte, unknown []byte) ([]byte, [][]byte) {
+	n := 0
+	for _, d := range data {
+		n += len(d)
+	}
 	size := len(fields) + len(unknown)
-	if len(data) > 0 {
-		size += protowire.SizeTag(bytesNum) + protowire.SizeBytes(len(data))
+	if n > 0 {
+		size += protowire.SizeTag(bytesNum) + protowire.SizeBytes(n)
 	}
 	pending = protowire.AppendTag(pending, num, protowire.BytesType)
 	pending = protowire.AppendVarint(pending, uint64(size))
 	pending = append(pending, fields...)
-	if len(data) == 0 {
+	if n == 0 {
 		return append(pending, unknown...), bufs
 	}
 	pending = protowire.AppendTag(pending, bytesNum, protowire.BytesType)
-	pending = protowire.AppendVarint(pending, uint64(len(data)))
-	return slices.Clone(unknown), append(bufs, pending, data)
+	pending = protowire.AppendVarint(pending, uint64(n))
+	bufs = append(bufs, pending)
+	for _, d := range data {
+		if len(d) > 0 {
+			bufs = append(bufs, d)
+		}
+	}
+	return slices.Clone(unknown), bufs
 }
 
 func (x *ProducePartition) unmarshalAlias(b []byte) error {
@@ -119,9 +131,10 @@ func setUnknown(m protoreflect.ProtoMessage, unknown []byte) {
 	}
 }
 
-// MarshalBuffers encodes x as proto.Marshal does, as a list of buffers in
-// which every partition's Records is referenced, not copied (it must not
-// change until gRPC has sent it). Records are immutable once fetched.
+// MarshalBuffers encodes x as proto.Marshal encodes x with every
+// partition's RecordsMore joined to its Records, as a list of buffers in
+// which Records and RecordsMore are referenced, not copied (they must not
+// change until gRPC has sent them). Records are immutable once fetched.
 func (x *FetchResponse) MarshalBuffers() ([][]byte, error) {
 	var pending []byte
 	bufs := make([][]byte, 0, 2*len(x.Partitions)+2)
@@ -130,7 +143,8 @@ func (x *FetchResponse) MarshalBuffers() ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		pending, bufs = appendMessageWithBytes(pending, bufs, 1, fields, 6, p.Records, p.ProtoReflect().GetUnknown())
+		data := append([][]byte{p.Records}, p.RecordsMore...)
+		pending, bufs = appendMessageWithBytes(pending, bufs, 1, fields, 6, data, p.ProtoReflect().GetUnknown())
 	}
 	return append(bufs, pending, x.ProtoReflect().GetUnknown()), nil
 }
@@ -213,6 +227,8 @@ func (p *FetchPartitionResult) unmarshalAlias(b []byte) error {
 			if len(f.Bytes) > 0 {
 				p.Records = f.Bytes
 			}
+		case f.Type == protowire.BytesType && f.Num == 7:
+			p.RecordsMore = append(p.RecordsMore, f.Bytes)
 		default:
 			return false, nil
 		}
@@ -223,4 +239,15 @@ func (p *FetchPartitionResult) unmarshalAlias(b []byte) error {
 	}
 	setUnknown(p, unknown)
 	return nil
+}
+
+// AllRecords is the partition's data: Records followed by RecordsMore. It
+// is Records itself unless RecordsMore is set, which a client sees only
+// from a sender that encoded them apart (proto.Marshal); then it is a new
+// slice.
+func (p *FetchPartitionResult) AllRecords() []byte {
+	if len(p.GetRecordsMore()) == 0 {
+		return p.GetRecords()
+	}
+	return bytes.Join(append([][]byte{p.Records}, p.RecordsMore...), nil)
 }

@@ -1,6 +1,7 @@
 package brokerpb
 
 import (
+	"bytes"
 	"math/rand"
 	"slices"
 	"testing"
@@ -21,7 +22,7 @@ func TestWireFields(t *testing.T) {
 		{&ProduceRequest{}, []protowire.Number{1, 2, 3}},
 		{&ProducePartition{}, []protowire.Number{1, 2, 3}},
 		{&FetchResponse{}, []protowire.Number{1}},
-		{&FetchPartitionResult{}, []protowire.Number{1, 2, 3, 4, 5, 6}},
+		{&FetchPartitionResult{}, []protowire.Number{1, 2, 3, 4, 5, 6, 7}},
 	} {
 		if got := wirecodectest.Fields(c.m); !slices.Equal(got, c.want) {
 			t.Errorf("%T fields %v, wire.go handles %v: update wire.go", c.m, got, c.want)
@@ -126,6 +127,77 @@ func TestWireRefusesInvalidUTF8(t *testing.T) {
 	}
 	if _, err := (&FetchResponse{Partitions: []*FetchPartitionResult{{Topic: bad}}}).MarshalBuffers(); err == nil {
 		t.Fatal("invalid UTF-8 topic encoded (FetchResponse)")
+	}
+}
+
+// TestFetchRecordsMore: a partition's RecordsMore is sent inside its
+// records field, referenced, so that a client receives exactly what one
+// joined buffer would give; encoded apart (proto.Marshal) it decodes as
+// protobuf decodes it, and AllRecords joins it.
+func TestFetchRecordsMore(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for range 300 {
+		m := randomFetch(rng)
+		var joined []*FetchPartitionResult
+		for _, p := range m.Partitions {
+			for range rng.Intn(4) {
+				p.RecordsMore = append(p.RecordsMore, randomRecords(rng))
+			}
+			j := proto.Clone(p).(*FetchPartitionResult)
+			j.Records, j.RecordsMore = bytes.Join(append([][]byte{p.Records}, p.RecordsMore...), nil), nil
+			if len(j.Records) == 0 {
+				j.Records = nil
+			}
+			joined = append(joined, j)
+		}
+		want, err := proto.Marshal(&FetchResponse{Partitions: joined})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m.ProtoReflect().GetUnknown()...)
+		bufs, err := m.MarshalBuffers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Join(bufs, nil); !bytes.Equal(got, want) {
+			t.Fatalf("encoded as\n%x\nwant\n%x", got, want)
+		}
+		for _, p := range m.Partitions {
+			for _, part := range append([][]byte{p.Records}, p.RecordsMore...) {
+				if len(part) > 0 && !slices.ContainsFunc(bufs, func(b []byte) bool { return len(b) > 0 && &b[0] == &part[0] }) {
+					t.Fatal("a records part was copied, not referenced")
+				}
+			}
+		}
+		var got FetchResponse
+		if err := got.UnmarshalAlias(want); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range got.Partitions {
+			if len(p.RecordsMore) != 0 || !bytes.Equal(p.AllRecords(), joined[i].Records) {
+				t.Fatalf("partition %d decoded records %x + %x, want %x", i, p.Records, p.RecordsMore, joined[i].Records)
+			}
+		}
+
+		apart, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var split, ref FetchResponse
+		if err := split.UnmarshalAlias(apart); err != nil {
+			t.Fatal(err)
+		}
+		if err := proto.Unmarshal(apart, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&split, &ref) {
+			t.Fatalf("parts apart: decoded %v, protobuf %v", &split, &ref)
+		}
+		for i, p := range split.Partitions {
+			if !bytes.Equal(p.AllRecords(), joined[i].Records) {
+				t.Fatalf("partition %d: AllRecords %x, want %x", i, p.AllRecords(), joined[i].Records)
+			}
+		}
 	}
 }
 
