@@ -255,7 +255,7 @@ func (s *service) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*broke
 				errs++
 				continue
 			}
-			if n := resultBytes(res); n > 0 {
+			if n := res.RecordsBytes(); n > 0 {
 				total += n
 				continue
 			}
@@ -298,15 +298,6 @@ func (s *service) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*broke
 			return &brokerpb.FetchResponse{Partitions: out}, nil
 		}
 	}
-}
-
-// resultBytes is the size of a partition's fetched data.
-func resultBytes(r *brokerpb.FetchPartitionResult) int {
-	n := len(r.Records)
-	for _, b := range r.RecordsMore {
-		n += len(b)
-	}
-	return n
 }
 
 // waitAny waits until one of chans is closed (true), or d passes or ctx

@@ -241,6 +241,16 @@ func (p *FetchPartitionResult) unmarshalAlias(b []byte) error {
 	return nil
 }
 
+// RecordsBytes is the size of the partition's data: Records and
+// RecordsMore.
+func (p *FetchPartitionResult) RecordsBytes() int {
+	n := len(p.GetRecords())
+	for _, b := range p.GetRecordsMore() {
+		n += len(b)
+	}
+	return n
+}
+
 // AllRecords is the partition's data: Records followed by RecordsMore. It
 // is Records itself unless RecordsMore is set, which a client sees only
 // from a sender that encoded them apart (proto.Marshal); then it is a new
