@@ -299,16 +299,29 @@ func TestSpaceFor(t *testing.T) {
 	dir := t.TempDir()
 	o := validOptions()
 	o.Duration = 20 * time.Second
-	small := benchsuite.Run{Workloads: []benchsuite.Workload{{Name: benchsuite.WorkloadProduce, MBPerSec: 0.001}}}
-	huge := benchsuite.Run{Workloads: []benchsuite.Workload{{Name: benchsuite.WorkloadProduce, MBPerSec: 1e12}}}
-	if err := spaceFor(dir, benchsuite.WorkloadE2E5k, o, small, true); err != nil {
+	small := benchsuite.Run{Workloads: []benchsuite.Workload{{Name: benchsuite.WorkloadProduce, MBPerSec: 0.001, RecordsPerSec: 1}}}
+	huge := benchsuite.Run{Workloads: []benchsuite.Workload{{Name: benchsuite.WorkloadProduce, MBPerSec: 1e12, RecordsPerSec: 1e9}}}
+	space := func(name string, done benchsuite.Run) error {
+		t.Helper()
+		_, planned, err := planWorkload(o, "bench", name, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spaceFor(dir, name, planned, done, true)
+	}
+	if err := space(benchsuite.WorkloadProduceBig, small); err != nil {
 		t.Fatalf("60 KB of copies refused: %v", err)
 	}
-	err := spaceFor(dir, benchsuite.WorkloadE2EHalf, o, huge, true)
+	err := space(benchsuite.WorkloadE2EHalf, huge)
 	if err == nil || !strings.Contains(err.Error(), "--duration") {
 		t.Fatalf("an exabyte of copies: %v, want a refusal naming --duration", err)
 	}
-	if err := spaceFor(dir, benchsuite.WorkloadCatchUp, o, huge, true); err != nil {
+	// An open-loop load writes at its own rate, whatever produce-max did:
+	// 3 copies of 5,000 KiB records a second for 20 s is 307 MB.
+	if err := space(benchsuite.WorkloadE2E5k, huge); err != nil {
+		t.Fatalf("e2e at 5,000 records/s refused for produce-max's rate: %v", err)
+	}
+	if err := space(benchsuite.WorkloadCatchUp, huge); err != nil {
 		t.Fatalf("catch-up writes nothing, refused: %v", err)
 	}
 }
