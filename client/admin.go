@@ -38,7 +38,11 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	return err
 }
 
-// ListTopics lists topics, internal ones too when includeInternal.
+// ListTopics lists topics, internal ones too when includeInternal. It
+// is one broker's view of metad, which follows changes within moments: a
+// topic just created through another broker may be missing from it
+// briefly (Metadata and DescribeTopic of a named topic ask metad when
+// the broker does not know it yet).
 func (c *Client) ListTopics(ctx context.Context, includeInternal bool) ([]*brokerpb.TopicSummary, error) {
 	var resp *brokerpb.ListTopicsResponse
 	err := c.anyBroker(ctx, func(ctx context.Context, b brokerpb.BrokerClient) (err error) {

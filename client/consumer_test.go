@@ -223,10 +223,16 @@ func TestAdmin(t *testing.T) {
 	if _, err := c.CreateTopic(ctx, "a", 3, nil); err == nil {
 		t.Fatal("created twice")
 	}
-	topics, err := c.ListTopics(ctx, false)
-	if err != nil || len(topics) != 1 || topics[0].Partitions != 3 {
-		t.Fatalf("list: %v %v", topics, err)
-	}
+	// A broker lists topics from its mirror of metad, which follows a
+	// create made through the other broker within moments (as Kafka's
+	// metadata does): the listing is waited for, not expected at once.
+	testwait.UntilNil(t, 10*time.Second, "the new topic listed", func() error {
+		topics, err := c.ListTopics(ctx, false)
+		if err != nil || len(topics) != 1 || topics[0].Partitions != 3 {
+			return fmt.Errorf("list: %v %v", topics, err)
+		}
+		return nil
+	})
 	md, err := c.Metadata(ctx, "a")
 	if err != nil || len(md.Topics[0].Partitions) != 3 || len(md.Brokers) != 2 {
 		t.Fatalf("metadata %v %v", md, err)
