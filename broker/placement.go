@@ -22,9 +22,7 @@ import (
 //     broker), if there is one; an assignment to such a broker is left
 //     alone unless balancing moves it (PL3). A partition of a live, ACTIVE,
 //     drained broker that it serves is left to PL5; one it does not serve
-//     moves at once. A partition that needs a broker (here and in PL5)
-//     goes to the eligible broker with the fewest partitions of its topic,
-//     then the fewest in all, so that each topic is spread.
+//     moves at once.
 //   - PL2 A new or moved assignment's epoch is the previous one plus one
 //     (1 for a partition never assigned) and its write names the version
 //     the controller saw (0: the key must not exist), so it never
@@ -119,11 +117,9 @@ type placer struct {
 
 	wantN    map[string]int32 // partitions wanted of each topic (absent: none, deleting or gone)
 	deleting map[string]int32 // topics being deleted, with their partitions
-	// placedAt and byBroker index the wanted, assigned partitions;
-	// spread counts them per topic and broker.
+	// placedAt and byBroker index the wanted, assigned partitions.
 	placedAt   map[tp]string
 	byBroker   map[string]map[tp]struct{}
-	spread     map[string]map[string]int
 	unassigned map[tp]struct{} // wanted, with no assignment
 	unwanted   map[tp]struct{} // assigned, of no topic that wants them (PL4)
 	unserved   map[tp]struct{} // wanted, no owner record at their assignment
@@ -137,7 +133,7 @@ type placer struct {
 func newPlacer(topics map[string]*brokerpb.TopicRecord, assigns map[tp]current, owners map[tp]ownerSeen) *placer {
 	p := &placer{topics: topics, assigns: assigns, owners: owners,
 		wantN: map[string]int32{}, deleting: map[string]int32{}, placedAt: map[tp]string{},
-		byBroker: map[string]map[tp]struct{}{}, spread: map[string]map[string]int{}, unassigned: map[tp]struct{}{}, unwanted: map[tp]struct{}{},
+		byBroker: map[string]map[tp]struct{}{}, unassigned: map[tp]struct{}{}, unwanted: map[tp]struct{}{},
 		unserved: map[tp]struct{}{}, sorted: map[string][]tp{}}
 	for name := range topics {
 		p.topicChanged(name)
@@ -188,7 +184,6 @@ func (p *placer) refresh(k tp) {
 			delete(p.byBroker, was)
 			delete(p.sorted, was)
 		}
-		addSpread(p.spread, k.topic, was, -1)
 		placed = false
 	}
 	switch {
@@ -206,26 +201,9 @@ func (p *placer) refresh(k tp) {
 		}
 		p.byBroker[c.broker][k] = struct{}{}
 		delete(p.sorted, c.broker)
-		addSpread(p.spread, k.topic, c.broker, 1)
 	}
 	if !p.servedAt(k, c) {
 		p.unserved[k] = struct{}{}
-	}
-}
-
-// addSpread adds n to topic's count of partitions on broker in spread,
-// dropping counts and topics that reach zero.
-func addSpread(spread map[string]map[string]int, topic, broker string, n int) {
-	m := spread[topic]
-	if m == nil {
-		m = map[string]int{}
-		spread[topic] = m
-	}
-	if m[broker] += n; m[broker] == 0 {
-		delete(m, broker)
-	}
-	if len(m) == 0 {
-		delete(spread, topic)
 	}
 }
 
@@ -252,9 +230,6 @@ type round struct {
 	plan    placementPlan
 	load    map[string]int // eligible broker id -> assigned partitions
 	decided map[tp]current // the partitions decided on, as the round left them
-	// spread is the placer's per-topic counts as the round left them,
-	// for the topics it placed a partition of (copied on first use).
-	spread map[string]map[string]int
 	// unserved counts the wanted partitions not served at their
 	// assignment as the round left it.
 	unserved int
@@ -267,48 +242,11 @@ func (r *round) cur(k tp) current {
 	return r.p.assigns[k]
 }
 
-// spreadOf is topic's count of partitions per broker as the round left
-// them (the round's own copy).
-func (r *round) spreadOf(topic string) map[string]int {
-	m, ok := r.spread[topic]
-	if !ok {
-		m = maps.Clone(r.p.spread[topic])
-		if m == nil {
-			m = map[string]int{}
-		}
-		r.spread[topic] = m
-	}
-	return m
-}
-
-// spreadTarget is where a partition of topic that needs a broker goes
-// (PL1, PL5): the eligible broker with the fewest of the topic's
-// partitions, then the fewest partitions in all, then the lowest id. By
-// total load alone, a new topic went whole to whichever broker held fewer
-// partitions of other topics (16 of 16 on one of two brokers, beside
-// __consumer_offsets on the other), so one broker served all its traffic.
-func (r *round) spreadTarget(topic string) string {
-	m := r.spreadOf(topic)
-	best := ""
-	for id, n := range r.load {
-		if best == "" || m[id] < m[best] || (m[id] == m[best] && (n < r.load[best] || (n == r.load[best] && id < best))) {
-			best = id
-		}
-	}
-	return best
-}
-
-// assign decides k onto eligible broker to; next is the version the
-// round then holds for k (as PL1 and PL3-PL5 always have).
-func (r *round) assign(k tp, from, to string, next int64) {
+// assign decides k onto the least loaded eligible broker; next is the
+// version the round then holds for k (as PL1 and PL3-PL5 always have).
+func (r *round) assign(k tp, from string, next int64) {
 	c := r.cur(k)
-	m := r.spreadOf(k.topic)
-	if d, ok := r.decided[k]; ok {
-		m[d.broker]--
-	} else if was, ok := r.p.placedAt[k]; ok {
-		m[was]--
-	}
-	m[to]++
+	to := leastLoaded(r.load)
 	r.plan.assigns = append(r.plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version, from: from})
 	r.load[to]++
 	if _, ok := r.load[from]; ok {
@@ -355,7 +293,7 @@ func (r *round) first(broker string) (tp, bool) {
 // plan decides one controller round (PL1-PL5) for brokers, drained naming
 // those an operator drained.
 func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) placementPlan {
-	r := &round{p: p, load: map[string]int{}, decided: map[tp]current{}, spread: map[string]map[string]int{}, unserved: len(p.unserved)}
+	r := &round{p: p, load: map[string]int{}, decided: map[tp]current{}, unserved: len(p.unserved)}
 	drainedLive := map[string]bool{}
 	for _, info := range brokers {
 		switch {
@@ -391,7 +329,7 @@ func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) p
 	}
 	slices.SortFunc(orphans, compareTP)
 	for _, k := range orphans {
-		r.assign(k, "", r.spreadTarget(k.topic), 0)
+		r.assign(k, "", 0)
 	}
 	// PL5: drain, a bounded number of hand-overs at a time.
 	var draining []tp
@@ -408,7 +346,7 @@ func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) p
 		if inFlight >= maxDrainInFlight {
 			break
 		}
-		r.assign(k, r.cur(k).broker, r.spreadTarget(k.topic), -1)
+		r.assign(k, r.cur(k).broker, -1)
 		inFlight++
 	}
 	// PL3: balance, only while every partition is served (no takeover
@@ -422,7 +360,7 @@ func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) p
 		if !ok {
 			break
 		}
-		r.assign(k, most, least, -1)
+		r.assign(k, most, -1)
 	}
 	return r.plan
 }

@@ -89,16 +89,6 @@ func TestPlanPlacement(t *testing.T) {
 		in:   placementInput{brokers: active("k2", "k1"), topics: []*brokerpb.TopicRecord{topic("t", 3)}},
 		want: "assign t/0 -> k1 epoch=1 version=0\nassign t/1 -> k2 epoch=1 version=0\nassign t/2 -> k1 epoch=1 version=0",
 	}, {
-		// By total load alone all four went to k2, and k2 served the
-		// new topic's traffic alone.
-		name: "a new topic spreads over the brokers whatever else they hold (PL1)",
-		in: func() placementInput {
-			x := map[tp]current{{"x", 0}: a("k1", 1, 1), {"x", 1}: a("k1", 1, 1), {"x", 2}: a("k1", 1, 1), {"x", 3}: a("k1", 1, 1)}
-			return placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("x", 4), topic("y", 4)},
-				assigns: x, owners: served(x)}
-		}(),
-		want: "assign y/0 -> k2 epoch=1 version=0\nassign y/1 -> k1 epoch=1 version=0\nassign y/2 -> k2 epoch=1 version=0\nassign y/3 -> k1 epoch=1 version=0",
-	}, {
 		name: "no active broker: nothing assigned",
 		in: placementInput{brokers: []*brokerpb.BrokerInfo{{Id: "k1", State: brokerpb.BrokerState_BROKER_DRAINING}},
 			topics: []*brokerpb.TopicRecord{topic("t", 1)}},
