@@ -31,7 +31,8 @@ loopback TCP round trip. Then, per cluster shape, the workloads:
   e2e-half-max     open-loop e2e at 50% of produce-max's records/s
   catch-up         read produce-max's topic from the earliest offset
   produce-max-64k  produce as fast as possible, 64 KiB records
-  compact-half-max e2e at 50% of produce-max for 2.5 x --duration, alternating
+  compact-half-max open-loop produce (no consumer) at 50% of produce-max for
+                   2.5 x --duration, alternating
                    windows without compaction with cycles that switch one of
                    three 256 MB keyed topics (2,000 keys, 8 MiB segments)
                    written before it to cleanup.policy=compact: the passes'

@@ -11,6 +11,7 @@ import (
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/cli/stream"
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/devcluster"
 )
 
@@ -38,6 +39,10 @@ const (
 	// still counted as compacting (the deletes of the passes' inputs and
 	// the bookies' garbage collection they start).
 	compactSettle = time.Second
+	// compactWarmup: the load's first seconds count on neither side (at
+	// most half the first window without compaction): connections,
+	// metadata and the first batches of the load's topic.
+	compactWarmup = 2 * time.Second
 	// compactPoll is how often the brokers' compaction metrics are read
 	// while waiting for the passes; compactPassTimeout bounds that wait.
 	compactPoll        = 100 * time.Millisecond
@@ -51,13 +56,20 @@ const (
 // room for its cycles and the windows between them.
 func compactLoad(d time.Duration) time.Duration { return d * 5 / 2 }
 
-// Latency phases of WorkloadCompact's load (Run.SetPhase): cycle i is
-// phase 3i without compaction, then 3i+1 from the switch until its passes
-// are swapped in, then 3i+2 for compactSettle; after the last cycle the
-// load runs without compaction again (phase 3n).
-func phaseOff(cycle int) int     { return 3 * cycle }
-func phaseDuring(cycle int) int  { return 3*cycle + 1 }
-func phaseSettled(cycle int) int { return 3*cycle + 2 }
+// Latency phases of WorkloadCompact's load (Run.SetPhase): the warm-up
+// is phase 0; cycle i is phase 3i+1 without compaction, then 3i+2 from
+// the switch until its passes are swapped in, then 3i+3 for
+// compactSettle; after the last cycle the load runs without compaction
+// again (phase 3n+1).
+const phaseWarmup = 0
+
+func phaseOff(cycle int) int     { return 3*cycle + 1 }
+func phaseDuring(cycle int) int  { return 3*cycle + 2 }
+func phaseSettled(cycle int) int { return 3*cycle + 3 }
+
+// warmupFor is the warm-up of a load whose windows without compaction
+// last off.
+func warmupFor(off time.Duration) time.Duration { return min(compactWarmup, off/2) }
 
 // The brokers' compaction metrics (broker/compactor.go).
 const (
@@ -166,7 +178,7 @@ func (sr *suiteRunner) writeKeyed(ctx context.Context, topic string, bytes int64
 // cycles that switch one source to compact and wait for its passes (one
 // per partition), as long as a cycle and the window after it still fit.
 func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
-	run.SetPhase(phaseOff(0))
+	run.SetPhase(phaseWarmup)
 	go func() {
 		defer close(c.done)
 		c.err = c.watch(ctx, run, d)
@@ -176,16 +188,24 @@ func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
 func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error {
 	start := time.Now()
 	off := d / time.Duration(2*len(c.sources)+1)
+	warmup := warmupFor(off)
+	c.result.WarmupSeconds = warmup.Seconds()
 	var cycle time.Duration // the longest cycle so far, off window included
 	for i, topic := range c.sources {
 		if i > 0 && time.Since(start)+cycle+off > d {
 			break
 		}
 		began := time.Now()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(off):
+		wait := off
+		if i == 0 {
+			if err := ctxtime.Sleep(ctx, warmup); err != nil {
+				return err
+			}
+			run.SetPhase(phaseOff(0))
+			wait -= warmup
+		}
+		if err := ctxtime.Sleep(ctx, wait); err != nil {
+			return err
 		}
 		if i == 0 {
 			c.bookiesAtSwitch = c.sr.scrape(ctx, devcluster.RoleBookie)

@@ -19,10 +19,11 @@ const (
 	WorkloadE2EHalf    = "e2e-half-max"    // open-loop e2e at 50% of produce-max
 	WorkloadCatchUp    = "catch-up"        // consume produce-max's topic from the earliest offset
 	WorkloadProduceBig = "produce-max-64k" // max-rate produce, 64 KiB records
-	// WorkloadCompact: e2e at 50% of produce-max on one topic while a
-	// keyed topic written before it is switched to cleanup.policy=compact
-	// (issue 11's target: the passes' input rate, and the load's latency
-	// during them against before them).
+	// WorkloadCompact: open-loop produce at 50% of produce-max on one
+	// topic while keyed topics written before it are switched to
+	// cleanup.policy=compact, one at a time (issue 11's target: the
+	// passes' input rate, and the load's latency during them against
+	// the windows without them).
 	WorkloadCompact     = "compact-half-max"
 	BigRecordBytes      = 64 << 10
 	HalfMaxRateFraction = 0.5
@@ -172,8 +173,10 @@ type Compaction struct {
 	MBPerSecPerPass float64 `json:"mb_per_sec_per_pass"`
 	// Before is the load's latency without compaction: the windows
 	// before each switch and after the last cycle (the same topic and
-	// rate, interleaved with the cycles).
-	Before []Latency `json:"latency_before"`
+	// rate, interleaved with the cycles), less the load's first
+	// WarmupSeconds, which count on neither side.
+	Before        []Latency `json:"latency_before"`
+	WarmupSeconds float64   `json:"warmup_seconds,omitempty"`
 	// During: from each switch until its passes were swapped in; After:
 	// the settle window after each (the deletes of the passes' inputs
 	// and the bookies' journal GC they start). The Workload's Latency is
