@@ -19,10 +19,12 @@ import (
 //
 //   - PL1 Every partition of a topic that is not being deleted gets an
 //     assignment to a live ACTIVE broker that is not drained (an eligible
-//     broker), if there is one; an assignment to such a broker is left
-//     alone unless balancing moves it (PL3). A partition of a live, ACTIVE,
-//     drained broker that it serves is left to PL5; one it does not serve
-//     moves at once.
+//     broker), if there is one: the eligible broker holding the fewest
+//     partitions of its topic, then the fewest in all, then the lowest id
+//     (so a topic spreads over the brokers whatever else they hold); an
+//     assignment to such a broker is left alone unless balancing moves it
+//     (PL3). A partition of a live, ACTIVE, drained broker that it serves
+//     is left to PL5; one it does not serve moves at once.
 //   - PL2 A new or moved assignment's epoch is the previous one plus one
 //     (1 for a partition never assigned) and its write names the version
 //     the controller saw (0: the key must not exist), so it never
@@ -30,17 +32,21 @@ import (
 //   - PL3 Balancing moves a partition only while every partition is served
 //     at its current assignment (owner record = assignment): from the most
 //     to the least loaded eligible broker (ties by id), only while they
-//     differ by more than one, at most maxMovesPerRound per round. A move
-//     makes the partition unserved at its new epoch, so in practice one per
-//     round.
+//     differ by more than one, at most maxMovesPerRound per round. The
+//     partition moved is the lowest of the topic with the most partitions
+//     on the most loaded broker more than on the least loaded (ties by
+//     topic name), so a joining broker gets a share of every topic, not
+//     the lowest-named topic's partitions first. A move makes the
+//     partition unserved at its new epoch, so in practice one per round.
 //   - PL4 Assignments of partitions that no longer exist are deleted; a
 //     deleting topic is finished (its data removed) only once no partition
 //     of it has an owner record.
 //   - PL5 A partition served by a drained broker (an operator's drain,
-//     package broker/drain) moves to the least loaded eligible broker
-//     while fewer than maxDrainInFlight wanted partitions are not served at
-//     their assignment, counting the moves already decided; in partition
-//     order. Drained brokers count in no load (PL1, PL3 never pick them).
+//     package broker/drain) moves to an eligible broker chosen as in PL1
+//     while fewer than maxDrainInFlight wanted partitions are not served
+//     at their assignment, counting the moves already decided; in
+//     partition order. Drained brokers count in no load (PL1, PL3 never
+//     pick them).
 
 // current is an assignment as the controller last saw it, with its key's
 // version for the next compare-and-set.
@@ -117,9 +123,11 @@ type placer struct {
 
 	wantN    map[string]int32 // partitions wanted of each topic (absent: none, deleting or gone)
 	deleting map[string]int32 // topics being deleted, with their partitions
-	// placedAt and byBroker index the wanted, assigned partitions.
+	// placedAt, byBroker and byTopic index the wanted, assigned
+	// partitions (byTopic: broker -> topic -> how many of its partitions).
 	placedAt   map[tp]string
 	byBroker   map[string]map[tp]struct{}
+	byTopic    map[string]map[string]int
 	unassigned map[tp]struct{} // wanted, with no assignment
 	unwanted   map[tp]struct{} // assigned, of no topic that wants them (PL4)
 	unserved   map[tp]struct{} // wanted, no owner record at their assignment
@@ -133,7 +141,7 @@ type placer struct {
 func newPlacer(topics map[string]*brokerpb.TopicRecord, assigns map[tp]current, owners map[tp]ownerSeen) *placer {
 	p := &placer{topics: topics, assigns: assigns, owners: owners,
 		wantN: map[string]int32{}, deleting: map[string]int32{}, placedAt: map[tp]string{},
-		byBroker: map[string]map[tp]struct{}{}, unassigned: map[tp]struct{}{}, unwanted: map[tp]struct{}{},
+		byBroker: map[string]map[tp]struct{}{}, byTopic: map[string]map[string]int{}, unassigned: map[tp]struct{}{}, unwanted: map[tp]struct{}{},
 		unserved: map[tp]struct{}{}, sorted: map[string][]tp{}}
 	for name := range topics {
 		p.topicChanged(name)
@@ -180,8 +188,12 @@ func (p *placer) refresh(k tp) {
 	if placed && (!assigned || was != c.broker || !p.wanted(k)) {
 		delete(p.placedAt, k)
 		delete(p.byBroker[was], k)
+		if p.byTopic[was][k.topic]--; p.byTopic[was][k.topic] == 0 {
+			delete(p.byTopic[was], k.topic)
+		}
 		if len(p.byBroker[was]) == 0 {
 			delete(p.byBroker, was)
+			delete(p.byTopic, was)
 			delete(p.sorted, was)
 		}
 		placed = false
@@ -198,8 +210,10 @@ func (p *placer) refresh(k tp) {
 		p.placedAt[k] = c.broker
 		if p.byBroker[c.broker] == nil {
 			p.byBroker[c.broker] = map[tp]struct{}{}
+			p.byTopic[c.broker] = map[string]int{}
 		}
 		p.byBroker[c.broker][k] = struct{}{}
+		p.byTopic[c.broker][k.topic]++
 		delete(p.sorted, c.broker)
 	}
 	if !p.servedAt(k, c) {
@@ -226,9 +240,12 @@ func (p *placer) hasOwner(topic string, n int32) bool {
 
 // round is one plan's decisions so far, over the placer's records.
 type round struct {
-	p       *placer
-	plan    placementPlan
-	load    map[string]int // eligible broker id -> assigned partitions
+	p    *placer
+	plan placementPlan
+	load map[string]int // eligible broker id -> assigned partitions
+	// moved: broker -> topic -> partitions of it the round's decisions
+	// gave the broker (negative: took away), on top of placer.byTopic.
+	moved   map[string]map[string]int
 	decided map[tp]current // the partitions decided on, as the round left them
 	// unserved counts the wanted partitions not served at their
 	// assignment as the round left it.
@@ -242,15 +259,46 @@ func (r *round) cur(k tp) current {
 	return r.p.assigns[k]
 }
 
-// assign decides k onto the least loaded eligible broker; next is the
-// version the round then holds for k (as PL1 and PL3-PL5 always have).
-func (r *round) assign(k tp, from string, next int64) {
+// count is how many partitions of topic broker holds as the round left
+// them.
+func (r *round) count(broker, topic string) int {
+	return r.p.byTopic[broker][topic] + r.moved[broker][topic]
+}
+
+// move counts n partitions of topic onto broker in the round.
+func (r *round) move(broker, topic string, n int) {
+	if r.moved[broker] == nil {
+		r.moved[broker] = map[string]int{}
+	}
+	r.moved[broker][topic] += n
+}
+
+// spreadTarget is the eligible broker a partition of topic goes to (PL1,
+// PL5): the fewest of the topic, then the fewest in all, then the lowest
+// id.
+func (r *round) spreadTarget(topic string) string {
+	best, bestN := "", 0
+	for id, load := range r.load {
+		n := r.count(id, topic)
+		if best == "" || n < bestN || (n == bestN && (load < r.load[best] || (load == r.load[best] && id < best))) {
+			best, bestN = id, n
+		}
+	}
+	return best
+}
+
+// assign decides k onto broker to; next is the version the round then
+// holds for k (as PL1 and PL3-PL5 always have).
+func (r *round) assign(k tp, from, to string, next int64) {
 	c := r.cur(k)
-	to := leastLoaded(r.load)
 	r.plan.assigns = append(r.plan.assigns, assignDecision{tp: k, broker: to, epoch: c.epoch + 1, version: c.version, from: from})
 	r.load[to]++
+	r.move(to, k.topic, 1)
 	if _, ok := r.load[from]; ok {
 		r.load[from]-- // a drained broker counts in no load (PL5)
+	}
+	if c.broker != "" {
+		r.move(c.broker, k.topic, -1)
 	}
 	n := current{broker: to, epoch: c.epoch + 1, version: next}
 	if r.p.servedAt(k, c) {
@@ -262,28 +310,44 @@ func (r *round) assign(k tp, from string, next int64) {
 	r.decided[k] = n
 }
 
-// first is the lowest of the partitions broker holds as the round left
-// them.
-func (r *round) first(broker string) (tp, bool) {
+// balanceTopic is the topic PL3 moves a partition of from most to least:
+// the one most has the most partitions of more than least (ties by name).
+func (r *round) balanceTopic(most, least string) string {
+	best, bestD := "", 0
+	consider := func(topic string) {
+		if d := r.count(most, topic) - r.count(least, topic); d > 0 && (best == "" || d > bestD || (d == bestD && topic < best)) {
+			best, bestD = topic, d
+		}
+	}
+	for topic := range r.p.byTopic[most] {
+		consider(topic)
+	}
+	for topic := range r.moved[most] {
+		consider(topic)
+	}
+	return best
+}
+
+// first is the lowest partition of topic that broker holds as the round
+// left them.
+func (r *round) first(broker, topic string) (tp, bool) {
 	p := r.p
 	s, ok := p.sorted[broker]
 	if !ok {
 		s = slices.SortedFunc(maps.Keys(p.byBroker[broker]), compareTP)
+		p.sorted[broker] = s
 	}
-	for len(s) > 0 && p.placedAt[s[0]] != broker {
-		s = s[1:]
-	}
-	p.sorted[broker] = s
 	var best tp
 	found := false
-	for _, k := range s {
-		if r.cur(k).broker == broker {
+	i, _ := slices.BinarySearchFunc(s, tp{topic, 0}, compareTP)
+	for ; i < len(s) && s[i].topic == topic; i++ {
+		if k := s[i]; p.placedAt[k] == broker && r.cur(k).broker == broker {
 			best, found = k, true
 			break
 		}
 	}
 	for k, c := range r.decided {
-		if c.broker == broker && (!found || compareTP(k, best) < 0) {
+		if k.topic == topic && c.broker == broker && (!found || compareTP(k, best) < 0) {
 			best, found = k, true
 		}
 	}
@@ -293,7 +357,7 @@ func (r *round) first(broker string) (tp, bool) {
 // plan decides one controller round (PL1-PL5) for brokers, drained naming
 // those an operator drained.
 func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) placementPlan {
-	r := &round{p: p, load: map[string]int{}, decided: map[tp]current{}, unserved: len(p.unserved)}
+	r := &round{p: p, load: map[string]int{}, moved: map[string]map[string]int{}, decided: map[tp]current{}, unserved: len(p.unserved)}
 	drainedLive := map[string]bool{}
 	for _, info := range brokers {
 		switch {
@@ -329,7 +393,7 @@ func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) p
 	}
 	slices.SortFunc(orphans, compareTP)
 	for _, k := range orphans {
-		r.assign(k, "", 0)
+		r.assign(k, "", r.spreadTarget(k.topic), 0)
 	}
 	// PL5: drain, a bounded number of hand-overs at a time.
 	var draining []tp
@@ -346,21 +410,22 @@ func (p *placer) plan(brokers []*brokerpb.BrokerInfo, drained map[string]bool) p
 		if inFlight >= maxDrainInFlight {
 			break
 		}
-		r.assign(k, r.cur(k).broker, -1)
+		r.assign(k, r.cur(k).broker, r.spreadTarget(k.topic), -1)
 		inFlight++
 	}
 	// PL3: balance, only while every partition is served (no takeover
-	// running): move one from the most to the least loaded broker at a time.
+	// running): move one from the most to the least loaded broker at a
+	// time, of the topic most over-represented there.
 	for moves := 0; moves < maxMovesPerRound && r.unserved == 0; moves++ {
 		most, least := mostLoaded(r.load), leastLoaded(r.load)
 		if r.load[most]-r.load[least] <= 1 {
 			break
 		}
-		k, ok := r.first(most)
+		k, ok := r.first(most, r.balanceTopic(most, least))
 		if !ok {
 			break
 		}
-		r.assign(k, most, -1)
+		r.assign(k, most, least, -1)
 	}
 	return r.plan
 }

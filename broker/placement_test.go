@@ -152,6 +152,44 @@ func TestPlanPlacement(t *testing.T) {
 		}(),
 		want: "assign t/0 -> k3 epoch=2 version=1 from=k1",
 	}, {
+		// By the lowest partition of the most loaded broker, k3 got
+		// _o/0 (say __consumer_offsets, idle) and then more of _o before
+		// any of t, which carries the traffic.
+		name: "a joining broker gets a partition of the topic the most loaded holds most more of (PL3)",
+		in: func() placementInput {
+			as := map[tp]current{}
+			for i := range int32(8) {
+				as[tp{"t", i}] = a([]string{"k1", "k2"}[i/4], 1, 1)
+			}
+			for i := range int32(4) {
+				as[tp{"_o", i}] = a([]string{"k1", "k2"}[i/2], 1, 1)
+			}
+			return placementInput{brokers: active("k1", "k2", "k3"), topics: []*brokerpb.TopicRecord{topic("t", 8), topic("_o", 4)},
+				assigns: as, owners: served(as)}
+		}(),
+		want: "assign t/0 -> k3 epoch=2 version=1 from=k1",
+	}, {
+		// By total load alone all four went to k2, and k2 served the
+		// new topic's traffic alone.
+		name: "a new topic spreads over the brokers whatever else they hold (PL1)",
+		in: func() placementInput {
+			x := map[tp]current{{"x", 0}: a("k1", 1, 1), {"x", 1}: a("k1", 1, 1), {"x", 2}: a("k1", 1, 1), {"x", 3}: a("k1", 1, 1)}
+			return placementInput{brokers: active("k1", "k2"), topics: []*brokerpb.TopicRecord{topic("x", 4), topic("y", 4)},
+				assigns: x, owners: served(x)}
+		}(),
+		want: "assign y/0 -> k2 epoch=1 version=0\nassign y/1 -> k1 epoch=1 version=0\nassign y/2 -> k2 epoch=1 version=0\nassign y/3 -> k1 epoch=1 version=0",
+	}, {
+		// By total load alone both went to k2.
+		name: "a drained broker's partitions spread by their topic (PL5)",
+		in: func() placementInput {
+			as := map[tp]current{{"t", 0}: a("k1", 1, 1), {"t", 1}: a("k1", 1, 1), {"t", 2}: a("k2", 1, 1),
+				{"o", 0}: a("k2", 1, 1), {"o", 1}: a("k2", 1, 1), {"o", 2}: a("k3", 1, 1), {"o", 3}: a("k3", 1, 1),
+				{"o", 4}: a("k3", 1, 1), {"o", 5}: a("k3", 1, 1)}
+			return placementInput{brokers: active("k1", "k2", "k3"), drained: map[string]bool{"k1": true},
+				topics: []*brokerpb.TopicRecord{topic("t", 3), topic("o", 6)}, assigns: as, owners: served(as)}
+		}(),
+		want: "assign t/0 -> k3 epoch=2 version=1 from=k1\nassign t/1 -> k2 epoch=2 version=1 from=k1",
+	}, {
 		name: "no balancing while a takeover runs (PL3)",
 		in: func() placementInput {
 			as := map[tp]current{{"t", 0}: a("k1", 1, 1), {"t", 1}: a("k1", 1, 1), {"t", 2}: a("k1", 1, 1)}
@@ -393,7 +431,7 @@ func TestPlacerFollowsChanges(t *testing.T) {
 				name      string
 				got, want any
 			}{{"wantN", p.wantN, whole.wantN}, {"deleting", p.deleting, whole.deleting},
-				{"placedAt", p.placedAt, whole.placedAt}, {"byBroker", p.byBroker, whole.byBroker},
+				{"placedAt", p.placedAt, whole.placedAt}, {"byBroker", p.byBroker, whole.byBroker}, {"byTopic", p.byTopic, whole.byTopic},
 				{"unassigned", p.unassigned, whole.unassigned}, {"unwanted", p.unwanted, whole.unwanted},
 				{"unserved", p.unserved, whole.unserved}} {
 				if !reflect.DeepEqual(f.got, f.want) {

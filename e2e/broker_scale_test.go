@@ -40,6 +40,27 @@ func describeBrokers(cl *client.Client) (brokerCounts, error) {
 	return bc, nil
 }
 
+// topicSpread checks that each of ids owns at least least partitions of
+// topic.
+func topicSpread(cl *client.Client, topic string, ids []string, least int32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := cl.DescribeTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	owned := map[string]int32{}
+	for _, p := range d.Partitions {
+		owned[p.OwnerId]++
+	}
+	for _, id := range ids {
+		if owned[id] < least {
+			return fmt.Errorf("%s owns %d of %s's partitions, want at least %d (owners %v)", id, owned[id], topic, least, owned)
+		}
+	}
+	return nil
+}
+
 // balancedWithin checks that every partition is served and each of ids
 // owns within pct percent of their mean.
 func balancedWithin(cl *client.Client, ids []string, pct float64) error {
@@ -117,6 +138,12 @@ func TestBrokerScaleOutAndDrain(t *testing.T) {
 	})
 	bc, _ := describeBrokers(cl)
 	t.Logf("balanced over 3 brokers %s after k3 joined: owned %v", time.Since(scaled).Round(time.Millisecond), bc.owned)
+	// The loaded topic spreads to k3 too, not only __consumer_offsets
+	// (whose name sorts first): balancing moves partitions of the topic
+	// the most loaded broker holds most more of (PL3).
+	testwait.UntilNil(t, time.Minute, "the topic's partitions spread over k1, k2, k3", func() error {
+		return topicSpread(cl, topic, all, partitions/int32(len(all))/2)
+	})
 	testwait.UntilNil(t, time.Minute, "a new ledger on b4", func() error {
 		mds, err := ledger.ListAll(ctx, store)
 		if err != nil {

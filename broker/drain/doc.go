@@ -20,8 +20,9 @@
 //   - D1 A drained broker is assigned no partition: neither a new one nor
 //     one moved by balancing (PL1, PL3 count only ACTIVE brokers that are
 //     not drained).
-//   - D2 Its served partitions move to the least loaded other ACTIVE
-//     broker, each as a clean hand-over (ledger closed, list written, the
+//   - D2 Its served partitions move to another ACTIVE broker (the fewest
+//     of the partition's topic, then the fewest in all), each as a clean
+//     hand-over (ledger closed, list written, the
 //     new owner takes over), while at most maxDrainInFlight (16) partitions
 //     of the cluster are not served at their assignment (PL5). One it does not
 //     serve (a takeover of its own running, a failed partition) moves at
