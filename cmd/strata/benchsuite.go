@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/internal/bench"
@@ -49,6 +51,9 @@ issue 16's targets) to stdout and to --table-out.`,
 				o.Duration = bench.QuickDuration
 			}
 			if err := s.Validate(o); err != nil {
+				return cli.Exit(cli.ExitUsage, err)
+			}
+			if err := s.CheckStreams(os.Stdout, os.Stderr); err != nil {
 				return cli.Exit(cli.ExitUsage, err)
 			}
 			return bench.RunSuite(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o, s)

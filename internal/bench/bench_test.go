@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,7 @@ func TestProducerConfigAndDescribe(t *testing.T) {
 // TestValueStamp: B2, the scheduled time rides in the first 8 bytes.
 func TestValueStamp(t *testing.T) {
 	payload := randomPayload(16)
+	randomPayloadCopy := bytes.Clone(payload)
 	sched := time.Unix(1700000000, 123456789)
 	v := Value(payload, sched, true)
 	if got, ok := ScheduledTime(v); !ok || !got.Equal(sched) {
@@ -83,8 +86,11 @@ func TestValueStamp(t *testing.T) {
 	if !bytes.Equal(v[8:], payload[8:]) {
 		t.Fatal("the stamp changed more than the first 8 bytes")
 	}
-	if u := Value(payload, sched, false); !bytes.Equal(u, payload) || &u[0] == &payload[0] {
-		t.Fatal("an unstamped value is not a copy of the payload")
+	if &v[0] == &payload[0] || !bytes.Equal(payload, randomPayloadCopy) {
+		t.Fatal("stamping wrote into the shared payload")
+	}
+	if u := Value(payload, sched, false); &u[0] != &payload[0] {
+		t.Fatal("an unstamped value is not the shared payload")
 	}
 	if _, ok := ScheduledTime([]byte("short")); ok {
 		t.Fatal("a value under 8 bytes has a scheduled time")
@@ -289,6 +295,45 @@ func TestSuiteOptions(t *testing.T) {
 	s.TableOut = "t.txt"
 	if s.TableFile() != "t.txt" {
 		t.Fatal(s.TableFile())
+	}
+	// A path flag given without its value takes the next flag as it.
+	s.ProfileDir = "--keep-data"
+	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), `--profile "--keep-data": looks like a flag`) {
+		t.Fatalf("--profile --keep-data: %v", err)
+	}
+}
+
+// TestCheckStreams: stdout or stderr redirected to the report's or the
+// table's file is refused; other files, and files not there yet, are not.
+func TestCheckStreams(t *testing.T) {
+	dir := t.TempDir()
+	s := SuiteOptions{Out: filepath.Join(dir, "r.json")}
+	create := func(name string) *os.File {
+		t.Helper()
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	other := create("log")
+	if err := s.CheckStreams(other, other); err != nil {
+		t.Fatalf("no report yet: %v", err)
+	}
+	table := create("r.txt") // `--out r.json > r.txt`
+	err := s.CheckStreams(table, other)
+	if err == nil || !strings.Contains(err.Error(), "stdout is "+s.TableFile()) || strings.Contains(err.Error(), "stderr") {
+		t.Fatalf("stdout is the table file: %v", err)
+	}
+	report := create("r.json")
+	err = s.CheckStreams(other, report)
+	if err == nil || !strings.Contains(err.Error(), "stderr is "+s.Out) {
+		t.Fatalf("stderr is the report: %v", err)
+	}
+	s.TableOut = filepath.Join(dir, "elsewhere.txt")
+	if err := s.CheckStreams(table, other); err != nil {
+		t.Fatalf("r.txt is not the table with --table-out: %v", err)
 	}
 }
 

@@ -73,8 +73,38 @@ func (s *SuiteOptions) Validate(o *Options) error {
 	if s.Out == "" {
 		errs = append(errs, errors.New("--out is required"))
 	}
+	// A flag's value that is itself a flag is a flag given without its
+	// value: `--profile --keep-data` would profile into ./--keep-data.
+	for _, f := range []struct{ flag, v string }{{"--out", s.Out}, {"--table-out", s.TableOut}, {"--profile", s.ProfileDir}, {"--dir", s.Dir}, {"--bin-dir", s.BinDir}} {
+		if strings.HasPrefix(f.v, "-") {
+			errs = append(errs, fmt.Errorf("%s %q: looks like a flag, not a path (write %s PATH)", f.flag, f.v, f.flag))
+		}
+	}
 	if err := o.Validate(ModeE2E); err != nil {
 		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckStreams reports stdout or stderr being --out's or --table-out's
+// file (`--out x.json > x.txt`): the suite writes that file whole at the
+// end, so the stream's own writes (the table, progress) would be mixed
+// into it or overwrite it.
+func (s *SuiteOptions) CheckStreams(stdout, stderr *os.File) error {
+	var errs []error
+	for _, path := range []string{s.Out, s.TableFile()} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // not there yet: no stream is it
+		}
+		for _, st := range []struct {
+			name string
+			f    *os.File
+		}{{"stdout", stdout}, {"stderr", stderr}} {
+			if sfi, err := st.f.Stat(); err == nil && os.SameFile(fi, sfi) {
+				errs = append(errs, fmt.Errorf("%s is %s, which the suite writes itself: send %s elsewhere", st.name, path, st.name))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
