@@ -22,19 +22,19 @@ const (
 	interruptedFlush = 3 * time.Second
 )
 
-// Value returns a value for one record: payload itself, shared by every
-// record (the producer never writes to a value, and Kafka's perf tool
-// does the same), or, when stamp, a copy with the scheduled send time in
-// its first 8 bytes (B2). Sharing keeps the load generator's allocations,
-// and the garbage collection they cost the machine under test, to what
-// the producer itself allocates.
+// Value returns a value for one record: payload's bytes, with the
+// scheduled send time in the first 8 bytes when stamp (B2). It is a copy
+// even unstamped, as an application's records each have their own value:
+// the suite's client memory target (peak RSS against MaxBufferedBytes)
+// would read low if every record shared one payload. The copies cost the
+// load generator garbage collection (38% of its allocations at half of
+// produce-max, docs/bench/README.md).
 func Value(payload []byte, sched time.Time, stamp bool) []byte {
-	if !stamp {
-		return payload
-	}
 	v := make([]byte, len(payload))
 	copy(v, payload)
-	binary.BigEndian.PutUint64(v, uint64(sched.UnixNano()))
+	if stamp {
+		binary.BigEndian.PutUint64(v, uint64(sched.UnixNano()))
+	}
 	return v
 }
 

@@ -145,6 +145,15 @@ func Open(opts Options) (*Journal, error) {
 	}
 	var last uint64
 	for _, name := range names {
+		if seq, ok := parseFileName(strings.TrimSuffix(name, removingSuffix)); ok && name != fileName(seq) {
+			// RemoveFile was removing it when the process stopped.
+			if err := j.removeInSteps(name); err != nil {
+				return nil, fmt.Errorf("journal: finishing the removal of %s: %w", name, err)
+			}
+			j.logger.Info("finished removing a journal file", "file", name)
+			last = max(last, seq)
+			continue
+		}
 		seq, ok := parseFileName(name)
 		if !ok {
 			if strings.HasSuffix(name, fileSuffix) {
@@ -822,14 +831,70 @@ func (j *Journal) RemoveFile(seq uint64) error {
 		return err
 	}
 	j.dropReader(seq)
-	if err := j.opts.FS.Remove(j.path(seq)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := j.opts.FS.Rename(j.path(seq), j.path(seq)+removingSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		j.mu.Lock()
 		j.mu.files[seq] = size
 		j.mu.Unlock()
 		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
 	}
+	// The rename is durable before the first cut: a crash never leaves a
+	// cut file under a journal file's name.
 	if err := j.opts.FS.SyncDir(j.opts.Dir); err != nil {
 		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
+	}
+	if err := j.removeInSteps(fileName(seq) + removingSuffix); err != nil {
+		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
+	}
+	return nil
+}
+
+// removingSuffix names a file RemoveFile is removing: it does not parse as
+// a journal file, and Open finishes removing it after a crash.
+const removingSuffix = ".removing"
+
+// removeInSteps removes the file name of Dir: it cuts it down
+// RemoveStepBytes at a time, syncing each cut (so each frees a bounded
+// share of extents in its own file-system commit, see
+// Options.RemoveStepBytes), then unlinks it and syncs Dir. A missing file
+// is already removed.
+func (j *Journal) removeInSteps(name string) error {
+	path := filepath.Join(j.opts.Dir, name)
+	if step := j.opts.RemoveStepBytes; step > 0 {
+		f, err := j.opts.FS.OpenReadWrite(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := cutInSteps(f, step); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if err := j.opts.FS.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return j.opts.FS.SyncDir(j.opts.Dir)
+}
+
+// cutInSteps truncates f to 0, step bytes at a time, syncing each cut.
+func cutInSteps(f vfs.File, step int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	for size := fi.Size(); size > 0; {
+		size = max(0, size-step)
+		if err := f.Truncate(size); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -430,6 +433,85 @@ func TestRemoveFile(t *testing.T) {
 	}
 }
 
+// TestRemoveFileInSteps: RemoveFile renames the file out of the journal,
+// cuts it RemoveStepBytes at a time with a sync after each cut, then
+// unlinks it; a removal cut short by a crash is finished by Open, and the
+// file's records never come back.
+func TestRemoveFileInSteps(t *testing.T) {
+	fsys := vfs.NewMem()
+	opts := testOptions(fsys)
+	opts.RemoveStepBytes = 4 << 10
+	j, _, _ := openReplayed(t, opts)
+	for i := range 90 {
+		mustAppend(t, j, addRecord(1, uint64(i), 300))
+	}
+	files := j.Files()
+	if len(files) < 3 {
+		t.Fatalf("%d files, want at least 3", len(files))
+	}
+	var ops []string
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		ops = append(ops, op.String()+" "+filepath.Base(name))
+		return nil
+	})
+	must(t, j.RemoveFile(files[0].Seq))
+	fsys.InjectError(nil)
+	removing := fileName(files[0].Seq) + removingSuffix
+	cuts := int((files[0].Size + opts.RemoveStepBytes - 1) / opts.RemoveStepBytes)
+	dir := filepath.Base(testDir)
+	want := []string{"rename " + fileName(files[0].Seq), "syncdir " + dir, "open " + removing, "stat " + removing}
+	for range cuts {
+		want = append(want, "truncate "+removing, "sync "+removing)
+	}
+	want = append(want, "close "+removing, "remove "+removing, "syncdir "+dir)
+	if !slices.Equal(ops, want) {
+		t.Fatalf("file operations of RemoveFile (%d bytes):\n got %q\nwant %q", files[0].Size, ops, want)
+	}
+
+	// The second removal stops after its first cut, as a crash would stop it.
+	second := fileName(files[1].Seq)
+	cut := 0
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpTruncate && filepath.Base(name) == second+removingSuffix {
+			if cut++; cut == 2 {
+				return errors.New("stopped")
+			}
+		}
+		return nil
+	})
+	if err := j.RemoveFile(files[1].Seq); err == nil {
+		t.Fatal("RemoveFile with a failing cut succeeded")
+	}
+	fsys.InjectError(nil)
+	mustClose(t, j)
+	crashed := fsys.Crash(vfs.CrashOptions{})
+	if names, err := crashed.List(testDir); err != nil || !slices.Contains(names, second+removingSuffix) {
+		t.Fatalf("before reopening: %v %v, want %s in it", names, err, second+removingSuffix)
+	}
+	j, recs, _ := openReplayed(t, testOptions(crashed))
+	defer mustClose(t, j)
+	names, err := crashed.List(testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, removingSuffix) {
+			t.Fatalf("Open left %s", n)
+		}
+	}
+	for _, r := range recs {
+		if r.loc.File == files[0].Seq || r.loc.File == files[1].Seq {
+			t.Fatalf("record of removed file %d replayed", r.loc.File)
+		}
+	}
+	if len(recs) == 0 {
+		t.Fatal("the other files' records were not replayed")
+	}
+	if got := j.Files(); slices.ContainsFunc(got, func(f FileInfo) bool { return f.Seq <= files[1].Seq }) {
+		t.Fatalf("files after reopening: %+v", got)
+	}
+}
+
 func TestReadErrors(t *testing.T) {
 	fsys := vfs.NewMem()
 	j, _, _ := openReplayed(t, testOptions(fsys))
@@ -502,8 +584,8 @@ func TestOptions(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := o.String(); got != fmt.Sprintf(`journal.Options{Dir: "x", MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d, BufferedWrites: false}`,
-		DefaultMaxFileBytes, DefaultPreallocateBytes, DefaultMaxQueueBytes, DefaultMaxGroupBytes) {
+	if got := o.String(); got != fmt.Sprintf(`journal.Options{Dir: "x", MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d, BufferedWrites: false, RemoveStepBytes: %d}`,
+		DefaultMaxFileBytes, DefaultPreallocateBytes, DefaultMaxQueueBytes, DefaultMaxGroupBytes, DefaultRemoveStepBytes) {
 		t.Fatalf("String() = %s", got)
 	}
 }

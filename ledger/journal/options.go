@@ -15,6 +15,7 @@ const (
 	DefaultPreallocateBytes = 64 << 20
 	DefaultMaxQueueBytes    = 64 << 20
 	DefaultMaxGroupBytes    = 4 << 20
+	DefaultRemoveStepBytes  = 16 << 20
 
 	maxGroupBytesLimit = 1 << 30
 )
@@ -51,6 +52,13 @@ type Options struct {
 	// system refuses direct I/O the same layout is written buffered.
 	// Files of both versions are always read.
 	BufferedWrites bool
+	// RemoveStepBytes: RemoveFile cuts a file down this many bytes at a
+	// time, each cut synced, before it unlinks it. Freeing a whole file's
+	// extents in one file-system commit stalls every fdatasync on the disk
+	// meanwhile (36 ms for 256 MiB on an ext4 mounted with discard, where a
+	// 64 KiB fdatasync takes 0.3 ms); in 16 MiB steps no fdatasync waited
+	// longer than without removals. Default 16 MiB; negative unlinks at once.
+	RemoveStepBytes int64
 	// OnFatal is called once, from the writer goroutine, with the error
 	// (wrapping ErrFailed) when a write, sync or file creation fails. The
 	// journal then fails every pending and future Append. The bookie should
@@ -80,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxGroupBytes == 0 {
 		o.MaxGroupBytes = DefaultMaxGroupBytes
+	}
+	if o.RemoveStepBytes == 0 {
+		o.RemoveStepBytes = DefaultRemoveStepBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -113,6 +124,6 @@ func (o Options) Validate() error {
 // String describes o for logs.
 func (o Options) String() string {
 	o = o.withDefaults()
-	return fmt.Sprintf("journal.Options{Dir: %q, MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d, BufferedWrites: %t}",
-		o.Dir, o.MaxFileBytes, o.PreallocateBytes, o.MaxQueueBytes, o.MaxGroupBytes, o.BufferedWrites)
+	return fmt.Sprintf("journal.Options{Dir: %q, MaxFileBytes: %d, PreallocateBytes: %d, MaxQueueBytes: %d, MaxGroupBytes: %d, BufferedWrites: %t, RemoveStepBytes: %d}",
+		o.Dir, o.MaxFileBytes, o.PreallocateBytes, o.MaxQueueBytes, o.MaxGroupBytes, o.BufferedWrites, o.RemoveStepBytes)
 }
