@@ -84,6 +84,14 @@
 // rather than as a partial write. The bookie is expected to stop accepting
 // writes at a free-space threshold well before that.
 //
+// RemoveFile renames a file to DIR/%016x.journal.removing, fsyncs DIR, cuts
+// it RemoveStepBytes at a time (each cut synced), unlinks it and fsyncs DIR.
+// One unlink of a 256 MiB file frees its extents in one file-system commit,
+// which every fdatasync on the disk then waits for (36 ms on ext4 with
+// discard); the cuts keep each commit small. A crash midway leaves a
+// .removing file, which is not a journal file (it is never replayed) and
+// which Open finishes removing.
+//
 // # On-disk format
 //
 // All integers are little-endian. CRC-32C is Castagnoli (hash/crc32), with
