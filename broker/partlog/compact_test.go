@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -1031,5 +1032,42 @@ func TestRangeReadSpace(t *testing.T) {
 			t.Errorf("pooled=%v: carry and range joined wrong", pooled)
 		}
 		r.recycle()
+	}
+}
+
+// TestPassBufferPacesRewrite: the batches a pass kept in memory are
+// rewritten at rewritePaceFactor times the pass's read rate, not as fast
+// as a core goes (which peaked the produce p99 of the same broker).
+func TestPassBufferPacesRewrite(t *testing.T) {
+	const rate = 1 << 20 // the rewrite goes at 6 MiB/s
+	batch := make([]byte, 64<<10)
+	var kept [][]byte
+	for range 48 { // 3 MiB: at least half a second
+		kept = append(kept, batch)
+	}
+	p := compactPiece{ledger: &brokerpb.LedgerSegment{LedgerId: 7, Bytes: int64(len(kept) * len(batch))}}
+	for _, tc := range []struct {
+		rate    float64
+		atLeast time.Duration
+	}{
+		{rate, time.Duration(float64(len(kept)*len(batch)) / (rate * rewritePaceFactor) * float64(time.Second))},
+		{0, 0}, // unbounded
+	} {
+		buf := newPassBuffer(1<<30, tc.rate)
+		if !buf.fits(p) {
+			t.Fatal("the piece does not fit")
+		}
+		buf.batches[p.String()] = kept
+		n := 0
+		start := time.Now()
+		err := buf.read(testCtx(t), nil, nil, p, func(int64, []byte) error { n++; return nil })
+		took := time.Since(start)
+		if err != nil || n != len(kept) {
+			t.Fatalf("rate %v: %d batches, %v", tc.rate, n, err)
+		}
+		// The pacer may run ahead by less than ctxtime.PacerMinSleep.
+		if took < tc.atLeast-ctxtime.PacerMinSleep {
+			t.Errorf("rate %v: rewrote %d bytes in %v, want at least %v", tc.rate, len(kept)*len(batch), took, tc.atLeast)
+		}
 	}
 }
