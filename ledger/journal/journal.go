@@ -81,6 +81,11 @@ type Journal struct {
 	// w is owned by the writer goroutine once Replay has set it up; before
 	// that (and after the writer exits) by Replay and Close.
 	w writer
+	// slow counts slow groups since the last one logged (writer only).
+	slow struct {
+		logged time.Time
+		count  int
+	}
 
 	readers struct {
 		// Read holds the read lock while it reads through a handle, so
@@ -390,6 +395,7 @@ func (j *Journal) commit(group []pending) {
 	if pad := int(size - groupBytes); pad > 0 {
 		buf = appendPad(buf, w.seq, w.off+groupBytes, uint32(groupBytes), pad)
 	}
+	began := time.Now()
 	if n, err := w.f.Write(buf); err != nil || n != len(buf) {
 		if err == nil {
 			err = io.ErrShortWrite
@@ -405,6 +411,7 @@ func (j *Journal) commit(group []pending) {
 		return
 	}
 	syncDuration := time.Since(start)
+	j.noteSlowGroup(start.Sub(began), syncDuration, size, len(group))
 	off := w.off
 	w.off += size
 	j.mu.Lock()
@@ -420,6 +427,27 @@ func (j *Journal) commit(group []pending) {
 		size := group[i].size
 		group[i].done(Location{File: w.seq, Offset: off, Length: uint32(size)}, nil)
 		off += int64(size)
+	}
+}
+
+// slowGroup: a group whose write and sync took longer than this is
+// logged (at most once per slowGroupLogEvery, with how many were not),
+// since every acknowledgement of the bookie waited for it.
+const (
+	slowGroup         = 50 * time.Millisecond
+	slowGroupLogEvery = time.Second
+)
+
+// noteSlowGroup logs a slow group (writer goroutine only).
+func (j *Journal) noteSlowGroup(write, sync time.Duration, bytes int64, records int) {
+	if write+sync < slowGroup {
+		return
+	}
+	j.slow.count++
+	if now := time.Now(); now.Sub(j.slow.logged) >= slowGroupLogEvery {
+		j.logger.Warn("slow journal group: acknowledgements waited for the disk", "write", write, "sync", sync,
+			"bytes", bytes, "records", records, "slow_groups_since_last_log", j.slow.count)
+		j.slow.logged, j.slow.count = now, 0
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -670,4 +672,42 @@ func TestReadWhileAppending(t *testing.T) {
 	acks.Wait()
 	close(locs)
 	readers.Wait()
+}
+
+// TestSlowGroupLogged: a group whose write and sync take longer than
+// slowGroup is logged as a warning, at most once per slowGroupLogEvery.
+func TestSlowGroupLogged(t *testing.T) {
+	fsys := vfs.NewMem()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	opts := testOptions(fsys)
+	opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	j, _, _ := openReplayed(t, opts)
+	defer mustClose(t, j)
+	mustAppend(t, j, addRecord(1, 0, 100))
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasSuffix(name, fileSuffix) {
+			time.Sleep(slowGroup + 10*time.Millisecond) // the disk is slow: a lower bound, never flaky
+		}
+		return nil
+	})
+	mustAppend(t, j, addRecord(1, 1, 100))
+	mustAppend(t, j, addRecord(1, 2, 100)) // within a second: counted, not logged
+	fsys.InjectError(nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "slow journal group"); n != 1 {
+		t.Fatalf("%d slow-group lines, want 1:\n%s", n, logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
