@@ -77,8 +77,9 @@ type passBuffer struct {
 // rewrote 120 MB in 75-112 ms, a whole core, and the produce p99 of the
 // same broker peaked in those 100 ms of every pass ("compact-half-max" in
 // `strata bench suite`). Paced, it takes about a sixth of a core for six
-// times as long, and a pass still averages 6/7 of the rate over its two
-// phases (57 MB/s at the default 64 MiB/s; issue 11 asks for >= 50).
+// times as long, and a pass still averages up to 6/7 of the rate over
+// its two phases (55-56 MB/s measured at the default 64 MiB/s, where
+// issue 11 asks for >= 50).
 const rewritePaceFactor = 6
 
 func newPassBuffer(bytes int64, rate float64) *passBuffer {
