@@ -90,7 +90,8 @@
 // which every fdatasync on the disk then waits for (36 ms on ext4 with
 // discard); the cuts keep each commit small. A crash midway leaves a
 // .removing file, which is not a journal file (it is never replayed) and
-// which Open finishes removing.
+// which Open finishes removing; one left by an I/O error is finished by
+// RemoveLeftovers (the bookie's GC calls it every run).
 //
 // # On-disk format
 //
@@ -210,6 +211,7 @@
 //   - Replay: I/O errors (nothing is repaired then), fn's error, ErrClosed.
 //     Corruption is not an error: see ReplayResult.
 //   - RemoveFile: ErrFileInUse, ErrNotFound, ErrClosed, I/O errors.
+//   - RemoveLeftovers: I/O errors.
 //   - Close: the journal's ErrFailed error if it failed; ErrClosed if
 //     already closed.
 package journal

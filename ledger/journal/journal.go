@@ -150,12 +150,11 @@ func Open(opts Options) (*Journal, error) {
 	}
 	var last uint64
 	for _, name := range names {
-		if seq, ok := parseFileName(strings.TrimSuffix(name, removingSuffix)); ok && name != fileName(seq) {
+		if seq, ok := parseRemovingName(name); ok {
 			// RemoveFile was removing it when the process stopped.
-			if err := j.removeInSteps(name); err != nil {
-				return nil, fmt.Errorf("journal: finishing the removal of %s: %w", name, err)
+			if err := j.finishRemoval(name); err != nil {
+				return nil, err
 			}
-			j.logger.Info("finished removing a journal file", "file", name)
 			last = max(last, seq)
 			continue
 		}
@@ -877,8 +876,44 @@ func (j *Journal) RemoveFile(seq uint64) error {
 }
 
 // removingSuffix names a file RemoveFile is removing: it does not parse as
-// a journal file, and Open finishes removing it after a crash.
+// a journal file, and Open (after a crash) or RemoveLeftovers (after a
+// failed RemoveFile) finishes removing it.
 const removingSuffix = ".removing"
+
+// parseRemovingName returns the sequence number of a file RemoveFile was
+// removing.
+func parseRemovingName(name string) (uint64, bool) {
+	seq, ok := parseFileName(strings.TrimSuffix(name, removingSuffix))
+	return seq, ok && name == fileName(seq)+removingSuffix
+}
+
+// RemoveLeftovers finishes removing the files a RemoveFile that failed
+// midway (an I/O error) left in Dir: they hold no records the journal
+// lists, only space. It must not run at the same time as RemoveFile.
+func (j *Journal) RemoveLeftovers() (int, error) {
+	names, err := j.opts.FS.List(j.opts.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("journal: %w", err)
+	}
+	n := 0
+	for _, name := range names {
+		if _, ok := parseRemovingName(name); ok {
+			if err := j.finishRemoval(name); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (j *Journal) finishRemoval(name string) error {
+	if err := j.removeInSteps(name); err != nil {
+		return fmt.Errorf("journal: finishing the removal of %s: %w", name, err)
+	}
+	j.logger.Info("finished removing a journal file", "file", name)
+	return nil
+}
 
 // removeInSteps removes the file name of Dir: it cuts it down
 // RemoveStepBytes at a time, syncing each cut (so each frees a bounded

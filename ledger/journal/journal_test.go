@@ -674,6 +674,46 @@ func TestReadWhileAppending(t *testing.T) {
 	readers.Wait()
 }
 
+// TestRemoveLeftovers: a removal an I/O error cut short leaves a
+// .removing file, which RemoveLeftovers removes without a restart.
+func TestRemoveLeftovers(t *testing.T) {
+	fsys := vfs.NewMem()
+	opts := testOptions(fsys)
+	opts.RemoveStepBytes = 4 << 10
+	j, _, _ := openReplayed(t, opts)
+	defer mustClose(t, j)
+	for i := range 60 {
+		mustAppend(t, j, addRecord(1, uint64(i), 300))
+	}
+	first := j.Files()[0].Seq
+	removing := fileName(first) + removingSuffix
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpTruncate && filepath.Base(name) == removing {
+			return errors.New("disk error")
+		}
+		return nil
+	})
+	if err := j.RemoveFile(first); err == nil {
+		t.Fatal("RemoveFile with a failing cut succeeded")
+	}
+	fsys.InjectError(nil)
+	if names, _ := fsys.List(testDir); !slices.Contains(names, removing) {
+		t.Fatalf("%s not left: %v", removing, names)
+	}
+	if n, err := j.RemoveLeftovers(); n != 1 || err != nil {
+		t.Fatalf("RemoveLeftovers: %d, %v", n, err)
+	}
+	if names, _ := fsys.List(testDir); slices.Contains(names, removing) {
+		t.Fatalf("%s still there: %v", removing, names)
+	}
+	if n, err := j.RemoveLeftovers(); n != 0 || err != nil {
+		t.Fatalf("RemoveLeftovers again: %d, %v", n, err)
+	}
+	if _, ok := parseRemovingName(fileName(first)); ok {
+		t.Fatal("a journal file's name parsed as a removing one")
+	}
+}
+
 // TestSlowGroupLogged: a group whose write and sync take longer than
 // slowGroup is logged as a warning, at most once per slowGroupLogEvery.
 func TestSlowGroupLogged(t *testing.T) {

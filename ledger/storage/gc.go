@@ -62,6 +62,11 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 
 // gc is one run. REQUIRES: s.gcMu held.
 func (s *Storage) gc(ctx context.Context, res *GCResult) error {
+	// A removal an I/O error cut short in an earlier run (RemoveFile
+	// runs only here, under gcMu).
+	if _, err := s.j.RemoveLeftovers(); err != nil {
+		return fmt.Errorf("storage: gc: %w", translate(err))
+	}
 	// A fresh checkpoint lets this run consider every file written so far.
 	if err := s.checkpoint(); err != nil {
 		return err
