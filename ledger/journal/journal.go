@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strata-log/strata/internal/logging"
 	"github.com/strata-log/strata/ledger/vfs"
 )
 
@@ -81,11 +82,8 @@ type Journal struct {
 	// w is owned by the writer goroutine once Replay has set it up; before
 	// that (and after the writer exits) by Replay and Close.
 	w writer
-	// slow counts slow groups since the last one logged (writer only).
-	slow struct {
-		logged time.Time
-		count  int
-	}
+	// slow limits the lines about slow groups.
+	slow logging.Limiter
 
 	readers struct {
 		// Read holds the read lock while it reads through a handle, so
@@ -126,6 +124,7 @@ func Open(opts Options) (*Journal, error) {
 		opts:       opts,
 		logger:     opts.Logger.With("component", "journal", "dir", opts.Dir),
 		writerDone: make(chan struct{}),
+		slow:       logging.Limiter{Every: slowGroupLogEvery},
 	}
 	j.mu.cond.L = &j.mu.Mutex
 	j.mu.spaceFreed = make(chan struct{})
@@ -437,16 +436,11 @@ const (
 	slowGroupLogEvery = time.Second
 )
 
-// noteSlowGroup logs a slow group (writer goroutine only).
+// noteSlowGroup logs a slow group.
 func (j *Journal) noteSlowGroup(write, sync time.Duration, bytes int64, records int) {
-	if write+sync < slowGroup {
-		return
-	}
-	j.slow.count++
-	if now := time.Now(); now.Sub(j.slow.logged) >= slowGroupLogEvery {
-		j.logger.Warn("slow journal group: acknowledgements waited for the disk", "write", write, "sync", sync,
-			"bytes", bytes, "records", records, "slow_groups_since_last_log", j.slow.count)
-		j.slow.logged, j.slow.count = now, 0
+	if write+sync >= slowGroup {
+		j.slow.Warn(j.logger, time.Now(), "slow journal group: acknowledgements waited for the disk",
+			"write", write, "sync", sync, "bytes", bytes, "records", records)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -718,10 +717,9 @@ func TestRemoveLeftovers(t *testing.T) {
 // slowGroup is logged as a warning, at most once per slowGroupLogEvery.
 func TestSlowGroupLogged(t *testing.T) {
 	fsys := vfs.NewMem()
-	var logs bytes.Buffer
-	var mu sync.Mutex
+	var logs syncBuffer
 	opts := testOptions(fsys)
-	opts.Logger = slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil))
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	j, _, _ := openReplayed(t, opts)
 	defer mustClose(t, j)
 	mustAppend(t, j, addRecord(1, 0, 100))
@@ -734,20 +732,25 @@ func TestSlowGroupLogged(t *testing.T) {
 	mustAppend(t, j, addRecord(1, 1, 100))
 	mustAppend(t, j, addRecord(1, 2, 100)) // within a second: counted, not logged
 	fsys.InjectError(nil)
-	mu.Lock()
-	defer mu.Unlock()
 	if n := strings.Count(logs.String(), "slow journal group"); n != 1 {
 		t.Fatalf("%d slow-group lines, want 1:\n%s", n, logs.String())
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

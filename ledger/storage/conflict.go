@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/strata-log/strata/ledger/index"
@@ -39,7 +38,7 @@ func (s *Storage) conflict(b *index.Batch, ledgerID, entryID uint64, payload []b
 		}
 		if live {
 			s.metrics.overwritesRefused.Inc()
-			s.refusals.log(s, "refused an add that would replace a stored entry with different bytes",
+			s.refusals.Warn(s.logger, s.now(), "refused an add that would replace a stored entry with different bytes",
 				"ledger", ledgerID, "entry", entryID, "stored_bytes", len(rec.Payload), "new_bytes", len(payload))
 		}
 		return fmt.Errorf("%w: ledger %d entry %d", ErrEntryConflict, ledgerID, entryID), nil
@@ -88,27 +87,7 @@ func (s *Storage) applyRecord(b *index.Batch, rec journal.Record, loc journal.Lo
 	return err
 }
 
-// logLimiter lets one log line through per logEvery and says how many it
-// held back, so that a client sending bad requests in a loop cannot flood
-// the log; the metrics count every one.
-type logLimiter struct {
-	mu      sync.Mutex
-	next    time.Time
-	dropped int
-}
-
-const logEvery = 10 * time.Second
-
-func (l *logLimiter) log(s *Storage, msg string, args ...any) {
-	now := s.now()
-	l.mu.Lock()
-	if now.Before(l.next) {
-		l.dropped++
-		l.mu.Unlock()
-		return
-	}
-	dropped := l.dropped
-	l.next, l.dropped = now.Add(logEvery), 0
-	l.mu.Unlock()
-	s.logger.Warn(msg, append(args, "similar_not_logged", dropped)...)
-}
+// refusalLogEvery: at most one line about refused overwrites per this
+// (s.refusals), so that a client sending them in a loop cannot flood the
+// log; the metrics count every one.
+const refusalLogEvery = 10 * time.Second

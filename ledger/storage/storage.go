@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/bytebudget"
+	"github.com/strata-log/strata/internal/logging"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/vfs"
@@ -133,7 +134,7 @@ type Storage struct {
 	gcKick      chan struct{}
 
 	fatalOnce sync.Once
-	refusals  logLimiter // log lines about refused overwrites
+	refusals  logging.Limiter // log lines about refused overwrites
 
 	// For tests and benchmarks.
 	groups, groupRecords atomic.Int64
@@ -160,6 +161,7 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 		quarantined: map[uint64]bool{},
 		lastMajor:   o.Now(),
 		gcKick:      make(chan struct{}, 1),
+		refusals:    logging.Limiter{Every: refusalLogEvery},
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics() // unregistered: updates go nowhere
