@@ -146,10 +146,14 @@ func TestProduceSyncExplicitPartitionAndTimestamp(t *testing.T) {
 	if _, err := p.ProduceSync(ctx, NewRecord("nope", nil, nil)); !errors.Is(err, ErrUnknownTopic) || rpcerror.Reason(err) != rpcerror.ReasonNotFound {
 		t.Fatalf("unknown topic: %v (reason %q)", err, rpcerror.Reason(err))
 	}
-	// Keyless records stick to one partition per batch.
+	// Keyless records stick to one partition per batch. The linger is long
+	// so that the five are one linger window however slow the machine (at
+	// the default 5 ms, a busy CI machine let the window close between two
+	// of them and the partition moved, as it should).
+	sticky := newTestProducer(t, c, ProducerConfig{Linger: 2 * time.Second})
 	var d deliveries
 	for range 5 {
-		if err := p.Produce(ctx, NewRecord("t", nil, []byte("x")), d.cb()); err != nil {
+		if err := sticky.Produce(ctx, NewRecord("t", nil, []byte("x")), d.cb()); err != nil {
 			t.Fatal(err)
 		}
 	}
