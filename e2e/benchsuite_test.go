@@ -97,6 +97,16 @@ func TestBenchSuiteQuick(t *testing.T) {
 			c.BytesIn <= 0 || c.BytesOut <= 0 || c.MBPerSecPerPass <= 0 || len(c.Before) == 0 {
 			t.Errorf("%s: compaction %+v", w.Name, c)
 		}
+		// The nodes' latencies were read at every phase change; a control
+		// cycle (when one fitted) was measured like a compacting one.
+		if c := w.Compaction; c != nil {
+			if c.NodesBefore == nil || c.NodesBefore.Appends <= 0 || c.NodesCompacting == nil || c.NodesCompacting.Reads <= 0 {
+				t.Errorf("%s: node latencies without compaction %+v, compacting %+v", w.Name, c.NodesBefore, c.NodesCompacting)
+			}
+			if (c.ControlCycles > 0) != (len(c.Control) > 0 && c.NodesControl != nil) {
+				t.Errorf("%s: %d control cycles, latency %+v, nodes %+v", w.Name, c.ControlCycles, c.Control, c.NodesControl)
+			}
+		}
 	}
 	if len(benchsuite.Ratios(rep.Limits, run)) == 0 {
 		t.Error("no ratios")

@@ -34,12 +34,14 @@ loopback TCP round trip. Then, per cluster shape, the workloads:
   catch-up         read produce-max's topic from the earliest offset
   produce-max-64k  produce as fast as possible, 64 KiB records
   compact-half-max open-loop produce (no consumer) at 50% of produce-max for
-                   2.5 x --duration, alternating
+                   4 x --duration, alternating
                    windows without compaction with cycles that switch one of
                    three 256 MB keyed topics (2,000 keys, 8 MiB segments)
-                   written before it to cleanup.policy=compact: the passes'
-                   input MB/s and the load's latency while compacting
-                   against the windows without
+                   written before it to cleanup.policy=compact, each followed
+                   by a control cycle as long that switches nothing: the
+                   passes' input MB/s and the load's latency while
+                   compacting, and in the control cycles, against the
+                   windows without
 
 It records CPU seconds per process (/proc/PID/stat) and the bookies' journal
 group sizes (their /metrics) around each workload, writes a JSON report to

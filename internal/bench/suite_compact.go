@@ -17,10 +17,13 @@ import (
 
 // WorkloadCompact's source topics: keyed records written before the load,
 // one topic per cycle. The load alternates between windows without
-// compaction and windows with it: each cycle switches one source to
-// cleanup.policy=compact. Interleaving the two, rather than comparing one
-// window before a switch with one after it, lets both sides see the same
-// minutes of this machine, whose speed moves by 2x within a run.
+// compaction and cycles: a compacting cycle switches one source to
+// cleanup.policy=compact, and the control cycle after it lasts as long
+// with nothing switched. Interleaving them, rather than comparing one
+// window before a switch with one after it, lets every side see the same
+// minutes of this machine, whose speed moves by 2x within a run; the
+// control cycles, measured like the compacting ones, show what that
+// comparison reads when compaction changes nothing (an A/A test).
 const (
 	compactPartitions = 2
 	compactKeys       = 2000
@@ -53,14 +56,16 @@ const (
 )
 
 // compactLoad is how long WorkloadCompact's load runs for --duration d:
-// room for its cycles and the windows between them.
-func compactLoad(d time.Duration) time.Duration { return d * 5 / 2 }
+// room for its cycles, compacting and control, and the windows between
+// them.
+func compactLoad(d time.Duration) time.Duration { return d * 4 }
 
 // Latency phases of WorkloadCompact's load (Run.SetPhase): the warm-up
-// is phase 0; cycle i is phase 3i+1 without compaction, then 3i+2 from
-// the switch until its passes are swapped in, then 3i+3 for
-// compactSettle; after the last cycle the load runs without compaction
-// again (phase 3n+1).
+// is phase 0; cycle i (compacting or control) is phase 3i+1 without
+// compaction, then 3i+2 from the switch until its passes are swapped in
+// (a control cycle: as long as the compacting cycle before it took),
+// then 3i+3 for compactSettle; after the last cycle the load runs without
+// compaction again (phase 3n+1).
 const phaseWarmup = 0
 
 func phaseOff(cycle int) int     { return 3*cycle + 1 }
@@ -92,11 +97,16 @@ type compaction struct {
 	result  benchsuite.Compaction
 	done    chan struct{}
 	err     error // set before done closes
-	// cycles: how many sources were switched (set before done closes).
-	cycles int
+	// control[i]: whether cycle i was a control cycle; len(control) is
+	// how many cycles ran (set before done closes).
+	control []bool
 	// bookiesAtSwitch: the bookies' metrics at the first switch (set
 	// before done closes; nil if none was made).
 	bookiesAtSwitch []benchsuite.Samples
+	// The nodes' latency histograms at the last phase change, and their
+	// growth over the windows of each side (nodes.add).
+	nodesAt                           []benchsuite.Samples
+	nodesOff, nodesWith, nodesControl benchsuite.Samples
 }
 
 // compactShape returns the number of cycles and each source's bytes and
@@ -113,7 +123,8 @@ func compactShape(quick bool) (cycles int, sourceBytes float64, segmentBytes int
 // acks, waiting for every acknowledgement.
 func (sr *suiteRunner) prepareCompaction(ctx context.Context, quick bool) (*compaction, error) {
 	cycles, sourceBytes, segmentBytes := compactShape(quick)
-	c := &compaction{sr: sr, done: make(chan struct{})}
+	c := &compaction{sr: sr, done: make(chan struct{}),
+		nodesOff: benchsuite.Samples{}, nodesWith: benchsuite.Samples{}, nodesControl: benchsuite.Samples{}}
 	c.result = benchsuite.Compaction{SourceBytes: int64(sourceBytes), SourceKeys: compactKeys, SegmentBytes: segmentBytes}
 	setupCtx, cancel := context.WithTimeout(ctx, workloadSetupTimeout)
 	defer cancel()
@@ -174,9 +185,10 @@ func (sr *suiteRunner) writeKeyed(ctx context.Context, topic string, bytes int64
 }
 
 // start watches run's load in the background, which lasts d: it
-// alternates windows without compaction, of d/(2n+1) for n sources, with
-// cycles that switch one source to compact and wait for its passes (one
-// per partition), as long as a cycle and the window after it still fit.
+// alternates windows without compaction, of d/(4n+2) for n sources, with
+// cycles: one that switches a source to compact and waits for its passes
+// (one per partition), then a control cycle as long, as long as a cycle
+// and the window after it still fit.
 func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
 	run.SetPhase(phaseWarmup)
 	go func() {
@@ -187,11 +199,12 @@ func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
 
 func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error {
 	start := time.Now()
-	off := d / time.Duration(2*len(c.sources)+1)
+	off := d / time.Duration(4*len(c.sources)+2)
 	warmup := warmupFor(off)
 	c.result.WarmupSeconds = warmup.Seconds()
-	var cycle time.Duration // the longest cycle so far, off window included
-	for i, topic := range c.sources {
+	var cycle time.Duration      // the longest cycle so far, off window included
+	var compacting time.Duration // the last compacting cycle's switch to its passes' swap
+	for i := 0; i < 2*len(c.sources); i++ {
 		if i > 0 && time.Since(start)+cycle+off > d {
 			break
 		}
@@ -202,6 +215,7 @@ func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error
 				return err
 			}
 			run.SetPhase(phaseOff(0))
+			c.nodesChanged(ctx, nil)
 			wait -= warmup
 		}
 		if err := ctxtime.Sleep(ctx, wait); err != nil {
@@ -210,10 +224,19 @@ func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error
 		if i == 0 {
 			c.bookiesAtSwitch = c.sr.scrape(ctx, devcluster.RoleBookie)
 		}
+		control := i%2 == 1
 		run.SetPhase(phaseDuring(i))
-		err := c.compactSource(ctx, topic)
+		c.nodesChanged(ctx, c.nodesOff)
+		c.control = append(c.control, control)
+		switched := time.Now()
+		var err error
+		if control {
+			err = ctxtime.Sleep(ctx, compacting)
+		} else {
+			err = c.compactSource(ctx, c.sources[i/2])
+			compacting = time.Since(switched)
+		}
 		run.SetPhase(phaseSettled(i))
-		c.cycles = i + 1
 		if err != nil {
 			run.SetPhase(phaseOff(i + 1))
 			return err
@@ -223,9 +246,29 @@ func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error
 		case <-time.After(compactSettle):
 		}
 		run.SetPhase(phaseOff(i + 1))
+		c.nodesChanged(ctx, c.side(control))
 		cycle = max(cycle, time.Since(began))
 	}
 	return nil
+}
+
+// side is where the nodes' latencies of a cycle's windows add up.
+func (c *compaction) side(control bool) benchsuite.Samples {
+	if control {
+		return c.nodesControl
+	}
+	return c.nodesWith
+}
+
+// nodesChanged scrapes the brokers' and bookies' latency histograms at a
+// phase change and adds their growth since the last change to ended, the
+// side of the window that just ended (nil: the warm-up, counted nowhere).
+func (c *compaction) nodesChanged(ctx context.Context, ended benchsuite.Samples) {
+	now := append(c.sr.scrape(ctx, devcluster.RoleBroker), c.sr.scrape(ctx, devcluster.RoleBookie)...)
+	if ended != nil && c.nodesAt != nil {
+		benchsuite.AddNodeDeltas(ended, c.nodesAt, now)
+	}
+	c.nodesAt = now
 }
 
 // compactSource switches topic to compact and waits until each of its
@@ -299,23 +342,37 @@ func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workloa
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	c.nodesChanged(ctx, c.nodesOff) // the window after the last cycle
 	res := c.result
-	res.Sources, res.Cycles = len(c.sources), c.cycles
+	res.Sources = len(c.sources)
 	for i, s := range bookies {
 		if i < len(c.bookiesAtSwitch) {
 			res.BookieGCCopiedBytes += s[metricBookieGCCopied] - c.bookiesAtSwitch[i][metricBookieGCCopied]
 		}
 	}
-	var off, during, settled []int
-	for i := range c.cycles {
-		off, during, settled = append(off, phaseOff(i)), append(during, phaseDuring(i)), append(settled, phaseSettled(i))
+	var off, during, settled, control []int
+	for i, isControl := range c.control {
+		off = append(off, phaseOff(i))
+		if isControl {
+			res.ControlCycles++
+			control = append(control, phaseDuring(i), phaseSettled(i))
+			continue
+		}
+		res.Cycles++
+		during, settled = append(during, phaseDuring(i)), append(settled, phaseSettled(i))
 		without := PhaseLatency(run, phaseOff(i))
 		with := PhaseLatency(run, phaseDuring(i), phaseSettled(i))
 		res.CycleP99Ratios = append(res.CycleP99Ratios, benchsuite.P99Ratio(with, without, benchsuite.LatencyPublishAck))
 	}
-	off = append(off, phaseOff(c.cycles))
+	off = append(off, phaseOff(len(c.control)))
 	res.Before = PhaseLatency(run, off...)
 	res.During, res.After = PhaseLatency(run, during...), PhaseLatency(run, settled...)
+	if len(control) > 0 {
+		res.Control = PhaseLatency(run, control...)
+	}
+	res.NodesBefore = benchsuite.NodeLatencyOf(c.nodesOff)
+	res.NodesCompacting = benchsuite.NodeLatencyOf(c.nodesWith)
+	res.NodesControl = benchsuite.NodeLatencyOf(c.nodesControl)
 	w.Latency = PhaseLatency(run, append(during, settled...)...)
 	w.Compaction = &res
 	return c.err

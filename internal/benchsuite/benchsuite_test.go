@@ -106,6 +106,40 @@ func TestParseMetricsAndJournalDelta(t *testing.T) {
 	}
 }
 
+// TestNodeLatency: the growth of the nodes' histograms over two windows of
+// one side adds up, and the means are over both windows' counts.
+func TestNodeLatency(t *testing.T) {
+	h := func(name string, sum, count float64) Samples {
+		return Samples{name + "_sum": sum, name + "_count": count}
+	}
+	broker := func(sum, count float64) Samples { return h(MetricAppendSeconds, sum, count) }
+	bookie := func(add, adds, sync, syncs float64) Samples {
+		s := h(MetricAddSeconds, add, adds)
+		for k, v := range h(MetricSyncSeconds, sync, syncs) {
+			s[k] = v
+		}
+		return s
+	}
+	t0 := []Samples{broker(1, 100), bookie(0.3, 300, 0.1, 200)}
+	t1 := []Samples{broker(1.5, 200), bookie(0.6, 400, 0.2, 300)} // window 1: 5 ms appends, 3 ms adds, 1 ms syncs
+	t2 := []Samples{broker(1.5, 200), bookie(0.6, 400, 0.2, 300)} // unchanged: not this side's
+	t3 := []Samples{broker(3.0, 300), bookie(1.5, 500, 0.5, 400)} // window 2: 15 ms, 9 ms, 3 ms
+	acc := Samples{}
+	AddNodeDeltas(acc, t0, t1)
+	AddNodeDeltas(acc, t2, t3)
+	got := NodeLatencyOf(acc)
+	want := &NodeLatency{BrokerAppendMs: 10, Appends: 200, BookieAddMs: 6, Adds: 200, JournalSyncMs: 2, Syncs: 200}
+	if !approx(got, want) {
+		t.Fatalf("NodeLatencyOf = %+v, want %+v", got, want)
+	}
+	if s := got.String(); s != "append 10.00 ms, add 6.00, sync 2.00" {
+		t.Errorf("String() = %q", s)
+	}
+	if l := NodeLatencyOf(Samples{}); l != nil || l.String() != "-" {
+		t.Errorf("nothing counted: %+v", l)
+	}
+}
+
 func TestReadsDelta(t *testing.T) {
 	parse := func(text string) Samples {
 		s, err := ParseMetrics(strings.NewReader(text))
@@ -131,7 +165,9 @@ func TestReadsDelta(t *testing.T) {
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-func approx(a, b *Journal) bool {
+// approx: the float fields of *a and *b (structs of floats) are equal to
+// 1e-9.
+func approx[T any](a, b *T) bool {
 	av, bv := reflect.ValueOf(*a), reflect.ValueOf(*b)
 	for i := range av.NumField() {
 		if math.Abs(av.Field(i).Float()-bv.Field(i).Float()) > 1e-9 {
@@ -162,10 +198,11 @@ func sampleReport() *Report {
 			{Name: WorkloadE2EHalf, MBPerSec: 45, Latency: []Latency{lat(LatencyPublishAck, 5, 30), lat(LatencyAckConsume, 2, 9)}},
 			{Name: WorkloadCatchUp, MBPerSec: 270},
 			// Merged, compacting is 1.25x of without; the cycles,
-			// each against the window before it, say 2.9x, 1.2x, 1.6x.
+			// each against the window before it, say 2.9x, 1.2x, 1.6x;
+			// the control cycles, 1.75x.
 			{Name: WorkloadCompact, MBPerSec: 45, Latency: []Latency{lat(LatencyPublishAck, 5, 40)},
-				Compaction: &Compaction{Cycles: 3, MBPerSecPerPass: 55, Before: []Latency{lat(LatencyPublishAck, 5, 32)},
-					CycleP99Ratios: []float64{2.9, 1.2, 1.6}}},
+				Compaction: &Compaction{Cycles: 3, ControlCycles: 3, MBPerSecPerPass: 55, Before: []Latency{lat(LatencyPublishAck, 5, 32)},
+					Control: []Latency{lat(LatencyPublishAck, 5, 56)}, CycleP99Ratios: []float64{2.9, 1.2, 1.6}}},
 		}}},
 	}
 }
@@ -196,6 +233,7 @@ func TestRatios(t *testing.T) {
 		{WorkloadCompact + "/compaction MB/s per pass", 55, true},
 		// The merged windows' ratio, not the cycles' median (1.6x).
 		{WorkloadCompact + "/pub->ack p99 compacting ÷ not", 1.25, true},
+		{WorkloadCompact + "/pub->ack p99 control ÷ not", 1.75, false},
 	} {
 		x, ok := got[tc.key]
 		if !ok {

@@ -122,6 +122,85 @@ func JournalDelta(before, after []Samples, secs float64) *Journal {
 	return j
 }
 
+// The nodes' latency histograms (broker/partlog/metrics.go,
+// ledger/storage/metrics.go), of which NodeLatency reads _sum and _count.
+const (
+	MetricAppendSeconds = "strata_broker_append_duration_seconds"
+	MetricAddSeconds    = "strata_bookie_add_latency_seconds"
+	MetricReadSeconds   = "strata_bookie_read_latency_seconds"
+)
+
+// NodeLatency is the mean, in milliseconds, of the nodes' own latency
+// histograms over some windows, with how many each counted: what part of
+// the load's publish->ack latency the brokers, the bookies and the disk
+// took.
+type NodeLatency struct {
+	// BrokerAppendMs: a batch's arrival at a partition log to its
+	// acknowledgement (the bookies' adds, the network and the broker).
+	BrokerAppendMs float64 `json:"broker_append_ms"`
+	Appends        float64 `json:"appends"`
+	// BookieAddMs: an add's arrival in a bookie's storage to its
+	// durable acknowledgement (the journal's queue, write and sync).
+	BookieAddMs float64 `json:"bookie_add_ms"`
+	Adds        float64 `json:"adds"`
+	// JournalSyncMs: one journal group's fdatasync.
+	JournalSyncMs float64 `json:"journal_sync_ms"`
+	Syncs         float64 `json:"syncs"`
+	// BookieReadMs: one entry read by a bookie (the passes' reads).
+	BookieReadMs float64 `json:"bookie_read_ms"`
+	Reads        float64 `json:"reads"`
+}
+
+// nodeLatencyMetrics are the histograms NodeLatency reads.
+var nodeLatencyMetrics = []string{MetricAppendSeconds, MetricAddSeconds, MetricSyncSeconds, MetricReadSeconds}
+
+// AddNodeDeltas adds to acc the growth of the histograms NodeLatency
+// reads from before to after (samples of the same nodes, in the same
+// order).
+func AddNodeDeltas(acc Samples, before, after []Samples) {
+	for i := range min(len(before), len(after)) {
+		for _, m := range nodeLatencyMetrics {
+			for _, suffix := range []string{"_sum", "_count"} {
+				acc[m+suffix] += after[i][m+suffix] - before[i][m+suffix]
+			}
+		}
+	}
+}
+
+// NodeLatencyOf is the means of the histograms accumulated in acc
+// (AddNodeDeltas); nil when acc counted nothing.
+func NodeLatencyOf(acc Samples) *NodeLatency {
+	mean := func(m string) (ms, n float64) {
+		n = acc[m+"_count"]
+		if n <= 0 {
+			return 0, 0
+		}
+		return acc[m+"_sum"] / n * 1e3, n
+	}
+	var l NodeLatency
+	l.BrokerAppendMs, l.Appends = mean(MetricAppendSeconds)
+	l.BookieAddMs, l.Adds = mean(MetricAddSeconds)
+	l.JournalSyncMs, l.Syncs = mean(MetricSyncSeconds)
+	l.BookieReadMs, l.Reads = mean(MetricReadSeconds)
+	if l.Appends+l.Adds+l.Syncs+l.Reads == 0 {
+		return nil
+	}
+	return &l
+}
+
+// String is "append 5.99 ms, add 3.41, sync 1.32, read 3.60" (read only
+// when there were reads).
+func (l *NodeLatency) String() string {
+	if l == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("append %.2f ms, add %.2f, sync %.2f", l.BrokerAppendMs, l.BookieAddMs, l.JournalSyncMs)
+	if l.Reads > 0 {
+		s += fmt.Sprintf(", read %.2f", l.BookieReadMs)
+	}
+	return s
+}
+
 // Broker read metrics (broker/partlog/metrics.go): counters.
 const (
 	MetricFetchedBytes    = "strata_broker_fetched_bytes_total"

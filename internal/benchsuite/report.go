@@ -149,19 +149,22 @@ type Workload struct {
 
 // Compaction is what the brokers' compaction metrics said of the passes
 // of WorkloadCompact, summed over the brokers. The load alternates
-// windows without compaction and cycles that each switch one source topic
-// to compact.
+// windows without compaction and cycles, which either switch one source
+// topic to compact or, every other one, are control cycles: as long as
+// the cycle before them, with nothing switched.
 type Compaction struct {
 	// Sources topics of SourceBytes each, of keyed records (SourceKeys
 	// keys) in segments of SegmentBytes, were written before the load;
-	// Cycles of them were compacted within it.
-	Sources      int   `json:"sources"`
-	Cycles       int   `json:"cycles"`
-	SourceBytes  int64 `json:"source_bytes"`
-	SourceKeys   int   `json:"source_keys"`
-	SegmentBytes int   `json:"segment_bytes"`
-	Passes       int   `json:"passes"`
-	Errors       int   `json:"errors"`
+	// Cycles of them were compacted within it, and ControlCycles control
+	// cycles ran between them.
+	Sources       int   `json:"sources"`
+	Cycles        int   `json:"cycles"`
+	ControlCycles int   `json:"control_cycles"`
+	SourceBytes   int64 `json:"source_bytes"`
+	SourceKeys    int   `json:"source_keys"`
+	SegmentBytes  int   `json:"segment_bytes"`
+	Passes        int   `json:"passes"`
+	Errors        int   `json:"errors"`
 	// BytesIn and BytesOut: batch bytes the passes read and wrote.
 	BytesIn  float64 `json:"bytes_in"`
 	BytesOut float64 `json:"bytes_out"`
@@ -183,9 +186,21 @@ type Compaction struct {
 	// both.
 	During []Latency `json:"latency_during"`
 	After  []Latency `json:"latency_after"`
-	// CycleP99Ratios: per cycle, publish->ack p99 of its passes and
-	// settle window ÷ that of the window without compaction before it.
+	// Control: the load's latency in the control cycles and their
+	// settle windows. Against Before, it is what the measurement reads
+	// with nothing compacted: this machine's own noise in the same
+	// minutes (an A/A test).
+	Control []Latency `json:"latency_control,omitempty"`
+	// CycleP99Ratios: per cycle that compacted, publish->ack p99 of its
+	// passes and settle window ÷ that of the window without compaction
+	// before it.
 	CycleP99Ratios []float64 `json:"cycle_p99_ratios,omitempty"`
+	// NodesBefore, NodesCompacting and NodesControl: the nodes' own
+	// latencies over the windows of Before, of the Workload's Latency and
+	// of Control: where the load's latency went.
+	NodesBefore     *NodeLatency `json:"nodes_before,omitempty"`
+	NodesCompacting *NodeLatency `json:"nodes_compacting,omitempty"`
+	NodesControl    *NodeLatency `json:"nodes_control,omitempty"`
 	// CPU the cycles' windows used, per role (core-seconds).
 	CPUPerRole map[string]float64 `json:"cpu_per_role_seconds,omitempty"`
 	// BookieGCCopiedBytes: live journal bytes the bookies copied from the
@@ -340,8 +355,12 @@ func (r *Report) Fprint(w io.Writer) error {
 				line += fmt.Sprintf("\n  %-16s %d of %d sources compacted: %d pass(es), %.0f MB in, %.0f MB out in %.2f s (%.1f MB/s per pass); bookie journal GC copied %.0f MB",
 					"", c.Cycles, c.Sources, c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
 				p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
-				line += fmt.Sprintf("\n  %-16s pub->ack p99 without compaction %.2f ms, during the passes %.2f ms, settling %.2f ms; per cycle %s",
-					"", p99(c.Before), p99(c.During), p99(c.After), FormatRatios(c.CycleP99Ratios))
+				line += fmt.Sprintf("\n  %-16s pub->ack p99 without compaction %.2f ms, during the passes %.2f ms, settling %.2f ms, control cycles %.2f ms; per cycle %s",
+					"", p99(c.Before), p99(c.During), p99(c.After), p99(c.Control), FormatRatios(c.CycleP99Ratios))
+				if c.NodesBefore != nil {
+					line += fmt.Sprintf("\n  %-16s node means without compaction: %s; compacting: %s; control: %s",
+						"", c.NodesBefore, c.NodesCompacting, c.NodesControl)
+				}
 			}
 			if m := wl.Memory; m != nil {
 				line += fmt.Sprintf("\n  %-16s %s", "", m.Summary())

@@ -46,10 +46,14 @@ func Logger(format, level string) (*slog.Logger, error) {
 }
 
 // NewRegistry returns a metrics registry with Go runtime and process
-// collectors.
+// collectors. The Go collector adds the scheduler's metrics to its
+// defaults: go_sched_latencies_seconds (how long goroutines waited to run
+// once runnable) is how a node's latency shows that it is short of CPU.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 
