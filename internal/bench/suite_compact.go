@@ -104,7 +104,7 @@ type compaction struct {
 	// before done closes; nil if none was made).
 	bookiesAtSwitch []benchsuite.Samples
 	// The nodes' latency histograms at the last phase change, and their
-	// growth over the windows of each side (nodes.add).
+	// growth over the windows of each side (nodesChanged).
 	nodesAt                           []benchsuite.Samples
 	nodesOff, nodesWith, nodesControl benchsuite.Samples
 }

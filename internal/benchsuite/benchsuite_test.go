@@ -234,6 +234,7 @@ func TestRatios(t *testing.T) {
 		// The merged windows' ratio, not the cycles' median (1.6x).
 		{WorkloadCompact + "/pub->ack p99 compacting ÷ not", 1.25, true},
 		{WorkloadCompact + "/pub->ack p99 control ÷ not", 1.75, false},
+		{WorkloadCompact + "/pub->ack p99 compacting ÷ control", 40.0 / 56, true},
 	} {
 		x, ok := got[tc.key]
 		if !ok {
