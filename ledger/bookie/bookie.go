@@ -91,6 +91,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		WritableBelow:              cfg.WritableBelow,
 		GCInterval:                 cfg.GCInterval,
 		CompactMaxBytesPerSecond:   cfg.GCCompactionMaxBytesPerSecond,
+		RemoveMaxBytesPerSecond:    cfg.GCRemoveMaxBytesPerSecond,
 		CompactBelowLiveRatio:      cfg.GCMinorRatio,
 		MajorCompactBelowLiveRatio: cfg.GCMajorRatio,
 		MajorCompactInterval:       cfg.GCMajorInterval,

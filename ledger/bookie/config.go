@@ -45,6 +45,10 @@ type Config struct {
 	// copies (storage.Options.CompactMaxBytesPerSecond; negative:
 	// unbounded).
 	GCCompactionMaxBytesPerSecond int64 `mapstructure:"gc-compaction-max-bytes-per-second"`
+	// GCRemoveMaxBytesPerSecond paces the removal of journal files GC no
+	// longer needs (storage.Options.RemoveMaxBytesPerSecond; negative:
+	// unbounded).
+	GCRemoveMaxBytesPerSecond int64 `mapstructure:"gc-remove-max-bytes-per-second"`
 	// GCMinorRatio, GCMajorRatio and GCMajorInterval are journal
 	// compaction's minor and major live-ratio thresholds
 	// (storage.Options.CompactBelowLiveRatio and MajorCompactBelowLiveRatio,
@@ -93,6 +97,7 @@ func DefaultConfig() Config {
 		JournalDirectIO:               true,
 		GCInterval:                    time.Minute,
 		GCCompactionMaxBytesPerSecond: storage.DefaultCompactMaxBytesPerSecond,
+		GCRemoveMaxBytesPerSecond:     storage.DefaultRemoveMaxBytesPerSecond,
 		GCMinorRatio:                  storage.DefaultCompactBelowLiveRatio,
 		GCMajorRatio:                  storage.DefaultMajorCompactBelowLiveRatio,
 		GCMajorInterval:               storage.DefaultMajorCompactInterval,

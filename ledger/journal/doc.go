@@ -88,7 +88,9 @@
 // it RemoveStepBytes at a time (each cut synced), unlinks it and fsyncs DIR.
 // One unlink of a 256 MiB file frees its extents in one file-system commit,
 // which every fdatasync on the disk then waits for (36 ms on ext4 with
-// discard); the cuts keep each commit small. A crash midway leaves a
+// discard); the cuts keep each commit small, and the caller's pacer
+// spaces them out (three bookies cutting at once still stalled the disk).
+// A crash midway leaves a
 // .removing file, which is not a journal file (it is never replayed) and
 // which Open finishes removing; one left by an I/O error is finished by
 // RemoveLeftovers (the bookie's GC calls it every run).

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/logging"
 	"github.com/strata-log/strata/ledger/vfs"
 )
@@ -151,7 +152,7 @@ func Open(opts Options) (*Journal, error) {
 	for _, name := range names {
 		if seq, ok := parseRemovingName(name); ok {
 			// RemoveFile was removing it when the process stopped.
-			if err := j.finishRemoval(name); err != nil {
+			if err := j.finishRemoval(context.Background(), name, nil); err != nil {
 				return nil, err
 			}
 			last = max(last, seq)
@@ -831,7 +832,11 @@ func (j *Journal) Files() []FileInfo {
 // RemoveFile deletes file seq and syncs the directory. It refuses the file
 // being written (ErrFileInUse), unknown files (ErrNotFound), and runs not
 // during Replay. The caller decides that nothing in the file is needed.
-func (j *Journal) RemoveFile(seq uint64) error {
+//
+// pace, unless nil, holds the cuts (RemoveStepBytes) to its rate. ctx ends
+// a wait between cuts: the file is then no longer the journal's, and what
+// is left of it is finished by RemoveLeftovers or the next Open.
+func (j *Journal) RemoveFile(ctx context.Context, seq uint64, pace *ctxtime.Pacer) error {
 	j.mu.Lock()
 	size, known := j.mu.files[seq]
 	var err error
@@ -863,7 +868,7 @@ func (j *Journal) RemoveFile(seq uint64) error {
 	if err := j.opts.FS.SyncDir(j.opts.Dir); err != nil {
 		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
 	}
-	if err := j.removeInSteps(fileName(seq) + removingSuffix); err != nil {
+	if err := j.removeInSteps(ctx, fileName(seq)+removingSuffix, pace); err != nil {
 		return fmt.Errorf("journal: removing %s: %w", fileName(seq), err)
 	}
 	return nil
@@ -882,9 +887,10 @@ func parseRemovingName(name string) (uint64, bool) {
 }
 
 // RemoveLeftovers finishes removing the files a RemoveFile that failed
-// midway (an I/O error) left in Dir: they hold no records the journal
-// lists, only space. It must not run at the same time as RemoveFile.
-func (j *Journal) RemoveLeftovers() (int, error) {
+// midway (an I/O error, or its ctx ended) left in Dir: they hold no
+// records the journal lists, only space. It must not run at the same time
+// as RemoveFile; pace as RemoveFile's.
+func (j *Journal) RemoveLeftovers(ctx context.Context, pace *ctxtime.Pacer) (int, error) {
 	names, err := j.opts.FS.List(j.opts.Dir)
 	if err != nil {
 		return 0, fmt.Errorf("journal: %w", err)
@@ -892,7 +898,7 @@ func (j *Journal) RemoveLeftovers() (int, error) {
 	n := 0
 	for _, name := range names {
 		if _, ok := parseRemovingName(name); ok {
-			if err := j.finishRemoval(name); err != nil {
+			if err := j.finishRemoval(ctx, name, pace); err != nil {
 				return n, err
 			}
 			n++
@@ -901,8 +907,8 @@ func (j *Journal) RemoveLeftovers() (int, error) {
 	return n, nil
 }
 
-func (j *Journal) finishRemoval(name string) error {
-	if err := j.removeInSteps(name); err != nil {
+func (j *Journal) finishRemoval(ctx context.Context, name string, pace *ctxtime.Pacer) error {
+	if err := j.removeInSteps(ctx, name, pace); err != nil {
 		return fmt.Errorf("journal: finishing the removal of %s: %w", name, err)
 	}
 	j.logger.Info("finished removing a journal file", "file", name)
@@ -912,9 +918,9 @@ func (j *Journal) finishRemoval(name string) error {
 // removeInSteps removes the file name of Dir: it cuts it down
 // RemoveStepBytes at a time, syncing each cut (so each frees a bounded
 // share of extents in its own file-system commit, see
-// Options.RemoveStepBytes), then unlinks it and syncs Dir. A missing file
-// is already removed.
-func (j *Journal) removeInSteps(name string) error {
+// Options.RemoveStepBytes), each after pace allows it, then unlinks it and
+// syncs Dir. A missing file is already removed.
+func (j *Journal) removeInSteps(ctx context.Context, name string, pace *ctxtime.Pacer) error {
 	path := filepath.Join(j.opts.Dir, name)
 	if step := j.opts.RemoveStepBytes; step > 0 {
 		f, err := j.opts.FS.OpenReadWrite(path)
@@ -924,7 +930,7 @@ func (j *Journal) removeInSteps(name string) error {
 		if err != nil {
 			return err
 		}
-		if err := cutInSteps(f, step); err != nil {
+		if err := cutInSteps(ctx, f, step, pace); err != nil {
 			f.Close()
 			return err
 		}
@@ -938,14 +944,19 @@ func (j *Journal) removeInSteps(name string) error {
 	return j.opts.FS.SyncDir(j.opts.Dir)
 }
 
-// cutInSteps truncates f to 0, step bytes at a time, syncing each cut.
-func cutInSteps(f vfs.File, step int64) error {
+// cutInSteps truncates f to 0, step bytes at a time, each cut once pace
+// allows it and synced.
+func cutInSteps(ctx context.Context, f vfs.File, step int64, pace *ctxtime.Pacer) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	for size := fi.Size(); size > 0; {
-		size = max(0, size-step)
+		cut := min(size, step)
+		if err := pace.Wait(ctx, int(cut)); err != nil {
+			return err
+		}
+		size -= cut
 		if err := f.Truncate(size); err != nil {
 			return err
 		}

@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/ledger/vfs"
 	"go.uber.org/goleak"
 )
@@ -410,11 +412,11 @@ func TestRemoveFile(t *testing.T) {
 	if _, err := j.Read(locs[0]); err != nil { // caches a read handle
 		t.Fatal(err)
 	}
-	must(t, j.RemoveFile(first))
-	if err := j.RemoveFile(first); !errors.Is(err, ErrNotFound) {
+	must(t, j.RemoveFile(context.Background(), first, nil))
+	if err := j.RemoveFile(context.Background(), first, nil); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second RemoveFile: %v", err)
 	}
-	if err := j.RemoveFile(current); !errors.Is(err, ErrFileInUse) {
+	if err := j.RemoveFile(context.Background(), current, nil); !errors.Is(err, ErrFileInUse) {
 		t.Fatalf("RemoveFile(current): %v", err)
 	}
 	if _, err := j.Read(locs[0]); !errors.Is(err, ErrNotFound) {
@@ -455,7 +457,7 @@ func TestRemoveFileInSteps(t *testing.T) {
 		ops = append(ops, op.String()+" "+filepath.Base(name))
 		return nil
 	})
-	must(t, j.RemoveFile(files[0].Seq))
+	must(t, j.RemoveFile(context.Background(), files[0].Seq, nil))
 	fsys.InjectError(nil)
 	removing := fileName(files[0].Seq) + removingSuffix
 	cuts := int((files[0].Size + opts.RemoveStepBytes - 1) / opts.RemoveStepBytes)
@@ -480,7 +482,7 @@ func TestRemoveFileInSteps(t *testing.T) {
 		}
 		return nil
 	})
-	if err := j.RemoveFile(files[1].Seq); err == nil {
+	if err := j.RemoveFile(context.Background(), files[1].Seq, nil); err == nil {
 		t.Fatal("RemoveFile with a failing cut succeeded")
 	}
 	fsys.InjectError(nil)
@@ -664,7 +666,7 @@ func TestReadWhileAppending(t *testing.T) {
 		}))
 		if i%50 == 49 {
 			if files := j.Files(); len(files) > 3 {
-				must(t, j.RemoveFile(files[0].Seq))
+				must(t, j.RemoveFile(context.Background(), files[0].Seq, nil))
 			}
 		}
 	}
@@ -692,24 +694,88 @@ func TestRemoveLeftovers(t *testing.T) {
 		}
 		return nil
 	})
-	if err := j.RemoveFile(first); err == nil {
+	if err := j.RemoveFile(context.Background(), first, nil); err == nil {
 		t.Fatal("RemoveFile with a failing cut succeeded")
 	}
 	fsys.InjectError(nil)
 	if names, _ := fsys.List(testDir); !slices.Contains(names, removing) {
 		t.Fatalf("%s not left: %v", removing, names)
 	}
-	if n, err := j.RemoveLeftovers(); n != 1 || err != nil {
+	if n, err := j.RemoveLeftovers(context.Background(), nil); n != 1 || err != nil {
 		t.Fatalf("RemoveLeftovers: %d, %v", n, err)
 	}
 	if names, _ := fsys.List(testDir); slices.Contains(names, removing) {
 		t.Fatalf("%s still there: %v", removing, names)
 	}
-	if n, err := j.RemoveLeftovers(); n != 0 || err != nil {
+	if n, err := j.RemoveLeftovers(context.Background(), nil); n != 0 || err != nil {
 		t.Fatalf("RemoveLeftovers again: %d, %v", n, err)
 	}
 	if _, ok := parseRemovingName(fileName(first)); ok {
 		t.Fatal("a journal file's name parsed as a removing one")
+	}
+}
+
+// TestRemoveFilePaced: RemoveFile spaces its cuts out to its pacer's rate,
+// and a ctx that ends between cuts leaves a .removing file that
+// RemoveLeftovers finishes.
+func TestRemoveFilePaced(t *testing.T) {
+	fsys := vfs.NewMem()
+	opts := testOptions(fsys)
+	opts.RemoveStepBytes = 4 << 10
+	j, _, _ := openReplayed(t, opts)
+	defer mustClose(t, j)
+	for i := range 90 {
+		mustAppend(t, j, addRecord(1, uint64(i), 300))
+	}
+	files := j.Files()
+	if len(files) < 3 {
+		t.Fatalf("want 3 files, have %d", len(files))
+	}
+	var cuts atomic.Int64
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpTruncate {
+			cuts.Add(1)
+		}
+		return nil
+	})
+	size := files[0].Size
+	steps := (size + opts.RemoveStepBytes - 1) / opts.RemoveStepBytes
+	if steps < 3 {
+		t.Fatalf("file of %d bytes: %d cuts, want at least 3", size, steps)
+	}
+	// The last cut is due when all the file's bytes have been counted.
+	rate := float64(size) * 5 // 200 ms for the file
+	began := time.Now()
+	must(t, j.RemoveFile(context.Background(), files[0].Seq, ctxtime.NewPacer(rate, nil)))
+	if took, least := time.Since(began), time.Duration(float64(size)/rate*float64(time.Second))-ctxtime.PacerMinSleep; took < least {
+		t.Errorf("paced removal of %d bytes at %.0f B/s took %v, less than %v", size, rate, took, least)
+	}
+	if got := cuts.Load(); got != steps {
+		t.Errorf("%d cuts, want %d", got, steps)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	fsys.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpTruncate {
+			cancel() // the wait before the next cut ends
+		}
+		return nil
+	})
+	removing := fileName(files[1].Seq) + removingSuffix
+	if err := j.RemoveFile(ctx, files[1].Seq, ctxtime.NewPacer(float64(opts.RemoveStepBytes)*50, nil)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("RemoveFile with its ctx canceled: %v", err)
+	}
+	fsys.InjectError(nil)
+	if names, _ := fsys.List(testDir); !slices.Contains(names, removing) {
+		t.Fatalf("%s not left: %v", removing, names)
+	}
+	if n, err := j.RemoveLeftovers(context.Background(), nil); n != 1 || err != nil {
+		t.Fatalf("RemoveLeftovers: %d, %v", n, err)
+	}
+	for _, f := range j.Files() {
+		if f.Seq == files[1].Seq {
+			t.Fatalf("file %016x still listed", f.Seq)
+		}
 	}
 }
 

@@ -62,9 +62,10 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 
 // gc is one run. REQUIRES: s.gcMu held.
 func (s *Storage) gc(ctx context.Context, res *GCResult) error {
-	// A removal an I/O error cut short in an earlier run (RemoveFile
-	// runs only here, under gcMu).
-	if _, err := s.j.RemoveLeftovers(); err != nil {
+	removals := s.removalRate()
+	// A removal an I/O error or a stop cut short in an earlier run
+	// (RemoveFile runs only here, under gcMu).
+	if _, err := s.j.RemoveLeftovers(ctx, ctxtime.NewPacer(removals, nil)); err != nil {
 		return fmt.Errorf("storage: gc: %w", translate(err))
 	}
 	// A fresh checkpoint lets this run consider every file written so far.
@@ -97,7 +98,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.removeFile(f, res); err != nil {
+		if err := s.removeFile(ctx, f, removals, res); err != nil {
 			return err
 		}
 	}
@@ -152,7 +153,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 				"file", fmt.Sprintf("%016x", f.Seq), "live_bytes", live.Bytes, "live_entries", live.Entries)
 			continue
 		}
-		if err := s.removeFile(f, res); err != nil {
+		if err := s.removeFile(ctx, f, removals, res); err != nil {
 			return err
 		}
 		res.CompactedFiles++
@@ -176,14 +177,31 @@ func (s *Storage) compactionThreshold() (ratio float64, major bool) {
 	}
 	now := s.now()
 	due := o.MajorCompactInterval > 0 && now.Sub(s.lastMajor) >= o.MajorCompactInterval
-	if du, err := s.fs.DiskUsage(o.Dir); !due && err == nil && du.TotalBytes > 0 {
-		due = 1-float64(du.FreeBytes)/float64(du.TotalBytes) >= o.MajorCompactAboveUsed
+	if !due {
+		due = s.diskPressed()
 	}
 	if !due {
 		return o.CompactBelowLiveRatio, false
 	}
 	s.lastMajor = now
 	return o.MajorCompactBelowLiveRatio, true
+}
+
+// diskPressed reports whether the disk is used at or above
+// MajorCompactAboveUsed (false when its usage cannot be read).
+func (s *Storage) diskPressed() bool {
+	du, err := s.fs.DiskUsage(s.opts.Dir)
+	return err == nil && du.TotalBytes > 0 && 1-float64(du.FreeBytes)/float64(du.TotalBytes) >= s.opts.MajorCompactAboveUsed
+}
+
+// removalRate is the rate of a run's file removals in bytes per second:
+// RemoveMaxBytesPerSecond, or 0 (at once) when that is negative or the
+// disk is pressed.
+func (s *Storage) removalRate() float64 {
+	if s.opts.RemoveMaxBytesPerSecond < 0 || s.diskPressed() {
+		return 0
+	}
+	return float64(s.opts.RemoveMaxBytesPerSecond)
 }
 
 // expireTombstones removes the fenced tombstones deleted more than
@@ -270,12 +288,15 @@ func (s *Storage) expireStripe(stripe uint64, ids []uint64, bound int64) (int, e
 	return len(gone), nil
 }
 
-// removeFile removes a journal file that holds nothing live.
-func (s *Storage) removeFile(f journal.FileInfo, res *GCResult) error {
+// removeFile removes a journal file that holds nothing live, at rate
+// bytes per second (0: at once). Each file gets a pacer of its own: one
+// shared with the run would let the time the run spent copying buy a
+// burst of cuts.
+func (s *Storage) removeFile(ctx context.Context, f journal.FileInfo, rate float64, res *GCResult) error {
 	if err := s.markTrimmed(); err != nil {
 		return err
 	}
-	if err := s.j.RemoveFile(f.Seq); err != nil {
+	if err := s.j.RemoveFile(ctx, f.Seq, ctxtime.NewPacer(rate, nil)); err != nil {
 		return fmt.Errorf("storage: gc: %w", translate(err))
 	}
 	res.RemovedFiles++

@@ -392,6 +392,55 @@ func TestCompactionNeverCopiesPastASupersedingRecord(t *testing.T) {
 // Contract), and its copies may start a journal file, whose reservation
 // must fit: a rotation that cannot reserve its file is fatal. Compaction
 // that would leave no room for it is skipped instead.
+// TestGCRemovalIsPaced: GC removes dead journal files at
+// RemoveMaxBytesPerSecond, each file on a pacer of its own, except on a
+// pressed disk, where they go at once.
+func TestGCRemovalIsPaced(t *testing.T) {
+	const rate = 32 << 10
+	e := gcEnv(t, NewMetrics(), func(o *Options) {
+		o.CompactBelowLiveRatio = -1 // removals only
+		o.RemoveMaxBytesPerSecond = rate
+	})
+	ctx := context.Background()
+	if err := e.s.Delete(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := e.s.GC(ctx)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RemovedFiles < 2 {
+		t.Fatalf("GC = %+v: want whole files removed", res)
+	}
+	if least := time.Duration(float64(res.ReclaimedBytes)/rate*float64(time.Second)) - ctxtime.PacerMinSleep; took < least {
+		t.Fatalf("GC removed %d bytes in %s: faster than %d B/s (at least %s)", res.ReclaimedBytes, took, rate, least)
+	}
+	checkLive(t, e.s, []uint64{1, 2, 3, 4, 5, 6}, 40)
+
+	// On a disk used above MajorCompactAboveUsed, a removal paced at 1 B/s
+	// would take hours; it is not paced.
+	e = gcEnv(t, NewMetrics(), func(o *Options) {
+		o.CompactBelowLiveRatio = -1
+		o.RemoveMaxBytesPerSecond = 1
+	})
+	if err := e.s.Delete(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	du, err := e.mem.DiskUsage(testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := du.TotalBytes - du.FreeBytes
+	e.mem.SetCapacity(used + used/10) // 91% used
+	bounded, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if res, err := e.s.GC(bounded); err != nil || res.RemovedFiles < 2 {
+		t.Fatalf("GC on a pressed disk = %+v, %v: want whole files removed at once", res, err)
+	}
+}
+
 func TestCompactionNearFullDiskIsNotFatal(t *testing.T) {
 	var fatal atomic.Value
 	e := newEnv(t, func(o *Options) {
