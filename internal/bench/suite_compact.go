@@ -187,8 +187,9 @@ func (sr *suiteRunner) writeKeyed(ctx context.Context, topic string, bytes int64
 // start watches run's load in the background, which lasts d: it
 // alternates windows without compaction, of d/(4n+2) for n sources, with
 // cycles: one that switches a source to compact and waits for its passes
-// (one per partition), then a control cycle as long, as long as a cycle
-// and the window after it still fit.
+// (one per partition), then a control cycle as long, polling the brokers'
+// metrics as the first did, as long as a cycle and the window after it
+// still fit.
 func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
 	run.SetPhase(phaseWarmup)
 	go func() {
@@ -231,7 +232,7 @@ func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error
 		switched := time.Now()
 		var err error
 		if control {
-			err = ctxtime.Sleep(ctx, compacting)
+			err = c.pollFor(ctx, compacting)
 		} else {
 			err = c.compactSource(ctx, c.sources[i/2])
 			compacting = time.Since(switched)
@@ -315,6 +316,27 @@ func (c *compaction) compactSource(ctx context.Context, topic string) error {
 				r.CPUPerRole[role] += s
 			}
 			return nil
+		}
+	}
+}
+
+// pollFor is a control cycle's wait of d: it reads the brokers'
+// compaction metrics every compactPoll, as compactSource does while it
+// waits for passes, so that the control cycle carries the same scrapes
+// (each costs a broker a few ms of CPU) and differs from a compacting
+// cycle only by the compaction.
+func (c *compaction) pollFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTicker(compactPoll)
+	defer t.Stop()
+	end := time.After(d)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-end:
+			return nil
+		case <-t.C:
+			c.samples(ctx)
 		}
 	}
 }
