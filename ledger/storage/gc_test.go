@@ -52,6 +52,17 @@ func gcEnv(t *testing.T, m *Metrics, more ...func(*Options)) *env {
 	return e
 }
 
+// timedGC runs one GC and returns its result and duration.
+func timedGC(t *testing.T, s *Storage) (GCResult, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	res, err := s.GC(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, time.Since(start)
+}
+
 func checkLive(t *testing.T, s *Storage, ledgers []uint64, entries uint64) {
 	t.Helper()
 	for _, ledgerID := range ledgers {
@@ -144,12 +155,7 @@ func TestGCCompactionIsPaced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
-	res, err := e.s.GC(ctx)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, took := timedGC(t, e.s)
 	copied := counterValue(t, m.compactedBytes)
 	if res.CompactedFiles == 0 || copied == 0 {
 		t.Fatalf("GC = %+v, %v bytes copied: want files compacted", res, copied)
@@ -405,12 +411,7 @@ func TestGCRemovalIsPaced(t *testing.T) {
 	if err := e.s.Delete(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	res, err := e.s.GC(ctx)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, took := timedGC(t, e.s)
 	if res.RemovedFiles < 2 {
 		t.Fatalf("GC = %+v: want whole files removed", res)
 	}
