@@ -47,7 +47,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	fs.Bool("journal-direct-io", d.JournalDirectIO, "write the journal with O_DIRECT in 4 KiB-aligned groups (format 2); false: through the page cache, format 1, readable by older builds")
 	fs.Duration("gc-interval", d.GCInterval, "how often deleted ledgers' space is reclaimed")
 	fs.Int64("gc-compaction-max-bytes-per-second", d.GCCompactionMaxBytesPerSecond, "what garbage collection copies per second at most when it compacts mostly-dead journal files: the copies share the journal with acknowledged writes (negative: unbounded)")
-	fs.Int64("gc-remove-max-bytes-per-second", d.GCRemoveMaxBytesPerSecond, "how fast garbage collection removes journal files it no longer needs, in synced cuts: on a file system mounted with discard, a whole file freed at once stalls every fdatasync on the disk (negative: unbounded; also unbounded on a disk 80% full)")
+	fs.Int64("gc-remove-max-bytes-per-second", d.GCRemoveMaxBytesPerSecond, "how fast garbage collection removes each journal file it no longer needs, in synced cuts: on a file system mounted with discard, a whole file freed at once stalls every fdatasync on the disk (negative: unbounded; also unbounded on a disk 80% full)")
 	fs.Float64("gc-minor-ratio", d.GCMinorRatio, "every garbage collection compacts journal files whose live bytes are below this fraction (negative: no compaction)")
 	fs.Float64("gc-major-ratio", d.GCMajorRatio, "a major garbage collection (every --gc-major-interval, or on a disk 80% full) compacts files below this live fraction (negative: no major runs)")
 	fs.Duration("gc-major-interval", d.GCMajorInterval, "time between major garbage collections (negative: only when the disk is 80% full)")

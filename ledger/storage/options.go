@@ -44,7 +44,7 @@ const (
 	// (RocksDB's SstFileManager rate_bytes_per_sec): removed at once, in
 	// synced 16 MiB cuts, the 256 MiB files that a broker's compaction pass
 	// left dead on three bookies discarded 805 MB on this ext4 (mounted
-	// with discard) within half a second, and the bookies' fdatasync p50
+	// with discard) within half a second, and the bookies' mean fdatasync
 	// went from 1.4 to 16.5 ms meanwhile (strata bench suite,
 	// compact-half-max). A file now takes 4 s to go.
 	DefaultRemoveMaxBytesPerSecond = 64 << 20
@@ -101,10 +101,10 @@ type Options struct {
 	// that the copies take a bounded share of the journal that
 	// acknowledgements wait on. Default 4 MiB; negative: unbounded.
 	CompactMaxBytesPerSecond int64
-	// RemoveMaxBytesPerSecond bounds how fast GC removes journal files it
-	// no longer needs, on average over a run (the cuts of
-	// journal.Options.RemoveStepBytes are spaced out), except on a disk
-	// used at or above MajorCompactAboveUsed, where space comes first.
+	// RemoveMaxBytesPerSecond bounds how fast GC removes each journal file
+	// it no longer needs (the cuts of journal.Options.RemoveStepBytes are
+	// spaced out to it), except on a disk used at or above
+	// MajorCompactAboveUsed, where space comes first.
 	// Default 64 MiB; negative: unbounded.
 	RemoveMaxBytesPerSecond int64
 	// MaxEntryBytes bounds an entry's payload. Default 16 MiB; at most
