@@ -183,7 +183,11 @@
 // (either would be undone by replay); such entries are skipped until a
 // later run. Compaction is skipped for a file larger than the free space
 // less one journal file's reservation (a rotation that cannot reserve its
-// file is fatal).
+// file is fatal). Every removal, of a dead file or a compacted one, goes
+// at most RemoveMaxBytesPerSecond, each file on a pacer of its own (not
+// on a disk used at or above MajorCompactAboveUsed): the journal cuts the
+// file down in synced steps spaced out to that rate, so that the discards
+// of three bookies removing the same files do not stall every fdatasync.
 // An error stops the run without removing anything on its account; a file
 // with a corrupt live entry is kept, reported and set aside.
 //
