@@ -103,27 +103,69 @@ func (b *passBuffer) fits(p compactPiece) bool {
 	return true
 }
 
-// read calls fn with every batch of p, in order: from the buffer (and
-// forgets them), or read again (readPiece).
+// read calls fn with every batch of p, in order: from the buffer (kept;
+// it forgets them), or read again (readPiece).
 func (b *passBuffer) read(ctx context.Context, l *Log, readers map[uint64]*ledger.Reader, p compactPiece,
-	fn func(id int64, payload []byte) error) error {
+	fn func(id int64, payload []byte, kept bool) error) error {
 	kept, ok := b.batches[p.String()]
 	if !ok {
-		return l.readPiece(ctx, readers, b.pace, p, false, fn)
+		return l.readPiece(ctx, readers, b.pace, p, false, func(id int64, payload []byte) error { return fn(id, payload, false) })
 	}
 	delete(b.batches, p.String())
-	if b.rewrite == nil {
-		b.rewrite = ctxtime.NewPacer(b.rate*rewritePaceFactor, time.Now)
-	}
 	for id, batch := range kept {
-		if err := b.rewrite.Wait(ctx, len(batch)); err != nil {
-			return err
-		}
-		if err := fn(int64(id), batch); err != nil {
+		if err := fn(int64(id), batch, true); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// paceRewrite waits until n more bytes of kept batches may be rewritten
+// (at rewritePaceFactor times the read rate, from the first).
+func (b *passBuffer) paceRewrite(ctx context.Context, n int) error {
+	if b.rewrite == nil {
+		b.rewrite = ctxtime.NewPacer(b.rate*rewritePaceFactor, time.Now)
+	}
+	return b.rewrite.Wait(ctx, n)
+}
+
+// passRewrite is what a pass's rewrite phase applies to each batch of
+// its range, objects' and ledgers' alike.
+type passRewrite struct {
+	buf    *passBuffer
+	m      *compact.OffsetMap
+	surv   *compact.Survivors // filled by the index phase
+	lastOf map[int64]int64    // producer id -> last offset of its last batch in the range
+	last   int64              // the range's last offset: its batch stays (P7)
+	opt    compact.Options
+}
+
+// batch returns the compacted form of batch id of p (compact.Rewrite):
+// nil when it goes. kept: it comes from the pass buffer, the very bytes
+// the index phase CRC-checked and indexed, so Rewrite need not check the
+// CRC again and may drop it from its header alone (compact.Survivors);
+// one it decodes is paced (paceRewrite).
+func (r *passRewrite) batch(ctx context.Context, p compactPiece, id int64, batch []byte, kept bool) ([]byte, compact.Stats, error) {
+	h, err := recordbatch.ParseHeader(batch)
+	if err != nil {
+		return nil, compact.Stats{}, fmt.Errorf("%w: %v batch %d: %w", ErrCorruptBatch, p, id, err)
+	}
+	opt := r.opt
+	lastBatch, ok := r.lastOf[h.ProducerID]
+	opt.KeepEmpty = (h.ProducerID >= 0 && ok && lastBatch == h.LastOffset()) || h.LastOffset() == r.last
+	if kept {
+		opt.CRCChecked, opt.Survivors = true, r.surv
+	}
+	nb, st, err := compact.Rewrite(batch, r.m, opt)
+	if err != nil {
+		return nil, st, fmt.Errorf("partlog: compaction: %v batch %d (offset %d): %w", p, id, h.BaseOffset, err)
+	}
+	if kept && st.BatchesDroppedUnread == 0 {
+		if err := r.buf.paceRewrite(ctx, len(batch)); err != nil {
+			return nil, st, err
+		}
+	}
+	return nb, st, nil
 }
 
 // compactionLogState is the per-log compaction state.
@@ -267,6 +309,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	lastOfPiece := make([]map[int64]int64, 0, len(cleanable))
 	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
 	buf := newPassBuffer(opts.BufferBytes, opts.MaxBytesPerSec)
+	surv := compact.NewSurvivors(cleaned)
 	for _, p := range cleanable {
 		if p.first() >= indexedEnd {
 			break
@@ -290,7 +333,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 				return nil
 			}
 			// segfile checked the CRC of an object's batches.
-			popt := compact.Options{MaxDecompressedBytes: maxDecompressed, CRCChecked: p.object != nil}
+			popt := compact.Options{MaxDecompressedBytes: maxDecompressed, CRCChecked: p.object != nil, Survivors: surv}
 			pr, err := compact.Plan(m, [][]byte{payload}, indexedEnd, popt)
 			if err != nil {
 				return fmt.Errorf("partlog: compaction: %v entry %d: %w", p, id, err)
@@ -305,6 +348,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 			buf.batches[p.String()] = kept
 		}
 	}
+	surv.AddLatest(m, indexedEnd)
 	// Keep pieces whole: the pass covers the leading cleanable pieces
 	// that end below the indexed end. Keys indexed beyond it only name
 	// records that exist later in the log, so dropping what they
@@ -342,15 +386,16 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 
 	// 2. Rewrite: objects into new objects, ledgers into new ledgers
 	// (compacted output is written where the data lives).
-	copt := compact.Options{NowMs: now.UnixMilli(), DeleteRetentionMs: policy.DeleteRetentionMs, MaxDecompressedBytes: maxDecompressed}
-	objectOutputs, st, err := l.rewriteObjects(ctx, buf, objectInputs, m, lastOf, copt, end-1)
+	rw := &passRewrite{buf: buf, m: m, surv: surv, lastOf: lastOf, last: end - 1,
+		opt: compact.Options{NowMs: now.UnixMilli(), DeleteRetentionMs: policy.DeleteRetentionMs, MaxDecompressedBytes: maxDecompressed}}
+	objectOutputs, st, err := l.rewriteObjects(ctx, rw, objectInputs)
 	if err != nil {
 		return res, err
 	}
 	var outputs []*brokerpb.LedgerSegment
 	if len(ledgerInputs) > 0 {
 		var lst compact.Stats
-		outputs, lst, err = l.rewriteSegments(ctx, buf, readers, ledgerInputs, m, lastOf, copt)
+		outputs, lst, err = l.rewriteSegments(ctx, rw, readers, ledgerInputs)
 		st.Add(lst)
 		if err != nil {
 			l.deleteObjectOutputs(ctx, objectOutputs)
@@ -417,7 +462,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	l.log.Info("compaction", "reason", d.Reason.String(), "dirty_ratio", d.DirtyRatio, "ledgers_in", len(ledgerInputs),
 		"ledgers_out", len(outputs), "objects_in", len(objectInputs), "objects_out", len(objectOutputs), "cleaned_offset", end,
 		"bytes_in", st.BytesIn, "bytes_out", st.BytesOut,
-		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped,
+		"records_removed", st.RecordsRemoved, "tombstones_dropped", st.TombstonesDropped, "batches_dropped_unread", st.BatchesDroppedUnread,
 		"tombstone_horizon_ms", st.TombstoneHorizonMs, "took", res.Took,
 		"index_took", indexed.Sub(began), "rewrite_took", rewritten.Sub(indexed))
 	return res, nil
@@ -758,8 +803,8 @@ func groupObjects(objects []*brokerpb.TieredSegment, segmentBytes int64) [][]*br
 // empty one (compact.EndBatch), so the list stays contiguous (T3). last is
 // the pass's last offset (its batch is kept, P7). On error the outputs
 // made so far are deleted.
-func (l *Log) rewriteObjects(ctx context.Context, buf *passBuffer, inputs []*brokerpb.TieredSegment, m *compact.OffsetMap,
-	lastOf map[int64]int64, opt compact.Options, last int64) (outputs []*brokerpb.TieredSegment, total compact.Stats, err error) {
+func (l *Log) rewriteObjects(ctx context.Context, rw *passRewrite, inputs []*brokerpb.TieredSegment) (
+	outputs []*brokerpb.TieredSegment, total compact.Stats, err error) {
 	if len(inputs) == 0 {
 		return nil, total, nil
 	}
@@ -775,8 +820,6 @@ func (l *Log) rewriteObjects(ctx context.Context, buf *passBuffer, inputs []*bro
 			sources = append(sources, o.SourceLedgers...)
 		}
 		var st compact.Stats
-		opt := opt
-		opt.CRCChecked = true // readObject's segfile iterator checked every batch
 		seg, err := l.putObject(ctx, group[0].BaseOffset, group[len(group)-1].LastOffset, true, sources,
 			func(ctx context.Context, out *objectOutput) error {
 				for _, o := range group {
@@ -785,21 +828,14 @@ func (l *Log) rewriteObjects(ctx context.Context, buf *passBuffer, inputs []*bro
 					// time, like a compacted ledger's: its retention
 					// clock is its records', not the pass's.
 					out.maxTs = max(out.maxTs, o.MaxTimestampMs)
-					err := buf.read(ctx, l, nil, compactPiece{object: o}, func(id int64, payload []byte) error {
-						h, err := recordbatch.ParseHeader(payload)
-						if err != nil {
-							return fmt.Errorf("%w: object %s batch %d: %w", ErrCorruptBatch, o.ObjectKey, id, err)
-						}
-						opt := opt
-						lastBatch, ok := lastOf[h.ProducerID]
-						opt.KeepEmpty = (h.ProducerID >= 0 && ok && lastBatch == h.LastOffset()) || h.LastOffset() == last
-						nb, bst, err := compact.Rewrite(payload, m, opt)
-						if err != nil {
-							return fmt.Errorf("partlog: compaction: object %s batch %d (offset %d): %w", o.ObjectKey, id, h.BaseOffset, err)
-						}
+					p := compactPiece{object: o}
+					err := rw.buf.read(ctx, l, nil, p, func(id int64, payload []byte, kept bool) error {
+						// readObject's segfile iterator checked every
+						// batch's CRC, kept or not.
+						nb, bst, err := rw.batch(ctx, p, id, payload, kept)
 						st.Add(bst)
-						if nb == nil {
-							return nil
+						if err != nil || nb == nil {
+							return err
 						}
 						return out.append(nb)
 					})
@@ -844,8 +880,8 @@ func (l *Log) deleteObjectOutputs(ctx context.Context, outputs []*brokerpb.Tiere
 // range's last records go and nothing is written after them (a pass that
 // drops expired tombstones): a fetch in the hole must still find a batch
 // below the high watermark. On error the outputs made so far are deleted.
-func (l *Log) rewriteSegments(ctx context.Context, buf *passBuffer, readers map[uint64]*ledger.Reader, inputs []*brokerpb.LedgerSegment, m *compact.OffsetMap,
-	lastOf map[int64]int64, opt compact.Options) (outputs []*brokerpb.LedgerSegment, total compact.Stats, err error) {
+func (l *Log) rewriteSegments(ctx context.Context, rw *passRewrite, readers map[uint64]*ledger.Reader, inputs []*brokerpb.LedgerSegment) (
+	outputs []*brokerpb.LedgerSegment, total compact.Stats, err error) {
 	defer func() {
 		if err != nil {
 			// Also when ctx ended: nothing lists them.
@@ -868,21 +904,12 @@ func (l *Log) rewriteSegments(ctx context.Context, buf *passBuffer, readers map[
 		}
 		out.maxTs = max(out.maxTs, s.MaxTimestampMs)
 		out.createdAtMs = max(out.createdAtMs, s.CreatedAtMs)
-		err := buf.read(ctx, l, readers, compactPiece{ledger: s}, func(id int64, payload []byte) error {
-			h, err := recordbatch.ParseHeader(payload)
-			if err != nil {
-				return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.LedgerId, id, err)
-			}
-			o := opt
-			last, ok := lastOf[h.ProducerID]
-			o.KeepEmpty = (h.ProducerID >= 0 && ok && last == h.LastOffset()) || h.LastOffset() == end
-			nb, st, err := compact.Rewrite(payload, m, o)
-			if err != nil {
-				return fmt.Errorf("partlog: compaction: ledger %d entry %d (offset %d): %w", s.LedgerId, id, h.BaseOffset, err)
-			}
+		p := compactPiece{ledger: s}
+		err := rw.buf.read(ctx, l, readers, p, func(id int64, payload []byte, kept bool) error {
+			nb, st, err := rw.batch(ctx, p, id, payload, kept)
 			total.Add(st)
-			if nb == nil {
-				return nil
+			if err != nil || nb == nil {
+				return err
 			}
 			return out.append(ctx, nb)
 		})

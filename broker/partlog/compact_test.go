@@ -248,6 +248,12 @@ func TestCompactPass(t *testing.T) {
 	if res.Stats.RecordsRemoved == 0 || res.Stats.BytesOut >= res.Stats.BytesIn {
 		t.Fatalf("stats %+v: nothing removed", res.Stats)
 	}
+	// The pieces the pass kept in memory had superseded batches: dropped
+	// from their headers (compact.Survivors), and the log above still
+	// matches the model.
+	if res.Stats.BatchesDroppedUnread == 0 {
+		t.Fatalf("stats %+v: no batch dropped unread", res.Stats)
+	}
 	checkFetchEveryOffset(t, l, fetchAll(t, l, 0))
 	checkNoLeftovers(t, f, l, before[:8])
 	stored, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
@@ -1035,39 +1041,64 @@ func TestRangeReadSpace(t *testing.T) {
 	}
 }
 
-// TestPassBufferPacesRewrite: the batches a pass kept in memory are
-// rewritten at rewritePaceFactor times the pass's read rate, not as fast
-// as a core goes (which peaked the produce p99 of the same broker).
+// TestPassBufferPacesRewrite: the batches a pass kept in memory and
+// must decode are rewritten at rewritePaceFactor times the pass's read
+// rate, not as fast as a core goes (which peaked the produce p99 of the
+// same broker); those it drops from their header alone
+// (compact.Survivors) cost nothing and are not paced.
 func TestPassBufferPacesRewrite(t *testing.T) {
 	const rate = 1 << 20 // the rewrite goes at 6 MiB/s
-	batch := make([]byte, 64<<10)
+	value := make([]byte, 64<<10)
 	var kept [][]byte
-	for range 48 { // 3 MiB: at least half a second
-		kept = append(kept, batch)
+	for i := range 48 { // 3 MiB: at least half a second
+		b, err := recordbatch.Encode(&recordbatch.Batch{BaseOffset: int64(i), ProducerID: -1,
+			Records: []recordbatch.Record{{Key: []byte("k"), Value: value}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, b)
 	}
-	p := compactPiece{ledger: &brokerpb.LedgerSegment{LedgerId: 7, Bytes: int64(len(kept) * len(batch))}}
+	// The map has "k" at offset 48, after them: every kept batch goes.
+	m := compact.NewOffsetMap(1 << 10)
+	m.Put([]byte("k"), 48)
+	surv := compact.NewSurvivors(0)
+	surv.AddLatest(m, 49)
+	p := compactPiece{ledger: &brokerpb.LedgerSegment{LedgerId: 7, Bytes: int64(len(kept) * len(kept[0]))}}
 	for _, tc := range []struct {
 		rate    float64
+		surv    *compact.Survivors
 		atLeast time.Duration
 	}{
-		{rate, time.Duration(float64(len(kept)*len(batch)) / (rate * rewritePaceFactor) * float64(time.Second))},
-		{0, 0}, // unbounded
+		{rate, nil, time.Duration(float64(len(kept)*len(kept[0])) / (rate * rewritePaceFactor) * float64(time.Second))},
+		{0, nil, 0}, // unbounded
+		{rate, surv, 0},
 	} {
 		buf := newPassBuffer(1<<30, tc.rate)
 		if !buf.fits(p) {
 			t.Fatal("the piece does not fit")
 		}
 		buf.batches[p.String()] = kept
-		n := 0
+		rw := &passRewrite{buf: buf, m: m, surv: tc.surv, last: 1000}
+		var st compact.Stats
 		start := time.Now()
-		err := buf.read(testCtx(t), nil, nil, p, func(int64, []byte) error { n++; return nil })
+		err := buf.read(testCtx(t), nil, nil, p, func(id int64, payload []byte, kept bool) error {
+			nb, bst, err := rw.batch(testCtx(t), p, id, payload, kept)
+			st.Add(bst)
+			if err == nil && nb != nil {
+				err = fmt.Errorf("batch %d kept", id)
+			}
+			return err
+		})
 		took := time.Since(start)
-		if err != nil || n != len(kept) {
-			t.Fatalf("rate %v: %d batches, %v", tc.rate, n, err)
+		if err != nil || st.BatchesIn != int64(len(kept)) || st.RecordsRemoved != int64(len(kept)) {
+			t.Fatalf("rate %v: stats %+v, %v", tc.rate, st, err)
 		}
 		// The pacer may run ahead by less than ctxtime.PacerMinSleep.
 		if took < tc.atLeast-ctxtime.PacerMinSleep {
-			t.Errorf("rate %v: rewrote %d bytes in %v, want at least %v", tc.rate, len(kept)*len(batch), took, tc.atLeast)
+			t.Errorf("rate %v: rewrote %d batches in %v, want at least %v", tc.rate, len(kept), took, tc.atLeast)
+		}
+		if unread := st.BatchesDroppedUnread; tc.surv != nil && (unread != int64(len(kept)) || buf.rewrite != nil) {
+			t.Errorf("with Survivors: %d batches dropped unread, pacer %v: want all, not paced", unread, buf.rewrite)
 		}
 	}
 }

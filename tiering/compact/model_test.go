@@ -182,22 +182,38 @@ func (md *model) check(t *testing.T, log [][]byte) {
 // logs reach every case.
 var passStats Stats
 
-// fullPass compacts the whole log with one map big enough for it.
+// fullPass compacts the whole log with one map big enough for it, with
+// and without Survivors: both must give the same batches and stats, the
+// first dropping some batches unread.
 func fullPass(t *testing.T, log [][]byte, nowMs, retentionMs int64) [][]byte {
 	t.Helper()
 	m := NewOffsetMap(1 << 20)
 	end := lastOffset(t, log) + 1
-	res, err := Plan(m, log, end, Options{})
+	surv := NewSurvivors(0)
+	res, err := Plan(m, log, end, Options{Survivors: surv})
 	if err != nil || res.IndexedEnd != end || res.Full {
 		t.Fatalf("Plan: %+v, %v", res, err)
 	}
-	out, st, err := CompactBatches(log, m, Options{NowMs: nowMs, DeleteRetentionMs: retentionMs}, nil)
+	surv.AddLatest(m, res.IndexedEnd)
+	opt := Options{NowMs: nowMs, DeleteRetentionMs: retentionMs}
+	out, st, err := CompactBatches(log, m, opt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.BatchesIn != int64(len(log)) || st.BatchesOut != int64(len(out)) {
+	if st.BatchesIn != int64(len(log)) || st.BatchesOut != int64(len(out)) || st.BatchesDroppedUnread != 0 {
 		t.Fatalf("stats %+v for %d batches in, %d out", st, len(log), len(out))
 	}
+	opt.Survivors = surv
+	out2, st2, err := CompactBatches(log, m, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unread := st2.BatchesDroppedUnread
+	st2.BatchesDroppedUnread = 0
+	if st2 != st || !slices.EqualFunc(out, out2, bytes.Equal) {
+		t.Fatalf("with Survivors: %d batches, stats %+v; without: %d batches, stats %+v", len(out2), st2, len(out), st)
+	}
+	st.BatchesDroppedUnread = unread
 	passStats.Add(st)
 	return out
 }
@@ -240,7 +256,8 @@ func TestModel(t *testing.T) {
 	st := passStats
 	t.Logf("%+v", st)
 	if st.TombstonesDropped == 0 || st.HorizonsStamped == 0 || st.EmptyBatchesKept == 0 ||
-		st.BatchesRewritten == 0 || st.BatchesOut == st.BatchesIn || st.BatchesOut == st.BatchesRewritten {
+		st.BatchesRewritten == 0 || st.BatchesOut == st.BatchesIn || st.BatchesOut == st.BatchesRewritten ||
+		st.BatchesDroppedUnread == 0 {
 		t.Fatalf("the random logs miss a case: %+v", st)
 	}
 }
@@ -273,9 +290,17 @@ func TestTwoPassesEqualOne(t *testing.T) {
 					dirty = append(dirty, b)
 				}
 			}
-			res, err := Plan(m, dirty, end, Options{})
+			// Odd seeds drop what they can by header.
+			var surv *Survivors
+			if seed%2 == 1 {
+				surv = NewSurvivors(cleaned)
+			}
+			res, err := Plan(m, dirty, end, Options{Survivors: surv})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if surv != nil {
+				surv.AddLatest(m, res.IndexedEnd)
 			}
 			if res.IndexedEnd <= cleaned {
 				t.Fatalf("seed %d: no progress at %d", seed, cleaned)
@@ -288,7 +313,7 @@ func TestTwoPassesEqualOne(t *testing.T) {
 					tail = append(tail, b)
 				}
 			}
-			head, _, err = CompactBatches(head, m, Options{NowMs: now, DeleteRetentionMs: retention}, lastOfProducer)
+			head, _, err = CompactBatches(head, m, Options{NowMs: now, DeleteRetentionMs: retention, Survivors: surv}, lastOfProducer)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,5 +331,59 @@ func TestTwoPassesEqualOne(t *testing.T) {
 				t.Fatalf("seed %d: batch %d differs after %d passes", seed, i, passes)
 			}
 		}
+	}
+}
+
+// TestSurvivorsJudgeOnlyTheIndexedRange: Rewrite drops by header only
+// the batches wholly inside [from, end): a batch straddling from, or at
+// or past the IndexedEnd of a map that filled, is decoded (its keys may
+// not be in the map), so a rewrite of the whole log gives what it gives
+// without Survivors. A range beyond maxSurvivorOffsets drops nothing.
+func TestSurvivorsJudgeOnlyTheIndexedRange(t *testing.T) {
+	var unread, full int64
+	for seed := int64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		log := genLog(rng, 40, 0, 1_000_000, 34)
+		// from inside the fifth batch; the map fills before the end.
+		h4, _ := recordbatch.ParseHeader(log[4])
+		from := h4.BaseOffset + int64(h4.LastOffsetDelta)/2 + 1
+		m := NewOffsetMap(40 * slotBytes) // 32 keys
+		surv := NewSurvivors(from)
+		res, err := Plan(m, log[4:], lastOffset(t, log)+1, Options{Survivors: surv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Full {
+			full++
+		}
+		surv.AddLatest(m, res.IndexedEnd)
+		opt := Options{NowMs: 2_000_000, DeleteRetentionMs: 1000}
+		want, wst, err := CompactBatches(log, m, opt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.Survivors = surv
+		got, gst, err := CompactBatches(log, m, opt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unread += gst.BatchesDroppedUnread
+		gst.BatchesDroppedUnread = 0
+		if gst != wst || !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("seed %d: with Survivors %d batches %+v, without %d batches %+v", seed, len(got), gst, len(want), wst)
+		}
+	}
+	if unread == 0 || full == 0 {
+		t.Fatalf("the random logs miss a case: %d batches dropped unread, %d maps filled", unread, full)
+	}
+	s := NewSurvivors(0)
+	s.keep(maxSurvivorOffsets, maxSurvivorOffsets)
+	s.AddLatest(NewOffsetMap(1<<10), maxSurvivorOffsets+1)
+	batch, err := recordbatch.Encode(&recordbatch.Batch{BaseOffset: 5, ProducerID: -1, Records: []recordbatch.Record{{Key: []byte("k")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.drop(batch, Options{}); ok || s.bits != nil {
+		t.Fatal("a Survivors over more than maxSurvivorOffsets offsets dropped a batch or kept its bits")
 	}
 }

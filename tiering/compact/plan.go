@@ -27,7 +27,8 @@ type PlanResult struct {
 // not, so m describes exactly [first,
 // IndexedEnd). Control batches are skipped (they hold no keys).
 //
-// Of opt, Plan reads MaxDecompressedBytes and CRCChecked.
+// Of opt, Plan reads MaxDecompressedBytes and CRCChecked, and marks in
+// Survivors (if set) every keyless record and control batch it indexes.
 //
 // Errors: ErrMapTooSmall when a batch does not fit in m while m is
 // empty (no pass could make progress); ErrOrder when batches go
@@ -49,6 +50,7 @@ func Plan(m *OffsetMap, batches [][]byte, endOffset int64, opt Options) (PlanRes
 			return res, nil
 		}
 		if h.IsControl() {
+			opt.Survivors.keep(h.BaseOffset, h.LastOffset())
 			res.Batches++
 			continue
 		}
@@ -69,6 +71,8 @@ func Plan(m *OffsetMap, batches [][]byte, endOffset int64, opt Options) (PlanRes
 			if r := &recs[j]; r.Key != nil {
 				// Room was checked for every keyed record: cannot fail.
 				m.put(m.hash(r.Key), r.Offset)
+			} else {
+				opt.Survivors.keep(r.Offset, r.Offset) // C2
 			}
 		}
 		res.Batches++

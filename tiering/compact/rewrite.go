@@ -39,6 +39,13 @@ type Options struct {
 	// on these very bytes (recordbatch.DecodeChecked); Plan and Rewrite
 	// then skip computing it again. Every other check still runs.
 	CRCChecked bool
+	// Survivors: Plan marks in it the records it cannot judge by key
+	// (keyless ones, control batches). Given to Rewrite, it also vouches
+	// that this batch lies in the range Plan indexed into m with it
+	// (Survivors.AddLatest done), on these very bytes: a batch holding
+	// none of its offsets is then dropped from its header alone. nil:
+	// every batch is decoded.
+	Survivors *Survivors
 }
 
 func (o *Options) maxDecompressed() int {
@@ -67,6 +74,9 @@ type Stats struct {
 	BytesIn, BytesOut           int64
 	EmptyBatchesKept            int64
 	ControlBatchesPassedThrough int64
+	// BatchesDroppedUnread: dropped from the header alone
+	// (Options.Survivors), neither decompressed nor decoded.
+	BatchesDroppedUnread int64
 	// TombstoneHorizonMs is the earliest delete horizon of the batches
 	// that left with a tombstone (the horizon they had or were stamped
 	// with), 0 when no tombstone was kept. A kept tombstone's horizon is
@@ -88,6 +98,7 @@ func (s *Stats) Add(o Stats) {
 	s.BytesOut += o.BytesOut
 	s.EmptyBatchesKept += o.EmptyBatchesKept
 	s.ControlBatchesPassedThrough += o.ControlBatchesPassedThrough
+	s.BatchesDroppedUnread += o.BatchesDroppedUnread
 	s.TombstoneHorizonMs = EarliestHorizon(s.TombstoneHorizonMs, o.TombstoneHorizonMs)
 }
 
@@ -126,8 +137,12 @@ func DeleteHorizon(h recordbatch.BatchHeader) (ms int64, ok bool) {
 //
 // out is batch itself (not a copy) when nothing changes, a new buffer
 // when something does, and nil when the batch is dropped. Control
-// batches are passed through unchanged.
+// batches are passed through unchanged. With opt.Survivors, a batch none
+// of whose records can survive is dropped without being decoded.
 func Rewrite(batch []byte, m *OffsetMap, opt Options) (out []byte, st Stats, err error) {
+	if st, ok := opt.Survivors.drop(batch, opt); ok {
+		return nil, st, nil
+	}
 	h, recs, err := opt.decode(batch)
 	if err != nil {
 		return nil, Stats{}, fmt.Errorf("compact: rewrite: %w", err)
