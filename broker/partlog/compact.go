@@ -67,19 +67,21 @@ type passBuffer struct {
 	batches map[string][][]byte // by compactPiece.String()
 	pace    *ctxtime.Pacer      // the pass's reads, the buffer's included
 	rate    float64             // pace's bytes per second; 0: unbounded
-	// rewrite paces the rewrite of the batches held here (at
-	// rewritePaceFactor x rate), from the first one taken.
+	// rewrite paces the batches held here that the rewrite decodes (at
+	// rewritePaceFactor x rate), from the first one (paceRewrite).
 	rewrite *ctxtime.Pacer
 }
 
-// rewritePaceFactor: the rewrite phase goes through the batches the
-// buffer holds at this many times the pass's read rate. Unpaced, it
-// rewrote 120 MB in 75-112 ms, a whole core, and the produce p99 of the
-// same broker peaked in those 100 ms of every pass ("compact-half-max" in
-// `strata bench suite`). Paced, it takes about a sixth of a core for six
-// times as long, and a pass still averages up to 6/7 of the rate over
-// its two phases (55-56 MB/s measured at the default 64 MiB/s, where
-// issue 11 asks for >= 50).
+// rewritePaceFactor: the rewrite phase decodes the batches the buffer
+// holds at this many times the pass's read rate. Unpaced, it rewrote 120
+// MB in 75-112 ms, a whole core, and the produce p99 of the same broker
+// peaked in those 100 ms of every pass ("compact-half-max" in `strata
+// bench suite`). Paced, it takes about a sixth of a core for six times as
+// long, and a pass that decodes everything still averages 6/7 of the
+// rate over its two phases (55-56 MB/s measured at the default 64 MiB/s,
+// where issue 11 asks for >= 50). The batches it drops from their header
+// alone (compact.Survivors) cost nothing and are not paced: in that
+// workload's sources, all but the last two of every pass's ~128.
 const rewritePaceFactor = 6
 
 func newPassBuffer(bytes int64, rate float64) *passBuffer {

@@ -123,3 +123,56 @@ func BenchmarkOffsetMapGet(b *testing.B) {
 		}
 	})
 }
+
+// cycledLog is the shape of `strata bench suite`'s compaction sources:
+// 128 batches of 1,000 records, 1 KiB values, keys cycling over 2,000,
+// so that only the last two batches hold a key's latest record.
+func cycledLog(b *testing.B) ([][]byte, *OffsetMap, *Survivors, int64) {
+	value := make([]byte, 1024)
+	rand.New(rand.NewSource(1)).Read(value)
+	var log [][]byte
+	var total int64
+	for off := int64(0); off < 128_000; off += 1000 {
+		recs := make([]recordbatch.Record, 1000)
+		for i := range recs {
+			recs[i] = recordbatch.Record{TimestampMs: off, Key: fmt.Appendf(nil, "key-%05d", (off+int64(i))%2000), Value: value}
+		}
+		buf, err := recordbatch.Encode(&recordbatch.Batch{BaseOffset: off, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: recs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		log = append(log, buf)
+		total += int64(len(buf))
+	}
+	m := NewOffsetMap(1 << 20)
+	s := NewSurvivors(0)
+	res, err := Plan(m, log, 128_000, Options{Survivors: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.AddLatest(m, res.IndexedEnd)
+	return log, m, s, total
+}
+
+// BenchmarkRewriteCycled: the rewrite of cycledLog, decoding every batch
+// (as a batch read again from storage is) and with the index phase's
+// Survivors (as a batch the pass kept in memory is).
+func BenchmarkRewriteCycled(b *testing.B) {
+	log, m, s, total := cycledLog(b)
+	for _, bc := range []struct {
+		name string
+		opt  Options
+	}{
+		{"decoded", Options{NowMs: 1}},
+		{"survivors", Options{NowMs: 1, CRCChecked: true, Survivors: s}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(total)
+			for b.Loop() {
+				if _, _, err := CompactBatches(log, m, bc.opt, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

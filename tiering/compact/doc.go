@@ -19,6 +19,11 @@
 //     when the map filled up).
 //  3. CompactBatches (Rewrite per batch) over every batch in
 //     [log start, IndexedEnd), with lastOfProducer from the whole log.
+//     With a Survivors that step 2 filled (Options.Survivors: Plan marks
+//     keyless records and control batches, AddLatest the map's offsets),
+//     a batch of the indexed range that holds none of its offsets is
+//     dropped from its header alone, neither decompressed nor decoded;
+//     the output is the same byte for byte.
 //  4. The caller swaps the output in and stores IndexedEnd as the new
 //     cleaned offset, and Stats.TombstoneHorizonMs as the tombstone
 //     horizon; the next pass continues from there.
@@ -101,6 +106,13 @@
 //	Plan, uncompressed            ~1,280 MB/s (860 with SHA-256 key hashes)
 //	OffsetMap Put / Get           ~70-100 ns (16 MiB map at its load limit; a cache miss dominates; 220 ns with SHA-256)
 //
+// BenchmarkRewriteCycled, the shape of `strata bench suite`'s compaction
+// sources (128 batches of 1,000 1 KiB records, keys cycling over 2,000:
+// only the last two batches hold a latest record), 2026-12-04:
+//
+//	Rewrite, every batch decoded  ~4,000 MB/s of input (33 ms for 133 MB; 1,800 MB/s on a busy hour)
+//	Rewrite with Survivors        0.17 ms for the same 133 MB (126 of 128 batches dropped by header)
+//
 // # Errors
 //
 //	Plan     ErrMapTooSmall, ErrOrder, recordbatch decode errors
@@ -109,8 +121,10 @@
 // # Wiring (broker/partlog P7, broker/compactor.go)
 //
 // Done: partlog.Log.Compact reads closed ledgers into Plan and Rewrite
-// (streaming, one batch at a time), writes new closed ledgers (one batch
-// per entry, index written), aligns IndexedEnd down to a ledger boundary,
+// (streaming, one batch at a time; the batches it kept in memory between
+// the two are rewritten with the Survivors its Plan calls filled),
+// writes new closed ledgers (one batch per entry, index written), aligns
+// IndexedEnd down to a ledger boundary,
 // keeps the range's last batch (empty if need be) so that no offset below
 // the high watermark is left without a batch after it, and swaps the
 // outputs in with one fenced CAS that stores cleaned_offset and the
