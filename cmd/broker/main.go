@@ -71,7 +71,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("compaction-check-interval", d.CompactionCheckInterval, "how often the compactor offers each owned compacted partition a pass (one partition at a time)")
 	fs.Int64("compaction-map-bytes", d.CompactionMapBytes, "memory of the compactor's key map (about 35,000 keys per MiB); bounds the dirty range one pass covers")
 	fs.Int64("compaction-buffer-bytes", d.CompactionBufferBytes, "memory a compaction pass keeps its input in between indexing and rewriting it, so that that much is read once, not twice (0: read twice)")
-	fs.Int64("compaction-max-bytes-per-second", d.CompactionMaxBytesPerSecond, "what a compaction pass reads per second at most, on average over the pass, so that it leaves CPU and reads to produce and fetch; its rewrite of what it holds in memory goes at 6x this (0: unbounded)")
+	fs.Int64("compaction-max-bytes-per-second", d.CompactionMaxBytesPerSecond, "what a compaction pass reads per second at most, on average over the pass, so that it leaves CPU and reads to produce and fetch; its rewrite of the batches it holds in memory and must decode goes at 6x this (0: unbounded)")
 	fs.String("tier-store", d.TierStore, "object store for sealed ledgers: s3://BUCKET[/PREFIX]?endpoint=HOST:PORT[&region=R][&insecure=true] (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or file:///ABS/DIR; empty: no tiering")
 	fs.Int64("tier-segment-bytes", d.TierSegmentBytes, "upload a run of closed ledgers as one object once it holds this much")
 	fs.Duration("tier-max-delay", d.TierMaxDelay, "upload what a partition has once its oldest closed ledger is this old")
