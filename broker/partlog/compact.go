@@ -146,7 +146,8 @@ type passRewrite struct {
 // nil when it goes. kept: it comes from the pass buffer, the very bytes
 // the index phase CRC-checked and indexed, so Rewrite need not check the
 // CRC again and may drop it from its header alone (compact.Survivors);
-// one it decodes is paced (paceRewrite).
+// one it decodes is paced (paceRewrite). An object's batches were
+// CRC-checked by readObject's segfile iterator, kept or read again.
 func (r *passRewrite) batch(ctx context.Context, p compactPiece, id int64, batch []byte, kept bool) ([]byte, compact.Stats, error) {
 	h, err := recordbatch.ParseHeader(batch)
 	if err != nil {
@@ -155,8 +156,9 @@ func (r *passRewrite) batch(ctx context.Context, p compactPiece, id int64, batch
 	opt := r.opt
 	lastBatch, ok := r.lastOf[h.ProducerID]
 	opt.KeepEmpty = (h.ProducerID >= 0 && ok && lastBatch == h.LastOffset()) || h.LastOffset() == r.last
+	opt.CRCChecked = kept || p.object != nil
 	if kept {
-		opt.CRCChecked, opt.Survivors = true, r.surv
+		opt.Survivors = r.surv
 	}
 	nb, st, err := compact.Rewrite(batch, r.m, opt)
 	if err != nil {
@@ -832,8 +834,6 @@ func (l *Log) rewriteObjects(ctx context.Context, rw *passRewrite, inputs []*bro
 					out.maxTs = max(out.maxTs, o.MaxTimestampMs)
 					p := compactPiece{object: o}
 					err := rw.buf.read(ctx, l, nil, p, func(id int64, payload []byte, kept bool) error {
-						// readObject's segfile iterator checked every
-						// batch's CRC, kept or not.
 						nb, bst, err := rw.batch(ctx, p, id, payload, kept)
 						st.Add(bst)
 						if err != nil || nb == nil {
