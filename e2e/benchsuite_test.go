@@ -59,11 +59,21 @@ func TestBenchSuiteQuick(t *testing.T) {
 		t.Fatalf("runs: %+v", rep.Runs)
 	}
 	run := rep.Runs[0]
+	// The device under --dir is watched for stalls where /proc/diskstats
+	// lists it (not, say, on an overlay file system).
+	watched := false
+	if major, minor, err := benchsuite.DiskDevice(work); err == nil {
+		_, _, err = benchsuite.ReadDiskCounters(major, minor)
+		watched = err == nil
+	}
 	for _, name := range benchsuite.Workloads {
 		w, ok := run.Workload(name)
 		if !ok {
 			t.Errorf("no workload %s", name)
 			continue
+		}
+		if d := w.Disk; watched && (d == nil || d.Device == "" || d.Samples < int(w.Seconds*1000/d.SampleMs/4)) {
+			t.Errorf("%s: device %+v over %.1f s", name, d, w.Seconds)
 		}
 		if w.Records <= 0 || w.Bytes <= 0 || w.MBPerSec <= 0 || w.Seconds <= 0 || w.Errors != 0 {
 			t.Errorf("%s: %+v", name, w)
@@ -105,6 +115,14 @@ func TestBenchSuiteQuick(t *testing.T) {
 			}
 			if (c.ControlCycles > 0) != (len(c.Control) > 0 && c.NodesControl != nil) {
 				t.Errorf("%s: %d control cycles, latency %+v, nodes %+v", w.Name, c.ControlCycles, c.Control, c.NodesControl)
+			}
+			// Each side's stalls add up to no more than the load's.
+			if watched {
+				if c.StallsBefore == nil || c.StallsCompacting == nil || c.StallsControl == nil ||
+					c.StallsBefore.Count+c.StallsCompacting.Count+c.StallsControl.Count > w.Disk.Stalls.Count {
+					t.Errorf("%s: device stalls %+v, without compaction %+v, compacting %+v, control %+v",
+						w.Name, w.Disk, c.StallsBefore, c.StallsCompacting, c.StallsControl)
+				}
 			}
 		}
 	}

@@ -113,6 +113,13 @@ func (r *Run) SetPhase(p int) {
 	r.phase = p
 }
 
+// Phase is the phase set last (0 before SetPhase).
+func (r *Run) Phase() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.phase
+}
+
 func (r *Run) quantile(kind string, q float64) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()

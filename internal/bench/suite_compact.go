@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -355,9 +356,10 @@ func (c *compaction) samples(ctx context.Context) benchsuite.Samples {
 // finish, called once the load ended, reads the bookies' journal
 // compaction since the first switch, waits for the watch and fills w: the
 // passes, the load's latency while compacting (w.Latency: the cycles'
-// passes and settle windows) and without (c.Before), and each cycle's
-// p99 against the window before it.
-func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workload) error {
+// passes and settle windows) and without (c.Before), each cycle's p99
+// against the window before it, and the device's stalls on each side
+// (none when w.Disk is nil: the device was not watched).
+func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workload, stalls []benchsuite.DiskStall) error {
 	bookies := c.sr.scrape(ctx, devcluster.RoleBookie)
 	select {
 	case <-c.done:
@@ -395,6 +397,14 @@ func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workloa
 	res.NodesBefore = benchsuite.NodeLatencyOf(c.nodesOff)
 	res.NodesCompacting = benchsuite.NodeLatencyOf(c.nodesWith)
 	res.NodesControl = benchsuite.NodeLatencyOf(c.nodesControl)
+	if w.Disk != nil {
+		side := func(phases []int) *benchsuite.DiskStalls {
+			s := benchsuite.SumDiskStalls(stalls, func(p int) bool { return slices.Contains(phases, p) })
+			return &s
+		}
+		res.StallsBefore, res.StallsCompacting = side(off), side(append(slices.Clone(during), settled...))
+		res.StallsControl = side(control)
+	}
 	w.Latency = PhaseLatency(run, append(during, settled...)...)
 	w.Compaction = &res
 	return c.err

@@ -136,14 +136,17 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	hostBefore, hostErr := benchsuite.ReadHostTimes()
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
 	profiles := sr.profile(ctx, name, sr.base.Duration)
+	disk := sr.watchDisk(ctx, run)
 	if compact != nil {
 		compact.start(ctx, run, o.Duration)
 	}
 	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
+		disk()
 		profiles()
 		return benchsuite.Workload{}, err
 	}
 	elapsed := time.Since(run.Start)
+	device, stalls := disk()
 	cpuAfter := sr.cpu()
 	buffers := pcfg.MaxBufferedBytes
 	if buffers <= 0 {
@@ -164,8 +167,9 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
 	w.Profiles = files
 	w.Memory = memory
+	w.Disk = device
 	if compact != nil {
-		if err := compact.finish(ctx, run, &w); err != nil {
+		if err := compact.finish(ctx, run, &w, stalls); err != nil {
 			return w, fmt.Errorf("compaction: %w", err)
 		}
 	}

@@ -145,8 +145,8 @@ func compactRatios(w Workload) []Ratio {
 	// merged, a p99 is not set by the few stalls of one window of
 	// seconds (the cycles' own ratios, listed, scatter by 2x and more).
 	out = append(out, ratio(w.Name, "pub->ack p99 compacting ÷ not", "x",
-		fmt.Sprintf("%d cycles merged: without %.2f ms, compacting %.2f ms; per cycle against the window before it %s",
-			c.Cycles, without.P99, with.P99, FormatRatios(c.CycleP99Ratios)),
+		fmt.Sprintf("%d cycles merged: without %.2f ms, compacting %.2f ms; per cycle against the window before it %s%s",
+			c.Cycles, without.P99, with.P99, FormatRatios(c.CycleP99Ratios), stallCounts(c.StallsBefore, c.StallsCompacting)),
 		with.P99/without.P99, TargetCompactP99Factor, false))
 	// The control cycles, measured as the compacting ones with nothing
 	// compacted: above the target, this run's machine stalled by itself
@@ -161,11 +161,22 @@ func compactRatios(w Workload) []Ratio {
 	}
 	return append(out,
 		ratio(w.Name, "pub->ack p99 control ÷ not", "x",
-			fmt.Sprintf("%d control cycles, nothing compacted (the machine's own noise): %.2f ms", c.ControlCycles, control.P99),
+			fmt.Sprintf("%d control cycles, nothing compacted (the machine's own noise): %.2f ms%s", c.ControlCycles, control.P99,
+				stallCounts(c.StallsControl, c.StallsBefore)),
 			control.P99/without.P99, TargetCompactP99Factor, false),
 		ratio(w.Name, "pub->ack p99 compacting ÷ control", "x",
-			fmt.Sprintf("compacting %.2f ms, control cycles %.2f ms", with.P99, control.P99),
+			fmt.Sprintf("compacting %.2f ms, control cycles %.2f ms%s", with.P99, control.P99, stallCounts(c.StallsCompacting, c.StallsControl)),
 			with.P99/control.P99, TargetCompactP99Factor, false))
+}
+
+// stallCounts says how many device stalls each side of a ratio, a ÷ b,
+// had ("" when the device was not watched): a side with more has its p99
+// set by the device rather than by the nodes.
+func stallCounts(a, b *DiskStalls) string {
+	if a == nil || b == nil {
+		return ""
+	}
+	return fmt.Sprintf("; device stalls %d ÷ %d", a.Count, b.Count)
 }
 
 // FormatRatios writes rs as "1.10x 0.92x ...".

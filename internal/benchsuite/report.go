@@ -145,6 +145,9 @@ type Workload struct {
 	// while compacting (the cycles' passes and settle windows).
 	Compaction *Compaction `json:"compaction,omitempty"`
 	Memory     *Memory     `json:"memory,omitempty"`
+	// Disk: the device under the cluster's data while the load ran (nil
+	// where it cannot be read).
+	Disk *Disk `json:"disk,omitempty"`
 }
 
 // Compaction is what the brokers' compaction metrics said of the passes
@@ -207,6 +210,13 @@ type Compaction struct {
 	// first switch to the load's end, compacting journal files the deletes of
 	// the passes' inputs left mostly dead (summed over the bookies).
 	BookieGCCopiedBytes float64 `json:"bookie_gc_copied_bytes"`
+	// StallsBefore, StallsCompacting and StallsControl: the device's
+	// stalls (Workload.Disk) that ended in the windows of Before, of the
+	// Workload's Latency and of Control, when their latencies were
+	// observed. A stall sets the p99 of the side it lands on.
+	StallsBefore     *DiskStalls `json:"stalls_before,omitempty"`
+	StallsCompacting *DiskStalls `json:"stalls_compacting,omitempty"`
+	StallsControl    *DiskStalls `json:"stalls_control,omitempty"`
 }
 
 // LatencyOf returns the latency kind ("publish_to_ack", ...) if measured.
@@ -360,6 +370,13 @@ func (r *Report) Fprint(w io.Writer) error {
 				if c.NodesBefore != nil {
 					line += fmt.Sprintf("\n  %-16s node means without compaction: %s; compacting: %s; control: %s",
 						"", c.NodesBefore, c.NodesCompacting, c.NodesControl)
+				}
+			}
+			if d := wl.Disk; d != nil {
+				line += fmt.Sprintf("\n  %-16s device %s stalls of %.0f ms or more (requests in flight, none completed; sampled every %.0f ms): %s",
+					"", d.Device, d.MinStallMs, d.SampleMs, d.Stalls)
+				if c := wl.Compaction; c != nil && c.StallsBefore != nil {
+					line += fmt.Sprintf("; without compaction %s, compacting %s, control %s", c.StallsBefore, c.StallsCompacting, c.StallsControl)
 				}
 			}
 			if m := wl.Memory; m != nil {
