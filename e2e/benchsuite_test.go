@@ -116,6 +116,9 @@ func TestBenchSuiteQuick(t *testing.T) {
 			if (c.ControlCycles > 0) != (len(c.Control) > 0 && c.NodesControl != nil) {
 				t.Errorf("%s: %d control cycles, latency %+v, nodes %+v", w.Name, c.ControlCycles, c.Control, c.NodesControl)
 			}
+			if _, _, ok := c.ExtraCPU(); (c.ControlCycles > 0) != ok || (ok && c.CPUPerRoleControl[devcluster.RoleBroker] <= 0) {
+				t.Errorf("%s: %d control cycles over %.2f s, CPU %+v", w.Name, c.ControlCycles, c.ControlSeconds, c.CPUPerRoleControl)
+			}
 			// Each side's stalls add up to no more than the load's.
 			if watched {
 				if c.StallsBefore == nil || c.StallsCompacting == nil || c.StallsControl == nil ||

@@ -309,13 +309,7 @@ func (c *compaction) compactSource(ctx context.Context, topic string) error {
 			if r.PassSeconds > 0 {
 				r.MBPerSecPerPass = r.BytesIn / r.PassSeconds / 1e6
 			}
-			cpu := CPUDelta(cpuBefore, c.sr.cpu(), c.sr.nodes).PerRole
-			if r.CPUPerRole == nil {
-				r.CPUPerRole = map[string]float64{}
-			}
-			for role, s := range cpu {
-				r.CPUPerRole[role] += s
-			}
+			r.CPUPerRole = addCPU(r.CPUPerRole, CPUDelta(cpuBefore, c.sr.cpu(), c.sr.nodes).PerRole)
 			return nil
 		}
 	}
@@ -326,7 +320,10 @@ func (c *compaction) compactSource(ctx context.Context, topic string) error {
 // waits for passes, so that the control cycle carries the same scrapes
 // (each costs a broker a few ms of CPU) and differs from a compacting
 // cycle only by the compaction.
+// Its CPU per role is added to the result's, as compactSource adds a
+// compacting cycle's.
 func (c *compaction) pollFor(ctx context.Context, d time.Duration) error {
+	cpuBefore, start := c.sr.cpu(), time.Now()
 	t := time.NewTicker(compactPoll)
 	defer t.Stop()
 	end := time.After(d)
@@ -335,11 +332,25 @@ func (c *compaction) pollFor(ctx context.Context, d time.Duration) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-end:
+			r := &c.result
+			r.ControlSeconds += time.Since(start).Seconds()
+			r.CPUPerRoleControl = addCPU(r.CPUPerRoleControl, CPUDelta(cpuBefore, c.sr.cpu(), c.sr.nodes).PerRole)
 			return nil
 		case <-t.C:
 			c.samples(ctx)
 		}
 	}
+}
+
+// addCPU adds the core-seconds per role of d to sum (made if nil).
+func addCPU(sum, d map[string]float64) map[string]float64 {
+	if sum == nil {
+		sum = map[string]float64{}
+	}
+	for role, s := range d {
+		sum[role] += s
+	}
+	return sum
 }
 
 // samples sums the brokers' compaction metrics.

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -204,8 +207,14 @@ type Compaction struct {
 	NodesBefore     *NodeLatency `json:"nodes_before,omitempty"`
 	NodesCompacting *NodeLatency `json:"nodes_compacting,omitempty"`
 	NodesControl    *NodeLatency `json:"nodes_control,omitempty"`
-	// CPU the cycles' windows used, per role (core-seconds).
-	CPUPerRole map[string]float64 `json:"cpu_per_role_seconds,omitempty"`
+	// CPU the compacting cycles' windows (WindowSeconds, switch to swap)
+	// used, per role (core-seconds); CPUPerRoleControl: that of the
+	// control cycles' windows as long (ControlSeconds), the same load
+	// with nothing compacted. Their difference per second is what the
+	// passes cost (ExtraCPU).
+	CPUPerRole        map[string]float64 `json:"cpu_per_role_seconds,omitempty"`
+	CPUPerRoleControl map[string]float64 `json:"cpu_per_role_control_seconds,omitempty"`
+	ControlSeconds    float64            `json:"control_seconds,omitempty"`
 	// BookieGCCopiedBytes: live journal bytes the bookies copied from the
 	// first switch to the load's end, compacting journal files the deletes of
 	// the passes' inputs left mostly dead (summed over the bookies).
@@ -217,6 +226,25 @@ type Compaction struct {
 	StallsBefore     *DiskStalls `json:"stalls_before,omitempty"`
 	StallsCompacting *DiskStalls `json:"stalls_compacting,omitempty"`
 	StallsControl    *DiskStalls `json:"stalls_control,omitempty"`
+}
+
+// ExtraCPU is the cores each role used more while compacting than in
+// the control cycles (CPU per second of each, subtracted), and their sum
+// over the nodes (not this process, whose work does not change) as
+// core-seconds per GB of the passes' input; ok is false without control
+// cycles or input.
+func (c Compaction) ExtraCPU() (perRole map[string]float64, perGB float64, ok bool) {
+	if c.ControlSeconds <= 0 || c.WindowSeconds <= 0 || c.BytesIn <= 0 {
+		return nil, 0, false
+	}
+	perRole = map[string]float64{}
+	for role, s := range c.CPUPerRole {
+		perRole[role] = s/c.WindowSeconds - c.CPUPerRoleControl[role]/c.ControlSeconds
+		if role != RoleClient {
+			perGB += perRole[role]
+		}
+	}
+	return perRole, perGB * c.WindowSeconds / (c.BytesIn / 1e9), true
 }
 
 // LatencyOf returns the latency kind ("publish_to_ack", ...) if measured.
@@ -367,6 +395,15 @@ func (r *Report) Fprint(w io.Writer) error {
 				p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
 				line += fmt.Sprintf("\n  %-16s pub->ack p99 without compaction %.2f ms, during the passes %.2f ms, settling %.2f ms, control cycles %.2f ms; per cycle %s",
 					"", p99(c.Before), p99(c.During), p99(c.After), p99(c.Control), FormatRatios(c.CycleP99Ratios))
+				if extra, perGB, ok := c.ExtraCPU(); ok {
+					roles := slices.Sorted(maps.Keys(extra))
+					parts := make([]string, len(roles))
+					for i, role := range roles {
+						parts[i] = fmt.Sprintf("%s %+.2f", role, extra[role])
+					}
+					line += fmt.Sprintf("\n  %-16s cores used while compacting less those of the control cycles: %s (nodes: %.2f core-s per GB of input)",
+						"", strings.Join(parts, ", "), perGB)
+				}
 				if c.NodesBefore != nil {
 					line += fmt.Sprintf("\n  %-16s node means without compaction: %s; compacting: %s; control: %s",
 						"", c.NodesBefore, c.NodesCompacting, c.NodesControl)
