@@ -74,19 +74,20 @@ type DiskSample struct {
 }
 
 // DiskStall is a time in which the device completed nothing while
-// requests were in flight: from the last sample before it to the first
-// that saw a completion again (it lasted at least End - Start, less
+// requests were in flight: from the last sample before it to the last
+// that still saw no completion (it lasted at least End - Start, less
 // than two sampling intervals more).
 type DiskStall struct {
 	Start, End time.Time
-	// Phase: the load's phase at its end, when the requests it held
+	// Phase: the load's phase at the sample that saw completions again
+	// (at End if sampling stopped first), when the requests it held
 	// complete and their latencies are observed.
 	Phase int
 }
 
-// FindDiskStalls returns the stalls of at least min in samples (in time
-// order).
-func FindDiskStalls(samples []DiskSample, min time.Duration) []DiskStall {
+// FindDiskStalls returns the stalls of at least shortest in samples (in
+// time order).
+func FindDiskStalls(samples []DiskSample, shortest time.Duration) []DiskStall {
 	var out []DiskStall
 	start := -1 // the sample the current stall began at
 	for i := 1; i <= len(samples); i++ {
@@ -98,8 +99,8 @@ func FindDiskStalls(samples []DiskSample, min time.Duration) []DiskStall {
 			continue
 		}
 		if start >= 0 {
-			s := DiskStall{Start: samples[start].At, End: samples[i-1].At, Phase: samples[i-1].Phase}
-			if s.End.Sub(s.Start) >= min {
+			s := DiskStall{Start: samples[start].At, End: samples[i-1].At, Phase: samples[min(i, len(samples)-1)].Phase}
+			if s.End.Sub(s.Start) >= shortest {
 				out = append(out, s)
 			}
 			start = -1

@@ -51,8 +51,8 @@ func TestFindDiskStalls(t *testing.T) {
 		{0, 1, 1},  // 0 ms
 		{5, 2, 1},  // 50: completions
 		{5, 2, 1},  // 100: none, two in flight: a stall begins at 50
-		{5, 3, 2},  // 150
-		{9, 0, 2},  // 200: completed: the stall was 50..150 (100 ms, ends in phase 2)
+		{5, 3, 1},  // 150
+		{9, 0, 2},  // 200: completed: the stall was 50..150 (100 ms; its requests complete in phase 2)
 		{9, 0, 2},  // 250: nothing in flight: idle, no stall
 		{9, 1, 2},  // 300
 		{9, 1, 3},  // 350: 50 ms stuck: shorter than the minimum
