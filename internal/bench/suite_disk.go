@@ -45,10 +45,6 @@ func (sr *suiteRunner) watchDisk(ctx context.Context, run *Run) (stop func() (*b
 	return func() (*benchsuite.Disk, []benchsuite.DiskStall) {
 		cancel()
 		<-done
-		stalls := benchsuite.FindDiskStalls(samples, benchsuite.MinDiskStall)
-		return &benchsuite.Disk{Device: name, SampleMs: ms(benchsuite.DiskSampleInterval), Samples: len(samples),
-			MinStallMs: ms(benchsuite.MinDiskStall), Stalls: benchsuite.SumDiskStalls(stalls, nil)}, stalls
+		return benchsuite.SummarizeDisk(name, samples)
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

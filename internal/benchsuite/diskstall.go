@@ -127,7 +127,7 @@ func SumDiskStalls(stalls []DiskStall, in func(phase int) bool) DiskStalls {
 		d := st.End.Sub(st.Start)
 		s.Count++
 		s.Seconds += d.Seconds()
-		s.LongestMs = max(s.LongestMs, float64(d)/float64(time.Millisecond))
+		s.LongestMs = max(s.LongestMs, millis(d))
 	}
 	return s
 }
@@ -151,3 +151,13 @@ type Disk struct {
 	MinStallMs float64    `json:"min_stall_ms"`
 	Stalls     DiskStalls `json:"stalls"`
 }
+
+// SummarizeDisk is what device did over samples (taken every
+// DiskSampleInterval), and its stalls of at least MinDiskStall.
+func SummarizeDisk(device string, samples []DiskSample) (*Disk, []DiskStall) {
+	stalls := FindDiskStalls(samples, MinDiskStall)
+	return &Disk{Device: device, SampleMs: millis(DiskSampleInterval), Samples: len(samples),
+		MinStallMs: millis(MinDiskStall), Stalls: SumDiskStalls(stalls, nil)}, stalls
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
