@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -358,12 +359,14 @@ func (b *Broker) finishDelete(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		for _, s := range pl.Segments {
-			if err := ledger.Delete(ctx, b.env, s.LedgerId); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) &&
-				!errors.Is(err, ledger.ErrDeleteIncomplete) {
-				return err
+		for segs := range slices.Chunk(pl.Segments, ledger.DeleteBatch) {
+			errs, err := partlog.DeleteLedgers(ctx, b.env, b.store, segs)
+			for _, err := range errs {
+				if err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) && !errors.Is(err, ledger.ErrDeleteIncomplete) {
+					return err
+				}
 			}
-			if _, err := b.meta.Delete(ctx, partlog.IndexKey(s.LedgerId)); err != nil {
+			if err != nil {
 				return err
 			}
 		}

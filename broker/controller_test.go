@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/brokertest"
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/internal/testwait"
+	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -71,5 +75,94 @@ func TestAssignmentsWrittenInBatches(t *testing.T) {
 			}
 			t.Logf("%d partitions assigned in %d metad revisions, per broker %v", partitions, len(revisions), perBroker)
 		})
+	}
+}
+
+// Deleting a topic removes its data: every ledger of its partitions (in
+// batches of ledger.DeleteBatch, here more than one), the ledgers'
+// indexes and copies, and the partition records, then the topic record.
+// Another topic's data stays.
+func TestDeleteTopicRemovesItsData(t *testing.T) {
+	cl := brokertest.Start(t, brokertest.Options{})
+	small := map[string]string{"segment.bytes": "16384"}
+	cl.CreateTopic("doomed", 2, small)
+	cl.CreateTopic("kept", 1, small)
+	cl.WaitServed("doomed", "kept")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Brokers: cl.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.NewProducer(client.ProducerConfig{Linger: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 12<<10) // one record per 16 KiB segment
+	produce := func(topic string, partition int32, n int) {
+		for range n {
+			rec := client.NewRecord(topic, nil, value)
+			rec.Partition = partition
+			if _, err := p.ProduceSync(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce("doomed", 0, ledger.DeleteBatch+6)
+	produce("doomed", 1, 3)
+	produce("kept", 0, 3)
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ledgersOf := func(topic string) (ids []uint64) {
+		all, err := cl.Ledgers.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range all {
+			if md, _, ok := cl.Ledgers.Ledger(id); ok && md.Properties["topic"] == topic {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	doomed, kept := ledgersOf("doomed"), ledgersOf("kept")
+	if len(doomed) < ledger.DeleteBatch+6 || len(kept) < 3 {
+		t.Fatalf("%d ledgers of doomed, %d of kept: the segments did not roll", len(doomed), len(kept))
+	}
+	batches := cl.Ledgers.Batches()
+
+	if err := c.DeleteTopic(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.UntilNil(t, 30*time.Second, "the topic record of doomed deleted", func() error {
+		kvs, _, err := cl.Meta.List(ctx, "/strata/topics/doomed")
+		if err != nil || len(kvs) > 0 {
+			return fmt.Errorf("%d records, %v", len(kvs), err)
+		}
+		return nil
+	})
+	if left := ledgersOf("doomed"); len(left) > 0 {
+		t.Fatalf("ledgers of the deleted topic left: %v", left)
+	}
+	if got := cl.Ledgers.Batches() - batches; got < 2 {
+		t.Fatalf("%d ledgers deleted in %d metadata batches, want them batched", len(doomed), got)
+	}
+	for _, id := range doomed {
+		for _, b := range cl.Bookies.Addrs() {
+			if n := len(cl.Bookies.StoredEntries(b, id)); n > 0 {
+				t.Fatalf("bookie %s still holds %d entries of ledger %d", b, n, id)
+			}
+		}
+		if kvs, _, err := cl.Meta.List(ctx, partlog.IndexKey(id)); err != nil || len(kvs) > 0 {
+			t.Fatalf("the index of ledger %d: %d records, %v", id, len(kvs), err)
+		}
+	}
+	if kvs, _, err := cl.Meta.List(ctx, partlog.PartitionPrefix+"doomed/"); err != nil || len(kvs) > 0 {
+		t.Fatalf("partition records of doomed: %d, %v", len(kvs), err)
+	}
+	if left := ledgersOf("kept"); !slices.Equal(left, kept) {
+		t.Fatalf("the ledgers of kept: %v, want %v", left, kept)
 	}
 }

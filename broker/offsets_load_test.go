@@ -114,6 +114,15 @@ func (s *offsetsStore) Delete(_ context.Context, key string) error {
 	return nil
 }
 
+func (s *offsetsStore) DeleteKeys(_ context.Context, keys []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.kv, k)
+	}
+	return nil
+}
+
 // countingLog is the broker's offsetsLog with the records its replay
 // hands to the coordinator counted.
 type countingLog struct {

@@ -134,6 +134,48 @@ func TestLedgerMetadStore(t *testing.T) {
 		t.Fatalf("list after delete = %v, %v", list, err)
 	}
 
+	// Many at once: one transaction (one revision), missing ledgers no
+	// error; a metad that refuses a transaction that large gets them one
+	// by one.
+	small := proctest.StartMetad(t, bins["metad"], 1, "--max-txn-ops", "4")
+	smallCl := newMetaClient(t, small)
+	for _, tc := range []struct {
+		cl        *metaclient.Client
+		revisions func(int64) bool
+	}{
+		{cl, func(n int64) bool { return n == 1 }},
+		{smallCl, func(n int64) bool { return n >= 6 }},
+	} {
+		st := ledgermetad.NewStore(tc.cl)
+		var batch []uint64
+		for range 6 {
+			id, _, err := st.Create(ctx, newMD())
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch = append(batch, id)
+		}
+		before, rev0, err := tc.cl.List(ctx, ledger.MetadataPrefix, metaclient.KeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DeleteMany(ctx, append(slices.Clone(batch), id1)); err != nil {
+			t.Fatalf("delete many: %v", err)
+		}
+		after, rev1, err := tc.cl.List(ctx, ledger.MetadataPrefix, metaclient.KeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != len(before)-len(batch) || !tc.revisions(rev1-rev0) {
+			t.Fatalf("deleting %d of %d ledgers left %d, in %d revisions", len(batch), len(before), len(after), rev1-rev0)
+		}
+		for _, kv := range after {
+			if id, _ := ledger.ParseMetadataKey(kv.GetKey()); slices.Contains(batch, id) {
+				t.Fatalf("ledger %d survived", id)
+			}
+		}
+	}
+
 	// A metadata key that is not a ledger's makes listing fail loudly.
 	if _, err := cl.Put(ctx, ledger.MetadataPrefix+"junk", []byte("x")); err != nil {
 		t.Fatal(err)

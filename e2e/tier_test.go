@@ -189,7 +189,7 @@ func TestTieredStorage(t *testing.T) {
 		t.Fatalf("%d objects for 200 MiB in 4 MiB objects: %v", len(keys), keys)
 	}
 	env, _ := realLedgerEnv(t, c.meta)
-	// The ledgers go after the CAS that unlinks them, one by one: wait.
+	// The ledgers go after the CAS that unlinks them: wait.
 	testwait.UntilNil(t, 30*time.Second, "the closed ledgers of the topic deleted", func() error {
 		all, err := ledger.ListAll(ctx, env.Meta)
 		if err != nil {

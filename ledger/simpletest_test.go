@@ -3,6 +3,8 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -185,6 +187,89 @@ func TestDelete(t *testing.T) {
 	}
 	if n := len(c.Bookies.StoredEntries(ensemble[0], id)); n != 0 {
 		t.Fatalf("a live bookie still holds %d entries", n)
+	}
+}
+
+// TestDeleteAll: many ledgers at once, as retention and compaction
+// delete them: each ledger's outcome is Delete's, the metadata goes
+// ledger.DeleteBatch at a time when the store batches (one by one when it
+// does not), and a store that is down deletes nothing.
+func TestDeleteAll(t *testing.T) {
+	verifyNoLeaks(t)
+	ctx := testCtx(t)
+	for _, batched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			c := ledgertest.NewCluster(4)
+			env := c.Env()
+			if !batched {
+				env.Meta = struct{ ledger.MetadataStore }{c.Meta} // hides DeleteMany
+			}
+			const n = ledger.DeleteBatch + 6 // two batches
+			var ids []uint64
+			ensembles := map[uint64][]string{}
+			for range n {
+				w, err := ledger.Create(ctx, env, c.Options(ledger.CreateOptions{}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.AppendSync(ctx, []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, w.ID())
+				ensembles[w.ID()] = w.Metadata().Fragments[0].Bookies
+			}
+			down := ensembles[ids[0]][0]
+			c.Bookies.Crash(down)
+			const missing = 1 << 40
+			errs := ledger.DeleteAll(ctx, env, append(slices.Clone(ids), missing), 4)
+			if len(errs) != n+1 {
+				t.Fatalf("%d outcomes for %d ledgers", len(errs), n+1)
+			}
+			if !errors.Is(errs[n], ledger.ErrNoSuchLedger) {
+				t.Fatalf("a ledger that does not exist: %v", errs[n])
+			}
+			for i, id := range ids {
+				onDown := slices.Contains(ensembles[id], down)
+				switch {
+				case onDown && (!errors.Is(errs[i], ledger.ErrDeleteIncomplete) || !errors.Is(errs[i], ledgertest.ErrBookieDown)):
+					t.Fatalf("ledger %d on the bookie that is down: %v", id, errs[i])
+				case !onDown && errs[i] != nil:
+					t.Fatalf("ledger %d: %v", id, errs[i])
+				}
+				if _, _, ok := c.Meta.Ledger(id); ok {
+					t.Fatalf("ledger %d: its metadata survived", id)
+				}
+				for _, b := range ensembles[id] {
+					if k := len(c.Bookies.StoredEntries(b, id)); b != down && k != 0 {
+						t.Fatalf("ledger %d: bookie %s still holds %d entries", id, b, k)
+					}
+				}
+			}
+			if want := map[bool]int{true: 2, false: 0}[batched]; c.Meta.Batches() != want {
+				t.Fatalf("%d metadata batches, want %d", c.Meta.Batches(), want)
+			}
+
+			// The store down: every outcome is its error, nothing goes.
+			w, err := ledger.Create(ctx, env, c.Options(ledger.CreateOptions{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c.Meta.SetUnavailable(true)
+			errs = ledger.DeleteAll(ctx, env, []uint64{w.ID()}, 4)
+			c.Meta.SetUnavailable(false)
+			if !errors.Is(errs[0], ledgertest.ErrUnavailable) {
+				t.Fatalf("the store down: %v", errs[0])
+			}
+			if _, _, ok := c.Meta.Ledger(w.ID()); !ok {
+				t.Fatal("the store down: the metadata went")
+			}
+		})
 	}
 }
 

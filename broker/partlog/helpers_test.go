@@ -97,6 +97,15 @@ func (s *memStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+func (s *memStore) DeleteKeys(_ context.Context, keys []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.kv, k)
+	}
+	return nil
+}
+
 func (s *memStore) setBeforePut(f func(string) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

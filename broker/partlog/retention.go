@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/strata-log/strata/internal/failpoint"
@@ -216,66 +215,80 @@ func (l *Log) EnforceRetention(ctx context.Context) (RetentionCut, error) {
 	return cut, nil
 }
 
-// retentionDeletes bounds the deletions of one retention run in flight.
-// Each is a few metad round trips (the ledger's metadata read and
-// delete, its index delete) and a call to each of its bookies; one at a
-// time, 10,000 removed ledgers held the log's goroutine (rolls, Close)
-// for 75 s at 2.9 ms per metad write (TestRetentionScale). Concurrent
-// writes share metad's Raft appends and fsyncs.
+// retentionDeletes bounds the metadata reads and bookie calls of the
+// deletions in flight. One at a time, each ledger's own metad round trips
+// (its metadata read and delete, its index delete) held the log's
+// goroutine (rolls, Close) for 75 s per 10,000 removed ledgers at 2.9 ms
+// per metad write (TestRetentionScale); the deletes now go
+// ledger.DeleteBatch to a metad transaction, and concurrent reads share
+// metad's linearizable read barriers.
 const retentionDeletes = 16
 
 // deleteRemoved deletes the ledgers and indexes of segments no list names
-// (a retention or compaction CAS unlinked them, or a failed compaction
-// pass wrote them), at most retentionDeletes at a time, and returns how many
-// it started. It starts no more once the log stops (Close must not wait
-// for thousands of deletions) or ctx ends: the rest are unlisted, and
-// the controller's orphan sweeper deletes them and their indexes (P6).
+// (a retention, compaction or tiering CAS unlinked them, or a failed
+// compaction pass wrote them), ledger.DeleteBatch at a time, and returns
+// how many it handled. It starts no more batches once the log stops
+// (Close must not wait for thousands of deletions) or ctx ends: the rest
+// are unlisted, and the controller's orphan sweeper deletes them and their
+// indexes (P6).
 func (l *Log) deleteRemoved(ctx context.Context, segs []*brokerpb.LedgerSegment) int {
-	sem := make(chan struct{}, retentionDeletes)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for i, s := range segs {
-		select { // a stop wins over a free slot
+	for done := 0; done < len(segs); done += ledger.DeleteBatch {
+		select {
 		case <-l.stop:
-			return i
+			return done
 		case <-ctx.Done():
-			return i
+			return done
 		default:
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-l.stop:
-			return i
-		case <-ctx.Done():
-			return i
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			l.deleteSegment(ctx, s)
-		}()
+		l.deleteSegments(ctx, segs[done:min(done+ledger.DeleteBatch, len(segs))])
 	}
 	return len(segs)
 }
 
-// deleteSegment deletes an unlisted segment's ledger and index. Failures
-// are logged: the orphan sweeper (ledger) and the bookies' own sweep
-// (copies on bookies that were down) finish the job.
-func (l *Log) deleteSegment(ctx context.Context, s *brokerpb.LedgerSegment) {
-	l.reads.forget(s.LedgerId)
-	err := ledger.Delete(ctx, l.cfg.Env, s.LedgerId)
-	switch {
-	case err == nil, errors.Is(err, ledger.ErrNoSuchLedger):
-	case errors.Is(err, ledger.ErrDeleteIncomplete):
-		l.log.Warn("retention: a bookie kept its copy of a deleted ledger", "ledger", s.LedgerId, "err", err)
-	default:
-		l.log.Warn("retention: deleting a ledger failed; the orphan sweeper retries", "ledger", s.LedgerId, "err", err)
-		return
+// deleteSegments deletes unlisted segments' ledgers and indexes
+// (DeleteLedgers). Failures are logged: the orphan sweeper (ledger) and
+// the bookies' own sweep (copies on bookies that were down) finish the
+// job.
+func (l *Log) deleteSegments(ctx context.Context, segs []*brokerpb.LedgerSegment) {
+	for _, s := range segs {
+		l.reads.forget(s.LedgerId)
 	}
-	if err := l.cfg.Store.Delete(ctx, IndexKey(s.LedgerId)); err != nil {
-		l.log.Warn("retention: deleting a ledger index failed", "ledger", s.LedgerId, "err", err)
+	errs, err := DeleteLedgers(ctx, l.cfg.Env, l.cfg.Store, segs)
+	for i, err := range errs {
+		switch {
+		case err == nil, errors.Is(err, ledger.ErrNoSuchLedger):
+		case errors.Is(err, ledger.ErrDeleteIncomplete):
+			l.log.Warn("retention: a bookie kept its copy of a deleted ledger", "ledger", segs[i].LedgerId, "err", err)
+		default:
+			l.log.Warn("retention: deleting a ledger failed; the orphan sweeper retries", "ledger", segs[i].LedgerId, "err", err)
+		}
 	}
+	if err != nil {
+		l.log.Warn("retention: deleting ledger indexes failed", "ledgers", len(segs), "err", err)
+	}
+}
+
+// DeleteLedgers deletes the ledgers of at most ledger.DeleteBatch segments
+// that no list names (ledger.DeleteAll: their metadata in one metad
+// transaction), then in one more the indexes of those whose metadata is
+// gone. errs[i] is segs[i]'s outcome, ledger.DeleteAll's; indexErr is the
+// index transaction's.
+func DeleteLedgers(ctx context.Context, env ledger.Env, store Store, segs []*brokerpb.LedgerSegment) (errs []error, indexErr error) {
+	ids := make([]uint64, len(segs))
+	for i, s := range segs {
+		ids[i] = s.LedgerId
+	}
+	errs = ledger.DeleteAll(ctx, env, ids, retentionDeletes)
+	var indexes []string
+	for i, err := range errs {
+		if err == nil || errors.Is(err, ledger.ErrNoSuchLedger) || errors.Is(err, ledger.ErrDeleteIncomplete) {
+			indexes = append(indexes, IndexKey(ids[i]))
+		}
+	}
+	if len(indexes) > 0 {
+		indexErr = store.DeleteKeys(ctx, indexes)
+	}
+	return errs, indexErr
 }
 
 // LastRetention is when retention last looked at the log (zero: never).

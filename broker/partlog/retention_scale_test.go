@@ -32,8 +32,10 @@ import (
 // them by 10,000 rolls would cost 10,000 CASes of a growing list and
 // measure the rolls), let retention remove all but the newest few, and
 // count the work: ONE CAS of the list (P6), plus one for the garbage queue
-// when objects go (T6), then one deletion per ledger and index, and the
-// objects in one multi-object delete. Time is reported, not asserted:
+// when objects go (T6), then the ledgers' metadata and their indexes in
+// one metad transaction per ledger.DeleteBatch ledgers each (a metadata
+// read and the bookies' deletes per ledger), and the objects in one
+// multi-object delete. Time is reported, not asserted:
 // in memory, and with every metad write held for this machine's fsync
 // latency, measured in the same run (a metad write is a Raft entry on
 // disk), which is what makes per-piece work cost seconds or minutes.
@@ -105,19 +107,35 @@ func (s *scaleStore) Delete(ctx context.Context, key string) error {
 	return s.inner.Delete(ctx, key)
 }
 
+func (s *scaleStore) DeleteKeys(ctx context.Context, keys []string) error {
+	s.mu.Lock()
+	s.mu.deletes++
+	for _, k := range keys {
+		if strings.HasPrefix(k, LedgerIndexPrefix) {
+			s.mu.indexDeletes++
+		}
+	}
+	s.mu.Unlock()
+	hold(s.writeDelay)
+	return s.inner.DeleteKeys(ctx, keys)
+}
+
 func (s *scaleStore) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.scaleCounts = scaleCounts{}
 }
 
-// scaleMeta counts the ledger metadata calls of deletions (Get, Delete)
-// and holds each Delete for writeDelay, like scaleStore.
+// scaleMeta counts the ledger metadata calls of deletions (Get, and the
+// ledgers deleted one by one or in batches) and holds each Delete and
+// each batch for writeDelay, like scaleStore.
 type scaleMeta struct {
 	ledger.MetadataStore
-	writeDelay    time.Duration
-	gets, deletes atomic.Int64
+	writeDelay             time.Duration
+	gets, deletes, batches atomic.Int64
 }
+
+var _ ledger.MetadataBatchDeleter = (*scaleMeta)(nil)
 
 func (m *scaleMeta) Get(ctx context.Context, id uint64) (*ledgerpb.LedgerMetadata, int64, error) {
 	m.gets.Add(1)
@@ -128,6 +146,13 @@ func (m *scaleMeta) Delete(ctx context.Context, id uint64) error {
 	m.deletes.Add(1)
 	hold(m.writeDelay)
 	return m.MetadataStore.Delete(ctx, id)
+}
+
+func (m *scaleMeta) DeleteMany(ctx context.Context, ids []uint64) error {
+	m.deletes.Add(int64(len(ids)))
+	m.batches.Add(1)
+	hold(m.writeDelay)
+	return m.MetadataStore.(ledger.MetadataBatchDeleter).DeleteMany(ctx, ids)
 }
 
 // hold simulates a round trip's latency (not a wait for a condition).
@@ -274,6 +299,7 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 	s.store.writeDelay, s.meta.writeDelay = writeDelay, writeDelay
 	s.meta.gets.Store(0)
 	s.meta.deletes.Store(0)
+	s.meta.batches.Store(0)
 	return s
 }
 
@@ -311,12 +337,14 @@ func (s *scaleLog) enforce(t testing.TB, shape scaleShape) (RetentionCut, time.D
 	if st.partitionPuts != wantCAS {
 		t.Errorf("%d CASes of the list, want %d: retention must not write the list per piece", st.partitionPuts, wantCAS)
 	}
-	if st.indexDeletes != shape.ledgers || st.deletes != shape.ledgers || st.puts != wantCAS || st.gets != 0 {
-		t.Errorf("metad calls: %d index deletes, %d deletes, %d puts, %d gets; want %d, %d, %d, 0",
-			st.indexDeletes, st.deletes, st.puts, st.gets, shape.ledgers, shape.ledgers, wantCAS)
+	batches := (shape.ledgers + ledger.DeleteBatch - 1) / ledger.DeleteBatch
+	if st.indexDeletes != shape.ledgers || st.deletes != batches || st.puts != wantCAS || st.gets != 0 {
+		t.Errorf("metad calls: %d index deletes in %d transactions, %d puts, %d gets; want %d in %d, %d, 0",
+			st.indexDeletes, st.deletes, st.puts, st.gets, shape.ledgers, batches, wantCAS)
 	}
-	if g, d := s.meta.gets.Load(), s.meta.deletes.Load(); g != int64(shape.ledgers) || d != int64(shape.ledgers) {
-		t.Errorf("ledger metadata: %d gets, %d deletes; want %d each", g, d, shape.ledgers)
+	if g, d, b := s.meta.gets.Load(), s.meta.deletes.Load(), s.meta.batches.Load(); g != int64(shape.ledgers) ||
+		d != int64(shape.ledgers) || b != int64(batches) {
+		t.Errorf("ledger metadata: %d gets, %d deletes in %d batches; want %d, %d in %d", g, d, b, shape.ledgers, shape.ledgers, batches)
 	}
 	if got := s.objectDeletes.Load(); got != int64(shape.tiered) {
 		t.Errorf("%d object deletions, want %d", got, shape.tiered)
@@ -338,15 +366,14 @@ func (s *scaleLog) enforce(t testing.TB, shape scaleShape) (RetentionCut, time.D
 			objects, len(pl.Tiered), len(pl.Garbage), len(pl.Segments), shape.keep)
 	}
 	t.Logf("retention of %d pieces (%d objects, %d ledgers, keeping %d): %v; %d list CASes (largest written %d bytes), "+
-		"%d index deletes, %d ledger metadata gets + %d deletes, %d objects deleted",
+		"%d index deletes in %d transactions, %d ledger metadata gets + %d deletes in %d, %d objects deleted",
 		cut.Pieces, shape.tiered, shape.ledgers, shape.keep, took.Round(time.Millisecond), st.partitionPuts, st.maxPartitionBytes,
-		st.indexDeletes, s.meta.gets.Load(), s.meta.deletes.Load(), s.objectDeletes.Load())
+		st.indexDeletes, st.deletes, s.meta.gets.Load(), s.meta.deletes.Load(), s.meta.batches.Load(), s.objectDeletes.Load())
 	return cut, took
 }
 
 // TestRetentionScale: 10,000 pieces go in one list CAS (two with objects)
-// and per-piece deletions only; with metad's latency the deletions run
-// concurrently, so the whole takes seconds.
+// and batched deletions; with metad's latency the whole takes seconds.
 func TestRetentionScale(t *testing.T) {
 	t.Run("ledgers", func(t *testing.T) {
 		shape := scaleShape{ledgers: 10_000, keep: 3}
@@ -372,10 +399,10 @@ func TestRetentionScale(t *testing.T) {
 		_, took := s.enforce(t, shape)
 		serial := time.Duration(2*shape.ledgers) * delay
 		t.Logf("fsync (4 KiB, median) %v; each metad write held %v; retention took %v (CPU %v), "+
-			"one write at a time would hold %v", fsync, delay, took.Round(time.Millisecond),
+			"a write per ledger and per index, one at a time, would hold %v", fsync, delay, took.Round(time.Millisecond),
 			(cpuTime() - cpu0).Round(time.Millisecond), serial.Round(time.Second))
 		if took > serial/2 {
-			t.Errorf("retention took %v with %v per metad write: its %d deletions are not concurrent (serial: %v)",
+			t.Errorf("retention took %v with %v per metad write: its %d deletions are neither batched nor concurrent (serial: %v)",
 				took, delay, 2*shape.ledgers, serial)
 		}
 	})
@@ -387,7 +414,7 @@ func TestRetentionScale(t *testing.T) {
 // sweeper.
 func TestRetentionDeletionsStopAtClose(t *testing.T) {
 	shape := scaleShape{ledgers: 10_000, keep: 3}
-	s := buildScaleLog(t, shape, 5*time.Millisecond) // all of them: 10,000 x 2 x 5 ms / 16 = 6 s
+	s := buildScaleLog(t, shape, 5*time.Millisecond) // all of them: 157 batches x 2 x 5 ms, and the bookies
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.l.EnforceRetention(context.Background())

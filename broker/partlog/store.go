@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/metad/metaclient"
@@ -23,6 +25,9 @@ type Store interface {
 	Put(ctx context.Context, key string, value []byte, expectedVersion int64) (newVersion int64, err error)
 	// Delete removes the key (no error if absent).
 	Delete(ctx context.Context, key string) error
+	// DeleteKeys removes the keys (absent ones are no error) in one
+	// transaction: at most ledger.DeleteBatch of them.
+	DeleteKeys(ctx context.Context, keys []string) error
 	// PutWith is Put that also writes the records of with, whatever
 	// their versions, in the same transaction: all of it or nothing. It
 	// returns key's new version and the records of with as written, in
@@ -108,6 +113,25 @@ func (s metaStore) PutWith(ctx context.Context, key string, value []byte, expect
 
 func (s metaStore) Delete(ctx context.Context, key string) error {
 	_, err := s.c.Delete(ctx, key)
+	return err
+}
+
+// DeleteKeys deletes the keys one by one when metad refuses a
+// transaction that large (a --max-txn-ops below len(keys)).
+func (s metaStore) DeleteKeys(ctx context.Context, keys []string) error {
+	ops := make([]*metadpb.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = &metadpb.Op{Op: &metadpb.Op_Delete{Delete: &metadpb.DeleteOp{Key: k}}}
+	}
+	_, err := s.c.Txn(ctx, nil, ops)
+	if status.Code(err) == codes.InvalidArgument && len(keys) > 1 {
+		for _, k := range keys {
+			if err := s.Delete(ctx, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return err
 }
 

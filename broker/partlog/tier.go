@@ -543,8 +543,8 @@ func (l *Log) deleteLocalCopies(ctx context.Context) error {
 		return err
 	}
 	failpoint.Hit("tier.after_local_unlink")
-	for _, s := range gone {
-		l.deleteSegment(ctx, s)
+	if n := l.deleteRemoved(ctx, gone); n < len(gone) {
+		l.log.Info("tier: stopped deleting local copies; the orphan sweeper deletes the rest", "deleted", n, "left", len(gone)-n)
 	}
 	l.metrics.TierLocalDeleted.Add(float64(len(gone)))
 	l.log.Info("deleted local copies of tiered ledgers", "ledgers", len(gone), "first_ledger", gone[0].LedgerId,

@@ -8,11 +8,14 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/ledgerpb"
+	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // maxAllocateAttempts bounds the compare-and-set loop of one id allocation
@@ -49,8 +52,9 @@ type Store struct {
 }
 
 var (
-	_ ledger.MetadataStore  = (*Store)(nil)
-	_ ledger.MetadataLister = (*Store)(nil)
+	_ ledger.MetadataStore        = (*Store)(nil)
+	_ ledger.MetadataLister       = (*Store)(nil)
+	_ ledger.MetadataBatchDeleter = (*Store)(nil)
 )
 
 // NewStore returns the store over meta.
@@ -196,6 +200,30 @@ func (s *Store) Update(ctx context.Context, md *ledgerpb.LedgerMetadata, version
 func (s *Store) Delete(ctx context.Context, id uint64) error {
 	if _, err := s.meta.Delete(ctx, ledger.MetadataKey(id)); err != nil {
 		return fmt.Errorf("ledgermetad: delete metadata of ledger %d: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteMany implements ledger.MetadataBatchDeleter: one metad
+// transaction, or one delete per ledger when metad refuses a transaction
+// that large (a --max-txn-ops below len(ids)); missing ledgers are no
+// error.
+func (s *Store) DeleteMany(ctx context.Context, ids []uint64) error {
+	ops := make([]*metadpb.Op, len(ids))
+	for i, id := range ids {
+		ops[i] = &metadpb.Op{Op: &metadpb.Op_Delete{Delete: &metadpb.DeleteOp{Key: ledger.MetadataKey(id)}}}
+	}
+	_, err := s.meta.Txn(ctx, nil, ops)
+	if status.Code(err) == codes.InvalidArgument && len(ids) > 1 {
+		for _, id := range ids {
+			if err := s.Delete(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ledgermetad: delete metadata of %d ledgers: %w", len(ids), err)
 	}
 	return nil
 }

@@ -27,9 +27,13 @@ type FakeMetadata struct {
 	unavailable bool
 	loseAnswers int
 	updates     int
+	batches     int
 }
 
-var _ ledger.MetadataStore = (*FakeMetadata)(nil)
+var (
+	_ ledger.MetadataStore        = (*FakeMetadata)(nil)
+	_ ledger.MetadataBatchDeleter = (*FakeMetadata)(nil)
+)
 
 type record struct {
 	md      *ledgerpb.LedgerMetadata
@@ -171,6 +175,32 @@ func (m *FakeMetadata) Delete(ctx context.Context, id uint64) error {
 	}
 	delete(m.records, id)
 	return nil
+}
+
+// DeleteMany implements ledger.MetadataBatchDeleter: all of ids at once
+// (missing ones are skipped), or none of them past ledger.DeleteBatch, as
+// metad refuses a transaction over its op limit.
+func (m *FakeMetadata) DeleteMany(ctx context.Context, ids []uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkLocked(ctx); err != nil {
+		return err
+	}
+	if len(ids) > ledger.DeleteBatch {
+		return fmt.Errorf("%w: %d ledgers in one batch, more than %d", ledger.ErrInvalid, len(ids), ledger.DeleteBatch)
+	}
+	for _, id := range ids {
+		delete(m.records, id)
+	}
+	m.batches++
+	return nil
+}
+
+// Batches counts the DeleteMany calls applied.
+func (m *FakeMetadata) Batches() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.batches
 }
 
 // List implements ledger.MetadataStore.
