@@ -107,7 +107,7 @@ func (b *passBuffer) fits(p compactPiece) bool {
 
 // read calls fn with every batch of p, in order: from the buffer (kept;
 // it forgets them), or read again (readPiece).
-func (b *passBuffer) read(ctx context.Context, l *Log, readers map[uint64]*ledger.Reader, p compactPiece,
+func (b *passBuffer) read(ctx context.Context, l *Log, readers *passReaders, p compactPiece,
 	fn func(id int64, payload []byte, kept bool) error) error {
 	kept, ok := b.batches[p.String()]
 	if !ok {
@@ -306,7 +306,7 @@ func (l *Log) Compact(ctx context.Context, opts CompactOptions) (CompactResult, 
 	// 1. Index the dirty range; note the producers' last batches and the
 	// batch ends of the whole range (C5 and the end rule of P7).
 	m.Reset()
-	readers := map[uint64]*ledger.Reader{} // both reads of a ledger share one
+	readers := newPassReaders(cleanable)
 	indexedEnd := d.CleanableEnd
 	// lastOfPiece[i]: producer id -> last offset of its last batch in
 	// cleanable[i] (bounded by producers, not batches).
@@ -557,25 +557,72 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // readSegment calls fn with every entry of a closed segment, in order,
 // through the pass's own readers (a pass must not evict what fetches read
 // ahead).
-func (l *Log) readSegment(ctx context.Context, readers map[uint64]*ledger.Reader, s *brokerpb.LedgerSegment,
+func (l *Log) readSegment(ctx context.Context, readers *passReaders, s *brokerpb.LedgerSegment,
 	fn func(id int64, payload []byte) error) error {
 	if s.LastEntryId < 0 {
 		return nil
 	}
-	r := readers[s.LedgerId]
-	if r == nil {
-		var err error
-		if r, err = ledger.OpenReader(ctx, l.cfg.Env, s.LedgerId); err != nil {
-			return fmt.Errorf("partlog: compaction: opening ledger %d: %w", s.LedgerId, err)
-		}
-		readers[s.LedgerId] = r
+	r, err := readers.open(ctx, l.cfg.Env, s.LedgerId)
+	if err != nil {
+		return fmt.Errorf("partlog: compaction: opening ledger %d: %w", s.LedgerId, err)
 	}
 	r.AdvanceLAC(s.LastEntryId)
-	err := r.ReadRange(ctx, 0, s.LastEntryId, func(e ledger.Entry) error { return fn(e.ID, e.Payload) })
+	err = r.ReadRange(ctx, 0, s.LastEntryId, func(e ledger.Entry) error { return fn(e.ID, e.Payload) })
 	if err != nil {
 		return fmt.Errorf("partlog: compaction: reading ledger %d: %w", s.LedgerId, err)
 	}
 	return nil
+}
+
+// readersAhead is how many ledgers' readers a pass opens at once.
+const readersAhead = 16
+
+// passReaders are a pass's ledger readers: both of its reads of a ledger
+// share one. Opening a reader reads the ledger's metadata from metad, a
+// linearizable read that costs a Raft barrier; one at a time, a pass
+// paid one per ledger. A miss opens the ledger's reader together with
+// those of the next readersAhead-1 ledgers the pass may read, whose
+// concurrent reads share a barrier.
+type passReaders struct {
+	byID map[uint64]*ledger.Reader
+	next []uint64 // ledgers the pass may read, in order, not opened yet
+}
+
+func newPassReaders(pieces []compactPiece) *passReaders {
+	rs := &passReaders{byID: map[uint64]*ledger.Reader{}}
+	for _, p := range pieces {
+		if p.ledger != nil && p.ledger.LastEntryId >= 0 {
+			rs.next = append(rs.next, p.ledger.LedgerId)
+		}
+	}
+	return rs
+}
+
+// open returns ledger id's reader, opening it (and the next ones) on a
+// miss. The next ones' failures are dropped: a pass that reaches one
+// opens it again, alone, and fails then.
+func (rs *passReaders) open(ctx context.Context, env ledger.Env, id uint64) (*ledger.Reader, error) {
+	if r := rs.byID[id]; r != nil {
+		return r, nil
+	}
+	ids := []uint64{id}
+	if i := slices.Index(rs.next, id); i >= 0 {
+		n := min(i+readersAhead, len(rs.next))
+		ids = append(ids, rs.next[i+1:n]...)
+		rs.next = slices.Delete(rs.next, i, n)
+	}
+	readers, errs := make([]*ledger.Reader, len(ids)), make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { readers[i], errs[i] = ledger.OpenReader(ctx, env, id) })
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if errs[i] == nil {
+			rs.byID[id] = readers[i]
+		}
+	}
+	return readers[0], errs[0]
 }
 
 // readPiece calls fn with every batch of a closed compactPiece, in order: a
@@ -585,7 +632,7 @@ func (l *Log) readSegment(ctx context.Context, readers map[uint64]*ledger.Reader
 // once it returns). A failure to read a piece that is no longer listed
 // (retention or tiering unlinked it while the pass read it) is
 // ErrCompactionStale. pace holds the reads to the pass's rate.
-func (l *Log) readPiece(ctx context.Context, readers map[uint64]*ledger.Reader, pace *ctxtime.Pacer, p compactPiece, keeps bool,
+func (l *Log) readPiece(ctx context.Context, readers *passReaders, pace *ctxtime.Pacer, p compactPiece, keeps bool,
 	each func(id int64, payload []byte) error) error {
 	fn := func(id int64, payload []byte) error {
 		if err := pace.Wait(ctx, len(payload)); err != nil {
@@ -882,7 +929,7 @@ func (l *Log) deleteObjectOutputs(ctx context.Context, outputs []*brokerpb.Tiere
 // range's last records go and nothing is written after them (a pass that
 // drops expired tombstones): a fetch in the hole must still find a batch
 // below the high watermark. On error the outputs made so far are deleted.
-func (l *Log) rewriteSegments(ctx context.Context, rw *passRewrite, readers map[uint64]*ledger.Reader, inputs []*brokerpb.LedgerSegment) (
+func (l *Log) rewriteSegments(ctx context.Context, rw *passRewrite, readers *passReaders, inputs []*brokerpb.LedgerSegment) (
 	outputs []*brokerpb.LedgerSegment, total compact.Stats, err error) {
 	defer func() {
 		if err != nil {

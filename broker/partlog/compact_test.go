@@ -1102,3 +1102,53 @@ func TestPassBufferPacesRewrite(t *testing.T) {
 		}
 	}
 }
+
+// A pass opens its ledgers' readers readersAhead at a time (their
+// metadata reads then share metad's barriers), each once; a ledger that
+// was opened ahead and failed fails when the pass reaches it.
+func TestPassReadersOpenAhead(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t)
+	env := f.cluster.Env()
+	var pieces []compactPiece
+	for range readersAhead + 4 {
+		w, err := ledger.Create(ctx, env, f.cluster.Options(ledger.CreateOptions{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.AppendSync(ctx, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pieces = append(pieces, compactPiece{ledger: &brokerpb.LedgerSegment{LedgerId: w.ID(), LastEntryId: 0}})
+	}
+	pieces = append(pieces, compactPiece{ledger: &brokerpb.LedgerSegment{LedgerId: 1 << 40, LastEntryId: -1}}) // empty: never read
+	id := func(i int) uint64 { return pieces[i].ledger.LedgerId }
+	rs := newPassReaders(pieces)
+	if r, err := rs.open(ctx, env, id(0)); err != nil || r == nil {
+		t.Fatalf("open the first: %v, %v", r, err)
+	}
+	if len(rs.byID) != readersAhead || len(rs.next) != 4 {
+		t.Fatalf("after the first miss: %d open, %d to come; want %d, 4", len(rs.byID), len(rs.next), readersAhead)
+	}
+	for i := range readersAhead {
+		if r, err := rs.open(ctx, env, id(i)); err != nil || r != rs.byID[id(i)] {
+			t.Fatalf("ledger %d: %v, %v", i, r, err)
+		}
+	}
+	// One of the rest is deleted before the pass reaches it.
+	if err := ledger.Delete(ctx, env, id(readersAhead+2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.open(ctx, env, id(readersAhead)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.byID) != readersAhead+3 || len(rs.next) != 0 {
+		t.Fatalf("after the second miss: %d open, %d to come; want %d, 0", len(rs.byID), len(rs.next), readersAhead+3)
+	}
+	if _, err := rs.open(ctx, env, id(readersAhead+2)); !errors.Is(err, ledger.ErrNoSuchLedger) {
+		t.Fatalf("the deleted ledger: %v", err)
+	}
+}
