@@ -22,14 +22,41 @@ const (
 	ConnWindowBytes = 16 << 20
 )
 
-// DialOptions are the client-side counterparts for connections that move
-// data: message size limit, flow-control windows and the transport's
-// buffer pool (internal/wirecodec).
-func DialOptions() []grpc.DialOption {
+// BufferBytes is the transport's read size and write buffer on
+// connections that move data (produce, fetch, adds, reads), servers' and
+// clients' alike. gRPC's 32 KiB default cost a read(2) and a write(2) per
+// 32 KiB of records at every hop. Neither buffer is held by an idle
+// connection: reads take one from a pool when the socket is readable,
+// and writers share a pool (SharedWriteBuffer).
+const BufferBytes = 256 << 10
+
+// BufferDialOptions size a client connection's transport buffers
+// (BufferBytes).
+func BufferDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
+		grpc.WithReadBufferSize(BufferBytes),
+		grpc.WithWriteBufferSize(BufferBytes),
+		grpc.WithSharedWriteBuffer(true),
+	}
+}
+
+// BufferServerOptions are BufferDialOptions' server side.
+func BufferServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ReadBufferSize(BufferBytes),
+		grpc.WriteBufferSize(BufferBytes),
+		grpc.SharedWriteBuffer(true),
+	}
+}
+
+// DialOptions are the client-side counterparts for connections that move
+// data: message size limit, flow-control windows, transport buffers and
+// the transport's buffer pool (internal/wirecodec).
+func DialOptions() []grpc.DialOption {
+	return append([]grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		grpc.WithInitialWindowSize(WindowBytes),
 		grpc.WithInitialConnWindowSize(ConnWindowBytes),
 		wirecodec.DialOption(),
-	}
+	}, BufferDialOptions()...)
 }

@@ -54,6 +54,7 @@ func New(addr string, reflect bool, opts ...grpc.ServerOption) (*Server, error) 
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
+	base = append(base, grpcopts.BufferServerOptions()...)
 	s := &Server{Server: grpc.NewServer(append(base, opts...)...), Health: health.NewServer(), ln: ln}
 	healthpb.RegisterHealthServer(s.Server, s.Health)
 	if reflect {

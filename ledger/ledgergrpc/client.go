@@ -209,7 +209,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	// restarts would stay unusable through this connection for that long.
 	bc.BaseDelay = 100 * time.Millisecond
 	bc.MaxDelay = 2 * time.Second
-	return []grpc.DialOption{
+	return append([]grpc.DialOption{
 		grpc.WithTransportCredentials(c.opts.Credentials),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: c.opts.DialTimeout}),
 		// Pings find a dead bookie under an idle add stream. 10s stays
@@ -218,7 +218,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(grpcopts.MaxMessageBytes),
 			grpc.MaxCallSendMsgSize(grpcopts.MaxMessageBytes)),
 		wirecodec.DialOption(),
-	}
+	}, grpcopts.BufferDialOptions()...)
 }
 
 // bookie returns the bookie's connection state, creating it on first use.
