@@ -27,7 +27,7 @@ const (
 // clients' alike. gRPC's 32 KiB default cost a read(2) and a write(2) per
 // 32 KiB of records at every hop. Neither buffer is held by an idle
 // connection: reads take one from a pool when the socket is readable,
-// and writers share a pool (SharedWriteBuffer).
+// and writers share a pool (gRPC's default).
 const BufferBytes = 256 << 10
 
 // BufferDialOptions size a client connection's transport buffers
@@ -36,7 +36,6 @@ func BufferDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithReadBufferSize(BufferBytes),
 		grpc.WithWriteBufferSize(BufferBytes),
-		grpc.WithSharedWriteBuffer(true),
 	}
 }
 
@@ -45,7 +44,6 @@ func BufferServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ReadBufferSize(BufferBytes),
 		grpc.WriteBufferSize(BufferBytes),
-		grpc.SharedWriteBuffer(true),
 	}
 }
 
