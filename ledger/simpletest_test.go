@@ -143,24 +143,32 @@ func TestRunSimpleTestFails(t *testing.T) {
 	}
 }
 
+// writeClosed creates a ledger in c through env, appends entries "x"
+// and closes it.
+func writeClosed(t *testing.T, ctx context.Context, env ledger.Env, c *ledgertest.Cluster, entries int) *ledger.Writer {
+	t.Helper()
+	w, err := ledger.Create(ctx, env, c.Options(ledger.CreateOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range entries {
+		if _, err := w.AppendSync(ctx, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func TestDelete(t *testing.T) {
 	verifyNoLeaks(t)
 	ctx := testCtx(t)
 	c := ledgertest.NewCluster(4)
 	env := c.Env()
 	write := func() (uint64, []string) {
-		w, err := ledger.Create(ctx, env, c.Options(ledger.CreateOptions{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 5 {
-			if _, err := w.AppendSync(ctx, []byte("x")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
+		w := writeClosed(t, ctx, env, c, 5)
 		return w.ID(), w.Metadata().Fragments[0].Bookies
 	}
 	id, ensemble := write()
@@ -208,16 +216,7 @@ func TestDeleteAll(t *testing.T) {
 			var ids []uint64
 			ensembles := map[uint64][]string{}
 			for range n {
-				w, err := ledger.Create(ctx, env, c.Options(ledger.CreateOptions{}))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := w.AppendSync(ctx, []byte("x")); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Close(ctx); err != nil {
-					t.Fatal(err)
-				}
+				w := writeClosed(t, ctx, env, c, 1)
 				ids = append(ids, w.ID())
 				ensembles[w.ID()] = w.Metadata().Fragments[0].Bookies
 			}
@@ -253,13 +252,7 @@ func TestDeleteAll(t *testing.T) {
 			}
 
 			// The store down: every outcome is its error, nothing goes.
-			w, err := ledger.Create(ctx, env, c.Options(ledger.CreateOptions{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
+			w := writeClosed(t, ctx, env, c, 0)
 			c.Meta.SetUnavailable(true)
 			errs = ledger.DeleteAll(ctx, env, []uint64{w.ID()}, 4)
 			c.Meta.SetUnavailable(false)
