@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/metad/metaclient"
@@ -116,23 +114,8 @@ func (s metaStore) Delete(ctx context.Context, key string) error {
 	return err
 }
 
-// DeleteKeys deletes the keys one by one when metad refuses a
-// transaction that large (a --max-txn-ops below len(keys)).
 func (s metaStore) DeleteKeys(ctx context.Context, keys []string) error {
-	ops := make([]*metadpb.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = &metadpb.Op{Op: &metadpb.Op_Delete{Delete: &metadpb.DeleteOp{Key: k}}}
-	}
-	_, err := s.c.Txn(ctx, nil, ops)
-	if status.Code(err) == codes.InvalidArgument && len(keys) > 1 {
-		for _, k := range keys {
-			if err := s.Delete(ctx, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return err
+	return s.c.DeleteKeys(ctx, keys)
 }
 
 // ReadPartitionLog reads a partition's PartitionLog and its version (for

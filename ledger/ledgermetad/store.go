@@ -8,14 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/ledgerpb"
-	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // maxAllocateAttempts bounds the compare-and-set loop of one id allocation
@@ -205,24 +202,14 @@ func (s *Store) Delete(ctx context.Context, id uint64) error {
 }
 
 // DeleteMany implements ledger.MetadataBatchDeleter: one metad
-// transaction, or one delete per ledger when metad refuses a transaction
-// that large (a --max-txn-ops below len(ids)); missing ledgers are no
-// error.
+// transaction (metaclient.DeleteKeys: one by one if metad's --max-txn-ops
+// refuses it); missing ledgers are no error.
 func (s *Store) DeleteMany(ctx context.Context, ids []uint64) error {
-	ops := make([]*metadpb.Op, len(ids))
+	keys := make([]string, len(ids))
 	for i, id := range ids {
-		ops[i] = &metadpb.Op{Op: &metadpb.Op_Delete{Delete: &metadpb.DeleteOp{Key: ledger.MetadataKey(id)}}}
+		keys[i] = ledger.MetadataKey(id)
 	}
-	_, err := s.meta.Txn(ctx, nil, ops)
-	if status.Code(err) == codes.InvalidArgument && len(ids) > 1 {
-		for _, id := range ids {
-			if err := s.Delete(ctx, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err != nil {
+	if err := s.meta.DeleteKeys(ctx, keys); err != nil {
 		return fmt.Errorf("ledgermetad: delete metadata of %d ledgers: %w", len(ids), err)
 	}
 	return nil

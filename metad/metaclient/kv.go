@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/proto/metadpb"
 )
@@ -178,6 +180,26 @@ func (c *Client) Delete(ctx context.Context, key string, opts ...WriteOption) (i
 		return 0, err
 	}
 	return resp.GetDeleted(), nil
+}
+
+// DeleteKeys deletes keys (absent ones are no error) in one transaction,
+// or one by one when metad refuses a transaction that large (its
+// --max-txn-ops is below len(keys)).
+func (c *Client) DeleteKeys(ctx context.Context, keys []string) error {
+	ops := make([]*metadpb.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = &metadpb.Op{Op: &metadpb.Op_Delete{Delete: &metadpb.DeleteOp{Key: k}}}
+	}
+	_, err := c.Txn(ctx, nil, ops)
+	if status.Code(err) != codes.InvalidArgument || len(keys) < 2 {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := c.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Txn applies ops atomically, at one revision, if every compare holds. A
