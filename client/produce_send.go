@@ -309,7 +309,12 @@ func (p *Producer) encode(b *batch) ([]byte, error) {
 			}
 		}
 	}
-	return recordbatch.Encode(rb)
+	buf := encodings.Get(b.bytes) // b.bytes: the encoding's size, estimated from above
+	enc, err := recordbatch.AppendEncode((*buf)[:0], rb)
+	if err != nil {
+		encodings.Put(buf)
+	}
+	return enc, err
 }
 
 // send sends one ProduceRequest with bs (one batch per partition) to addr

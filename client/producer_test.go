@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 	"weak"
 
 	"go.uber.org/goleak"
@@ -759,4 +761,81 @@ func TestFinishedBatchesAreReleased(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// recordingPool is a bufferPool that remembers what it handed out and
+// what came back.
+type recordingPool struct {
+	mu       sync.Mutex
+	got, put []*byte // the buffers' first bytes
+}
+
+func (r *recordingPool) Get(n int) *[]byte {
+	b := make([]byte, n, n+64)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, unsafe.SliceData(b))
+	return &b
+}
+
+func (r *recordingPool) Put(b *[]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.put = append(r.put, unsafe.SliceData(*b))
+}
+
+func (r *recordingPool) counts() (got, put int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got), len(r.put)
+}
+
+// An encoded batch's memory goes back to the pool once its only send
+// was answered with success, and not when it was sent more than once:
+// an earlier send that failed may still be queued in gRPC's transport,
+// reading it.
+func TestEncodingsReusedAfterSuccess(t *testing.T) {
+	pool := &recordingPool{}
+	saved := encodings
+	encodings = pool
+	t.Cleanup(func() { encodings = saved })
+	cl := startRealCluster(t, 1)
+	cl.createTopic("t", 1)
+	c := newTestClient(t, cl)
+	p := newTestProducer(t, c, ProducerConfig{RetryBackoff: time.Millisecond, Linger: -1})
+	ctx := testCtx(t)
+	// The first batch's first answer is lost after the broker stored
+	// it: the producer sends it again (a duplicate, answered so).
+	cl.mu.Lock()
+	cl.dropProduce = 1
+	cl.mu.Unlock()
+	const n = 5
+	for i := range n {
+		if _, err := p.ProduceSync(ctx, NewRecord("t", nil, []byte(fmt.Sprint("v", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Retries != 1 {
+		t.Fatalf("retries %d, want 1", s.Retries)
+	}
+	got, put := pool.counts()
+	if got != n {
+		t.Fatalf("%d encodings, want %d (one per batch: a retry resends the same bytes)", got, n)
+	}
+	if put != n-1 {
+		t.Fatalf("%d encodings given back, want %d: all but the retried batch's", put, n-1)
+	}
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if slices.Contains(pool.put, pool.got[0]) {
+		t.Fatal("the retried batch's encoding was given back")
+	}
+	for _, b := range pool.got[1:] {
+		if !slices.Contains(pool.put, b) {
+			t.Fatal("a batch answered at its first send kept its encoding")
+		}
+	}
+	if got := len(cl.records(TopicPartition{"t", 0})); got != n {
+		t.Fatalf("log has %d records, want %d", got, n)
+	}
 }
