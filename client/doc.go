@@ -24,8 +24,10 @@
 // batch is acknowledged or has failed. Partition choice: Record.Partition
 // when >= 0; recordbatch.PartitionForKey(key, n) for keyed records (the Java
 // client's murmur2 choice); a sticky partition for keyless records, which
-// moves on each time its batch is sealed (KIP-480). A batch is sealed when
-// it reaches BatchBytes, when it has lingered Linger, or on Flush/Close.
+// moves on each time its batch is sealed (KIP-480; a record that does not
+// fit the sticky batch seals it and goes to the next partition). A batch is
+// sealed when it reaches BatchBytes, when it has lingered Linger, when its
+// stream goes idle (ProducerConfig.Linger), or on Flush/Close.
 // One dispatch loop groups the sealed batches by owner and sends one
 // ProduceRequest per broker holding at most one batch per partition, with
 // at most MaxInFlight unanswered batches per partition.

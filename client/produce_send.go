@@ -527,8 +527,18 @@ func (p *Producer) afterAnswerLocked(ps *partState) {
 	}
 	p.completeLocked(ps)
 	// The partition went idle with records waiting for their linger: they
-	// go now (see ProducerConfig.Linger).
-	if !p.cfg.LingerAlways && p.cfg.Linger > 0 && ps.open != nil && ps.idleLocked() {
+	// go now (see ProducerConfig.Linger). So do the keyless records waiting
+	// in the sticky partition once the whole topic is idle (topicState).
+	if p.cfg.LingerAlways || p.cfg.Linger <= 0 {
+		return
+	}
+	if ps.open != nil && ps.idleLocked() {
 		p.sealLocked(ps, -1)
+	}
+	ts := p.mu.topics[ps.tp.Topic]
+	if ts.sealed == 0 && ts.sticky >= 0 {
+		if ss := p.mu.parts[TopicPartition{ps.tp.Topic, ts.sticky}]; ss != nil && ss.open != nil && ss.idleLocked() {
+			p.sealLocked(ss, -1)
+		}
 	}
 }

@@ -44,11 +44,15 @@ const (
 type ProducerConfig struct {
 	Acks Acks
 	// Linger is how long a batch waits for more records while earlier
-	// batches of its partition are in flight. Default 5ms; negative means
-	// send at once. A partition with nothing in flight or queued sends its
-	// first record at once (unless LingerAlways): batching then comes from
-	// the requests in flight, as in Nagle's algorithm, so a lightly loaded
-	// producer does not pay the linger and a busy one still batches.
+	// batches of its stream are in flight. Default 5ms; negative means
+	// send at once. A stream with nothing in flight or queued sends its
+	// first record at once, and the records that waited go as soon as it
+	// is idle again (unless LingerAlways): batching then comes from the
+	// requests in flight, as in Nagle's algorithm, so a lightly loaded
+	// producer does not pay the linger and a busy one still batches. A
+	// stream is a partition for keyed records and those given a
+	// partition, and the whole topic for keyless ones (they go to one
+	// sticky partition at a time).
 	Linger time.Duration
 	// LingerAlways makes every batch wait the whole Linger, even on an
 	// idle partition (Kafka's linger.ms).
@@ -181,7 +185,7 @@ type Producer struct {
 		pid    int64
 		epoch  int16
 		parts  map[TopicPartition]*partState
-		sticky map[string]int32
+		topics map[string]*topicState
 		// buffered bytes (released when a batch completes) and records
 		// (released after its callback ran); encoded: the bytes of the
 		// batches' encodings (released when a batch completes or is
@@ -201,6 +205,21 @@ type completion struct {
 	rec *Record
 	cb  func(*Record, error)
 	err error
+}
+
+// topicState is what the producer keeps per topic for its keyless
+// records: they go to one partition at a time (sticky partitioning,
+// KIP-480), so they are one stream per topic, and the rule that sends an
+// idle stream's first record at once (ProducerConfig.Linger) looks at the
+// whole topic for them. Were it to look at the partition only, every move
+// of the sticky partition under load would send one record alone: half of
+// the batches, and so of the ledger entries, would hold a single record.
+// All fields are guarded by Producer.mu.
+type topicState struct {
+	sticky int32 // the keyless records' partition; -1 when none is chosen
+	// sealed counts the topic's batches sealed and not yet completed, over
+	// all its partitions.
+	sealed int
 }
 
 // partState is one partition's queue.
@@ -276,7 +295,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.mu.pid = -1
 	p.mu.parts = map[TopicPartition]*partState{}
-	p.mu.sticky = map[string]int32{}
+	p.mu.topics = map[string]*topicState{}
 	p.mu.refreshing = map[string]bool{}
 	p.mu.spaceFreed = make(chan struct{})
 	p.mu.idle = make(chan struct{})
@@ -341,18 +360,24 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		p.releaseLocked(int64(size))
 		return err
 	}
+	ts := p.topicLocked(r.Topic)
 	part := r.Partition
+	keyless := part < 0 && r.Key == nil
 	switch {
 	case part >= 0:
 	case r.Key != nil:
 		part = recordbatch.PartitionForKey(r.Key, n)
 	default:
-		s, ok := p.mu.sticky[r.Topic]
-		if !ok || s >= n {
-			s = rand.Int32N(n)
-			p.mu.sticky[r.Topic] = s
+		if ts.sticky < 0 || ts.sticky >= n {
+			ts.sticky = rand.Int32N(n)
 		}
-		part = s
+		// A record that does not fit the sticky partition's batch seals
+		// it and goes to the next sticky partition, as in Kafka (else it
+		// would open a batch of its own behind the full one).
+		if sp := p.mu.parts[TopicPartition{r.Topic, ts.sticky}]; sp != nil && sp.open != nil && sp.open.bytes+size > p.cfg.BatchBytes {
+			p.sealLocked(sp, n)
+		}
+		part = ts.sticky
 	}
 	tp := TopicPartition{r.Topic, part}
 	ps := p.mu.parts[tp]
@@ -381,12 +406,23 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 	switch {
 	case p.cfg.Linger < 0:
 		p.sealLocked(ps, n)
-	case !p.cfg.LingerAlways && ps.idleLocked():
+	case !p.cfg.LingerAlways && ps.idleLocked() && (!keyless || ts.sealed == 0):
 		// Nothing in flight: send now. The sticky partition stays, so the
 		// records that follow batch up behind this one.
 		p.sealKeepStickyLocked(ps)
 	}
 	return nil
+}
+
+// topicLocked returns topic's state, made on first use.
+// REQUIRES: p.mu held.
+func (p *Producer) topicLocked(topic string) *topicState {
+	ts := p.mu.topics[topic]
+	if ts == nil {
+		ts = &topicState{sticky: -1}
+		p.mu.topics[topic] = ts
+	}
+	return ts
 }
 
 // idleLocked reports whether ps has nothing sealed, in flight or being
@@ -598,6 +634,7 @@ func (p *Producer) sealKeepStickyLocked(ps *partState) {
 		b.timer.Stop()
 	}
 	ps.batches = append(ps.batches, b)
+	p.mu.topics[ps.tp.Topic].sealed++
 	p.signal()
 }
 
@@ -612,17 +649,19 @@ func (p *Producer) sealLocked(ps *partState, n int32) {
 		b.timer.Stop()
 	}
 	ps.batches = append(ps.batches, b)
+	ts := p.mu.topics[ps.tp.Topic]
+	ts.sealed++
 	// Sticky partitioning (KIP-480): keyless records move to another
 	// partition when the sticky one's batch is sealed.
-	if s, ok := p.mu.sticky[ps.tp.Topic]; ok && s == ps.tp.Partition {
+	if s := ts.sticky; s == ps.tp.Partition {
 		if n > 1 {
 			next := rand.Int32N(n - 1)
 			if next >= s {
 				next++
 			}
-			p.mu.sticky[ps.tp.Topic] = next
+			ts.sticky = next
 		} else if n < 0 {
-			delete(p.mu.sticky, ps.tp.Topic)
+			ts.sticky = -1
 		}
 	}
 	p.signal()
@@ -671,6 +710,7 @@ func (p *Producer) completeLocked(ps *partState) {
 	}
 	clear(ps.batches[:n])
 	ps.batches = ps.batches[n:]
+	p.mu.topics[ps.tp.Topic].sealed -= n
 	select {
 	case p.cbWake <- struct{}{}:
 	default:

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -609,6 +610,59 @@ func TestIdlePartitionSendsAtOnce(t *testing.T) {
 	}
 	if n := cl.batchCount(TopicPartition{"t", 0}); n != 3 {
 		t.Fatalf("%d batches, want 3", n)
+	}
+}
+
+// Keyless records are one stream per topic: when the sticky partition
+// moves on while the topic has batches in flight, the first record of the
+// next partition waits for the rest instead of going alone (it did, and
+// under load half of all batches held one record), and the records left
+// lingering go as soon as the whole topic is idle.
+func TestKeylessMoveDoesNotSendOneRecordAlone(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	const parts = 2 // the sticky partition moves to the other one
+	cl.createTopic("t", parts)
+	c := newTestClient(t, cl)
+	// Four records of 100 bytes fill a batch (batch and record overheads
+	// included); the linger is an hour, so no batch goes by its timer.
+	const perBatch = 4
+	p := newTestProducer(t, c, ProducerConfig{Linger: time.Hour, BatchBytes: batchOverheadBytes + perBatch*(100+recordOverheadBytes)})
+	ctx := testCtx(t)
+	value := bytes.Repeat([]byte("v"), 100)
+	if _, err := p.ProduceSync(ctx, NewRecord("t", nil, value)); err != nil {
+		t.Fatal(err) // the topic is idle: the first record goes at once
+	}
+	release := cl.holdProduces()
+	// One record alone (the topic is idle), a full batch behind it in the
+	// same partition, then two records in the other partition, which has
+	// nothing in flight but its topic has.
+	const n = 1 + perBatch + 2
+	var d deliveries
+	for range n {
+		if err := p.Produce(ctx, NewRecord("t", nil, value), d.cb()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	testwait.UntilNil(t, 10*time.Second, "the last two records delivered once the topic went idle", func() error {
+		if got := p.Stats().RecordsDelivered; got != n+1 {
+			return fmt.Errorf("%d of %d delivered", got, n+1)
+		}
+		return nil
+	})
+	var sizes []int
+	for part := range int32(parts) {
+		for _, b := range cl.batches(TopicPartition{"t", part}) {
+			h, err := recordbatch.ParseHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, int(h.LastOffsetDelta)+1)
+		}
+	}
+	slices.Sort(sizes)
+	if want := []int{1, 1, 2, perBatch}; !slices.Equal(sizes, want) {
+		t.Fatalf("batches of %v records, want %v (only the first two alone, each when its topic was idle)", sizes, want)
 	}
 }
 
