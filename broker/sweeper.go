@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -46,7 +48,7 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 	}
 	horizon := now.Add(-b.cfg.OrphanLedgerGrace).UnixMilli()
 	listed := map[tp]map[uint64]bool{}
-	deleted := 0
+	var orphans []*ledgerpb.LedgerMetadata
 	for _, md := range all {
 		k, ok := ledgerPartition(md)
 		if !ok || md.CreatedAtMs > horizon {
@@ -62,7 +64,7 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 				}
 				ids = map[uint64]bool{} // the topic is gone: nothing is listed
 			case err != nil:
-				return deleted, err
+				return 0, err
 			default:
 				ids = map[uint64]bool{}
 				for _, s := range pl.Segments {
@@ -71,20 +73,35 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 			}
 			listed[k] = ids
 		}
-		if ids[md.Id] {
-			continue
+		if !ids[md.Id] {
+			orphans = append(orphans, md)
 		}
-		if err := ledger.Delete(ctx, b.env, md.Id); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) &&
-			!errors.Is(err, ledger.ErrDeleteIncomplete) {
-			return deleted, err
+	}
+	// Deleted as retention deletes: metadata, then indexes, a metad
+	// transaction per ledger.DeleteBatch of each.
+	deleted := 0
+	var first error
+	for chunk := range slices.Chunk(orphans, ledger.DeleteBatch) {
+		ids := make([]uint64, len(chunk))
+		for i, md := range chunk {
+			ids[i] = md.Id
 		}
-		if err := b.store.Delete(ctx, partlog.IndexKey(md.Id)); err != nil {
-			return deleted, err
+		errs, indexErr := partlog.DeleteLedgerIDs(ctx, b.env, b.store, ids)
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) && !errors.Is(err, ledger.ErrDeleteIncomplete) {
+				first = cmp.Or(first, err)
+				continue
+			}
+			md := chunk[i]
+			k, _ := ledgerPartition(md)
+			b.metrics.orphans.Inc()
+			b.log.Info("deleted orphan ledger", "ledger", md.Id, "topic", k.topic, "partition", k.partition,
+				"created", time.UnixMilli(md.CreatedAtMs).UTC().Format(time.RFC3339))
+			deleted++
 		}
-		b.metrics.orphans.Inc()
-		b.log.Info("deleted orphan ledger", "ledger", md.Id, "topic", k.topic, "partition", k.partition,
-			"created", time.UnixMilli(md.CreatedAtMs).UTC().Format(time.RFC3339))
-		deleted++
+		if first = cmp.Or(first, indexErr); first != nil {
+			return deleted, first
+		}
 	}
 	return deleted, nil
 }

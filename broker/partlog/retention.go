@@ -278,6 +278,12 @@ func DeleteLedgers(ctx context.Context, env ledger.Env, store Store, segs []*bro
 	for i, s := range segs {
 		ids[i] = s.LedgerId
 	}
+	return DeleteLedgerIDs(ctx, env, store, ids)
+}
+
+// DeleteLedgerIDs is DeleteLedgers for ledgers given by id (at most
+// ledger.DeleteBatch).
+func DeleteLedgerIDs(ctx context.Context, env ledger.Env, store Store, ids []uint64) (errs []error, indexErr error) {
 	errs = ledger.DeleteAll(ctx, env, ids, retentionDeletes)
 	var indexes []string
 	for i, err := range errs {
