@@ -588,8 +588,9 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 
 // TestBrokerOrphanLedgerSweep: the controller deletes the ledgers that
 // claim a partition but are not in its list (or whose topic is gone) once
-// they are older than the grace, in one batch, and leaves alone the
-// partition's own ledgers and ledgers of other users.
+// they are older than the grace (a sweep deletes what it finds in
+// batches), and leaves alone the partition's own ledgers and ledgers of
+// other users.
 func TestBrokerOrphanLedgerSweep(t *testing.T) {
 	skipShort(t)
 	c := startStrata(t, 1, "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms")
