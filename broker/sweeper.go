@@ -48,7 +48,11 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 	}
 	horizon := now.Add(-b.cfg.OrphanLedgerGrace).UnixMilli()
 	listed := map[tp]map[uint64]bool{}
-	var orphans []*ledgerpb.LedgerMetadata
+	type orphan struct {
+		md *ledgerpb.LedgerMetadata
+		tp tp
+	}
+	var orphans []orphan
 	for _, md := range all {
 		k, ok := ledgerPartition(md)
 		if !ok || md.CreatedAtMs > horizon {
@@ -74,7 +78,7 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 			listed[k] = ids
 		}
 		if !ids[md.Id] {
-			orphans = append(orphans, md)
+			orphans = append(orphans, orphan{md, k})
 		}
 	}
 	// Deleted as retention deletes: metadata, then indexes, a metad
@@ -83,8 +87,8 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 	var first error
 	for chunk := range slices.Chunk(orphans, ledger.DeleteBatch) {
 		ids := make([]uint64, len(chunk))
-		for i, md := range chunk {
-			ids[i] = md.Id
+		for i, o := range chunk {
+			ids[i] = o.md.Id
 		}
 		errs, indexErr := partlog.DeleteLedgerIDs(ctx, b.env, b.store, ids)
 		for i, err := range errs {
@@ -92,11 +96,10 @@ func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
 				first = cmp.Or(first, err)
 				continue
 			}
-			md := chunk[i]
-			k, _ := ledgerPartition(md)
+			o := chunk[i]
 			b.metrics.orphans.Inc()
-			b.log.Info("deleted orphan ledger", "ledger", md.Id, "topic", k.topic, "partition", k.partition,
-				"created", time.UnixMilli(md.CreatedAtMs).UTC().Format(time.RFC3339))
+			b.log.Info("deleted orphan ledger", "ledger", o.md.Id, "topic", o.tp.topic, "partition", o.tp.partition,
+				"created", time.UnixMilli(o.md.CreatedAtMs).UTC().Format(time.RFC3339))
 			deleted++
 		}
 		if first = cmp.Or(first, indexErr); first != nil {

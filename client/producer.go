@@ -362,12 +362,13 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 	}
 	ts := p.topicLocked(r.Topic)
 	part := r.Partition
-	keyless := part < 0 && r.Key == nil
+	keyless := false
 	switch {
 	case part >= 0:
 	case r.Key != nil:
 		part = recordbatch.PartitionForKey(r.Key, n)
 	default:
+		keyless = true
 		if ts.sticky < 0 || ts.sticky >= n {
 			ts.sticky = rand.Int32N(n)
 		}
