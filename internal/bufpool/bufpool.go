@@ -22,14 +22,24 @@ import (
 type Pool struct {
 	classes []int // ascending capacities
 	pools   []sync.Pool
+	alloc   func(n int) []byte // fresh memory of length and capacity n
 }
 
 // New returns a pool of the given capacity classes (ascending).
-func New(classes ...int) *Pool {
+func New(classes ...int) *Pool { return NewFunc(nil, classes...) }
+
+// NewFunc returns a pool of the given capacity classes (ascending) whose
+// fresh buffers come from alloc, which must return n bytes of capacity n
+// (for memory with a property that make does not promise, as direct I/O's
+// alignment); nil is make.
+func NewFunc(alloc func(n int) []byte, classes ...int) *Pool {
 	if !slices.IsSorted(classes) {
 		panic("bufpool: classes must ascend")
 	}
-	return &Pool{classes: classes, pools: make([]sync.Pool, len(classes))}
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
+	return &Pool{classes: classes, pools: make([]sync.Pool, len(classes)), alloc: alloc}
 }
 
 // Steps returns capacity classes from lo to hi (powers of two), with
@@ -59,14 +69,14 @@ func (p *Pool) class(n int) int {
 func (p *Pool) Get(n int) *[]byte {
 	i := p.class(n)
 	if i < 0 {
-		b := make([]byte, n)
+		b := p.alloc(n)
 		return &b
 	}
 	if b, ok := p.pools[i].Get().(*[]byte); ok {
 		*b = (*b)[:n]
 		return b
 	}
-	b := make([]byte, n, p.classes[i])
+	b := p.alloc(p.classes[i])[:n]
 	return &b
 }
 

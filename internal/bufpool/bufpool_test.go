@@ -41,3 +41,24 @@ func TestSteps(t *testing.T) {
 		t.Fatalf("Steps(256, 256) = %v", got)
 	}
 }
+
+// TestNewFunc: a pool's fresh buffers, pooled classes and others, come
+// from its alloc.
+func TestNewFunc(t *testing.T) {
+	var allocs []int
+	p := NewFunc(func(n int) []byte {
+		allocs = append(allocs, n)
+		b := make([]byte, n)
+		b[0] = 0xa5 // marks the buffer as alloc's
+		return b
+	}, 4096, 8192)
+	for _, n := range []int{100, 5000, 20000} {
+		b := p.Get(n)
+		if (*b)[:1][0] != 0xa5 {
+			t.Fatalf("Get(%d) did not come from alloc", n)
+		}
+	}
+	if want := []int{4096, 8192, 20000}; !slices.Equal(allocs, want) {
+		t.Fatalf("alloc called for %v, want %v", allocs, want)
+	}
+}

@@ -20,6 +20,14 @@ type BuffersMarshaler interface {
 	MarshalBuffers() ([][]byte, error)
 }
 
+// SliceMarshaler is a message that encodes itself as gRPC buffers, some
+// of which it hands over: gRPC frees each once it has written it, and a
+// buffer made with mem.NewBuffer then goes back to its pool (a bookie's
+// read entries, read into pooled memory: W2 with the pool's release).
+type SliceMarshaler interface {
+	MarshalSlice() (mem.BufferSlice, error)
+}
+
 // Pooled is embedded in a message type that implements AliasUnmarshaler to
 // make the codec decode that message from a buffer of BufferPool's
 // instead of fresh memory. The buffer belongs to the message (W3) until
@@ -69,6 +77,9 @@ func init() {
 func (codec) Name() string { return protocodec.Name }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(SliceMarshaler); ok {
+		return m.MarshalSlice()
+	}
 	m, ok := v.(BuffersMarshaler)
 	if !ok {
 		return c.proto.Marshal(v)

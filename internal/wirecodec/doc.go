@@ -14,8 +14,10 @@
 // from a copy in a pooled buffer it gives back when done with it: a
 // bookie's adds); one that implements
 // BuffersMarshaler is sent as a list of buffers that refer to its
-// payloads instead of holding copies of them. Every other message goes
-// through protobuf unchanged.
+// payloads instead of holding copies of them; one that implements
+// SliceMarshaler hands gRPC buffers that go back to their pool once gRPC
+// has written them (a bookie's read entries, read into pooled memory).
+// Every other message goes through protobuf unchanged.
 //
 // Invariants:
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/internal/wirecodec"
+	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/storage"
 	"github.com/strata-log/strata/proto/bookiepb"
 )
@@ -178,7 +179,8 @@ func (s *service) ReadEntries(req *bookiepb.ReadEntriesRequest, stream grpc.Serv
 	}
 	known := s.knownLAC(req.LedgerId)
 	err := s.store.ReadRange(req.LedgerId, req.FirstEntryId, req.LastEntryId, maxBytes, func(e storage.Entry) error {
-		return stream.Send(entryResponse(e, known))
+		// The entry's pooled buffer goes back once gRPC has sent it.
+		return stream.SendMsg(bookiepb.HeldEntry{ReadEntryResponse: entryResponse(e, known), Held: e.Held, Pool: journal.ReadBuffers})
 	})
 	return toStatus(err)
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strata-log/strata/internal/bufpool"
 	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/logging"
 	"github.com/strata-log/strata/ledger/vfs"
@@ -644,8 +645,29 @@ func (j *Journal) reserve(end int64) error {
 // of the current file, is ErrNotFound. The payload is freshly allocated.
 // Safe to call concurrently with everything else.
 func (j *Journal) Read(loc Location) (Record, error) {
+	rec, _, err := j.read(loc, nil)
+	return rec, err
+}
+
+// ReadBuffers holds the records that ReadPooled reads: buffers aligned for
+// direct reads, in classes from a block up to the largest record's blocks.
+var ReadBuffers = bufpool.NewFunc(vfs.AlignedBuffer, bufpool.Steps(vfs.DirectAlign, 2*MaxRecordBytes, 4)...)
+
+// ReadPooled is Read with the record read into a buffer of ReadBuffers,
+// held, which the payload aliases: the caller gives it back
+// (ReadBuffers.Put) once nothing uses the payload, or leaves it to the
+// collector. A bookie serving catch-up reads or a compaction pass reads
+// tens of MB/s; in fresh memory every one of those bytes costs the
+// garbage collector, the scavenger that returns idle pages to the kernel
+// and the page faults that bring them back. held is nil on an error.
+func (j *Journal) ReadPooled(loc Location) (rec Record, held *[]byte, err error) {
+	return j.read(loc, ReadBuffers)
+}
+
+// read is Read, into a buffer of pool when pool is not nil (held).
+func (j *Journal) read(loc Location, pool *bufpool.Pool) (Record, *[]byte, error) {
 	if loc.Offset < FileHeaderSize || loc.Length < RecordHeaderSize || loc.Length > MaxRecordBytes {
-		return Record{}, corruptf(loc.File, loc.Offset, "location %+v cannot hold a record", loc)
+		return Record{}, nil, corruptf(loc.File, loc.Offset, "location %+v cannot hold a record", loc)
 	}
 	end := loc.Offset + int64(loc.Length)
 	j.mu.Lock()
@@ -655,55 +677,70 @@ func (j *Journal) Read(loc Location) (Record, error) {
 	j.mu.Unlock()
 	switch {
 	case closing:
-		return Record{}, ErrClosed
+		return Record{}, nil, ErrClosed
 	case !known:
-		return Record{}, fmt.Errorf("%w: file %016x", ErrNotFound, loc.File)
+		return Record{}, nil, fmt.Errorf("%w: file %016x", ErrNotFound, loc.File)
 	case end > size && current:
-		return Record{}, fmt.Errorf("%w: %+v is past the durable end %d", ErrNotFound, loc, size)
+		return Record{}, nil, fmt.Errorf("%w: %+v is past the durable end %d", ErrNotFound, loc, size)
 	case end > size:
-		return Record{}, corruptf(loc.File, loc.Offset, "record of %d bytes past the end of the file (%d)", loc.Length, size)
+		return Record{}, nil, corruptf(loc.File, loc.Offset, "record of %d bytes past the end of the file (%d)", loc.Length, size)
 	}
-	buf, err := j.readBytes(loc)
+	buf, held, err := j.readBytes(loc, pool)
 	if err != nil {
-		return Record{}, err
+		return Record{}, nil, err
 	}
 	rec, rh, err := decodeRecord(buf, loc.File, loc.Offset)
+	switch {
+	case err != nil:
+	case rh.length != loc.Length:
+		err = corruptf(loc.File, loc.Offset, "record is %d bytes, location says %d", rh.length, loc.Length)
+	case rec.Type == TypePad:
+		err = corruptf(loc.File, loc.Offset, "location holds padding, not a record")
+	}
 	if err != nil {
-		return Record{}, err
+		if held != nil {
+			pool.Put(held)
+		}
+		return Record{}, nil, err
 	}
-	if rh.length != loc.Length {
-		return Record{}, corruptf(loc.File, loc.Offset, "record is %d bytes, location says %d", rh.length, loc.Length)
-	}
-	if rec.Type == TypePad {
-		return Record{}, corruptf(loc.File, loc.Offset, "location holds padding, not a record")
-	}
-	return rec, nil
+	return rec, held, nil
 }
 
-// readBytes reads the bytes at loc. A direct read covers the record's
-// aligned blocks (a short one is fine once it holds the record). A file
-// system that opened a file for direct reads but refuses them (EINVAL)
-// turns direct reads off for the journal's life; the read is made again
-// through the page cache.
-func (j *Journal) readBytes(loc Location) ([]byte, error) {
+// readBytes reads the bytes at loc, into a buffer of pool (held) when
+// pool is not nil. A direct read covers the record's aligned blocks (a
+// short one is fine once it holds the record). A file system that opened
+// a file for direct reads but refuses them (EINVAL) turns direct reads off
+// for the journal's life; the read is made again through the page cache.
+func (j *Journal) readBytes(loc Location, pool *bufpool.Pool) (buf []byte, held *[]byte, err error) {
 	f, direct, release, err := j.reader(loc.File)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	from, skip, end := loc.Offset, int64(0), loc.Offset+int64(loc.Length)
-	var buf []byte
+	size := int(loc.Length)
 	if direct {
 		from = loc.Offset &^ (vfs.DirectAlign - 1)
 		skip = loc.Offset - from
-		buf = vfs.AlignedBuffer(int(end-from+vfs.DirectAlign-1) &^ (vfs.DirectAlign - 1))
-	} else {
-		buf = make([]byte, loc.Length)
+		size = int(end-from+vfs.DirectAlign-1) &^ (vfs.DirectAlign - 1)
+	}
+	switch {
+	case pool != nil:
+		held = pool.Get(size)
+		buf = *held
+	case direct:
+		buf = vfs.AlignedBuffer(size)
+	default:
+		buf = make([]byte, size)
 	}
 	n, err := f.ReadAt(buf, from)
 	release()
+	if int64(n) >= end-from {
+		return buf[skip : end-from], held, nil
+	}
+	if held != nil {
+		pool.Put(held)
+	}
 	switch {
-	case int64(n) >= end-from:
-		return buf[skip : end-from], nil
 	case direct && errors.Is(err, syscall.EINVAL):
 		if !j.directReadsRefused.Swap(true) {
 			j.logger.Warn("the file system refused a direct read; reading the journal through the page cache", "err", err)
@@ -711,11 +748,11 @@ func (j *Journal) readBytes(loc Location) ([]byte, error) {
 		// Handles opened from now on are buffered: once the direct ones
 		// are dropped, the read again is buffered.
 		j.dropReaders()
-		return j.readBytes(loc)
+		return j.readBytes(loc, pool)
 	case err == nil || err == io.EOF:
-		return nil, corruptf(loc.File, loc.Offset, "file ends %d bytes into a %d-byte record", n-int(skip), loc.Length)
+		return nil, nil, corruptf(loc.File, loc.Offset, "file ends %d bytes into a %d-byte record", n-int(skip), loc.Length)
 	}
-	return nil, fmt.Errorf("journal: reading %+v: %w", loc, err)
+	return nil, nil, fmt.Errorf("journal: reading %+v: %w", loc, err)
 }
 
 // reader returns a cached read handle on file seq, whether it reads with

@@ -24,15 +24,16 @@ const rangeChunk = 64
 // ErrClosed; I/O errors.
 func (s *Storage) Read(ledgerID, entryID uint64) (Entry, error) {
 	start := s.now()
-	e, err := s.read(ledgerID, entryID, journal.Location{}, false)
+	e, err := s.read(ledgerID, entryID, journal.Location{}, false, false)
 	if err == nil {
 		s.metrics.readLatency.Observe(s.now().Sub(start).Seconds())
 	}
 	return e, err
 }
 
-// read reads an entry, starting from loc if known (from an index scan).
-func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known bool) (Entry, error) {
+// read reads an entry, starting from loc if known (from an index scan),
+// into a buffer of journal.ReadBuffers if pooled (Entry.Held).
+func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known, pooled bool) (Entry, error) {
 	for attempt := 0; ; attempt++ {
 		if !known {
 			var err error
@@ -43,15 +44,25 @@ func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known boo
 				return Entry{}, s.missing(ledgerID, entryID)
 			}
 		}
-		rec, err := s.j.Read(loc)
+		var rec journal.Record
+		var held *[]byte
+		var err error
+		if pooled {
+			rec, held, err = s.j.ReadPooled(loc)
+		} else {
+			rec, err = s.j.Read(loc)
+		}
 		switch {
 		case err == nil:
 			if rec.Type != journal.TypeAdd || rec.LedgerID != ledgerID || rec.EntryID != entryID {
 				s.metrics.corruptions.WithLabelValues(corruptionRead).Inc()
+				if held != nil {
+					journal.ReadBuffers.Put(held)
+				}
 				return Entry{}, fmt.Errorf("%w: ledger %d entry %d: the index points at a %v record of ledger %d entry %d at %+v",
 					ErrCorrupt, ledgerID, entryID, rec.Type, rec.LedgerID, rec.EntryID, loc)
 			}
-			return Entry{LedgerID: ledgerID, EntryID: entryID, LAC: rec.LAC, Payload: rec.Payload}, nil
+			return Entry{LedgerID: ledgerID, EntryID: entryID, LAC: rec.LAC, Payload: rec.Payload, Held: held}, nil
 		case errors.Is(err, journal.ErrCorrupt):
 			s.metrics.corruptions.WithLabelValues(corruptionRead).Inc()
 			s.logger.Error("corrupt entry: not served", "ledger", ledgerID, "entry", entryID, "err", err)
@@ -101,7 +112,9 @@ func (s *Storage) indexErr(err error) error {
 // entry is missing it returns Read's error for it (ErrNoEntry or
 // ErrUnknown); a missing entry later just ends the range (nil). Other errors
 // (ErrCorrupt, I/O) and fn's error are returned as they happen, after the
-// entries before them were passed. fn runs without locks held.
+// entries before them were passed. fn runs without locks held. Each entry
+// is read into a buffer of journal.ReadBuffers (Entry.Held), which fn may
+// give back once done with the entry.
 func (s *Storage) ReadRange(ledgerID, first, last uint64, maxBytes int64, fn func(Entry) error) error {
 	if last < first {
 		return fmt.Errorf("%w: last entry %d before first %d", ErrInvalid, last, first)
@@ -121,7 +134,7 @@ func (s *Storage) ReadRange(ledgerID, first, last uint64, maxBytes int64, fn fun
 				return nil
 			}
 			start := s.now()
-			entry, err := s.read(ledgerID, e.EntryID, e.Location, true)
+			entry, err := s.read(ledgerID, e.EntryID, e.Location, true, true)
 			switch {
 			case err == nil:
 			case delivered > 0 && (errors.Is(err, ErrNoEntry) || errors.Is(err, ErrUnknown)):

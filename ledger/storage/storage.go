@@ -34,6 +34,10 @@ type Entry struct {
 	LedgerID, EntryID uint64
 	LAC               int64 // the LAC the writer sent with the entry
 	Payload           []byte
+	// Held, from ReadRange: the buffer of journal.ReadBuffers that
+	// Payload aliases. Whoever is done with Payload may give it back
+	// (journal.ReadBuffers.Put); nil: Payload is the entry's own memory.
+	Held *[]byte
 }
 
 // ledger is the in-memory state of one ledger.

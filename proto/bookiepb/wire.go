@@ -11,6 +11,7 @@ package bookiepb
 import (
 	"math"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -52,6 +53,40 @@ func (x *AddRequest) Entry() []byte {
 func (x *ReadEntryResponse) MarshalBuffers() ([][]byte, error) {
 	return marshalFlat(flat{uint64(x.Status), x.LedgerId, x.EntryId, uint64(x.Lac), uint64(x.KnownLac)}, x, x.Payload), nil
 }
+
+// HeldEntry is a ReadEntryResponse whose Payload aliases Held, a buffer
+// of Pool, sent (wirecodec.SliceMarshaler) so that gRPC gives Held back to
+// Pool once it has written the payload: a bookie reads entries into
+// pooled memory. Nothing may use Payload after it is sent.
+type HeldEntry struct {
+	*ReadEntryResponse
+	Held *[]byte
+	Pool mem.BufferPool
+}
+
+// MarshalSlice encodes the response as MarshalBuffers does, its payload
+// in a buffer whose release gives Held back.
+func (h HeldEntry) MarshalSlice() (mem.BufferSlice, error) {
+	parts, _ := h.MarshalBuffers() // never fails
+	out := make(mem.BufferSlice, 0, len(parts))
+	for i, p := range parts {
+		switch {
+		case len(p) == 0:
+		case i == 1 && h.Held != nil: // the payload (marshalFlat: the fields before it, it, the fields after it)
+			out = append(out, mem.NewBuffer(&p, giveBack(h)))
+		default:
+			out = append(out, mem.SliceBuffer(p))
+		}
+	}
+	return out, nil
+}
+
+// giveBack is the pool of a HeldEntry's payload buffer: gRPC's release
+// of the payload gives Held back to Pool.
+type giveBack HeldEntry
+
+func (g giveBack) Get(n int) *[]byte { return g.Pool.Get(n) }
+func (g giveBack) Put(*[]byte)       { g.Pool.Put(g.Held) }
 
 // UnmarshalAlias decodes b into x as AddRequest.UnmarshalAlias does.
 func (x *ReadEntryResponse) UnmarshalAlias(b []byte) error {
