@@ -27,8 +27,9 @@ func TestBenchSuiteQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
+	profiles := filepath.Join(work, "profiles")
 	cmd := exec.CommandContext(ctx, bins["strata"], "bench", "suite", "--quick", "--duration", "2s",
-		"--bin-dir", binDir, "--dir", work, "--out", out)
+		"--bin-dir", binDir, "--dir", work, "--out", out, "--profile", profiles)
 	output, err := cmd.CombinedOutput()
 	t.Logf("bench suite took %s", time.Since(start).Round(time.Second))
 	if err != nil {
@@ -127,6 +128,31 @@ func TestBenchSuiteQuick(t *testing.T) {
 						w.Name, w.Disk, c.StallsBefore, c.StallsCompacting, c.StallsControl)
 				}
 			}
+		}
+	}
+	// --profile: a CPU profile per node and workload, and for the
+	// compaction workload the flight traces of every broker, bookie and
+	// the client at the end of its first cycle, with the timeline of the
+	// acknowledgements.
+	if w, ok := run.Workload(benchsuite.WorkloadCompact); ok {
+		var traces, timelines int
+		for _, f := range w.Profiles {
+			switch {
+			case strings.Contains(f, "-cycle1-compacting-") && strings.HasSuffix(f, ".trace"):
+				b, err := os.ReadFile(f)
+				if err != nil || !strings.HasPrefix(string(b), "go 1.") {
+					t.Errorf("%s: not an execution trace (%v)", f, err)
+				}
+				traces++
+			case strings.HasSuffix(f, "-acks.tsv"):
+				if b, err := os.ReadFile(f); err != nil || strings.Count(string(b), "\n") < 100 {
+					t.Errorf("%s: %d bytes (%v), want a line per 10 ms", f, len(b), err)
+				}
+				timelines++
+			}
+		}
+		if traces != 2+3+1 || timelines != 1 {
+			t.Errorf("%s: %d flight traces of the first cycle, %d timelines in %v; want 6 and 1", w.Name, traces, timelines, w.Profiles)
 		}
 	}
 	if len(benchsuite.Ratios(rep.Limits, run)) == 0 {

@@ -1,7 +1,8 @@
 // Package admin is the HTTP server every Strata node runs on its admin
 // address: /metrics (Prometheus, from the node's own registry), /livez
 // (200 while the process runs), /readyz (200 only while the node can serve)
-// and, when enabled (--enable-pprof), /debug/pprof/.
+// and, when enabled (--enable-pprof), /debug/pprof/ with the flight
+// recorder's last seconds of execution trace at /debug/pprof/flight.
 //
 // # Protection (issue 13, item 4)
 //
@@ -87,12 +88,16 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		fmt.Fprintln(w, "ok")
 	})
 	if cfg.Pprof {
+		if err := StartFlight(); err != nil {
+			log.Warn("no flight recorder (/debug/pprof/flight)", "err", err)
+		}
 		debug := http.NewServeMux()
 		debug.HandleFunc("/debug/pprof/", pprof.Index)
 		debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		debug.HandleFunc("/debug/pprof/flight", serveFlight)
 		mux.Handle("/debug/", guard(token, debug))
 	} else if token != nil {
 		// Without pprof /debug/ is a 404, but only to whoever may see it.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -58,6 +59,22 @@ func TestEndpoints(t *testing.T) {
 	if code, _ := get(t, base+"/debug/pprof/"); code != 200 {
 		t.Fatalf("pprof %d", code)
 	}
+	// The flight trace holds what happened before it was asked for.
+	flightMarker()
+	code, body := get(t, base+"/debug/pprof/flight")
+	if code != 200 || !strings.HasPrefix(body, "go 1.") || !strings.Contains(body, "admin.flightMarker") {
+		t.Fatalf("flight: %d, %d bytes, want an execution trace naming flightMarker", code, len(body))
+	}
+}
+
+// flightMarker blocks a few times, which the execution trace records with
+// its stack.
+//
+//go:noinline
+func flightMarker() {
+	for range 3 {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // pprof hands out command lines and heap dumps: only when asked for.
@@ -67,7 +84,7 @@ func TestPprofOffByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap", "/debug/pprof/flight"} {
 		if code, _ := get(t, "http://"+s.Addr()+path); code != 404 {
 			t.Fatalf("%s without --enable-pprof: %d, want 404", path, code)
 		}

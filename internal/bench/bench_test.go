@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -378,5 +379,36 @@ func TestMemoryBudgetDefaults(t *testing.T) {
 	}
 	if got := storage.DefaultReadOnlyAbove; got != bookieReadOnlyAbove {
 		t.Errorf("the bookies turn read-only above %v, the suite assumes %v", got, bookieReadOnlyAbove)
+	}
+}
+
+// The timeline counts publish->ack latencies (and no other kind) by when
+// they were observed, with the largest and how many were slow.
+func TestTimeline(t *testing.T) {
+	r := NewRun(ModeE2E, "t", 1)
+	r.observe(LatPublishAck, time.Millisecond) // before EnableTimeline: not counted
+	r.EnableTimeline()
+	for _, d := range []time.Duration{5, 5, 30, 5, 45, 5, 5, 20} {
+		r.observe(LatPublishAck, d*time.Millisecond)
+	}
+	r.observe(LatAckConsume, time.Second)
+	var b strings.Builder
+	if err := r.WriteTimeline(&b); err != nil {
+		t.Fatal(err)
+	}
+	var acks, slow int
+	var largest float64
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	for _, l := range lines[1:] {
+		var at string
+		var n, s int
+		var m float64
+		if _, err := fmt.Sscanf(l, "%s\t%d\t%f\t%d", &at, &n, &m, &s); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		acks, slow, largest = acks+n, slow+s, max(largest, m)
+	}
+	if acks != 8 || slow != 3 || largest != 45 {
+		t.Fatalf("timeline %q: %d acks, %d slow, largest %v ms; want 8, 3, 45", b.String(), acks, slow, largest)
 	}
 }

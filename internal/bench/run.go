@@ -35,6 +35,8 @@ type Run struct {
 	// until SetPhase is first called.
 	phase  int                         // REQUIRES: mu held
 	phases []map[string]*cli.Histogram // REQUIRES: mu held
+	// timeline: nil until EnableTimeline (timeline.go).
+	timeline map[int64]*timelineBin // REQUIRES: mu held
 }
 
 // NewRun returns a Run of mode with the latency kinds mode measures.
@@ -93,6 +95,9 @@ func (r *Run) observe(kind string, d time.Duration) {
 	r.lat[kind].RecordDuration(d)
 	if r.phases != nil {
 		r.phases[r.phase][kind].RecordDuration(d)
+	}
+	if r.timeline != nil && kind == LatPublishAck {
+		r.addTimelineLocked(time.Now(), d)
 	}
 	r.mu.Unlock()
 }

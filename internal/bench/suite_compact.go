@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/admin"
 	"github.com/strata-log/strata/internal/benchsuite"
 	"github.com/strata-log/strata/internal/cli/stream"
 	"github.com/strata-log/strata/internal/ctxtime"
@@ -108,6 +112,11 @@ type compaction struct {
 	// growth over the windows of each side (nodesChanged).
 	nodesAt                           []benchsuite.Samples
 	nodesOff, nodesWith, nodesControl benchsuite.Samples
+	// traces: the flight traces being saved (flightTraces), and those
+	// saved (under tracesMu).
+	traces     sync.WaitGroup
+	tracesMu   sync.Mutex
+	traceFiles []string
 }
 
 // compactShape returns the number of cycles and each source's bytes and
@@ -193,6 +202,14 @@ func (sr *suiteRunner) writeKeyed(ctx context.Context, topic string, bytes int64
 // still fit.
 func (c *compaction) start(ctx context.Context, run *Run, d time.Duration) {
 	run.SetPhase(phaseWarmup)
+	if c.sr.profileDir != "" {
+		// For flightTraces: this process's recorder, and when each
+		// acknowledgement came.
+		if err := admin.StartFlight(); err != nil {
+			fmt.Fprintf(c.sr.progress, "bench suite: warning: client flight recorder: %v\n", err)
+		}
+		run.EnableTimeline()
+	}
 	go func() {
 		defer close(c.done)
 		c.err = c.watch(ctx, run, d)
@@ -239,6 +256,7 @@ func (c *compaction) watch(ctx context.Context, run *Run, d time.Duration) error
 			compacting = time.Since(switched)
 		}
 		run.SetPhase(phaseSettled(i))
+		c.flightTraces(ctx, i, control)
 		if err != nil {
 			run.SetPhase(phaseOff(i + 1))
 			return err
@@ -378,6 +396,7 @@ func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workloa
 		return ctx.Err()
 	}
 	c.nodesChanged(ctx, c.nodesOff) // the window after the last cycle
+	w.Profiles = append(w.Profiles, c.savedTraces(run)...)
 	res := c.result
 	res.Sources = len(c.sources)
 	for i, s := range bookies {
@@ -419,4 +438,73 @@ func (c *compaction) finish(ctx context.Context, run *Run, w *benchsuite.Workloa
 	w.Latency = PhaseLatency(run, append(during, settled...)...)
 	w.Compaction = &res
 	return c.err
+}
+
+// flightTraces, with a profile directory, saves the last seconds of
+// execution trace (about admin.FlightWindow: the flight recorders of
+// every broker and bookie, run with --enable-pprof, and this process's)
+// at the end of cycle's window, in the background, as
+// <prefix>-compact-half-max-cycle<N>-<compacting|control>-<node>.trace
+// (this process: "client"). With the acknowledgements' timeline
+// (savedTraces) they show what each process did in a window's slow
+// moments (`go tool trace`). Fetching them costs the machine CPU in the
+// settling second after the window, which counts as compacting.
+func (c *compaction) flightTraces(ctx context.Context, cycle int, control bool) {
+	if c.sr.profileDir == "" {
+		return
+	}
+	kind := "compacting"
+	if control {
+		kind = "control"
+	}
+	path := func(node string) string {
+		return filepath.Join(c.sr.profileDir, fmt.Sprintf("%s-%s-cycle%d-%s-%s.trace", c.sr.prefix, benchsuite.WorkloadCompact, cycle+1, kind, node))
+	}
+	saved := func(node, path string, err error) {
+		if err != nil {
+			fmt.Fprintf(c.sr.progress, "bench suite: warning: %s: %s\n", node, strings.TrimPrefix(err.Error(), "benchsuite: "))
+			return
+		}
+		c.tracesMu.Lock()
+		c.traceFiles = append(c.traceFiles, path)
+		c.tracesMu.Unlock()
+	}
+	for _, n := range c.sr.nodes {
+		if n.Role != devcluster.RoleBroker && n.Role != devcluster.RoleBookie {
+			continue
+		}
+		c.traces.Go(func() { saved(n.Name, path(n.Name), benchsuite.FlightTrace(ctx, n.Admin, path(n.Name))) })
+	}
+	c.traces.Go(func() { saved("client", path("client"), writeFlightSelf(path("client"))) })
+}
+
+// savedTraces waits for the flight traces and, when there are any, writes
+// run's timeline next to them; it returns the files written.
+func (c *compaction) savedTraces(run *Run) []string {
+	c.traces.Wait()
+	if len(c.traceFiles) == 0 {
+		return nil
+	}
+	files := c.traceFiles
+	timeline := filepath.Join(c.sr.profileDir, fmt.Sprintf("%s-%s-acks.tsv", c.sr.prefix, benchsuite.WorkloadCompact))
+	f, err := os.Create(timeline)
+	if err == nil {
+		err = errors.Join(run.WriteTimeline(f), f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(c.sr.progress, "bench suite: warning: acknowledgement timeline: %v\n", err)
+	} else {
+		files = append(files, timeline)
+	}
+	slices.Sort(files)
+	return files
+}
+
+// writeFlightSelf writes this process's flight trace to path.
+func writeFlightSelf(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(admin.WriteFlight(f), f.Close())
 }

@@ -22,3 +22,14 @@ func CPUProfile(ctx context.Context, addr string, d time.Duration, path string) 
 	}
 	return os.WriteFile(path, body, 0o644)
 }
+
+// FlightTrace fetches the last seconds of execution trace of the node
+// whose admin address is addr (its flight recorder, /debug/pprof/flight:
+// it must run with --enable-pprof) and writes it to path.
+func FlightTrace(ctx context.Context, addr, path string) error {
+	body, err := get(ctx, fmt.Sprintf("http://%s/debug/pprof/flight", addr), maxProfileBytes)
+	if err != nil {
+		return fmt.Errorf("benchsuite: flight trace %s (is pprof enabled?): %w", addr, err)
+	}
+	return os.WriteFile(path, body, 0o644)
+}
