@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -475,7 +474,7 @@ func (c *compaction) flightTraces(ctx context.Context, cycle int, control bool) 
 		}
 		c.traces.Go(func() { saved(n.Name, path(n.Name), benchsuite.FlightTrace(ctx, n.Admin, path(n.Name))) })
 	}
-	c.traces.Go(func() { saved("client", path("client"), writeFlightSelf(path("client"))) })
+	c.traces.Go(func() { saved("client", path("client"), writeFile(path("client"), admin.WriteFlight)) })
 }
 
 // savedTraces waits for the flight traces and, when there are any, writes
@@ -487,24 +486,11 @@ func (c *compaction) savedTraces(run *Run) []string {
 	}
 	files := c.traceFiles
 	timeline := filepath.Join(c.sr.profileDir, fmt.Sprintf("%s-%s-acks.tsv", c.sr.prefix, benchsuite.WorkloadCompact))
-	f, err := os.Create(timeline)
-	if err == nil {
-		err = errors.Join(run.WriteTimeline(f), f.Close())
-	}
-	if err != nil {
+	if err := writeFile(timeline, run.WriteTimeline); err != nil {
 		fmt.Fprintf(c.sr.progress, "bench suite: warning: acknowledgement timeline: %v\n", err)
 	} else {
 		files = append(files, timeline)
 	}
 	slices.Sort(files)
 	return files
-}
-
-// writeFlightSelf writes this process's flight trace to path.
-func writeFlightSelf(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	return errors.Join(admin.WriteFlight(f), f.Close())
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -374,13 +375,14 @@ func cpuProfileSelf(ctx context.Context, d time.Duration, path string) error {
 }
 
 func writeHeapProfile(path string) error {
+	return writeFile(path, func(w io.Writer) error { return pprof.Lookup("heap").WriteTo(w, 0) })
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return errors.Join(write(f), f.Close())
 }
