@@ -143,60 +143,109 @@ type AppendResult struct {
 // producers, stamps the base offset and the owner epoch in place (the
 // caller gives up the slice) and appends it as one ledger entry. It
 // returns when acks is reached; with AcksNone after the hand-off, with
-// BaseOffset -1. See errors.go for the errors.
+// BaseOffset -1. See errors.go for the errors. It is Enqueue, then Wait.
 func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult, error) {
+	a, err := l.Enqueue(ctx, batch, acks)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return a.Wait(ctx)
+}
+
+// Appending is an append that has its place in the log (Enqueue returned)
+// and waits for its acknowledgement (Wait).
+type Appending struct {
+	l *Log
+	// p: the batch handed to the writer; dup: or the original of a
+	// retried batch (nil for AcksNone, which has nothing to wait for).
+	p   *pendingAppend
+	dup *producerBatch
+}
+
+// Enqueue is the first half of Append: it verifies the batch, gives it its
+// offsets and hands it to the ledger writer, and returns once the batch's
+// place in the log is fixed. Batches enqueued one after the other (the
+// second Enqueue called after the first returned) get offsets in that
+// order, whatever order their Waits run in: a protocol that answers a
+// connection's requests in order enqueues them in order and waits for
+// their acknowledgements concurrently.
+func (l *Log) Enqueue(ctx context.Context, batch []byte, acks Acks) (*Appending, error) {
 	start := l.cfg.Now()
+	h, err := l.verifyBatch(batch, start)
+	if err != nil {
+		return nil, err
+	}
+	if acks < AcksQuorum || acks > AcksAll {
+		return nil, fmt.Errorf("partlog: unknown acks %d", acks)
+	}
+	p, dup, err := l.place(ctx, h, batch, acks, start)
+	if err != nil {
+		return nil, err
+	}
+	return &Appending{l: l, p: p, dup: dup}, nil
+}
+
+// verifyBatch checks a batch before it is placed: size, CRC, timestamps
+// and records.
+func (l *Log) verifyBatch(batch []byte, start time.Time) (recordbatch.BatchHeader, error) {
 	maxBytes := l.Limits().MaxBatchBytes
 	if len(batch) > maxBytes {
-		return AppendResult{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), maxBytes)
+		return recordbatch.BatchHeader{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), maxBytes)
 	}
 	h, err := recordbatch.Verify(batch)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+		return recordbatch.BatchHeader{}, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 	}
 	// Every batch, LogAppendTime ones too: no broker stamps its own time
 	// into a batch, so their MaxTimestamp is the producer's as well, and a
 	// far-future one would pin time retention for everything after it.
 	if err := l.checkTimestamp(h.MaxTimestamp, start); err != nil {
-		return AppendResult{}, err
+		return recordbatch.BatchHeader{}, err
 	}
 	// The decompressed records are bounded by a multiple of the batch's
 	// bound: see validate.go.
 	if err := validateRecords(batch, h, decompressedBound(maxBytes)); err != nil {
-		return AppendResult{}, err
+		return recordbatch.BatchHeader{}, err
 	}
-	if acks < AcksQuorum || acks > AcksAll {
-		return AppendResult{}, fmt.Errorf("partlog: unknown acks %d", acks)
-	}
-	var p *pendingAppend
-	var dup *producerBatch
+	return h, nil
+}
+
+// place enqueues a verified batch and hands it to the writer, waiting up
+// to SequenceGapWait for the batches before an idempotent producer's
+// batch to arrive; or finds it a duplicate (dup set, p nil).
+func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte, acks Acks, start time.Time) (*pendingAppend, *producerBatch, error) {
 	gapDeadline := time.Now().Add(l.cfg.SequenceGapWait)
 	for {
 		if err := l.acquire(ctx); err != nil {
-			return AppendResult{}, err
+			return nil, nil, err
 		}
 		if err := l.rollIfFull(len(batch)); err != nil {
 			l.release()
-			return AppendResult{}, err
+			return nil, nil, err
 		}
 		// The background context, as for a roll: the CAS that lists
 		// the new ledger must not be cut short by one caller.
 		if err := l.openLedger(l.bgCtx); err != nil {
 			l.release()
-			return AppendResult{}, err
+			return nil, nil, err
 		}
 		if !l.canAcknowledge() {
 			l.release()
-			return AppendResult{}, ErrNotEnoughBookies
+			return nil, nil, ErrNotEnoughBookies
 		}
-		var progress <-chan struct{}
-		p, dup, progress, err = l.enqueue(h, batch, acks, start)
+		p, dup, progress, err := l.enqueue(h, batch, acks, start)
 		if err == nil {
-			break
+			if dup != nil {
+				l.release()
+				return nil, dup, nil
+			}
+			err = l.handOff(ctx, p)
+			l.release()
+			return p, nil, err
 		}
 		l.release()
 		if !errors.Is(err, errSequenceGap) || !time.Now().Before(gapDeadline) {
-			return AppendResult{}, err
+			return nil, nil, err
 		}
 		// Batches before this one are probably in other requests still
 		// on their way: wait for the producer state to move, then retry.
@@ -208,16 +257,17 @@ func (l *Log) Append(ctx context.Context, batch []byte, acks Acks) (AppendResult
 		}
 		timer.Stop()
 	}
-	if dup != nil {
-		l.release()
-		return l.waitDuplicate(ctx, dup)
+}
+
+// Wait is the second half of Append: it returns when the batch reached
+// its acks level (at once for AcksNone), or the original's offsets for a
+// retried batch.
+func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
+	l, p := a.l, a.p
+	if a.dup != nil {
+		return l.waitDuplicate(ctx, a.dup)
 	}
-	err = l.handOff(ctx, p)
-	l.release()
-	if err != nil {
-		return AppendResult{}, err
-	}
-	if acks == AcksNone {
+	if p.acks == AcksNone {
 		return AppendResult{BaseOffset: -1, LastOffset: -1, LogStartOffset: l.LogStartOffset()}, nil
 	}
 	select {
