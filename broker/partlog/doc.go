@@ -104,6 +104,14 @@
 //     is handed to the writer, so its outcome is known (not written)
 //     instead of unknown at its deadline. Appends already handed over
 //     wait for the bookies to come back.
+//   - P10 Leader epochs: each takeover's CAS (Open) appends its owner
+//     epoch and the first offset it will write to the list's
+//     leader_epochs (withLeaderEpoch): epochs and start offsets increase,
+//     an epoch that wrote nothing is replaced by the next, entries wholly
+//     below the log start and beyond the newest 256 are dropped. EpochEnd
+//     answers Kafka's OffsetForLeaderEpoch from it: an offset never past
+//     what a consumer of the requested epoch can have read, so no client
+//     sees a truncation (Strata truncates nothing it acknowledged).
 //
 // # Concurrency
 //

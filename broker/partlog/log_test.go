@@ -345,6 +345,13 @@ func TestTakeover(t *testing.T) {
 	if pl.OwnerEpoch != 2 || !pl.Segments[0].Closed || pl.Segments[len(pl.Segments)-1].Closed {
 		t.Fatalf("list after takeover %v", pl)
 	}
+	// P10: each takeover recorded where its epoch starts.
+	if got, want := flat(pl.LeaderEpochs), []int64{1, 0, 2, next}; !equalInts(got, want) {
+		t.Fatalf("leader epochs %v, want %v", got, want)
+	}
+	if e, end := b.EpochEnd(1); e != 1 || end != next {
+		t.Fatalf("EpochEnd(1) = %d, %d; want 1, %d", e, end, next)
+	}
 	// A's Close on a failed log returns its error and touches nothing.
 	if err := a.Close(testCtx(t)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("A.Close: %v", err)

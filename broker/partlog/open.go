@@ -25,8 +25,8 @@ import (
 //     final numbers and replay its batches into the producer state (which
 //     starts from the PartitionLog's snapshot), build its LedgerIndex; an
 //     empty one is dropped from the list;
-//  3. CAS the list once: recovered segments closed, owner_epoch,
-//     producer snapshot; no ledger is created until the first append
+//  3. CAS the list once: recovered segments closed, owner_epoch and its
+//     place in the leader epoch history (P10), producer snapshot; no ledger is created until the first append
 //     (P8), so the log has no open segment yet. The recovered segments'
 //     indexes and cfg.Claim are written in the same metad transaction;
 //  4. delete the dropped empty ledgers.
@@ -98,6 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		// Compaction's progress survives the takeover (P7).
 		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
 		TombstoneHorizonMs: pl.GetTombstoneHorizonMs(),
+		LeaderEpochs:       withLeaderEpoch(pl.GetLeaderEpochs(), cfg.Epoch, next, pl.GetLogStartOffset()),
 	}
 	newVersion, written, err := casPartitionLogWith(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version, with)
 	if err != nil {

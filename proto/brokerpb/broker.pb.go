@@ -191,13 +191,19 @@ func (x *PartitionError) GetMessage() string {
 }
 
 type BrokerInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	AdminAddress  string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
-	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
-	State         BrokerState            `protobuf:"varint,5,opt,name=state,proto3,enum=strata.broker.v1.BrokerState" json:"state,omitempty"`
-	StartedAtMs   int64                  `protobuf:"varint,6,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address      string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	AdminAddress string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	Rack         string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
+	State        BrokerState            `protobuf:"varint,5,opt,name=state,proto3,enum=strata.broker.v1.BrokerState" json:"state,omitempty"`
+	StartedAtMs  int64                  `protobuf:"varint,6,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
+	// node_id: the broker's number, given once per broker id and never
+	// reused (/strata/broker-node-ids/<id>): Kafka clients key brokers by it.
+	NodeId int32 `protobuf:"varint,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// kafka_address: where the broker serves the Kafka protocol (its
+	// advertised host:port); empty without a Kafka listener.
+	KafkaAddress  string `protobuf:"bytes,8,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +278,20 @@ func (x *BrokerInfo) GetStartedAtMs() int64 {
 		return x.StartedAtMs
 	}
 	return 0
+}
+
+func (x *BrokerInfo) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *BrokerInfo) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
 }
 
 type MetadataRequest struct {
@@ -3712,7 +3732,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x0ePartitionError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12/\n" +
 	"\x04info\x18\x02 \x01(\v2\x1b.strata.common.v1.ErrorInfoR\x04info\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xc8\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x86\x02\n" +
 	"\n" +
 	"BrokerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -3720,7 +3740,9 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x123\n" +
 	"\x05state\x18\x05 \x01(\x0e2\x1d.strata.broker.v1.BrokerStateR\x05state\x12\"\n" +
-	"\rstarted_at_ms\x18\x06 \x01(\x03R\vstartedAtMs\")\n" +
+	"\rstarted_at_ms\x18\x06 \x01(\x03R\vstartedAtMs\x12\x17\n" +
+	"\anode_id\x18\a \x01(\x05R\x06nodeId\x12#\n" +
+	"\rkafka_address\x18\b \x01(\tR\fkafkaAddress\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"\x92\x01\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +

@@ -610,8 +610,15 @@ type PartitionLog struct {
 	// pass runs even with nothing dirty, to drop the expired tombstones
 	// (compact.ReasonTombstonesExpired); that pass stores the next one.
 	TombstoneHorizonMs int64 `protobuf:"varint,9,opt,name=tombstone_horizon_ms,json=tombstoneHorizonMs,proto3" json:"tombstone_horizon_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// leader_epochs: the owner epochs that wrote to the log and the first
+	// offset each wrote (or would have), oldest first, epochs and offsets
+	// increasing; a takeover appends its own. Kafka consumers ask for an
+	// epoch's end offset (OffsetForLeaderEpoch) to tell a truncated log
+	// from a failover; Strata never truncates, and this history keeps them
+	// from seeing one. Entries wholly below log_start_offset are dropped.
+	LeaderEpochs  []*LeaderEpoch `protobuf:"bytes,10,rep,name=leader_epochs,json=leaderEpochs,proto3" json:"leader_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionLog) Reset() {
@@ -707,6 +714,65 @@ func (x *PartitionLog) GetTombstoneHorizonMs() int64 {
 	return 0
 }
 
+func (x *PartitionLog) GetLeaderEpochs() []*LeaderEpoch {
+	if x != nil {
+		return x.LeaderEpochs
+	}
+	return nil
+}
+
+type LeaderEpoch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         int64                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	StartOffset   int64                  `protobuf:"varint,2,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderEpoch) Reset() {
+	*x = LeaderEpoch{}
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderEpoch) ProtoMessage() {}
+
+func (x *LeaderEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderEpoch.ProtoReflect.Descriptor instead.
+func (*LeaderEpoch) Descriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LeaderEpoch) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LeaderEpoch) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
 type GarbageObject struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ObjectKey     string                 `protobuf:"bytes,1,opt,name=object_key,json=objectKey,proto3" json:"object_key,omitempty"`
@@ -717,7 +783,7 @@ type GarbageObject struct {
 
 func (x *GarbageObject) Reset() {
 	*x = GarbageObject{}
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +795,7 @@ func (x *GarbageObject) String() string {
 func (*GarbageObject) ProtoMessage() {}
 
 func (x *GarbageObject) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[9]
+	mi := &file_broker_v1_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +808,7 @@ func (x *GarbageObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageObject.ProtoReflect.Descriptor instead.
 func (*GarbageObject) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GarbageObject) GetObjectKey() string {
@@ -782,7 +848,7 @@ type TieredSegment struct {
 
 func (x *TieredSegment) Reset() {
 	*x = TieredSegment{}
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +860,7 @@ func (x *TieredSegment) String() string {
 func (*TieredSegment) ProtoMessage() {}
 
 func (x *TieredSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[10]
+	mi := &file_broker_v1_meta_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +873,7 @@ func (x *TieredSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TieredSegment.ProtoReflect.Descriptor instead.
 func (*TieredSegment) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{10}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TieredSegment) GetObjectKey() string {
@@ -900,7 +966,7 @@ type IndexPoint struct {
 
 func (x *IndexPoint) Reset() {
 	*x = IndexPoint{}
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +978,7 @@ func (x *IndexPoint) String() string {
 func (*IndexPoint) ProtoMessage() {}
 
 func (x *IndexPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[11]
+	mi := &file_broker_v1_meta_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +991,7 @@ func (x *IndexPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexPoint.ProtoReflect.Descriptor instead.
 func (*IndexPoint) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{11}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IndexPoint) GetEntryId() int64 {
@@ -960,7 +1026,7 @@ type LedgerIndex struct {
 
 func (x *LedgerIndex) Reset() {
 	*x = LedgerIndex{}
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1038,7 @@ func (x *LedgerIndex) String() string {
 func (*LedgerIndex) ProtoMessage() {}
 
 func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[12]
+	mi := &file_broker_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1051,7 @@ func (x *LedgerIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LedgerIndex.ProtoReflect.Descriptor instead.
 func (*LedgerIndex) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LedgerIndex) GetPoints() []*IndexPoint {
@@ -1009,7 +1075,7 @@ type GroupRecordKey struct {
 
 func (x *GroupRecordKey) Reset() {
 	*x = GroupRecordKey{}
-	mi := &file_broker_v1_meta_proto_msgTypes[13]
+	mi := &file_broker_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1087,7 @@ func (x *GroupRecordKey) String() string {
 func (*GroupRecordKey) ProtoMessage() {}
 
 func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[13]
+	mi := &file_broker_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1100,7 @@ func (x *GroupRecordKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecordKey.ProtoReflect.Descriptor instead.
 func (*GroupRecordKey) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupRecordKey) GetGroupId() string {
@@ -1070,7 +1136,7 @@ type GroupOffsetValue struct {
 
 func (x *GroupOffsetValue) Reset() {
 	*x = GroupOffsetValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[14]
+	mi := &file_broker_v1_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1148,7 @@ func (x *GroupOffsetValue) String() string {
 func (*GroupOffsetValue) ProtoMessage() {}
 
 func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[14]
+	mi := &file_broker_v1_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1161,7 @@ func (x *GroupOffsetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOffsetValue.ProtoReflect.Descriptor instead.
 func (*GroupOffsetValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{14}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupOffsetValue) GetOffset() int64 {
@@ -1136,7 +1202,7 @@ type GroupMetadataValue struct {
 
 func (x *GroupMetadataValue) Reset() {
 	*x = GroupMetadataValue{}
-	mi := &file_broker_v1_meta_proto_msgTypes[15]
+	mi := &file_broker_v1_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1214,7 @@ func (x *GroupMetadataValue) String() string {
 func (*GroupMetadataValue) ProtoMessage() {}
 
 func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
-	mi := &file_broker_v1_meta_proto_msgTypes[15]
+	mi := &file_broker_v1_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1227,7 @@ func (x *GroupMetadataValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMetadataValue.ProtoReflect.Descriptor instead.
 func (*GroupMetadataValue) Descriptor() ([]byte, []int) {
-	return file_broker_v1_meta_proto_rawDescGZIP(), []int{15}
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupMetadataValue) GetGroupEpoch() int32 {
@@ -1232,7 +1298,7 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x129\n" +
 	"\abatches\x18\x03 \x03(\v2\x1f.strata.broker.v1.ProducerBatchR\abatches\x12*\n" +
-	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\xd0\x03\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\"\x94\x04\n" +
 	"\fPartitionLog\x12\x1f\n" +
 	"\vowner_epoch\x18\x01 \x01(\x03R\n" +
 	"ownerEpoch\x12(\n" +
@@ -1243,7 +1309,12 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\agarbage\x18\x06 \x03(\v2\x1f.strata.broker.v1.GarbageObjectR\agarbage\x12%\n" +
 	"\x0ecleaned_offset\x18\a \x01(\x03R\rcleanedOffset\x12,\n" +
 	"\x12last_compaction_ms\x18\b \x01(\x03R\x10lastCompactionMs\x120\n" +
-	"\x14tombstone_horizon_ms\x18\t \x01(\x03R\x12tombstoneHorizonMs\"I\n" +
+	"\x14tombstone_horizon_ms\x18\t \x01(\x03R\x12tombstoneHorizonMs\x12B\n" +
+	"\rleader_epochs\x18\n" +
+	" \x03(\v2\x1d.strata.broker.v1.LeaderEpochR\fleaderEpochs\"F\n" +
+	"\vLeaderEpoch\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12!\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset\"I\n" +
 	"\rGarbageObject\x12\x1d\n" +
 	"\n" +
 	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x19\n" +
@@ -1300,7 +1371,7 @@ func file_broker_v1_meta_proto_rawDescGZIP() []byte {
 	return file_broker_v1_meta_proto_rawDescData
 }
 
-var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_broker_v1_meta_proto_goTypes = []any{
 	(*ControllerRecord)(nil),   // 0: strata.broker.v1.ControllerRecord
 	(*BrokerDrain)(nil),        // 1: strata.broker.v1.BrokerDrain
@@ -1311,30 +1382,32 @@ var file_broker_v1_meta_proto_goTypes = []any{
 	(*ProducerBatch)(nil),      // 6: strata.broker.v1.ProducerBatch
 	(*ProducerState)(nil),      // 7: strata.broker.v1.ProducerState
 	(*PartitionLog)(nil),       // 8: strata.broker.v1.PartitionLog
-	(*GarbageObject)(nil),      // 9: strata.broker.v1.GarbageObject
-	(*TieredSegment)(nil),      // 10: strata.broker.v1.TieredSegment
-	(*IndexPoint)(nil),         // 11: strata.broker.v1.IndexPoint
-	(*LedgerIndex)(nil),        // 12: strata.broker.v1.LedgerIndex
-	(*GroupRecordKey)(nil),     // 13: strata.broker.v1.GroupRecordKey
-	(*GroupOffsetValue)(nil),   // 14: strata.broker.v1.GroupOffsetValue
-	(*GroupMetadataValue)(nil), // 15: strata.broker.v1.GroupMetadataValue
-	nil,                        // 16: strata.broker.v1.TopicRecord.ConfigsEntry
-	(*GroupMember)(nil),        // 17: strata.broker.v1.GroupMember
+	(*LeaderEpoch)(nil),        // 9: strata.broker.v1.LeaderEpoch
+	(*GarbageObject)(nil),      // 10: strata.broker.v1.GarbageObject
+	(*TieredSegment)(nil),      // 11: strata.broker.v1.TieredSegment
+	(*IndexPoint)(nil),         // 12: strata.broker.v1.IndexPoint
+	(*LedgerIndex)(nil),        // 13: strata.broker.v1.LedgerIndex
+	(*GroupRecordKey)(nil),     // 14: strata.broker.v1.GroupRecordKey
+	(*GroupOffsetValue)(nil),   // 15: strata.broker.v1.GroupOffsetValue
+	(*GroupMetadataValue)(nil), // 16: strata.broker.v1.GroupMetadataValue
+	nil,                        // 17: strata.broker.v1.TopicRecord.ConfigsEntry
+	(*GroupMember)(nil),        // 18: strata.broker.v1.GroupMember
 }
 var file_broker_v1_meta_proto_depIdxs = []int32{
-	16, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
+	17, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
 	6,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
 	5,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
 	7,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
-	10, // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
-	9,  // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
-	11, // 6: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
-	17, // 7: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
+	10, // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
+	9,  // 6: strata.broker.v1.PartitionLog.leader_epochs:type_name -> strata.broker.v1.LeaderEpoch
+	12, // 7: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
+	18, // 8: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_broker_v1_meta_proto_init() }
@@ -1349,7 +1422,7 @@ func file_broker_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_v1_meta_proto_rawDesc), len(file_broker_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
