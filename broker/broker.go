@@ -69,6 +69,7 @@ type Broker struct {
 	draining   atomic.Bool
 	registered atomic.Bool
 	lease      atomic.Int64 // current session's lease id, 0 without one
+	node       atomic.Int32 // the broker's node id once known (nodeID)
 	isCtrl     atomic.Bool
 	stateCh    chan struct{} // registration must be rewritten
 
@@ -397,7 +398,13 @@ func (b *Broker) session(ctx context.Context) error {
 	}()
 	b.lease.Store(sess.Lease())
 	register := func() error {
-		value, err := proto.Marshal(b.info())
+		info := b.info()
+		node, err := b.nodeID(sctx)
+		if err != nil {
+			return err
+		}
+		info.NodeId = node
+		value, err := proto.Marshal(info)
 		if err != nil {
 			return err
 		}

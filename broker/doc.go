@@ -24,6 +24,8 @@
 //	/strata/partitions/<topic>/<p>          PartitionLog (package partlog)
 //	/strata/ledger-index/<ledger>           LedgerIndex of a closed segment (package partlog)
 //	/strata/producer-ids-next               producer id counter, taken in blocks of 100
+//	/strata/broker-node-ids/<id>            the broker's node id (Kafka's int32), never reused
+//	/strata/broker-node-ids-next            node id counter
 //
 // The records are defined in proto/broker/v1/meta.proto; keys.go builds
 // the keys. The broker reads brokers, topics, assignments, owners, drains

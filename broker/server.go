@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,29 +351,11 @@ func (s *service) InitProducerID(ctx context.Context, _ *brokerpb.InitProducerID
 	b.pidMu.Lock()
 	defer b.pidMu.Unlock()
 	if b.pidNext >= b.pidLimit {
-		for {
-			kv, err := b.meta.Get(ctx, producerIDKey)
-			next, version := int64(0), int64(0)
-			if err == nil {
-				next, err = strconv.ParseInt(string(kv.Value), 10, 64)
-				if err != nil {
-					return nil, rpcError(fmt.Errorf("corrupt producer id counter %q", kv.Value))
-				}
-				version = kv.Version
-			} else if !errors.Is(err, metaclient.ErrNotFound) {
-				return nil, rpcError(err)
-			}
-			limit := next + producerIDBlock
-			_, err = b.meta.Put(ctx, producerIDKey, []byte(strconv.FormatInt(limit, 10)), metaclient.WithExpectedVersion(version))
-			if errors.Is(err, metaclient.ErrVersionConflict) {
-				continue
-			}
-			if err != nil {
-				return nil, rpcError(err)
-			}
-			b.pidNext, b.pidLimit = next, limit
-			break
+		next, err := b.takeFromCounter(ctx, producerIDKey, 0, producerIDBlock)
+		if err != nil {
+			return nil, rpcError(err)
 		}
+		b.pidNext, b.pidLimit = next, next+producerIDBlock
 	}
 	id := b.pidNext
 	b.pidNext++
