@@ -24,41 +24,41 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (s *service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
+func (s *Service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
 	// CREATE on the cluster, or on the topic's name.
 	if !s.b.allowed(ctx, acl.Create, acl.ClusterResource) {
 		if err := s.b.authorize(ctx, acl.Create, acl.TopicResource(req.Name)); err != nil {
-			return nil, rpcError(err)
+			return nil, err
 		}
 	}
 	if err := ValidateTopicName(req.Name); err != nil {
-		return nil, rpcError(invalidf("%v", err))
+		return nil, invalidf("%v", err)
 	}
 	if strings.HasPrefix(req.Name, "__") {
-		return nil, rpcError(invalidf("topic names starting with \"__\" are reserved for internal topics"))
+		return nil, invalidf("topic names starting with \"__\" are reserved for internal topics")
 	}
 	if req.Partitions < 1 || req.Partitions > s.b.cfg.MaxPartitionsPerTopic {
-		return nil, rpcError(invalidf("partitions: want 1..%d (--max-partitions-per-topic), got %d", s.b.cfg.MaxPartitionsPerTopic, req.Partitions))
+		return nil, invalidf("partitions: want 1..%d (--max-partitions-per-topic), got %d", s.b.cfg.MaxPartitionsPerTopic, req.Partitions)
 	}
 	if err := s.b.checkClusterLimits(1, int(req.Partitions)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	tc, err := ParseTopicConfig(req.Configs)
 	if err != nil {
-		return nil, rpcError(invalidf("%v", err))
+		return nil, invalidf("%v", err)
 	}
 	if err := s.b.checkBookies(ctx, tc); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	rec := &brokerpb.TopicRecord{Name: req.Name, Id: newID(), Partitions: req.Partitions,
 		Configs: req.Configs, CreatedAtMs: s.b.clock.Now().UnixMilli()}
 	if !req.ValidateOnly {
 		_, err := s.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
 		if errors.Is(err, metaclient.ErrVersionConflict) {
-			return nil, rpcError(fmt.Errorf("%w: %q", errTopicExists, req.Name))
+			return nil, fmt.Errorf("%w: %q", ErrTopicExists, req.Name)
 		}
 		if err != nil {
-			return nil, rpcError(err)
+			return nil, err
 		}
 		s.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs)
 	}
@@ -80,10 +80,10 @@ func (b *Broker) checkClusterLimits(topics, partitions int) error {
 		}
 	}
 	if topics > 0 && len(snap)+topics > b.cfg.MaxTopics {
-		return fmt.Errorf("%w: the cluster has %d topics, --max-topics is %d", errLimit, len(snap), b.cfg.MaxTopics)
+		return fmt.Errorf("%w: the cluster has %d topics, --max-topics is %d", ErrLimit, len(snap), b.cfg.MaxTopics)
 	}
 	if total+partitions > b.cfg.MaxClusterPartitions {
-		return fmt.Errorf("%w: the cluster has %d partitions, %d more would pass --max-cluster-partitions %d", errLimit, total, partitions, b.cfg.MaxClusterPartitions)
+		return fmt.Errorf("%w: the cluster has %d partitions, %d more would pass --max-cluster-partitions %d", ErrLimit, total, partitions, b.cfg.MaxClusterPartitions)
 	}
 	return nil
 }
@@ -106,7 +106,7 @@ func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb
 	for {
 		kv, err := b.meta.Get(ctx, topicKey(name))
 		if errors.Is(err, metaclient.ErrNotFound) {
-			return nil, fmt.Errorf("%w %q", errUnknownTopic, name)
+			return nil, fmt.Errorf("%w %q", ErrUnknownTopic, name)
 		}
 		if err != nil {
 			return nil, err
@@ -116,7 +116,7 @@ func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb
 			return nil, err
 		}
 		if rec.Deleting {
-			return nil, fmt.Errorf("%w %q (being deleted)", errUnknownTopic, name)
+			return nil, fmt.Errorf("%w %q (being deleted)", ErrUnknownTopic, name)
 		}
 		if err := fn(rec); err != nil {
 			return nil, err
@@ -129,9 +129,9 @@ func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb
 	}
 }
 
-func (s *service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
+func (s *Service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
 	if err := s.b.authorize(ctx, acl.Delete, acl.TopicResource(req.Name)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	_, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if rec.Internal {
@@ -141,13 +141,13 @@ func (s *service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequ
 		return nil
 	})
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	s.b.log.Info("deleting topic", "topic", req.Name)
 	return &brokerpb.DeleteTopicResponse{}, nil
 }
 
-func (s *service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
+func (s *Service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
 	resp := &brokerpb.ListTopicsResponse{}
 	for _, name := range s.b.topicNames(req.IncludeInternal) {
 		if !s.b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
@@ -160,20 +160,20 @@ func (s *service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsReques
 	return resp, nil
 }
 
-func (s *service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
+func (s *Service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
 	if err := s.b.authorize(ctx, acl.Describe, acl.TopicResource(req.Name)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	rec, err := s.b.currentTopicRecord(ctx, req.Name)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	return &brokerpb.DescribeTopicResponse{Topic: s.b.describe(ctx, rec)}, nil
 }
 
-func (s *service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
+func (s *Service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
 	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		next := maps.Clone(rec.Configs)
@@ -195,21 +195,21 @@ func (s *service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopi
 		return nil
 	})
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	s.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete)
 	return &brokerpb.AlterTopicConfigsResponse{Topic: s.b.describe(ctx, rec)}, nil
 }
 
-func (s *service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
+func (s *Service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
 	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	if internalTopic(req.Name) {
 		// A group's coordinator is partition PartitionFor(group, count) of
 		// __consumer_offsets: a new count sends every group to a
 		// partition that holds none of its committed offsets.
-		return nil, rpcError(invalidf("topic %q is internal: its partition count cannot change", req.Name))
+		return nil, invalidf("topic %q is internal: its partition count cannot change", req.Name)
 	}
 	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if req.Total <= rec.Partitions {
@@ -225,7 +225,7 @@ func (s *service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitions
 		return nil
 	})
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	s.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
 	return &brokerpb.AddPartitionsResponse{Topic: s.b.describe(ctx, rec)}, nil
@@ -315,9 +315,9 @@ func (b *Broker) storedLogs(ctx context.Context, rec *brokerpb.TopicRecord) map[
 	return stored
 }
 
-func (s *service) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
+func (s *Service) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
 	if err := s.b.authorize(ctx, acl.Describe, acl.ClusterResource); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	b := s.b
 	resp := &brokerpb.DescribeClusterResponse{}

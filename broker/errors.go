@@ -15,38 +15,55 @@ import (
 	"github.com/strata-log/strata/proto/commonpb"
 )
 
-// Errors of the broker itself (partlog and group have their own; errorInfo
-// translates all of them, in one place).
+// Errors of the broker's service layer (partlog and group have their
+// own; the adapters translate all of them, each in one place: classify for
+// gRPC, package broker/kafka's table for Kafka).
 var (
-	errUnknownTopic     = errors.New("unknown topic")
-	errUnknownPartition = errors.New("unknown partition")
-	errNotOwner         = errors.New("this broker does not own the partition")
-	errNotCoordinator   = errors.New("this broker is not the group's coordinator")
-	errTopicExists      = errors.New("topic already exists")
-	errInvalid          = errors.New("invalid request")
-	errBusy             = errors.New("broker busy")
-	errLimit            = errors.New("cluster limit reached")
+	// ErrUnknownTopic, ErrUnknownPartition: no such topic (or it is being
+	// deleted), no such partition of it.
+	ErrUnknownTopic     = errors.New("unknown topic")
+	ErrUnknownPartition = errors.New("unknown partition")
+	// ErrNotOwner: another broker serves the partition, or none does yet
+	// (a *RedirectError, with the owner's address when known).
+	ErrNotOwner = errors.New("this broker does not own the partition")
+	// ErrNotCoordinator: the group's coordinator is another broker (or
+	// none yet); a *RedirectError.
+	ErrNotCoordinator = errors.New("this broker is not the group's coordinator")
+	ErrTopicExists    = errors.New("topic already exists")
+	// ErrInvalid: the request breaks a rule; the message says which.
+	ErrInvalid = errors.New("invalid request")
+	// ErrBusy: a budget stayed full, or state is still loading; retry.
+	ErrBusy = errors.New("broker busy")
+	// ErrLimit: a cluster limit (topics, partitions) would be passed.
+	ErrLimit = errors.New("cluster limit reached")
+	// ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch: the client's owner
+	// epoch is older / newer than the serving owner's (Kafka's KIP-320
+	// checks; the client refreshes its metadata, or retries).
+	ErrFencedLeaderEpoch  = errors.New("the client's leader epoch is older than the owner's")
+	ErrUnknownLeaderEpoch = errors.New("the client's leader epoch is newer than the owner's")
 )
 
-// redirectError is a not-owner or not-coordinator error that knows where to
-// go.
-type redirectError struct {
-	err     error
-	address string
-	detail  string
+// RedirectError is a not-owner or not-coordinator error that knows where to
+// go: Address is the serving broker's gRPC address, BrokerID its id (both
+// empty when there is none yet).
+type RedirectError struct {
+	err      error
+	Address  string
+	BrokerID string
+	detail   string
 }
 
-func (e *redirectError) Error() string {
-	if e.address != "" {
-		return fmt.Sprintf("%s: %v (owner: %s)", e.detail, e.err, e.address)
+func (e *RedirectError) Error() string {
+	if e.Address != "" {
+		return fmt.Sprintf("%s: %v (owner: %s)", e.detail, e.err, e.Address)
 	}
 	return fmt.Sprintf("%s: %v (no owner yet; retry shortly)", e.detail, e.err)
 }
 
-func (e *redirectError) Unwrap() error { return e.err }
+func (e *RedirectError) Unwrap() error { return e.err }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
 // classify maps an error to a gRPC code and an ErrorInfo: the broker's one
@@ -58,24 +75,26 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 	info := func(reason string, retryable bool) *commonpb.ErrorInfo {
 		return &commonpb.ErrorInfo{Reason: reason, Retryable: retryable}
 	}
-	var redirect *redirectError
+	var redirect *RedirectError
 	var oor *partlog.OutOfRangeError
 	switch {
-	case errors.Is(err, errDenied):
+	case errors.Is(err, ErrDenied):
 		return codes.PermissionDenied, info(rpcerror.ReasonDenied, false)
-	case errors.As(err, &redirect) && errors.Is(err, errNotCoordinator):
-		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: redirect.address}
+	case errors.As(err, &redirect) && errors.Is(err, ErrNotCoordinator):
+		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: redirect.Address}
 	case errors.As(err, &redirect):
-		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotOwner, Retryable: true, Redirect: redirect.address}
-	case errors.Is(err, errUnknownTopic), errors.Is(err, errUnknownPartition), errors.Is(err, group.ErrNotFound), errors.Is(err, group.ErrUnknownPartition):
+		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotOwner, Retryable: true, Redirect: redirect.Address}
+	case errors.Is(err, ErrUnknownTopic), errors.Is(err, ErrUnknownPartition), errors.Is(err, group.ErrNotFound), errors.Is(err, group.ErrUnknownPartition):
 		return codes.NotFound, info(rpcerror.ReasonNotFound, false)
-	case errors.Is(err, errTopicExists):
+	case errors.Is(err, ErrTopicExists):
 		return codes.AlreadyExists, info(rpcerror.ReasonTopicExists, false)
-	case errors.Is(err, errBusy):
+	case errors.Is(err, ErrBusy):
 		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, errLimit):
+	case errors.Is(err, ErrLimit):
 		return codes.ResourceExhausted, info(rpcerror.ReasonInvalid, false)
-	case errors.Is(err, errInvalid), errors.Is(err, group.ErrInvalid):
+	case errors.Is(err, ErrFencedLeaderEpoch), errors.Is(err, ErrUnknownLeaderEpoch):
+		return codes.FailedPrecondition, info(rpcerror.ReasonNotOwner, true)
+	case errors.Is(err, ErrInvalid), errors.Is(err, group.ErrInvalid):
 		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
 	case errors.As(err, &oor):
 		return codes.OutOfRange, info(rpcerror.ReasonOutOfRange, false)

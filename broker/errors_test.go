@@ -36,11 +36,11 @@ func TestClassifyAppendOutcomes(t *testing.T) {
 		// M2 and H4: refusals that retrying cannot fix.
 		{"group full", fmt.Errorf("%w: 1000 members", group.ErrGroupMaxSize), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
 		{"group limit", fmt.Errorf("%w: record too large", group.ErrLimitExceeded), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
-		{"cluster partition cap", fmt.Errorf("%w: 100000 partitions", errLimit), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+		{"cluster partition cap", fmt.Errorf("%w: 100000 partitions", ErrLimit), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
 		// A read from the object store that timed out: retry the fetch.
 		{"tier read timed out", fmt.Errorf("%w: get-range: %w", partlog.ErrTierUnavailable, context.DeadlineExceeded), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 		// The produce budget stayed full: back off and retry.
-		{"broker busy", fmt.Errorf("%w: no room", errBusy), codes.Unavailable, rpcerror.ReasonUnavailable, true},
+		{"broker busy", fmt.Errorf("%w: no room", ErrBusy), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 	} {
 		code, info := classify(tc.err)
 		if code != tc.code || info.GetReason() != tc.reason || info.GetRetryable() != tc.retryable {
@@ -57,16 +57,16 @@ func TestProduceBudget(t *testing.T) {
 	b := &Broker{cfg: DefaultConfig(), produceBudget: bytebudget.New(1 << 20)}
 	b.cfg.MaxInflightProduceBytes = 1 << 20
 	b.metrics = newMetrics(prometheus.NewRegistry(), b)
-	req := func(n int) *brokerpb.ProduceRequest {
-		return &brokerpb.ProduceRequest{Partitions: []*brokerpb.ProducePartition{{Topic: "t", Records: make([]byte, n)}}}
+	req := func(n int) []ProducePartition {
+		return []ProducePartition{{Topic: "t", Records: make([]byte, n)}}
 	}
 	ctx := context.Background()
 	release, err := b.holdProduceBytes(ctx, req(768<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.holdProduceBytes(ctx, req(512<<10)); !errors.Is(err, errBusy) {
-		t.Fatalf("a request past the budget: %v, want errBusy", err)
+	if _, err := b.holdProduceBytes(ctx, req(512<<10)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a request past the budget: %v, want ErrBusy", err)
 	}
 	var m dto.Metric
 	if err := b.metrics.produceBusy.Write(&m); err != nil || m.GetCounter().GetValue() != 1 {

@@ -160,82 +160,82 @@ func (b *Broker) coordinator(groupID string) (*group.Coordinator, error) {
 	if c != nil {
 		return c, nil
 	}
-	return nil, &redirectError{err: errNotCoordinator, address: b.ownerAddress(k), detail: "group " + groupID}
+	return nil, b.redirect(ErrNotCoordinator, k, "group "+groupID)
 }
 
 func (b *Broker) coordinatorPartition(groupID string) (tp, error) {
 	rec, err := b.topicRecord(OffsetsTopic)
 	if err != nil {
-		return tp{}, &redirectError{err: errNotCoordinator, detail: "group " + groupID + ": " + OffsetsTopic + " does not exist yet"}
+		return tp{}, &RedirectError{err: ErrNotCoordinator, detail: "group " + groupID + ": " + OffsetsTopic + " does not exist yet"}
 	}
 	return tp{OffsetsTopic, group.PartitionFor(groupID, rec.Partitions)}, nil
 }
 
-func (s *service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
+func (s *Service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
 	if err := s.b.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	if req.GroupId == "" {
-		return nil, rpcError(invalidf("group id is empty"))
+		return nil, invalidf("group id is empty")
 	}
 	k, err := s.b.coordinatorPartition(req.GroupId)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	kv := s.b.owners.get(ownerKey(k))
 	if kv == nil {
-		return nil, rpcError(&redirectError{err: errNotCoordinator, detail: "group " + req.GroupId})
+		return nil, &RedirectError{err: ErrNotCoordinator, detail: "group " + req.GroupId}
 	}
 	o, err := unmarshalled[brokerpb.Ownership](kv.Value)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	return &brokerpb.FindCoordinatorResponse{BrokerId: o.BrokerId, Address: o.Address}, nil
 }
 
-func (s *service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
+func (s *Service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
 	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	resp, err := c.Heartbeat(ctx, req)
-	return resp, rpcError(err)
+	return resp, err
 }
 
-func (s *service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
+func (s *Service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
 	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	if err := authorizeTopics(ctx, s.b, acl.Read, req.Offsets, (*brokerpb.OffsetCommit).GetTopic); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	resp, err := c.Commit(ctx, req)
-	return resp, rpcError(err)
+	return resp, err
 }
 
-func (s *service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
+func (s *Service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
 	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	if err := authorizeTopics(ctx, s.b, acl.Describe, req.Partitions, (*brokerpb.TopicPartitions).GetTopic); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	resp, err := c.FetchOffsets(ctx, req)
 	if resp != nil {
 		resp.Offsets = s.b.describableOffsets(ctx, resp.Offsets)
 	}
-	return resp, rpcError(err)
+	return resp, err
 }
 
 // describableOffsets keeps the offsets of topics the call's principal may
@@ -253,37 +253,37 @@ func (b *Broker) describableOffsets(ctx context.Context, offsets []*brokerpb.Com
 	})
 }
 
-func (s *service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
+func (s *Service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
 	if err := s.b.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	resp, err := c.DescribeGroup(ctx, req)
 	if resp != nil {
 		resp.CoordinatorId = s.b.cfg.ID
 		resp.Offsets = s.b.describableOffsets(ctx, resp.Offsets)
 	}
-	return resp, rpcError(err)
+	return resp, err
 }
 
-func (s *service) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
+func (s *Service) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
 	if err := s.b.authorize(ctx, acl.Delete, acl.GroupResource(req.GroupId)); err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	c, err := s.b.coordinator(req.GroupId)
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, err
 	}
 	resp, err := c.DeleteGroup(ctx, req)
-	return resp, rpcError(err)
+	return resp, err
 }
 
 // ListGroups lists the groups whose coordinator is this broker; a client
 // asks every broker for the whole list.
-func (s *service) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
+func (s *Service) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
 	s.b.mu.Lock()
 	var coords []*group.Coordinator
 	for _, p := range s.b.parts {

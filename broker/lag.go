@@ -76,7 +76,7 @@ func (b *Broker) highWatermark(ctx context.Context, k tp) (int64, error) {
 	if l := b.serving(k); l != nil {
 		return l.HighWatermark(), nil
 	}
-	addr := b.ownerAddress(k)
+	addr := b.redirect(ErrNotOwner, k, "").Address
 	if addr == "" {
 		return 0, fmt.Errorf("%s has no owner", k)
 	}

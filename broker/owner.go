@@ -456,7 +456,7 @@ func (b *Broker) topicConfig(topic string) (TopicConfig, bool, error) {
 	key := topicKey(topic)
 	kv := b.topics.get(key)
 	if kv == nil {
-		return TopicConfig{}, false, fmt.Errorf("%w %q", errUnknownTopic, topic)
+		return TopicConfig{}, false, fmt.Errorf("%w %q", ErrUnknownTopic, topic)
 	}
 	return b.topicConfigs.parse(key, kv, b.topics.size, func() (TopicConfig, bool, error) {
 		rec, err := liveTopic(topic, kv)

@@ -67,8 +67,8 @@ var unknownUser = sync.OnceValue(func() scram.Credential {
 	return c
 })
 
-// errDenied: the principal may not do what the call does (ACLs).
-var errDenied = errors.New("permission denied")
+// ErrDenied: the principal may not do what the call does (ACLs).
+var ErrDenied = errors.New("permission denied")
 
 // principal is who makes a call.
 type principal struct {
@@ -326,7 +326,7 @@ func (s *security) checkPassword(ctx context.Context, user, password string) err
 }
 
 // authorize returns nil when the call's principal may do op on res, else
-// an errDenied naming what was missing (counted, logged once per
+// an ErrDenied naming what was missing (counted, logged once per
 // principal, operation and resource). Without TLS everything is allowed.
 func (b *Broker) authorize(ctx context.Context, op acl.Operation, res acl.Resource) error {
 	d, p, check := b.decide(ctx, op, res)
@@ -335,14 +335,14 @@ func (b *Broker) authorize(ctx context.Context, op acl.Operation, res acl.Resour
 	}
 	s := b.sec
 	if d.Reason == "" {
-		return fmt.Errorf("%w: ACLs are not loaded from metad yet", errBusy)
+		return fmt.Errorf("%w: ACLs are not loaded from metad yet", ErrBusy)
 	}
 	s.denied.WithLabelValues(string(op), string(res.Type)).Inc()
 	msg := fmt.Sprintf("%s may not %s %s (%s)", p.name, strings.ToUpper(string(op)), res, d.Reason)
 	if s.firstDenial(p.name + "|" + string(op) + "|" + res.String()) {
 		s.log.Warn("call denied", "principal", p.name, "operation", op, "resource", res.String(), "reason", d.Reason)
 	}
-	return fmt.Errorf("%w: %s", errDenied, msg)
+	return fmt.Errorf("%w: %s", ErrDenied, msg)
 }
 
 // allowed is authorize without counting or logging: for filtering what

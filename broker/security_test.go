@@ -106,7 +106,7 @@ func TestAddPartitionsToInternalTopicRefused(t *testing.T) {
 	b := &Broker{cfg: DefaultConfig(), log: slog.New(slog.DiscardHandler), meta: meta}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, err = b.Service().AddPartitions(ctx, &brokerpb.AddPartitionsRequest{Name: OffsetsTopic, Total: 64})
+	_, err = b.GRPC().AddPartitions(ctx, &brokerpb.AddPartitionsRequest{Name: OffsetsTopic, Total: 64})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "internal") {
 		t.Fatalf("AddPartitions on %s: %v, want INVALID_ARGUMENT (internal topic)", OffsetsTopic, err)
 	}

@@ -127,7 +127,7 @@ func TestTopicConfigFollowsRevisions(t *testing.T) {
 		t.Fatal("a bad config parsed")
 	}
 	delete(b.topics.kvs, topicKey("t"))
-	if _, _, err := b.topicConfig("t"); !errors.Is(err, errUnknownTopic) {
+	if _, _, err := b.topicConfig("t"); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("deleted topic: %v", err)
 	}
 }

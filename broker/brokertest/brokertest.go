@@ -239,7 +239,7 @@ func (c *Cluster) StartBroker(i int) *Broker {
 			t.Fatalf("brokertest: broker %s: %v", id, err)
 		}
 	}
-	brokerpb.RegisterBrokerServer(gsrv.Server, b.Service())
+	brokerpb.RegisterBrokerServer(gsrv.Server, b.GRPC())
 	tb := &Broker{Broker: b, ID: id, Addr: addr, meta: meta, srv: gsrv, done: make(chan struct{})}
 	go func() { defer close(tb.done); _ = gsrv.Serve() }()
 	b.Start()

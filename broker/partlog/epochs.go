@@ -71,3 +71,7 @@ func (l *Log) EpochEnd(requested int64) (epoch, end int64) {
 	defer l.mu.Unlock()
 	return epochEnd(l.mu.pl.GetLeaderEpochs(), requested, l.mu.hw)
 }
+
+// Epoch is the owner epoch the log was opened with: stamped on every batch
+// it writes (Kafka's partition leader epoch).
+func (l *Log) Epoch() int64 { return l.cfg.Epoch }

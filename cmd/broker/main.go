@@ -118,7 +118,7 @@ func run(args []string) error {
 		Role: "broker", ServerOptions: b.ServerOptions(),
 		Exposure: cfg.Exposure, Security: cfg.Security,
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
-		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.Service()) },
+		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.GRPC()) },
 		Drain:        b.Drain,
 		DrainTimeout: cfg.DrainTimeout,
 	})

@@ -1,0 +1,480 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/acl"
+	"github.com/strata-log/strata/proto/brokerpb"
+)
+
+// Service is the broker's protocol-independent front (DESIGN §8): every
+// client call's validation, authorization, budgets and limits, ownership
+// routing, idempotence and metrics happen here, once. The gRPC API
+// (grpc.go) and the Kafka protocol (package broker/kafka) are adapters
+// over it: they translate requests, results and errors, nothing else.
+//
+// Calls take the caller's principal from ctx (WithPrincipal; the adapters
+// authenticate). Errors are the package's sentinels (errors.go), partlog's
+// and group's; per-partition outcomes carry their error in the result.
+type Service struct {
+	b *Broker
+}
+
+// Service returns the broker's service layer.
+func (b *Broker) Service() *Service { return &Service{b: b} }
+
+// BrokerID is the broker's id in metad.
+func (s *Service) BrokerID() string { return s.b.cfg.ID }
+
+// ProduceRequest is one call's batches: Records of each partition is one
+// Kafka v2 record batch (partlog.Log.Append's input).
+type ProduceRequest struct {
+	Acks partlog.Acks
+	// Timeout bounds the wait for acks; 0: --produce-timeout. At most
+	// MaxProduceTimeout.
+	Timeout    time.Duration
+	Partitions []ProducePartition
+}
+
+// ProducePartition is one partition's batch.
+type ProducePartition struct {
+	Topic     string
+	Partition int32
+	Records   []byte
+}
+
+// ProduceResult is one partition's outcome: its offsets, or Err.
+type ProduceResult struct {
+	BaseOffset, LogStartOffset int64
+	// Duplicate: an idempotent producer's retry, answered with the
+	// original offsets.
+	Duplicate bool
+	Err       error
+}
+
+// Produce appends every partition's batch and returns, in request order,
+// each one's outcome once acks is reached. The error is for the whole call
+// (nothing was stored): a request too large, refused by the ACLs, or that
+// found no room in the produce budget.
+func (s *Service) Produce(ctx context.Context, req *ProduceRequest) ([]ProduceResult, error) {
+	wait, err := s.StartProduce(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return wait(), nil
+}
+
+// StartProduce is Produce in two halves: it checks the call and gives
+// every batch its place in its partition's log, then returns; wait (which
+// the caller must call once) waits for the acks and returns the results.
+// Two StartProduce calls made one after the other place their batches in
+// that order, so an adapter that must answer a connection's requests in
+// order (Kafka's) starts them in order and waits concurrently.
+func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait func() []ProduceResult, err error) {
+	b := s.b
+	start := time.Now()
+	if n := len(req.Partitions); n > MaxProducePartitions {
+		return nil, invalidf("produce request names %d partitions, at most %d", n, MaxProducePartitions)
+	}
+	if req.Acks < partlog.AcksQuorum || req.Acks > partlog.AcksAll {
+		return nil, invalidf("acks %d: want quorum, none, one or all", req.Acks)
+	}
+	if err := authorizeTopics(ctx, b, acl.Write, req.Partitions, func(p ProducePartition) string { return p.Topic }); err != nil {
+		return nil, err
+	}
+	timeout := b.cfg.ProduceTimeout
+	if req.Timeout > 0 {
+		timeout = min(req.Timeout, MaxProduceTimeout)
+	}
+	// The acks' deadline is the call's, not ctx's alone: wait runs after
+	// StartProduce returned, so its context outlives this frame.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	release, err := b.holdProduceBytes(ctx, req.Partitions)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	out := make([]ProduceResult, len(req.Partitions))
+	placed := make([]*partlog.Appending, len(req.Partitions))
+	forEachBounded(len(req.Partitions), produceWorkers, func(i int) {
+		placed[i], out[i].Err = b.enqueue(ctx, req.Partitions[i], req.Acks)
+	})
+	return func() []ProduceResult {
+		defer cancel()
+		defer release()
+		for i, a := range placed {
+			res := &out[i]
+			if a != nil {
+				r, err := a.Wait(ctx)
+				res.BaseOffset, res.LogStartOffset, res.Duplicate, res.Err = r.BaseOffset, r.LogStartOffset, r.Duplicate, err
+			}
+			if res.Err != nil {
+				res.BaseOffset = -1
+			}
+			b.metrics.produced(len(req.Partitions[i].Records), res.Err)
+		}
+		b.metrics.observe("produce", start)
+		return out
+	}, nil
+}
+
+// enqueue places one partition's batch (the first half of an append).
+func (b *Broker) enqueue(ctx context.Context, pp ProducePartition, acks partlog.Acks) (*partlog.Appending, error) {
+	if internalTopic(pp.Topic) {
+		// Only the broker writes internal topics (the group coordinator
+		// appends to __consumer_offsets directly): a client's batch there
+		// could forge any group's offsets or poison its coordinator.
+		return nil, invalidf("topic %q is internal: clients may not produce to it", pp.Topic)
+	}
+	l, err := b.partitionLog(pp.Topic, pp.Partition)
+	if err != nil {
+		return nil, err
+	}
+	return l.Enqueue(ctx, pp.Records, acks)
+}
+
+// holdProduceBytes takes the batches' bytes from the broker-wide produce
+// budget, waiting at most produceBudgetWait: beyond, the request is
+// refused as busy (retryable) so its memory is freed and the client backs
+// off, instead of requests piling up on partitions' append queues each
+// holding its batches. release gives them back.
+func (b *Broker) holdProduceBytes(ctx context.Context, parts []ProducePartition) (release func(), err error) {
+	var n int64
+	for _, pp := range parts {
+		n += int64(len(pp.Records))
+	}
+	release = func() { b.produceBudget.Release(n) }
+	if b.produceBudget.TryAcquire(n) { // the common case: no timer
+		return release, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, produceBudgetWait)
+	defer cancel()
+	if err := b.produceBudget.Acquire(wctx, n); err != nil {
+		b.metrics.produceBusy.Inc()
+		return nil, fmt.Errorf("%w: produce requests holding %d bytes (--max-inflight-produce-bytes) left no room for %d more within %s", ErrBusy, b.cfg.MaxInflightProduceBytes, n, produceBudgetWait)
+	}
+	return release, nil
+}
+
+// FetchRequest is a long-polling read of several partitions.
+type FetchRequest struct {
+	// MaxWait: how long to wait for MinBytes (capped by --max-fetch-wait).
+	MaxWait  time.Duration
+	MinBytes int
+	// MaxBytes bounds the response (0 or above maxResponseBytes: that);
+	// the first partition with data returns at least one batch.
+	MaxBytes   int
+	Partitions []FetchPartition
+}
+
+// FetchPartition is one partition to read from Offset.
+type FetchPartition struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// MaxBytes bounds this partition's share (0: the response's bound).
+	MaxBytes int
+	// LeaderEpoch: the owner epoch the client believes current (Kafka's
+	// CurrentLeaderEpoch), checked when >= 0: ErrFencedLeaderEpoch when
+	// older than the owner's, ErrUnknownLeaderEpoch when newer.
+	LeaderEpoch int32
+}
+
+// FetchResult is one partition's answer: stored batches, as they are.
+type FetchResult struct {
+	Batches                       [][]byte
+	HighWatermark, LogStartOffset int64
+	Err                           error
+}
+
+// Bytes is the size of r's batches.
+func (r *FetchResult) Bytes() int {
+	n := 0
+	for _, b := range r.Batches {
+		n += len(b)
+	}
+	return n
+}
+
+// Fetch reads every partition from its offset, waiting up to MaxWait
+// until MinBytes are there (or a partition fails). Results are in request
+// order; the error is for the whole call.
+func (s *Service) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, error) {
+	b := s.b
+	if n := len(req.Partitions); n > MaxFetchPartitions {
+		return nil, invalidf("fetch request names %d partitions, at most %d", n, MaxFetchPartitions)
+	}
+	named := make(map[tp]struct{}, len(req.Partitions))
+	for _, fp := range req.Partitions {
+		k := tp{fp.Topic, fp.Partition}
+		if _, dup := named[k]; dup {
+			// Served twice it would return the same bytes twice.
+			return nil, invalidf("fetch request names %s/%d more than once", fp.Topic, fp.Partition)
+		}
+		named[k] = struct{}{}
+	}
+	if err := authorizeTopics(ctx, b, acl.Read, req.Partitions, func(p FetchPartition) string { return p.Topic }); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	defer b.metrics.observe("fetch", start)
+	f := fetch{
+		req:      req,
+		deadline: start.Add(min(req.MaxWait, b.cfg.MaxFetchWait)),
+		maxBytes: req.MaxBytes,
+		out:      make([]FetchResult, len(req.Partitions)),
+		logs:     make([]*partlog.Log, len(req.Partitions)),
+	}
+	if f.maxBytes <= 0 || f.maxBytes > maxResponseBytes {
+		f.maxBytes = maxResponseBytes
+	}
+	for i, fp := range req.Partitions {
+		f.out[i] = FetchResult{HighWatermark: -1, LogStartOffset: -1}
+		f.logs[i], f.out[i].Err = b.servedAt(fp.Topic, fp.Partition, fp.LeaderEpoch)
+	}
+	for {
+		total, errs, waits := f.round(ctx)
+		if total >= max(req.MinBytes, 1) || errs > 0 || len(waits) == 0 || !time.Now().Before(f.deadline) {
+			return f.out, nil
+		}
+		if !waitAny(ctx, waits, time.Until(f.deadline)) {
+			return f.out, nil
+		}
+	}
+}
+
+// fetch is one Fetch call's state across its long-poll rounds.
+type fetch struct {
+	req      *FetchRequest
+	deadline time.Time
+	maxBytes int
+	out      []FetchResult
+	logs     []*partlog.Log
+}
+
+// round reads every partition that has no data and no error yet, within
+// what the response has room for; it returns the bytes gathered, the
+// partitions failed, and the channels to wait on for the empty ones.
+func (f *fetch) round(ctx context.Context) (total, errs int, waits []<-chan struct{}) {
+	for i, fp := range f.req.Partitions {
+		res, l := &f.out[i], f.logs[i]
+		if res.Err != nil {
+			errs++
+			continue
+		}
+		if n := res.Bytes(); n > 0 {
+			total += n
+			continue
+		}
+		budget := f.maxBytes - total
+		if budget <= 0 {
+			break
+		}
+		pmax := fp.MaxBytes
+		if pmax <= 0 || pmax > budget {
+			pmax = budget
+		}
+		changed := l.HWChanged()
+		r, err := l.Fetch(ctx, fp.Offset, pmax, 0)
+		res.HighWatermark, res.LogStartOffset = l.HighWatermark(), l.LogStartOffset()
+		if err != nil {
+			res.Err = err
+			var oor *partlog.OutOfRangeError
+			if errors.As(err, &oor) {
+				res.LogStartOffset, res.HighWatermark = oor.Start, oor.End
+			}
+			errs++
+			continue
+		}
+		// The batches go out as they are, shared with the tail cache.
+		res.Batches, res.HighWatermark, res.LogStartOffset = r.Batches, r.HighWatermark, r.LogStartOffset
+		n := r.Bytes()
+		total += n
+		if n == 0 {
+			waits = append(waits, changed)
+		}
+	}
+	return total, errs, waits
+}
+
+// servedAt is partitionLog with the client's view of the owner epoch
+// checked (Kafka's CurrentLeaderEpoch; < 0: not checked).
+func (b *Broker) servedAt(topic string, partition int32, epoch int32) (*partlog.Log, error) {
+	l, err := b.partitionLog(topic, partition)
+	if err != nil || epoch < 0 {
+		return l, err
+	}
+	switch own := l.Epoch(); {
+	case int64(epoch) < own:
+		return nil, fmt.Errorf("%w: %s/%d is at epoch %d, the client's %d", ErrFencedLeaderEpoch, topic, partition, own, epoch)
+	case int64(epoch) > own:
+		return nil, fmt.Errorf("%w: %s/%d is at epoch %d here, the client's %d", ErrUnknownLeaderEpoch, topic, partition, own, epoch)
+	}
+	return l, nil
+}
+
+// Special timestamps of ListOffsets.
+const (
+	// ListLatest: the high watermark. ListEarliest: the log start.
+	ListLatest   int64 = -1
+	ListEarliest int64 = -2
+)
+
+// ListOffsetResult is an offset found by ListOffsets, with the partition's
+// bounds and owner epoch.
+type ListOffsetResult struct {
+	Offset, Timestamp             int64
+	LogStartOffset, HighWatermark int64
+	Epoch                         int64
+}
+
+// ListOffsets resolves timestamp (ListLatest, ListEarliest, or a time in
+// ms: the first record at or after it, (HW, -1) when there is none) in one
+// partition. leaderEpoch as in FetchPartition.
+func (s *Service) ListOffsets(ctx context.Context, topic string, partition int32, timestamp int64, leaderEpoch int32) (ListOffsetResult, error) {
+	if err := s.b.authorize(ctx, acl.Read, acl.TopicResource(topic)); err != nil {
+		return ListOffsetResult{}, err
+	}
+	if timestamp < ListEarliest {
+		return ListOffsetResult{}, invalidf("timestamp %d: want -2 (earliest), -1 (latest) or a time in ms", timestamp)
+	}
+	l, err := s.b.servedAt(topic, partition, leaderEpoch)
+	if err != nil {
+		return ListOffsetResult{}, err
+	}
+	off, ts, err := l.ListOffset(ctx, timestamp)
+	if err != nil {
+		return ListOffsetResult{}, err
+	}
+	return ListOffsetResult{Offset: off, Timestamp: ts, LogStartOffset: l.LogStartOffset(), HighWatermark: l.HighWatermark(), Epoch: l.Epoch()}, nil
+}
+
+// EpochEnd answers Kafka's OffsetForLeaderEpoch for one partition (see
+// partlog.Log.EpochEnd). leaderEpoch as in FetchPartition.
+func (s *Service) EpochEnd(ctx context.Context, topic string, partition int32, requested, leaderEpoch int32) (epoch int32, end int64, err error) {
+	if err := s.b.authorize(ctx, acl.Describe, acl.TopicResource(topic)); err != nil {
+		return 0, 0, err
+	}
+	l, err := s.b.servedAt(topic, partition, leaderEpoch)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, end := l.EpochEnd(int64(requested))
+	return int32(e), end, nil
+}
+
+// producerIDBlock: producer ids are taken from metad's counter in blocks,
+// one metad write per block.
+const producerIDBlock = 100
+
+// InitProducerID gives an idempotent producer a new id (epoch 0).
+func (s *Service) InitProducerID(ctx context.Context) (id int64, epoch int16, err error) {
+	b := s.b
+	b.pidMu.Lock()
+	defer b.pidMu.Unlock()
+	if b.pidNext >= b.pidLimit {
+		next, err := b.takeFromCounter(ctx, producerIDKey, 0, producerIDBlock)
+		if err != nil {
+			return 0, 0, err
+		}
+		b.pidNext, b.pidLimit = next, next+producerIDBlock
+	}
+	id = b.pidNext
+	b.pidNext++
+	return id, 0, nil
+}
+
+// Metadata is the cluster as a client routes by it.
+type Metadata struct {
+	Brokers []*brokerpb.BrokerInfo
+	// ControllerID: the controller's broker id ("" when none).
+	ControllerID string
+	Topics       []TopicMetadata
+}
+
+// TopicMetadata is one topic's routing, or Err.
+type TopicMetadata struct {
+	Name       string
+	ID         string
+	Internal   bool
+	Partitions []PartitionMetadata
+	Err        error
+}
+
+// PartitionMetadata is a partition's serving owner (Owner nil: none).
+type PartitionMetadata struct {
+	Partition int32
+	Owner     *brokerpb.Ownership
+}
+
+// Metadata describes topics (nil: every topic the principal may describe,
+// internal ones included) and the live brokers.
+func (s *Service) Metadata(ctx context.Context, topics []string) (*Metadata, error) {
+	b := s.b
+	md := &Metadata{Brokers: b.liveBrokers(), ControllerID: b.controllerID()}
+	names, err := metadataTopics(topics)
+	if err != nil {
+		return nil, err
+	}
+	listAll := len(names) == 0
+	if listAll {
+		names = b.topicNames(true)
+	}
+	for _, name := range names {
+		if listAll && !b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
+			continue // a listing shows only what the principal may describe
+		}
+		md.Topics = append(md.Topics, b.topicMetadata(ctx, name))
+	}
+	return md, nil
+}
+
+// topicMetadata is one topic's routing.
+func (b *Broker) topicMetadata(ctx context.Context, name string) TopicMetadata {
+	tm := TopicMetadata{Name: name}
+	if tm.Err = b.authorize(ctx, acl.Describe, acl.TopicResource(name)); tm.Err != nil {
+		return tm
+	}
+	rec, err := b.currentTopicRecord(ctx, name)
+	if err != nil {
+		tm.Err = err
+		return tm
+	}
+	tm.ID, tm.Internal = rec.Id, rec.Internal
+	tm.Partitions = make([]PartitionMetadata, rec.Partitions)
+	for p := range rec.Partitions {
+		tm.Partitions[p].Partition = p
+		// One key at a time: a request costs what its topics hold, not
+		// what the cluster holds.
+		tm.Partitions[p].Owner = b.owner(tp{name, p})
+	}
+	return tm
+}
+
+// owner is a partition's ownership record as mirrored, nil when it has
+// no owner.
+func (b *Broker) owner(k tp) *brokerpb.Ownership {
+	kv := b.owners.get(ownerKey(k))
+	if kv == nil {
+		return nil
+	}
+	o, err := unmarshalled[brokerpb.Ownership](kv.Value)
+	if err != nil {
+		return nil
+	}
+	return o
+}
+
+// controllerID is the controller's broker id as mirrored, "" when none.
+func (b *Broker) controllerID() string {
+	if kv := b.controller.get(controllerKey); kv != nil {
+		if c, err := unmarshalled[brokerpb.ControllerRecord](kv.Value); err == nil {
+			return c.BrokerId
+		}
+	}
+	return ""
+}
