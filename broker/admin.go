@@ -18,16 +18,25 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
+// Admin is the service layer's topic and cluster administration (see
+// Service): the gRPC and Kafka adapters call it.
+type Admin struct {
+	b *Broker
+}
+
+// Admin returns the broker's administration service.
+func (b *Broker) Admin() *Admin { return &Admin{b: b} }
+
 func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
-func (s *Service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
+func (a *Admin) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
 	// CREATE on the cluster, or on the topic's name.
-	if !s.b.allowed(ctx, acl.Create, acl.ClusterResource) {
-		if err := s.b.authorize(ctx, acl.Create, acl.TopicResource(req.Name)); err != nil {
+	if !a.b.sec.allowed(ctx, acl.Create, acl.ClusterResource) {
+		if err := a.b.sec.authorize(ctx, acl.Create, acl.TopicResource(req.Name)); err != nil {
 			return nil, err
 		}
 	}
@@ -37,32 +46,32 @@ func (s *Service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequ
 	if strings.HasPrefix(req.Name, "__") {
 		return nil, invalidf("topic names starting with \"__\" are reserved for internal topics")
 	}
-	if req.Partitions < 1 || req.Partitions > s.b.cfg.MaxPartitionsPerTopic {
-		return nil, invalidf("partitions: want 1..%d (--max-partitions-per-topic), got %d", s.b.cfg.MaxPartitionsPerTopic, req.Partitions)
+	if req.Partitions < 1 || req.Partitions > a.b.cfg.MaxPartitionsPerTopic {
+		return nil, invalidf("partitions: want 1..%d (--max-partitions-per-topic), got %d", a.b.cfg.MaxPartitionsPerTopic, req.Partitions)
 	}
-	if err := s.b.checkClusterLimits(1, int(req.Partitions)); err != nil {
+	if err := a.checkClusterLimits(1, int(req.Partitions)); err != nil {
 		return nil, err
 	}
 	tc, err := ParseTopicConfig(req.Configs)
 	if err != nil {
 		return nil, invalidf("%v", err)
 	}
-	if err := s.b.checkBookies(ctx, tc); err != nil {
+	if err := a.checkBookies(ctx, tc); err != nil {
 		return nil, err
 	}
 	rec := &brokerpb.TopicRecord{Name: req.Name, Id: newID(), Partitions: req.Partitions,
-		Configs: req.Configs, CreatedAtMs: s.b.clock.Now().UnixMilli()}
+		Configs: req.Configs, CreatedAtMs: a.b.clock.Now().UnixMilli()}
 	if !req.ValidateOnly {
-		_, err := s.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
+		_, err := a.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
 		if errors.Is(err, metaclient.ErrVersionConflict) {
 			return nil, fmt.Errorf("%w: %q", ErrTopicExists, req.Name)
 		}
 		if err != nil {
 			return nil, err
 		}
-		s.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs)
+		a.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs)
 	}
-	return &brokerpb.CreateTopicResponse{Topic: s.b.describe(ctx, rec)}, nil
+	return &brokerpb.CreateTopicResponse{Topic: a.describe(ctx, rec)}, nil
 }
 
 // checkClusterLimits refuses to add topics topics and partitions
@@ -71,7 +80,8 @@ func (s *Service) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequ
 // on its owner). It counts the topics this broker's mirror holds (being
 // deleted ones too, until they are gone), so brokers creating at the same
 // moment can overshoot by what they create together.
-func (b *Broker) checkClusterLimits(topics, partitions int) error {
+func (a *Admin) checkClusterLimits(topics, partitions int) error {
+	b := a.b
 	snap, _ := b.topics.snapshot()
 	total := 0
 	for _, kv := range snap {
@@ -89,7 +99,8 @@ func (b *Broker) checkClusterLimits(topics, partitions int) error {
 }
 
 // checkBookies rejects a replication setting the cluster cannot meet now.
-func (b *Broker) checkBookies(ctx context.Context, tc TopicConfig) error {
+func (a *Admin) checkBookies(ctx context.Context, tc TopicConfig) error {
+	b := a.b
 	writable, err := b.env.Registry.Writable(ctx)
 	if err != nil {
 		return err
@@ -102,7 +113,8 @@ func (b *Broker) checkBookies(ctx context.Context, tc TopicConfig) error {
 
 // updateTopic applies fn to a topic's record by compare-and-set, retrying
 // on conflicts.
-func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb.TopicRecord) error) (*brokerpb.TopicRecord, error) {
+func (a *Admin) updateTopic(ctx context.Context, name string, fn func(*brokerpb.TopicRecord) error) (*brokerpb.TopicRecord, error) {
+	b := a.b
 	for {
 		kv, err := b.meta.Get(ctx, topicKey(name))
 		if errors.Is(err, metaclient.ErrNotFound) {
@@ -129,11 +141,11 @@ func (b *Broker) updateTopic(ctx context.Context, name string, fn func(*brokerpb
 	}
 }
 
-func (s *Service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
-	if err := s.b.authorize(ctx, acl.Delete, acl.TopicResource(req.Name)); err != nil {
+func (a *Admin) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
+	if err := a.b.sec.authorize(ctx, acl.Delete, acl.TopicResource(req.Name)); err != nil {
 		return nil, err
 	}
-	_, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
+	_, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if rec.Internal {
 			return invalidf("topic %q is internal and cannot be deleted", rec.Name)
 		}
@@ -143,39 +155,39 @@ func (s *Service) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequ
 	if err != nil {
 		return nil, err
 	}
-	s.b.log.Info("deleting topic", "topic", req.Name)
+	a.b.log.Info("deleting topic", "topic", req.Name)
 	return &brokerpb.DeleteTopicResponse{}, nil
 }
 
-func (s *Service) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
+func (a *Admin) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
 	resp := &brokerpb.ListTopicsResponse{}
-	for _, name := range s.b.topicNames(req.IncludeInternal) {
-		if !s.b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
+	for _, name := range a.b.topicNames(req.IncludeInternal) {
+		if !a.b.sec.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
 			continue // only what the principal may describe
 		}
-		if rec, err := s.b.topicRecord(name); err == nil {
+		if rec, err := a.b.topicRecord(name); err == nil {
 			resp.Topics = append(resp.Topics, &brokerpb.TopicSummary{Name: name, Partitions: rec.Partitions, Internal: rec.Internal})
 		}
 	}
 	return resp, nil
 }
 
-func (s *Service) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
-	if err := s.b.authorize(ctx, acl.Describe, acl.TopicResource(req.Name)); err != nil {
+func (a *Admin) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
+	if err := a.b.sec.authorize(ctx, acl.Describe, acl.TopicResource(req.Name)); err != nil {
 		return nil, err
 	}
-	rec, err := s.b.currentTopicRecord(ctx, req.Name)
+	rec, err := a.b.currentTopicRecord(ctx, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	return &brokerpb.DescribeTopicResponse{Topic: s.b.describe(ctx, rec)}, nil
+	return &brokerpb.DescribeTopicResponse{Topic: a.describe(ctx, rec)}, nil
 }
 
-func (s *Service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
-	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
+func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
+	if err := a.b.sec.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
 		return nil, err
 	}
-	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
+	rec, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		next := maps.Clone(rec.Configs)
 		if next == nil {
 			next = map[string]string{}
@@ -188,7 +200,7 @@ func (s *Service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopi
 		if err != nil {
 			return invalidf("%v", err)
 		}
-		if err := s.b.checkBookies(ctx, tc); err != nil {
+		if err := a.checkBookies(ctx, tc); err != nil {
 			return err
 		}
 		rec.Configs = next
@@ -197,12 +209,12 @@ func (s *Service) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopi
 	if err != nil {
 		return nil, err
 	}
-	s.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete)
-	return &brokerpb.AlterTopicConfigsResponse{Topic: s.b.describe(ctx, rec)}, nil
+	a.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete)
+	return &brokerpb.AlterTopicConfigsResponse{Topic: a.describe(ctx, rec)}, nil
 }
 
-func (s *Service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
-	if err := s.b.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
+func (a *Admin) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
+	if err := a.b.sec.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
 		return nil, err
 	}
 	if internalTopic(req.Name) {
@@ -211,14 +223,14 @@ func (s *Service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitions
 		// partition that holds none of its committed offsets.
 		return nil, invalidf("topic %q is internal: its partition count cannot change", req.Name)
 	}
-	rec, err := s.b.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
+	rec, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if req.Total <= rec.Partitions {
 			return invalidf("topic %q has %d partitions; the new count %d must be larger", rec.Name, rec.Partitions, req.Total)
 		}
-		if req.Total > s.b.cfg.MaxPartitionsPerTopic {
-			return invalidf("partitions: at most %d (--max-partitions-per-topic), got %d", s.b.cfg.MaxPartitionsPerTopic, req.Total)
+		if req.Total > a.b.cfg.MaxPartitionsPerTopic {
+			return invalidf("partitions: at most %d (--max-partitions-per-topic), got %d", a.b.cfg.MaxPartitionsPerTopic, req.Total)
 		}
-		if err := s.b.checkClusterLimits(0, int(req.Total-rec.Partitions)); err != nil {
+		if err := a.checkClusterLimits(0, int(req.Total-rec.Partitions)); err != nil {
 			return err
 		}
 		rec.Partitions = req.Total
@@ -227,17 +239,18 @@ func (s *Service) AddPartitions(ctx context.Context, req *brokerpb.AddPartitions
 	if err != nil {
 		return nil, err
 	}
-	s.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
-	return &brokerpb.AddPartitionsResponse{Topic: s.b.describe(ctx, rec)}, nil
+	a.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
+	return &brokerpb.AddPartitionsResponse{Topic: a.describe(ctx, rec)}, nil
 }
 
 // describe builds a topic's description: configs, and per partition its
 // owner and log (live numbers when this broker serves it, otherwise the
 // ledger list as last written to metad).
-func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *brokerpb.TopicDescription {
+func (a *Admin) describe(ctx context.Context, rec *brokerpb.TopicRecord) *brokerpb.TopicDescription {
+	b := a.b
 	d := &brokerpb.TopicDescription{Name: rec.Name, Id: rec.Id, PartitionCount: rec.Partitions,
 		Configs: effectiveConfigs(rec.Configs), Internal: rec.Internal, CreatedAtMs: rec.CreatedAtMs}
-	stored := b.storedLogs(ctx, rec)
+	stored := a.storedLogs(ctx, rec)
 	for p := int32(0); p < rec.Partitions; p++ {
 		k := tp{rec.Name, p}
 		pd := &brokerpb.PartitionDescription{Partition: p, HighWatermark: -1, LogStartOffset: -1}
@@ -285,7 +298,8 @@ func (b *Broker) describe(ctx context.Context, rec *brokerpb.TopicRecord) *broke
 // not serve, as last written to metad: one List of the topic's prefix, not
 // a read per partition (a 10,000-partition topic's describe took minutes
 // that way: review finding H4). Missing or undecodable ones are absent.
-func (b *Broker) storedLogs(ctx context.Context, rec *brokerpb.TopicRecord) map[int32]*brokerpb.PartitionLog {
+func (a *Admin) storedLogs(ctx context.Context, rec *brokerpb.TopicRecord) map[int32]*brokerpb.PartitionLog {
+	b := a.b
 	stored := map[int32]*brokerpb.PartitionLog{}
 	served := 0
 	for p := int32(0); p < rec.Partitions; p++ {
@@ -315,11 +329,11 @@ func (b *Broker) storedLogs(ctx context.Context, rec *brokerpb.TopicRecord) map[
 	return stored
 }
 
-func (s *Service) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
-	if err := s.b.authorize(ctx, acl.Describe, acl.ClusterResource); err != nil {
+func (a *Admin) DescribeCluster(ctx context.Context, _ *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
+	if err := a.b.sec.authorize(ctx, acl.Describe, acl.ClusterResource); err != nil {
 		return nil, err
 	}
-	b := s.b
+	b := a.b
 	resp := &brokerpb.DescribeClusterResponse{}
 	if kv := b.controller.get(controllerKey); kv != nil {
 		if c, err := unmarshalled[brokerpb.ControllerRecord](kv.Value); err == nil {

@@ -61,11 +61,11 @@ func TestProduceBudget(t *testing.T) {
 		return []ProducePartition{{Topic: "t", Records: make([]byte, n)}}
 	}
 	ctx := context.Background()
-	release, err := b.holdProduceBytes(ctx, req(768<<10))
+	release, err := b.Service().holdProduceBytes(ctx, req(768<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.holdProduceBytes(ctx, req(512<<10)); !errors.Is(err, ErrBusy) {
+	if _, err := b.Service().holdProduceBytes(ctx, req(512<<10)); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a request past the budget: %v, want ErrBusy", err)
 	}
 	var m dto.Metric
@@ -74,7 +74,7 @@ func TestProduceBudget(t *testing.T) {
 		t.Fatalf("refusals counted: %v, want 1", n)
 	}
 	release()
-	release2, err := b.holdProduceBytes(ctx, req(512<<10))
+	release2, err := b.Service().holdProduceBytes(ctx, req(512<<10))
 	if err != nil {
 		t.Fatalf("after the release: %v", err)
 	}

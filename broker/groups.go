@@ -13,6 +13,15 @@ import (
 	"github.com/strata-log/strata/recordbatch"
 )
 
+// Groups is the service layer's consumer-group front (see Service): it
+// routes each call to the group's coordinator after checking the ACLs.
+type Groups struct {
+	b *Broker
+}
+
+// Groups returns the broker's consumer-group service.
+func (b *Broker) Groups() *Groups { return &Groups{b: b} }
+
 // offsetsLog is a __consumer_offsets partition as a group coordinator sees
 // it: batches appended with quorum acks, and a replay of everything up to
 // the high watermark.
@@ -142,11 +151,12 @@ func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partl
 
 // coordinator returns the local coordinator of a group, or a redirect to
 // the broker that serves it.
-func (b *Broker) coordinator(groupID string) (*group.Coordinator, error) {
+func (g *Groups) coordinator(groupID string) (*group.Coordinator, error) {
+	b := g.b
 	if groupID == "" {
 		return nil, invalidf("group id is empty")
 	}
-	k, err := b.coordinatorPartition(groupID)
+	k, err := g.coordinatorPartition(groupID)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +173,8 @@ func (b *Broker) coordinator(groupID string) (*group.Coordinator, error) {
 	return nil, b.redirect(ErrNotCoordinator, k, "group "+groupID)
 }
 
-func (b *Broker) coordinatorPartition(groupID string) (tp, error) {
+func (g *Groups) coordinatorPartition(groupID string) (tp, error) {
+	b := g.b
 	rec, err := b.topicRecord(OffsetsTopic)
 	if err != nil {
 		return tp{}, &RedirectError{err: ErrNotCoordinator, detail: "group " + groupID + ": " + OffsetsTopic + " does not exist yet"}
@@ -171,18 +182,18 @@ func (b *Broker) coordinatorPartition(groupID string) (tp, error) {
 	return tp{OffsetsTopic, group.PartitionFor(groupID, rec.Partitions)}, nil
 }
 
-func (s *Service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
-	if err := s.b.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
+func (g *Groups) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
+	if err := g.b.sec.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, err
 	}
 	if req.GroupId == "" {
 		return nil, invalidf("group id is empty")
 	}
-	k, err := s.b.coordinatorPartition(req.GroupId)
+	k, err := g.coordinatorPartition(req.GroupId)
 	if err != nil {
 		return nil, err
 	}
-	kv := s.b.owners.get(ownerKey(k))
+	kv := g.b.owners.get(ownerKey(k))
 	if kv == nil {
 		return nil, &RedirectError{err: ErrNotCoordinator, detail: "group " + req.GroupId}
 	}
@@ -193,11 +204,11 @@ func (s *Service) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordin
 	return &brokerpb.FindCoordinatorResponse{BrokerId: o.BrokerId, Address: o.Address}, nil
 }
 
-func (s *Service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
-	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
+func (g *Groups) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
+	if err := g.b.sec.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, err
 	}
-	c, err := s.b.coordinator(req.GroupId)
+	c, err := g.coordinator(req.GroupId)
 	if err != nil {
 		return nil, err
 	}
@@ -205,14 +216,14 @@ func (s *Service) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbe
 	return resp, err
 }
 
-func (s *Service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
-	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
+func (g *Groups) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
+	if err := g.b.sec.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, err
 	}
-	if err := authorizeTopics(ctx, s.b, acl.Read, req.Offsets, (*brokerpb.OffsetCommit).GetTopic); err != nil {
+	if err := authorizeTopics(ctx, g.b.sec, acl.Read, req.Offsets, (*brokerpb.OffsetCommit).GetTopic); err != nil {
 		return nil, err
 	}
-	c, err := s.b.coordinator(req.GroupId)
+	c, err := g.coordinator(req.GroupId)
 	if err != nil {
 		return nil, err
 	}
@@ -220,20 +231,20 @@ func (s *Service) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsets
 	return resp, err
 }
 
-func (s *Service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
-	if err := s.b.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
+func (g *Groups) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
+	if err := g.b.sec.authorize(ctx, acl.Read, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, err
 	}
-	if err := authorizeTopics(ctx, s.b, acl.Describe, req.Partitions, (*brokerpb.TopicPartitions).GetTopic); err != nil {
+	if err := authorizeTopics(ctx, g.b.sec, acl.Describe, req.Partitions, (*brokerpb.TopicPartitions).GetTopic); err != nil {
 		return nil, err
 	}
-	c, err := s.b.coordinator(req.GroupId)
+	c, err := g.coordinator(req.GroupId)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.FetchOffsets(ctx, req)
 	if resp != nil {
-		resp.Offsets = s.b.describableOffsets(ctx, resp.Offsets)
+		resp.Offsets = g.describableOffsets(ctx, resp.Offsets)
 	}
 	return resp, err
 }
@@ -241,39 +252,40 @@ func (s *Service) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRe
 // describableOffsets keeps the offsets of topics the call's principal may
 // describe: a group's offsets name every topic its members committed,
 // and READ on the group must not show topics the principal may not see.
-func (b *Broker) describableOffsets(ctx context.Context, offsets []*brokerpb.CommittedOffset) []*brokerpb.CommittedOffset {
+func (g *Groups) describableOffsets(ctx context.Context, offsets []*brokerpb.CommittedOffset) []*brokerpb.CommittedOffset {
+	b := g.b
 	visible := map[string]bool{}
 	return slices.DeleteFunc(offsets, func(o *brokerpb.CommittedOffset) bool {
 		ok, seen := visible[o.Topic]
 		if !seen {
-			ok = b.allowed(ctx, acl.Describe, acl.TopicResource(o.Topic))
+			ok = b.sec.allowed(ctx, acl.Describe, acl.TopicResource(o.Topic))
 			visible[o.Topic] = ok
 		}
 		return !ok
 	})
 }
 
-func (s *Service) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
-	if err := s.b.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
+func (g *Groups) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
+	if err := g.b.sec.authorize(ctx, acl.Describe, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, err
 	}
-	c, err := s.b.coordinator(req.GroupId)
+	c, err := g.coordinator(req.GroupId)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.DescribeGroup(ctx, req)
 	if resp != nil {
-		resp.CoordinatorId = s.b.cfg.ID
-		resp.Offsets = s.b.describableOffsets(ctx, resp.Offsets)
+		resp.CoordinatorId = g.b.cfg.ID
+		resp.Offsets = g.describableOffsets(ctx, resp.Offsets)
 	}
 	return resp, err
 }
 
-func (s *Service) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
-	if err := s.b.authorize(ctx, acl.Delete, acl.GroupResource(req.GroupId)); err != nil {
+func (g *Groups) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
+	if err := g.b.sec.authorize(ctx, acl.Delete, acl.GroupResource(req.GroupId)); err != nil {
 		return nil, err
 	}
-	c, err := s.b.coordinator(req.GroupId)
+	c, err := g.coordinator(req.GroupId)
 	if err != nil {
 		return nil, err
 	}
@@ -283,27 +295,27 @@ func (s *Service) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequ
 
 // ListGroups lists the groups whose coordinator is this broker; a client
 // asks every broker for the whole list.
-func (s *Service) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
-	s.b.mu.Lock()
+func (g *Groups) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
+	g.b.mu.Lock()
 	var coords []*group.Coordinator
-	for _, p := range s.b.parts {
+	for _, p := range g.b.parts {
 		if p.coord != nil {
 			coords = append(coords, p.coord)
 		}
 	}
-	s.b.mu.Unlock()
+	g.b.mu.Unlock()
 	resp := &brokerpb.ListGroupsResponse{}
 	for _, c := range coords {
 		r, err := c.ListGroups(ctx, req)
 		if err != nil {
 			continue // loading: its groups appear once loaded
 		}
-		for _, g := range r.Groups {
-			if !s.b.allowed(ctx, acl.Describe, acl.GroupResource(g.GroupId)) {
+		for _, sum := range r.Groups {
+			if !g.b.sec.allowed(ctx, acl.Describe, acl.GroupResource(sum.GroupId)) {
 				continue // only what the principal may describe
 			}
-			g.CoordinatorId = s.b.cfg.ID
-			resp.Groups = append(resp.Groups, g)
+			sum.CoordinatorId = g.b.cfg.ID
+			resp.Groups = append(resp.Groups, sum)
 		}
 	}
 	return resp, nil

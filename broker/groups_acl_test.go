@@ -53,18 +53,18 @@ func TestGroupOffsetsShowOnlyDescribableTopics(t *testing.T) {
 		return out
 	}
 
-	fetched, err := b.Service().FetchOffsets(alice, &brokerpb.FetchOffsetsRequest{GroupId: "g"})
+	fetched, err := b.Groups().FetchOffsets(alice, &brokerpb.FetchOffsetsRequest{GroupId: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := topics(fetched.Offsets); !slices.Equal(got, []string{"public"}) {
 		t.Errorf("FetchOffsets of every committed partition shows topics %v, want [public]", got)
 	}
-	if _, err := b.Service().FetchOffsets(alice, &brokerpb.FetchOffsetsRequest{GroupId: "g",
+	if _, err := b.Groups().FetchOffsets(alice, &brokerpb.FetchOffsetsRequest{GroupId: "g",
 		Partitions: []*brokerpb.TopicPartitions{{Topic: "secret", Partitions: []int32{0}}}}); err == nil {
 		t.Error("FetchOffsets naming a topic alice may not describe: answered, want PERMISSION_DENIED")
 	}
-	described, err := b.Service().DescribeGroup(alice, &brokerpb.DescribeGroupRequest{GroupId: "g"})
+	described, err := b.Groups().DescribeGroup(alice, &brokerpb.DescribeGroupRequest{GroupId: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,15 @@ import (
 // else.
 type grpcService struct {
 	brokerpb.UnimplementedBrokerServer
-	s *Service
+	s      *Service
+	admin  *Admin
+	groups *Groups
 }
 
 // GRPC returns the broker's gRPC service.
-func (b *Broker) GRPC() brokerpb.BrokerServer { return &grpcService{s: b.Service()} }
+func (b *Broker) GRPC() brokerpb.BrokerServer {
+	return &grpcService{s: b.Service(), admin: b.Admin(), groups: b.Groups()}
+}
 
 func (g *grpcService) Produce(ctx context.Context, req *brokerpb.ProduceRequest) (*brokerpb.ProduceResponse, error) {
 	if _, ok := brokerpb.Acks_name[int32(req.Acks)]; !ok {
@@ -106,59 +110,59 @@ func (g *grpcService) Metadata(ctx context.Context, req *brokerpb.MetadataReques
 // Calls whose service method speaks brokerpb already.
 
 func (g *grpcService) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicRequest) (*brokerpb.CreateTopicResponse, error) {
-	return adapt(g.s.CreateTopic(ctx, req))
+	return adapt(g.admin.CreateTopic(ctx, req))
 }
 
 func (g *grpcService) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicRequest) (*brokerpb.DeleteTopicResponse, error) {
-	return adapt(g.s.DeleteTopic(ctx, req))
+	return adapt(g.admin.DeleteTopic(ctx, req))
 }
 
 func (g *grpcService) ListTopics(ctx context.Context, req *brokerpb.ListTopicsRequest) (*brokerpb.ListTopicsResponse, error) {
-	return adapt(g.s.ListTopics(ctx, req))
+	return adapt(g.admin.ListTopics(ctx, req))
 }
 
 func (g *grpcService) DescribeTopic(ctx context.Context, req *brokerpb.DescribeTopicRequest) (*brokerpb.DescribeTopicResponse, error) {
-	return adapt(g.s.DescribeTopic(ctx, req))
+	return adapt(g.admin.DescribeTopic(ctx, req))
 }
 
 func (g *grpcService) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicConfigsRequest) (*brokerpb.AlterTopicConfigsResponse, error) {
-	return adapt(g.s.AlterTopicConfigs(ctx, req))
+	return adapt(g.admin.AlterTopicConfigs(ctx, req))
 }
 
 func (g *grpcService) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {
-	return adapt(g.s.AddPartitions(ctx, req))
+	return adapt(g.admin.AddPartitions(ctx, req))
 }
 
 func (g *grpcService) DescribeCluster(ctx context.Context, req *brokerpb.DescribeClusterRequest) (*brokerpb.DescribeClusterResponse, error) {
-	return adapt(g.s.DescribeCluster(ctx, req))
+	return adapt(g.admin.DescribeCluster(ctx, req))
 }
 
 func (g *grpcService) FindCoordinator(ctx context.Context, req *brokerpb.FindCoordinatorRequest) (*brokerpb.FindCoordinatorResponse, error) {
-	return adapt(g.s.FindCoordinator(ctx, req))
+	return adapt(g.groups.FindCoordinator(ctx, req))
 }
 
 func (g *grpcService) GroupHeartbeat(ctx context.Context, req *brokerpb.GroupHeartbeatRequest) (*brokerpb.GroupHeartbeatResponse, error) {
-	return adapt(g.s.GroupHeartbeat(ctx, req))
+	return adapt(g.groups.GroupHeartbeat(ctx, req))
 }
 
 func (g *grpcService) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsRequest) (*brokerpb.CommitOffsetsResponse, error) {
-	return adapt(g.s.CommitOffsets(ctx, req))
+	return adapt(g.groups.CommitOffsets(ctx, req))
 }
 
 func (g *grpcService) FetchOffsets(ctx context.Context, req *brokerpb.FetchOffsetsRequest) (*brokerpb.FetchOffsetsResponse, error) {
-	return adapt(g.s.FetchOffsets(ctx, req))
+	return adapt(g.groups.FetchOffsets(ctx, req))
 }
 
 func (g *grpcService) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest) (*brokerpb.ListGroupsResponse, error) {
-	return adapt(g.s.ListGroups(ctx, req))
+	return adapt(g.groups.ListGroups(ctx, req))
 }
 
 func (g *grpcService) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupRequest) (*brokerpb.DescribeGroupResponse, error) {
-	return adapt(g.s.DescribeGroup(ctx, req))
+	return adapt(g.groups.DescribeGroup(ctx, req))
 }
 
 func (g *grpcService) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {
-	return adapt(g.s.DeleteGroup(ctx, req))
+	return adapt(g.groups.DeleteGroup(ctx, req))
 }
 
 // adapt turns a service result into a gRPC one: the error through

@@ -95,11 +95,14 @@ type security struct {
 	users      *mirror // acl.UsersPrefix
 	acls       *mirror // acl.ACLsPrefix
 	superUsers []string
-	roles      *authz.Authorizer // nil without TLS
-	policy     authz.Policy
-	cache      *scram.Cache
-	checks     chan struct{} // passwordChecks slots
-	rules      atomic.Pointer[acl.Authorizer]
+	// tls: the broker serves TLS, so calls have principals and ACLs are
+	// checked (without TLS nothing is).
+	tls    bool
+	roles  *authz.Authorizer // nil without TLS
+	policy authz.Policy
+	cache  *scram.Cache
+	checks chan struct{} // passwordChecks slots
+	rules  atomic.Pointer[acl.Authorizer]
 
 	denied       *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
@@ -129,7 +132,8 @@ func newSecurity(b *Broker, reg prometheus.Registerer) (*security, error) {
 		}, []string{"reason"}),
 	}
 	s.mu.logged = map[string]bool{}
-	if b.creds.Enabled() {
+	s.tls = b.creds.Enabled()
+	if s.tls {
 		roles, err := authz.New(s.policy, "broker", b.log, reg)
 		if err != nil {
 			return nil, err
@@ -328,12 +332,11 @@ func (s *security) checkPassword(ctx context.Context, user, password string) err
 // authorize returns nil when the call's principal may do op on res, else
 // an ErrDenied naming what was missing (counted, logged once per
 // principal, operation and resource). Without TLS everything is allowed.
-func (b *Broker) authorize(ctx context.Context, op acl.Operation, res acl.Resource) error {
-	d, p, check := b.decide(ctx, op, res)
+func (s *security) authorize(ctx context.Context, op acl.Operation, res acl.Resource) error {
+	d, p, check := s.decide(ctx, op, res)
 	if !check || d.Allowed {
 		return nil
 	}
-	s := b.sec
 	if d.Reason == "" {
 		return fmt.Errorf("%w: ACLs are not loaded from metad yet", ErrBusy)
 	}
@@ -347,15 +350,16 @@ func (b *Broker) authorize(ctx context.Context, op acl.Operation, res acl.Resour
 
 // allowed is authorize without counting or logging: for filtering what
 // a listing shows.
-func (b *Broker) allowed(ctx context.Context, op acl.Operation, res acl.Resource) bool {
-	d, _, check := b.decide(ctx, op, res)
+func (s *security) allowed(ctx context.Context, op acl.Operation, res acl.Resource) bool {
+	d, _, check := s.decide(ctx, op, res)
 	return !check || d.Allowed
 }
 
 // decide: check false means nothing to check (plaintext, or a broker).
+// A nil security (a broker built without one in tests) checks nothing.
 // A zero Decision means the rules are not loaded yet.
-func (b *Broker) decide(ctx context.Context, op acl.Operation, res acl.Resource) (acl.Decision, principal, bool) {
-	if !b.creds.Enabled() {
+func (s *security) decide(ctx context.Context, op acl.Operation, res acl.Resource) (acl.Decision, principal, bool) {
+	if s == nil || !s.tls {
 		return acl.Decision{}, principal{}, false
 	}
 	p, ok := principalFrom(ctx)
@@ -365,7 +369,7 @@ func (b *Broker) decide(ctx context.Context, op acl.Operation, res acl.Resource)
 	if p.internal {
 		return acl.Decision{}, p, false
 	}
-	rules := b.sec.rules.Load()
+	rules := s.rules.Load()
 	if rules == nil {
 		return acl.Decision{}, p, true
 	}
@@ -384,8 +388,8 @@ func (s *security) firstDenial(key string) bool {
 
 // authorizeTopics authorizes op on every distinct topic items name; the
 // first refusal refuses the whole call (nothing is done for any item).
-func authorizeTopics[T any](ctx context.Context, b *Broker, op acl.Operation, items []T, topic func(T) string) error {
-	if !b.creds.Enabled() {
+func authorizeTopics[T any](ctx context.Context, s *security, op acl.Operation, items []T, topic func(T) string) error {
+	if s == nil || !s.tls {
 		return nil
 	}
 	seen := make(map[string]struct{}, 4)
@@ -395,7 +399,7 @@ func authorizeTopics[T any](ctx context.Context, b *Broker, op acl.Operation, it
 			continue
 		}
 		seen[name] = struct{}{}
-		if err := b.authorize(ctx, op, acl.TopicResource(name)); err != nil {
+		if err := s.authorize(ctx, op, acl.TopicResource(name)); err != nil {
 			return err
 		}
 	}

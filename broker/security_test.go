@@ -31,6 +31,7 @@ func testSecurity(t *testing.T) *security {
 		checks:       make(chan struct{}, 1),
 		denied:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "d"}, []string{"operation", "resource"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "f"}, []string{"reason"}),
+		tls:          true,
 	}
 	s.mu.logged = map[string]bool{}
 	close(s.users.ready)

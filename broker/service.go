@@ -83,7 +83,7 @@ func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait f
 	if req.Acks < partlog.AcksQuorum || req.Acks > partlog.AcksAll {
 		return nil, invalidf("acks %d: want quorum, none, one or all", req.Acks)
 	}
-	if err := authorizeTopics(ctx, b, acl.Write, req.Partitions, func(p ProducePartition) string { return p.Topic }); err != nil {
+	if err := authorizeTopics(ctx, b.sec, acl.Write, req.Partitions, func(p ProducePartition) string { return p.Topic }); err != nil {
 		return nil, err
 	}
 	timeout := b.cfg.ProduceTimeout
@@ -93,7 +93,7 @@ func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait f
 	// The acks' deadline is the call's, not ctx's alone: wait runs after
 	// StartProduce returned, so its context outlives this frame.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	release, err := b.holdProduceBytes(ctx, req.Partitions)
+	release, err := s.holdProduceBytes(ctx, req.Partitions)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -101,7 +101,7 @@ func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait f
 	out := make([]ProduceResult, len(req.Partitions))
 	placed := make([]*partlog.Appending, len(req.Partitions))
 	forEachBounded(len(req.Partitions), produceWorkers, func(i int) {
-		placed[i], out[i].Err = b.enqueue(ctx, req.Partitions[i], req.Acks)
+		placed[i], out[i].Err = s.enqueue(ctx, req.Partitions[i], req.Acks)
 	})
 	return func() []ProduceResult {
 		defer cancel()
@@ -123,7 +123,8 @@ func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait f
 }
 
 // enqueue places one partition's batch (the first half of an append).
-func (b *Broker) enqueue(ctx context.Context, pp ProducePartition, acks partlog.Acks) (*partlog.Appending, error) {
+func (s *Service) enqueue(ctx context.Context, pp ProducePartition, acks partlog.Acks) (*partlog.Appending, error) {
+	b := s.b
 	if internalTopic(pp.Topic) {
 		// Only the broker writes internal topics (the group coordinator
 		// appends to __consumer_offsets directly): a client's batch there
@@ -142,7 +143,8 @@ func (b *Broker) enqueue(ctx context.Context, pp ProducePartition, acks partlog.
 // refused as busy (retryable) so its memory is freed and the client backs
 // off, instead of requests piling up on partitions' append queues each
 // holding its batches. release gives them back.
-func (b *Broker) holdProduceBytes(ctx context.Context, parts []ProducePartition) (release func(), err error) {
+func (s *Service) holdProduceBytes(ctx context.Context, parts []ProducePartition) (release func(), err error) {
+	b := s.b
 	var n int64
 	for _, pp := range parts {
 		n += int64(len(pp.Records))
@@ -217,7 +219,7 @@ func (s *Service) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, 
 		}
 		named[k] = struct{}{}
 	}
-	if err := authorizeTopics(ctx, b, acl.Read, req.Partitions, func(p FetchPartition) string { return p.Topic }); err != nil {
+	if err := authorizeTopics(ctx, b.sec, acl.Read, req.Partitions, func(p FetchPartition) string { return p.Topic }); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -234,7 +236,7 @@ func (s *Service) Fetch(ctx context.Context, req *FetchRequest) ([]FetchResult, 
 	}
 	for i, fp := range req.Partitions {
 		f.out[i] = FetchResult{HighWatermark: -1, LogStartOffset: -1}
-		f.logs[i], f.out[i].Err = b.servedAt(fp.Topic, fp.Partition, fp.LeaderEpoch)
+		f.logs[i], f.out[i].Err = s.servedAt(fp.Topic, fp.Partition, fp.LeaderEpoch)
 	}
 	for {
 		total, errs, waits := f.round(ctx)
@@ -303,7 +305,8 @@ func (f *fetch) round(ctx context.Context) (total, errs int, waits []<-chan stru
 
 // servedAt is partitionLog with the client's view of the owner epoch
 // checked (Kafka's CurrentLeaderEpoch; < 0: not checked).
-func (b *Broker) servedAt(topic string, partition int32, epoch int32) (*partlog.Log, error) {
+func (s *Service) servedAt(topic string, partition int32, epoch int32) (*partlog.Log, error) {
+	b := s.b
 	l, err := b.partitionLog(topic, partition)
 	if err != nil || epoch < 0 {
 		return l, err
@@ -336,13 +339,13 @@ type ListOffsetResult struct {
 // ms: the first record at or after it, (HW, -1) when there is none) in one
 // partition. leaderEpoch as in FetchPartition.
 func (s *Service) ListOffsets(ctx context.Context, topic string, partition int32, timestamp int64, leaderEpoch int32) (ListOffsetResult, error) {
-	if err := s.b.authorize(ctx, acl.Read, acl.TopicResource(topic)); err != nil {
+	if err := s.b.sec.authorize(ctx, acl.Read, acl.TopicResource(topic)); err != nil {
 		return ListOffsetResult{}, err
 	}
 	if timestamp < ListEarliest {
 		return ListOffsetResult{}, invalidf("timestamp %d: want -2 (earliest), -1 (latest) or a time in ms", timestamp)
 	}
-	l, err := s.b.servedAt(topic, partition, leaderEpoch)
+	l, err := s.servedAt(topic, partition, leaderEpoch)
 	if err != nil {
 		return ListOffsetResult{}, err
 	}
@@ -356,10 +359,10 @@ func (s *Service) ListOffsets(ctx context.Context, topic string, partition int32
 // EpochEnd answers Kafka's OffsetForLeaderEpoch for one partition (see
 // partlog.Log.EpochEnd). leaderEpoch as in FetchPartition.
 func (s *Service) EpochEnd(ctx context.Context, topic string, partition int32, requested, leaderEpoch int32) (epoch int32, end int64, err error) {
-	if err := s.b.authorize(ctx, acl.Describe, acl.TopicResource(topic)); err != nil {
+	if err := s.b.sec.authorize(ctx, acl.Describe, acl.TopicResource(topic)); err != nil {
 		return 0, 0, err
 	}
-	l, err := s.b.servedAt(topic, partition, leaderEpoch)
+	l, err := s.servedAt(topic, partition, leaderEpoch)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -425,18 +428,19 @@ func (s *Service) Metadata(ctx context.Context, topics []string) (*Metadata, err
 		names = b.topicNames(true)
 	}
 	for _, name := range names {
-		if listAll && !b.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
+		if listAll && !b.sec.allowed(ctx, acl.Describe, acl.TopicResource(name)) {
 			continue // a listing shows only what the principal may describe
 		}
-		md.Topics = append(md.Topics, b.topicMetadata(ctx, name))
+		md.Topics = append(md.Topics, s.topicMetadata(ctx, name))
 	}
 	return md, nil
 }
 
 // topicMetadata is one topic's routing.
-func (b *Broker) topicMetadata(ctx context.Context, name string) TopicMetadata {
+func (s *Service) topicMetadata(ctx context.Context, name string) TopicMetadata {
+	b := s.b
 	tm := TopicMetadata{Name: name}
-	if tm.Err = b.authorize(ctx, acl.Describe, acl.TopicResource(name)); tm.Err != nil {
+	if tm.Err = b.sec.authorize(ctx, acl.Describe, acl.TopicResource(name)); tm.Err != nil {
 		return tm
 	}
 	rec, err := b.currentTopicRecord(ctx, name)
