@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"time"
@@ -157,7 +158,78 @@ type Config struct {
 	// bucket cookie) is trusted before a deletion checks it again.
 	TierCookieCheckInterval time.Duration `mapstructure:"tier-cookie-check-interval"`
 
+	// KafkaListener: the Kafka protocol front end (package broker/kafka).
+	KafkaListener `mapstructure:",squash"`
+
 	config.Logging `mapstructure:",squash"`
+}
+
+// KafkaListener configures the broker's Kafka protocol listener; it is off
+// while Listen is empty. TLS and client authentication follow the
+// broker's own (--tls-*): with TLS on, the listener speaks TLS and serves
+// only clients that authenticate (SASL or a client certificate).
+type KafkaListener struct {
+	// KafkaListen is the listener's host:port; KafkaAdvertised is what
+	// Metadata tells clients to dial (default: KafkaListen).
+	KafkaListen     string `mapstructure:"kafka-listen"`
+	KafkaAdvertised string `mapstructure:"kafka-advertised"`
+	// KafkaAutoCreateTopics lets a Metadata request that asks for it
+	// create a missing topic with the default settings (Kafka's
+	// auto.create.topics.enable; off by default).
+	KafkaAutoCreateTopics bool `mapstructure:"kafka-auto-create-topics"`
+	// KafkaDefaultPartitions: partitions of a topic created without a
+	// count (auto-created, or CreateTopics with -1).
+	KafkaDefaultPartitions int32 `mapstructure:"kafka-default-partitions"`
+	// KafkaMaxRequestBytes caps a request (checked before it is read);
+	// KafkaIdleTimeout closes idle connections; KafkaMaxConnectionsPerIP
+	// and KafkaInFlightPerConnection bound a client's connections and a
+	// connection's unanswered requests.
+	KafkaMaxRequestBytes       int32         `mapstructure:"kafka-max-request-bytes"`
+	KafkaIdleTimeout           time.Duration `mapstructure:"kafka-idle-timeout"`
+	KafkaMaxConnectionsPerIP   int           `mapstructure:"kafka-max-connections-per-ip"`
+	KafkaInFlightPerConnection int           `mapstructure:"kafka-in-flight-per-connection"`
+}
+
+// KafkaAdvertisedAddress is the Kafka address published in metad:
+// KafkaAdvertised, or KafkaListen; "" without a listener.
+func (k KafkaListener) KafkaAdvertisedAddress() string {
+	if k.KafkaListen == "" {
+		return ""
+	}
+	if k.KafkaAdvertised != "" {
+		return k.KafkaAdvertised
+	}
+	return k.KafkaListen
+}
+
+// validate checks the listener's settings.
+func (k KafkaListener) validate() []error {
+	var errs []error
+	if k.KafkaListen == "" {
+		if k.KafkaAdvertised != "" {
+			errs = append(errs, errors.New("--kafka-advertised needs --kafka-listen"))
+		}
+		return errs
+	}
+	if _, _, err := net.SplitHostPort(k.KafkaListen); err != nil {
+		errs = append(errs, fmt.Errorf("--kafka-listen %q: %w", k.KafkaListen, err))
+	}
+	host, port, err := net.SplitHostPort(k.KafkaAdvertisedAddress())
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("--kafka-advertised %q: %w", k.KafkaAdvertisedAddress(), err))
+	case port == "0":
+		errs = append(errs, fmt.Errorf("--kafka-advertised %q: clients cannot dial port 0; set --kafka-advertised", k.KafkaAdvertisedAddress()))
+	case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+		errs = append(errs, fmt.Errorf("--kafka-advertised: %q is not reachable by clients; set --kafka-advertised", k.KafkaAdvertisedAddress()))
+	}
+	if k.KafkaDefaultPartitions < 1 || k.KafkaDefaultPartitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("--kafka-default-partitions must be in [1, %d]", MaxPartitions))
+	}
+	if k.KafkaMaxRequestBytes < 1<<20 || k.KafkaIdleTimeout < time.Second || k.KafkaMaxConnectionsPerIP < 1 || k.KafkaInFlightPerConnection < 1 {
+		errs = append(errs, errors.New("--kafka-max-request-bytes must be at least 1 MiB, --kafka-idle-timeout at least 1s, --kafka-max-connections-per-ip and --kafka-in-flight-per-connection positive"))
+	}
+	return errs
 }
 
 // Per-request limits (review finding H4): a small request must not make the
@@ -232,7 +304,9 @@ func DefaultConfig() Config {
 		TierCookieCheckInterval:     30 * time.Second,
 		TierRequestTimeout:          30 * time.Second,
 		TierUploadTimeout:           10 * time.Minute,
-		Logging:                     config.DefaultLogging(),
+		KafkaListener: KafkaListener{KafkaDefaultPartitions: 1, KafkaMaxRequestBytes: 100 << 20, KafkaIdleTimeout: 10 * time.Minute,
+			KafkaMaxConnectionsPerIP: 1000, KafkaInFlightPerConnection: 16},
+		Logging: config.DefaultLogging(),
 	}
 }
 
@@ -271,40 +345,40 @@ func (c Config) Validate() error {
 	if c.MaxInflightProduceBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-inflight-produce-bytes must be at least 1 MiB"))
 	}
-	if c.GroupMaxGroups < 1 || c.GroupMaxSize < 1 || c.GroupMaxMetadataBytes < 1 {
-		errs = append(errs, errors.New("--group-max-groups, --group-max-size and --group-max-metadata-bytes must be positive"))
-	}
 	if c.MaxTopics < 1 || c.MaxClusterPartitions < 1 {
 		errs = append(errs, errors.New("--max-topics and --max-cluster-partitions must be positive"))
 	}
 	if c.MaxPartitionsPerTopic < 1 || c.MaxPartitionsPerTopic > MaxPartitions {
 		errs = append(errs, fmt.Errorf("--max-partitions-per-topic must be in [1, %d]", MaxPartitions))
 	}
-	if c.OffsetsPartitions < 1 || c.OffsetsPartitions > 1000 {
-		errs = append(errs, errors.New("--offsets-partitions must be in [1, 1000]"))
-	}
 	if c.OrphanLedgerGrace < time.Second || c.OrphanLedgerInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--orphan-ledger-grace must be at least 1s and --orphan-ledger-interval at least 100ms"))
-	}
-	if c.TierCacheDir != "" && c.TierDiskCacheBytes < 64<<20 {
-		errs = append(errs, errors.New("--tier-disk-cache-bytes must be at least 64 MiB"))
 	}
 	if c.RetentionCheckInterval < 100*time.Millisecond {
 		errs = append(errs, errors.New("--retention-check-interval must be at least 100ms"))
 	}
-	if c.CompactionCheckInterval < 100*time.Millisecond || c.CompactionMapBytes < 64<<10 || c.CompactionMapBytes > 64<<30 {
-		errs = append(errs, errors.New("--compaction-check-interval must be at least 100ms and --compaction-map-bytes in [64 KiB, 64 GiB]"))
+	for _, p := range c.SuperUserList() {
+		if _, err := acl.ParsePrincipal(p); err != nil {
+			errs = append(errs, fmt.Errorf("--super-users: %w", err))
+		}
 	}
-	if c.CompactionBufferBytes < 0 || c.CompactionBufferBytes > 64<<30 {
-		errs = append(errs, errors.New("--compaction-buffer-bytes must be in [0, 64 GiB]"))
+	if err := c.Security.Check(c.Listen, c.AdminListen); err != nil {
+		errs = append(errs, err)
 	}
-	if c.CompactionMaxBytesPerSecond < 0 {
-		errs = append(errs, errors.New("--compaction-max-bytes-per-second must be 0 (unbounded) or more"))
+	errs = append(errs, c.validateGroups()...)
+	errs = append(errs, c.validatePasses()...)
+	errs = append(errs, c.KafkaListener.validate()...)
+	return errors.Join(errs...)
+}
+
+// validateGroups checks the consumer group settings.
+func (c Config) validateGroups() []error {
+	var errs []error
+	if c.GroupMaxGroups < 1 || c.GroupMaxSize < 1 || c.GroupMaxMetadataBytes < 1 {
+		errs = append(errs, errors.New("--group-max-groups, --group-max-size and --group-max-metadata-bytes must be positive"))
 	}
-	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
-		c.TierOrphanGrace < time.Second || c.TierDeleteDelay < 0 || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||
-		c.TierRequestTimeout < 100*time.Millisecond || c.TierUploadTimeout < time.Second {
-		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-delete-delay not negative, --tier-cache-bytes at least 1 MiB, --tier-request-timeout at least 100ms, --tier-upload-timeout at least 1s"))
+	if c.OffsetsPartitions < 1 || c.OffsetsPartitions > 1000 {
+		errs = append(errs, errors.New("--offsets-partitions must be in [1, 1000]"))
 	}
 	if c.OffsetsRetention < time.Minute {
 		errs = append(errs, errors.New("--offsets-retention must be at least 1m"))
@@ -323,15 +397,30 @@ func (c Config) Validate() error {
 	if c.GroupTickInterval < 0 {
 		errs = append(errs, errors.New("GroupTickInterval must not be negative"))
 	}
-	for _, p := range c.SuperUserList() {
-		if _, err := acl.ParsePrincipal(p); err != nil {
-			errs = append(errs, fmt.Errorf("--super-users: %w", err))
-		}
+	return errs
+}
+
+// validatePasses checks compaction's and tiering's settings.
+func (c Config) validatePasses() []error {
+	var errs []error
+	if c.CompactionCheckInterval < 100*time.Millisecond || c.CompactionMapBytes < 64<<10 || c.CompactionMapBytes > 64<<30 {
+		errs = append(errs, errors.New("--compaction-check-interval must be at least 100ms and --compaction-map-bytes in [64 KiB, 64 GiB]"))
 	}
-	if err := c.Security.Check(c.Listen, c.AdminListen); err != nil {
-		errs = append(errs, err)
+	if c.CompactionBufferBytes < 0 || c.CompactionBufferBytes > 64<<30 {
+		errs = append(errs, errors.New("--compaction-buffer-bytes must be in [0, 64 GiB]"))
 	}
-	return errors.Join(errs...)
+	if c.CompactionMaxBytesPerSecond < 0 {
+		errs = append(errs, errors.New("--compaction-max-bytes-per-second must be 0 (unbounded) or more"))
+	}
+	if c.TierCacheDir != "" && c.TierDiskCacheBytes < 64<<20 {
+		errs = append(errs, errors.New("--tier-disk-cache-bytes must be at least 64 MiB"))
+	}
+	if c.TierSegmentBytes < 1 || c.TierMaxDelay < 100*time.Millisecond || c.TierCheckInterval < 100*time.Millisecond ||
+		c.TierOrphanGrace < time.Second || c.TierDeleteDelay < 0 || c.TierUploads < 1 || c.TierCacheBytes < 1<<20 || c.TierCookieCheckInterval < 0 ||
+		c.TierRequestTimeout < 100*time.Millisecond || c.TierUploadTimeout < time.Second {
+		errs = append(errs, errors.New("--tier-segment-bytes and --tier-uploads must be positive, --tier-max-delay and --tier-check-interval at least 100ms, --tier-orphan-grace at least 1s, --tier-delete-delay not negative, --tier-cache-bytes at least 1 MiB, --tier-request-timeout at least 100ms, --tier-upload-timeout at least 1s"))
+	}
+	return errs
 }
 
 // SuperUserList is SuperUsers split at commas, blanks dropped.
@@ -346,8 +435,8 @@ func (c Config) SuperUserList() []string {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s super-users=%q",
-		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll, c.SuperUsers) + " " + c.Security.String()
+	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s kafka-listen=%q kafka-advertised=%q metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s super-users=%q",
+		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.KafkaListen, c.KafkaAdvertisedAddress(), c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll, c.SuperUsers) + " " + c.Security.String()
 }
 
 // --ledger-digest values.
