@@ -13,7 +13,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -39,7 +38,7 @@ func Listed(c Getter) func(context.Context, scrub.Segment) (bool, error) {
 	return func(ctx context.Context, s scrub.Segment) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		kv, err := c.Get(ctx, fmt.Sprintf("%s%s/%d", partlog.PartitionPrefix, s.Topic, s.Partition))
+		kv, err := c.Get(ctx, fmt.Sprintf("%s%s/%d", brokerpb.PartitionPrefix, s.Topic, s.Partition))
 		if errors.Is(err, metaclient.ErrNotFound) {
 			return false, nil // the topic was deleted
 		}
@@ -106,7 +105,7 @@ func Scrub(ctx context.Context, store objstore.Store, segs []scrub.Segment, p *c
 // Segments lists the committed segment objects of every partition
 // (of topic, when not empty) from the PartitionLogs in metad.
 func Segments(ctx context.Context, c Lister, topic string) ([]scrub.Segment, error) {
-	prefix := partlog.PartitionPrefix
+	prefix := brokerpb.PartitionPrefix
 	if topic != "" {
 		prefix += topic + "/"
 	}
@@ -119,7 +118,7 @@ func Segments(ctx context.Context, c Lister, topic string) ([]scrub.Segment, err
 	}
 	var segs []scrub.Segment
 	for _, kv := range kvs {
-		rest := strings.TrimPrefix(kv.GetKey(), partlog.PartitionPrefix)
+		rest := strings.TrimPrefix(kv.GetKey(), brokerpb.PartitionPrefix)
 		i := strings.LastIndexByte(rest, '/')
 		part, perr := strconv.ParseInt(rest[i+1:], 10, 32)
 		if i < 0 || perr != nil {

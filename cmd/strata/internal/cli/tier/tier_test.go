@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -131,7 +130,7 @@ func TestListed(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := Listed(getterFunc(func(key string) (*metadpb.KeyValue, error) {
-		if key != partlog.PartitionPrefix+"orders/3" {
+		if key != brokerpb.PartitionPrefix+"orders/3" {
 			return nil, metaclient.ErrNotFound
 		}
 		return &metadpb.KeyValue{Key: key, Value: pl}, nil
