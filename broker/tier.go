@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
-	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/storeurl"
+	"github.com/strata-log/strata/vfs"
 )
 
 // tierClusterIDKey holds the id that prefixes this cluster's object keys,

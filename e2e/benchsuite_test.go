@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/internal/benchsuite"
-	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/cmd/strata/benchsuite"
+	"github.com/strata-log/strata/cmd/strata/devcluster"
 )
 
 // TestBenchSuiteQuick runs `strata bench suite --quick` as `make

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/loadtest"
+	"github.com/strata-log/strata/e2e/loadtest"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/loadtest"
+	"github.com/strata-log/strata/e2e/loadtest"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 )

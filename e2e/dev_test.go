@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/cmd/strata/devcluster"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/cmd/strata/devcluster"
 	"github.com/strata-log/strata/internal/miniotest"
 )
 

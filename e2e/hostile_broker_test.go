@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/loadtest"
+	"github.com/strata-log/strata/e2e/loadtest"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/bookiepb"

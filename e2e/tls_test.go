@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/devcluster"
-	"github.com/strata-log/strata/internal/loadtest"
+	"github.com/strata-log/strata/cmd/strata/devcluster"
+	"github.com/strata-log/strata/e2e/loadtest"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/proctest"

@@ -2,8 +2,8 @@
 // (BookKeeper's): creating ledgers, writing them with quorum acknowledgement
 // and ensemble changes, reading them, fencing and recovering them, and
 // closing them exactly once. The bookie, the server half, lives in
-// ledger/bookie over ledger/storage, ledger/journal, ledger/index and
-// ledger/vfs.
+// ledger/bookie over ledger/storage, ledger/journal and ledger/index,
+// on the file-system seam vfs.
 //
 // The protocol runs against an Env of three small interfaces and imports
 // neither gRPC nor metad's client: BookieClient (real one:

@@ -21,12 +21,12 @@ import (
 
 	"github.com/strata-log/strata/internal/miniotest"
 	"github.com/strata-log/strata/internal/testwait"
-	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/s3"
 	"github.com/strata-log/strata/tiering/segfile"
+	"github.com/strata-log/strata/vfs"
 )
 
 // TestCatchUpThroughput is the cold catch-up benchmark of issue 10: it

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-log/strata/internal/testwait"
-	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 	"github.com/strata-log/strata/tiering/segfile"
+	"github.com/strata-log/strata/vfs"
 )
 
 const diskDir = "/tier-cache"

@@ -42,9 +42,10 @@ type Record struct {
 	Lease int64
 }
 
-// Key prefixes in metad.
+// Key prefixes in metad (PartitionPrefix is brokerpb's, so that readers
+// of the partitions' lists need not link this package).
 const (
-	PartitionPrefix   = "/strata/partitions/"
+	PartitionPrefix   = brokerpb.PartitionPrefix
 	LedgerIndexPrefix = "/strata/ledger-index/"
 )
 

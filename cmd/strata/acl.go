@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/access"
 	"github.com/strata-log/strata/internal/acl"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/access"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 

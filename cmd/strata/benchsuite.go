@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-log/strata/internal/bench"
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/bench"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 )
 
 // newBenchSuiteCommand is `strata bench suite`; the workload parameters

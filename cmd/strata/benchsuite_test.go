@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 )
 
 func TestBenchSuiteFlagsValidated(t *testing.T) {

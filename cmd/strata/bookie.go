@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/cluster"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/cluster"
 	"github.com/strata-log/strata/ledger/bookies"
 	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/ledger/replication"

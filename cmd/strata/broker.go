@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/broker/drain"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/cluster"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/cluster"
 	"github.com/strata-log/strata/metad/metaclient"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 )
 
 // TestFlagWiring runs the new commands' help and usage errors: cobra

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/strata-log/strata/internal/cli/cluster"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/cluster"
 	"github.com/strata-log/strata/ledger/bookies"
 )
 

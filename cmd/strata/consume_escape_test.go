@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 )
 
 // consumeRun runs `strata ARGS` against broker with stdout taken for a

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/cmd/strata/devcluster"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 )
 
 // run runs `strata ARGS` in-process as a user would (no --broker added).

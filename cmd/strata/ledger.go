@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/ledgers"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/ledgers"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/ledger/ledgergrpc"
 	"github.com/strata-log/strata/ledger/ledgermetad"

@@ -1,7 +1,7 @@
 // Command strata is the command-line tool for Strata's users and
 // operators. Each top-level group of commands lives in its own file
 // (meta.go: `strata meta ...`) and registers itself in newRootCommand;
-// the logic it runs lives in packages (internal/cli, metad/metaclient).
+// the logic it runs lives in packages (cmd/strata/internal/cli, metad/metaclient).
 package main
 
 import (
@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/devcluster"
+	"github.com/strata-log/strata/cmd/strata/devcluster"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/metad/metaclient"

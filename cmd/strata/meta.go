@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/metad/metaclient"
 )

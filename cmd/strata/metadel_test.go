@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/proto/metadpb"
 )

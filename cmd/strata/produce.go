@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/stream"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/stream"
 )
 
 // produceBufferBytes bounds the records produce has read but not yet had

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-log/strata/internal/bench"
-	"github.com/strata-log/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/bench"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/recordbatch"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/tier"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/tier"
 	"github.com/strata-log/strata/tiering/objstore/storeurl"
 	"github.com/strata-log/strata/tiering/scrub"
 )

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/stream"
-	"github.com/strata-log/strata/internal/cli/topic"
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/stream"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/topic"
 )
 
 func newTopicCommand(g *globalOptions) *cobra.Command {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
+	"github.com/strata-log/strata/cmd/strata/internal/cli/access"
 	"github.com/strata-log/strata/internal/acl"
-	"github.com/strata-log/strata/internal/cli"
-	"github.com/strata-log/strata/internal/cli/access"
 	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/metad/metaclient"
 )

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/loadtest"
+	"github.com/strata-log/strata/e2e/loadtest"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 )

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/client"
-	"github.com/strata-log/strata/internal/loadtest"
+	"github.com/strata-log/strata/e2e/loadtest"
 )
 
 // startLoad creates topic with partitions and runs the fault-under-load

@@ -18,9 +18,9 @@ import (
 	"github.com/strata-log/strata/ledger/ledgermetad"
 	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/ledger/storage"
-	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/vfs"
 )
 
 // Bookie is a running bookie: identity checked, storage replayed, and (after

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/ledger/storage"
-	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/vfs"
 )
 
 // guardedLedger holds entries written before the fuzzing starts: no

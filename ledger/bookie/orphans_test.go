@@ -17,7 +17,7 @@ import (
 
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/storage"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // The bookie starts goroutines (registration, decommission watch, orphan

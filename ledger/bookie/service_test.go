@@ -13,8 +13,8 @@ import (
 
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/ledger/storage"
-	"github.com/strata-log/strata/ledger/vfs"
 	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/vfs"
 )
 
 // TestAddStatus: every storage outcome of an add maps to the status a

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // walked is one record found by walking a file from its header.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // BenchmarkAppend measures durable appends on the real disk (vfs.Default

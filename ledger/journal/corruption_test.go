@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 func filePath(seq uint64) string { return testDir + "/" + fileName(seq) }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // TestDiskFull fills a MemFS with a capacity. Space is reserved ahead of

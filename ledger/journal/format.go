@@ -6,7 +6,7 @@ import (
 	"hash/crc32"
 	"slices"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // The on-disk format; doc.go describes it byte by byte.

@@ -20,7 +20,7 @@ import (
 	"github.com/strata-log/strata/internal/bufpool"
 	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/logging"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // Location is where a record is: file sequence number, byte offset, and the

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/internal/ctxtime"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 	"go.uber.org/goleak"
 )
 

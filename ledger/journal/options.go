@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // Defaults for the zero fields of Options.

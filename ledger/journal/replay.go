@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // CorruptRange is a stretch of a journal file whose bytes are not valid

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // FuzzReplay gives Replay two arbitrary journal files. It must not panic;

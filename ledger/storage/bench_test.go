@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // BenchmarkAdd measures durable adds on the real disk (vfs.Default, Pebble

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // ledgerModel is what the test knows about one ledger. "Acked" means

@@ -14,7 +14,7 @@ import (
 
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // flipByte changes one byte of a MemFS file in place (the FS only appends,

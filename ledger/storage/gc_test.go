@@ -14,7 +14,7 @@ import (
 	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 func journalBytes(s *Storage) (total int64, files int) {

@@ -11,7 +11,7 @@ import (
 	pebblevfs "github.com/cockroachdb/pebble/vfs"
 	"go.uber.org/goleak"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

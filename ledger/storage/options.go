@@ -10,7 +10,7 @@ import (
 	pebblevfs "github.com/cockroachdb/pebble/vfs"
 
 	"github.com/strata-log/strata/ledger/journal"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // Defaults for the zero fields of Options.

@@ -15,7 +15,7 @@ import (
 	"github.com/strata-log/strata/internal/logging"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 // ledgerStripes is the number of locks that order "check the fence, then

@@ -17,7 +17,7 @@ import (
 
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 func TestOptionsValidate(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/strata-log/strata/ledger/vfs"
+	"github.com/strata-log/strata/vfs"
 )
 
 const dir = "/cache"

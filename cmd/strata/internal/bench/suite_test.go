@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"github.com/strata-log/strata/cmd/strata/devcluster"
+)
+
+func TestCPUDelta(t *testing.T) {
+	nodes := []devcluster.Node{
+		{Name: "broker-1", Role: devcluster.RoleBroker}, {Name: "broker-2", Role: devcluster.RoleBroker},
+		{Name: "bookie-1", Role: devcluster.RoleBookie}, {Name: "metad-1", Role: devcluster.RoleMetad},
+	}
+	before := map[string]float64{"broker-1": 1.1, "broker-2": 0.3, "bookie-1": 2, "metad-1": 5, "": 0.7}
+	// metad-1 exited in between: left out, not counted as negative.
+	after := map[string]float64{"broker-1": 2.3, "broker-2": 0.5, "bookie-1": 4.5, "": 1}
+	c := CPUDelta(before, after, nodes)
+	want := map[string]float64{"broker": 1.4, "bookie": 2.5, "client": 0.3}
+	if len(c.PerRole) != len(want) {
+		t.Fatalf("per role %v, want %v", c.PerRole, want)
+	}
+	for role, v := range want {
+		if c.PerRole[role] != v {
+			t.Errorf("%s: %v, want %v", role, c.PerRole[role], v)
+		}
+	}
+	if _, ok := c.PerProcess["metad-1"]; ok {
+		t.Error("an exited process was counted")
+	}
+	c.FillPerGB(2e9)
+	if c.PerGBBrokersBookies != 1.95 || c.PerGBBrokers != 0.7 {
+		t.Errorf("per GB: %+v", c)
+	}
+}
+
+// cpuProfileSelf writes a profile of this process that pprof reads (a
+// gzipped protobuf), and refuses, leaving no file, while another profile
+// is being taken.
+func TestCPUProfileSelf(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "client.pprof")
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	err := cpuProfileSelf(context.Background(), time.Millisecond, path)
+	pprof.StopCPUProfile()
+	if err == nil {
+		t.Fatal("a CPU profile started while another was being taken")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the refused profile left a file: %v", err)
+	}
+	if err := cpuProfileSelf(context.Background(), 100*time.Millisecond, path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile of %d bytes (%v), want gzip", len(b), err)
+	}
+}
