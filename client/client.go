@@ -43,7 +43,7 @@ type Config struct {
 	// RequestTimeout bounds one attempt of one RPC. Default 30s.
 	RequestTimeout time.Duration
 	// MetadataMaxAge: cached partition owners older than this are
-	// refreshed on next use. Default 30s. (Addition to the PLAN contract.)
+	// refreshed on next use. Default 30s.
 	MetadataMaxAge time.Duration
 	// Logger receives retries and routing changes at debug level.
 	// Default: discard.

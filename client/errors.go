@@ -33,10 +33,10 @@ var (
 	// timeout expired after it was sent).
 	ErrUnknownOutcome = errors.New("client: unknown outcome")
 	// ErrProducerFenced: a newer producer took over the producer id; the
-	// producer is unusable. (Addition to the PLAN contract.)
+	// producer is unusable.
 	ErrProducerFenced = errors.New("client: producer fenced")
 	// ErrDeliveryTimeout: a record was not acknowledged within
-	// ProducerConfig.DeliveryTimeout. (Addition to the PLAN contract.)
+	// ProducerConfig.DeliveryTimeout.
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
 )
 

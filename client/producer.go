@@ -139,8 +139,8 @@ func (c ProducerConfig) String() string {
 		c.Acks, c.Linger, c.BatchBytes, c.MaxBufferedBytes, c.Compression, c.idempotent(), c.MaxInFlight, c.DeliveryTimeout, c.RetryBackoff)
 }
 
-// ProducerStats are cumulative counters. (The PLAN names the type; its
-// fields are this package's choice.)
+// ProducerStats are a Producer's counters since it was made and, in the
+// fields marked "now", what it holds at the moment of the call.
 type ProducerStats struct {
 	RecordsDelivered int64 // callbacks called with nil error
 	RecordsFailed    int64 // callbacks called with an error

@@ -11,7 +11,7 @@
 // ledger/ledgermetad, over the metad key layout of MetadataKey, NextIDKey
 // and MetadataPrefix); ledger/ledgertest holds the in-memory twins.
 //
-// See DESIGN.md §3 for the invariants (W1–W7 in writer.go, R1–R7 in
+// See DESIGN.md §3 for the invariants (W1–W7 in writer.go, R1–R9 in
 // recovery_machine.go); every one of them comes from a data-loss bug in
 // BookKeeper's history.
 //
