@@ -70,6 +70,8 @@ type Broker struct {
 	registered atomic.Bool
 	lease      atomic.Int64 // current session's lease id, 0 without one
 	node       atomic.Int32 // the broker's node id once known (nodeID)
+	cluster    atomic.Value // the cluster id (string) once read (Service.ClusterID)
+	topicIDs   topicIndex
 	isCtrl     atomic.Bool
 	stateCh    chan struct{} // registration must be rewritten
 
@@ -354,7 +356,7 @@ func (b *Broker) info() *brokerpb.BrokerInfo {
 		state = brokerpb.BrokerState_BROKER_DRAINING
 	}
 	return &brokerpb.BrokerInfo{Id: b.cfg.ID, Address: b.cfg.AdvertiseAddress(), AdminAddress: b.cfg.AdminListen,
-		Rack: b.cfg.Rack, State: state, StartedAtMs: b.started.UnixMilli()}
+		Rack: b.cfg.Rack, State: state, StartedAtMs: b.started.UnixMilli(), KafkaAddress: b.cfg.KafkaAdvertisedAddress()}
 }
 
 // sessions holds a metad session (lease) at a time; everything the broker

@@ -345,8 +345,19 @@ func (s *security) authorize(ctx context.Context, op acl.Operation, res acl.Reso
 	if s.firstDenial(p.name + "|" + string(op) + "|" + res.String()) {
 		s.log.Warn("call denied", "principal", p.name, "operation", op, "resource", res.String(), "reason", d.Reason)
 	}
-	return fmt.Errorf("%w: %s", ErrDenied, msg)
+	return &DeniedError{Resource: res, msg: msg}
 }
+
+// DeniedError is an ErrDenied naming the resource the ACLs refused (the
+// Kafka adapter answers TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED by
+// its type).
+type DeniedError struct {
+	Resource acl.Resource
+	msg      string
+}
+
+func (e *DeniedError) Error() string { return ErrDenied.Error() + ": " + e.msg }
+func (e *DeniedError) Unwrap() error { return ErrDenied }
 
 // allowed is authorize without counting or logging: for filtering what
 // a listing shows.

@@ -55,7 +55,7 @@ func (b *Broker) openTier(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--tier-store: %w", err)
 	}
-	id, err := b.tierClusterID(ctx)
+	id, err := b.clusterID(ctx)
 	if err != nil {
 		closeStore(store)
 		return err
@@ -175,9 +175,9 @@ func readObject(ctx context.Context, s objstore.Store, key string) ([]byte, erro
 	return io.ReadAll(rc)
 }
 
-// tierClusterID reads the cluster id from metad, creating it the first
+// clusterID reads the cluster id from metad, creating it the first
 // time (create-only: every broker ends up with the same one).
-func (b *Broker) tierClusterID(ctx context.Context) (string, error) {
+func (b *Broker) clusterID(ctx context.Context) (string, error) {
 	var raw [8]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err

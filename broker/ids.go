@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/brokerpb"
 )
+
+// The ids a broker hands out or answers with: node ids (Kafka's int32 per
+// broker), the cluster id, and topic ids.
 
 // Keys of the brokers' numbers: Kafka clients name brokers by an int32.
 const (
@@ -80,4 +85,59 @@ func (b *Broker) takeFromCounter(ctx context.Context, key string, start, n int64
 		}
 		return next, nil
 	}
+}
+
+// ClusterID is the cluster's id (Kafka's cluster id): random, made once
+// and kept in metad; the object store's keys are prefixed with it too.
+func (s *Service) ClusterID(ctx context.Context) (string, error) {
+	b := s.b
+	if id, ok := b.cluster.Load().(string); ok {
+		return id, nil
+	}
+	id, err := b.clusterID(ctx)
+	if err != nil {
+		return "", err
+	}
+	b.cluster.Store(id)
+	return id, nil
+}
+
+// TopicName is the name of the live topic whose id is id (TopicRecord.id,
+// 32 hex digits: Kafka's topic UUID), from an index of the topics mirror
+// rebuilt when it changes.
+func (s *Service) TopicName(id string) (string, bool) {
+	return s.b.topicIDs.lookup(s.b.topics, id)
+}
+
+// topicIndex maps topic ids to names, rebuilt from the topics mirror
+// after it changed.
+type topicIndex struct {
+	mu      sync.Mutex
+	byID    map[string]string
+	changed <-chan struct{} // nil before the first build
+}
+
+func (x *topicIndex) lookup(topics *mirror, id string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	stale := x.changed == nil
+	if !stale {
+		select {
+		case <-x.changed:
+			stale = true
+		default:
+		}
+	}
+	if stale {
+		snap, changed := topics.snapshot()
+		x.byID = make(map[string]string, len(snap))
+		for _, kv := range snap {
+			if rec, err := unmarshalled[brokerpb.TopicRecord](kv.Value); err == nil && !rec.Deleting {
+				x.byID[rec.Id] = rec.Name
+			}
+		}
+		x.changed = changed
+	}
+	name, ok := x.byID[id]
+	return name, ok
 }
