@@ -482,3 +482,11 @@ func (b *Broker) controllerID() string {
 	}
 	return ""
 }
+
+// Brokers are the live brokers, sorted by id.
+func (s *Service) Brokers() []*brokerpb.BrokerInfo { return s.b.liveBrokers() }
+
+// Owner is the serving owner of a partition as mirrored (nil: none).
+func (s *Service) Owner(topic string, partition int32) *brokerpb.Ownership {
+	return s.b.owner(tp{topic, partition})
+}
