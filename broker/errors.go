@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/commonpb"
@@ -149,6 +150,11 @@ func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
 		return codes.FailedPrecondition, info(rpcerror.ReasonGroupNotEmpty, false)
 	case errors.Is(err, group.ErrGroupMaxSize), errors.Is(err, group.ErrLimitExceeded):
 		return codes.ResourceExhausted, info(rpcerror.ReasonInvalid, false)
+	case corruption.Is(err):
+		// Last: stored data failed its checks (a segment object, an entry
+		// with a corrupt copy and no good one read) and no case above says
+		// more. Never served; asking again reads the same bytes.
+		return codes.DataLoss, info(rpcerror.ReasonCorrupt, false)
 	}
 	return codes.Internal, info(rpcerror.ReasonInternal, false)
 }

@@ -14,8 +14,10 @@ import (
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 // What a client is told decides whether its retry can duplicate a record:
@@ -45,6 +47,33 @@ func TestClassifyAppendOutcomes(t *testing.T) {
 		code, info := classify(tc.err)
 		if code != tc.code || info.GetReason() != tc.reason || info.GetRetryable() != tc.retryable {
 			t.Errorf("%s: %v %s retryable=%v, want %v %s retryable=%v", tc.name, code, info.GetReason(), info.GetRetryable(), tc.code, tc.reason, tc.retryable)
+		}
+	}
+}
+
+// Stored data that fails its checks answers DATA_LOSS / CORRUPT whichever
+// package found it (corruption.Is), unless a case before says more: a
+// produced batch stays CORRUPT_BATCH, an append in flight stays
+// UNKNOWN_OUTCOME (it may be stored).
+func TestClassifyCorruption(t *testing.T) {
+	segment := &segfile.CorruptError{Pos: 4096, Section: "data", Detail: "batch crc mismatch"}
+	entry := fmt.Errorf("ledger: read entry 7/3: %w", errors.Join(ledger.ErrEntryUnreadable,
+		fmt.Errorf("%w: bookie b1: corrupt copy", ledger.ErrEntryCorrupt)))
+	for _, tc := range []struct {
+		name   string
+		err    error
+		code   codes.Code
+		reason string
+	}{
+		{"tiered segment corrupt", fmt.Errorf("partlog: fetch t-0 at 12: %w", segment), codes.DataLoss, rpcerror.ReasonCorrupt},
+		{"ledger entry with a corrupt copy", entry, codes.DataLoss, rpcerror.ReasonCorrupt},
+		{"produced batch with a bad crc", fmt.Errorf("%w: %w", partlog.ErrCorruptBatch, recordbatch.ErrCorrupt), codes.InvalidArgument, rpcerror.ReasonCorruptBatch},
+		{"append in flight when the log failed on corruption", fmt.Errorf("%w: log failed: %w", partlog.ErrUnknownOutcome, segment), codes.Unavailable, rpcerror.ReasonUnknownOutcome},
+		{"not corruption", errors.New("something else"), codes.Internal, rpcerror.ReasonInternal},
+	} {
+		code, info := classify(tc.err)
+		if code != tc.code || info.GetReason() != tc.reason || info.GetRetryable() {
+			t.Errorf("%s: %v %s retryable=%v, want %v %s not retryable", tc.name, code, info.GetReason(), info.GetRetryable(), tc.code, tc.reason)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"hash"
 	"sync"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
@@ -58,7 +59,9 @@ const DigestSize = 16
 const digestKeySize = 32
 
 // ErrDigestMismatch is a stored entry whose tag does not match its payload.
-var ErrDigestMismatch = errors.New("ledger: entry digest mismatch")
+// Marked (internal/corruption): corruption.Is holds for it and for every
+// error that wraps it.
+var ErrDigestMismatch = corruption.Mark(errors.New("ledger: entry digest mismatch"))
 
 // newDigestKey returns a fresh random key.
 func newDigestKey() ([]byte, error) {

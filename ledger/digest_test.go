@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
@@ -53,8 +54,8 @@ func TestDigestChecks(t *testing.T) {
 				"other entry":  {4, stored},
 				"other ledger": {3, fromOther},
 			} {
-				if _, err := d.open(c.id, c.stored); !errors.Is(err, ErrDigestMismatch) {
-					t.Errorf("%s: open = %v, want a mismatch", name, err)
+				if _, err := d.open(c.id, c.stored); !errors.Is(err, ErrDigestMismatch) || !corruption.Is(err) {
+					t.Errorf("%s: open = %v, want a mismatch, marked as corruption", name, err)
 				}
 			}
 		})

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/strata-log/strata/internal/corruption"
 )
 
 // EntryStatus is the verdict on one entry of CheckEntries.
@@ -66,7 +68,7 @@ func CheckEntries(ctx context.Context, r *Reader, first, last int64, fn func(Ent
 			check.Size, check.CRC32C = len(payload), crc32.Checksum(payload, castagnoli)
 		case ctx.Err() != nil:
 			return err
-		case errors.Is(err, ErrEntryCorrupt):
+		case corruption.Is(err):
 			check.Status, check.Err = EntryCorrupt, err
 		default:
 			check.Status, check.Err = EntryUnreadable, err

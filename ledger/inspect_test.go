@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"testing"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
@@ -54,6 +55,9 @@ func TestCheckEntries(t *testing.T) {
 				}
 				if c.ID != id || c.Status != want {
 					t.Fatalf("check %d: %+v, want entry %d %s", i, c, id, want)
+				}
+				if corruption.Is(c.Err) != (want == ledger.EntryCorrupt) {
+					t.Fatalf("check %d: %s with error %v: marked as corruption %t", i, c.Status, c.Err, corruption.Is(c.Err))
 				}
 				if want == ledger.EntryOK {
 					p := payloadOf(id)

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
@@ -32,7 +33,9 @@ var (
 	// or the copy failed the ledger's digest. It is joined to
 	// ErrEntryUnreadable when no other copy could be read; a good copy
 	// elsewhere hides it.
-	ErrEntryCorrupt = errors.New("ledger: a bookie holds a corrupt copy of the entry")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrEntryCorrupt = corruption.Mark(errors.New("ledger: a bookie holds a corrupt copy of the entry"))
 )
 
 // Defaults of ReaderOptions.
@@ -474,7 +477,7 @@ func (r *Reader) readFrom(ctx context.Context, bookies []string, e int64) ([]byt
 			switch {
 			case a.err != nil:
 				errs = append(errs, a.err)
-				corrupt = corrupt || errors.Is(a.err, ErrEntryCorrupt)
+				corrupt = corrupt || corruption.Is(a.err)
 			case a.resp.GetStatus() == bookiepb.ReadStatus_READ_NO_ENTRY:
 				errs = append(errs, fmt.Errorf("bookie %s: no such entry", a.bookie))
 			case a.resp.GetLedgerId() != r.id || a.resp.GetEntryId() != uint64(e):

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/bookiepb"
@@ -421,8 +422,8 @@ func TestReaderFailover(t *testing.T) {
 		t.Fatalf("entry 6: %v, %v", e, err)
 	}
 	_, err := r.ReadEntry(ctx, 8)
-	if !errors.Is(err, ledger.ErrEntryUnreadable) || !errors.Is(err, ledger.ErrEntryCorrupt) {
-		t.Fatalf("entry 8: %v", err)
+	if !errors.Is(err, ledger.ErrEntryUnreadable) || !errors.Is(err, ledger.ErrEntryCorrupt) || !corruption.Is(err) {
+		t.Fatalf("entry 8: %v, want unreadable and corrupt, marked as corruption", err)
 	}
 	if _, err := r.Read(ctx, 0, 29); !errors.Is(err, ledger.ErrEntryUnreadable) {
 		t.Fatalf("read with entry 8 unreadable: %v", err)

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -355,11 +356,11 @@ func TestVerifyDetectsCorruption(t *testing.T) {
 		for _, i := range []int{21, 22, 30, 60, 61, len(buf) / 2, len(buf) - 1} {
 			bad := bytes.Clone(buf)
 			bad[i] ^= 0x40
-			if _, err := recordbatch.Verify(bad); !errors.Is(err, recordbatch.ErrCorrupt) {
-				t.Errorf("%s: flipped byte %d: Verify %v, want ErrCorrupt", c, i, err)
+			if _, err := recordbatch.Verify(bad); !errors.Is(err, recordbatch.ErrCorrupt) || !corruption.Is(err) {
+				t.Errorf("%s: flipped byte %d: Verify %v, want ErrCorrupt, marked as corruption", c, i, err)
 			}
-			if _, _, err := recordbatch.Decode(bad); !errors.Is(err, recordbatch.ErrCorrupt) {
-				t.Errorf("%s: flipped byte %d: Decode %v, want ErrCorrupt", c, i, err)
+			if _, _, err := recordbatch.Decode(bad); !errors.Is(err, recordbatch.ErrCorrupt) || !corruption.Is(err) {
+				t.Errorf("%s: flipped byte %d: Decode %v, want ErrCorrupt, marked as corruption", c, i, err)
 			}
 		}
 		// The CRC itself.
@@ -387,8 +388,9 @@ func TestTruncatedAndMalformed(t *testing.T) {
 	buf := golden(1)
 	for n := range len(buf) {
 		_, err := recordbatch.Verify(buf[:n])
-		if !errors.Is(err, recordbatch.ErrShort) {
-			t.Errorf("truncated to %d bytes: Verify %v, want ErrShort", n, err)
+		if !errors.Is(err, recordbatch.ErrShort) || corruption.Is(err) {
+			// A short buffer is a batch not read whole yet, not damage.
+			t.Errorf("truncated to %d bytes: Verify %v, want ErrShort, not marked as corruption", n, err)
 		}
 		if _, _, err := recordbatch.Decode(buf[:n]); !errors.Is(err, recordbatch.ErrShort) {
 			t.Errorf("truncated to %d bytes: Decode %v, want ErrShort", n, err)

@@ -1,13 +1,19 @@
 package recordbatch
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/strata-log/strata/internal/corruption"
+)
 
 // Sentinel errors; the package wraps them with %w to say what exactly is
 // wrong. See the package documentation for which call returns which.
 var (
 	// ErrCorrupt marks a malformed batch: CRC mismatch, an impossible
 	// length, malformed records or compressed data.
-	ErrCorrupt = errors.New("recordbatch: corrupt batch")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrCorrupt = corruption.Mark(errors.New("recordbatch: corrupt batch"))
 	// ErrShort: the buffer ends before the batch (or its header) does.
 	ErrShort = errors.New("recordbatch: short buffer")
 	// ErrMagic: the batch is not a v2 (magic 2) record batch.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
@@ -279,7 +280,7 @@ func (r *Reader) doRead(ctx context.Context, seg SegmentRef, readAhead bool, fn 
 	}
 	sr := &segReader{r: r, seg: seg, e: e, t: t, lastDataChunk: (t.DataEnd() - 1) / r.cfg.ChunkBytes, readAhead: readAhead}
 	err = fn(t, sr)
-	if errors.Is(err, segfile.ErrCorrupt) {
+	if corruption.Is(err) {
 		r.chunks.invalidate(seg.Key, sr.touched)
 		if d := r.cfg.DiskCache; d != nil {
 			r.invalidations.Add(1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
@@ -234,8 +235,8 @@ func TestDiskCacheDropsChunkDamagedInTransit(t *testing.T) {
 			off = last + 1
 		}
 	}
-	if !errors.Is(err, segfile.ErrCorrupt) {
-		t.Fatalf("damaged in transit: %v", err)
+	if !errors.Is(err, segfile.ErrCorrupt) || !corruption.Is(err) {
+		t.Fatalf("damaged in transit: %v, want segfile.ErrCorrupt, marked as corruption", err)
 	}
 	// Whatever the writer was doing, the damaged chunk is not on disk
 	// once it is idle; a new reader (memory cold) reads everything right.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/internal/wirecodec"
 	"github.com/strata-log/strata/ledger/journal"
@@ -261,7 +262,7 @@ func toStatus(err error) error {
 		// Adds answer with ADD_ENTRY_CONFLICT; no unary call returns this
 		// today, but if one does the client must not retry.
 		return rpcerror.New(codes.AlreadyExists, reasonEntryConflict, false, err.Error())
-	case errors.Is(err, storage.ErrCorrupt):
+	case corruption.Is(err):
 		return rpcerror.New(codes.DataLoss, rpcerror.ReasonCorrupt, false, err.Error())
 	case errors.Is(err, storage.ErrUnknown):
 		return rpcerror.New(codes.Unavailable, rpcerror.ReasonLimbo, false, err.Error())

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/ledger/index"
+	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/ledger/storage"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/vfs"
@@ -40,6 +42,22 @@ func TestAddStatus(t *testing.T) {
 	err := toStatus(storage.ErrEntryConflict)
 	if status.Code(err) != codes.AlreadyExists || rpcerror.Retryable(err) || rpcerror.Reason(err) != reasonEntryConflict {
 		t.Errorf("toStatus(ErrEntryConflict) = %v", err)
+	}
+}
+
+// TestCorruptStatus: a read that found corruption answers DATA_LOSS /
+// CORRUPT, not retryable, whichever layer found it (corruption.Is), so
+// that the reader tries another copy and never takes it for an absence.
+func TestCorruptStatus(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("%w: ledger 1 entry 0: %w", storage.ErrCorrupt, journal.ErrCorrupt),
+		fmt.Errorf("%w: ledger 1 entry 0: index: %w", storage.ErrCorrupt, index.ErrCorrupt),
+		fmt.Errorf("reading: %w", journal.ErrCorrupt),
+	} {
+		st := toStatus(err)
+		if status.Code(st) != codes.DataLoss || rpcerror.Reason(st) != rpcerror.ReasonCorrupt || rpcerror.Retryable(st) {
+			t.Errorf("toStatus(%v) = %v, want DataLoss CORRUPT not retryable", err, st)
+		}
 	}
 }
 

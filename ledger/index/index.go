@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/bloom"
 	pebblevfs "github.com/cockroachdb/pebble/vfs"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger/journal"
 )
 
@@ -23,7 +24,9 @@ import (
 var (
 	// ErrCorrupt: a key or value in the index is not what this package
 	// writes, or the index contradicts itself (negative usage).
-	ErrCorrupt = errors.New("index: corrupt")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrCorrupt = corruption.Mark(errors.New("index: corrupt"))
 	// ErrClosed: the index is closed.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid: an argument the index cannot store (an entry id above

@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cockroachdb/pebble"
 	pebblevfs "github.com/cockroachdb/pebble/vfs"
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger/journal"
 )
 
@@ -375,6 +377,36 @@ func TestInvalid(t *testing.T) {
 	}
 	if _, err := b.Add(1, 0, -1, loc(0, 24, 50)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad location: %v", err)
+	}
+}
+
+// A stored key or value that is not what the index writes fails with
+// ErrCorrupt, marked as corruption, and is never decoded into an answer.
+func TestCorruptValues(t *testing.T) {
+	ix := openMem(t, pebblevfs.NewMem())
+	defer ix.Close()
+	commit(t, ix, func(b *Batch) error {
+		_, err := b.Add(1, 0, -1, loc(1, 24, 50))
+		return err
+	})
+	for key, value := range map[string][]byte{
+		string(entryKey(1, 0)): {0x01, 0x02, 0x03},
+		string(ledgerKey(2)):   {0x09},
+	} {
+		if err := ix.db.Set([]byte(key), value, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := ix.Get(1, 0)
+	if !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+		t.Errorf("Get of a 3-byte location: %v, want ErrCorrupt, marked as corruption", err)
+	}
+	_, _, err = ix.State(2)
+	if !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+		t.Errorf("State of a 1-byte value: %v, want ErrCorrupt, marked as corruption", err)
+	}
+	if _, ok, err := ix.State(1); err != nil || !ok {
+		t.Errorf("State of the sound ledger beside them: %v, %v", ok, err)
 	}
 }
 

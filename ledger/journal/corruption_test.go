@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/vfs"
 )
 
@@ -119,8 +120,8 @@ func TestCorruptMiddleRecord(t *testing.T) {
 			if got := entries(recs); !reflect.DeepEqual(got, without(locs, victim)) {
 				t.Fatalf("replayed entries %v", got)
 			}
-			if _, err := j.Read(bad); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("Read of the damaged record: %v, want ErrCorrupt", err)
+			if _, err := j.Read(bad); !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+				t.Fatalf("Read of the damaged record: %v, want ErrCorrupt, marked as corruption", err)
 			}
 			for i, loc := range locs {
 				if i == victim {

@@ -3,6 +3,8 @@ package journal
 import (
 	"errors"
 	"fmt"
+
+	"github.com/strata-log/strata/internal/corruption"
 )
 
 // Sentinel errors; match with errors.Is. See doc.go for which call returns
@@ -12,7 +14,9 @@ var (
 	// type, length or position mismatch, a damaged or misplaced file).
 	// Corrupt data is never returned. Errors carrying it are
 	// *CorruptError values.
-	ErrCorrupt = errors.New("journal: corrupt")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrCorrupt = corruption.Mark(errors.New("journal: corrupt"))
 	// ErrClosed: the journal is closed (or closing).
 	ErrClosed = errors.New("journal: closed")
 	// ErrFailed: a write, sync or file creation failed; the journal
@@ -32,7 +36,8 @@ var (
 	ErrFileInUse = errors.New("journal: file in use")
 )
 
-// CorruptError locates corruption. errors.Is(err, ErrCorrupt) holds.
+// CorruptError locates corruption. errors.Is(err, ErrCorrupt) and
+// corruption.Is(err) hold.
 type CorruptError struct {
 	File   uint64 // sequence number of the file
 	Offset int64  // byte offset in the file
@@ -43,8 +48,9 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("%v: file %016x offset %d: %s", ErrCorrupt, e.File, e.Offset, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrCorrupt) hold.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+// Unwrap is ErrCorrupt, so that errors.Is(err, ErrCorrupt) holds and the
+// corruption mark ErrCorrupt carries is seen.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 func corruptf(file uint64, off int64, format string, args ...any) *CorruptError {
 	return &CorruptError{File: file, Offset: off, Reason: fmt.Sprintf(format, args...)}

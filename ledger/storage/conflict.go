@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
 )
@@ -42,7 +43,7 @@ func (s *Storage) conflict(b *index.Batch, ledgerID, entryID uint64, payload []b
 				"ledger", ledgerID, "entry", entryID, "stored_bytes", len(rec.Payload), "new_bytes", len(payload))
 		}
 		return fmt.Errorf("%w: ledger %d entry %d", ErrEntryConflict, ledgerID, entryID), nil
-	case err == nil, errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrNotFound):
+	case err == nil, corruption.Is(err), errors.Is(err, journal.ErrNotFound):
 		// The stored copy is unreadable (corrupt, or its journal file is
 		// gone): reads of it fail, so the new bytes repair it. Without a
 		// copy to compare with, this is the one overwrite taken on trust.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger/journal"
 )
 
@@ -30,7 +31,9 @@ var (
 	// ErrCorrupt: stored bytes failed verification. Corrupt data is never
 	// returned. Errors carrying it also wrap the journal's *CorruptError
 	// when there is one.
-	ErrCorrupt = errors.New("storage: corrupt")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrCorrupt = corruption.Mark(errors.New("storage: corrupt"))
 	// ErrInvalid: a malformed argument (entry too large, entry id above
 	// 2^63-1, LAC below -1, nil callback, last before first).
 	ErrInvalid = errors.New("storage: invalid argument")
@@ -57,7 +60,7 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, journal.ErrTooLarge), errors.Is(err, journal.ErrInvalidRecord):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	case errors.Is(err, journal.ErrCorrupt):
+	case corruption.Is(err):
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return err

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
 	"github.com/strata-log/strata/vfs"
@@ -77,6 +78,9 @@ func TestReadCorruptEntry(t *testing.T) {
 	flipByte(t, e.mem, journalFile(loc.File), loc.Offset+journal.RecordHeaderSize+3)
 	got, err := e.s.Read(1, 0)
 	wantErr(t, err, ErrCorrupt)
+	if !corruption.Is(err) {
+		t.Fatalf("Read of a corrupt entry: %v is not marked as corruption", err)
+	}
 	if got.Payload != nil {
 		t.Fatal("corrupt payload returned")
 	}

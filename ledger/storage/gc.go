@@ -2,13 +2,13 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"sync"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
@@ -131,7 +131,7 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 			continue
 		}
 		err = s.compactFile(ctx, f.Seq, pace)
-		if errors.Is(err, ErrCorrupt) {
+		if corruption.Is(err) {
 			// Keep the file (its other entries may still be read) and go on
 			// with the others; never silently (BookKeeper #4596).
 			s.quarantined[f.Seq] = true

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger/journal"
@@ -140,6 +141,50 @@ func TestGCRemovesDeadFilesAndCompacts(t *testing.T) {
 	checkLive(t, e.s, live, 40)
 	if e.s.Limbo() {
 		t.Fatal("limbo after a clean crash")
+	}
+}
+
+// A live entry that compaction cannot read (corruption, whichever layer
+// finds it) keeps its file and sets it aside, counted once under
+// source="compaction"; the run goes on with the other files, and the next
+// run does not try the file again (BookKeeper #4596).
+func TestGCSetsAsideAFileWithACorruptLiveEntry(t *testing.T) {
+	m := NewMetrics()
+	e := gcEnv(t, m)
+	s := e.s
+	ctx := context.Background()
+	for _, ledgerID := range []uint64{100, 1, 2, 3} {
+		if err := s.Delete(ctx, ledgerID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := locationOf(t, s, 4, 0)
+	flipByte(t, e.mem, journalFile(bad.File), bad.Offset+journal.RecordHeaderSize+3)
+	res, err := s.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CompactedFiles == 0 {
+		t.Fatalf("GC = %+v: the other half-dead files were not compacted", res)
+	}
+	if n := counterValue(t, m.corruptions.WithLabelValues(corruptionCompaction)); n != 1 {
+		t.Fatalf("compaction corruption count = %v, want 1", n)
+	}
+	kept := false
+	for _, f := range s.j.Files() {
+		kept = kept || f.Seq == bad.File
+	}
+	if !kept {
+		t.Fatalf("journal file %016x with the corrupt live entry was removed", bad.File)
+	}
+	if _, err := s.Read(4, 0); !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+		t.Fatalf("read of the corrupt entry: %v, want ErrCorrupt, marked as corruption", err)
+	}
+	if _, err := s.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := counterValue(t, m.corruptions.WithLabelValues(corruptionCompaction)); n != 1 {
+		t.Fatalf("compaction corruption count after a second run = %v, want 1 (the file is set aside)", n)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger/index"
 	"github.com/strata-log/strata/ledger/journal"
 )
@@ -63,7 +64,7 @@ func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known, po
 					ErrCorrupt, ledgerID, entryID, rec.Type, rec.LedgerID, rec.EntryID, loc)
 			}
 			return Entry{LedgerID: ledgerID, EntryID: entryID, LAC: rec.LAC, Payload: rec.Payload, Held: held}, nil
-		case errors.Is(err, journal.ErrCorrupt):
+		case corruption.Is(err):
 			s.metrics.corruptions.WithLabelValues(corruptionRead).Inc()
 			s.logger.Error("corrupt entry: not served", "ledger", ledgerID, "entry", entryID, "err", err)
 			return Entry{}, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorrupt, ledgerID, entryID, err)
@@ -99,7 +100,7 @@ func (s *Storage) indexErr(err error) error {
 	if errors.Is(err, index.ErrClosed) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	if errors.Is(err, index.ErrCorrupt) {
+	if corruption.Is(err) {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return err

@@ -11,12 +11,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // ErrSnapshotCorrupt means a snapshot's bytes do not match its checksum or do
 // not decode.
-var ErrSnapshotCorrupt = errors.New("metaclient: snapshot corrupt")
+// Marked (internal/corruption): corruption.Is holds for it and for
+// every error that wraps it.
+var ErrSnapshotCorrupt = corruption.Mark(errors.New("metaclient: snapshot corrupt"))
 
 // Snapshot returns a consistent copy of the cluster's state (keys, leases,
 // members; no watch history), at least as fresh as the call, as the

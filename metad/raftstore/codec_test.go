@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/strata-log/strata/internal/corruption"
 )
 
 // sampleLogs covers every field at its extremes.
@@ -128,8 +130,8 @@ func TestDecodeLogCorrupt(t *testing.T) {
 			sentinel := raft.Log{Index: 99, Data: []byte("untouched")}
 			got := sentinel
 			err := decodeLog(input, &got)
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("decodeLog(%x) = %v, want ErrCorrupt", input, err)
+			if !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+				t.Fatalf("decodeLog(%x) = %v, want ErrCorrupt, marked as corruption", input, err)
 			}
 			requireSameLog(t, &got, &sentinel)
 		})

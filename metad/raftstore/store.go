@@ -13,6 +13,8 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/hashicorp/raft"
+
+	"github.com/strata-log/strata/internal/corruption"
 )
 
 // Sentinel errors. doc.go lists which call returns which.
@@ -21,7 +23,9 @@ var (
 	// that is truncated, has an unknown version or trailing bytes, holds an
 	// index other than its key's, or a uint64 stable value that is not 8
 	// bytes. Errors that wrap it carry the detail.
-	ErrCorrupt = errors.New("raftstore: corrupt record")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrCorrupt = corruption.Mark(errors.New("raftstore: corrupt record"))
 
 	// ErrKeyNotFound is returned, unwrapped, by Get and GetUint64 for a key
 	// that was never Set. Its text breaks the "raftstore: " convention on

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 	"github.com/hashicorp/raft"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/testwait"
 )
 
@@ -409,8 +410,8 @@ func TestCorruptRecords(t *testing.T) {
 	}
 	for _, index := range []uint64{2, 3, 5} {
 		got := *testLog(1)
-		if err := s.GetLog(index, &got); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("GetLog(%d) = %v, want ErrCorrupt", index, err)
+		if err := s.GetLog(index, &got); !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+			t.Errorf("GetLog(%d) = %v, want ErrCorrupt, marked as corruption", index, err)
 		}
 		requireSameLog(t, &got, testLog(1))
 	}

@@ -18,12 +18,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/vfs"
 )
 
 // ErrCorrupt marks a chunk file that failed its checks (D2). Get never
-// returns it (a corrupt file is a miss); it is what Check reports.
-var ErrCorrupt = errors.New("diskcache: corrupt chunk file")
+// returns it: a corrupt file is a miss, counted in CorruptChunks.
+// Marked (internal/corruption): corruption.Is holds for it and for
+// every error that wraps it.
+var ErrCorrupt = corruption.Mark(errors.New("diskcache: corrupt chunk file"))
 
 const (
 	magic       = "STRCHNK1"
@@ -252,7 +255,7 @@ func (c *Cache) Get(key string, index, size int64) ([]byte, bool) {
 	// Gone meanwhile (evicted, or removed by hand) is a plain miss; any
 	// other failure is a file not to trust.
 	c.m.Misses.Inc()
-	if errors.Is(err, ErrCorrupt) {
+	if corruption.Is(err) {
 		c.m.CorruptChunks.Inc()
 	}
 	if c.drop(e) {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/vfs"
 )
 
@@ -173,7 +174,11 @@ func TestCorruptFileIsDeletedNeverServed(t *testing.T) {
 			cache, m := open(t, fs, 1<<20)
 			put(t, cache, key, 0, n)
 			name := files(t, fs)[0]
-			rewrite(t, fs, name, c.damage(readAll(t, fs, name)))
+			damaged := c.damage(readAll(t, fs, name))
+			if _, err := check(damaged, key, 0, n); !errors.Is(err, ErrCorrupt) || !corruption.Is(err) {
+				t.Fatalf("check of the damaged file: %v, want ErrCorrupt, marked as corruption", err)
+			}
+			rewrite(t, fs, name, damaged)
 			if has(t, cache, key, 0, n) {
 				t.Fatal("damaged chunk served")
 			}

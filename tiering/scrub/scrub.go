@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/segfile"
@@ -320,7 +321,7 @@ func Check(ctx context.Context, store objstore.Store, s Segment) *Problem {
 		return problem(KindUnreadable, err, "stat: %v", err)
 	}
 	sum, err := segfile.Verify(ctx, objectRange{store, key}, info.Size)
-	if err != nil && !errors.Is(err, segfile.ErrCorrupt) {
+	if err != nil && !corruption.Is(err) {
 		return problem(KindUnreadable, err, "reading: %v", err)
 	}
 	if info.Size != rec.GetSizeBytes() {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -176,8 +177,8 @@ func TestProblemDetails(t *testing.T) {
 		switch p.Kind {
 		case scrub.KindCorrupt:
 			want = "segfile: corrupt segment: data"
-			if !errors.Is(p.Err, segfile.ErrCorrupt) {
-				t.Errorf("corrupt: Err %v does not match segfile.ErrCorrupt", p.Err)
+			if !errors.Is(p.Err, segfile.ErrCorrupt) || !corruption.Is(p.Err) {
+				t.Errorf("corrupt: Err %v does not match segfile.ErrCorrupt or is not marked as corruption", p.Err)
 			}
 		case scrub.KindTruncated:
 			want = fmt.Sprintf("metad records %d", p.Segment.Tiered.SizeBytes)

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
@@ -37,8 +38,8 @@ func TestVerifyDetectsEveryBitFlip(t *testing.T) {
 				for bit := range 8 {
 					bad[i] ^= 1 << bit
 					_, err := segfile.Verify(ctx, segfile.Bytes(bad), int64(len(bad)))
-					if !errors.Is(err, segfile.ErrCorrupt) {
-						t.Fatalf("flip of byte %d bit %d of %d bytes: Verify returned %v", i, bit, len(obj), err)
+					if !errors.Is(err, segfile.ErrCorrupt) || !corruption.Is(err) {
+						t.Fatalf("flip of byte %d bit %d of %d bytes: Verify returned %v, want ErrCorrupt, marked as corruption", i, bit, len(obj), err)
 					}
 					var ce *segfile.CorruptError
 					if !errors.As(err, &ce) || ce.Section == "" {

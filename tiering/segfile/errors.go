@@ -3,6 +3,8 @@ package segfile
 import (
 	"errors"
 	"fmt"
+
+	"github.com/strata-log/strata/internal/corruption"
 )
 
 // Sentinel errors; the package wraps them with %w to say what exactly is
@@ -12,7 +14,9 @@ var (
 	// produces: a checksum mismatch, an impossible length or position, an
 	// index that disagrees with the batches, a truncated object. Every
 	// such error is a *CorruptError that says where.
-	ErrCorrupt = errors.New("segfile: corrupt segment")
+	// Marked (internal/corruption): corruption.Is holds for it and for
+	// every error that wraps it.
+	ErrCorrupt = corruption.Mark(errors.New("segfile: corrupt segment"))
 	// ErrInvalidBatch: Writer.Append was given a batch that is not a valid
 	// Kafka v2 batch (magic, size, CRC-32C, record count). It also wraps
 	// the recordbatch error when there is one.
