@@ -67,7 +67,7 @@ var unknownUser = sync.OnceValue(func() scram.Credential {
 	return c
 })
 
-// ErrDenied: the principal may not do what the call does (ACLs).
+// ErrDenied means the principal may not do what the call does (ACLs).
 var ErrDenied = errors.New("permission denied")
 
 // principal is who makes a call.
