@@ -320,11 +320,17 @@ func (s *Service) servedAt(topic string, partition int32, epoch int32) (*partlog
 	return l, nil
 }
 
-// Special timestamps of ListOffsets.
+// Special timestamps of ListOffsets (Kafka's).
 const (
 	// ListLatest: the high watermark. ListEarliest: the log start.
 	ListLatest   int64 = -1
 	ListEarliest int64 = -2
+	// ListMaxTimestamp: the first record with the log's largest
+	// timestamp (offset -1 in an empty log).
+	ListMaxTimestamp int64 = -3
+	// ListEarliestLocal: the first offset still on the bookies (the high
+	// watermark when all is in the object store).
+	ListEarliestLocal int64 = -4
 )
 
 // ListOffsetResult is an offset found by ListOffsets, with the partition's
@@ -335,25 +341,63 @@ type ListOffsetResult struct {
 	Epoch                         int64
 }
 
-// ListOffsets resolves timestamp (ListLatest, ListEarliest, or a time in
-// ms: the first record at or after it, (HW, -1) when there is none) in one
-// partition. leaderEpoch as in FetchPartition.
+// ListOffsets resolves timestamp (one of the special values above, or a
+// time in ms: the first record at or after it, (HW, -1) when there is
+// none) in one partition. leaderEpoch as in FetchPartition.
 func (s *Service) ListOffsets(ctx context.Context, topic string, partition int32, timestamp int64, leaderEpoch int32) (ListOffsetResult, error) {
 	if err := s.b.sec.authorize(ctx, acl.Read, acl.TopicResource(topic)); err != nil {
 		return ListOffsetResult{}, err
 	}
-	if timestamp < ListEarliest {
-		return ListOffsetResult{}, invalidf("timestamp %d: want -2 (earliest), -1 (latest) or a time in ms", timestamp)
+	if timestamp < ListEarliestLocal {
+		return ListOffsetResult{}, invalidf("timestamp %d: want -4 (earliest local), -3 (max timestamp), -2 (earliest), -1 (latest) or a time in ms", timestamp)
 	}
 	l, err := s.servedAt(topic, partition, leaderEpoch)
 	if err != nil {
 		return ListOffsetResult{}, err
 	}
-	off, ts, err := l.ListOffset(ctx, timestamp)
-	if err != nil {
-		return ListOffsetResult{}, err
+	res := ListOffsetResult{LogStartOffset: l.LogStartOffset(), HighWatermark: l.HighWatermark(), Epoch: l.Epoch()}
+	switch timestamp {
+	case ListEarliestLocal:
+		res.Offset, res.Timestamp = earliestLocal(l.Describe(), res.HighWatermark), -1
+		return res, nil
+	case ListMaxTimestamp:
+		maxTs, ok := maxTimestamp(l.Describe())
+		if !ok {
+			res.Offset, res.Timestamp = -1, -1
+			return res, nil
+		}
+		timestamp = maxTs
 	}
-	return ListOffsetResult{Offset: off, Timestamp: ts, LogStartOffset: l.LogStartOffset(), HighWatermark: l.HighWatermark(), Epoch: l.Epoch()}, nil
+	res.Offset, res.Timestamp, err = l.ListOffset(ctx, timestamp)
+	return res, err
+}
+
+// earliestLocal is the first offset of the first ledger segment (hw when
+// the log holds none).
+func earliestLocal(pl *brokerpb.PartitionLog, hw int64) int64 {
+	for _, seg := range pl.Segments {
+		if seg.LastOffset >= seg.FirstOffset {
+			return max(seg.FirstOffset, pl.LogStartOffset)
+		}
+	}
+	return hw
+}
+
+// maxTimestamp is the largest record timestamp of the log's segments and
+// objects; ok false when it holds no record.
+func maxTimestamp(pl *brokerpb.PartitionLog) (ts int64, ok bool) {
+	ts = -1
+	for _, seg := range pl.Segments {
+		if seg.LastOffset >= seg.FirstOffset && seg.LastOffset >= pl.LogStartOffset {
+			ts, ok = max(ts, seg.MaxTimestampMs), true
+		}
+	}
+	for _, t := range pl.Tiered {
+		if t.LastOffset >= pl.LogStartOffset {
+			ts, ok = max(ts, t.MaxTimestampMs), true
+		}
+	}
+	return ts, ok
 }
 
 // EpochEnd answers Kafka's OffsetForLeaderEpoch for one partition (see
