@@ -41,20 +41,20 @@ func (a *Admin) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicReques
 		}
 	}
 	if err := ValidateTopicName(req.Name); err != nil {
-		return nil, invalidf("%v", err)
+		return nil, invalidKindf(ErrInvalidTopicName, "%v", err)
 	}
 	if strings.HasPrefix(req.Name, "__") {
-		return nil, invalidf("topic names starting with \"__\" are reserved for internal topics")
+		return nil, invalidKindf(ErrInvalidTopicName, "topic names starting with \"__\" are reserved for internal topics")
 	}
 	if req.Partitions < 1 || req.Partitions > a.b.cfg.MaxPartitionsPerTopic {
-		return nil, invalidf("partitions: want 1..%d (--max-partitions-per-topic), got %d", a.b.cfg.MaxPartitionsPerTopic, req.Partitions)
+		return nil, invalidKindf(ErrInvalidPartitions, "partitions: want 1..%d (--max-partitions-per-topic), got %d", a.b.cfg.MaxPartitionsPerTopic, req.Partitions)
 	}
 	if err := a.checkClusterLimits(1, int(req.Partitions)); err != nil {
 		return nil, err
 	}
 	tc, err := ParseTopicConfig(req.Configs)
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, invalidKindf(ErrInvalidConfig, "%v", err)
 	}
 	if err := a.checkBookies(ctx, tc); err != nil {
 		return nil, err
@@ -106,14 +106,15 @@ func (a *Admin) checkBookies(ctx context.Context, tc TopicConfig) error {
 		return err
 	}
 	if len(writable) < tc.Ensemble {
-		return invalidf("ensemble %d needs %d writable bookies; %d are registered and writable", tc.Ensemble, tc.Ensemble, len(writable))
+		return invalidKindf(ErrInvalidConfig, "ensemble %d needs %d writable bookies; %d are registered and writable", tc.Ensemble, tc.Ensemble, len(writable))
 	}
 	return nil
 }
 
 // updateTopic applies fn to a topic's record by compare-and-set, retrying
-// on conflicts.
-func (a *Admin) updateTopic(ctx context.Context, name string, fn func(*brokerpb.TopicRecord) error) (*brokerpb.TopicRecord, error) {
+// on conflicts; with validateOnly it returns what fn made of the record
+// and writes nothing.
+func (a *Admin) updateTopic(ctx context.Context, name string, fn func(*brokerpb.TopicRecord) error, validateOnly bool) (*brokerpb.TopicRecord, error) {
 	b := a.b
 	for {
 		kv, err := b.meta.Get(ctx, topicKey(name))
@@ -133,6 +134,9 @@ func (a *Admin) updateTopic(ctx context.Context, name string, fn func(*brokerpb.
 		if err := fn(rec); err != nil {
 			return nil, err
 		}
+		if validateOnly {
+			return rec, nil
+		}
 		_, err = b.meta.Put(ctx, topicKey(name), topicMarshal(rec), metaclient.WithExpectedVersion(kv.Version))
 		if errors.Is(err, metaclient.ErrVersionConflict) {
 			continue
@@ -151,7 +155,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicReques
 		}
 		rec.Deleting = true
 		return nil
-	})
+	}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +193,7 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 	}
 	rec, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		next := maps.Clone(rec.Configs)
-		if next == nil {
+		if next == nil || req.Replace {
 			next = map[string]string{}
 		}
 		maps.Copy(next, req.Set)
@@ -198,18 +202,20 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 		}
 		tc, err := ParseTopicConfig(next)
 		if err != nil {
-			return invalidf("%v", err)
+			return invalidKindf(ErrInvalidConfig, "%v", err)
 		}
 		if err := a.checkBookies(ctx, tc); err != nil {
 			return err
 		}
 		rec.Configs = next
 		return nil
-	})
+	}, req.ValidateOnly)
 	if err != nil {
 		return nil, err
 	}
-	a.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete)
+	if !req.ValidateOnly {
+		a.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete, "replace", req.Replace)
+	}
 	return &brokerpb.AlterTopicConfigsResponse{Topic: a.describe(ctx, rec)}, nil
 }
 
@@ -225,21 +231,23 @@ func (a *Admin) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRe
 	}
 	rec, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		if req.Total <= rec.Partitions {
-			return invalidf("topic %q has %d partitions; the new count %d must be larger", rec.Name, rec.Partitions, req.Total)
+			return invalidKindf(ErrInvalidPartitions, "topic %q has %d partitions; the new count %d must be larger", rec.Name, rec.Partitions, req.Total)
 		}
 		if req.Total > a.b.cfg.MaxPartitionsPerTopic {
-			return invalidf("partitions: at most %d (--max-partitions-per-topic), got %d", a.b.cfg.MaxPartitionsPerTopic, req.Total)
+			return invalidKindf(ErrInvalidPartitions, "partitions: at most %d (--max-partitions-per-topic), got %d", a.b.cfg.MaxPartitionsPerTopic, req.Total)
 		}
 		if err := a.checkClusterLimits(0, int(req.Total-rec.Partitions)); err != nil {
 			return err
 		}
 		rec.Partitions = req.Total
 		return nil
-	})
+	}, req.ValidateOnly)
 	if err != nil {
 		return nil, err
 	}
-	a.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
+	if !req.ValidateOnly {
+		a.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
+	}
 	return &brokerpb.AddPartitionsResponse{Topic: a.describe(ctx, rec)}, nil
 }
 

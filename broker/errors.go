@@ -32,7 +32,11 @@ var (
 	ErrNotCoordinator = errors.New("this broker is not the group's coordinator")
 	ErrTopicExists    = errors.New("topic already exists")
 	// ErrInvalid: the request breaks a rule; the message says which.
-	ErrInvalid = errors.New("invalid request")
+	// The next three say which kind of rule, and come wrapped with it.
+	ErrInvalid           = errors.New("invalid request")
+	ErrInvalidTopicName  = errors.New("invalid topic name")
+	ErrInvalidPartitions = errors.New("invalid partition count")
+	ErrInvalidConfig     = errors.New("invalid topic configuration")
 	// ErrBusy: a budget stayed full, or state is still loading; retry.
 	ErrBusy = errors.New("broker busy")
 	// ErrLimit: a cluster limit (topics, partitions) would be passed.
@@ -65,6 +69,12 @@ func (e *RedirectError) Unwrap() error { return e.err }
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// invalidKindf is an ErrInvalid that is also kind (ErrInvalidTopicName,
+// ErrInvalidPartitions, ErrInvalidConfig).
+func invalidKindf(kind error, format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrInvalid, kind, fmt.Sprintf(format, args...))
 }
 
 // classify maps an error to a gRPC code and an ErrorInfo: the broker's one

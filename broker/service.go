@@ -534,3 +534,6 @@ func (s *Service) Brokers() []*brokerpb.BrokerInfo { return s.b.liveBrokers() }
 func (s *Service) Owner(topic string, partition int32) *brokerpb.Ownership {
 	return s.b.owner(tp{topic, partition})
 }
+
+// ControllerID is the controller's broker id as mirrored ("" when none).
+func (s *Service) ControllerID() string { return s.b.controllerID() }

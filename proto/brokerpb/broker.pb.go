@@ -2137,7 +2137,12 @@ type AlterTopicConfigsRequest struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Set   map[string]string      `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// delete: keys reset to their defaults.
-	Delete        []string `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	Delete []string `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	// replace: set is the whole explicit configuration; every key not in it
+	// is reset (Kafka's AlterConfigs).
+	Replace bool `protobuf:"varint,4,opt,name=replace,proto3" json:"replace,omitempty"`
+	// validate_only: check, change nothing.
+	ValidateOnly  bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2193,6 +2198,20 @@ func (x *AlterTopicConfigsRequest) GetDelete() []string {
 	return nil
 }
 
+func (x *AlterTopicConfigsRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *AlterTopicConfigsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
 type AlterTopicConfigsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         *TopicDescription      `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -2241,7 +2260,9 @@ type AddPartitionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// total is the new partition count; it must be larger than the current.
-	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// validate_only: check, change nothing.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2288,6 +2309,13 @@ func (x *AddPartitionsRequest) GetTotal() int32 {
 		return x.Total
 	}
 	return 0
+}
+
+func (x *AddPartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
 }
 
 type AddPartitionsResponse struct {
@@ -3893,19 +3921,22 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\binternal\x18\x06 \x01(\bR\binternal\x12\"\n" +
 	"\rcreated_at_ms\x18\a \x01(\x03R\vcreatedAtMs\"Q\n" +
 	"\x15DescribeTopicResponse\x128\n" +
-	"\x05topic\x18\x01 \x01(\v2\".strata.broker.v1.TopicDescriptionR\x05topic\"\xc5\x01\n" +
+	"\x05topic\x18\x01 \x01(\v2\".strata.broker.v1.TopicDescriptionR\x05topic\"\x84\x02\n" +
 	"\x18AlterTopicConfigsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12E\n" +
 	"\x03set\x18\x02 \x03(\v23.strata.broker.v1.AlterTopicConfigsRequest.SetEntryR\x03set\x12\x16\n" +
-	"\x06delete\x18\x03 \x03(\tR\x06delete\x1a6\n" +
+	"\x06delete\x18\x03 \x03(\tR\x06delete\x12\x18\n" +
+	"\areplace\x18\x04 \x01(\bR\areplace\x12#\n" +
+	"\rvalidate_only\x18\x05 \x01(\bR\fvalidateOnly\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
 	"\x19AlterTopicConfigsResponse\x128\n" +
-	"\x05topic\x18\x01 \x01(\v2\".strata.broker.v1.TopicDescriptionR\x05topic\"@\n" +
+	"\x05topic\x18\x01 \x01(\v2\".strata.broker.v1.TopicDescriptionR\x05topic\"e\n" +
 	"\x14AddPartitionsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x05R\x05total\"Q\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"Q\n" +
 	"\x15AddPartitionsResponse\x128\n" +
 	"\x05topic\x18\x01 \x01(\v2\".strata.broker.v1.TopicDescriptionR\x05topic\"\x18\n" +
 	"\x16DescribeClusterRequest\"\xbb\x01\n" +
