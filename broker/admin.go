@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/compaction"
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -295,7 +296,7 @@ func (a *Admin) describe(ctx context.Context, rec *brokerpb.TopicRecord) *broker
 			if t := l.LastRetention(); !t.IsZero() {
 				pd.LastRetentionMs = t.UnixMilli()
 			}
-			pd.DirtyRatio = l.DirtyRatio()
+			pd.DirtyRatio = compaction.DirtyRatio(l.Snapshot(), l.Config().Tier != nil)
 		}
 		d.Partitions = append(d.Partitions, pd)
 	}

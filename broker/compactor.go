@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/compaction"
 	"github.com/strata-log/strata/tiering/compact"
 )
 
@@ -78,7 +79,7 @@ func (b *Broker) compactLoop(ctx context.Context) {
 			if m == nil {
 				m = compact.NewOffsetMap(int(b.cfg.CompactionMapBytes))
 			}
-			res, err := l.Compact(ctx, partlog.CompactOptions{Map: m, MaxDuration: b.cfg.OrphanLedgerGrace / 2,
+			res, err := compaction.Compact(ctx, l, compaction.Options{Map: m, MaxDuration: b.cfg.OrphanLedgerGrace / 2,
 				BufferBytes: b.cfg.CompactionBufferBytes, MaxBytesPerSec: float64(b.cfg.CompactionMaxBytesPerSecond)})
 			b.recordCompaction(res, err)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, partlog.ErrClosed) {
@@ -124,7 +125,7 @@ func (b *Broker) compactedLogs() []*partlog.Log {
 	return out
 }
 
-func (b *Broker) recordCompaction(res partlog.CompactResult, err error) {
+func (b *Broker) recordCompaction(res compaction.Result, err error) {
 	m := b.compaction
 	if err != nil {
 		if !errors.Is(err, partlog.ErrClosed) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/retention"
+	"github.com/strata-log/strata/broker/partlog/tierpass"
 )
 
 // retentionWorkers: how many served logs apply retention at once. A round
@@ -17,7 +19,7 @@ const retentionWorkers = 4
 // --retention-check-interval (P6), written to or idle.
 func (b *Broker) retentionLoop(ctx context.Context) {
 	b.everyServedLog(ctx, b.cfg.RetentionCheckInterval, retentionWorkers, func(l *partlog.Log, _ int) {
-		l.RetentionRound()
+		retention.Round(l)
 	})
 }
 
@@ -31,7 +33,7 @@ func (b *Broker) tierLoop(ctx context.Context) {
 		return
 	}
 	b.everyServedLog(ctx, b.cfg.TierCheckInterval, b.cfg.TierUploads+retentionWorkers, func(l *partlog.Log, round int) {
-		l.TierRound(round%10 == 0)
+		tierpass.Round(l, round%10 == 0)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/tierpass"
 )
 
 // metrics are the broker's own; partlog and group register theirs.
@@ -108,10 +109,11 @@ func (c *servedCollector) Collect(ch chan<- prometheus.Metric) {
 		if l.UnderReplicated() {
 			under++
 		}
-		bytes, age := l.TierLag()
+		snap := l.Snapshot()
+		bytes, age := tierpass.Lag(snap, l.Config().Tier)
 		lagBytes += bytes
 		oldest = max(oldest, age)
-		garbage += l.QueuedGarbage()
+		garbage += tierpass.QueuedGarbage(snap)
 	}
 	for _, g := range []struct {
 		d *prometheus.Desc

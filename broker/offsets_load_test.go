@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/compaction"
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -282,11 +283,11 @@ func firstOr(o []group.GroupOffset) any {
 
 // compactAll runs compaction passes on l as the broker's compactor does
 // (its map size and time bound) until one has nothing to do.
-func compactAll(t *testing.T, l *partlog.Log, m *compact.OffsetMap) []partlog.CompactResult {
+func compactAll(t *testing.T, l *partlog.Log, m *compact.OffsetMap) []compaction.Result {
 	t.Helper()
-	var out []partlog.CompactResult
+	var out []compaction.Result
 	for range 10 {
-		res, err := l.Compact(context.Background(), partlog.CompactOptions{Map: m, MaxDuration: DefaultConfig().OrphanLedgerGrace / 2})
+		res, err := compaction.Compact(context.Background(), l, compaction.Options{Map: m, MaxDuration: DefaultConfig().OrphanLedgerGrace / 2})
 		if err != nil {
 			t.Fatalf("compact: %v", err)
 		}

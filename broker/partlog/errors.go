@@ -33,12 +33,11 @@ import (
 //	             error (not found, corrupt).
 //	Close        the failed log's error, ErrConflict, ErrFenced, or the
 //	             store's / ledger's error.
-//	EnforceRetention  the failed log's error; ErrConflict or
-//	             ErrUnknownOutcome when its CAS failed (the log fails).
-//	Compact      ErrCompactionStale (the inputs changed: outputs deleted,
-//	             the log healthy); ErrConflict or ErrUnknownOutcome when
-//	             its CAS failed (the log fails); ErrCorruptBatch,
-//	             compact.ErrMapTooSmall, a ledger or store error.
+//	Swap         ErrListMoved, ErrClosed, the failed log's error, ctx's
+//	             (nothing sent); ErrConflict or ErrUnknownOutcome when
+//	             its CAS failed (the log fails). Update: Swap's, or its
+//	             edit's. The passes (retention, tierpass, compaction)
+//	             return these and their own.
 //	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
 var (
 	ErrClosed             = errors.New("partlog: closed")
@@ -62,12 +61,10 @@ var (
 	// fails (wrapped with ErrUnknownOutcome: the entry may be stored).
 	ErrAuthorityLost  = errors.New("partlog: the owner's metad session may have expired")
 	ErrUnknownOutcome = errors.New("partlog: write outcome unknown")
-	// ErrCompactionStale: the log changed while a compaction pass
-	// rewrote it (retention removed an input, tiering covered one, the
-	// topic's cleanup.policy no longer contains compact): nothing was
-	// swapped in, the outputs were deleted; the next pass
-	// starts over.
-	ErrCompactionStale = errors.New("partlog: compaction inputs changed")
+	// ErrListMoved: a Swap whose snapshot is no longer the log's list (a
+	// roll or another swap came first): nothing was written; take a new
+	// snapshot (Update does).
+	ErrListMoved = errors.New("partlog: the segment list moved since the snapshot")
 	// ErrTierUnavailable: a read from the object store failed in a way
 	// that may pass (timeout, 5xx, a body cut short): retry. A missing or
 	// corrupt object is not this (T10: the error stays until an operator

@@ -472,7 +472,7 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 func (l *Log) offsetForTime(ctx context.Context, pl *brokerpb.PartitionLog, segs []segRef, start, hw, timestampMs int64) (offset, ts int64, err error) {
 	// A stored batch is decoded within the bound a produced one passed
 	// (H3: batches stored before that bound existed may be bombs).
-	maxDecompressed := decompressedBound(l.Limits().MaxBatchBytes)
+	maxDecompressed := DecompressedBound(l.Limits().MaxBatchBytes)
 	for _, t := range pl.GetTiered() {
 		if t.MaxTimestampMs < timestampMs || t.LastOffset < start {
 			continue

@@ -42,8 +42,6 @@ type Log struct {
 	running bool
 
 	reads readState
-	// compaction serializes compaction passes (P7).
-	compaction compactionLogState
 
 	mu struct {
 		// limits: the topic settings that may change while the log is
@@ -204,7 +202,7 @@ func (l *Log) verifyBatch(batch []byte, start time.Time) (recordbatch.BatchHeade
 	}
 	// The decompressed records are bounded by a multiple of the batch's
 	// bound: see validate.go.
-	if err := validateRecords(batch, h, decompressedBound(maxBytes)); err != nil {
+	if err := validateRecords(batch, h, DecompressedBound(maxBytes)); err != nil {
 		return recordbatch.BatchHeader{}, err
 	}
 	return h, nil

@@ -81,7 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		with = append(with, *cfg.Claim)
 	}
 	segs = slices.DeleteFunc(segs, func(s *brokerpb.LedgerSegment) bool { return s == nil })
-	next := max(pl.GetLogStartOffset(), tieredEnd(pl))
+	next := max(pl.GetLogStartOffset(), TieredEnd(pl))
 	if n := len(segs); n > 0 {
 		next = segs[n-1].GetLastOffset() + 1
 	}
@@ -187,8 +187,9 @@ func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, p
 	return proto.Clone(closed).(*brokerpb.LedgerSegment), buildIndex(entries, l.cfg.IndexIntervalBytes), nil
 }
 
-// discardLedger closes and deletes a ledger no list names (a lost CAS).
-func discardLedger(cfg Config, w *ledger.Writer) {
+// DiscardLedger closes and deletes a ledger no list names (a lost CAS, a
+// compaction output that was not swapped in).
+func DiscardLedger(cfg Config, w *ledger.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = w.Close(ctx)

@@ -322,7 +322,7 @@ func (l *Log) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *
 		switch {
 		case nw == nil:
 		case errors.Is(err, ErrConflict):
-			discardLedger(l.cfg, nw) // no list names it
+			DiscardLedger(l.cfg, nw) // no list names it
 		default:
 			// The CAS may have applied: keep the ledger for the next owner.
 			_ = nw.Close(ctx)

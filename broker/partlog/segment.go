@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"context"
 	"sort"
 
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -90,4 +91,40 @@ func indexStartForTime(idx *brokerpb.LedgerIndex, ts int64) int64 {
 func segmentFor(segs []segRef, offset int64) int {
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].first > offset })
 	return i - 1
+}
+
+// SegmentEntries builds a closed ledger's list entry and index from its
+// batches, added in entry order, as a roll records its segment: for the
+// ledgers written outside the log's writer (compaction's outputs).
+type SegmentEntries struct {
+	entries []entryInfo
+	bytes   int64
+}
+
+// Add records the next entry: a batch with header h of size bytes.
+func (s *SegmentEntries) Add(h recordbatch.BatchHeader, size int) {
+	s.entries = append(s.entries, newEntryInfo(h, size, s.entries))
+	s.bytes += int64(size)
+}
+
+// Len is the number of entries added; Bytes their size.
+func (s *SegmentEntries) Len() int     { return len(s.entries) }
+func (s *SegmentEntries) Bytes() int64 { return s.bytes }
+
+// LastOffset is the last offset of the last entry (-1: none).
+func (s *SegmentEntries) LastOffset() int64 {
+	if n := len(s.entries); n > 0 {
+		return s.entries[n-1].last
+	}
+	return -1
+}
+
+// Seal writes the index of ledger ledgerID holding the entries (a point at
+// least every interval bytes) and returns its closed list entry from
+// offset first.
+func (s *SegmentEntries) Seal(ctx context.Context, store Store, ledgerID uint64, first, createdAtMs, interval int64) (*brokerpb.LedgerSegment, error) {
+	if err := writeIndex(ctx, store, ledgerID, buildIndex(s.entries, interval)); err != nil {
+		return nil, err
+	}
+	return segmentProto(ledgerID, first, createdAtMs, s.entries, true), nil
 }

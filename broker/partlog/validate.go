@@ -17,7 +17,7 @@ import (
 // batch passed recordbatch.Verify with header h. The rules, all of which
 // a producer's batch satisfies (a producer never sends compacted batches):
 //   - the records section decompresses to at most maxDecompressed bytes
-//     (decompressedBound of the topic's max.message.bytes: review finding
+//     (DecompressedBound of the topic's max.message.bytes: review finding
 //     H3, decompression bombs), else ErrTooLarge;
 //   - every record's framing is consistent with its bytes;
 //   - it is not a control batch: transaction markers are the broker's to
@@ -75,7 +75,7 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	return nil
 }
 
-// decompressedBound is how far a produced batch of at most maxBatchBytes
+// DecompressedBound is how far a produced batch of at most maxBatchBytes
 // (max.message.bytes, which Kafka applies to the compressed batch) may
 // decompress: 8 times that, at least 8 MiB and at most 64 MiB. Producers
 // compress logs and JSON several times over, so a full batch must still
@@ -83,6 +83,6 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 // one validation may hold in memory (the records are decompressed whole,
 // not streamed record by record as Kafka's validator does): a request of
 // many bombs holds at most its worker count times twice the bound.
-func decompressedBound(maxBatchBytes int) int {
+func DecompressedBound(maxBatchBytes int) int {
 	return min(max(8*maxBatchBytes, 8<<20), 64<<20)
 }

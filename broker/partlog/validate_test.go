@@ -134,7 +134,7 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 		// the bomb inflates to.
 		allocated := after.TotalAlloc - before.TotalAlloc
 		t.Logf("%s bomb (%d bytes): %v; allocated %.1f MiB", name, len(bomb), err, float64(allocated)/(1<<20))
-		if bound := uint64(decompressedBound(DefaultMaxBatchBytes)); allocated > 3*bound+16<<20 {
+		if bound := uint64(DecompressedBound(DefaultMaxBatchBytes)); allocated > 3*bound+16<<20 {
 			t.Errorf("%s bomb: Append allocated %d bytes", name, allocated)
 		}
 	}
