@@ -15,10 +15,10 @@ func BenchmarkAppend(b *testing.B) {
 	for _, idempotent := range []bool{false, true} {
 		for _, records := range []int{1, 10, 100} {
 			b.Run(fmt.Sprintf("idempotent=%v/records=%d", idempotent, records), func(b *testing.B) {
-				f := newFixture(b)
-				cfg := f.config(1)
+				f := NewFixture(b)
+				cfg := f.Config(1)
 				cfg.SegmentBytes = 1 << 40
-				l := f.open(cfg)
+				l := f.Open(cfg)
 				recs := make([]recordbatch.Record, records)
 				for i := range recs {
 					recs[i] = recordbatch.Record{TimestampMs: 1_700_000_000_000, Value: make([]byte, 100)}
@@ -35,7 +35,7 @@ func BenchmarkAppend(b *testing.B) {
 					return out
 				}
 				template := encode(0)
-				ctx := testCtx(b)
+				ctx := Ctx(b)
 				b.SetBytes(int64(len(template)))
 				b.ReportAllocs()
 				b.ResetTimer()

@@ -1,4 +1,4 @@
-package partlog
+package partlog_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/objstore"
@@ -20,31 +21,31 @@ import (
 // retention, and the pass would remove superseded ones after the switch.
 // The outputs are deleted and the log stays healthy (P7).
 func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	cfg := f.compactConfig(1)
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	var m keyedModel
 	for range 3 {
 		m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "2")
-		rollByAge(t, f, l)
+		partlog.RollByAge(t, f, l)
 	}
 	before := l.Describe().Segments
-	all := describeAll(fetchAll(t, l, 0))
+	all := partlog.DescribeAll(partlog.FetchAll(t, l, 0))
 
 	// The topic is switched to cleanup.policy=delete while the pass writes
 	// its outputs (between their index write and the CAS).
 	deletePolicy := compactPolicy
 	deletePolicy.Compact, deletePolicy.Delete = false, true
 	fired := false
-	f.store.setBeforePut(func(key string) error {
-		if !fired && strings.HasPrefix(key, LedgerIndexPrefix) {
+	f.Store.SetBeforePut(func(key string) error {
+		if !fired && strings.HasPrefix(key, partlog.LedgerIndexPrefix) {
 			fired = true
 			l.SetPolicy(deletePolicy)
 		}
 		return nil
 	})
-	res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
-	f.store.setBeforePut(nil)
+	res, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+	f.Store.SetBeforePut(nil)
 	if !fired {
 		t.Fatal("the pass wrote no output index")
 	}
@@ -54,7 +55,7 @@ func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 	if l.Err() != nil {
 		t.Fatalf("log failed: %v", l.Err())
 	}
-	if got := describeAll(fetchAll(t, l, 0)); strings.Join(got, " ") != strings.Join(all, " ") {
+	if got := partlog.DescribeAll(partlog.FetchAll(t, l, 0)); strings.Join(got, " ") != strings.Join(all, " ") {
 		t.Fatalf("a delete topic lost records to a pass begun under compact:\n got %v\nwant %v", got, all)
 	}
 	if d := l.Describe(); d.CleanedOffset != 0 {
@@ -72,25 +73,25 @@ func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 // wait for segment.ms (7 days by default) whatever max.compaction.lag.ms
 // says.
 func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := partlog.NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SegmentAge = 24 * time.Hour
 	cfg.IdleRoll = 24 * time.Hour
 	cfg.Policy = compactPolicy
 	cfg.Policy.Compaction = compact.Policy{MaxCompactionLagMs: time.Minute.Milliseconds(), MinCleanableDirtyRatio: 0.5}
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	var m keyedModel
 	m.appendKeyed(t, f, l, -1, 0, "a", "1")
 	for range 3 { // a record every 30 s: never idle
-		f.clock.Advance(30 * time.Second)
+		f.Clock.Advance(30 * time.Second)
 		m.appendKeyed(t, f, l, -1, 0, "a", "2")
 	}
 	// run's timer follows the deadline, so it may have rolled at 60 s,
 	// before the third append, which then opened a younger ledger that
 	// stays open; else this roll finds the first ledger 90 s old. Either
 	// way no open ledger is older than the lag.
-	rollNow(t, l)
-	lagged := f.clock.Now().Add(-time.Minute).UnixMilli()
+	partlog.RollNow(t, l)
+	lagged := f.Clock.Now().Add(-time.Minute).UnixMilli()
 	segs := l.Describe().Segments
 	if len(segs) == 0 || !segs[0].Closed || slices.ContainsFunc(segs, func(s *brokerpb.LedgerSegment) bool {
 		return !s.Closed && s.CreatedAtMs <= lagged
@@ -98,8 +99,8 @@ func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
 		t.Fatalf("open ledger %v old with max.compaction.lag.ms=1m did not roll: segments %v", 90*time.Second, segs)
 	}
 	// Past the lag every ledger has rolled and is cleanable, and a pass runs.
-	f.clock.Advance(2 * time.Minute)
-	rollNow(t, l)
+	f.Clock.Advance(2 * time.Minute)
+	partlog.RollNow(t, l)
 	if segs := l.Describe().Segments; slices.ContainsFunc(segs, func(s *brokerpb.LedgerSegment) bool { return !s.Closed }) {
 		t.Fatalf("a ledger %v old is still open: segments %v", 2*time.Minute, segs)
 	}
@@ -107,7 +108,7 @@ func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
 	if !res.Ran {
 		t.Fatalf("no pass after max.compaction.lag.ms: %+v", res)
 	}
-	if got := describeAll(fetchAll(t, l, 0)); strings.Join(got, " ") != "3:a=2" {
+	if got := partlog.DescribeAll(partlog.FetchAll(t, l, 0)); strings.Join(got, " ") != "3:a=2" {
 		t.Fatalf("records %v, want only the latest", got)
 	}
 
@@ -116,10 +117,10 @@ func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
 	p.Compaction = compact.DefaultPolicy()
 	l.SetPolicy(p)
 	m.appendKeyed(t, f, l, -1, 0, "b", "1")
-	f.clock.Advance(2 * time.Hour)
+	f.Clock.Advance(2 * time.Hour)
 	m.appendKeyed(t, f, l, -1, 0, "b", "2")
 	before := len(l.Describe().Segments)
-	rollNow(t, l)
+	partlog.RollNow(t, l)
 	if got := len(l.Describe().Segments); got != before {
 		t.Fatalf("rolled without a max.compaction.lag.ms: %d segments, want %d", got, before)
 	}
@@ -131,32 +132,32 @@ func TestMaxCompactionLagRollsTheOpenLedger(t *testing.T) {
 // orphan: it is not in the tiered list, and an object uploaded more than
 // OrphanGrace ago was deleted by the next sweep, DeleteDelay or not.
 func TestOrphanSweepLeavesQueuedGarbageToItsDelay(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	// Every object looks two hours old to the sweep (real clock).
 	store := memstore.New(memstore.Options{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
+	tier := &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		OrphanGrace: time.Hour, DeleteDelay: time.Hour}
 	l, pol, first := openWithTwoObjects(t, f, tier)
 	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
 	l.SetPolicy(pol)
-	if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 1 {
+	if cut, err := l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces != 1 {
 		t.Fatalf("retention: %+v, %v", cut, err)
 	}
-	if err := l.TierOnce(testCtx(t), true); err != nil {
+	if err := l.TierOnce(partlog.Ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Stat(testCtx(t), first.ObjectKey); err != nil {
+	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); err != nil {
 		t.Fatalf("the orphan sweep deleted a queued object before DeleteDelay: %v", err)
 	}
 	if g := l.Describe().Garbage; len(g) != 1 || g[0].ObjectKey != first.ObjectKey {
 		t.Fatalf("garbage %v", g)
 	}
 	// The queue deletes it once the delay has passed.
-	f.clock.Advance(tier.DeleteDelay)
-	if err := l.TierOnce(testCtx(t), true); err != nil {
+	f.Clock.Advance(tier.DeleteDelay)
+	if err := l.TierOnce(partlog.Ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Stat(testCtx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) || len(l.Describe().Garbage) != 0 {
+	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) || len(l.Describe().Garbage) != 0 {
 		t.Fatalf("after DeleteDelay: the object %v, garbage %v", err, l.Describe().Garbage)
 	}
 }

@@ -1,4 +1,4 @@
-package partlog
+package partlog_test
 
 import (
 	"fmt"
@@ -6,15 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
 
 // storedTombstoneHorizon is the tombstone horizon the partition's list in
 // metad holds (what a new owner reads).
-func storedTombstoneHorizon(t *testing.T, f *fixture) int64 {
+func storedTombstoneHorizon(t *testing.T, f *partlog.Fixture) int64 {
 	t.Helper()
-	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	pl, _, err := partlog.ReadPartitionLog(partlog.Ctx(t), f.Store, "orders", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +25,9 @@ func storedTombstoneHorizon(t *testing.T, f *fixture) int64 {
 // keysFromStart is every record a consumer reads from the log start
 // (consumeAll: a compacted range may end with an empty batch), as
 // "offset:key=value".
-func keysFromStart(t *testing.T, l *Log) string {
+func keysFromStart(t *testing.T, l *partlog.Log) string {
 	t.Helper()
-	return strings.Join(describeAll(consumeAll(t, l, l.LogStartOffset())), " ")
+	return strings.Join(partlog.DescribeAll(consumeAll(t, l, l.LogStartOffset())), " ")
 }
 
 // TestCompactDropsExpiredTombstonesWithoutNewWrites: a tombstone kept by a
@@ -40,18 +41,18 @@ func keysFromStart(t *testing.T, l *Log) string {
 // with an empty batch: consumeAll fails on a fetch below the high
 // watermark that returns nothing.
 func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	cfg := f.compactConfig(1) // delete.retention.ms: 1 h
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	var m keyedModel
 	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1", "c", "1") // 0-2
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 	m.appendKeyed(t, f, l, -1, 0, "a", "") // 3: a's tombstone
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 
 	// Pass 1 keeps a's tombstone and stamps its horizon.
 	res := compactNow(t, l, 1<<20)
-	horizonA := f.clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
+	horizonA := f.Clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
 	if !res.Ran || res.Stats.TombstoneHorizonMs != horizonA {
 		t.Fatalf("pass 1 %+v, want a kept tombstone with horizon %d", res, horizonA)
 	}
@@ -64,11 +65,11 @@ func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 
 	// Pass 2, over new dirty data half an hour later: c's tombstone gets a
 	// later horizon, a's stays, and the stored one is still the earliest.
-	f.clock.Advance(30 * time.Minute)
+	f.Clock.Advance(30 * time.Minute)
 	m.appendKeyed(t, f, l, -1, 0, "c", "") // 4
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 	res = compactNow(t, l, 1<<20)
-	horizonC := f.clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
+	horizonC := f.Clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
 	if !res.Ran || res.Reason != compact.ReasonDirtyRatio || res.Stats.TombstonesDropped != 0 {
 		t.Fatalf("pass 2 %+v", res)
 	}
@@ -81,12 +82,12 @@ func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 	hw, cleaned := l.HighWatermark(), l.Describe().CleanedOffset
 
 	// No new writes from here on. Just before a's horizon: nothing to do.
-	f.clock.Advance(time.Duration(horizonA-1-f.clock.Now().UnixMilli()) * time.Millisecond)
+	f.Clock.Advance(time.Duration(horizonA-1-f.Clock.Now().UnixMilli()) * time.Millisecond)
 	if again := compactNow(t, l, 1<<20); again.Ran || again.Reason != compact.ReasonNothingCleanable {
 		t.Fatalf("a pass before the horizon: %+v", again)
 	}
 	// On it: a's tombstone goes, c's (not expired) stays with its horizon.
-	f.clock.Advance(time.Millisecond)
+	f.Clock.Advance(time.Millisecond)
 	before := l.Describe().Segments
 	res = compactNow(t, l, 1<<20)
 	if !res.Ran || res.Reason != compact.ReasonTombstonesExpired || res.Stats.TombstonesDropped != 1 ||
@@ -108,7 +109,7 @@ func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 	}
 
 	// c's horizon: the last tombstone goes and the horizon is cleared.
-	f.clock.Advance(time.Duration(horizonC-f.clock.Now().UnixMilli()) * time.Millisecond)
+	f.Clock.Advance(time.Duration(horizonC-f.Clock.Now().UnixMilli()) * time.Millisecond)
 	res = compactNow(t, l, 1<<20)
 	if !res.Ran || res.Reason != compact.ReasonTombstonesExpired || res.Stats.TombstonesDropped != 1 || res.Stats.TombstoneHorizonMs != 0 {
 		t.Fatalf("second tombstone pass %+v", res)
@@ -120,7 +121,7 @@ func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 		t.Fatalf("stored horizon %d, want none; hw %d, want %d", h, l.HighWatermark(), hw)
 	}
 	checkFetchEveryOffset(t, l, consumeAll(t, l, 0))
-	f.clock.Advance(30 * 24 * time.Hour)
+	f.Clock.Advance(30 * 24 * time.Hour)
 	if again := compactNow(t, l, 1<<20); again.Ran {
 		t.Fatalf("a pass with no tombstone and nothing dirty: %+v", again)
 	}
@@ -129,14 +130,14 @@ func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 // keepATombstone writes keys a and b, then a's tombstone, each in a
 // ledger of its own, and compacts once: the pass keeps the tombstone with
 // the horizon delete.retention.ms from now, which it returns.
-func keepATombstone(t *testing.T, f *fixture, l *Log, m *keyedModel) int64 {
+func keepATombstone(t *testing.T, f *partlog.Fixture, l *partlog.Log, m *keyedModel) int64 {
 	t.Helper()
 	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1")
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 	m.appendKeyed(t, f, l, -1, 0, "a", "")
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 	res := compactNow(t, l, 1<<20)
-	horizon := f.clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
+	horizon := f.Clock.Now().UnixMilli() + compactPolicy.DeleteRetentionMs
 	if !res.Ran || res.Stats.TombstoneHorizonMs != horizon {
 		t.Fatalf("pass %+v, want horizon %d", res, horizon)
 	}
@@ -147,19 +148,19 @@ func keepATombstone(t *testing.T, f *fixture, l *Log, m *keyedModel) int64 {
 // the list, so a new owner (failover) drops the expired tombstone at its
 // first check with nothing written since.
 func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	cfg := f.compactConfig(1)
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	var m keyedModel
 	horizon := keepATombstone(t, f, l, &m)
-	if err := l.Close(testCtx(t)); err != nil {
+	if err := l.Close(partlog.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.SegmentAge = time.Minute
 	cfg2.Policy = compactPolicy
-	l2 := f.open(cfg2)
+	l2 := f.Open(cfg2)
 	if h := l2.Describe().TombstoneHorizonMs; h != horizon {
 		t.Fatalf("the new owner's horizon %d, want %d", h, horizon)
 	}
@@ -169,7 +170,7 @@ func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
 	if got := keysFromStart(t, l2); got != "1:b=1 2:a=<tombstone>" {
 		t.Fatalf("the new owner reads %s", got)
 	}
-	f.clock.Advance(time.Duration(horizon-f.clock.Now().UnixMilli()) * time.Millisecond)
+	f.Clock.Advance(time.Duration(horizon-f.Clock.Now().UnixMilli()) * time.Millisecond)
 	res := compactNow(t, l2, 1<<20)
 	if !res.Ran || res.Reason != compact.ReasonTombstonesExpired || res.Stats.TombstonesDropped != 1 {
 		t.Fatalf("the new owner's pass %+v", res)
@@ -186,24 +187,24 @@ func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
 // a tombstone the pass kept is tiered with its horizon, and the pass for
 // expired tombstones rewrites the objects into new ones without it.
 func TestCompactTieredDropsExpiredTombstones(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
 	l := tieredCompactionLog(t, f, 1, store, true)
 	var m keyedModel
 	horizon := keepATombstone(t, f, l, &m)
 	tierAll(t, l)
 	hw := l.HighWatermark()
-	if got := strings.Join(describeAll(consumeAll(t, l, 0)), " "); got != "1:b=1 2:a=<tombstone>" {
+	if got := strings.Join(partlog.DescribeAll(consumeAll(t, l, 0)), " "); got != "1:b=1 2:a=<tombstone>" {
 		t.Fatalf("tiered: %s", got)
 	}
 
-	f.clock.Advance(time.Duration(horizon-f.clock.Now().UnixMilli()) * time.Millisecond)
+	f.Clock.Advance(time.Duration(horizon-f.Clock.Now().UnixMilli()) * time.Millisecond)
 	res := compactNow(t, l, 1<<20)
 	if !res.Ran || res.Reason != compact.ReasonTombstonesExpired || res.InputObjects == 0 || res.Stats.TombstonesDropped != 1 {
 		t.Fatalf("tombstone pass over objects %+v", res)
 	}
 	got := consumeAll(t, l, 0)
-	if s := strings.Join(describeAll(got), " "); s != "1:b=1" {
+	if s := strings.Join(partlog.DescribeAll(got), " "); s != "1:b=1" {
 		t.Fatalf("after the horizon: %s", s)
 	}
 	checkFetchEveryOffset(t, l, got)

@@ -30,12 +30,12 @@ func FuzzProduceFetch(f *testing.F) {
 		f.Add(enc)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		fx := newFixture(t)
-		l := fx.open(fx.config(1))
-		before := batch(t, fx.clock.Now().UnixMilli(), "before-0", "before-1")
-		after := batch(t, fx.clock.Now().UnixMilli(), "after")
-		mustAppend(t, l, before, AcksQuorum)
-		if _, err := l.Append(testCtx(t), bytes.Clone(in), AcksQuorum); err != nil {
+		fx := NewFixture(t)
+		l := fx.Open(fx.Config(1))
+		before := Batch(t, fx.Clock.Now().UnixMilli(), "before-0", "before-1")
+		after := Batch(t, fx.Clock.Now().UnixMilli(), "after")
+		MustAppend(t, l, before, AcksQuorum)
+		if _, err := l.Append(Ctx(t), bytes.Clone(in), AcksQuorum); err != nil {
 			select {
 			case <-l.Failed():
 				t.Fatalf("a refused batch failed the log: %v", err)
@@ -45,13 +45,13 @@ func FuzzProduceFetch(f *testing.F) {
 				t.Logf("refused: %v", err)
 			}
 		}
-		last := mustAppend(t, l, after, AcksQuorum)
+		last := MustAppend(t, l, after, AcksQuorum)
 		if hw := l.HighWatermark(); hw != last.BaseOffset+1 {
 			t.Fatalf("high watermark %d after the last append at %d", hw, last.BaseOffset)
 		}
 		var got [][]byte
 		for off := int64(0); off < l.HighWatermark(); {
-			res, err := l.Fetch(testCtx(t), off, 1<<20, 0)
+			res, err := l.Fetch(Ctx(t), off, 1<<20, 0)
 			if err != nil {
 				t.Fatalf("Fetch(%d): %v", off, err)
 			}

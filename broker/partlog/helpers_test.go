@@ -3,6 +3,7 @@ package partlog
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +18,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const testTimeout = 10 * time.Second
+const WaitTimeout = 10 * time.Second
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -29,7 +30,7 @@ func testCtx(t testing.TB) context.Context {
 // version 1 at creation, +1 per write). beforePut, when set, runs before
 // every Put (outside the lock) and may fail it; afterPut runs after a Put
 // stored its value and may fail it anyway (an answer lost on the way).
-type memStore struct {
+type MemStore struct {
 	mu                  sync.Mutex
 	kv                  map[string]memValue
 	beforePut, afterPut func(key string) error
@@ -40,9 +41,9 @@ type memValue struct {
 	version int64
 }
 
-func newMemStore() *memStore { return &memStore{kv: make(map[string]memValue)} }
+func NewMemStore() *MemStore { return &MemStore{kv: make(map[string]memValue)} }
 
-func (s *memStore) Get(ctx context.Context, key string) ([]byte, int64, error) {
+func (s *MemStore) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.kv[key]
@@ -52,14 +53,14 @@ func (s *memStore) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	return v.val, v.version, nil
 }
 
-func (s *memStore) Put(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
+func (s *MemStore) Put(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
 	v, _, err := s.PutWith(ctx, key, value, expected, nil)
 	return v, err
 }
 
 // PutWith runs the hooks for key only and writes the
 // records of with with it, all under the lock.
-func (s *memStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
+func (s *MemStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
 	s.mu.Lock()
 	hook := s.beforePut
 	s.mu.Unlock()
@@ -90,14 +91,14 @@ func (s *memStore) PutWith(ctx context.Context, key string, value []byte, expect
 	return v.version, written, nil
 }
 
-func (s *memStore) Delete(ctx context.Context, key string) error {
+func (s *MemStore) Delete(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.kv, key)
 	return nil
 }
 
-func (s *memStore) DeleteKeys(_ context.Context, keys []string) error {
+func (s *MemStore) DeleteKeys(_ context.Context, keys []string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
@@ -106,13 +107,13 @@ func (s *memStore) DeleteKeys(_ context.Context, keys []string) error {
 	return nil
 }
 
-func (s *memStore) setBeforePut(f func(string) error) {
+func (s *MemStore) SetBeforePut(f func(string) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.beforePut = f
 }
 
-func (s *memStore) setAfterPut(f func(string) error) {
+func (s *MemStore) SetAfterPut(f func(string) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.afterPut = f
@@ -121,51 +122,51 @@ func (s *memStore) setAfterPut(f func(string) error) {
 type ledgerInFlight = ledgertest.InFlightAdd
 
 // fakeClock is a settable clock.
-type fakeClock struct {
+type FakeClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_700_000_000_000)} }
+func NewFakeClock() *FakeClock { return &FakeClock{now: time.UnixMilli(1_700_000_000_000)} }
 
-func (c *fakeClock) Now() time.Time {
+func (c *FakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *fakeClock) Advance(d time.Duration) {
+func (c *FakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
 
 // fixture is a cluster, a store and a clock shared by the logs of a test.
-type fixture struct {
+type Fixture struct {
 	t       testing.TB
-	cluster *ledgertest.Cluster
-	store   *memStore
-	clock   *fakeClock
-	cache   *TailCache
+	Cluster *ledgertest.Cluster
+	Store   *MemStore
+	Clock   *FakeClock
+	Cache   *TailCache
 }
 
-func newFixture(t testing.TB) *fixture {
-	return &fixture{t: t, cluster: ledgertest.NewCluster(4), store: newMemStore(), clock: newFakeClock(),
-		cache: NewTailCache(64<<20, nil)}
+func NewFixture(t testing.TB) *Fixture {
+	return &Fixture{t: t, Cluster: ledgertest.NewCluster(4), Store: NewMemStore(), Clock: NewFakeClock(),
+		Cache: NewTailCache(64<<20, nil)}
 }
 
-func (f *fixture) config(epoch int64) Config {
+func (f *Fixture) Config(epoch int64) Config {
 	return Config{
 		Topic: "orders", Partition: 3, Epoch: epoch,
-		Env: f.cluster.Env(), Store: f.store,
-		Cache: f.cache, Now: f.clock.Now, SequenceGapWait: 50 * time.Millisecond, Scheduler: f.cluster.Scheduler,
+		Env: f.Cluster.Env(), Store: f.Store,
+		Cache: f.Cache, Now: f.Clock.Now, SequenceGapWait: 50 * time.Millisecond, Scheduler: f.Cluster.Scheduler,
 		RollCheckInterval: time.Hour, // tests roll explicitly
 	}
 }
 
-func (f *fixture) open(cfg Config) *Log {
+func (f *Fixture) Open(cfg Config) *Log {
 	f.t.Helper()
-	l, err := Open(testCtx(f.t), cfg)
+	l, err := Open(Ctx(f.t), cfg)
 	if err != nil {
 		f.t.Fatalf("Open: %v", err)
 	}
@@ -179,11 +180,11 @@ func (f *fixture) open(cfg Config) *Log {
 
 // batch encodes a non-idempotent batch of values; record i has timestamp
 // ts+i.
-func batch(t testing.TB, ts int64, values ...string) []byte {
-	return idemBatch(t, -1, -1, -1, ts, values...)
+func Batch(t testing.TB, ts int64, values ...string) []byte {
+	return IdemBatch(t, -1, -1, -1, ts, values...)
 }
 
-func idemBatch(t testing.TB, pid int64, epoch int16, seq int32, ts int64, values ...string) []byte {
+func IdemBatch(t testing.TB, pid int64, epoch int16, seq int32, ts int64, values ...string) []byte {
 	t.Helper()
 	recs := make([]recordbatch.Record, len(values))
 	for i, v := range values {
@@ -196,9 +197,9 @@ func idemBatch(t testing.TB, pid int64, epoch int16, seq int32, ts int64, values
 	return b
 }
 
-func mustAppend(t testing.TB, l *Log, b []byte, acks Acks) AppendResult {
+func MustAppend(t testing.TB, l *Log, b []byte, acks Acks) AppendResult {
 	t.Helper()
-	r, err := l.Append(testCtx(t), b, acks)
+	r, err := l.Append(Ctx(t), b, acks)
 	if err != nil {
 		t.Fatalf("Append: %v", err)
 	}
@@ -206,7 +207,7 @@ func mustAppend(t testing.TB, l *Log, b []byte, acks Acks) AppendResult {
 }
 
 // decodeAll decodes fetched batches into records.
-func decodeAll(t testing.TB, records []byte) []recordbatch.Record {
+func DecodeAll(t testing.TB, records []byte) []recordbatch.Record {
 	t.Helper()
 	batches, err := recordbatch.Split(records)
 	if err != nil {
@@ -227,15 +228,15 @@ func decodeAll(t testing.TB, records []byte) []recordbatch.Record {
 }
 
 // fetchAll reads every record from offset to the high watermark.
-func fetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
+func FetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 	t.Helper()
 	var out []recordbatch.Record
 	for off := from; off < l.HighWatermark(); {
-		res, err := l.Fetch(testCtx(t), off, 1000, 0)
+		res, err := l.Fetch(Ctx(t), off, 1000, 0)
 		if err != nil {
 			t.Fatalf("Fetch(%d): %v", off, err)
 		}
-		recs := decodeAll(t, res.Records())
+		recs := DecodeAll(t, res.Records())
 		n := 0
 		for _, r := range recs {
 			if r.Offset >= off {
@@ -253,8 +254,50 @@ func fetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 
 // isRunning reports whether the log's run goroutine is started (startRun)
 // and has not ended (stopIfIdle).
-func (l *Log) isRunning() bool {
+func (l *Log) IsRunning() bool {
 	l.appendSem <- struct{}{}
 	defer l.release()
 	return l.running
+}
+
+// rollByAge makes the open segment older than its SegmentAge and rolls
+// it: it is sealed, and no segment is open until the next append (P8).
+func RollByAge(t *testing.T, f *Fixture, l *Log) {
+	t.Helper()
+	f.Clock.Advance(l.Limits().SegmentAge + time.Second)
+	before := len(l.Describe().Segments)
+	RollNow(t, l)
+	segs := l.Describe().Segments
+	if got := len(segs); got != before || got == 0 || !segs[got-1].Closed {
+		t.Fatalf("segments after a roll: %v, want the %d there were with the last sealed", segs, before)
+	}
+}
+
+func DescribeRecord(r recordbatch.Record) string {
+	v := "<tombstone>"
+	if r.Value != nil {
+		v = string(r.Value)
+	}
+	return fmt.Sprintf("%d:%s=%s", r.Offset, r.Key, v)
+}
+
+func DescribeAll(recs []recordbatch.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = DescribeRecord(r)
+	}
+	return out
+}
+
+// Keys are the keys the store holds under prefix.
+func (s *MemStore) Keys(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for k := range s.kv {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -20,27 +20,27 @@ import (
 )
 
 func TestAppendFetchRoundTrip(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	r := mustAppend(t, l, batch(t, 1000, "a", "b", "c"), AcksQuorum)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	r := MustAppend(t, l, Batch(t, 1000, "a", "b", "c"), AcksQuorum)
 	if r.BaseOffset != 0 || r.LastOffset != 2 || r.Duplicate {
 		t.Fatalf("first append %+v, want offsets 0..2", r)
 	}
-	r = mustAppend(t, l, batch(t, 2000, "d"), AcksQuorum)
+	r = MustAppend(t, l, Batch(t, 2000, "d"), AcksQuorum)
 	if r.BaseOffset != 3 || r.LastOffset != 3 {
 		t.Fatalf("second append %+v, want offset 3", r)
 	}
 	if hw := l.HighWatermark(); hw != 4 {
 		t.Fatalf("HW %d, want 4", hw)
 	}
-	res, err := l.Fetch(testCtx(t), 1, 1<<20, 0)
+	res, err := l.Fetch(Ctx(t), 1, 1<<20, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.HighWatermark != 4 || res.LogStartOffset != 0 {
 		t.Fatalf("fetch result %+v", res)
 	}
-	recs := decodeAll(t, res.Records())
+	recs := DecodeAll(t, res.Records())
 	var got []string
 	for _, r := range recs {
 		got = append(got, fmt.Sprintf("%d=%s", r.Offset, r.Value))
@@ -52,25 +52,25 @@ func TestAppendFetchRoundTrip(t *testing.T) {
 	if h, _ := recordbatch.ParseHeader(batches[1]); h.PartitionLeaderEpoch != 1 {
 		t.Errorf("leader epoch %d, want the owner epoch 1", h.PartitionLeaderEpoch)
 	}
-	if f.cache.Bytes() == 0 {
+	if f.Cache.Bytes() == 0 {
 		t.Errorf("tail cache empty after acknowledged appends")
 	}
 }
 
 func TestAppendRejectsBadBatches(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.MaxBatchBytes = 200
-	l := f.open(cfg)
-	b := batch(t, 1, "x")
+	l := f.Open(cfg)
+	b := Batch(t, 1, "x")
 	b[len(b)-1] ^= 0xff
-	if _, err := l.Append(testCtx(t), b, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
+	if _, err := l.Append(Ctx(t), b, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
 		t.Errorf("corrupt batch: %v, want ErrCorruptBatch", err)
 	}
-	if _, err := l.Append(testCtx(t), batch(t, 1, string(make([]byte, 300))), AcksQuorum); !errors.Is(err, ErrTooLarge) {
+	if _, err := l.Append(Ctx(t), Batch(t, 1, string(make([]byte, 300))), AcksQuorum); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("large batch: %v, want ErrTooLarge", err)
 	}
-	if _, err := l.Append(testCtx(t), []byte("short"), AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
+	if _, err := l.Append(Ctx(t), []byte("short"), AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
 		t.Errorf("short batch: %v, want ErrCorruptBatch", err)
 	}
 	if hw := l.HighWatermark(); hw != 0 {
@@ -80,21 +80,21 @@ func TestAppendRejectsBadBatches(t *testing.T) {
 
 // Offsets are dense across many batches of varying sizes.
 func TestOffsetsDense(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
 	next := int64(0)
 	for i := range 60 {
 		vals := make([]string, 1+i%4)
 		for j := range vals {
 			vals[j] = fmt.Sprintf("v%d-%d", i, j)
 		}
-		r := mustAppend(t, l, batch(t, int64(i), vals...), AcksQuorum)
+		r := MustAppend(t, l, Batch(t, int64(i), vals...), AcksQuorum)
 		if r.BaseOffset != next || r.LastOffset != next+int64(len(vals))-1 {
 			t.Fatalf("batch %d: offsets %d..%d, want %d..", i, r.BaseOffset, r.LastOffset, next)
 		}
 		next = r.LastOffset + 1
 	}
-	recs := fetchAll(t, l, 0)
+	recs := FetchAll(t, l, 0)
 	for i, r := range recs {
 		if r.Offset != int64(i) {
 			t.Fatalf("record %d has offset %d", i, r.Offset)
@@ -106,7 +106,7 @@ func TestOffsetsDense(t *testing.T) {
 }
 
 // appendN appends n batches of 3 records "r<offset>", timestamps 10*offset.
-func appendN(t *testing.T, l *Log, n int) {
+func AppendN(t *testing.T, l *Log, n int) {
 	t.Helper()
 	for range n {
 		base := l.HighWatermark()
@@ -119,14 +119,14 @@ func appendN(t *testing.T, l *Log, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustAppend(t, l, b, AcksQuorum)
+		MustAppend(t, l, b, AcksQuorum)
 	}
 }
 
 // rollNow rolls the open segment if it is due.
-func rollNow(t *testing.T, l *Log) {
+func RollNow(t *testing.T, l *Log) {
 	t.Helper()
-	if err := l.maybeRoll(testCtx(t)); err != nil {
+	if err := l.maybeRoll(Ctx(t)); err != nil {
 		t.Fatalf("roll: %v", err)
 	}
 }
@@ -135,14 +135,14 @@ func rollNow(t *testing.T, l *Log) {
 // or after the offset is exactly that offset's, from the tail cache, and
 // from the bookies (a fresh cache) through the indexes.
 func TestRollBySizeFetchEveryOffset(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SegmentBytes = 600
 	cfg.IndexIntervalBytes = 200
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	for range 12 {
-		appendN(t, l, 3)
-		rollNow(t, l)
+		AppendN(t, l, 3)
+		RollNow(t, l)
 	}
 	pl := l.Describe()
 	if len(pl.Segments) < 5 {
@@ -155,23 +155,23 @@ func TestRollBySizeFetchEveryOffset(t *testing.T) {
 		if i > 0 && s.FirstOffset != pl.Segments[i-1].LastOffset+1 {
 			t.Errorf("segment %d starts at %d, previous ends at %d", i, s.FirstOffset, pl.Segments[i-1].LastOffset)
 		}
-		idx, err := readIndex(testCtx(t), f.store, s.LedgerId)
+		idx, err := readIndex(Ctx(t), f.Store, s.LedgerId)
 		if err != nil || len(idx.Points) == 0 || idx.Points[0].EntryId != 0 || idx.Points[0].BaseOffset != s.FirstOffset {
 			t.Errorf("segment %d index %v, %v", i, idx, err)
 		}
 	}
-	if got := f.store.kv[PartitionKey("orders", 3)]; got.version < 3 {
+	if got := f.Store.kv[PartitionKey("orders", 3)]; got.version < 3 {
 		t.Errorf("PartitionLog version %d", got.version)
 	}
 	check := func(name string, l *Log) {
 		hw := l.HighWatermark()
 		for off := int64(0); off < hw; off++ {
-			res, err := l.Fetch(testCtx(t), off, 1, 0)
+			res, err := l.Fetch(Ctx(t), off, 1, 0)
 			if err != nil {
 				t.Fatalf("%s: Fetch(%d): %v", name, off, err)
 			}
 			found := false
-			for _, r := range decodeAll(t, res.Records()) {
+			for _, r := range DecodeAll(t, res.Records()) {
 				if r.Offset == off {
 					found = string(r.Value) == fmt.Sprintf("r%d", off)
 				}
@@ -180,36 +180,36 @@ func TestRollBySizeFetchEveryOffset(t *testing.T) {
 				t.Fatalf("%s: Fetch(%d) did not return that offset's record", name, off)
 			}
 		}
-		if recs := fetchAll(t, l, 0); int64(len(recs)) != hw {
+		if recs := FetchAll(t, l, 0); int64(len(recs)) != hw {
 			t.Fatalf("%s: fetched %d records, want %d", name, len(recs), hw)
 		}
 	}
 	check("tail cache", l)
 	// The next owner, with an empty cache, reads everything from the
 	// bookies. (Close first: l may be rolling in the background.)
-	if err := l.Close(testCtx(t)); err != nil {
+	if err := l.Close(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.Cache = nil
 	cfg2.SegmentBytes = 600
-	l2 := f.open(cfg2)
+	l2 := f.Open(cfg2)
 	check("bookies", l2)
 }
 
 func TestListOffset(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SegmentBytes = 400
 	cfg.IndexIntervalBytes = 150
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	for range 5 {
-		appendN(t, l, 3)
-		rollNow(t, l)
+		AppendN(t, l, 3)
+		RollNow(t, l)
 	}
-	appendN(t, l, 2) // the open segment has data too
+	AppendN(t, l, 2) // the open segment has data too
 	hw := l.HighWatermark()
-	ctx := testCtx(t)
+	ctx := Ctx(t)
 	for _, tc := range []struct {
 		ts, wantOff, wantTs int64
 	}{
@@ -230,12 +230,12 @@ func TestListOffset(t *testing.T) {
 		}
 	}
 	// Every timestamp of every segment, through a cold reader.
-	if err := l.Close(testCtx(t)); err != nil {
+	if err := l.Close(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.Cache = nil
-	l2 := f.open(cfg2)
+	l2 := f.Open(cfg2)
 	for off := int64(1); off < hw; off++ {
 		got, ts, err := l2.ListOffset(ctx, 10*off-1)
 		if err != nil || got != off || ts != 10*off {
@@ -245,18 +245,18 @@ func TestListOffset(t *testing.T) {
 }
 
 func TestFetchOutOfRange(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	mustAppend(t, l, batch(t, 1, "a", "b"), AcksQuorum)
-	_, err := l.Fetch(testCtx(t), 3, 100, 0)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	MustAppend(t, l, Batch(t, 1, "a", "b"), AcksQuorum)
+	_, err := l.Fetch(Ctx(t), 3, 100, 0)
 	var oor *OutOfRangeError
 	if !errors.As(err, &oor) || oor.Offset != 3 || oor.Start != 0 || oor.End != 2 {
 		t.Fatalf("Fetch(3): %v, want OutOfRangeError 0..2", err)
 	}
-	if _, err := l.Fetch(testCtx(t), -1, 100, 0); !errors.As(err, &oor) {
+	if _, err := l.Fetch(Ctx(t), -1, 100, 0); !errors.As(err, &oor) {
 		t.Fatalf("Fetch(-1): %v", err)
 	}
-	res, err := l.Fetch(testCtx(t), 2, 100, 0)
+	res, err := l.Fetch(Ctx(t), 2, 100, 0)
 	if err != nil || len(res.Records()) != 0 || res.HighWatermark != 2 {
 		t.Fatalf("Fetch at HW: %+v, %v; want empty", res, err)
 	}
@@ -264,8 +264,8 @@ func TestFetchOutOfRange(t *testing.T) {
 
 // A long-poll at the HW returns soon after an append.
 func TestFetchLongPoll(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
 	type result struct {
 		res FetchResult
 		err error
@@ -273,19 +273,19 @@ func TestFetchLongPoll(t *testing.T) {
 	done := make(chan result, 1)
 	began := time.Now()
 	go func() {
-		res, err := l.Fetch(testCtx(t), 0, 100, 5*time.Second)
+		res, err := l.Fetch(Ctx(t), 0, 100, 5*time.Second)
 		done <- result{res, err}
 	}()
-	mustAppend(t, l, batch(t, 1, "late"), AcksQuorum)
+	MustAppend(t, l, Batch(t, 1, "late"), AcksQuorum)
 	r := <-done
-	if r.err != nil || len(decodeAll(t, r.res.Records())) != 1 {
+	if r.err != nil || len(DecodeAll(t, r.res.Records())) != 1 {
 		t.Fatalf("long poll: %+v, %v", r.res, r.err)
 	}
 	if d := time.Since(began); d > 2*time.Second {
 		t.Fatalf("long poll took %v", d)
 	}
 	// With nothing appended it times out empty.
-	res, err := l.Fetch(testCtx(t), 1, 100, 20*time.Millisecond)
+	res, err := l.Fetch(Ctx(t), 1, 100, 20*time.Millisecond)
 	if err != nil || len(res.Records()) != 0 {
 		t.Fatalf("idle long poll: %+v, %v", res, err)
 	}
@@ -294,51 +294,51 @@ func TestFetchLongPoll(t *testing.T) {
 // Crash takeover: B fences A's ledger; A fails; B continues right after
 // the last acknowledged record and loses nothing acknowledged.
 func TestTakeover(t *testing.T) {
-	f := newFixture(t)
-	a := f.open(f.config(1))
-	appendN(t, a, 4)
+	f := NewFixture(t)
+	a := f.Open(f.Config(1))
+	AppendN(t, a, 4)
 	// An append in flight that reached one bookie only: not acknowledged,
 	// so it may or may not survive; the HW of B decides.
-	f.cluster.Bookies.SetManual(true)
-	if _, err := a.Append(testCtx(t), batch(t, 99, "maybe"), AcksNone); err != nil {
+	f.Cluster.Bookies.SetManual(true)
+	if _, err := a.Append(Ctx(t), Batch(t, 99, "maybe"), AcksNone); err != nil {
 		t.Fatal(err)
 	}
-	inflight := f.cluster.Bookies.InFlight()
-	f.cluster.Bookies.Deliver(func(a2 ledgerInFlight) bool { return a2.Bookie == inflight[0].Bookie })
-	f.cluster.Bookies.SetManual(false)
+	inflight := f.Cluster.Bookies.InFlight()
+	f.Cluster.Bookies.Deliver(func(a2 ledgerInFlight) bool { return a2.Bookie == inflight[0].Bookie })
+	f.Cluster.Bookies.SetManual(false)
 	ackedHW := a.HighWatermark()
 
-	b := f.open(f.config(2))
+	b := f.Open(f.Config(2))
 	if b.HighWatermark() < ackedHW {
 		t.Fatalf("B's HW %d below A's acknowledged HW %d", b.HighWatermark(), ackedHW)
 	}
-	recs := fetchAll(t, b, 0)
+	recs := FetchAll(t, b, 0)
 	for i := int64(0); i < ackedHW; i++ {
 		if recs[i].Offset != i || string(recs[i].Value) != fmt.Sprintf("r%d", i) {
 			t.Fatalf("record %d after takeover: %d=%s", i, recs[i].Offset, recs[i].Value)
 		}
 	}
 	next := b.HighWatermark()
-	r := mustAppend(t, b, batch(t, 5, "from-b"), AcksQuorum)
+	r := MustAppend(t, b, Batch(t, 5, "from-b"), AcksQuorum)
 	if r.BaseOffset != next {
 		t.Fatalf("B appended at %d, want %d", r.BaseOffset, next)
 	}
 
 	// A is fenced: its next append fails and the log fails.
-	f.cluster.Bookies.DeliverAll()
-	_, err := a.Append(testCtx(t), batch(t, 6, "zombie"), AcksQuorum)
+	f.Cluster.Bookies.DeliverAll()
+	_, err := a.Append(Ctx(t), Batch(t, 6, "zombie"), AcksQuorum)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("A's append after takeover: %v, want ErrFenced", err)
 	}
 	select {
 	case <-a.Failed():
-	case <-time.After(testTimeout):
+	case <-time.After(WaitTimeout):
 		t.Fatal("A did not fail")
 	}
 	if !errors.Is(a.Err(), ErrFenced) {
 		t.Fatalf("A.Err() = %v", a.Err())
 	}
-	if _, err := a.Append(testCtx(t), batch(t, 7, "again"), AcksQuorum); !errors.Is(err, ErrFenced) {
+	if _, err := a.Append(Ctx(t), Batch(t, 7, "again"), AcksQuorum); !errors.Is(err, ErrFenced) {
 		t.Fatalf("A accepts appends after failing: %v", err)
 	}
 	pl := b.Describe()
@@ -353,7 +353,7 @@ func TestTakeover(t *testing.T) {
 		t.Fatalf("EpochEnd(1) = %d, %d; want 1, %d", e, end, next)
 	}
 	// A's Close on a failed log returns its error and touches nothing.
-	if err := a.Close(testCtx(t)); !errors.Is(err, ErrFenced) {
+	if err := a.Close(Ctx(t)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("A.Close: %v", err)
 	}
 }
@@ -362,59 +362,59 @@ func TestTakeover(t *testing.T) {
 // recovered segment's index in the transaction of its list CAS: all of
 // them, or none when the CAS loses.
 func TestTakeoverClaim(t *testing.T) {
-	f := newFixture(t)
-	a := f.open(f.config(1))
-	appendN(t, a, 3)
+	f := NewFixture(t)
+	a := f.Open(f.Config(1))
+	AppendN(t, a, 3)
 	open := a.Describe().Segments[0].LedgerId
 	claim := &Record{Key: "/owners/orders/3", Value: []byte("broker-b"), Lease: 7}
 
 	// Lost: someone writes the list between the read and the CAS.
-	lost := f.config(2)
+	lost := f.Config(2)
 	lost.Claim = claim
 	listWrittenFirst(f)
-	if _, err := Open(testCtx(t), lost); !errors.Is(err, ErrConflict) {
+	if _, err := Open(Ctx(t), lost); !errors.Is(err, ErrConflict) {
 		t.Fatalf("Open: %v, want ErrConflict", err)
 	}
-	f.store.setBeforePut(nil)
+	f.Store.SetBeforePut(nil)
 	for _, key := range []string{claim.Key, IndexKey(open)} {
-		if _, _, err := f.store.Get(testCtx(t), key); !errors.Is(err, metaclient.ErrNotFound) {
+		if _, _, err := f.Store.Get(Ctx(t), key); !errors.Is(err, metaclient.ErrNotFound) {
 			t.Fatalf("%s after a lost takeover: %v, want not found", key, err)
 		}
 	}
 
-	won := f.config(3)
+	won := f.Config(3)
 	won.Claim = claim
-	b := f.open(won)
+	b := f.Open(won)
 	kv := b.Claimed()
 	if kv == nil || kv.Key != claim.Key || kv.Version != 1 || kv.Lease != 7 {
 		t.Fatalf("Claimed() = %v", kv)
 	}
-	if v, version, err := f.store.Get(testCtx(t), claim.Key); err != nil || string(v) != "broker-b" || version != 1 {
+	if v, version, err := f.Store.Get(Ctx(t), claim.Key); err != nil || string(v) != "broker-b" || version != 1 {
 		t.Fatalf("claim in the store: %q v%d %v", v, version, err)
 	}
-	if _, _, err := f.store.Get(testCtx(t), IndexKey(open)); err != nil {
+	if _, _, err := f.Store.Get(Ctx(t), IndexKey(open)); err != nil {
 		t.Fatalf("the recovered segment's index: %v", err)
 	}
-	if f.open(f.config(4)).Claimed() != nil {
+	if f.Open(f.Config(4)).Claimed() != nil {
 		t.Fatal("a log opened without a claim has one")
 	}
 }
 
 // A takeover of an empty open segment drops it and deletes its ledger.
 func TestTakeoverDropsEmptyLedger(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SegmentBytes = 1
-	a := f.open(cfg)
-	appendN(t, a, 1) // kicks a background roll
-	testwait.Until(t, testTimeout, "a background roll", func() bool { return len(a.Describe().Segments) >= 2 })
+	a := f.Open(cfg)
+	AppendN(t, a, 1) // kicks a background roll
+	testwait.Until(t, WaitTimeout, "a background roll", func() bool { return len(a.Describe().Segments) >= 2 })
 	emptyID := a.Describe().Segments[1].LedgerId
-	b := f.open(f.config(2))
+	b := f.Open(f.Config(2))
 	pl := b.Describe()
 	if len(pl.Segments) != 1 || pl.Segments[0].LedgerId == emptyID || !pl.Segments[0].Closed {
 		t.Fatalf("segments %v: the empty ledger %d should be gone", pl.Segments, emptyID)
 	}
-	if _, _, ok := f.cluster.Meta.Ledger(emptyID); ok {
+	if _, _, ok := f.Cluster.Meta.Ledger(emptyID); ok {
 		t.Fatalf("empty ledger %d not deleted", emptyID)
 	}
 	if b.HighWatermark() != 3 {
@@ -427,49 +427,49 @@ func TestTakeoverDropsEmptyLedger(t *testing.T) {
 // it created: the stored list may name it. The next takeover recovers the
 // log, not "no such ledger".
 func TestTakeoverUnknownOutcomeKeepsItsLedger(t *testing.T) {
-	f := newFixture(t)
-	a := f.open(f.config(1))
-	appendN(t, a, 3)
+	f := NewFixture(t)
+	a := f.Open(f.Config(1))
+	AppendN(t, a, 3)
 	hw := a.HighWatermark()
-	if err := a.Close(testCtx(t)); err != nil {
+	if err := a.Close(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	f.store.setAfterPut(func(key string) error {
+	f.Store.SetAfterPut(func(key string) error {
 		if key == PartitionKey("orders", 3) {
 			return errors.New("the answer was lost")
 		}
 		return nil
 	})
-	if _, err := Open(testCtx(t), f.config(2)); !errors.Is(err, ErrUnknownOutcome) {
+	if _, err := Open(Ctx(t), f.Config(2)); !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("Open with its CAS answer lost: %v, want ErrUnknownOutcome", err)
 	}
-	f.store.setAfterPut(nil)
-	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	f.Store.SetAfterPut(nil)
+	pl, _, err := ReadPartitionLog(Ctx(t), f.Store, "orders", 3)
 	if err != nil || pl.OwnerEpoch != 2 {
 		t.Fatalf("stored list %v, %v: want the lost CAS's (epoch 2)", pl, err)
 	}
 	open := pl.Segments[len(pl.Segments)-1]
-	if _, _, ok := f.cluster.Meta.Ledger(open.LedgerId); !ok {
+	if _, _, ok := f.Cluster.Meta.Ledger(open.LedgerId); !ok {
 		t.Fatalf("the listed ledger %d was deleted", open.LedgerId)
 	}
-	c := f.open(f.config(3))
+	c := f.Open(f.Config(3))
 	if c.HighWatermark() != hw {
 		t.Fatalf("HW %d after the next takeover, want %d", c.HighWatermark(), hw)
 	}
-	if recs := fetchAll(t, c, 0); int64(len(recs)) != hw {
+	if recs := FetchAll(t, c, 0); int64(len(recs)) != hw {
 		t.Fatalf("%d records after the next takeover, want %d", len(recs), hw)
 	}
 }
 
 // A clean Close then Open elsewhere continues exactly.
 func TestCloseThenOpen(t *testing.T) {
-	f := newFixture(t)
-	a := f.open(f.config(1))
-	appendN(t, a, 3)
-	if err := a.Close(testCtx(t)); err != nil {
+	f := NewFixture(t)
+	a := f.Open(f.Config(1))
+	AppendN(t, a, 3)
+	if err := a.Close(Ctx(t)); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, err := a.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrClosed) {
+	if _, err := a.Append(Ctx(t), Batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after Close: %v", err)
 	}
 	select {
@@ -477,21 +477,21 @@ func TestCloseThenOpen(t *testing.T) {
 		t.Fatal("a clean Close failed the log")
 	default:
 	}
-	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	pl, _, err := ReadPartitionLog(Ctx(t), f.Store, "orders", 3)
 	if err != nil || len(pl.Segments) != 1 || !pl.Segments[0].Closed || pl.Segments[0].LastOffset != 8 {
 		t.Fatalf("list after Close: %v, %v", pl, err)
 	}
-	b := f.open(f.config(2))
-	r := mustAppend(t, b, batch(t, 1, "next"), AcksQuorum)
+	b := f.Open(f.Config(2))
+	r := MustAppend(t, b, Batch(t, 1, "next"), AcksQuorum)
 	if r.BaseOffset != 9 {
 		t.Fatalf("B appended at %d, want 9", r.BaseOffset)
 	}
 	// Close with an empty open segment drops it.
-	b2 := f.open(f.config(2)) // takes over from b (same epoch is allowed)
-	if err := b2.Close(testCtx(t)); err != nil {
+	b2 := f.Open(f.Config(2)) // takes over from b (same epoch is allowed)
+	if err := b2.Close(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	pl, _, _ = ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	pl, _, _ = ReadPartitionLog(Ctx(t), f.Store, "orders", 3)
 	for _, s := range pl.Segments {
 		if !s.Closed || s.LastOffset < s.FirstOffset {
 			t.Fatalf("after closing an empty segment: %v", pl.Segments)
@@ -500,23 +500,23 @@ func TestCloseThenOpen(t *testing.T) {
 }
 
 func TestOpenRefusesOlderEpoch(t *testing.T) {
-	f := newFixture(t)
-	f.open(f.config(5))
-	if _, err := Open(testCtx(t), f.config(4)); !errors.Is(err, ErrFenced) {
+	f := NewFixture(t)
+	f.Open(f.Config(5))
+	if _, err := Open(Ctx(t), f.Config(4)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Open with an older epoch: %v, want ErrFenced", err)
 	}
 }
 
 // listWrittenFirst makes someone else write the list of orders/3 before
 // each of the log's writes of it, so that its CAS loses.
-func listWrittenFirst(f *fixture) {
-	f.store.setBeforePut(func(key string) error {
+func listWrittenFirst(f *Fixture) {
+	f.Store.SetBeforePut(func(key string) error {
 		if key == PartitionKey("orders", 3) {
-			f.store.mu.Lock()
-			v := f.store.kv[key]
+			f.Store.mu.Lock()
+			v := f.Store.kv[key]
 			v.version++
-			f.store.kv[key] = v
-			f.store.mu.Unlock()
+			f.Store.kv[key] = v
+			f.Store.mu.Unlock()
 		}
 		return nil
 	})
@@ -526,89 +526,89 @@ func listWrittenFirst(f *fixture) {
 // the takeover.
 func TestCASConflict(t *testing.T) {
 	t.Run("first append", func(t *testing.T) {
-		f := newFixture(t)
-		l := f.open(f.config(1))
+		f := NewFixture(t)
+		l := f.Open(f.Config(1))
 		listWrittenFirst(f)
-		if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
+		if _, err := l.Append(Ctx(t), Batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
 			t.Fatalf("append whose ledger's CAS loses: %v, want ErrConflict", err)
 		}
 		if !errors.Is(l.Err(), ErrConflict) {
 			t.Fatalf("Err() = %v, want ErrConflict", l.Err())
 		}
-		if ids, _ := f.cluster.Meta.List(testCtx(t)); len(ids) != 0 {
+		if ids, _ := f.Cluster.Meta.List(Ctx(t)); len(ids) != 0 {
 			t.Fatalf("ledgers %v left: no list names them", ids)
 		}
 	})
 	t.Run("roll", func(t *testing.T) {
-		f := newFixture(t)
-		cfg := f.config(1)
+		f := NewFixture(t)
+		cfg := f.Config(1)
 		cfg.SegmentBytes = 1
-		l := f.open(cfg)
-		mustAppend(t, l, batch(t, 1, "first"), AcksQuorum) // lists its ledger (P8)
+		l := f.Open(cfg)
+		MustAppend(t, l, Batch(t, 1, "first"), AcksQuorum) // lists its ledger (P8)
 		// Whatever roll the first append kicked has happened or waits
 		// for appendSem; take it so the next roll's CAS is the one that
 		// loses.
-		rollNow(t, l)
+		RollNow(t, l)
 		listWrittenFirst(f)
-		appendN(t, l, 1) // full: the roll's CAS loses
+		AppendN(t, l, 1) // full: the roll's CAS loses
 		select {
 		case <-l.Failed():
-		case <-time.After(testTimeout):
+		case <-time.After(WaitTimeout):
 			t.Fatal("log not failed after a lost CAS")
 		}
 		if !errors.Is(l.Err(), ErrConflict) {
 			t.Fatalf("Err() = %v, want ErrConflict", l.Err())
 		}
-		if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
+		if _, err := l.Append(Ctx(t), Batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrConflict) {
 			t.Fatalf("append after a lost CAS: %v", err)
 		}
 	})
 	t.Run("open", func(t *testing.T) {
-		f := newFixture(t)
-		f.store.setBeforePut(func(key string) error {
+		f := NewFixture(t)
+		f.Store.SetBeforePut(func(key string) error {
 			if key == PartitionKey("orders", 3) {
-				f.store.setBeforePut(nil)
-				_, err := f.store.Put(context.Background(), key, []byte{}, 0)
+				f.Store.SetBeforePut(nil)
+				_, err := f.Store.Put(context.Background(), key, []byte{}, 0)
 				return err
 			}
 			return nil
 		})
-		if _, err := Open(testCtx(t), f.config(1)); !errors.Is(err, ErrConflict) {
+		if _, err := Open(Ctx(t), f.Config(1)); !errors.Is(err, ErrConflict) {
 			t.Fatalf("Open: %v, want ErrConflict", err)
 		}
-		if ids, _ := f.cluster.Meta.List(testCtx(t)); len(ids) != 0 {
+		if ids, _ := f.Cluster.Meta.List(Ctx(t)); len(ids) != 0 {
 			t.Fatalf("ledgers %v left after a lost takeover", ids)
 		}
 	})
 }
 
 func TestIdleAndAgeRoll(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.IdleRoll = time.Minute
 	cfg.SegmentAge = time.Hour
-	l := f.open(cfg)
-	f.clock.Advance(2 * time.Minute)
-	rollNow(t, l)
+	l := f.Open(cfg)
+	f.Clock.Advance(2 * time.Minute)
+	RollNow(t, l)
 	if n := len(l.Describe().Segments); n != 0 {
 		t.Fatalf("a segment before any append (P8): %d segments", n)
 	}
-	appendN(t, l, 1)
-	f.clock.Advance(30 * time.Second)
-	rollNow(t, l)
+	AppendN(t, l, 1)
+	f.Clock.Advance(30 * time.Second)
+	RollNow(t, l)
 	if segs := l.Describe().Segments; len(segs) != 1 || segs[0].Closed {
 		t.Fatalf("rolled before idle: %v", segs)
 	}
-	f.clock.Advance(31 * time.Second)
-	rollNow(t, l)
+	f.Clock.Advance(31 * time.Second)
+	RollNow(t, l)
 	if segs := l.Describe().Segments; len(segs) != 1 || !segs[0].Closed {
 		t.Fatalf("no idle roll (sealed, nothing open until the next append): %v", segs)
 	}
 	for range 70 { // busy for over an hour: rolls on age
-		appendN(t, l, 1)
-		f.clock.Advance(time.Minute - time.Second)
+		AppendN(t, l, 1)
+		f.Clock.Advance(time.Minute - time.Second)
 	}
-	rollNow(t, l)
+	RollNow(t, l)
 	// (run may have rolled on age already, and the appends after it
 	// opened a third segment.)
 	if segs := l.Describe().Segments; len(segs) < 2 || !segs[1].Closed {
@@ -620,93 +620,93 @@ func TestIdleAndAgeRoll(t *testing.T) {
 // an hour here), run then ends (no goroutine while idle, P8), and the next
 // append starts it again.
 func TestIdleRollOnItsDeadline(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.IdleRoll = 200 * time.Millisecond
-	l := f.open(cfg)
-	if l.isRunning() {
+	l := f.Open(cfg)
+	if l.IsRunning() {
 		t.Fatal("run started before any append")
 	}
-	appendN(t, l, 1)
-	if !l.isRunning() {
+	AppendN(t, l, 1)
+	if !l.IsRunning() {
 		t.Fatal("run not started by the append that opened a segment")
 	}
-	f.clock.Advance(time.Second)
-	testwait.Until(t, testTimeout, "an idle roll without a kick, and run to end", func() bool {
+	f.Clock.Advance(time.Second)
+	testwait.Until(t, WaitTimeout, "an idle roll without a kick, and run to end", func() bool {
 		segs := l.Describe().Segments
-		return len(segs) == 1 && segs[0].Closed && !l.isRunning()
+		return len(segs) == 1 && segs[0].Closed && !l.IsRunning()
 	})
-	appendN(t, l, 1)
-	if !l.isRunning() {
+	AppendN(t, l, 1)
+	if !l.IsRunning() {
 		t.Fatal("run not started again by the next append")
 	}
 }
 
 // Size rolls happen on their own (run), without a test kick.
 func TestSizeRollInBackground(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SegmentBytes = 300
-	l := f.open(cfg)
-	appendN(t, l, 5)
-	testwait.Until(t, testTimeout, "a background roll", func() bool { return len(l.Describe().Segments) >= 2 })
-	appendN(t, l, 1)
-	if got := len(fetchAll(t, l, 0)); got != 18 {
+	l := f.Open(cfg)
+	AppendN(t, l, 5)
+	testwait.Until(t, WaitTimeout, "a background roll", func() bool { return len(l.Describe().Segments) >= 2 })
+	AppendN(t, l, 1)
+	if got := len(FetchAll(t, l, 0)); got != 18 {
 		t.Fatalf("%d records", got)
 	}
 }
 
 func TestIdempotentProducer(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
 	const pid = 7
-	r0 := mustAppend(t, l, idemBatch(t, pid, 0, 0, 1, "a", "b"), AcksQuorum)
-	r1 := mustAppend(t, l, idemBatch(t, pid, 0, 2, 1, "c"), AcksQuorum)
-	mustAppend(t, l, batch(t, 1, "other"), AcksQuorum)
-	dup := mustAppend(t, l, idemBatch(t, pid, 0, 0, 1, "a", "b"), AcksQuorum)
+	r0 := MustAppend(t, l, IdemBatch(t, pid, 0, 0, 1, "a", "b"), AcksQuorum)
+	r1 := MustAppend(t, l, IdemBatch(t, pid, 0, 2, 1, "c"), AcksQuorum)
+	MustAppend(t, l, Batch(t, 1, "other"), AcksQuorum)
+	dup := MustAppend(t, l, IdemBatch(t, pid, 0, 0, 1, "a", "b"), AcksQuorum)
 	if !dup.Duplicate || dup.BaseOffset != r0.BaseOffset || dup.LastOffset != r0.LastOffset {
 		t.Fatalf("retry of batch 0: %+v, want %+v duplicate", dup, r0)
 	}
-	if dup := mustAppend(t, l, idemBatch(t, pid, 0, 2, 1, "c"), AcksQuorum); !dup.Duplicate || dup.BaseOffset != r1.BaseOffset {
+	if dup := MustAppend(t, l, IdemBatch(t, pid, 0, 2, 1, "c"), AcksQuorum); !dup.Duplicate || dup.BaseOffset != r1.BaseOffset {
 		t.Fatalf("retry of batch 1: %+v", dup)
 	}
-	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 0, 5, 1, "gap"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := l.Append(Ctx(t), IdemBatch(t, pid, 0, 5, 1, "gap"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("sequence gap: %v", err)
 	}
-	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 1, 3, 1, "new epoch, not 0"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := l.Append(Ctx(t), IdemBatch(t, pid, 1, 3, 1, "new epoch, not 0"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("new epoch at sequence 3: %v", err)
 	}
-	mustAppend(t, l, idemBatch(t, pid, 1, 0, 1, "epoch 1"), AcksQuorum)
-	if _, err := l.Append(testCtx(t), idemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
+	MustAppend(t, l, IdemBatch(t, pid, 1, 0, 1, "epoch 1"), AcksQuorum)
+	if _, err := l.Append(Ctx(t), IdemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("stale epoch: %v", err)
 	}
 	// A producer the partition does not know starts at sequence 0: a
 	// batch further on waits for its predecessors (SequenceGapWait), then
 	// is refused, never appended ahead of them (nor, were its state
 	// expired, under a sequence the broker cannot check).
-	if _, err := l.Append(testCtx(t), idemBatch(t, 8, 0, 42, 1, "unknown"), AcksQuorum); !errors.Is(err, ErrUnknownProducer) {
+	if _, err := l.Append(Ctx(t), IdemBatch(t, 8, 0, 42, 1, "unknown"), AcksQuorum); !errors.Is(err, ErrUnknownProducer) {
 		t.Fatalf("unknown producer at sequence 42: %v", err)
 	}
-	mustAppend(t, l, idemBatch(t, 8, 0, 0, 1, "new"), AcksQuorum)
+	MustAppend(t, l, IdemBatch(t, 8, 0, 0, 1, "new"), AcksQuorum)
 	hw := l.HighWatermark()
 
 	// Across a crash takeover the state is rebuilt from the log.
-	b := f.open(f.config(2))
-	if d := mustAppend(t, b, idemBatch(t, pid, 1, 0, 1, "epoch 1"), AcksQuorum); !d.Duplicate || d.BaseOffset != 4 {
+	b := f.Open(f.Config(2))
+	if d := MustAppend(t, b, IdemBatch(t, pid, 1, 0, 1, "epoch 1"), AcksQuorum); !d.Duplicate || d.BaseOffset != 4 {
 		t.Fatalf("retry after takeover: %+v, want duplicate at 4", d)
 	}
-	if _, err := b.Append(testCtx(t), idemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
+	if _, err := b.Append(Ctx(t), IdemBatch(t, pid, 0, 3, 1, "stale"), AcksQuorum); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("stale epoch after takeover: %v", err)
 	}
-	if r := mustAppend(t, b, idemBatch(t, 8, 0, 1, 1, "next"), AcksQuorum); r.Duplicate || r.BaseOffset != hw {
+	if r := MustAppend(t, b, IdemBatch(t, 8, 0, 1, 1, "next"), AcksQuorum); r.Duplicate || r.BaseOffset != hw {
 		t.Fatalf("next batch after takeover: %+v, want offset %d", r, hw)
 	}
 	// And across a clean Close (the snapshot in the list).
-	if err := b.Close(testCtx(t)); err != nil {
+	if err := b.Close(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	c := f.open(f.config(3))
-	if d := mustAppend(t, c, idemBatch(t, 8, 0, 1, 1, "next"), AcksQuorum); !d.Duplicate || d.BaseOffset != hw {
+	c := f.Open(f.Config(3))
+	if d := MustAppend(t, c, IdemBatch(t, 8, 0, 1, 1, "next"), AcksQuorum); !d.Duplicate || d.BaseOffset != hw {
 		t.Fatalf("retry after Close/Open: %+v", d)
 	}
 	pl := c.Describe()
@@ -717,33 +717,33 @@ func TestIdempotentProducer(t *testing.T) {
 
 // Only the last 5 batches are remembered.
 func TestProducerWindow(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
 	for seq := range int32(7) {
-		mustAppend(t, l, idemBatch(t, 1, 0, seq, 1, "x"), AcksQuorum)
+		MustAppend(t, l, IdemBatch(t, 1, 0, seq, 1, "x"), AcksQuorum)
 	}
-	if d := mustAppend(t, l, idemBatch(t, 1, 0, 2, 1, "x"), AcksQuorum); !d.Duplicate || d.BaseOffset != 2 {
+	if d := MustAppend(t, l, IdemBatch(t, 1, 0, 2, 1, "x"), AcksQuorum); !d.Duplicate || d.BaseOffset != 2 {
 		t.Fatalf("retry of the 5th latest: %+v", d)
 	}
-	if _, err := l.Append(testCtx(t), idemBatch(t, 1, 0, 1, 1, "x"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
+	if _, err := l.Append(Ctx(t), IdemBatch(t, 1, 0, 1, 1, "x"), AcksQuorum); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("retry of a forgotten batch: %v, want ErrOutOfOrderSequence", err)
 	}
 }
 
 // A retry of a batch still in flight waits for the original.
 func TestDuplicateOfInFlight(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	f.cluster.Bookies.SetManual(true)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	f.Cluster.Bookies.SetManual(true)
 	first := make(chan AppendResult, 1)
 	go func() {
-		r, _ := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
+		r, _ := l.Append(Ctx(t), IdemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
 		first <- r
 	}()
-	testwait.Until(t, testTimeout, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) > 0 })
+	testwait.Until(t, WaitTimeout, "appends in flight", func() bool { return len(f.Cluster.Bookies.InFlight()) > 0 })
 	retry := make(chan AppendResult, 1)
 	go func() {
-		r, err := l.Append(testCtx(t), idemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
+		r, err := l.Append(Ctx(t), IdemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
 		if err != nil {
 			t.Error(err)
 		}
@@ -754,8 +754,8 @@ func TestDuplicateOfInFlight(t *testing.T) {
 		t.Fatalf("retry answered %+v before the original was acknowledged", r)
 	case <-time.After(20 * time.Millisecond): // a negative check: no answer within 20 ms
 	}
-	f.cluster.Bookies.SetManual(false)
-	f.cluster.Bookies.DeliverAll()
+	f.Cluster.Bookies.SetManual(false)
+	f.Cluster.Bookies.DeliverAll()
 	if r := <-retry; !r.Duplicate || r.BaseOffset != 0 {
 		t.Fatalf("retry: %+v", r)
 	}
@@ -768,23 +768,23 @@ func TestDuplicateOfInFlight(t *testing.T) {
 }
 
 func TestAcks(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	if r := mustAppend(t, l, batch(t, 1, "none"), AcksNone); r.BaseOffset != -1 {
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	if r := MustAppend(t, l, Batch(t, 1, "none"), AcksNone); r.BaseOffset != -1 {
 		t.Fatalf("AcksNone: %+v", r)
 	}
-	f.cluster.Bookies.SetManual(true)
-	ensemble := f.cluster.Meta
+	f.Cluster.Bookies.SetManual(true)
+	ensemble := f.Cluster.Meta
 	md, _, _ := ensemble.Ledger(l.Describe().Segments[0].LedgerId)
 	bookies := md.Fragments[0].Bookies
 
 	run := func(acks Acks) chan error {
 		done := make(chan error, 1)
 		go func() {
-			_, err := l.Append(testCtx(t), batch(t, 1, acks.String()), acks)
+			_, err := l.Append(Ctx(t), Batch(t, 1, acks.String()), acks)
 			done <- err
 		}()
-		testwait.Until(t, testTimeout, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 3 })
+		testwait.Until(t, WaitTimeout, "appends in flight", func() bool { return len(f.Cluster.Bookies.InFlight()) >= 3 })
 		return done
 	}
 	quiet := func(done chan error, what string) {
@@ -801,69 +801,69 @@ func TestAcks(t *testing.T) {
 	hw := l.HighWatermark()
 	done := run(AcksOne)
 	quiet(done, "AcksOne with no bookie")
-	f.cluster.Bookies.Deliver(to(bookies[0]))
+	f.Cluster.Bookies.Deliver(to(bookies[0]))
 	if err := <-done; err != nil {
 		t.Fatalf("AcksOne: %v", err)
 	}
 	if l.HighWatermark() != hw {
 		t.Fatalf("HW moved at one bookie")
 	}
-	f.cluster.Bookies.DeliverAll()
+	f.Cluster.Bookies.DeliverAll()
 
 	// AcksAll waits for the third bookie; the HW moves at the second.
 	done = run(AcksAll)
-	f.cluster.Bookies.Deliver(to(bookies[0]))
-	f.cluster.Bookies.Deliver(to(bookies[1]))
+	f.Cluster.Bookies.Deliver(to(bookies[0]))
+	f.Cluster.Bookies.Deliver(to(bookies[1]))
 	quiet(done, "AcksAll with two bookies")
 	// The HW moves once the quorum's answers are processed: wait for it
 	// rather than assume the 10 ms of quiet above were enough.
-	testwait.Until(t, testTimeout, fmt.Sprintf("the HW at the quorum (%d)", hw+2), func() bool { return l.HighWatermark() == hw+2 })
-	f.cluster.Bookies.Deliver(to(bookies[2]))
+	testwait.Until(t, WaitTimeout, fmt.Sprintf("the HW at the quorum (%d)", hw+2), func() bool { return l.HighWatermark() == hw+2 })
+	f.Cluster.Bookies.Deliver(to(bookies[2]))
 	if err := <-done; err != nil {
 		t.Fatalf("AcksAll: %v", err)
 	}
 
 	// AcksQuorum: two bookies.
 	done = run(AcksQuorum)
-	f.cluster.Bookies.Deliver(to(bookies[2]))
+	f.Cluster.Bookies.Deliver(to(bookies[2]))
 	quiet(done, "AcksQuorum with one bookie")
-	f.cluster.Bookies.Deliver(to(bookies[1]))
+	f.Cluster.Bookies.Deliver(to(bookies[1]))
 	if err := <-done; err != nil {
 		t.Fatalf("AcksQuorum: %v", err)
 	}
-	f.cluster.Bookies.SetManual(false)
-	f.cluster.Bookies.DeliverAll()
+	f.Cluster.Bookies.SetManual(false)
+	f.Cluster.Bookies.DeliverAll()
 }
 
 // A write error fails the log and every pending append.
 func TestWriteFailureFailsLog(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	f.cluster.Bookies.SetManual(true)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	f.Cluster.Bookies.SetManual(true)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum)
+			_, err := l.Append(Ctx(t), Batch(t, 1, "x"), AcksQuorum)
 			errs <- err
 		}()
 	}
-	testwait.Until(t, testTimeout, "appends in flight", func() bool { return len(f.cluster.Bookies.InFlight()) >= 6 })
+	testwait.Until(t, WaitTimeout, "appends in flight", func() bool { return len(f.Cluster.Bookies.InFlight()) >= 6 })
 	// Fence the ledger behind the writer's back (a takeover).
 	id := l.Describe().Segments[0].LedgerId
-	for _, b := range f.cluster.Bookies.Addrs() {
-		_, _ = f.cluster.Bookies.Fence(testCtx(t), b, id)
+	for _, b := range f.Cluster.Bookies.Addrs() {
+		_, _ = f.Cluster.Bookies.Fence(Ctx(t), b, id)
 	}
-	f.cluster.Bookies.SetManual(false)
-	f.cluster.Bookies.DeliverAll()
+	f.Cluster.Bookies.SetManual(false)
+	f.Cluster.Bookies.DeliverAll()
 	for range 2 {
 		if err := <-errs; !errors.Is(err, ErrFenced) {
 			t.Fatalf("pending append: %v, want ErrFenced", err)
 		}
 	}
-	testwait.Recv(t, testTimeout, "the log to fail", l.Failed())
+	testwait.Recv(t, WaitTimeout, "the log to fail", l.Failed())
 	// A read of a failed log is told to look elsewhere (ErrClosed: the
 	// broker answers NOT_OWNER, retryable), the cause in the message.
-	if _, err := l.Fetch(testCtx(t), 0, 10, 0); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "fenced") {
+	if _, err := l.Fetch(Ctx(t), 0, 10, 0); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "fenced") {
 		t.Fatalf("fetch on a failed log: %v, want ErrClosed naming the cause", err)
 	}
 }
@@ -929,14 +929,14 @@ func TestSegmentIndex(t *testing.T) {
 // Without a tail cache the open segment is read back from the bookies (the
 // owner tells the reader its LAC), with read-ahead serving the next fetch.
 func TestFetchOpenSegmentFromBookies(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.Cache = nil
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = NewMetrics(reg)
-	l := f.open(cfg)
-	appendN(t, l, 10)
-	if got := len(fetchAll(t, l, 0)); got != 30 {
+	l := f.Open(cfg)
+	AppendN(t, l, 10)
+	if got := len(FetchAll(t, l, 0)); got != 30 {
 		t.Fatalf("fetched %d records, want 30", got)
 	}
 	read := counterValue(t, cfg.Metrics.BookieReadBytes)
@@ -944,7 +944,7 @@ func TestFetchOpenSegmentFromBookies(t *testing.T) {
 		t.Fatal("no bookie reads without a cache")
 	}
 	for off := int64(0); off < 30; off++ {
-		if _, err := l.Fetch(testCtx(t), off, 1, 0); err != nil {
+		if _, err := l.Fetch(Ctx(t), off, 1, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -969,14 +969,14 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // several requests; the server handles them concurrently) are appended in
 // sequence order: the one ahead waits for its predecessor.
 func TestSequenceGapWaitsForPredecessor(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SequenceGapWait = 5 * time.Second
-	l := f.open(cfg)
-	mustAppend(t, l, idemBatch(t, 3, 0, 0, 1, "a"), AcksQuorum)
+	l := f.Open(cfg)
+	MustAppend(t, l, IdemBatch(t, 3, 0, 0, 1, "a"), AcksQuorum)
 	second := make(chan AppendResult, 1)
 	go func() {
-		r, err := l.Append(testCtx(t), idemBatch(t, 3, 0, 2, 1, "c"), AcksQuorum)
+		r, err := l.Append(Ctx(t), IdemBatch(t, 3, 0, 2, 1, "c"), AcksQuorum)
 		if err != nil {
 			t.Error(err)
 		}
@@ -987,7 +987,7 @@ func TestSequenceGapWaitsForPredecessor(t *testing.T) {
 	// below holds in either arrival order, so a slow machine can only make
 	// the test weaker, never fail it.
 	time.Sleep(20 * time.Millisecond)
-	first := mustAppend(t, l, idemBatch(t, 3, 0, 1, 1, "b"), AcksQuorum)
+	first := MustAppend(t, l, IdemBatch(t, 3, 0, 1, 1, "b"), AcksQuorum)
 	r := <-second
 	if first.BaseOffset != 1 || r.BaseOffset != 2 {
 		t.Fatalf("offsets %d and %d, want 1 and 2", first.BaseOffset, r.BaseOffset)
@@ -997,15 +997,15 @@ func TestSequenceGapWaitsForPredecessor(t *testing.T) {
 // SetLimits applies at once: a smaller max batch size refuses larger
 // batches, a smaller segment size rolls the open segment.
 func TestSetLimits(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	appendN(t, l, 3)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	AppendN(t, l, 3)
 	l.SetLimits(Limits{MaxBatchBytes: 80, SegmentBytes: 100})
-	if _, err := l.Append(testCtx(t), batch(t, 1, strings.Repeat("x", 100)), AcksQuorum); !errors.Is(err, ErrTooLarge) {
+	if _, err := l.Append(Ctx(t), Batch(t, 1, strings.Repeat("x", 100)), AcksQuorum); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("batch over the new limit: %v", err)
 	}
-	testwait.Until(t, testTimeout, "a roll after the segment size shrank", func() bool { return len(l.Describe().Segments) >= 2 })
-	if got := l.Limits(); got.MaxBatchBytes != 80 || got.SegmentBytes != 100 || got.SegmentAge != f.config(1).withDefaults().SegmentAge {
+	testwait.Until(t, WaitTimeout, "a roll after the segment size shrank", func() bool { return len(l.Describe().Segments) >= 2 })
+	if got := l.Limits(); got.MaxBatchBytes != 80 || got.SegmentBytes != 100 || got.SegmentAge != f.Config(1).withDefaults().SegmentAge {
 		t.Fatalf("limits %+v", got)
 	}
 }
@@ -1016,23 +1016,23 @@ func TestSetLimits(t *testing.T) {
 // producer's retry is then a possible duplicate it was told about. An
 // append refused after the failure was never written: ErrFenced alone.
 func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
-	f := newFixture(t)
-	a := f.open(f.config(1))
-	appendN(t, a, 3)
-	f.cluster.Bookies.SetManual(true)
+	f := NewFixture(t)
+	a := f.Open(f.Config(1))
+	AppendN(t, a, 3)
+	f.Cluster.Bookies.SetManual(true)
 	res := make(chan error, 1)
 	go func() {
-		_, err := a.Append(testCtx(t), batch(t, 50, "in-flight"), AcksQuorum)
+		_, err := a.Append(Ctx(t), Batch(t, 50, "in-flight"), AcksQuorum)
 		res <- err
 	}()
 	var inflight []ledgerInFlight
-	testwait.Until(t, testTimeout, "the append at 3 bookies", func() bool { inflight = f.cluster.Bookies.InFlight(); return len(inflight) >= 3 })
+	testwait.Until(t, WaitTimeout, "the append at 3 bookies", func() bool { inflight = f.Cluster.Bookies.InFlight(); return len(inflight) >= 3 })
 	// One bookie stores it; A never hears a quorum.
-	f.cluster.Bookies.Deliver(func(r ledgerInFlight) bool { return r.Bookie == inflight[0].Bookie })
-	f.cluster.Bookies.SetManual(false)
+	f.Cluster.Bookies.Deliver(func(r ledgerInFlight) bool { return r.Bookie == inflight[0].Bookie })
+	f.Cluster.Bookies.SetManual(false)
 
-	b := f.open(f.config(2))
-	f.cluster.Bookies.DeliverAll()
+	b := f.Open(f.Config(2))
+	f.Cluster.Bookies.DeliverAll()
 	err := <-res
 	if !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append in flight during the takeover: %v, want ErrUnknownOutcome", err)
@@ -1040,7 +1040,7 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 	// The new owner's recovery may keep the record A was not told about
 	// (one bookie holds it; it does unless a slow run made A's writer
 	// replace that bookie first): then it is at the next offset, once.
-	recs := fetchAll(t, b, 0)
+	recs := FetchAll(t, b, 0)
 	switch {
 	case len(recs) == 10 && recs[9].Offset == 9 && string(recs[9].Value) == "in-flight":
 		t.Log("the new owner kept the in-flight record: a retry would have duplicated it")
@@ -1049,7 +1049,7 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 	default:
 		t.Fatalf("after takeover: %d records, want the 9 acknowledged and at most the in-flight one at offset 9", len(recs))
 	}
-	if _, err := a.Append(testCtx(t), batch(t, 51, "after"), AcksQuorum); !errors.Is(err, ErrFenced) || errors.Is(err, ErrUnknownOutcome) {
+	if _, err := a.Append(Ctx(t), Batch(t, 51, "after"), AcksQuorum); !errors.Is(err, ErrFenced) || errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append after the failure: %v, want ErrFenced only", err)
 	}
 }
@@ -1057,11 +1057,11 @@ func TestTakeoverDuringAppendIsUnknownOutcome(t *testing.T) {
 // M3: tiny batches roll the segment at MaxSegmentEntries entries, long
 // before SegmentBytes, so the open segment's memory stays bounded.
 func TestRollByEntryCount(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.MaxSegmentEntries = 4
-	l := f.open(cfg)
-	appendN(t, l, 10)
+	l := f.Open(cfg)
+	AppendN(t, l, 10)
 	pl := l.Describe()
 	if len(pl.Segments) != 3 {
 		t.Fatalf("%d segments after 10 batches at 4 entries each, want 3: %v", len(pl.Segments), pl.Segments)
@@ -1071,7 +1071,7 @@ func TestRollByEntryCount(t *testing.T) {
 			t.Errorf("segment %d ends at entry %d, want %d", i, s.LastEntryId, want)
 		}
 	}
-	if recs := fetchAll(t, l, 0); len(recs) != 30 {
+	if recs := FetchAll(t, l, 0); len(recs) != 30 {
 		t.Fatalf("fetched %d records, want 30", len(recs))
 	}
 }
@@ -1081,19 +1081,19 @@ func TestRollByEntryCount(t *testing.T) {
 // replacement sent the scan back to the bookies for the same entries, so
 // readers at different offsets could starve each other.
 func TestScanKeepsItsOwnReadAhead(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.Cache = nil
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
-	l := f.open(cfg)
-	appendN(t, l, 10)
+	l := f.Open(cfg)
+	AppendN(t, l, 10)
 	l.mu.Lock()
 	segs := l.segmentsLocked()
 	l.mu.Unlock()
 	s := segs[len(segs)-1]
 	budget := func() int { return 1 << 20 }
 	scanned := 0
-	err := l.scan(testCtx(t), s, 0, budget, func(id int64, _ []byte) (bool, error) {
+	err := l.scan(Ctx(t), s, 0, budget, func(id int64, _ []byte) (bool, error) {
 		scanned++
 		// Another reader fills the shared buffer with other entries.
 		l.reads.mu.Lock()
@@ -1119,16 +1119,16 @@ func TestScanKeepsItsOwnReadAhead(t *testing.T) {
 // had expired and appended, and the first batch then failed as out of
 // order, so a client saw an error and its records out of order.
 func TestUnknownProducerNeverAppendedAheadOfItsFirstBatch(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1)) // SequenceGapWait: 50 ms
-	if _, err := l.Append(testCtx(t), idemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum); !errors.Is(err, ErrUnknownProducer) {
+	f := NewFixture(t)
+	l := f.Open(f.Config(1)) // SequenceGapWait: 50 ms
+	if _, err := l.Append(Ctx(t), IdemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum); !errors.Is(err, ErrUnknownProducer) {
 		t.Fatalf("second batch before the first: %v", err)
 	}
 	if hw := l.HighWatermark(); hw != 0 {
 		t.Fatalf("high watermark %d: the refused batch was appended", hw)
 	}
-	first := mustAppend(t, l, idemBatch(t, 7, 0, 0, 1, "first"), AcksQuorum)
-	second := mustAppend(t, l, idemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum)
+	first := MustAppend(t, l, IdemBatch(t, 7, 0, 0, 1, "first"), AcksQuorum)
+	second := MustAppend(t, l, IdemBatch(t, 7, 0, 1, 1, "second"), AcksQuorum)
 	if first.BaseOffset != 0 || second.BaseOffset != 1 || second.Duplicate {
 		t.Fatalf("first at %d, second at %d (duplicate %v)", first.BaseOffset, second.BaseOffset, second.Duplicate)
 	}
@@ -1140,23 +1140,23 @@ func TestUnknownProducerNeverAppendedAheadOfItsFirstBatch(t *testing.T) {
 // does not count: the append is an unknown outcome, the high watermark
 // stays, and the log fails.
 func TestAckAfterAuthorityLapsedDoesNotCount(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	var valid atomic.Bool
 	valid.Store(true)
 	cfg.Authority = valid.Load
-	l := f.open(cfg)
-	appendN(t, l, 2)
+	l := f.Open(cfg)
+	AppendN(t, l, 2)
 	hw := l.HighWatermark()
 	valid.Store(false)
-	_, err := l.Append(testCtx(t), batch(t, f.clock.Now().UnixMilli(), "late"), AcksQuorum)
+	_, err := l.Append(Ctx(t), Batch(t, f.Clock.Now().UnixMilli(), "late"), AcksQuorum)
 	if !errors.Is(err, ErrAuthorityLost) || !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append after the authority lapsed: %v, want ErrAuthorityLost and ErrUnknownOutcome", err)
 	}
 	if l.HighWatermark() != hw {
 		t.Fatalf("high watermark %d, was %d: the late acknowledgement counted", l.HighWatermark(), hw)
 	}
-	if _, err := l.Append(testCtx(t), batch(t, f.clock.Now().UnixMilli(), "next"), AcksQuorum); !errors.Is(err, ErrAuthorityLost) {
+	if _, err := l.Append(Ctx(t), Batch(t, f.Clock.Now().UnixMilli(), "next"), AcksQuorum); !errors.Is(err, ErrAuthorityLost) {
 		t.Fatalf("the next append: %v, want the failed log's ErrAuthorityLost", err)
 	}
 }
@@ -1168,47 +1168,47 @@ func TestAckAfterAuthorityLapsedDoesNotCount(t *testing.T) {
 // written and the log stays healthy: the retry succeeds once bookies are
 // back.
 func TestLedgerOnlyWhileWritten(t *testing.T) {
-	f := newFixture(t)
-	cfg := f.config(1)
+	f := NewFixture(t)
+	cfg := f.Config(1)
 	cfg.SegmentAge = time.Hour
 	ledgers := func() int {
-		ids, err := f.cluster.Meta.List(testCtx(t))
+		ids, err := f.Cluster.Meta.List(Ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(ids)
 	}
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	if n, segs := ledgers(), l.Describe().Segments; n != 0 || len(segs) != 0 {
 		t.Fatalf("after a takeover of a new partition: %d ledgers, segments %v; want none", n, segs)
 	}
-	f.cluster.Registry.SetUnavailable(true)
-	if _, err := l.Append(testCtx(t), batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrNoLedger) {
+	f.Cluster.Registry.SetUnavailable(true)
+	if _, err := l.Append(Ctx(t), Batch(t, 1, "x"), AcksQuorum); !errors.Is(err, ErrNoLedger) {
 		t.Fatalf("append with no bookie to create a ledger on: %v, want ErrNoLedger", err)
 	}
 	if err := l.Err(); err != nil || l.HighWatermark() != 0 || ledgers() != 0 {
 		t.Fatalf("after ErrNoLedger: err %v, high watermark %d, %d ledgers; want healthy, 0, 0", err, l.HighWatermark(), ledgers())
 	}
-	f.cluster.Registry.SetUnavailable(false)
-	mustAppend(t, l, batch(t, 1, "a"), AcksQuorum)
-	mustAppend(t, l, batch(t, 2, "b"), AcksQuorum)
+	f.Cluster.Registry.SetUnavailable(false)
+	MustAppend(t, l, Batch(t, 1, "a"), AcksQuorum)
+	MustAppend(t, l, Batch(t, 2, "b"), AcksQuorum)
 	if n, segs := ledgers(), l.Describe().Segments; n != 1 || len(segs) != 1 || segs[0].Closed || segs[0].LastOffset != 1 {
 		t.Fatalf("after two appends: %d ledgers, segments %v; want one open ledger holding offsets 0-1", n, segs)
 	}
-	rollByAge(t, f, l)
-	if err := l.Close(testCtx(t)); err != nil {
+	RollByAge(t, f, l)
+	if err := l.Close(Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	// The next owner finds nothing open: it fences and recovers nothing,
 	// creates nothing, and continues the offsets.
-	l2 := f.open(f.config(2))
+	l2 := f.Open(f.Config(2))
 	if n, segs := ledgers(), l2.Describe().Segments; n != 1 || len(segs) != 1 || !segs[0].Closed {
 		t.Fatalf("after the second takeover: %d ledgers, segments %v; want the one sealed ledger", n, segs)
 	}
-	if r := mustAppend(t, l2, batch(t, 3, "c"), AcksQuorum); r.BaseOffset != 2 {
+	if r := MustAppend(t, l2, Batch(t, 3, "c"), AcksQuorum); r.BaseOffset != 2 {
 		t.Fatalf("first append after the takeover at offset %d, want 2", r.BaseOffset)
 	}
-	if got := describeAll(fetchAll(t, l2, 0)); strings.Join(got, " ") != "0:=a 1:=b 2:=c" {
+	if got := DescribeAll(FetchAll(t, l2, 0)); strings.Join(got, " ") != "0:=a 1:=b 2:=c" {
 		t.Fatalf("records %v", got)
 	}
 }
@@ -1219,35 +1219,35 @@ func TestLedgerOnlyWhileWritten(t *testing.T) {
 // instead of waiting for its deadline with an unknown outcome. Once the
 // bookies are writable again the writer takes them back and appends go on.
 func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	mustAppend(t, l, batch(t, 1, "before"), AcksQuorum)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	MustAppend(t, l, Batch(t, 1, "before"), AcksQuorum)
 	l.mu.Lock()
 	w := l.mu.writer
 	l.mu.Unlock()
 	ensemble := w.Metadata().Fragments[0].Bookies
 	down := []string{ensemble[0], ensemble[1]}
-	for _, b := range f.cluster.Bookies.Addrs() {
+	for _, b := range f.Cluster.Bookies.Addrs() {
 		if !slices.Contains(ensemble, b) {
 			down = append(down, b) // the spare
 		}
 	}
 	for _, b := range down {
-		f.cluster.Bookies.Crash(b)
-		f.cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
+		f.Cluster.Bookies.Crash(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
 	}
 	// The writer learns of the failures from an append it cannot
 	// acknowledge (acks=none: handed off, not waited for).
-	if _, err := l.Append(testCtx(t), batch(t, 2, "pending"), AcksNone); err != nil {
+	if _, err := l.Append(Ctx(t), Batch(t, 2, "pending"), AcksNone); err != nil {
 		t.Fatal(err)
 	}
-	testwait.UntilNil(t, testTimeout, "the writer to find no ack quorum", func() error {
+	testwait.UntilNil(t, WaitTimeout, "the writer to find no ack quorum", func() error {
 		if w.CanAcknowledge() {
 			return errors.New("it still can acknowledge")
 		}
 		return nil
 	})
-	if _, err := l.Append(testCtx(t), batch(t, 3, "refused"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) {
+	if _, err := l.Append(Ctx(t), Batch(t, 3, "refused"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) {
 		t.Fatalf("append without an ack quorum: %v, want ErrNotEnoughBookies", err)
 	}
 	if err := l.Err(); err != nil {
@@ -1255,13 +1255,13 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 	}
 
 	for _, b := range down {
-		f.cluster.Bookies.Restart(b)
-		f.cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
+		f.Cluster.Bookies.Restart(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
 	}
-	f.cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
-	r := mustAppend(t, l, batch(t, 4, "after"), AcksQuorum)
+	f.Cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
+	r := MustAppend(t, l, Batch(t, 4, "after"), AcksQuorum)
 	var got []string
-	for _, rec := range fetchAll(t, l, 0) {
+	for _, rec := range FetchAll(t, l, 0) {
 		got = append(got, string(rec.Value))
 	}
 	if want := []string{"before", "pending", "after"}; !slices.Equal(got, want) || r.BaseOffset != 2 {
@@ -1272,8 +1272,8 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 // AfterFail's function runs once the log fails (at once when it has
 // failed already), on its own goroutine, and never once stopped.
 func TestAfterFail(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
 	fired := make(chan string, 3)
 	l.AfterFail(func() { fired <- "registered before" })
 	stop := l.AfterFail(func() { fired <- "stopped" })
@@ -1289,11 +1289,11 @@ func TestAfterFail(t *testing.T) {
 	default:
 	}
 	l.fail(errors.New("injected"))
-	if got := testwait.Recv(t, testTimeout, "the hook registered before the failure", fired); got != "registered before" {
+	if got := testwait.Recv(t, WaitTimeout, "the hook registered before the failure", fired); got != "registered before" {
 		t.Fatalf("ran %q", got)
 	}
 	stopLate := l.AfterFail(func() { fired <- "registered after" })
-	if got := testwait.Recv(t, testTimeout, "the hook registered after the failure", fired); got != "registered after" {
+	if got := testwait.Recv(t, WaitTimeout, "the hook registered after the failure", fired); got != "registered after" {
 		t.Fatalf("ran %q", got)
 	}
 	if stopLate() {
@@ -1311,13 +1311,13 @@ func TestAfterFail(t *testing.T) {
 // same memory (the fetch response refers to it, brokerpb's copy-free
 // encoding frames it without a copy).
 func TestFetchSharesBatches(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	mustAppend(t, l, batch(t, 1, "a", "b"), AcksQuorum)
-	mustAppend(t, l, batch(t, 1, "c"), AcksQuorum)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	MustAppend(t, l, Batch(t, 1, "a", "b"), AcksQuorum)
+	MustAppend(t, l, Batch(t, 1, "c"), AcksQuorum)
 	var got []FetchResult
 	for range 2 {
-		res, err := l.Fetch(testCtx(t), 0, 1<<20, 0)
+		res, err := l.Fetch(Ctx(t), 0, 1<<20, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1331,7 +1331,7 @@ func TestFetchSharesBatches(t *testing.T) {
 			t.Fatalf("batch %d was copied by a fetch", i)
 		}
 	}
-	if recs := decodeAll(t, got[0].Records()); len(recs) != 3 {
+	if recs := DecodeAll(t, got[0].Records()); len(recs) != 3 {
 		t.Fatalf("decoded %d records, want 3", len(recs))
 	}
 }

@@ -1,9 +1,10 @@
-package partlog
+package partlog_test
 
 import (
 	"math"
 	"testing"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -17,40 +18,40 @@ import (
 // down until the producers expired (a day). Now the state keeps the
 // maxProducers most recently active producers.
 func TestManyProducersKeepTheListWritable(t *testing.T) {
-	f := newFixture(t)
-	store := &scaleStore{inner: f.store}
-	cfg := f.config(1)
+	f := partlog.NewFixture(t)
+	store := &scaleStore{inner: f.Store}
+	cfg := f.Config(1)
 	cfg.Store = store
-	l := f.open(cfg)
-	now := f.clock.Now().UnixMilli()
+	l := f.Open(cfg)
+	now := f.Clock.Now().UnixMilli()
 	const producers = 40_000
 	for i := range int64(producers) {
 		if i%1000 == 0 {
-			f.clock.Advance(1) // the later producers are the more recent
+			f.Clock.Advance(1) // the later producers are the more recent
 		}
-		mustAppend(t, l, idemBatch(t, 1<<56+i, 32767, 0, now, "x", "y"), AcksQuorum)
+		partlog.MustAppend(t, l, partlog.IdemBatch(t, 1<<56+i, 32767, 0, now, "x", "y"), partlog.AcksQuorum)
 	}
-	if err := l.Close(testCtx(t)); err != nil {
+	if err := l.Close(partlog.Ctx(t)); err != nil {
 		t.Errorf("Close after %d producers: %v", producers, err)
 	}
-	cfg = f.config(2)
+	cfg = f.Config(2)
 	cfg.Store = store
-	b, err := Open(testCtx(t), cfg)
+	b, err := partlog.Open(partlog.Ctx(t), cfg)
 	if err != nil {
 		t.Fatalf("Open after %d producers: %v", producers, err)
 	}
-	t.Cleanup(func() { _ = b.Close(testCtx(t)) })
+	t.Cleanup(func() { _ = b.Close(partlog.Ctx(t)) })
 	kept := len(b.Describe().Producers)
 	t.Logf("list after %d producers: at most %d bytes, %d producers kept", producers, store.mu.maxPartitionBytes, kept)
-	if kept != maxProducers {
-		t.Errorf("%d producers kept, want %d", kept, maxProducers)
+	if kept != partlog.MaxProducers {
+		t.Errorf("%d producers kept, want %d", kept, partlog.MaxProducers)
 	}
 	// The most recent producer is still deduplicated.
 	last := int64(producers - 1)
-	if d := mustAppend(t, b, idemBatch(t, 1<<56+last, 32767, 0, now, "x", "y"), AcksQuorum); !d.Duplicate || d.BaseOffset != 2*last {
+	if d := partlog.MustAppend(t, b, partlog.IdemBatch(t, 1<<56+last, 32767, 0, now, "x", "y"), partlog.AcksQuorum); !d.Duplicate || d.BaseOffset != 2*last {
 		t.Fatalf("retry of the last producer's batch: %+v, want a duplicate at %d", d, 2*last)
 	}
-	if r := mustAppend(t, b, batch(t, now, "after"), AcksQuorum); r.BaseOffset != 2*producers {
+	if r := partlog.MustAppend(t, b, partlog.Batch(t, now, "after"), partlog.AcksQuorum); r.BaseOffset != 2*producers {
 		t.Fatalf("append after reopening at %d, want %d", r.BaseOffset, 2*producers)
 	}
 }
@@ -60,9 +61,9 @@ func TestManyProducersKeepTheListWritable(t *testing.T) {
 // five batches each) and 10,000 ledgers fit in one metad value.
 func TestProducerStateBound(t *testing.T) {
 	pl := &brokerpb.PartitionLog{}
-	for i := range maxProducers {
+	for i := range partlog.MaxProducers {
 		s := &brokerpb.ProducerState{ProducerId: math.MaxInt64 - int64(i), Epoch: -1, LastTimestampMs: math.MaxInt64}
-		for range producerBatches {
+		for range partlog.ProducerBatches {
 			s.Batches = append(s.Batches, &brokerpb.ProducerBatch{FirstSequence: math.MaxInt32, LastSequence: math.MaxInt32,
 				BaseOffset: math.MaxInt64, LastOffset: math.MaxInt64})
 		}
@@ -74,7 +75,7 @@ func TestProducerStateBound(t *testing.T) {
 			LastEntryId: 1 << 16, Bytes: 1 << 30, MaxTimestampMs: 1_700_000_600_000, CreatedAtMs: 1_700_000_000_000, Closed: true})
 	}
 	total := len(mustMarshal(t, pl))
-	t.Logf("%d worst-case producers: %d bytes; with 10,000 ledgers: %d of %d bytes", maxProducers, producers, total, kv.MaxValueBytes)
+	t.Logf("%d worst-case producers: %d bytes; with 10,000 ledgers: %d of %d bytes", partlog.MaxProducers, producers, total, kv.MaxValueBytes)
 	if total > kv.MaxValueBytes {
 		t.Fatalf("%d bytes, more than metad's %d", total, kv.MaxValueBytes)
 	}

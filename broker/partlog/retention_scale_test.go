@@ -1,4 +1,4 @@
-package partlog
+package partlog_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/kv"
@@ -44,7 +45,7 @@ import (
 // (a Put over kv.MaxValueBytes fails as metad would) and, when writeDelay
 // is set, every write (Put, Delete) held that long: a metad round trip.
 type scaleStore struct {
-	inner      *memStore
+	inner      *partlog.MemStore
 	writeDelay time.Duration
 
 	mu struct {
@@ -73,7 +74,7 @@ func (s *scaleStore) Put(ctx context.Context, key string, value []byte, expected
 	return s.inner.Put(ctx, key, value, expected)
 }
 
-func (s *scaleStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []Record) (int64, []*metadpb.KeyValue, error) {
+func (s *scaleStore) PutWith(ctx context.Context, key string, value []byte, expected int64, with []partlog.Record) (int64, []*metadpb.KeyValue, error) {
 	if err := s.countPut(key, value); err != nil {
 		return 0, nil, err
 	}
@@ -85,7 +86,7 @@ func (s *scaleStore) PutWith(ctx context.Context, key string, value []byte, expe
 func (s *scaleStore) countPut(key string, value []byte) error {
 	s.mu.Lock()
 	s.mu.puts++
-	if strings.HasPrefix(key, PartitionPrefix) {
+	if strings.HasPrefix(key, partlog.PartitionPrefix) {
 		s.mu.partitionPuts++
 		s.mu.maxPartitionBytes = max(s.mu.maxPartitionBytes, len(value))
 	}
@@ -99,7 +100,7 @@ func (s *scaleStore) countPut(key string, value []byte) error {
 func (s *scaleStore) Delete(ctx context.Context, key string) error {
 	s.mu.Lock()
 	s.mu.deletes++
-	if strings.HasPrefix(key, LedgerIndexPrefix) {
+	if strings.HasPrefix(key, partlog.LedgerIndexPrefix) {
 		s.mu.indexDeletes++
 	}
 	s.mu.Unlock()
@@ -111,7 +112,7 @@ func (s *scaleStore) DeleteKeys(ctx context.Context, keys []string) error {
 	s.mu.Lock()
 	s.mu.deletes++
 	for _, k := range keys {
-		if strings.HasPrefix(k, LedgerIndexPrefix) {
+		if strings.HasPrefix(k, partlog.LedgerIndexPrefix) {
 			s.mu.indexDeletes++
 		}
 	}
@@ -192,11 +193,11 @@ func fsyncLatency(t testing.TB, dir string) time.Duration {
 type scaleShape struct {
 	tiered, ledgers, keep int
 	// configure, if set, adjusts the Log's Config before it opens.
-	configure func(*Config)
+	configure func(*partlog.Config)
 }
 
 type scaleLog struct {
-	l       *Log
+	l       *partlog.Log
 	store   *scaleStore
 	meta    *scaleMeta
 	objects *memstore.Store
@@ -214,11 +215,11 @@ const scaleKeyPrefix = "strata/0b5c1a8e-6d1f-4f5e-9a43-3c1de0f7a2b1/t/6f8b2d7c-1
 func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *scaleLog {
 	t.Helper()
 	ctx := context.Background()
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	s := &scaleLog{
-		store:   &scaleStore{inner: f.store},
-		meta:    &scaleMeta{MetadataStore: f.cluster.Meta},
-		objects: memstore.New(memstore.Options{Now: f.clock.Now}),
+		store:   &scaleStore{inner: f.Store},
+		meta:    &scaleMeta{MetadataStore: f.Cluster.Meta},
+		objects: memstore.New(memstore.Options{Now: f.Clock.Now}),
 	}
 	s.objects.SetHook(func(c memstore.Call) memstore.Fault {
 		if c.Op == objstore.OpDelete {
@@ -226,7 +227,7 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 		}
 		return memstore.Fault{}
 	})
-	now := f.clock.Now().UnixMilli()
+	now := f.Clock.Now().UnixMilli()
 	old, young := now-2*time.Hour.Milliseconds(), now-time.Minute.Milliseconds()
 	const recordsPerPiece, bytesPerPiece = 100, 64 << 10
 	pl := &brokerpb.PartitionLog{}
@@ -255,10 +256,10 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 		if i >= shape.ledgers {
 			ts = young
 		}
-		f.cluster.Meta.Set(&ledgerpb.LedgerMetadata{Id: id, EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2,
+		f.Cluster.Meta.Set(&ledgerpb.LedgerMetadata{Id: id, EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2,
 			State: ledgerpb.LedgerState_CLOSED, LastEntryId: 0, Length: bytesPerPiece, CreatedAtMs: ts,
 			Fragments: []*ledgerpb.Fragment{{FirstEntryId: 0, Bookies: bookies}}})
-		if _, err := f.store.Put(ctx, IndexKey(id), idx, -1); err != nil {
+		if _, err := f.Store.Put(ctx, partlog.IndexKey(id), idx, -1); err != nil {
 			t.Fatal(err)
 		}
 		last := offset + recordsPerPiece - 1
@@ -277,24 +278,24 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 		t.Fatalf("a list of %d tiered segments and %d ledgers is %d bytes, over metad's %d: it cannot exist",
 			shape.tiered, shape.ledgers+shape.keep, len(val), kv.MaxValueBytes)
 	}
-	if _, err := f.store.Put(ctx, PartitionKey("orders", 3), val, 0); err != nil {
+	if _, err := f.Store.Put(ctx, partlog.PartitionKey("orders", 3), val, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("built a list of %d objects and %d ledgers: %d bytes", shape.tiered, shape.ledgers+shape.keep, len(val))
 
-	cfg := f.config(1)
-	env := f.cluster.Env()
+	cfg := f.Config(1)
+	env := f.Cluster.Env()
 	env.Meta = s.meta
 	cfg.Env, cfg.Store = env, s.store
-	cfg.Policy = Policy{Delete: true, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1, MaxTimestampAheadMs: -1,
+	cfg.Policy = partlog.Policy{Delete: true, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1, MaxTimestampAheadMs: -1,
 		LocalRetentionMs: -1, RemoteStorage: shape.tiered > 0}
 	if shape.tiered > 0 {
-		cfg.Tier = &Tier{Store: s.objects, Reader: segfileReader{s.objects}, KeyPrefix: scaleKeyPrefix, TopicID: "topic-id", OrphanGrace: time.Hour}
+		cfg.Tier = &partlog.Tier{Store: s.objects, Reader: segfileReader{s.objects}, KeyPrefix: scaleKeyPrefix, TopicID: "topic-id", OrphanGrace: time.Hour}
 	}
 	if shape.configure != nil {
 		shape.configure(&cfg)
 	}
-	s.l = f.open(cfg)
+	s.l = f.Open(cfg)
 	s.store.reset()
 	s.store.writeDelay, s.meta.writeDelay = writeDelay, writeDelay
 	s.meta.gets.Store(0)
@@ -420,12 +421,12 @@ func TestRetentionDeletionsStopAtClose(t *testing.T) {
 		_, err := s.l.EnforceRetention(context.Background())
 		done <- err
 	}()
-	testwait.Until(t, testTimeout, "100 ledger deletions", func() bool { return s.meta.deletes.Load() >= 100 })
+	testwait.Until(t, partlog.WaitTimeout, "100 ledger deletions", func() bool { return s.meta.deletes.Load() >= 100 })
 	start := time.Now()
-	if err := s.l.Close(testCtx(t)); err != nil {
+	if err := s.l.Close(partlog.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := testwait.Recv(t, testTimeout, "retention to return after Close", done); err != nil {
+	if err := testwait.Recv(t, partlog.WaitTimeout, "retention to return after Close", done); err != nil {
 		t.Fatalf("EnforceRetention: %v", err)
 	}
 	took, deleted := time.Since(start), s.meta.deletes.Load()
@@ -433,7 +434,7 @@ func TestRetentionDeletionsStopAtClose(t *testing.T) {
 	if deleted > int64(shape.ledgers)/2 {
 		t.Fatalf("retention deleted %d of %d ledgers after Close: it does not stop", deleted, shape.ledgers)
 	}
-	stored, _, err := ReadPartitionLog(testCtx(t), s.store.inner, "orders", 3)
+	stored, _, err := partlog.ReadPartitionLog(partlog.Ctx(t), s.store.inner, "orders", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,45 +477,41 @@ func TestRetentionScaleListBound(t *testing.T) {
 // Without L1 rolls went on until the list outgrew metad's bound; then the
 // roll's CAS failed, the log with it, and every takeover after it.
 func TestRollDeferredWhileListFull(t *testing.T) {
-	if metadValueBytes != kv.MaxValueBytes {
-		t.Fatalf("metadValueBytes %d, metad's bound %d", metadValueBytes, kv.MaxValueBytes)
+	if partlog.MetadValueBytes != kv.MaxValueBytes {
+		t.Fatalf("metadValueBytes %d, metad's bound %d", partlog.MetadValueBytes, kv.MaxValueBytes)
 	}
-	shape := scaleShape{ledgers: 18_000, keep: 1, configure: func(c *Config) { c.SegmentBytes, c.MaxSegmentEntries = 1, 3 }}
+	shape := scaleShape{ledgers: 18_000, keep: 1, configure: func(c *partlog.Config) { c.SegmentBytes, c.MaxSegmentEntries = 1, 3 }}
 	s := buildScaleLog(t, shape, 0)
 	segments := func() int {
-		s.l.mu.Lock()
-		defer s.l.mu.Unlock()
-		return len(s.l.mu.pl.Segments)
+		return len(s.l.Snapshot().List.Segments)
 	}
-	mustAppend(t, s.l, batch(t, 1, "v0"), AcksQuorum) // lists the open segment (P8)
+	partlog.MustAppend(t, s.l, partlog.Batch(t, 1, "v0"), partlog.AcksQuorum) // lists the open segment (P8)
 	before := segments()
 	for i := 1; i < 3; i++ { // each over segment.bytes: a roll is due before each
-		mustAppend(t, s.l, batch(t, 1, fmt.Sprint("v", i)), AcksQuorum)
+		partlog.MustAppend(t, s.l, partlog.Batch(t, 1, fmt.Sprint("v", i)), partlog.AcksQuorum)
 	}
 	if got := segments(); got != before {
 		t.Fatalf("%d segments after appends to a full list, want %d (no roll)", got, before)
 	}
-	if _, err := s.l.Append(testCtx(t), batch(t, 1, "refused"), AcksQuorum); !errors.Is(err, ErrListFull) {
+	if _, err := s.l.Append(partlog.Ctx(t), partlog.Batch(t, 1, "refused"), partlog.AcksQuorum); !errors.Is(err, partlog.ErrListFull) {
 		t.Fatalf("append past MaxSegmentEntries on a full list: %v, want ErrListFull", err)
 	}
 	if err := s.l.Err(); err != nil {
 		t.Fatalf("the log failed: %v", err)
 	}
-	if _, err := s.l.EnforceRetention(testCtx(t)); err != nil {
+	if _, err := s.l.EnforceRetention(partlog.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	r := mustAppend(t, s.l, batch(t, 1, "after retention"), AcksQuorum)
+	r := partlog.MustAppend(t, s.l, partlog.Batch(t, 1, "after retention"), partlog.AcksQuorum)
 	// kept, full, the new one with the append; run may already have rolled
 	// that one too (it is over segment.bytes) and opened one more, empty.
-	s.l.mu.Lock()
-	segs := slices.Clone(s.l.mu.pl.Segments)
-	s.l.mu.Unlock()
+	segs := slices.Clone(s.l.Snapshot().List.Segments)
 	if n := len(segs); n < shape.keep+2 || n > shape.keep+3 ||
 		segs[shape.keep+1].FirstOffset != r.BaseOffset || (n == shape.keep+3 && segs[n-1].FirstOffset != r.BaseOffset+1) {
 		t.Fatalf("segments after retention and an append: %v; want %d kept, the full one, one from offset %d (and maybe an empty one after it)",
 			segs, shape.keep, r.BaseOffset)
 	}
-	recs := fetchAll(t, s.l, r.BaseOffset-3)
+	recs := partlog.FetchAll(t, s.l, r.BaseOffset-3)
 	if len(recs) != 4 || string(recs[3].Value) != "after retention" {
 		t.Fatalf("read back %d records, want the 3 appended before retention and the one after", len(recs))
 	}

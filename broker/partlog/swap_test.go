@@ -1,4 +1,4 @@
-package partlog
+package partlog_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/ledgerpb"
@@ -18,7 +19,7 @@ import (
 // answers: the place to swap a compaction in between a read's snapshot of
 // the list and its read of a ledger index.
 type hookStore struct {
-	*memStore
+	*partlog.MemStore
 	mu   sync.Mutex
 	key  string
 	hook func() error
@@ -86,29 +87,29 @@ func (m *hookMeta) Get(ctx context.Context, id uint64) (*ledgerpb.LedgerMetadata
 // without a tail cache so that a lookup reads the ledgers; seg2Ts is the
 // timestamp of segment 2's first record.
 type swapFixture struct {
-	f      *fixture
-	l      *Log
+	f      *partlog.Fixture
+	l      *partlog.Log
 	store  *hookStore
 	meta   *hookMeta
 	seg2Ts int64
 }
 
 func newSwapFixture(t *testing.T) *swapFixture {
-	f := newFixture(t)
-	sf := &swapFixture{f: f, store: &hookStore{memStore: f.store}}
+	f := partlog.NewFixture(t)
+	sf := &swapFixture{f: f, store: &hookStore{memStore: f.Store}}
 	cfg := f.compactConfig(1)
 	cfg.Cache = nil
 	cfg.Store = sf.store
-	env := f.cluster.Env()
+	env := f.Cluster.Env()
 	sf.meta = &hookMeta{MetadataStore: env.Meta}
 	env.Meta = sf.meta
 	cfg.Env = env
-	sf.l = f.open(cfg)
+	sf.l = f.Open(cfg)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var m keyedModel
 	for seg := range 6 {
 		if seg == 2 {
-			sf.seg2Ts = f.clock.Now().UnixMilli()
+			sf.seg2Ts = f.Clock.Now().UnixMilli()
 		}
 		for range 5 {
 			var kv []string
@@ -116,9 +117,9 @@ func newSwapFixture(t *testing.T) *swapFixture {
 				kv = append(kv, fmt.Sprintf("k%d", rng.IntN(6)), fmt.Sprintf("v%d", rng.IntN(1000)))
 			}
 			m.appendKeyed(t, f, sf.l, -1, 0, kv...)
-			f.clock.Advance(time.Millisecond)
+			f.Clock.Advance(time.Millisecond)
 		}
-		rollByAge(t, f, sf.l)
+		partlog.RollByAge(t, f, sf.l)
 	}
 	m.appendKeyed(t, f, sf.l, -1, 0, "open", "tail")
 	return sf
@@ -128,7 +129,7 @@ func newSwapFixture(t *testing.T) *swapFixture {
 // holds now: its first record at or after ts, or the high watermark.
 func (sf *swapFixture) wantOffsetForTime(t *testing.T, ts int64) (int64, int64) {
 	t.Helper()
-	for _, r := range fetchAll(t, sf.l, 0) {
+	for _, r := range partlog.FetchAll(t, sf.l, 0) {
 		if r.TimestampMs >= ts {
 			return r.Offset, r.TimestampMs
 		}
@@ -154,7 +155,7 @@ func TestListOffsetAcrossSwap(t *testing.T) {
 	}
 	check := func(t *testing.T, sf *swapFixture, replaced []*brokerpb.LedgerSegment) {
 		t.Helper()
-		off, ts, err := sf.l.ListOffset(testCtx(t), sf.seg2Ts)
+		off, ts, err := sf.l.ListOffset(partlog.Ctx(t), sf.seg2Ts)
 		if err != nil {
 			t.Fatalf("ListOffset(%d) across a swap: %v", sf.seg2Ts, err)
 		}
@@ -174,8 +175,8 @@ func TestListOffsetAcrossSwap(t *testing.T) {
 		// Segments 0 and 1 end before seg2Ts: the lookup starts with
 		// segment 2's index, read from metad (a cold cache, as on a new
 		// owner), which the swap deletes.
-		sf.l.reads.forget(before[2].LedgerId)
-		sf.store.arm(IndexKey(before[2].LedgerId), func() error { compactInputs(t, sf)(); return nil })
+		sf.l.ForgetCached(before[2].LedgerId)
+		sf.store.arm(partlog.IndexKey(before[2].LedgerId), func() error { compactInputs(t, sf)(); return nil })
 		check(t, sf, before[:6])
 		if n := sf.store.getsOf(); n != 1 {
 			t.Fatalf("segment 2's index read %d times, want once (then the new list)", n)
@@ -187,7 +188,7 @@ func TestListOffsetAcrossSwap(t *testing.T) {
 		before := sf.l.Describe().Segments
 		// The index is cached: the lookup goes on to open segment 2's
 		// ledger, which the swap deletes.
-		if _, err := sf.l.index(testCtx(t), before[2].LedgerId); err != nil {
+		if _, err := sf.l.CachedIndex(partlog.Ctx(t), before[2].LedgerId); err != nil {
 			t.Fatal(err)
 		}
 		sf.meta.arm(before[2].LedgerId, compactInputs(t, sf))
@@ -198,9 +199,9 @@ func TestListOffsetAcrossSwap(t *testing.T) {
 		sf := newSwapFixture(t)
 		before := sf.l.Describe().Segments
 		injected := errors.New("injected: metad unavailable")
-		sf.l.reads.forget(before[2].LedgerId)
-		sf.store.arm(IndexKey(before[2].LedgerId), func() error { return injected })
-		if _, _, err := sf.l.ListOffset(testCtx(t), sf.seg2Ts); !errors.Is(err, injected) {
+		sf.l.ForgetCached(before[2].LedgerId)
+		sf.store.arm(partlog.IndexKey(before[2].LedgerId), func() error { return injected })
+		if _, _, err := sf.l.ListOffset(partlog.Ctx(t), sf.seg2Ts); !errors.Is(err, injected) {
 			t.Fatalf("ListOffset with segment 2's index unreadable: %v, want the injected error", err)
 		}
 		if n := sf.store.getsOf(); n != 1 {

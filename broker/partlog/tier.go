@@ -126,4 +126,3 @@ func localStart(pl *brokerpb.PartitionLog, hw int64) int64 {
 	}
 	return hw
 }
-

@@ -1,4 +1,4 @@
-package partlog
+package partlog_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -43,92 +44,26 @@ func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegm
 	return tail.ReadOffsetForTime(ctx, rr, ts, t.BaseOffset, maxDecompressed)
 }
 
-func TestUploadRun(t *testing.T) {
-	const now = 10_000_000
-	seg := func(first, last, bytes int64, closed bool) *brokerpb.LedgerSegment {
-		return &brokerpb.LedgerSegment{FirstOffset: first, LastOffset: last, Bytes: bytes, Closed: closed, CreatedAtMs: now - 1000}
-	}
-	segs := []*brokerpb.LedgerSegment{seg(0, 9, 100, true), seg(10, 19, 100, true), seg(20, 29, 100, true), seg(30, 29, 0, false)}
-	ids := func(run []*brokerpb.LedgerSegment) []int64 {
-		var out []int64
-		for _, s := range run {
-			out = append(out, s.FirstOffset)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name     string
-		tiered   []*brokerpb.TieredSegment
-		size     int64
-		maxDelay time.Duration
-		want     []int64
-	}{
-		{"cut at the target size", nil, 150, time.Hour, []int64{0, 10}},
-		{"not enough and not old enough", nil, 1000, time.Hour, nil},
-		{"not enough but old enough: all closed", nil, 1000, time.Second, []int64{0, 10, 20}},
-		{"starts where the objects end", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 9}}, 150, time.Hour, []int64{10, 20}},
-		{"never the open ledger", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 29}}, 1, time.Second, nil},
-		{"a hole is never tiered", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 4}}, 1, time.Second, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pl := &brokerpb.PartitionLog{Segments: segs, Tiered: tc.tiered}
-			if got := ids(uploadRun(pl, now, tc.size, tc.maxDelay)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Fatalf("uploadRun = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestLocalDeletable(t *testing.T) {
-	segs := []*brokerpb.LedgerSegment{
-		{FirstOffset: 0, LastOffset: 9, MaxTimestampMs: 100, Closed: true},
-		{FirstOffset: 10, LastOffset: 19, MaxTimestampMs: 200, Closed: true},
-		{FirstOffset: 20, LastOffset: 29, MaxTimestampMs: 300, Closed: true},
-		{FirstOffset: 30, LastOffset: 29, Closed: false},
-	}
-	tiered := []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 19}}
-	for _, tc := range []struct {
-		name    string
-		tiered  []*brokerpb.TieredSegment
-		now     int64
-		localMs int64
-		want    int
-	}{
-		{"nothing tiered", nil, 10_000, 0, 0},
-		{"covered and old", tiered, 10_000, 0, 2},
-		{"kept until retention", tiered, 10_000, -1, 0},
-		{"covered but young", tiered, 250, 100, 1},
-		{"only what an object covers", []*brokerpb.TieredSegment{{BaseOffset: 0, LastOffset: 29}}, 10_000, 0, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pl := &brokerpb.PartitionLog{Segments: segs, Tiered: tc.tiered}
-			if got := localDeletable(pl, tc.now, tc.localMs); got != tc.want {
-				t.Fatalf("localDeletable = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestTierUploadReadDelete: closed ledgers become objects (one per
 // ledger here), the bookie copies go, every offset and timestamp still
 // reads back the same, through a takeover too; retention then deletes
 // objects; the orphan sweep deletes what no list names.
 func TestTierUploadReadDelete(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	cfg := f.config(1)
+	cfg := f.Config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
 		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
-	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
-	l := f.open(cfg)
+	cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	l := f.Open(cfg)
 	for range 4 {
-		appendN(t, l, 3)
-		rollByAge(t, f, l)
+		partlog.AppendN(t, l, 3)
+		partlog.RollByAge(t, f, l)
 	}
-	appendN(t, l, 1)
+	partlog.AppendN(t, l, 1)
 	before := l.Describe().Segments
-	if err := l.TierOnce(testCtx(t), false); err != nil {
+	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	pl := l.Describe()
@@ -140,83 +75,83 @@ func TestTierUploadReadDelete(t *testing.T) {
 			t.Fatalf("object %d covers %d-%d from %v, ledger %d covered %d-%d", i, s.BaseOffset, s.LastOffset,
 				s.SourceLedgers, before[i].LedgerId, before[i].FirstOffset, before[i].LastOffset)
 		}
-		if _, _, err := f.cluster.Env().Meta.Get(testCtx(t), before[i].LedgerId); !errors.Is(err, ledger.ErrNoSuchLedger) {
+		if _, _, err := f.Cluster.Env().Meta.Get(partlog.Ctx(t), before[i].LedgerId); !errors.Is(err, ledger.ErrNoSuchLedger) {
 			t.Fatalf("ledger %d still exists: %v", before[i].LedgerId, err)
 		}
 	}
-	check := func(l *Log) {
+	check := func(l *partlog.Log) {
 		t.Helper()
 		hw := l.HighWatermark()
 		for off := int64(0); off < hw; off++ {
-			res, err := l.Fetch(testCtx(t), off, 1, 0)
+			res, err := l.Fetch(partlog.Ctx(t), off, 1, 0)
 			if err != nil {
 				t.Fatalf("Fetch(%d): %v", off, err)
 			}
 			found := false
-			for _, r := range decodeAll(t, res.Records()) {
+			for _, r := range partlog.DecodeAll(t, res.Records()) {
 				found = found || (r.Offset == off && string(r.Value) == fmt.Sprintf("r%d", off))
 			}
 			if !found {
 				t.Fatalf("Fetch(%d) did not return that offset's record", off)
 			}
-			got, ts, err := l.ListOffset(testCtx(t), 10*off)
+			got, ts, err := l.ListOffset(partlog.Ctx(t), 10*off)
 			if err != nil || got != off || ts != 10*off {
 				t.Fatalf("ListOffset(%d) = %d, %d, %v; want offset %d", 10*off, got, ts, err, off)
 			}
 		}
 	}
 	check(l)
-	if err := l.Close(testCtx(t)); err != nil {
+	if err := l.Close(partlog.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.Tier, cfg2.Policy, cfg2.Cache = cfg.Tier, cfg.Policy, nil
-	l2 := f.open(cfg2)
+	l2 := f.Open(cfg2)
 	check(l2)
 
 	// Retention across both tiers: keep at most one object's bytes.
 	pol := cfg.Policy
 	pol.Delete, pol.RetentionBytes = true, pl.Tiered[3].DataBytes
 	l2.SetPolicy(pol)
-	cut, err := l2.EnforceRetention(testCtx(t))
+	cut, err := l2.EnforceRetention(partlog.Ctx(t))
 	if err != nil || cut.Start != pl.Tiered[3].BaseOffset {
 		t.Fatalf("retention: %+v, %v; want the log to start at the last object, %d", cut, err, pl.Tiered[3].BaseOffset)
 	}
 	for _, s := range pl.Tiered[:3] {
-		if _, err := store.Stat(testCtx(t), s.ObjectKey); !errors.Is(err, objstore.ErrNotFound) {
+		if _, err := store.Stat(partlog.Ctx(t), s.ObjectKey); !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatalf("object %s of a deleted segment: %v", s.ObjectKey, err)
 		}
 	}
-	if recs := fetchAll(t, l2, cut.Start); len(recs) == 0 || recs[0].Offset != cut.Start {
+	if recs := partlog.FetchAll(t, l2, cut.Start); len(recs) == 0 || recs[0].Offset != cut.Start {
 		t.Fatalf("reading from the new log start: %d records", len(recs))
 	}
 
 	// The orphan sweep deletes objects under the prefix that no list
 	// names, once old enough, and nothing else.
-	if _, err := store.Put(testCtx(t), "c/t/topic-id/3/00000000000000000000-00000000000000000001-00.seg", bytes.NewReader([]byte("junk")), 4, nil); err != nil {
+	if _, err := store.Put(partlog.Ctx(t), "c/t/topic-id/3/00000000000000000000-00000000000000000001-00.seg", bytes.NewReader([]byte("junk")), 4, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Put(testCtx(t), "c/t/other/3/x.seg", bytes.NewReader([]byte("not ours")), 8, nil); err != nil {
+	if _, err := store.Put(partlog.Ctx(t), "c/t/other/3/x.seg", bytes.NewReader([]byte("not ours")), 8, nil); err != nil {
 		t.Fatal(err)
 	}
 	store.AddIncompleteUpload("c/t/topic-id/3/abandoned.seg", time.Now().Add(-time.Hour))
-	l2.cfg.Tier.OrphanGrace = time.Minute
+	l2.Config().Tier.OrphanGrace = time.Minute
 	store.AddIncompleteUpload("c/t/topic-id/3/in-progress.seg", time.Now())
-	if err := l2.TierOnce(testCtx(t), true); err != nil {
+	if err := l2.TierOnce(partlog.Ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
 	var uploads []string
-	_ = store.ListIncompleteUploads(testCtx(t), "", func(u objstore.UploadInfo) bool { uploads = append(uploads, u.Key); return true })
+	_ = store.ListIncompleteUploads(partlog.Ctx(t), "", func(u objstore.UploadInfo) bool { uploads = append(uploads, u.Key); return true })
 	if fmt.Sprint(uploads) != "[c/t/topic-id/3/in-progress.seg]" {
 		t.Fatalf("incomplete uploads after the sweep: %v, want only the young one", uploads)
 	}
-	l2.cfg.Tier.OrphanGrace = time.Nanosecond
-	if err := l2.TierOnce(testCtx(t), true); err != nil {
+	l2.Config().Tier.OrphanGrace = time.Nanosecond
+	if err := l2.TierOnce(partlog.Ctx(t), true); err != nil {
 		t.Fatal(err)
 	}
 	// (The takeover closed the open ledger, so that check also uploaded it.)
 	var keys []string
-	_ = store.List(testCtx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
+	_ = store.List(partlog.Ctx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
 	want := []string{"c/t/other/3/x.seg"}
 	for _, s := range l2.Describe().Tiered {
 		want = append(want, s.ObjectKey)
@@ -235,7 +170,7 @@ func TestTierCorruptObjectIsRefusedAtVerify(t *testing.T) {
 }
 
 func testTierCorruptReadBack(t *testing.T, full bool) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
 	store.SetHook(func(c memstore.Call) memstore.Fault {
 		// The tail read starts past 0; a full verification reads from 0.
@@ -248,15 +183,15 @@ func testTierCorruptReadBack(t *testing.T, full bool) {
 		}
 		return memstore.Fault{}
 	})
-	cfg := f.config(1)
+	cfg := f.Config(1)
 	cfg.SegmentAge = time.Minute
-	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
+	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		VerifyFull: full}
-	cfg.Policy = Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
-	l := f.open(cfg)
-	appendN(t, l, 2)
-	rollByAge(t, f, l)
-	if err := l.TierOnce(testCtx(t), false); err == nil {
+	cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	l := f.Open(cfg)
+	partlog.AppendN(t, l, 2)
+	partlog.RollByAge(t, f, l)
+	if err := l.TierOnce(partlog.Ctx(t), false); err == nil {
 		t.Fatal("a corrupt read-back was committed")
 	}
 	pl := l.Describe()
@@ -264,11 +199,11 @@ func testTierCorruptReadBack(t *testing.T, full bool) {
 		t.Fatalf("%d objects, %d ledgers; want none and the sealed one", len(pl.Tiered), len(pl.Segments))
 	}
 	var keys []string
-	_ = store.List(testCtx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
+	_ = store.List(partlog.Ctx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
 	if len(keys) != 0 {
 		t.Fatalf("objects left: %v", keys)
 	}
-	if recs := fetchAll(t, l, 0); len(recs) != 6 {
+	if recs := partlog.FetchAll(t, l, 0); len(recs) != 6 {
 		t.Fatalf("read %d records, want 6", len(recs))
 	}
 }
@@ -277,35 +212,35 @@ func testTierCorruptReadBack(t *testing.T, full bool) {
 // zombie: another broker took over) uploads, and its commit fails on the
 // list's version (T7); its object is deleted, and it fails (P3).
 func TestTierStaleOwnerCannotCommit(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1}
-	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
-	cfg := f.config(1)
+	tier := &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1}
+	pol := partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
+	cfg := f.Config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
-	zombie := f.open(cfg)
-	appendN(t, zombie, 2)
-	rollByAge(t, f, zombie)
+	zombie := f.Open(cfg)
+	partlog.AppendN(t, zombie, 2)
+	partlog.RollByAge(t, f, zombie)
 
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.Tier, cfg2.Policy = tier, pol
-	owner := f.open(cfg2) // takes over: the list's version moves on
+	owner := f.Open(cfg2) // takes over: the list's version moves on
 
-	if err := zombie.TierOnce(testCtx(t), false); !errors.Is(err, ErrConflict) {
+	if err := zombie.TierOnce(partlog.Ctx(t), false); !errors.Is(err, partlog.ErrConflict) {
 		t.Fatalf("the zombie's commit: %v, want a conflict", err)
 	}
 	if zombie.Err() == nil {
 		t.Fatal("the zombie did not fail")
 	}
 	var keys []string
-	_ = store.List(testCtx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
+	_ = store.List(partlog.Ctx(t), "", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true })
 	if len(keys) != 0 {
 		t.Fatalf("the zombie's object is left: %v", keys)
 	}
 	if pl := owner.Describe(); len(pl.Tiered) != 0 {
 		t.Fatalf("the owner's list names %d objects", len(pl.Tiered))
 	}
-	if err := owner.TierOnce(testCtx(t), false); err != nil {
+	if err := owner.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	if pl := owner.Describe(); len(pl.Tiered) == 0 {
@@ -317,9 +252,9 @@ func TestTierStaleOwnerCannotCommit(t *testing.T) {
 // same CAS (T6); while the store refuses the deletion it stays queued, in
 // metad, across a takeover; once the store deletes it, the queue empties.
 func TestTierGarbageQueue(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
+	tier := &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		DeleteDelay: time.Minute}
 	l, pol, first := openWithTwoObjects(t, f, tier)
 	store.SetHook(func(c memstore.Call) memstore.Fault {
@@ -330,39 +265,39 @@ func TestTierGarbageQueue(t *testing.T) {
 	})
 	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
 	l.SetPolicy(pol)
-	if cut, err := l.EnforceRetention(testCtx(t)); err != nil || cut.Pieces != 1 {
+	if cut, err := l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces != 1 {
 		t.Fatalf("retention: %+v, %v", cut, err)
 	}
-	stored, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	stored, _, err := partlog.ReadPartitionLog(partlog.Ctx(t), f.Store, "orders", 3)
 	if err != nil || len(stored.Garbage) != 1 || stored.Garbage[0].ObjectKey != first.ObjectKey || len(stored.Tiered) != 1 {
 		t.Fatalf("stored: garbage %v, %d objects, %v", stored.GetGarbage(), len(stored.GetTiered()), err)
 	}
-	if err := l.Close(testCtx(t)); err != nil {
+	if err := l.Close(partlog.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.Tier, cfg2.Policy = tier, pol
-	l2 := f.open(cfg2)
+	l2 := f.Open(cfg2)
 	if g := l2.Describe().Garbage; len(g) != 1 {
 		t.Fatalf("garbage after the takeover: %v", g)
 	}
 	store.SetHook(nil)
 	// Not before DeleteDelay: a read that chose the object may still be
 	// reading it.
-	if err := l2.TierOnce(testCtx(t), false); err != nil {
+	if err := l2.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Stat(testCtx(t), first.ObjectKey); err != nil || len(l2.Describe().Garbage) != 1 {
+	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); err != nil || len(l2.Describe().Garbage) != 1 {
 		t.Fatalf("before DeleteDelay: the object %v, garbage %v", err, l2.Describe().Garbage)
 	}
-	f.clock.Advance(tier.DeleteDelay)
-	if err := l2.TierOnce(testCtx(t), false); err != nil {
+	f.Clock.Advance(tier.DeleteDelay)
+	if err := l2.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	if g := l2.Describe().Garbage; len(g) != 0 {
 		t.Fatalf("garbage after a working store: %v", g)
 	}
-	if _, err := store.Stat(testCtx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("the unlinked object: %v", err)
 	}
 }
@@ -371,32 +306,32 @@ func TestTierGarbageQueue(t *testing.T) {
 // must not take the new owner's committed objects for orphans: it checks
 // the list in metad is still the version it wrote, and skips otherwise.
 func TestTierStaleOwnerDoesNotSweepLiveObjects(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
+	tier := &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1,
 		OrphanGrace: time.Nanosecond}
-	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
-	cfg := f.config(1)
+	pol := partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
+	cfg := f.Config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
-	zombie := f.open(cfg)
-	appendN(t, zombie, 2)
-	rollByAge(t, f, zombie)
+	zombie := f.Open(cfg)
+	partlog.AppendN(t, zombie, 2)
+	partlog.RollByAge(t, f, zombie)
 
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	cfg2.Tier, cfg2.Policy = tier, pol
-	owner := f.open(cfg2)
-	if err := owner.TierOnce(testCtx(t), false); err != nil {
+	owner := f.Open(cfg2)
+	if err := owner.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	live := owner.Describe().Tiered
 	if len(live) == 0 {
 		t.Fatal("the owner did not tier")
 	}
-	if err := zombie.sweepOrphanObjects(testCtx(t)); err == nil {
+	if err := zombie.sweepOrphanObjects(partlog.Ctx(t)); err == nil {
 		t.Fatal("the stale owner's sweep ran")
 	}
 	for _, s := range live {
-		if _, err := store.Stat(testCtx(t), s.ObjectKey); err != nil {
+		if _, err := store.Stat(partlog.Ctx(t), s.ObjectKey); err != nil {
 			t.Fatalf("the owner's object %s after the zombie's sweep: %v", s.ObjectKey, err)
 		}
 	}
@@ -405,19 +340,19 @@ func TestTierStaleOwnerDoesNotSweepLiveObjects(t *testing.T) {
 // tieredCompactionLog opens the partition with a compacted policy and a
 // tier over store whose checks run only when a test calls them: one
 // object per ledger, local copies dropped once tiered.
-func tieredCompactionLog(t *testing.T, f *fixture, epoch int64, store *memstore.Store, remote bool) *Log {
+func tieredCompactionLog(t *testing.T, f *partlog.Fixture, epoch int64, store *memstore.Store, remote bool) *partlog.Log {
 	t.Helper()
-	cfg := f.config(epoch)
+	cfg := f.Config(epoch)
 	cfg.SegmentAge = time.Minute
-	cfg.Tier = &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
 		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
 	cfg.Policy = tieredCompactPolicy()
 	cfg.Policy.RemoteStorage = remote
-	return f.open(cfg)
+	return f.Open(cfg)
 }
 
 // tieredCompactPolicy is compactPolicy with tiering and no local copies.
-func tieredCompactPolicy() Policy {
+func tieredCompactPolicy() partlog.Policy {
 	p := compactPolicy
 	p.RemoteStorage, p.LocalRetentionMs = true, 0
 	return p
@@ -427,7 +362,7 @@ func tieredCompactPolicy() Policy {
 func storedKeys(t *testing.T, store objstore.Store) []string {
 	t.Helper()
 	var keys []string
-	if err := store.List(testCtx(t), "c/t/topic-id/3/", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true }); err != nil {
+	if err := store.List(partlog.Ctx(t), "c/t/topic-id/3/", "", func(o objstore.ObjectInfo) bool { keys = append(keys, o.Key); return true }); err != nil {
 		t.Fatal(err)
 	}
 	return keys
@@ -446,7 +381,7 @@ func tieredKeys(pl *brokerpb.PartitionLog) []string {
 // objectFooter reads a committed object's footer.
 func objectFooter(t *testing.T, store objstore.Store, s *brokerpb.TieredSegment) *tieringpb.SegmentFooter {
 	t.Helper()
-	tail, err := segfile.ReadTail(testCtx(t), objectRange{store, s.ObjectKey, 0}, s.IndexPos, s.SizeBytes)
+	tail, err := segfile.ReadTail(partlog.Ctx(t), objectRange{store, s.ObjectKey, 0}, s.IndexPos, s.SizeBytes)
 	if err != nil {
 		t.Fatalf("object %s: %v", s.ObjectKey, err)
 	}
@@ -460,7 +395,7 @@ func objectFooter(t *testing.T, store objstore.Store, s *brokerpb.TieredSegment)
 // objects; every offset reads back as before from the objects alone.
 // Before, such a run failed segfile's dense check and never tiered.
 func TestTierCompactedLedgers(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
 	l := tieredCompactionLog(t, f, 1, store, false)
 	var m keyedModel
@@ -468,29 +403,29 @@ func TestTierCompactedLedgers(t *testing.T) {
 	// the pass, ledgers 1 and 2 end in a hole.
 	m.appendKeyed(t, f, l, -1, 0, "a", "1")
 	m.appendKeyed(t, f, l, -1, 0, "b", "1")
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 	m.appendKeyed(t, f, l, -1, 0, "c", "1")
 	m.appendKeyed(t, f, l, -1, 0, "b", "2")
-	rollByAge(t, f, l)
+	partlog.RollByAge(t, f, l)
 	m.appendKeyed(t, f, l, -1, 0, "d", "")
 	m.appendKeyed(t, f, l, 5, 0, "b", "3")
-	rollByAge(t, f, l)
-	l.SetLimits(Limits{SegmentBytes: 1}) // one output ledger per input
+	partlog.RollByAge(t, f, l)
+	l.SetLimits(partlog.Limits{SegmentBytes: 1}) // one output ledger per input
 	res := compactNow(t, l, 1<<20)
-	l.SetLimits(Limits{SegmentBytes: DefaultSegmentBytes})
+	l.SetLimits(partlog.Limits{SegmentBytes: partlog.DefaultSegmentBytes})
 	if !res.Ran || res.CleanedOffset != 6 || res.OutputLedgers != 3 {
 		t.Fatalf("ledger pass %+v", res)
 	}
 	m.appendKeyed(t, f, l, -1, 0, "e", "1", "b", "4") // after cleaned_offset: dense
-	rollByAge(t, f, l)
-	want := describeAll(fetchAll(t, l, 0))
+	partlog.RollByAge(t, f, l)
+	want := partlog.DescribeAll(partlog.FetchAll(t, l, 0))
 	if strings.Join(want, " ") != strings.Join(m.want(res.CleanedOffset, true), " ") {
 		t.Fatalf("after the ledger pass: %v", want)
 	}
 	ledgers := l.Describe().Segments
 
 	l.SetPolicy(tieredCompactPolicy())
-	if err := l.TierOnce(testCtx(t), false); err != nil {
+	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	d := l.Describe()
@@ -510,8 +445,8 @@ func TestTierCompactedLedgers(t *testing.T) {
 			d.Tiered[0].Records, d.Tiered[1].Records)
 	}
 	got := consumeAll(t, l, 0)
-	if strings.Join(describeAll(got), " ") != strings.Join(want, " ") {
-		t.Fatalf("read back from the objects:\n got %v\nwant %v", describeAll(got), want)
+	if strings.Join(partlog.DescribeAll(got), " ") != strings.Join(want, " ") {
+		t.Fatalf("read back from the objects:\n got %v\nwant %v", partlog.DescribeAll(got), want)
 	}
 	checkFetchEveryOffset(t, l, got)
 }
@@ -520,11 +455,11 @@ func TestTierCompactedLedgers(t *testing.T) {
 // Kafka consumer does (client/fetcher.go): the next fetch starts after
 // the last batch returned, empty or not. A compacted object may end with
 // an empty batch (compact.EndBatch), which a fetch returns alone.
-func consumeAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
+func consumeAll(t testing.TB, l *partlog.Log, from int64) []recordbatch.Record {
 	t.Helper()
 	var out []recordbatch.Record
 	for off := from; off < l.HighWatermark(); {
-		res, err := l.Fetch(testCtx(t), off, 1000, 0)
+		res, err := l.Fetch(partlog.Ctx(t), off, 1000, 0)
 		if err != nil {
 			t.Fatalf("Fetch(%d): %v", off, err)
 		}
@@ -532,7 +467,7 @@ func consumeAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 		if err != nil || len(batches) == 0 {
 			t.Fatalf("Fetch(%d): %d batches, %v", off, len(batches), err)
 		}
-		for _, r := range decodeAll(t, res.Records()) {
+		for _, r := range partlog.DecodeAll(t, res.Records()) {
 			if r.Offset >= off {
 				out = append(out, r)
 			}
@@ -553,38 +488,38 @@ func consumeAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 // later pass looks for duplicates. The next check uploads the compacted
 // ledgers instead.
 func TestTierUploadRacingCompaction(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
 	l := tieredCompactionLog(t, f, 1, store, true)
-	l.cfg.Tier.SegmentBytes = 1 << 20 // one object for the whole run
-	l.cfg.Tier.MaxDelay = time.Millisecond
+	l.Config().Tier.SegmentBytes = 1 << 20 // one object for the whole run
+	l.Config().Tier.MaxDelay = time.Millisecond
 	var m keyedModel
 	for i := range 3 {
 		m.appendKeyed(t, f, l, -1, 0, "a", fmt.Sprint(i), "b", fmt.Sprint(i))
-		rollByAge(t, f, l)
+		partlog.RollByAge(t, f, l)
 	}
 	var fired atomic.Bool
 	store.SetHook(func(c memstore.Call) memstore.Fault {
 		if c.Op == objstore.OpGetRange && fired.CompareAndSwap(false, true) { // the read-back of the first upload
-			if res, err := l.Compact(testCtx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)}); err != nil || !res.Ran {
+			if res, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)}); err != nil || !res.Ran {
 				t.Errorf("compaction during the upload: %+v, %v", res, err)
 			}
 		}
 		return memstore.Fault{}
 	})
-	err := l.TierOnce(testCtx(t), false)
+	err := l.TierOnce(partlog.Ctx(t), false)
 	store.SetHook(nil)
 	if err == nil || len(l.Describe().Tiered) != 0 || len(storedKeys(t, store)) != 0 {
 		t.Fatalf("the upload of replaced ledgers: %v; %d objects listed, %d stored", err, len(l.Describe().Tiered), len(storedKeys(t, store)))
 	}
-	if err := l.TierOnce(testCtx(t), false); err != nil {
+	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	d := l.Describe()
 	if len(d.Tiered) != 1 || !objectFooter(t, store, d.Tiered[0]).GetCompacted() {
 		t.Fatalf("after the next check: %d objects", len(d.Tiered))
 	}
-	if got, want := describeAll(consumeAll(t, l, 0)), m.want(d.CleanedOffset, true); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := partlog.DescribeAll(consumeAll(t, l, 0)), m.want(d.CleanedOffset, true); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("read back:\n got %v\nwant %v", got, want)
 	}
 }
@@ -594,44 +529,44 @@ func TestTierUploadRacingCompaction(t *testing.T) {
 // deletes the bookie copies on the strength of it. The object used to be
 // deleted on any commit error, and the data was then gone for good.
 func TestUploadOfUnknownOutcomeKeepsTheObject(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	tier := &Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, OrphanGrace: time.Hour}
-	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
-	cfg := f.config(1)
+	tier := &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "p/", SegmentBytes: 1, OrphanGrace: time.Hour}
+	pol := partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: -1}
+	cfg := f.Config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
-	l := f.open(cfg)
-	appendN(t, l, 2)
-	rollByAge(t, f, l)
+	l := f.Open(cfg)
+	partlog.AppendN(t, l, 2)
+	partlog.RollByAge(t, f, l)
 	var armed atomic.Bool
 	armed.Store(true)
-	f.store.setAfterPut(func(key string) error {
-		if strings.HasPrefix(key, PartitionPrefix) && armed.CompareAndSwap(true, false) {
+	f.Store.SetAfterPut(func(key string) error {
+		if strings.HasPrefix(key, partlog.PartitionPrefix) && armed.CompareAndSwap(true, false) {
 			return metaclient.ErrUnknownOutcome // stored, the answer lost
 		}
 		return nil
 	})
-	if err := l.TierOnce(testCtx(t), false); err == nil {
+	if err := l.TierOnce(partlog.Ctx(t), false); err == nil {
 		t.Fatal("the upload's commit of unknown outcome was reported done")
 	}
-	f.store.setAfterPut(nil)
-	pl, _, err := ReadPartitionLog(testCtx(t), f.store, "orders", 3)
+	f.Store.SetAfterPut(nil)
+	pl, _, err := partlog.ReadPartitionLog(partlog.Ctx(t), f.Store, "orders", 3)
 	if err != nil || len(pl.Tiered) != 1 {
 		t.Fatalf("the commit did not land: %v, %v", pl.GetTiered(), err)
 	}
-	if _, err := store.Stat(testCtx(t), pl.Tiered[0].ObjectKey); err != nil {
+	if _, err := store.Stat(partlog.Ctx(t), pl.Tiered[0].ObjectKey); err != nil {
 		t.Fatalf("metad names %s, the store: %v", pl.Tiered[0].ObjectKey, err)
 	}
 	// A new owner with local.retention.ms=0 deletes the bookie copies and
 	// reads from the object.
-	cfg2 := f.config(2)
+	cfg2 := f.Config(2)
 	pol.LocalRetentionMs = 0
 	cfg2.Tier, cfg2.Policy = tier, pol
-	l2 := f.open(cfg2)
-	if err := l2.TierOnce(testCtx(t), false); err != nil {
+	l2 := f.Open(cfg2)
+	if err := l2.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l2.Fetch(testCtx(t), 0, 1000, 0); err != nil {
+	if _, err := l2.Fetch(partlog.Ctx(t), 0, 1000, 0); err != nil {
 		t.Fatalf("fetch at 0 (log start %d, high watermark %d): %v", l2.LogStartOffset(), l2.HighWatermark(), err)
 	}
 }
@@ -654,23 +589,23 @@ func (r hookReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset
 // unlinked and deleted it (DeleteDelay -1 here: at once) reads again from
 // the new list instead of failing while its offset is in range.
 func TestTieredFetchRacingACompactionSwap(t *testing.T) {
-	f := newFixture(t)
+	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
 	l := tieredCompactionLog(t, f, 1, store, true)
 	var m keyedModel
 	for i := range 3 {
 		m.appendKeyed(t, f, l, -1, 0, "a", fmt.Sprint(i), "b", fmt.Sprint(i))
-		rollByAge(t, f, l)
+		partlog.RollByAge(t, f, l)
 	}
-	if err := l.TierOnce(testCtx(t), false); err != nil {
+	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	var done atomic.Bool
 	var swapped bool
-	l.cfg.Tier.Reader = hookReader{segfileReader{store}, func() {
+	l.Config().Tier.Reader = hookReader{segfileReader{store}, func() {
 		swapped = compactNow(t, l, 1<<20).Ran
 	}, &done}
-	if _, err := l.Fetch(testCtx(t), 0, 1000, 0); err != nil {
+	if _, err := l.Fetch(partlog.Ctx(t), 0, 1000, 0); err != nil {
 		t.Fatalf("fetch at 0 (log start %d, high watermark %d) racing a swap: %v", l.LogStartOffset(), l.HighWatermark(), err)
 	}
 	if !swapped {
@@ -680,17 +615,17 @@ func TestTieredFetchRacingACompactionSwap(t *testing.T) {
 
 // openWithTwoObjects opens a log with no retention on tier, writes two
 // closed segments and uploads them as two objects; first is the older.
-func openWithTwoObjects(t *testing.T, f *fixture, tier *Tier) (*Log, Policy, *brokerpb.TieredSegment) {
+func openWithTwoObjects(t *testing.T, f *partlog.Fixture, tier *partlog.Tier) (*partlog.Log, partlog.Policy, *brokerpb.TieredSegment) {
 	t.Helper()
-	pol := Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
-	cfg := f.config(1)
+	pol := partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	cfg := f.Config(1)
 	cfg.SegmentAge, cfg.Tier, cfg.Policy = time.Minute, tier, pol
-	l := f.open(cfg)
+	l := f.Open(cfg)
 	for range 2 {
-		appendN(t, l, 2)
-		rollByAge(t, f, l)
+		partlog.AppendN(t, l, 2)
+		partlog.RollByAge(t, f, l)
 	}
-	if err := l.TierOnce(testCtx(t), false); err != nil {
+	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
 		t.Fatal(err)
 	}
 	return l, pol, l.Describe().Tiered[0]

@@ -113,18 +113,18 @@ func TestValidateRecords(t *testing.T) {
 // valid batch gets the next dense offset; a bomb is refused without
 // allocating what it inflates to.
 func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
-	f := newFixture(t)
-	l := f.open(f.config(1))
-	ts := f.clock.Now().UnixMilli()
-	mustAppend(t, l, batch(t, ts, "a"), AcksQuorum)
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	ts := f.Clock.Now().UnixMilli()
+	MustAppend(t, l, Batch(t, ts, "a"), AcksQuorum)
 	claim := hostilebatch.Claim([]recordbatch.Record{{TimestampMs: ts, Value: []byte("x")}}, math.MaxInt32, math.MaxInt32)
-	if _, err := l.Append(testCtx(t), claim, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
+	if _, err := l.Append(Ctx(t), claim, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
 		t.Fatalf("claim batch: %v, want ErrCorruptBatch", err)
 	}
 	for name, bomb := range map[string][]byte{"gzip": hostilebatch.GzipBomb(256 << 20), "zstd": hostilebatch.ZstdBomb(256 << 20)} {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := l.Append(testCtx(t), bomb, AcksQuorum)
+		_, err := l.Append(Ctx(t), bomb, AcksQuorum)
 		runtime.ReadMemStats(&after)
 		if !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("%s bomb: %v, want ErrTooLarge", name, err)
@@ -138,10 +138,10 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 			t.Errorf("%s bomb: Append allocated %d bytes", name, allocated)
 		}
 	}
-	if r := mustAppend(t, l, batch(t, ts, "b", "c"), AcksQuorum); r.BaseOffset != 1 || r.LastOffset != 2 {
+	if r := MustAppend(t, l, Batch(t, ts, "b", "c"), AcksQuorum); r.BaseOffset != 1 || r.LastOffset != 2 {
 		t.Fatalf("next batch at %d..%d, want 1..2", r.BaseOffset, r.LastOffset)
 	}
-	if got := fetchAll(t, l, 0); len(got) != 3 || got[2].Offset != 2 {
+	if got := FetchAll(t, l, 0); len(got) != 3 || got[2].Offset != 2 {
 		t.Fatalf("read back %d records, want 3 at offsets 0..2", len(got))
 	}
 }

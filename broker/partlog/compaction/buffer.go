@@ -116,4 +116,3 @@ func (r *passRewrite) batch(ctx context.Context, p piece, id int64, batch []byte
 	}
 	return nb, st, nil
 }
-

@@ -175,4 +175,3 @@ func (r *rangeRead) join(carry []byte) []byte {
 	copy(buf, carry)
 	return buf
 }
-

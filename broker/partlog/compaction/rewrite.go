@@ -88,7 +88,9 @@ func (p *pass) rewriteObjects(ctx context.Context, rw *passRewrite, inputs []*br
 		}
 		var st compact.Stats
 		seg, err := p.objects.Put(ctx, group[0].BaseOffset, group[len(group)-1].LastOffset, true, sources,
-			func(ctx context.Context, out *tierpass.ObjectOutput) error { return p.rewriteGroup(ctx, rw, group, out, &st) })
+			func(ctx context.Context, out *tierpass.ObjectOutput) error {
+				return p.rewriteGroup(ctx, rw, group, out, &st)
+			})
 		total.Add(st) // Put returned: its writer is done with st
 		if err != nil {
 			return outputs, total, fmt.Errorf("partlog: compaction: %w", err)
