@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/compaction"
+	"github.com/strata-log/strata/broker/partlog/retention"
+	"github.com/strata-log/strata/broker/partlog/tierpass"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/compact"
 	"github.com/strata-log/strata/tiering/objstore"
@@ -22,7 +25,7 @@ import (
 // The outputs are deleted and the log stays healthy (P7).
 func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1)
+	cfg := compactConfig(f, 1)
 	l := f.Open(cfg)
 	var m keyedModel
 	for range 3 {
@@ -44,13 +47,13 @@ func TestCompactAbandonedWhenPolicyStopsCompacting(t *testing.T) {
 		}
 		return nil
 	})
-	res, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+	res, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20)})
 	f.Store.SetBeforePut(nil)
 	if !fired {
 		t.Fatal("the pass wrote no output index")
 	}
-	if !errors.Is(err, ErrCompactionStale) || res.Ran {
-		t.Fatalf("Compact after the switch to delete: %+v, %v; want ErrCompactionStale", res, err)
+	if !errors.Is(err, compaction.ErrStale) || res.Ran {
+		t.Fatalf("Compact after the switch to delete: %+v, %v; want compaction.ErrStale", res, err)
 	}
 	if l.Err() != nil {
 		t.Fatalf("log failed: %v", l.Err())
@@ -140,10 +143,10 @@ func TestOrphanSweepLeavesQueuedGarbageToItsDelay(t *testing.T) {
 	l, pol, first := openWithTwoObjects(t, f, tier)
 	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
 	l.SetPolicy(pol)
-	if cut, err := l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces != 1 {
+	if cut, err := retention.Enforce(partlog.Ctx(t), l); err != nil || cut.Pieces != 1 {
 		t.Fatalf("retention: %+v, %v", cut, err)
 	}
-	if err := l.TierOnce(partlog.Ctx(t), true); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); err != nil {
@@ -154,7 +157,7 @@ func TestOrphanSweepLeavesQueuedGarbageToItsDelay(t *testing.T) {
 	}
 	// The queue deletes it once the delay has passed.
 	f.Clock.Advance(tier.DeleteDelay)
-	if err := l.TierOnce(partlog.Ctx(t), true); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); !errors.Is(err, objstore.ErrNotFound) || len(l.Describe().Garbage) != 0 {

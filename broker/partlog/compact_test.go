@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/partlog"
-	"github.com/strata-log/strata/internal/ctxtime"
+	"github.com/strata-log/strata/broker/partlog/compaction"
+	"github.com/strata-log/strata/broker/partlog/retention"
+	"github.com/strata-log/strata/broker/partlog/tierpass"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -26,7 +28,7 @@ import (
 
 // compactConfig is f.config(epoch) for a compacted topic whose segments
 // roll after a minute (rollByAge).
-func (f *partlog.Fixture) compactConfig(epoch int64) partlog.Config {
+func compactConfig(f *partlog.Fixture, epoch int64) partlog.Config {
 	cfg := f.Config(epoch)
 	cfg.SegmentAge = time.Minute
 	cfg.Policy = compactPolicy
@@ -138,11 +140,11 @@ func checkFetchEveryOffset(t *testing.T, l *partlog.Log, want []recordbatch.Reco
 	}
 }
 
-func compactNow(t *testing.T, l *partlog.Log, mapBytes int) CompactResult {
+func compactNow(t *testing.T, l *partlog.Log, mapBytes int) compaction.Result {
 	t.Helper()
 	// The small buffer keeps the first piece or two of a test's log:
 	// every pass rewrites some pieces from memory and reads the rest again.
-	res, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(mapBytes), BufferBytes: 1 << 10})
+	res, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(mapBytes), BufferBytes: 1 << 10})
 	if err != nil {
 		t.Fatalf("Compact: %v", err)
 	}
@@ -185,7 +187,7 @@ func checkNoLeftovers(t *testing.T, f *partlog.Fixture, l *partlog.Log, replaced
 // the producer's retried batch with its original offsets (P5).
 func TestCompactPass(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1)
+	cfg := compactConfig(f, 1)
 	cfg.SegmentBytes = 2000 // outputs: several ledgers
 	l := f.Open(cfg)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -302,7 +304,7 @@ func TestCompactPass(t *testing.T) {
 // a batch (P7) — a consumer at a removed offset is never stuck.
 func TestCompactKeepsTheLastBatch(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1)
+	cfg := compactConfig(f, 1)
 	l := f.Open(cfg)
 	var m keyedModel
 	for range 3 {
@@ -336,7 +338,7 @@ func TestCompactKeepsTheLastBatch(t *testing.T) {
 // ledger boundary, and ends where one big pass ends.
 func TestCompactMapTooSmallContinues(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1)
+	cfg := compactConfig(f, 1)
 	l := f.Open(cfg)
 	var m keyedModel
 	for s := range 4 {
@@ -374,7 +376,7 @@ func TestCompactMapTooSmallContinues(t *testing.T) {
 // log (P3) and also deletes the outputs.
 func TestCompactLostRace(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1)
+	cfg := compactConfig(f, 1)
 	l := f.Open(cfg)
 	var m keyedModel
 	for range 3 {
@@ -393,14 +395,14 @@ func TestCompactLostRace(t *testing.T) {
 		p := compactPolicy
 		p.Delete, p.RetentionBytes = true, 0
 		l.SetPolicy(p)
-		if cut, err := l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces == 0 {
+		if cut, err := retention.Enforce(partlog.Ctx(t), l); err != nil || cut.Pieces == 0 {
 			t.Errorf("retention: %+v, %v", cut, err)
 		}
 		l.SetPolicy(compactPolicy)
 		return nil
 	})
-	if _, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)}); !errors.Is(err, ErrCompactionStale) {
-		t.Fatalf("Compact racing retention: %v, want ErrCompactionStale", err)
+	if _, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20)}); !errors.Is(err, compaction.ErrStale) {
+		t.Fatalf("Compact racing retention: %v, want compaction.ErrStale", err)
 	}
 	f.Store.SetBeforePut(nil)
 	if l.Err() != nil {
@@ -426,7 +428,7 @@ func TestCompactLostRace(t *testing.T) {
 		_, err = f.Store.Put(partlog.Ctx(t), partlog.PartitionKey("orders", 3), val, v)
 		return err
 	})
-	_, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+	_, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20)})
 	if !errors.Is(err, partlog.ErrConflict) || !errors.Is(l.Err(), partlog.ErrConflict) {
 		t.Fatalf("Compact after another owner's write: %v (log: %v), want ErrConflict", err, l.Err())
 	}
@@ -463,7 +465,7 @@ func benchmarkCompact(b *testing.B, tiered bool) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		f := partlog.NewFixture(b)
-		cfg := f.compactConfig(1)
+		cfg := compactConfig(f, 1)
 		cfg.SegmentBytes = 1 << 20
 		if tiered {
 			store := memstore.New(memstore.Options{})
@@ -490,14 +492,14 @@ func benchmarkCompact(b *testing.B, tiered bool) {
 			}
 		}
 		if tiered {
-			if err := l.TierOnce(partlog.Ctx(b), false); err != nil || len(l.Describe().Tiered) != 8 {
+			if err := tierpass.Run(partlog.Ctx(b), l, false); err != nil || len(l.Describe().Tiered) != 8 {
 				b.Fatalf("tiering: %d objects, %v", len(l.Describe().Tiered), err)
 			}
 			l.Config().Tier.SegmentBytes = 8 << 20 // one output object
 		}
 		m := compact.NewOffsetMap(8 << 20)
 		b.StartTimer()
-		res, err := l.Compact(partlog.Ctx(b), CompactOptions{Map: m})
+		res, err := compaction.Compact(partlog.Ctx(b), l, compaction.Options{Map: m})
 		if err != nil || !res.Ran || (tiered && res.InputObjects != 8) {
 			b.Fatalf("Compact: %+v, %v", res, err)
 		}
@@ -533,7 +535,7 @@ func appendRandomLedgers(t *testing.T, f *partlog.Fixture, l *partlog.Log, m *ke
 // local copies.
 func tierAll(t *testing.T, l *partlog.Log) {
 	t.Helper()
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range l.Describe().Segments {
@@ -595,8 +597,8 @@ func TestCompactTieredObjects(t *testing.T) {
 		t.Fatalf("pass %+v, want 6 objects and 3 ledgers cleaned up to %d", res, before.Segments[2].LastOffset+1)
 	}
 	after := l.Describe()
-	if l.HighWatermark() != hw || tieredEnd(after) != tieredEnd(before) || len(after.Garbage) != 0 {
-		t.Fatalf("hw %d (was %d), tiered end %d (was %d), garbage %v", l.HighWatermark(), hw, tieredEnd(after), tieredEnd(before), after.Garbage)
+	if l.HighWatermark() != hw || partlog.TieredEnd(after) != partlog.TieredEnd(before) || len(after.Garbage) != 0 {
+		t.Fatalf("hw %d (was %d), tiered end %d (was %d), garbage %v", l.HighWatermark(), hw, partlog.TieredEnd(after), partlog.TieredEnd(before), after.Garbage)
 	}
 	for i, o := range after.Tiered {
 		if o.BaseOffset != before.Tiered[i].BaseOffset || o.LastOffset != before.Tiered[i].LastOffset || !objectFooter(t, store, o).GetCompacted() {
@@ -696,7 +698,7 @@ func TestCompactTieredFailureBeforeCAS(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+	_, err = compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20)})
 	f.Store.SetBeforePut(nil)
 	if !errors.Is(err, partlog.ErrUnknownOutcome) || l.Err() == nil {
 		t.Fatalf("Compact with metad unreachable at its CAS: %v (log: %v), want ErrUnknownOutcome and a failed log", err, l.Err())
@@ -721,7 +723,7 @@ func TestCompactTieredFailureBeforeCAS(t *testing.T) {
 		t.Fatalf("new owner reads\n %v\nwant %v", got, records)
 	}
 	l2.Config().Tier.OrphanGrace = time.Nanosecond
-	if err := l2.TierOnce(partlog.Ctx(t), true); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l2, true); err != nil {
 		t.Fatal(err)
 	}
 	if keys := storedKeys(t, store); fmt.Sprint(keys) != fmt.Sprint(tieredKeys(l2.Describe())) {
@@ -742,14 +744,14 @@ func TestCompactTieredStale(t *testing.T) {
 			p := tieredCompactPolicy()
 			p.Delete, p.RetentionBytes = true, 1
 			l.SetPolicy(p)
-			if cut, err := l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces == 0 {
+			if cut, err := retention.Enforce(partlog.Ctx(t), l); err != nil || cut.Pieces == 0 {
 				t.Errorf("retention: %+v, %v", cut, err)
 			}
 			p.Delete = false
 			l.SetPolicy(p)
 		}},
 		{"tiering", func(t *testing.T, l *partlog.Log) {
-			if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+			if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 				t.Error(err)
 			}
 		}},
@@ -767,16 +769,16 @@ func TestCompactTieredStale(t *testing.T) {
 				}
 				return memstore.Fault{}
 			})
-			_, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)})
+			_, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20)})
 			store.SetHook(nil)
-			if !errors.Is(err, ErrCompactionStale) || l.Err() != nil {
-				t.Fatalf("Compact racing %s: %v (log: %v), want ErrCompactionStale", tc.name, err, l.Err())
+			if !errors.Is(err, compaction.ErrStale) || l.Err() != nil {
+				t.Fatalf("Compact racing %s: %v (log: %v), want compaction.ErrStale", tc.name, err, l.Err())
 			}
 			after := l.Describe()
 			if after.CleanedOffset != before.CleanedOffset || after.LastCompactionMs != 0 {
 				t.Fatalf("cleaned offset %d, last compaction %d: something was swapped in", after.CleanedOffset, after.LastCompactionMs)
 			}
-			if err := l.TierOnce(partlog.Ctx(t), false); err != nil { // collects what retention queued
+			if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil { // collects what retention queued
 				t.Fatal(err)
 			}
 			if keys := storedKeys(t, store); fmt.Sprint(keys) != fmt.Sprint(tieredKeys(l.Describe())) {
@@ -793,8 +795,7 @@ func TestCompactTieredStale(t *testing.T) {
 // holds them, the objects are read once, not twice; a bit flipped in one
 // of those ranges fails the pass, which then swaps nothing in.
 func TestCompactReadsObjectsInRanges(t *testing.T) {
-	defer func(n int64) { compactReadBytes = n }(compactReadBytes)
-	compactReadBytes = 40 // a batch here is 100-250 bytes
+	const readBytes = 40 // a batch here is 100-250 bytes
 	var twice int64
 	for _, tc := range []struct {
 		name    string
@@ -807,7 +808,7 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 			before := l.Describe()
 			var ranges, flipped atomic.Int64
 			store.SetHook(func(c memstore.Call) memstore.Fault {
-				if c.Op != objstore.OpGetRange || c.N > compactReadBytes || c.Off < segfile.HeaderSize {
+				if c.Op != objstore.OpGetRange || c.N > readBytes || c.Off < segfile.HeaderSize {
 					return memstore.Fault{}
 				}
 				if ranges.Add(1) != 25 || !tc.damaged {
@@ -820,10 +821,10 @@ func TestCompactReadsObjectsInRanges(t *testing.T) {
 					return b
 				}}
 			})
-			res, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20), BufferBytes: tc.buffer})
+			res, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20), BufferBytes: tc.buffer, ReadBytes: readBytes})
 			store.SetHook(nil)
 			if ranges.Load() < 25 {
-				t.Fatalf("%d ranged reads of at most %d bytes: the objects were not read in ranges", ranges.Load(), compactReadBytes)
+				t.Fatalf("%d ranged reads of at most %d bytes: the objects were not read in ranges", ranges.Load(), readBytes)
 			}
 			if tc.damaged {
 				var ce *segfile.CorruptError
@@ -863,11 +864,11 @@ func TestCompactDropsLocalCopies(t *testing.T) {
 	p.LocalRetentionMs = int64(time.Hour / time.Millisecond)
 	l.SetPolicy(p)
 	k.appendLedgers(t, 4)
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	before := l.Describe()
-	te := tieredEnd(before)
+	te := partlog.TieredEnd(before)
 	var copies []*brokerpb.LedgerSegment
 	for _, s := range before.Segments {
 		if s.FirstOffset < te {
@@ -887,10 +888,9 @@ func TestCompactDropsLocalCopies(t *testing.T) {
 	}
 	after := l.Describe()
 	for _, s := range after.Segments {
-		if s.FirstOffset < tieredEnd(after) {
+		if s.FirstOffset < partlog.TieredEnd(after) {
 			t.Fatalf("ledger %d [%d, %d] is still listed as a local copy of compacted objects", s.LedgerId, s.FirstOffset, s.LastOffset)
 		}
 	}
 	checkNoLeftovers(t, f, l, copies)
 }
-

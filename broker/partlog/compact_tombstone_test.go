@@ -42,7 +42,7 @@ func keysFromStart(t *testing.T, l *partlog.Log) string {
 // watermark that returns nothing.
 func TestCompactDropsExpiredTombstonesWithoutNewWrites(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1) // delete.retention.ms: 1 h
+	cfg := compactConfig(f, 1) // delete.retention.ms: 1 h
 	l := f.Open(cfg)
 	var m keyedModel
 	m.appendKeyed(t, f, l, -1, 0, "a", "1", "b", "1", "c", "1") // 0-2
@@ -149,7 +149,7 @@ func keepATombstone(t *testing.T, f *partlog.Fixture, l *partlog.Log, m *keyedMo
 // first check with nothing written since.
 func TestCompactTombstoneHorizonSurvivesTakeover(t *testing.T) {
 	f := partlog.NewFixture(t)
-	cfg := f.compactConfig(1)
+	cfg := compactConfig(f, 1)
 	l := f.Open(cfg)
 	var m keyedModel
 	horizon := keepATombstone(t, f, l, &m)

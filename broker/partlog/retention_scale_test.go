@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/retention"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/kv"
@@ -309,12 +310,12 @@ func buildScaleLog(t testing.TB, shape scaleShape, writeDelay time.Duration) *sc
 // the log start at the first kept offset, one ledger and one index
 // deletion per removed ledger, every removed object deleted and
 // unqueued, nothing else touched.
-func (s *scaleLog) enforce(t testing.TB, shape scaleShape) (RetentionCut, time.Duration) {
+func (s *scaleLog) enforce(t testing.TB, shape scaleShape) (retention.Cut, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cut, err := s.l.EnforceRetention(ctx)
+	cut, err := retention.Enforce(ctx, s.l)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("EnforceRetention: %v", err)
@@ -418,7 +419,7 @@ func TestRetentionDeletionsStopAtClose(t *testing.T) {
 	s := buildScaleLog(t, shape, 5*time.Millisecond) // all of them: 157 batches x 2 x 5 ms, and the bookies
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.l.EnforceRetention(context.Background())
+		_, err := retention.Enforce(context.Background(), s.l)
 		done <- err
 	}()
 	testwait.Until(t, partlog.WaitTimeout, "100 ledger deletions", func() bool { return s.meta.deletes.Load() >= 100 })
@@ -499,7 +500,7 @@ func TestRollDeferredWhileListFull(t *testing.T) {
 	if err := s.l.Err(); err != nil {
 		t.Fatalf("the log failed: %v", err)
 	}
-	if _, err := s.l.EnforceRetention(partlog.Ctx(t)); err != nil {
+	if _, err := retention.Enforce(partlog.Ctx(t), s.l); err != nil {
 		t.Fatal(err)
 	}
 	r := partlog.MustAppend(t, s.l, partlog.Batch(t, 1, "after retention"), partlog.AcksQuorum)

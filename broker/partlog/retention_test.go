@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/retention"
+	"github.com/strata-log/strata/broker/partlog/tierpass"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
-	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
 
@@ -36,7 +37,7 @@ func TestEnforceRetention(t *testing.T) {
 
 	// Size: keep at least 3 closed segments' bytes.
 	l.SetPolicy(partlog.Policy{Delete: true, RetentionMs: -1, RetentionBytes: 3 * closedBytes, MaxTimestampAheadMs: -1})
-	cut, err := l.EnforceRetention(partlog.Ctx(t))
+	cut, err := retention.Enforce(partlog.Ctx(t), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestEnforceRetention(t *testing.T) {
 	// Time: every record is far older than an hour (appendN stamps them
 	// near 1970); all closed segments go, the open one stays.
 	l.SetPolicy(partlog.Policy{Delete: true, RetentionMs: time.Hour.Milliseconds(), RetentionBytes: -1, MaxTimestampAheadMs: -1})
-	if cut, err = l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces != 3 || cut.Reason != "time" {
+	if cut, err = retention.Enforce(partlog.Ctx(t), l); err != nil || cut.Pieces != 3 || cut.Reason != "time" {
 		t.Fatalf("cut %+v, %v; want the 3 remaining closed segments by time", cut, err)
 	}
 	open := before[6]
@@ -83,7 +84,7 @@ func TestEnforceRetention(t *testing.T) {
 	if recs := partlog.FetchAll(t, l, open.FirstOffset); len(recs) != 3 {
 		t.Fatalf("the open segment holds %d records, want 3", len(recs))
 	}
-	if cut, err = l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces != 0 {
+	if cut, err = retention.Enforce(partlog.Ctx(t), l); err != nil || cut.Pieces != 0 {
 		t.Fatalf("again: cut %+v, %v; want nothing", cut, err)
 	}
 
@@ -114,7 +115,7 @@ func TestRetentionRoundOnAnIdleLog(t *testing.T) {
 	partlog.RollByAge(t, f, l)
 	testwait.Until(t, partlog.WaitTimeout, "run to end once no segment is open", func() bool { return !l.IsRunning() })
 	f.Clock.Advance(2 * time.Hour)
-	l.RetentionRound()
+	retention.Round(l)
 	if got := l.LogStartOffset(); got != 6 {
 		t.Fatalf("log start %d after the round, want 6", got)
 	}
@@ -126,7 +127,7 @@ func TestRetentionRoundOnAnIdleLog(t *testing.T) {
 	}
 	last := l.LastRetention()
 	f.Clock.Advance(time.Hour)
-	l.RetentionRound()
+	retention.Round(l)
 	if l.LastRetention() != last {
 		t.Fatal("a round ran on a closed log")
 	}
@@ -186,7 +187,7 @@ func TestCompactedEmptyObjectKeepsItsRecordsTime(t *testing.T) {
 	partlog.RollByAge(t, f, l)
 	m.appendKeyed(t, f, l, -1, 0, "c", "1")
 	partlog.RollByAge(t, f, l)
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(2 * time.Hour)
@@ -199,7 +200,7 @@ func TestCompactedEmptyObjectKeepsItsRecordsTime(t *testing.T) {
 	pol := tieredCompactPolicy()
 	pol.Delete, pol.RetentionMs = true, time.Hour.Milliseconds()
 	l.SetPolicy(pol)
-	cut, err := l.EnforceRetention(partlog.Ctx(t))
+	cut, err := retention.Enforce(partlog.Ctx(t), l)
 	if err != nil || cut.Pieces == 0 {
 		t.Fatalf("retention.ms 1h over records 2h old: %+v, %v", cut, err)
 	}

@@ -45,7 +45,7 @@ func (s *hookStore) Get(ctx context.Context, key string) ([]byte, int64, error) 
 			return nil, 0, err
 		}
 	}
-	return s.memStore.Get(ctx, key)
+	return s.MemStore.Get(ctx, key)
 }
 
 func (s *hookStore) getsOf() int {
@@ -96,8 +96,8 @@ type swapFixture struct {
 
 func newSwapFixture(t *testing.T) *swapFixture {
 	f := partlog.NewFixture(t)
-	sf := &swapFixture{f: f, store: &hookStore{memStore: f.Store}}
-	cfg := f.compactConfig(1)
+	sf := &swapFixture{f: f, store: &hookStore{MemStore: f.Store}}
+	cfg := compactConfig(f, 1)
 	cfg.Cache = nil
 	cfg.Store = sf.store
 	env := f.Cluster.Env()

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/compaction"
+	"github.com/strata-log/strata/broker/partlog/retention"
+	"github.com/strata-log/strata/broker/partlog/tierpass"
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -27,7 +30,7 @@ import (
 type segfileReader struct{ store objstore.Store }
 
 func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error) {
-	rr := objectRange{r.store, t.ObjectKey, 0}
+	rr := tierpass.ObjectRange{Store: r.store, Key: t.ObjectKey}
 	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
 	if err != nil {
 		return nil, err
@@ -36,7 +39,7 @@ func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, off
 }
 
 func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64, maxDecompressed int) (int64, int64, bool, error) {
-	rr := objectRange{r.store, t.ObjectKey, 0}
+	rr := tierpass.ObjectRange{Store: r.store, Key: t.ObjectKey}
 	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
 	if err != nil {
 		return 0, 0, false, err
@@ -63,7 +66,7 @@ func TestTierUploadReadDelete(t *testing.T) {
 	}
 	partlog.AppendN(t, l, 1)
 	before := l.Describe().Segments
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	pl := l.Describe()
@@ -113,7 +116,7 @@ func TestTierUploadReadDelete(t *testing.T) {
 	pol := cfg.Policy
 	pol.Delete, pol.RetentionBytes = true, pl.Tiered[3].DataBytes
 	l2.SetPolicy(pol)
-	cut, err := l2.EnforceRetention(partlog.Ctx(t))
+	cut, err := retention.Enforce(partlog.Ctx(t), l2)
 	if err != nil || cut.Start != pl.Tiered[3].BaseOffset {
 		t.Fatalf("retention: %+v, %v; want the log to start at the last object, %d", cut, err, pl.Tiered[3].BaseOffset)
 	}
@@ -137,7 +140,7 @@ func TestTierUploadReadDelete(t *testing.T) {
 	store.AddIncompleteUpload("c/t/topic-id/3/abandoned.seg", time.Now().Add(-time.Hour))
 	l2.Config().Tier.OrphanGrace = time.Minute
 	store.AddIncompleteUpload("c/t/topic-id/3/in-progress.seg", time.Now())
-	if err := l2.TierOnce(partlog.Ctx(t), true); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l2, true); err != nil {
 		t.Fatal(err)
 	}
 	var uploads []string
@@ -146,7 +149,7 @@ func TestTierUploadReadDelete(t *testing.T) {
 		t.Fatalf("incomplete uploads after the sweep: %v, want only the young one", uploads)
 	}
 	l2.Config().Tier.OrphanGrace = time.Nanosecond
-	if err := l2.TierOnce(partlog.Ctx(t), true); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l2, true); err != nil {
 		t.Fatal(err)
 	}
 	// (The takeover closed the open ledger, so that check also uploaded it.)
@@ -191,7 +194,7 @@ func testTierCorruptReadBack(t *testing.T, full bool) {
 	l := f.Open(cfg)
 	partlog.AppendN(t, l, 2)
 	partlog.RollByAge(t, f, l)
-	if err := l.TierOnce(partlog.Ctx(t), false); err == nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err == nil {
 		t.Fatal("a corrupt read-back was committed")
 	}
 	pl := l.Describe()
@@ -226,7 +229,7 @@ func TestTierStaleOwnerCannotCommit(t *testing.T) {
 	cfg2.Tier, cfg2.Policy = tier, pol
 	owner := f.Open(cfg2) // takes over: the list's version moves on
 
-	if err := zombie.TierOnce(partlog.Ctx(t), false); !errors.Is(err, partlog.ErrConflict) {
+	if err := tierpass.Run(partlog.Ctx(t), zombie, false); !errors.Is(err, partlog.ErrConflict) {
 		t.Fatalf("the zombie's commit: %v, want a conflict", err)
 	}
 	if zombie.Err() == nil {
@@ -240,7 +243,7 @@ func TestTierStaleOwnerCannotCommit(t *testing.T) {
 	if pl := owner.Describe(); len(pl.Tiered) != 0 {
 		t.Fatalf("the owner's list names %d objects", len(pl.Tiered))
 	}
-	if err := owner.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), owner, false); err != nil {
 		t.Fatal(err)
 	}
 	if pl := owner.Describe(); len(pl.Tiered) == 0 {
@@ -265,7 +268,7 @@ func TestTierGarbageQueue(t *testing.T) {
 	})
 	pol.Delete, pol.RetentionBytes = true, l.Describe().Tiered[1].DataBytes
 	l.SetPolicy(pol)
-	if cut, err := l.EnforceRetention(partlog.Ctx(t)); err != nil || cut.Pieces != 1 {
+	if cut, err := retention.Enforce(partlog.Ctx(t), l); err != nil || cut.Pieces != 1 {
 		t.Fatalf("retention: %+v, %v", cut, err)
 	}
 	stored, _, err := partlog.ReadPartitionLog(partlog.Ctx(t), f.Store, "orders", 3)
@@ -284,14 +287,14 @@ func TestTierGarbageQueue(t *testing.T) {
 	store.SetHook(nil)
 	// Not before DeleteDelay: a read that chose the object may still be
 	// reading it.
-	if err := l2.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l2, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Stat(partlog.Ctx(t), first.ObjectKey); err != nil || len(l2.Describe().Garbage) != 1 {
 		t.Fatalf("before DeleteDelay: the object %v, garbage %v", err, l2.Describe().Garbage)
 	}
 	f.Clock.Advance(tier.DeleteDelay)
-	if err := l2.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l2, false); err != nil {
 		t.Fatal(err)
 	}
 	if g := l2.Describe().Garbage; len(g) != 0 {
@@ -320,14 +323,14 @@ func TestTierStaleOwnerDoesNotSweepLiveObjects(t *testing.T) {
 	cfg2 := f.Config(2)
 	cfg2.Tier, cfg2.Policy = tier, pol
 	owner := f.Open(cfg2)
-	if err := owner.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), owner, false); err != nil {
 		t.Fatal(err)
 	}
 	live := owner.Describe().Tiered
 	if len(live) == 0 {
 		t.Fatal("the owner did not tier")
 	}
-	if err := zombie.sweepOrphanObjects(partlog.Ctx(t)); err == nil {
+	if err := tierpass.SweepOrphans(partlog.Ctx(t), zombie); err == nil {
 		t.Fatal("the stale owner's sweep ran")
 	}
 	for _, s := range live {
@@ -381,7 +384,7 @@ func tieredKeys(pl *brokerpb.PartitionLog) []string {
 // objectFooter reads a committed object's footer.
 func objectFooter(t *testing.T, store objstore.Store, s *brokerpb.TieredSegment) *tieringpb.SegmentFooter {
 	t.Helper()
-	tail, err := segfile.ReadTail(partlog.Ctx(t), objectRange{store, s.ObjectKey, 0}, s.IndexPos, s.SizeBytes)
+	tail, err := segfile.ReadTail(partlog.Ctx(t), tierpass.ObjectRange{Store: store, Key: s.ObjectKey}, s.IndexPos, s.SizeBytes)
 	if err != nil {
 		t.Fatalf("object %s: %v", s.ObjectKey, err)
 	}
@@ -425,7 +428,7 @@ func TestTierCompactedLedgers(t *testing.T) {
 	ledgers := l.Describe().Segments
 
 	l.SetPolicy(tieredCompactPolicy())
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	d := l.Describe()
@@ -501,18 +504,18 @@ func TestTierUploadRacingCompaction(t *testing.T) {
 	var fired atomic.Bool
 	store.SetHook(func(c memstore.Call) memstore.Fault {
 		if c.Op == objstore.OpGetRange && fired.CompareAndSwap(false, true) { // the read-back of the first upload
-			if res, err := l.Compact(partlog.Ctx(t), CompactOptions{Map: compact.NewOffsetMap(1 << 20)}); err != nil || !res.Ran {
+			if res, err := compaction.Compact(partlog.Ctx(t), l, compaction.Options{Map: compact.NewOffsetMap(1 << 20)}); err != nil || !res.Ran {
 				t.Errorf("compaction during the upload: %+v, %v", res, err)
 			}
 		}
 		return memstore.Fault{}
 	})
-	err := l.TierOnce(partlog.Ctx(t), false)
+	err := tierpass.Run(partlog.Ctx(t), l, false)
 	store.SetHook(nil)
 	if err == nil || len(l.Describe().Tiered) != 0 || len(storedKeys(t, store)) != 0 {
 		t.Fatalf("the upload of replaced ledgers: %v; %d objects listed, %d stored", err, len(l.Describe().Tiered), len(storedKeys(t, store)))
 	}
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	d := l.Describe()
@@ -546,7 +549,7 @@ func TestUploadOfUnknownOutcomeKeepsTheObject(t *testing.T) {
 		}
 		return nil
 	})
-	if err := l.TierOnce(partlog.Ctx(t), false); err == nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err == nil {
 		t.Fatal("the upload's commit of unknown outcome was reported done")
 	}
 	f.Store.SetAfterPut(nil)
@@ -563,7 +566,7 @@ func TestUploadOfUnknownOutcomeKeepsTheObject(t *testing.T) {
 	pol.LocalRetentionMs = 0
 	cfg2.Tier, cfg2.Policy = tier, pol
 	l2 := f.Open(cfg2)
-	if err := l2.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l2, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l2.Fetch(partlog.Ctx(t), 0, 1000, 0); err != nil {
@@ -597,7 +600,7 @@ func TestTieredFetchRacingACompactionSwap(t *testing.T) {
 		m.appendKeyed(t, f, l, -1, 0, "a", fmt.Sprint(i), "b", fmt.Sprint(i))
 		partlog.RollByAge(t, f, l)
 	}
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	var done atomic.Bool
@@ -625,7 +628,7 @@ func openWithTwoObjects(t *testing.T, f *partlog.Fixture, tier *partlog.Tier) (*
 		partlog.AppendN(t, l, 2)
 		partlog.RollByAge(t, f, l)
 	}
-	if err := l.TierOnce(partlog.Ctx(t), false); err != nil {
+	if err := tierpass.Run(partlog.Ctx(t), l, false); err != nil {
 		t.Fatal(err)
 	}
 	return l, pol, l.Describe().Tiered[0]

@@ -150,3 +150,15 @@ func (p *pass) abortOldUploads(ctx context.Context, horizon time.Time) {
 		p.log.Info("aborted an abandoned upload", "key", u.Key, "initiated", u.Initiated)
 	}
 }
+
+// SweepOrphans runs the orphan sweep alone (Run does it with sweep): it
+// deletes the objects under the log's prefix that its list names neither
+// as tiered nor as queued garbage and that are older than
+// Tier.OrphanGrace, unless the list in metad is no longer the version
+// this log wrote.
+func SweepOrphans(ctx context.Context, l *partlog.Log) error {
+	if l.Config().Tier == nil {
+		return nil
+	}
+	return newPass(l).sweepOrphanObjects(ctx)
+}
