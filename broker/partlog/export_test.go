@@ -30,5 +30,5 @@ func (l *Log) ForgetCached(id uint64) { l.reads.forget(id) }
 // CachedIndex returns a closed segment's index through the read path's
 // cache.
 func (l *Log) CachedIndex(ctx context.Context, id uint64) (*brokerpb.LedgerIndex, error) {
-	return l.index(ctx, id)
+	return l.reads.index(ctx, id)
 }

@@ -1088,12 +1088,12 @@ func TestScanKeepsItsOwnReadAhead(t *testing.T) {
 	l := f.Open(cfg)
 	AppendN(t, l, 10)
 	l.mu.Lock()
-	segs := l.segmentsLocked()
+	segs := segmentRefs(l.mu.pl, &l.mu.seg)
 	l.mu.Unlock()
 	s := segs[len(segs)-1]
 	budget := func() int { return 1 << 20 }
 	scanned := 0
-	err := l.scan(Ctx(t), s, 0, budget, func(id int64, _ []byte) (bool, error) {
+	err := l.reads.scan(Ctx(t), s, 0, budget, func(id int64, _ []byte) (bool, error) {
 		scanned++
 		// Another reader fills the shared buffer with other entries.
 		l.reads.mu.Lock()

@@ -140,7 +140,7 @@ func newLog(cfg Config) *Log {
 		stop:      make(chan struct{}),
 	}
 	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
-	l.reads.init()
+	l.reads.init(cfg)
 	l.mu.levelWait = make(map[*pendingAppend]struct{})
 	l.mu.limits = Limits{SegmentBytes: cfg.SegmentBytes, SegmentAge: cfg.SegmentAge, MaxBatchBytes: cfg.MaxBatchBytes,
 		Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum}
