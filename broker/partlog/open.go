@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -41,65 +42,24 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	cfg = cfg.withDefaults()
 	began := time.Now()
 	l := newLog(cfg)
-
-	pl, version, err := ReadPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition)
-	switch {
-	case errors.Is(err, metaclient.ErrNotFound):
-		pl, version = &brokerpb.PartitionLog{}, 0
-	case err != nil:
+	pl, version, err := readForTakeover(ctx, cfg)
+	if err != nil {
 		return nil, err
 	}
-	if pl.GetOwnerEpoch() > cfg.Epoch {
-		return nil, &EpochBehindError{Key: PartitionKey(cfg.Topic, cfg.Partition), Recorded: pl.GetOwnerEpoch(), Ours: cfg.Epoch}
-	}
 	producers := newProducerTable(pl.GetProducers())
-	segs := slices.Clone(pl.GetSegments())
-	var empty []uint64
-	var with []Record // the recovered segments' indexes, then the claim
-	indexes := map[uint64]*brokerpb.LedgerIndex{}
-	for i := max(0, len(segs)-2); i < len(segs); i++ {
-		if segs[i].GetClosed() {
-			continue
-		}
-		seg, idx, err := l.recoverSegment(ctx, segs[i], producers)
-		if err != nil {
-			return nil, err
-		}
-		if seg == nil {
-			empty = append(empty, segs[i].GetLedgerId())
-		} else {
-			r, err := indexRecord(seg.GetLedgerId(), idx)
-			if err != nil {
-				return nil, err
-			}
-			with = append(with, r)
-			indexes[seg.GetLedgerId()] = idx
-		}
-		segs[i] = seg
+	rec, err := recoverOpenSegments(ctx, cfg, l.log, pl.GetSegments(), producers)
+	if err != nil {
+		return nil, err
 	}
+	with := rec.indexes
 	if cfg.Claim != nil {
 		with = append(with, *cfg.Claim)
 	}
-	segs = slices.DeleteFunc(segs, func(s *brokerpb.LedgerSegment) bool { return s == nil })
 	next := max(pl.GetLogStartOffset(), TieredEnd(pl))
-	if n := len(segs); n > 0 {
-		next = segs[n-1].GetLastOffset() + 1
+	if n := len(rec.segs); n > 0 {
+		next = rec.segs[n-1].GetLastOffset() + 1
 	}
-
-	// No ledger is created here (P8): an idle partition holds none until
-	// its first append (openLedger). The CAS still records owner_epoch,
-	// so a previous owner's later list changes fail.
-	now := cfg.Now()
-	producers.expire(now, cfg.ProducerExpiry)
-	newPL := &brokerpb.PartitionLog{
-		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
-		Segments: segs, Producers: producers.snapshot(now, cfg.ProducerExpiry),
-		Tiered: pl.GetTiered(), Garbage: pl.GetGarbage(),
-		// Compaction's progress survives the takeover (P7).
-		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
-		TombstoneHorizonMs: pl.GetTombstoneHorizonMs(),
-		LeaderEpochs:       withLeaderEpoch(pl.GetLeaderEpochs(), cfg.Epoch, next, pl.GetLogStartOffset()),
-	}
+	newPL := takeoverList(cfg, pl, rec.segs, producers, next)
 	newVersion, written, err := casPartitionLogWith(ctx, cfg.Store, cfg.Topic, cfg.Partition, newPL, version, with)
 	if err != nil {
 		if !errors.Is(err, ErrConflict) {
@@ -107,18 +67,17 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		}
 		return nil, err
 	}
-	for id, idx := range indexes {
+	for id, idx := range rec.indexByID {
 		l.reads.putIndex(id, idx)
 	}
 	if cfg.Claim != nil {
 		l.claimed = written[len(written)-1]
 	}
-	for _, id := range empty {
+	for _, id := range rec.empty {
 		if err := ledger.Delete(ctx, cfg.Env, id); err != nil {
 			l.log.Warn("deleting an empty recovered ledger", "ledger", id, "err", err)
 		}
 	}
-
 	l.mu.pl, l.mu.version = newPL, newVersion
 	l.mu.seg = openSegment{first: next}
 	l.mu.next, l.mu.hw = next, next
@@ -129,10 +88,90 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	return l, nil
 }
 
+// readForTakeover reads the PartitionLog to take over (absent: an empty
+// one at version 0, which the takeover's CAS creates), refusing one that
+// records a newer owner epoch.
+func readForTakeover(ctx context.Context, cfg Config) (*brokerpb.PartitionLog, int64, error) {
+	pl, version, err := ReadPartitionLog(ctx, cfg.Store, cfg.Topic, cfg.Partition)
+	switch {
+	case errors.Is(err, metaclient.ErrNotFound):
+		pl, version = &brokerpb.PartitionLog{}, 0
+	case err != nil:
+		return nil, 0, err
+	}
+	if pl.GetOwnerEpoch() > cfg.Epoch {
+		return nil, 0, &EpochBehindError{Key: PartitionKey(cfg.Topic, cfg.Partition), Recorded: pl.GetOwnerEpoch(), Ours: cfg.Epoch}
+	}
+	return pl, version, nil
+}
+
+// recovered is what a takeover learnt from the segments it recovered.
+type recovered struct {
+	// segs: the list's segments, the recovered ones closed with their
+	// final numbers, the empty ones dropped.
+	segs []*brokerpb.LedgerSegment
+	// empty: the dropped ledgers (deleted after the CAS).
+	empty []uint64
+	// indexes: the recovered segments' indexes as records for the CAS;
+	// indexByID the same for the read path's cache.
+	indexes   []Record
+	indexByID map[uint64]*brokerpb.LedgerIndex
+}
+
+// recoverOpenSegments recovers every segment among the last two of segs
+// that is not closed (recoverSegment), replaying their batches into
+// producers. segs is not modified.
+func recoverOpenSegments(ctx context.Context, cfg Config, log *slog.Logger, segs []*brokerpb.LedgerSegment,
+	producers *producerTable) (recovered, error) {
+	rec := recovered{segs: slices.Clone(segs), indexByID: map[uint64]*brokerpb.LedgerIndex{}}
+	for i := max(0, len(rec.segs)-2); i < len(rec.segs); i++ {
+		if rec.segs[i].GetClosed() {
+			continue
+		}
+		seg, idx, err := recoverSegment(ctx, cfg, log, rec.segs[i], producers)
+		if err != nil {
+			return recovered{}, err
+		}
+		if seg == nil {
+			rec.empty = append(rec.empty, rec.segs[i].GetLedgerId())
+		} else {
+			r, err := indexRecord(seg.GetLedgerId(), idx)
+			if err != nil {
+				return recovered{}, err
+			}
+			rec.indexes = append(rec.indexes, r)
+			rec.indexByID[seg.GetLedgerId()] = idx
+		}
+		rec.segs[i] = seg
+	}
+	rec.segs = slices.DeleteFunc(rec.segs, func(s *brokerpb.LedgerSegment) bool { return s == nil })
+	return rec, nil
+}
+
+// takeoverList is the list a takeover CASes: pl with segs, this owner's
+// epoch and its place in the leader epoch history (P10), the producer
+// snapshot; compaction's progress survives the takeover (P7). No ledger
+// is created here (P8): an idle partition holds none until its first
+// append (openLedger). The CAS still records owner_epoch, so a previous
+// owner's later list changes fail.
+func takeoverList(cfg Config, pl *brokerpb.PartitionLog, segs []*brokerpb.LedgerSegment, producers *producerTable,
+	next int64) *brokerpb.PartitionLog {
+	now := cfg.Now()
+	producers.expire(now, cfg.ProducerExpiry)
+	return &brokerpb.PartitionLog{
+		OwnerEpoch: cfg.Epoch, LogStartOffset: pl.GetLogStartOffset(),
+		Segments: segs, Producers: producers.snapshot(now, cfg.ProducerExpiry),
+		Tiered: pl.GetTiered(), Garbage: pl.GetGarbage(),
+		CleanedOffset: pl.GetCleanedOffset(), LastCompactionMs: pl.GetLastCompactionMs(),
+		TombstoneHorizonMs: pl.GetTombstoneHorizonMs(),
+		LeaderEpochs:       withLeaderEpoch(pl.GetLeaderEpochs(), cfg.Epoch, next, pl.GetLogStartOffset()),
+	}
+}
+
 func newLog(cfg Config) *Log {
 	l := &Log{
 		cfg:       cfg,
-		log:       cfg.Logger.With("component", "partlog", "topic", cfg.Topic, "partition", cfg.Partition),
+		log:       Logger(cfg),
 		metrics:   cfg.Metrics,
 		appendSem: make(chan struct{}, 1),
 		failed:    make(chan struct{}),
@@ -154,13 +193,14 @@ func newLog(cfg Config) *Log {
 // recoverSegment fences and recovers a segment's ledger and returns the
 // segment closed with its final numbers and its index (nil, nil when it
 // holds no entry); its batches are applied to producers.
-func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, producers *producerTable) (*brokerpb.LedgerSegment, *brokerpb.LedgerIndex, error) {
+func recoverSegment(ctx context.Context, cfg Config, log *slog.Logger, seg *brokerpb.LedgerSegment,
+	producers *producerTable) (*brokerpb.LedgerSegment, *brokerpb.LedgerIndex, error) {
 	id := seg.GetLedgerId()
 	var entries []entryInfo
 	want := seg.GetFirstOffset()
 	// Recovery hands over the entries it reads, so the ledger is read
 	// once, not again to index it.
-	_, err := ledger.RecoverVisit(ctx, l.cfg.Env, id, func(e ledger.Entry) error {
+	_, err := ledger.RecoverVisit(ctx, cfg.Env, id, func(e ledger.Entry) error {
 		h, err := recordbatch.ParseHeader(e.Payload)
 		if err != nil {
 			return fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, id, e.ID, err)
@@ -176,15 +216,15 @@ func (l *Log) recoverSegment(ctx context.Context, seg *brokerpb.LedgerSegment, p
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("partlog: %s/%d: recovering ledger %d: %w", l.cfg.Topic, l.cfg.Partition, id, err)
+		return nil, nil, fmt.Errorf("partlog: %s/%d: recovering ledger %d: %w", cfg.Topic, cfg.Partition, id, err)
 	}
 	if len(entries) == 0 {
 		return nil, nil, nil
 	}
 	closed := segmentProto(id, seg.GetFirstOffset(), seg.GetCreatedAtMs(), entries, true)
-	l.log.Debug("recovered segment", "ledger", id, "first_offset", closed.FirstOffset, "last_offset", closed.LastOffset,
+	log.Debug("recovered segment", "ledger", id, "first_offset", closed.FirstOffset, "last_offset", closed.LastOffset,
 		"entries", len(entries))
-	return proto.Clone(closed).(*brokerpb.LedgerSegment), buildIndex(entries, l.cfg.IndexIntervalBytes), nil
+	return proto.Clone(closed).(*brokerpb.LedgerSegment), buildIndex(entries, cfg.IndexIntervalBytes), nil
 }
 
 // DiscardLedger closes and deletes a ledger no list names (a lost CAS, a
