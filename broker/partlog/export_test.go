@@ -16,7 +16,10 @@ const MetadValueBytes = metadValueBytes
 var ReadIndex = readIndex
 
 // MaybeRoll rolls the open segment if it is due.
-func (l *Log) MaybeRoll(ctx context.Context) error { return l.maybeRoll(ctx) }
+func (l *Log) MaybeRoll(ctx context.Context) error {
+	_, err := l.checkRoll(ctx)
+	return err
+}
 
 // The producer state's bounds.
 const (

@@ -252,12 +252,12 @@ func FetchAll(t testing.TB, l *Log, from int64) []recordbatch.Record {
 	return out
 }
 
-// isRunning reports whether the log's run goroutine is started (startRun)
+// IsRunning reports whether the log's run goroutine is started (start)
 // and has not ended (stopIfIdle).
 func (l *Log) IsRunning() bool {
 	l.appendSem <- struct{}{}
 	defer l.release()
-	return l.running
+	return l.rolls.running
 }
 
 // rollByAge makes the open segment older than its SegmentAge and rolls

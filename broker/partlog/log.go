@@ -31,15 +31,13 @@ type Log struct {
 	appendSem chan struct{}
 	// failed is closed when the log fails (P3).
 	failed chan struct{}
-	// rollKick asks run to check the roll conditions now.
-	rollKick chan struct{}
 	// stop ends run; bgCtx bounds its I/O.
 	stop     chan struct{}
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	wg       sync.WaitGroup
-	// running: run was started (startRun; guarded by appendSem).
-	running bool
+	// rolls: the goroutine that rolls the open segment (P4, P8).
+	rolls roller
 
 	reads readState
 
@@ -51,13 +49,8 @@ type Log struct {
 		// lastRetention: when retention last looked at the log.
 		policy        Policy
 		lastRetention time.Time
-		// listFullLogged: when a roll deferred by a full list was last
-		// logged (L1).
-		listFullLogged time.Time
-		// listBytes: the size of listSized (a stored list) without its
-		// producer table (L1).
-		listSized *brokerpb.PartitionLog
-		listBytes int
+		// room: the stored list's room for one more segment (L1).
+		room listRoom
 		sync.Mutex
 		// pl is the PartitionLog as stored at version (never modified:
 		// replaced by a new one at each CAS).
@@ -346,7 +339,7 @@ func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start 
 	seg.bytes += int64(len(batch))
 	seg.lastAppend = l.cfg.Now()
 	if len(seg.entries) == 1 {
-		l.kickRun() // run sets its deadlines from the segment's first entry
+		l.rolls.poke() // run sets its deadlines from the segment's first entry
 	}
 	l.mu.next = p.last + 1
 	l.mu.pending = append(l.mu.pending, p)
@@ -573,7 +566,7 @@ func (l *Log) rollIfFull(size int) error {
 	}
 	n := len(l.mu.seg.entries)
 	full := n > 0 && (l.mu.seg.bytes+int64(size) > l.mu.limits.SegmentBytes || n >= l.cfg.MaxSegmentEntries)
-	if full && !l.listHasRoomLocked("size") {
+	if full && !l.mu.room.has(l, "size") {
 		// L1: grow past segment.bytes, up to MaxSegmentEntries.
 		full = false
 		if n >= l.cfg.MaxSegmentEntries {
@@ -598,7 +591,7 @@ func (l *Log) maybeKickRoll() {
 	full := l.mu.seg.bytes >= l.mu.limits.SegmentBytes
 	l.mu.Unlock()
 	if full {
-		l.kickRun()
+		l.rolls.poke()
 	}
 }
 
@@ -713,24 +706,7 @@ func (l *Log) SetLimits(n Limits) {
 		cur.Ensemble, cur.WriteQuorum, cur.AckQuorum = n.Ensemble, n.WriteQuorum, n.AckQuorum
 	}
 	l.mu.Unlock()
-	l.kickRun()
-}
-
-// kickRun makes run check the roll conditions (and whether it still has
-// a segment to watch) now, not at its next deadline.
-func (l *Log) kickRun() {
-	select {
-	case l.rollKick <- struct{}{}:
-	default:
-	}
-}
-
-// createOptions are the options of the log's next ledger.
-func (l *Log) createOptions() ledger.CreateOptions {
-	lim := l.Limits()
-	o := l.cfg.createOptions()
-	o.EnsembleSize, o.WriteQuorum, o.AckQuorum = lim.Ensemble, lim.WriteQuorum, lim.AckQuorum
-	return o
+	l.rolls.poke()
 }
 
 // UnderReplicated reports whether the open ledger has entries with fewer

@@ -126,7 +126,7 @@ func AppendN(t *testing.T, l *Log, n int) {
 // rollNow rolls the open segment if it is due.
 func RollNow(t *testing.T, l *Log) {
 	t.Helper()
-	if err := l.maybeRoll(Ctx(t)); err != nil {
+	if err := l.MaybeRoll(Ctx(t)); err != nil {
 		t.Fatalf("roll: %v", err)
 	}
 }

@@ -175,9 +175,9 @@ func newLog(cfg Config) *Log {
 		metrics:   cfg.Metrics,
 		appendSem: make(chan struct{}, 1),
 		failed:    make(chan struct{}),
-		rollKick:  make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
+	l.rolls = roller{l: l, kick: make(chan struct{}, 1)}
 	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
 	l.reads.init(cfg)
 	l.mu.levelWait = make(map[*pendingAppend]struct{})

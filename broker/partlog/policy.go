@@ -50,7 +50,7 @@ func (l *Log) SetPolicy(p Policy) {
 	l.mu.Lock()
 	l.mu.policy = p
 	l.mu.Unlock()
-	l.kickRun()
+	l.rolls.poke()
 }
 
 // checkTimestamp refuses a batch stamped too far ahead (Policy).

@@ -14,29 +14,48 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
-// startRun starts run unless it runs. run exists only while the log has an
-// open segment (openLedger starts it at the append that opens one): an
-// idle log, written or not, costs no goroutine of its own here (P8).
-// REQUIRES: appendSem held.
-func (l *Log) startRun() {
-	if l.running {
-		return
-	}
-	l.running = true
-	l.wg.Add(1)
-	go l.run()
+// roller is the log's goroutine while a segment is open (run): it rolls
+// the open segment when it is due (size at once, through kick; age, idle
+// and compaction lag on one timer set to the nearest of their deadlines),
+// and closes the writer once the log failed. It exists only while the log
+// has an open segment (openLedger starts it at the append that opens
+// one): an idle log, written or not, costs no goroutine of its own (P8).
+// Retention and tiering are not its work: the owner runs those passes over
+// all its logs (Log.RunPass).
+type roller struct {
+	l *Log
+	// kick asks run to check the roll conditions now.
+	kick chan struct{}
+	// running: run was started (start; guarded by appendSem).
+	running bool
 }
 
-// run is the Log's goroutine while a segment is open: it rolls the open
-// segment when it is due (size at once, through rollKick; age, idle and
-// compaction lag on one timer set to the nearest of their deadlines), and
-// closes the writer once the log failed. It returns once no segment is
-// open (an idle or age roll seals without opening the next). Retention
-// and tiering are not its work: the broker runs them over all its logs
-// (RetentionRound, TierRound).
-func (l *Log) run() {
+// start starts run unless it runs.
+// REQUIRES: appendSem held.
+func (r *roller) start() {
+	if r.running {
+		return
+	}
+	r.running = true
+	r.l.wg.Add(1)
+	go r.run()
+}
+
+// poke makes run check the roll conditions (and whether it still has a
+// segment to watch) now, not at its next deadline.
+func (r *roller) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run returns once no segment is open (an idle or age roll seals without
+// opening the next), the log stops, or it failed.
+func (r *roller) run() {
+	l := r.l
 	defer l.wg.Done()
-	t := time.NewTimer(l.nextRollCheck(false))
+	t := time.NewTimer(r.nextCheck(false))
 	defer t.Stop()
 	for {
 		select {
@@ -45,50 +64,57 @@ func (l *Log) run() {
 		case <-l.failed:
 			l.closeFailedWriter()
 			return
-		case <-l.rollKick:
+		case <-r.kick:
 		case <-t.C:
 		}
 		deferred, err := l.checkRoll(l.bgCtx)
 		if err != nil {
 			l.log.Warn("roll failed", "err", err)
 		}
-		if l.stopIfIdle() {
+		if r.stopIfIdle() {
 			return
 		}
-		t.Reset(l.nextRollCheck(deferred || err != nil))
+		t.Reset(r.nextCheck(deferred || err != nil))
 	}
+}
+
+// nextCheck is nextRollCheck over the log's state now.
+func (r *roller) nextCheck(retry bool) time.Duration {
+	l := r.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return nextRollCheck(&l.mu.seg, l.mu.limits, l.mu.policy, l.cfg, retry, l.cfg.Now())
 }
 
 // nextRollCheck is how long run waits before it checks the roll conditions
 // again: until the nearest of the open segment's age, idle and compaction
 // lag deadlines (a deadline that passed since the last check: at once), or
 // RollCheckInterval while nothing is appended yet or when a due roll did
-// not happen (retry: it failed, or a full list deferred it, L1).
-func (l *Log) nextRollCheck(retry bool) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := &l.mu.seg
+// not happen (retry: it failed, or a full list deferred it, L1). A pure
+// function.
+func nextRollCheck(s *openSegment, lim Limits, policy Policy, cfg Config, retry bool, now time.Time) time.Duration {
 	if retry || len(s.entries) == 0 {
-		return l.cfg.RollCheckInterval
+		return cfg.RollCheckInterval
 	}
 	created := time.UnixMilli(s.createdAtMs)
-	due := created.Add(l.mu.limits.SegmentAge)
-	if idle := s.lastAppend.Add(l.cfg.IdleRoll); idle.Before(due) {
+	due := created.Add(lim.SegmentAge)
+	if idle := s.lastAppend.Add(cfg.IdleRoll); idle.Before(due) {
 		due = idle
 	}
-	if lag := l.mu.policy.Compaction.MaxCompactionLagMs; l.mu.policy.Compact && lag > 0 {
+	if lag := policy.Compaction.MaxCompactionLagMs; policy.Compact && lag > 0 {
 		if c := created.Add(time.Duration(lag) * time.Millisecond); c.Before(due) {
 			due = c
 		}
 	}
 	// +1 ms: createdAtMs is truncated to the millisecond.
-	return max(due.Sub(l.cfg.Now()), 0) + time.Millisecond
+	return max(due.Sub(now), 0) + time.Millisecond
 }
 
 // stopIfIdle reports whether run's turn is over: no segment is open. It
 // clears running under appendSem, so the append that opens the next
-// segment starts run again (startRun).
-func (l *Log) stopIfIdle() bool {
+// segment starts run again (start).
+func (r *roller) stopIfIdle() bool {
+	l := r.l
 	select {
 	case l.appendSem <- struct{}{}:
 	case <-l.stop:
@@ -101,7 +127,7 @@ func (l *Log) stopIfIdle() bool {
 	idle := l.mu.writer == nil && l.mu.err == nil
 	l.mu.Unlock()
 	if idle {
-		l.running = false
+		r.running = false
 	}
 	return idle
 }
@@ -120,24 +146,22 @@ func (l *Log) closeFailedWriter() {
 	_ = w.Close(ctx)
 }
 
-// rollReasonLocked says why the open segment should roll now, or "".
-// REQUIRES: l.mu held.
-func (l *Log) rollReasonLocked() string {
-	s := &l.mu.seg
+// rollReason says why the open segment s should roll at now, or "" (a
+// pure function).
+func rollReason(s *openSegment, lim Limits, policy Policy, idleRoll time.Duration, now time.Time) string {
 	if len(s.entries) == 0 {
 		return ""
 	}
-	now := l.cfg.Now()
 	age := now.Sub(time.UnixMilli(s.createdAtMs))
 	switch {
-	case s.bytes >= l.mu.limits.SegmentBytes:
+	case s.bytes >= lim.SegmentBytes:
 		return "size"
-	case age >= l.mu.limits.SegmentAge:
+	case age >= lim.SegmentAge:
 		return "age"
-	case now.Sub(s.lastAppend) >= l.cfg.IdleRoll:
+	case now.Sub(s.lastAppend) >= idleRoll:
 		return "idle"
-	case l.mu.policy.Compact && age.Milliseconds() >= l.mu.policy.Compaction.MaxCompactionLagMs &&
-		l.mu.policy.Compaction.MaxCompactionLagMs > 0:
+	case policy.Compact && age.Milliseconds() >= policy.Compaction.MaxCompactionLagMs &&
+		policy.Compaction.MaxCompactionLagMs > 0:
 		// The open ledger is never compacted (C9): it must close for
 		// its records to become eligible within max.compaction.lag.ms
 		// (Kafka rolls at min(segment.ms, max.compaction.lag.ms)).
@@ -146,14 +170,8 @@ func (l *Log) rollReasonLocked() string {
 	return ""
 }
 
-// maybeRoll rolls the open segment if it is due (P4). Appends wait
-// meanwhile (appendSem).
-func (l *Log) maybeRoll(ctx context.Context) error {
-	_, err := l.checkRoll(ctx)
-	return err
-}
-
-// checkRoll is maybeRoll; deferred reports a due roll that a full list
+// checkRoll rolls the open segment if it is due (P4). Appends wait
+// meanwhile (appendSem). deferred reports a due roll that a full list
 // held back (L1).
 func (l *Log) checkRoll(ctx context.Context) (deferred bool, err error) {
 	select {
@@ -171,8 +189,8 @@ func (l *Log) checkRoll(ctx context.Context) (deferred bool, err error) {
 		l.mu.Unlock()
 		return false, nil
 	}
-	reason := l.rollReasonLocked()
-	if reason != "" && !l.listHasRoomLocked(reason) {
+	reason := rollReason(&l.mu.seg, l.mu.limits, l.mu.policy, l.cfg.IdleRoll, l.cfg.Now())
+	if reason != "" && !l.mu.room.has(l, reason) {
 		reason, deferred = "", true
 	}
 	w := l.mu.writer
@@ -202,30 +220,39 @@ var maxProducerTableBytes = func() int {
 	return maxProducers * proto.Size(&brokerpb.PartitionLog{Producers: []*brokerpb.ProducerState{worst}})
 }()
 
-// listHasRoomLocked reports whether the list may take one more segment
-// (L1). When not, it counts and (at most once a minute) logs the deferred
-// roll.
+// listRoom is what the log knows of its stored list's size (L1). Guarded
+// by Log.mu.
+type listRoom struct {
+	// sized: the stored list last sized; bytes its size without its
+	// producer table.
+	sized *brokerpb.PartitionLog
+	bytes int
+	// fullLogged: when a roll deferred by a full list was last logged.
+	fullLogged time.Time
+}
+
+// has reports whether l's list may take one more segment (L1). When not,
+// it counts and (at most once a minute) logs the roll deferred for reason.
 // REQUIRES: l.mu held.
-func (l *Log) listHasRoomLocked(reason string) bool {
+func (r *listRoom) has(l *Log, reason string) bool {
 	pl := l.mu.pl
-	if l.mu.listSized != pl {
+	if r.sized != pl {
 		// Sized once per stored list (pl is replaced at every CAS): a
 		// full list is asked before every append past segment.bytes.
 		size := proto.Size(pl)
 		for _, p := range pl.GetProducers() {
 			size -= protowire.SizeTag(4) + protowire.SizeBytes(proto.Size(p))
 		}
-		l.mu.listSized, l.mu.listBytes = pl, size
+		r.sized, r.bytes = pl, size
 	}
-	size := l.mu.listBytes
-	if size+maxProducerTableBytes+listSlackBytes <= metadValueBytes {
+	if r.bytes+maxProducerTableBytes+listSlackBytes <= metadValueBytes {
 		return true
 	}
 	l.metrics.RollsDeferred.Inc()
-	if now := l.cfg.Now(); now.Sub(l.mu.listFullLogged) >= time.Minute {
-		l.mu.listFullLogged = now
+	if now := l.cfg.Now(); now.Sub(r.fullLogged) >= time.Minute {
+		r.fullLogged = now
 		l.log.Warn("segment due to roll, but the partition's segment list is full; the open segment grows until retention shortens the list",
-			"reason", reason, "segments", len(pl.GetSegments()), "tiered", len(pl.GetTiered()), "list_bytes", size,
+			"reason", reason, "segments", len(pl.GetSegments()), "tiered", len(pl.GetTiered()), "list_bytes", r.bytes,
 			"open_segment_entries", len(l.mu.seg.entries), "max_segment_entries", l.cfg.MaxSegmentEntries)
 	}
 	return false
@@ -245,7 +272,7 @@ func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 	}
 	var nw *ledger.Writer
 	if reason == "size" {
-		if nw, err = ledger.Create(ctx, l.cfg.Env, l.createOptions()); err != nil {
+		if nw, err = ledger.Create(ctx, l.cfg.Env, l.cfg.LedgerOptions(l.Limits())); err != nil {
 			err = fmt.Errorf("%w: creating the next ledger: %w", ErrUnknownOutcome, err)
 			l.fail(err)
 			return err
@@ -263,7 +290,7 @@ func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 	if nw != nil {
 		next = strconv.FormatUint(nw.ID(), 10)
 	} else {
-		l.kickRun() // nothing left for run to watch: it ends
+		l.rolls.poke() // nothing left for run to watch: it ends
 	}
 	l.log.Info("segment rolled", "reason", reason, "closed_ledger", sealed.LedgerId, "first_offset", sealed.FirstOffset,
 		"last_offset", sealed.LastOffset, "bytes", sealed.Bytes, "ledger", next)
@@ -285,7 +312,7 @@ func (l *Log) openLedger(ctx context.Context) error {
 	pl := proto.Clone(l.mu.pl).(*brokerpb.PartitionLog)
 	next := l.mu.next
 	l.mu.Unlock()
-	nw, err := ledger.Create(ctx, l.cfg.Env, l.createOptions())
+	nw, err := ledger.Create(ctx, l.cfg.Env, l.cfg.LedgerOptions(l.Limits()))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoLedger, err)
 	}
@@ -336,7 +363,7 @@ func (l *Log) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *
 	l.mu.Lock()
 	l.mu.pl, l.mu.version, l.mu.writer, l.mu.seg = pl, v, nw, open
 	l.mu.Unlock()
-	l.startRun()
+	l.rolls.start()
 	return nil
 }
 
