@@ -162,7 +162,8 @@ type Appending struct {
 // their acknowledgements concurrently.
 func (l *Log) Enqueue(ctx context.Context, batch []byte, acks Acks) (*Appending, error) {
 	start := l.cfg.Now()
-	h, err := l.verifyBatch(batch, start)
+	snap := l.Snapshot()
+	h, err := verifyBatch(batch, snap.Limits, snap.Policy.MaxTimestampAheadMs, start)
 	if err != nil {
 		return nil, err
 	}
@@ -177,9 +178,10 @@ func (l *Log) Enqueue(ctx context.Context, batch []byte, acks Acks) (*Appending,
 }
 
 // verifyBatch checks a batch before it is placed: size, CRC, timestamps
-// and records.
-func (l *Log) verifyBatch(batch []byte, start time.Time) (recordbatch.BatchHeader, error) {
-	maxBytes := l.Limits().MaxBatchBytes
+// (a newest record more than aheadMs after now: -1, no bound) and records,
+// under the limits lim (a pure function).
+func verifyBatch(batch []byte, lim Limits, aheadMs int64, now time.Time) (recordbatch.BatchHeader, error) {
+	maxBytes := lim.MaxBatchBytes
 	if len(batch) > maxBytes {
 		return recordbatch.BatchHeader{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(batch), maxBytes)
 	}
@@ -190,7 +192,7 @@ func (l *Log) verifyBatch(batch []byte, start time.Time) (recordbatch.BatchHeade
 	// Every batch, LogAppendTime ones too: no broker stamps its own time
 	// into a batch, so their MaxTimestamp is the producer's as well, and a
 	// far-future one would pin time retention for everything after it.
-	if err := l.checkTimestamp(h.MaxTimestamp, start); err != nil {
+	if err := checkTimestamp(h.MaxTimestamp, aheadMs, now); err != nil {
 		return recordbatch.BatchHeader{}, err
 	}
 	// The decompressed records are bounded by a multiple of the batch's
@@ -220,7 +222,15 @@ func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte
 			l.release()
 			return nil, nil, err
 		}
-		if !l.canAcknowledge() {
+		// Refusing an append the writer could not acknowledge
+		// (ledger.Writer.CanAcknowledge), rather than queueing it behind
+		// bookies that are down or full, keeps its outcome known: a
+		// produce would otherwise wait for its timeout and be told
+		// "unknown outcome" (P9).
+		l.mu.Lock()
+		w := l.mu.writer
+		l.mu.Unlock()
+		if w != nil && !w.CanAcknowledge() {
 			l.release()
 			return nil, nil, ErrNotEnoughBookies
 		}
@@ -256,7 +266,7 @@ func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte
 func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
 	l, p := a.l, a.p
 	if a.dup != nil {
-		return l.waitDuplicate(ctx, a.dup)
+		return a.waitDuplicate(ctx)
 	}
 	if p.acks == AcksNone {
 		return AppendResult{BaseOffset: -1, LastOffset: -1, LogStartOffset: l.LogStartOffset()}, nil
@@ -271,18 +281,6 @@ func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
 	}
 	l.metrics.AppendLatency.Observe(l.cfg.Now().Sub(p.start).Seconds())
 	return AppendResult{BaseOffset: p.base, LastOffset: p.last, LogStartOffset: l.LogStartOffset()}, nil
-}
-
-// canAcknowledge reports whether the open ledger's writer can acknowledge
-// an entry appended now (ledger.Writer.CanAcknowledge); true without one.
-// Refusing an append it could not acknowledge, rather than queueing it
-// behind bookies that are down or full, keeps its outcome known: a produce
-// would otherwise wait for its timeout and be told "unknown outcome".
-func (l *Log) canAcknowledge() bool {
-	l.mu.Lock()
-	w := l.mu.writer
-	l.mu.Unlock()
-	return w == nil || w.CanAcknowledge()
 }
 
 // acquire takes appendSem, failing with the log's error, ErrClosed or
@@ -318,7 +316,11 @@ func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start 
 		if err != nil || dup != nil {
 			return nil, dup, l.mu.producersChanged, err
 		}
-		defer l.producersChangedLocked()
+		// Wake the appends waiting for a sequence gap to close.
+		defer func() {
+			close(l.mu.producersChanged)
+			l.mu.producersChanged = make(chan struct{})
+		}()
 	}
 	seg := &l.mu.seg
 	base := l.mu.next
@@ -355,13 +357,6 @@ func (l *Log) enqueue(h recordbatch.BatchHeader, batch []byte, acks Acks, start 
 	return p, nil, nil, nil
 }
 
-// producersChangedLocked wakes appends waiting for a sequence gap to close.
-// REQUIRES: l.mu held.
-func (l *Log) producersChangedLocked() {
-	close(l.mu.producersChanged)
-	l.mu.producersChanged = make(chan struct{})
-}
-
 // acceptErrLocked is why an append must be refused, or nil.
 // REQUIRES: l.mu held.
 func (l *Log) acceptErrLocked() error {
@@ -391,7 +386,12 @@ func (l *Log) handOff(ctx context.Context, p *pendingAppend) error {
 	}
 	err := w.AppendAcks(ctx, p.batch, level, func(id int64, err error) { l.onQuorum(p, id, err) }, levelCB)
 	if err == nil {
-		l.maybeKickRoll()
+		l.mu.Lock()
+		full := l.mu.seg.bytes >= l.mu.limits.SegmentBytes
+		l.mu.Unlock()
+		if full {
+			l.rolls.poke() // run rolls it
+		}
 		return nil
 	}
 	l.mu.Lock()
@@ -439,7 +439,7 @@ func (l *Log) onQuorum(p *pendingAppend, id int64, err error) {
 	}
 	switch p.acks {
 	case AcksQuorum, AcksNone:
-		l.replyLocked(p, nil)
+		p.reply(nil)
 	default:
 		if !p.levelDone {
 			l.mu.levelWait[p] = struct{}{}
@@ -460,19 +460,19 @@ func (l *Log) onLevel(p *pendingAppend, err error) {
 	delete(l.mu.levelWait, p)
 	switch {
 	case err == nil:
-		l.replyLocked(p, nil)
+		p.reply(nil)
 	case errors.Is(err, ledger.ErrUnderReplicated):
 		// Acknowledged at the quorum, but "all" can no longer be met.
-		l.replyLocked(p, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+		p.reply(fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
 	default:
 		l.failLocked(writeError(err))
-		l.replyLocked(p, inFlightError(l.mu.err))
+		p.reply(inFlightError(l.mu.err))
 	}
 }
 
-// replyLocked answers p's caller once.
-// REQUIRES: l.mu held.
-func (l *Log) replyLocked(p *pendingAppend, err error) {
+// reply answers p's caller once.
+// REQUIRES: the log's mu held.
+func (p *pendingAppend) reply(err error) {
 	select {
 	case <-p.replied:
 		return
@@ -506,11 +506,11 @@ func (l *Log) failLocked(err error) {
 	for _, p := range l.mu.pending {
 		p.err = inflightErr
 		close(p.quorum)
-		l.replyLocked(p, inflightErr)
+		p.reply(inflightErr)
 	}
 	l.mu.pending = nil
 	for p := range l.mu.levelWait {
-		l.replyLocked(p, inflightErr)
+		p.reply(inflightErr)
 	}
 	clear(l.mu.levelWait)
 	close(l.mu.hwChanged)
@@ -535,7 +535,8 @@ func (l *Log) fail(err error) {
 
 // waitDuplicate answers a retried batch with the original's offsets, once
 // the original is acknowledged.
-func (l *Log) waitDuplicate(ctx context.Context, b *producerBatch) (AppendResult, error) {
+func (a *Appending) waitDuplicate(ctx context.Context) (AppendResult, error) {
+	l, b := a.l, a.dup
 	l.mu.Lock()
 	p := b.pending
 	l.mu.Unlock()
@@ -583,16 +584,6 @@ func (l *Log) rollIfFull(size int) error {
 	// The background context: a roll cut short by one caller's deadline
 	// would fail the whole log.
 	return l.roll(l.bgCtx, w, "size")
-}
-
-// maybeKickRoll asks run to roll when the open segment is full.
-func (l *Log) maybeKickRoll() {
-	l.mu.Lock()
-	full := l.mu.seg.bytes >= l.mu.limits.SegmentBytes
-	l.mu.Unlock()
-	if full {
-		l.rolls.poke()
-	}
 }
 
 // HighWatermark is one past the last offset consumers may read.

@@ -53,11 +53,9 @@ func (l *Log) SetPolicy(p Policy) {
 	l.rolls.poke()
 }
 
-// checkTimestamp refuses a batch stamped too far ahead (Policy).
-func (l *Log) checkTimestamp(maxTimestampMs int64, now time.Time) error {
-	l.mu.Lock()
-	ahead := l.mu.policy.MaxTimestampAheadMs
-	l.mu.Unlock()
+// checkTimestamp refuses a batch stamped more than ahead ms after now
+// (Policy.MaxTimestampAheadMs; -1: no bound).
+func checkTimestamp(maxTimestampMs, ahead int64, now time.Time) error {
 	if ahead >= 0 && maxTimestampMs > now.UnixMilli()+ahead {
 		return fmt.Errorf("%w: newest record at %s is %s ahead of the broker's clock, at most %s allowed (message.timestamp.after.max.ms)",
 			ErrInvalidTimestamp, time.UnixMilli(maxTimestampMs).UTC().Format(time.RFC3339Nano),
