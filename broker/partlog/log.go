@@ -40,6 +40,9 @@ type Log struct {
 	rolls roller
 
 	reads readState
+	// onSequenceGap, when set (by a test, before the log is used), is
+	// called as an append begins waiting for the batches before it.
+	onSequenceGap func()
 
 	mu struct {
 		// limits: the topic settings that may change while the log is
@@ -250,6 +253,9 @@ func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte
 		}
 		// Batches before this one are probably in other requests still
 		// on their way: wait for the producer state to move, then retry.
+		if l.onSequenceGap != nil {
+			l.onSequenceGap()
+		}
 		timer := time.NewTimer(time.Until(gapDeadline))
 		select {
 		case <-progress:

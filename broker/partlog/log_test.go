@@ -741,19 +741,26 @@ func TestDuplicateOfInFlight(t *testing.T) {
 		first <- r
 	}()
 	testwait.Until(t, WaitTimeout, "appends in flight", func() bool { return len(f.Cluster.Bookies.InFlight()) > 0 })
+	// The retry's place is fixed (a duplicate of the original) when
+	// Enqueue returns; its Wait must not answer while the original is
+	// unacknowledged: with a context already done it reports that.
+	a, err := l.Enqueue(Ctx(t), IdemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
+	if err != nil || a.dup == nil {
+		t.Fatalf("retry: %v, duplicate %v", err, a != nil && a.dup != nil)
+	}
+	done, cancel := context.WithCancel(Ctx(t))
+	cancel()
+	if r, err := a.Wait(done); !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("retry answered %+v, %v before the original was acknowledged", r, err)
+	}
 	retry := make(chan AppendResult, 1)
 	go func() {
-		r, err := l.Append(Ctx(t), IdemBatch(t, 1, 0, 0, 1, "a"), AcksQuorum)
+		r, err := a.Wait(Ctx(t))
 		if err != nil {
 			t.Error(err)
 		}
 		retry <- r
 	}()
-	select {
-	case r := <-retry:
-		t.Fatalf("retry answered %+v before the original was acknowledged", r)
-	case <-time.After(20 * time.Millisecond): // a negative check: no answer within 20 ms
-	}
 	f.Cluster.Bookies.SetManual(false)
 	f.Cluster.Bookies.DeliverAll()
 	if r := <-retry; !r.Duplicate || r.BaseOffset != 0 {
@@ -967,12 +974,21 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 
 // Batches of one producer that arrive out of order (a client pipelines
 // several requests; the server handles them concurrently) are appended in
-// sequence order: the one ahead waits for its predecessor.
+// sequence order: the one ahead waits for its predecessor. The test holds
+// the predecessor back until the log says the batch ahead waits for it
+// (onSequenceGap), so the batch ahead has arrived first, every time.
 func TestSequenceGapWaitsForPredecessor(t *testing.T) {
 	f := NewFixture(t)
 	cfg := f.Config(1)
-	cfg.SequenceGapWait = 5 * time.Second
+	cfg.SequenceGapWait = time.Minute // never reached: the predecessor comes
 	l := f.Open(cfg)
+	waiting := make(chan struct{}, 1)
+	l.onSequenceGap = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
 	MustAppend(t, l, IdemBatch(t, 3, 0, 0, 1, "a"), AcksQuorum)
 	second := make(chan AppendResult, 1)
 	go func() {
@@ -982,11 +998,16 @@ func TestSequenceGapWaitsForPredecessor(t *testing.T) {
 		}
 		second <- r
 	}()
-	// A head start for the batch ahead, not a wait for a condition (the
-	// log exposes no "waiting for a predecessor" state): the assertion
-	// below holds in either arrival order, so a slow machine can only make
-	// the test weaker, never fail it.
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-waiting:
+	case r := <-second:
+		t.Fatalf("the batch ahead of its predecessor was appended at once, at %d", r.BaseOffset)
+	case <-time.After(WaitTimeout):
+		t.Fatal("the batch ahead of its predecessor never waited for it")
+	}
+	if hw := l.HighWatermark(); hw != 1 {
+		t.Fatalf("high watermark %d while the batch ahead waits, want 1", hw)
+	}
 	first := MustAppend(t, l, IdemBatch(t, 3, 0, 1, 1, "b"), AcksQuorum)
 	r := <-second
 	if first.BaseOffset != 1 || r.BaseOffset != 2 {
