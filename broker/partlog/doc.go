@@ -112,6 +112,23 @@
 //     answers Kafka's OffsetForLeaderEpoch from it: an offset never past
 //     what a consumer of the requested epoch can have read, so no client
 //     sees a truncation (Strata truncates nothing it acknowledged).
+//   - P11 Snapshots are values: the stored list (Snapshot.List) is never
+//     modified, by the log or by anyone; every change of the list makes a
+//     new one (a roll, a takeover, a Swap) and replaces the log's whole.
+//     A pass may keep a snapshot as long as it likes and decide over it
+//     without a lock; it changes a copy (Snapshot.Edit).
+//   - P12 The passes' one write: a pass (tiering, retention, compaction)
+//     changes the list only by Swap(base, next), which the log applies
+//     under its own discipline, holding appendSem like a roll (so it is
+//     serialized with rolls, appends' ledger openings and Close), and only
+//     if the list is still the one base was taken from: otherwise it
+//     writes nothing and returns ErrListMoved. A swap is ONE CAS at the
+//     list's version; a lost CAS fails the log like any other (P3).
+//     Update is the pass's loop around it: snapshot, pure edit, swap,
+//     again from a new snapshot while the list moved. So a pass's change
+//     is always decided over the list it replaces, and a roll is never
+//     lost to a pass (nor a pass's change to a roll). What the change
+//     unlinked the pass deletes after it (DeleteUnlisted, P6).
 //
 // # Concurrency
 //
@@ -119,15 +136,29 @@
 // bookie call. Appends are serialized in offset order by a one-slot
 // semaphore (appendSem) held while an append is handed to the ledger
 // writer (which may block on back-pressure) and for the whole of a roll,
-// a retention CAS or Close: every CAS of the list holds it, so the list's
-// version has one writer. Writer callbacks take only Log.mu. One goroutine
-// per Log (run) rolls segments while one is open: size rolls at once
-// (rollKick), age, idle and compaction-lag rolls on one timer set to the
-// nearest deadline; it ends when a roll leaves no open segment, and the
-// next append starts it again. Retention and tiering are run by the owner
-// over all of its logs (RetentionRound, TierRound), a few at a time; Close
-// waits for run and for those rounds.
-// Compaction (Compact, called by the broker's one compactor) reads and
-// writes ledgers holding no lock and takes appendSem only for its CAS;
-// a per-log mutex keeps passes on one log one at a time.
+// a Swap or Close: every CAS of the list holds it, so the list's version
+// has one writer. Writer callbacks take only Log.mu. One goroutine per Log
+// (roller.run) rolls segments while one is open: size rolls at once
+// (roller.poke), age, idle and compaction-lag rolls on one timer set to
+// the nearest deadline; it ends when a roll leaves no open segment, and
+// the next append starts it again.
+//
+// # Passes
+//
+// The background work on a log is not the Log's: packages beside this one
+// drive it through the seam of P11 and P12 (Snapshot, Swap, Update,
+// DeleteUnlisted, RunPass), as pebble keeps compaction picking apart from
+// its DB:
+//
+//	tierpass     uploads closed ledgers to segment objects, deletes local
+//	             copies and garbage objects, sweeps orphans (T1-T10)
+//	retention    removes the prefix the policy no longer keeps (P6)
+//	compaction   rewrites sealed pieces, keeping the latest record per
+//	             key (P7): plan, read, rewrite, swap
+//
+// Retention and tiering are run by the owner over all of its logs, a few
+// at a time, as passes of each log (RunPass): Close waits for them, and a
+// closing or failed log runs none. Compaction is run by the broker's one
+// compactor, one pass at a time; it reads and writes ledgers and objects
+// holding no lock of the log's and takes appendSem only for its swap.
 package partlog
