@@ -18,9 +18,9 @@
 //   - tiering/diskcache: the read path's bounded on-disk chunk cache.
 //   - tiering/scrub: checks every committed object against its record.
 //   - tiering/compact: the pure core of compaction (key map, batch
-//     rewrite, delete horizons, when to compact); broker/partlog
-//     (compact.go) and broker/compactor.go run the passes.
-//   - broker/partlog (tier.go, retention.go): the upload machine (pick a
+//     rewrite, delete horizons, when to compact);
+//     broker/partlog/compaction and broker/compactor.go run the passes.
+//   - broker/partlog/tierpass and broker/partlog/retention: the upload machine (pick a
 //     run, stream, verify, commit by the PartitionLog CAS), deletion of
 //     bookie copies after local.retention.ms, the orphan-object sweep, and
 //     retention over both tiers. The committed objects are listed in the

@@ -120,7 +120,7 @@
 //
 // # Wiring (broker/partlog P7, broker/compactor.go)
 //
-// Done: partlog.Log.Compact reads closed ledgers into Plan and Rewrite
+// Done: compaction.Compact (broker/partlog/compaction) reads closed ledgers into Plan and Rewrite
 // (streaming, one batch at a time; the batches it kept in memory between
 // the two are rewritten with the Survivors its Plan calls filled),
 // writes new closed ledgers (one batch per entry, index written), aligns
