@@ -12,10 +12,11 @@ import (
 	"github.com/strata-log/strata/tiering/compact"
 )
 
-// ErrStale: the log changed while a pass rewrote it (retention removed an
-// input, tiering covered one, the topic's cleanup.policy no longer
-// contains compact, the pass outlived its bound): nothing was swapped in,
-// the outputs were deleted; the next pass starts over.
+// ErrStale is returned when the log changed while a pass rewrote it
+// (retention removed an input, tiering covered one, the topic's
+// cleanup.policy no longer contains compact, the pass outlived its
+// bound): nothing was swapped in, the outputs were deleted; the next pass
+// starts over.
 var ErrStale = errors.New("partlog: compaction inputs changed")
 
 // Result is what one Compact call did.
