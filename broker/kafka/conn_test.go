@@ -105,8 +105,8 @@ func TestApiVersionsSoftwareName(t *testing.T) {
 	}
 }
 
-// Requests that cannot be served close their connection with one log
-// line, reach no handler, and leave other connections alone.
+// K5: requests that cannot be served close their connection with one
+// log line, reach no handler, and leave other connections alone.
 func TestBadRequestsClose(t *testing.T) {
 	ts := startServer(t, Config{})
 	bystander := dialRaw(t, ts.Addr().String())
@@ -199,8 +199,8 @@ func TestFrameSizeAllocatesNothingNearDeclared(t *testing.T) {
 	}
 }
 
-// Requests are handled in order as they arrive while earlier Replies
-// block; responses go out in request order, nothing for acks=0.
+// K1, K2: requests are handled in order as they arrive while earlier
+// Replies block; responses go out in request order, nothing for acks=0.
 func TestPipelinedInOrder(t *testing.T) {
 	ts := startServer(t, Config{})
 	c := dialRaw(t, ts.Addr().String())
@@ -246,8 +246,8 @@ func TestPipelinedInOrder(t *testing.T) {
 	}
 }
 
-// At InFlightPerConnection unanswered requests the reader waits: no more
-// are handled until one is answered.
+// K3: at InFlightPerConnection unanswered requests the reader waits: no
+// more are handled until one is answered.
 func TestInFlightBound(t *testing.T) {
 	ts := startServer(t, Config{InFlightPerConnection: 2})
 	c := dialRaw(t, ts.Addr().String())
@@ -314,8 +314,8 @@ func TestPerIPCap(t *testing.T) {
 	dialRaw(t, ts.Addr().String()).roundTrip(metadataRequest(1))
 }
 
-// A handler's error or panic, in Handle or in its Reply, or a response
-// of the wrong API closes that connection only, logged once.
+// K5: a handler's error or panic, in Handle or in its Reply, or a
+// response of the wrong API closes that connection only, logged once.
 func TestHandlerFailuresClose(t *testing.T) {
 	ts := startServer(t, Config{})
 	bystander := dialRaw(t, ts.Addr().String())
@@ -338,7 +338,7 @@ func TestHandlerFailuresClose(t *testing.T) {
 	}
 }
 
-// Close ends connections whose Replies are blocked (their context is
+// K4: Close ends connections whose Replies are blocked (their context is
 // cancelled); goleak checks nothing is left.
 func TestCloseWithBlockedReplies(t *testing.T) {
 	ts := startServer(t, Config{})

@@ -51,15 +51,23 @@ type fakeSecurity struct {
 
 func newFakeSecurity(t *testing.T, required bool, users map[string]string) *fakeSecurity {
 	t.Helper()
+	f, err := buildFakeSecurity(required, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func buildFakeSecurity(required bool, users map[string]string) (*fakeSecurity, error) {
 	f := &fakeSecurity{required: required, users: map[string]scram.User{}, decoyKey: []byte("decoy key")}
 	for name, password := range users {
 		u, err := scram.NewUser(name, password, 0)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		f.users[name] = u
 	}
-	return f
+	return f, nil
 }
 
 func (f *fakeSecurity) AuthRequired() bool { return f.required }

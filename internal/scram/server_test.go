@@ -15,16 +15,15 @@ import (
 // rfcExchange is a published SCRAM example: the four messages and what
 // the server knows of the user.
 type rfcExchange struct {
-	name                 string
-	mech                 mechanism
-	password, salt64     string
-	serverNonce          string
-	clientFirst          string
-	serverFirst          string
-	clientFinal          string
-	serverFinal          string
-	iterations           int
-	clientFinalWrongPass string
+	name             string
+	mech             mechanism
+	password, salt64 string
+	serverNonce      string
+	clientFirst      string
+	serverFirst      string
+	clientFinal      string
+	serverFinal      string
+	iterations       int
 }
 
 var rfcExchanges = []rfcExchange{
