@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,29 +223,64 @@ type testServer struct {
 	*Server
 	handler *testHandler
 	reg     *prometheus.Registry
-	logs    *syncBuffer
+	logs    *logRecorder
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// logRecorder is a slog.Handler keeping every record, with its
+// attributes (those of With included) as strings.
+type logRecorder struct {
+	mu      *sync.Mutex
+	records *[]logRecord
+	attrs   []slog.Attr
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+func newLogRecorder() *logRecorder { return &logRecorder{mu: &sync.Mutex{}, records: &[]logRecord{}} }
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	for _, a := range h.attrs {
+		rec.attrs[a.Key] = a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.records = append(*h.records, rec)
+	return nil
+}
+
+func (h *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorder{mu: h.mu, records: h.records, attrs: append(slices.Clip(h.attrs), as...)}
+}
+
+func (h *logRecorder) WithGroup(string) slog.Handler { return h }
+
+// closes are the records of the connection from remote closing.
+func (h *logRecorder) closes(remote string) []logRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []logRecord
+	for _, r := range *h.records {
+		if r.msg == "kafka connection closed" && r.attrs["remote"] == remote {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
-	ts := &testServer{handler: &testHandler{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	ts := &testServer{handler: &testHandler{}, reg: prometheus.NewRegistry(), logs: newLogRecorder()}
 	if cfg.Address == "" {
 		cfg.Address = "127.0.0.1:0"
 	}
@@ -258,7 +293,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 		t.Fatal(err)
 	}
 	cfg.Metrics = m
-	cfg.Logger = slog.New(slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger = slog.New(ts.logs)
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -286,16 +321,10 @@ func (ts *testServer) waitClosedBy(t *testing.T, reason string, n float64) {
 	testwait.Until(t, waitTimeout, fmt.Sprintf("%v connections closed by %s", n, reason), func() bool { return ts.closedBy(reason) >= n })
 }
 
-// closeLines are the log lines of c's connection closing (the server
-// logs the client's address as remote).
-func (ts *testServer) closeLines(c *rawClient) []string {
-	var out []string
-	for _, l := range strings.Split(ts.logs.String(), "\n") {
-		if strings.Contains(l, `msg="kafka connection closed"`) && strings.Contains(l, "remote="+c.nc.LocalAddr().String()+" ") {
-			out = append(out, l)
-		}
-	}
-	return out
+// closeLines are the log records of c's connection closing (the
+// server logs the client's address as remote).
+func (ts *testServer) closeLines(c *rawClient) []logRecord {
+	return ts.logs.closes(c.nc.LocalAddr().String())
 }
 
 // rawClient speaks the protocol over a socket, encoding and decoding with

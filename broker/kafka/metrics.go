@@ -82,8 +82,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// request counts a request admitted; versions beyond kmsg's (only
+// ApiVersions gets that far, for its KIP-511 answer) count as "unknown",
+// so a client cannot grow the label set.
 func (m *Metrics) request(key, version int16) {
-	m.requests.WithLabelValues(kmsg.NameForKey(key), strconv.Itoa(int(version))).Inc()
+	label := "unknown"
+	if req := kmsg.RequestForKey(key); req != nil && version >= 0 && version <= req.MaxVersion() {
+		label = strconv.Itoa(int(version))
+	}
+	m.requests.WithLabelValues(kmsg.NameForKey(key), label).Inc()
 }
 
 func (m *Metrics) observe(key int16, start time.Time) {

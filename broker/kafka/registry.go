@@ -51,8 +51,10 @@ func Respond(resp kmsg.Response) Reply {
 // request (req.GetVersion() its version); the Server sets the response's
 // version to the request's, so a Reply may build it with
 // kmsg.NewPtr…Response() (whose defaults are Kafka's, unlike a struct
-// literal's zeros). An error, or a panic, closes the connection. A nil
-// Reply sends nothing, as a Reply returning a nil Response does.
+// literal's zeros); a response returned is the Server's (it sets the
+// version), never one shared between requests. An error, or a panic,
+// closes the connection. A nil Reply sends nothing, as a Reply returning
+// a nil Response does.
 type Handler interface {
 	Handle(ctx context.Context, c *Conn, req kmsg.Request) (Reply, error)
 }
