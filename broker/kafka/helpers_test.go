@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/internal/testwait"
@@ -458,45 +459,30 @@ func apiVersionsRequest(version int16) *kmsg.ApiVersionsRequest {
 	return req
 }
 
-// testPKI is a CA, a server certificate for 127.0.0.1 and a client one.
+// testPKI is a CA, the TLS config a broker listens with (its
+// certificate for 127.0.0.1; it would require client certificates) and a
+// client config trusting the CA that presents none.
 type testPKI struct {
-	server, client *tls.Config
-	ca             *pki.CA
-	pool           *x509.CertPool
+	ca     *mtlstest.CA
+	server *tls.Config
+	client *tls.Config
 }
 
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
-	ca, err := pki.NewCA("test CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := mtlstest.NewCA(t)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	serverCert := issue(t, ca, pki.RoleBroker, "broker", "127.0.0.1")
 	return &testPKI{
-		ca: ca, pool: pool,
-		server: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, MinVersion: tls.VersionTLS12},
+		ca:     ca,
+		server: ca.Credentials(t, pki.RoleBroker, "broker").ServerTLS(nil),
 		client: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
 	}
 }
 
-func issue(t *testing.T, ca *pki.CA, role, name string, hosts ...string) tls.Certificate {
-	t.Helper()
-	certPEM, keyPEM, err := ca.Issue(pki.Request{Role: role, Name: name, Hosts: hosts, NotAfter: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
-
-// clientWithCert is p's client config presenting a certificate named cn.
+// clientWithCert is a client config presenting a user certificate of
+// p's CA named cn.
 func (p *testPKI) clientWithCert(t *testing.T, cn string) *tls.Config {
-	cfg := p.client.Clone()
-	cfg.Certificates = []tls.Certificate{issue(t, p.ca, pki.RoleUser, cn)}
-	return cfg
+	t.Helper()
+	return p.ca.Credentials(t, pki.RoleUser, cn).ClientTLS("127.0.0.1", nil)
 }

@@ -288,9 +288,9 @@ func TestCertificateAuthentication(t *testing.T) {
 	none.expectClosed()
 	ts.waitClosedBy(t, reasonUnauthenticated, 1)
 	// A certificate from another CA fails the handshake.
-	other := newTestPKI(t)
+	mallory := newTestPKI(t).clientWithCert(t, "mallory")
 	cfg := p.client.Clone()
-	cfg.Certificates = other.clientWithCert(t, "mallory").Certificates
+	cfg.Certificates, cfg.GetClientCertificate = mallory.Certificates, mallory.GetClientCertificate
 	if nc, err := tls.Dial("tcp", ts.Addr().String(), cfg); err == nil {
 		rc := &rawClient{t: t, nc: nc}
 		rc.expectClosed()
@@ -302,15 +302,16 @@ func TestCertificateAuthentication(t *testing.T) {
 	}
 }
 
-// The listener verifies client certificates when given even if the TLS
-// config, or what its GetConfigForClient returns, would require one (the
-// broker's certificate reloading hands configs out that way).
+// The broker's TLS config requires client certificates (through
+// GetConfigForClient, for reloading); the listener still serves clients
+// without one, verifying one when given.
 func TestTLSClientCertificateOptional(t *testing.T) {
 	p := newTestPKI(t)
-	strict := p.server.Clone()
-	strict.ClientAuth = tls.RequireAndVerifyClientCert
-	base := &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return strict, nil }}
-	ts := startServer(t, Config{TLS: base, Security: newFakeSecurity(t, false, nil)})
+	perClient, err := p.server.GetConfigForClient(&tls.ClientHelloInfo{})
+	if err != nil || perClient.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Fatalf("the broker's config does not require certificates (%v): nothing to show", err)
+	}
+	ts := startServer(t, Config{TLS: p.server, Security: newFakeSecurity(t, false, nil)})
 	c := dialTLS(t, ts.Addr().String(), p.client)
 	if resp := c.roundTrip(metadataRequest(4)).(*kmsg.MetadataResponse); *resp.ClusterID != "" {
 		t.Fatalf("anonymous principal %q", *resp.ClusterID)
@@ -319,7 +320,7 @@ func TestTLSClientCertificateOptional(t *testing.T) {
 	if resp := withCert.roundTrip(metadataRequest(4)).(*kmsg.MetadataResponse); *resp.ClusterID != "cert:dave" {
 		t.Fatalf("certificate principal %q", *resp.ClusterID)
 	}
-	if strict.ClientAuth != tls.RequireAndVerifyClientCert {
+	if again, _ := p.server.GetConfigForClient(&tls.ClientHelloInfo{}); again.ClientAuth != tls.RequireAndVerifyClientCert {
 		t.Error("the caller's TLS config was changed")
 	}
 }
