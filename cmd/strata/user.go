@@ -34,8 +34,8 @@ func newUserCreateCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create NAME --password-stdin",
 		Short: "Create a user, or change its password",
-		Long: "Reads the password from the first line of standard input and stores a SCRAM-SHA-256\n" +
-			"credential (random salt, PBKDF2 iterations, StoredKey and ServerKey; never the password)\n" +
+		Long: "Reads the password from the first line of standard input and stores SCRAM-SHA-256 and\n" +
+			"SCRAM-SHA-512 credentials (random salt, PBKDF2 iterations, StoredKey and ServerKey; never the password)\n" +
 			"under " + acl.UsersPrefix + "NAME. An existing user's password is replaced.\n" +
 			"The user is the principal User:NAME in ACLs.",
 		Args: cobra.ExactArgs(1),
@@ -55,7 +55,7 @@ func newUserCreateCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return cli.Exit(cli.ExitUsage, err)
 			}
-			cred, err := scram.NewCredential(name, password, iterations)
+			cred, err := scram.NewUser(name, password, iterations)
 			if err != nil {
 				return cli.Exit(cli.ExitUsage, err)
 			}

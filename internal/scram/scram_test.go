@@ -62,20 +62,20 @@ func TestCredential(t *testing.T) {
 // ServerSignature of its exchange is HMAC(ServerKey, AuthMessage).
 func TestRFC7677(t *testing.T) {
 	salt, _ := base64.StdEncoding.DecodeString("W22ZaJ0SNY7soEsUEjb6gQ==")
-	stored, server, err := keys("pencil", salt, 4096)
+	stored, server, err := keys(sha256Mechanism, "pencil", salt, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	auth := "n=user,r=rOprNGfwEbeRWgbNEkqO," +
 		"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096," +
 		"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-	if got := base64.StdEncoding.EncodeToString(mac(server, auth)); got != "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=" {
+	if got := base64.StdEncoding.EncodeToString(mac(sha256Mechanism, server, []byte(auth))); got != "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=" {
 		t.Errorf("server signature %s", got)
 	}
 	// ClientProof = ClientKey XOR HMAC(StoredKey, AuthMessage).
 	salted, _ := pbkdf2.Key(sha256.New, "pencil", salt, 4096, 32)
-	clientKey := mac(salted, "Client Key")
-	sig := mac(stored, auth)
+	clientKey := mac(sha256Mechanism, salted, []byte("Client Key"))
+	sig := mac(sha256Mechanism, stored, []byte(auth))
 	proof := make([]byte, len(sig))
 	for i := range sig {
 		proof[i] = clientKey[i] ^ sig[i]
