@@ -274,6 +274,13 @@ func (s *security) authenticate(ctx context.Context, method string) (context.Con
 	if err := s.roles.Check(ctx, method); err != nil {
 		return nil, err
 	}
+	return withPrincipal(ctx, certificatePrincipal(id)), nil
+}
+
+// certificatePrincipal is the principal of a verified certificate: role
+// user is User:CN, role admin User:CN and a super-user, role broker
+// internal (never checked against ACLs); other roles ROLE:CN.
+func certificatePrincipal(id pki.Identity) principal {
 	p := principal{name: id.Role + ":" + id.Name, via: "certificate"}
 	switch id.Role {
 	case pki.RoleBroker:
@@ -283,7 +290,7 @@ func (s *security) authenticate(ctx context.Context, method string) (context.Con
 	case pki.RoleUser:
 		p.name = acl.UserPrincipal(id.Name)
 	}
-	return withPrincipal(ctx, p), nil
+	return p
 }
 
 // checkPassword verifies user's password against its mirrored

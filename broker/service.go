@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/broker/partlog/retention"
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
@@ -537,3 +538,20 @@ func (s *Service) Owner(topic string, partition int32) *brokerpb.Ownership {
 
 // ControllerID is the controller's broker id as mirrored ("" when none).
 func (s *Service) ControllerID() string { return s.b.controllerID() }
+
+// DeleteRecords moves a partition's log start to offset (-1: the high
+// watermark), as retention does (Kafka's DeleteRecords; DELETE on the
+// topic), and returns the log start after it.
+func (s *Service) DeleteRecords(ctx context.Context, topic string, partition int32, offset int64) (int64, error) {
+	if err := s.b.sec.authorize(ctx, acl.Delete, acl.TopicResource(topic)); err != nil {
+		return 0, err
+	}
+	if internalTopic(topic) {
+		return 0, invalidf("topic %q is internal: its records cannot be deleted", topic)
+	}
+	l, err := s.b.partitionLog(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	return retention.DeleteBefore(ctx, l, offset)
+}

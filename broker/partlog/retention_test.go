@@ -205,3 +205,55 @@ func TestCompactedEmptyObjectKeepsItsRecordsTime(t *testing.T) {
 		t.Fatalf("retention.ms 1h over records 2h old: %+v, %v", cut, err)
 	}
 }
+
+// TestDeleteBefore: Kafka's DeleteRecords moves the log start like
+// retention, whatever the policy: closed segments wholly below go (ledgers
+// deleted), a segment holding the new start stays, fetches below it are
+// out of range; an offset below the start changes nothing, one past the
+// high watermark is refused, -1 is the high watermark; a new owner sees
+// the same start.
+func TestDeleteBefore(t *testing.T) {
+	f := partlog.NewFixture(t)
+	cfg := f.Config(1)
+	cfg.SegmentAge = time.Minute
+	l := f.Open(cfg)
+	for range 3 {
+		partlog.AppendN(t, l, 3)
+		partlog.RollByAge(t, f, l)
+	}
+	partlog.AppendN(t, l, 1)
+	before := l.Describe().Segments
+	// Within the second segment: the first goes, the second stays.
+	target := before[1].FirstOffset + 2
+	start, err := retention.DeleteBefore(partlog.Ctx(t), l, target)
+	if err != nil || start != target || l.LogStartOffset() != target {
+		t.Fatalf("DeleteBefore(%d) = %d, %v; log start %d", target, start, err, l.LogStartOffset())
+	}
+	if _, _, err := f.Cluster.Env().Meta.Get(partlog.Ctx(t), before[0].LedgerId); !errors.Is(err, ledger.ErrNoSuchLedger) {
+		t.Errorf("ledger %d wholly below the new start: %v", before[0].LedgerId, err)
+	}
+	if got := l.Describe().Segments[0].LedgerId; got != before[1].LedgerId {
+		t.Errorf("first segment is ledger %d, want %d (it holds the new start)", got, before[1].LedgerId)
+	}
+	var oor *partlog.OutOfRangeError
+	if _, err := l.Fetch(partlog.Ctx(t), target-1, 1000, 0); !errors.As(err, &oor) {
+		t.Fatalf("fetch below the new start: %v", err)
+	}
+	if recs := partlog.FetchAll(t, l, target); len(recs) == 0 || recs[0].Offset != target {
+		t.Fatalf("fetch from the new start: %d records", len(recs))
+	}
+	if got, err := retention.DeleteBefore(partlog.Ctx(t), l, target-1); err != nil || got != target {
+		t.Fatalf("an offset below the start: %d, %v; want %d and no change", got, err, target)
+	}
+	hw := l.HighWatermark()
+	if _, err := retention.DeleteBefore(partlog.Ctx(t), l, hw+1); !errors.As(err, &oor) {
+		t.Fatalf("past the high watermark: %v, want out of range", err)
+	}
+	if got, err := retention.DeleteBefore(partlog.Ctx(t), l, -1); err != nil || got != hw {
+		t.Fatalf("DeleteBefore(-1) = %d, %v; want the high watermark %d", got, err, hw)
+	}
+	stored, _, err := partlog.ReadPartitionLog(partlog.Ctx(t), f.Store, "orders", 3)
+	if err != nil || stored.LogStartOffset != hw {
+		t.Fatalf("stored log start %d, %v; want %d", stored.GetLogStartOffset(), err, hw)
+	}
+}

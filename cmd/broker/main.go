@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/broker"
+	"github.com/strata-log/strata/broker/kafka"
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -86,6 +87,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.Duration("tier-request-timeout", d.TierRequestTimeout, "bound on one object-store call (read, list, delete)")
 	fs.Duration("tier-upload-timeout", d.TierUploadTimeout, "bound on one upload, with its copy from the bookies")
 	fs.Duration("tier-cookie-check-interval", d.TierCookieCheckInterval, "how long a confirmed bucket identity is trusted before a deletion checks it again")
+	kafkaFlags(fs, d.KafkaListener)
 	config.LoggingFlags(fs, d.Logging)
 	return fs
 }
@@ -110,6 +112,13 @@ func run(args []string) error {
 	}
 	defer b.Close()
 	b.Start()
+	ks, err := kafka.Listen(b, cfg, reg, log)
+	if err != nil {
+		return fmt.Errorf("kafka listener: %w", err)
+	}
+	if ks != nil {
+		defer ks.Close()
+	}
 	return node.Serve(context.Background(), log, node.Serving{
 		// The broker serves its own TLS (a client certificate is optional:
 		// passwords log in without one) and authenticates every call
@@ -122,4 +131,16 @@ func run(args []string) error {
 		Drain:        b.Drain,
 		DrainTimeout: cfg.DrainTimeout,
 	})
+}
+
+// kafkaFlags are the Kafka listener's (broker.KafkaListener).
+func kafkaFlags(fs *pflag.FlagSet, d broker.KafkaListener) {
+	fs.String("kafka-listen", d.KafkaListen, "address of the Kafka protocol listener, host:port (empty: off); with --tls-* it speaks TLS and requires SASL or a client certificate")
+	fs.String("kafka-advertised", d.KafkaAdvertised, "address Kafka clients are told to dial (default: --kafka-listen)")
+	fs.Bool("kafka-auto-create-topics", d.KafkaAutoCreateTopics, "create a missing topic when a Kafka Metadata request asks for it (Kafka's auto.create.topics.enable)")
+	fs.Int32("kafka-default-partitions", d.KafkaDefaultPartitions, "partitions of a topic created over Kafka without a count (auto-created, or -1)")
+	fs.Int32("kafka-max-request-bytes", d.KafkaMaxRequestBytes, "largest Kafka request accepted; a bigger one closes the connection before it is read")
+	fs.Duration("kafka-idle-timeout", d.KafkaIdleTimeout, "close a Kafka connection that sent nothing for this long (and waits for no answer)")
+	fs.Int("kafka-max-connections-per-ip", d.KafkaMaxConnectionsPerIP, "Kafka connections one client IP may hold open")
+	fs.Int("kafka-in-flight-per-connection", d.KafkaInFlightPerConnection, "Kafka requests of one connection read and not yet answered")
 }

@@ -45,10 +45,20 @@ func Enforce(ctx context.Context, l *partlog.Log) (Cut, error) {
 		return Cut{}, err
 	}
 	cfg := l.Config()
-	log := partlog.Logger(cfg)
-	log.Info("retention", "reason", c.Reason, "pieces", c.Pieces, "bytes", c.Bytes, "log_start_offset", c.Start,
+	partlog.Logger(cfg).Info("retention", "reason", c.Reason, "pieces", c.Pieces, "bytes", c.Bytes, "log_start_offset", c.Start,
 		"ledgers", len(gone), "objects", len(goneObjects))
 	failpoint.Hit("retention.after_cas")
+	deleteRemoved(ctx, l, gone, goneObjects)
+	cfg.Metrics.RetentionSegments.Add(float64(c.Pieces))
+	cfg.Metrics.RetentionBytes.Add(float64(c.Bytes))
+	return c, nil
+}
+
+// deleteRemoved deletes what a swap unlisted: the ledgers, and the
+// objects through the garbage queue. What it does not delete the orphan
+// sweeps and the queue's retries do.
+func deleteRemoved(ctx context.Context, l *partlog.Log, gone []*brokerpb.LedgerSegment, goneObjects []string) {
+	log := partlog.Logger(l.Config())
 	if n := l.DeleteUnlisted(ctx, gone); n < len(gone) {
 		log.Info("retention: stopped deleting; the orphan sweeper deletes the rest", "deleted", n, "left", len(gone)-n)
 	}
@@ -57,9 +67,48 @@ func Enforce(ctx context.Context, l *partlog.Log) (Cut, error) {
 			log.Warn("retention: deleting unlinked objects; the garbage queue retries", "err", err)
 		}
 	}
-	cfg.Metrics.RetentionSegments.Add(float64(c.Pieces))
-	cfg.Metrics.RetentionBytes.Add(float64(c.Bytes))
-	return c, nil
+}
+
+// DeleteBefore moves the log start to offset (Kafka's DeleteRecords) as
+// Enforce moves it: one swap removes the tiered segments and closed
+// ledgers wholly below it and sets the log start, then their ledgers and
+// objects are deleted. offset -1 is the high watermark; an offset below the
+// log start changes nothing; above the high watermark it is a
+// *partlog.OutOfRangeError. It returns the log start after the change.
+func DeleteBefore(ctx context.Context, l *partlog.Log, offset int64) (int64, error) {
+	hw := l.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return 0, &partlog.OutOfRangeError{Offset: offset, Start: l.LogStartOffset(), End: hw}
+	}
+	var gone []*brokerpb.LedgerSegment
+	var goneObjects []string
+	var start int64
+	changed := false
+	_, err := partlog.Update(ctx, l, func(s partlog.Snapshot) (*brokerpb.PartitionLog, error) {
+		if s.Err != nil {
+			return nil, s.Err
+		}
+		start, changed = s.List.GetLogStartOffset(), false
+		if offset <= start {
+			return nil, partlog.ErrNoChange
+		}
+		var next *brokerpb.PartitionLog
+		next, gone, goneObjects = apply(s, offset)
+		start, changed = next.LogStartOffset, true
+		return next, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !changed {
+		return start, nil
+	}
+	partlog.Logger(l.Config()).Info("records deleted", "log_start_offset", start, "ledgers", len(gone), "objects", len(goneObjects))
+	deleteRemoved(ctx, l, gone, goneObjects)
+	return start, nil
 }
 
 // apply is s's list with everything below start removed (a pure
