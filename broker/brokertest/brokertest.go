@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/broker"
+	"github.com/strata-log/strata/broker/kafka"
 	"github.com/strata-log/strata/internal/grpcserve"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
@@ -52,6 +53,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ConfigureMetad edits metad's config before it starts.
 	ConfigureMetad func(cfg *metad.Config)
+	// Kafka gives every broker a Kafka protocol listener on a loopback
+	// port (Broker.KafkaAddr).
+	Kafka bool
 }
 
 // Cluster is a running test cluster.
@@ -80,9 +84,12 @@ type Broker struct {
 	*broker.Broker
 	ID   string
 	Addr string
+	// KafkaAddr is the Kafka listener's address (Options.Kafka).
+	KafkaAddr string
 
 	meta    *metaclient.Client
 	srv     *grpcserve.Server
+	kafka   *kafka.Server
 	done    chan struct{}
 	once    sync.Once
 	stopped atomic.Bool
@@ -206,12 +213,17 @@ func (c *Cluster) StartBroker(i int) *Broker {
 	var (
 		b    *broker.Broker
 		gsrv *grpcserve.Server
+		ks   *kafka.Server
 		addr string
+		cfg  broker.Config
 	)
 	for attempt := 0; ; attempt++ {
-		cfg := broker.DefaultConfig()
+		cfg = broker.DefaultConfig()
 		cfg.ID, cfg.Metad = id, c.metadAddr
 		cfg.Listen, cfg.AdminListen = pickAddr(), "127.0.0.1:0" // advertised only, as for metad
+		if c.opts.Kafka {
+			cfg.KafkaListen = pickAddr()
+		}
 		cfg.SessionTTL = 2 * time.Second
 		cfg.OffsetsPartitions = c.opts.OffsetsPartitions
 		if c.opts.Configure != nil {
@@ -231,6 +243,11 @@ func (c *Cluster) StartBroker(i int) *Broker {
 		}
 		gsrv, err = grpcserve.New(cfg.Listen, false, opts...)
 		if err == nil {
+			if ks, err = kafka.Listen(b, cfg, nil, c.log.With("broker", id)); err != nil {
+				gsrv.Stop(0)
+			}
+		}
+		if err == nil {
 			addr = cfg.Listen
 			break
 		}
@@ -240,7 +257,7 @@ func (c *Cluster) StartBroker(i int) *Broker {
 		}
 	}
 	brokerpb.RegisterBrokerServer(gsrv.Server, b.GRPC())
-	tb := &Broker{Broker: b, ID: id, Addr: addr, meta: meta, srv: gsrv, done: make(chan struct{})}
+	tb := &Broker{Broker: b, ID: id, Addr: addr, KafkaAddr: cfg.KafkaListen, meta: meta, srv: gsrv, kafka: ks, done: make(chan struct{})}
 	go func() { defer close(tb.done); _ = gsrv.Serve() }()
 	b.Start()
 	t.Cleanup(tb.Stop)
@@ -257,6 +274,9 @@ func (c *Cluster) StartBroker(i int) *Broker {
 func (b *Broker) Stop() {
 	b.once.Do(func() {
 		b.stopped.Store(true)
+		if b.kafka != nil {
+			b.kafka.Close()
+		}
 		b.srv.Server.Stop()
 		<-b.done
 		b.Close()
@@ -269,6 +289,16 @@ func (c *Cluster) Addrs() []string {
 	var out []string
 	for _, b := range c.Brokers {
 		out = append(out, b.Addr)
+	}
+	return out
+}
+
+// KafkaAddrs are the brokers' Kafka listeners (Options.Kafka), in start
+// order.
+func (c *Cluster) KafkaAddrs() []string {
+	var out []string
+	for _, b := range c.Brokers {
+		out = append(out, b.KafkaAddr)
 	}
 	return out
 }
