@@ -12,13 +12,15 @@ import (
 type BrokerNode struct {
 	*Process
 	ID, Listen, AdminAddr string
+	// KafkaAddr is the broker's Kafka protocol listener.
+	KafkaAddr string
 }
 
 // StartBroker starts a broker against meta and waits until it is ready.
 // The process is killed when the test ends.
 func StartBroker(t testing.TB, bin string, meta *MetadCluster, id string, extra ...string) *BrokerNode {
 	t.Helper()
-	b := &BrokerNode{ID: id, Listen: FreeAddr(t), AdminAddr: FreeAddr(t)}
+	b := &BrokerNode{ID: id, Listen: FreeAddr(t), AdminAddr: FreeAddr(t), KafkaAddr: FreeAddr(t)}
 	b.Process = Start(t, "broker-"+id, bin, b.Args(meta, extra...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -31,7 +33,7 @@ func StartBroker(t testing.TB, bin string, meta *MetadCluster, id string, extra 
 // Args are the broker's command-line arguments.
 func (b *BrokerNode) Args(meta *MetadCluster, extra ...string) []string {
 	return append([]string{
-		"--id", b.ID, "--listen", b.Listen, "--admin-listen", b.AdminAddr,
+		"--id", b.ID, "--listen", b.Listen, "--admin-listen", b.AdminAddr, "--kafka-listen", b.KafkaAddr,
 		"--metad", strings.Join(meta.Endpoints(), ","), "--session-ttl", "3s",
 	}, extra...)
 }
