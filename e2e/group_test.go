@@ -533,7 +533,7 @@ func testCoordinatorKilled(t *testing.T, c *strataCluster, cl *client.Client) {
 				}
 				mu.Unlock()
 			}
-			time.Sleep(100 * time.Millisecond) // the sampling interval of this watcher
+			time.Sleep(100 * time.Millisecond) // the watcher samples at this rate: pacing, not a wait
 		}
 	}()
 	defer func() { stopWatch(); wg.Wait() }()
