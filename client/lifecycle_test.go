@@ -149,7 +149,7 @@ func produceUntil(ctx context.Context, t *testing.T, p *Producer, topic string, 
 	}
 }
 
-// TestConsumerDoesNotStallOnStaleMetadata is issue 18's first bug: the
+// TestConsumerDoesNotStallOnStaleMetadata guards against a stall: the
 // fetcher's per-broker loops re-read the shared metadata cache after being
 // woken, so a producer (or anything) marking the topic stale at that moment
 // stranded partitions until Poll was called with records to return, which

@@ -102,7 +102,7 @@ func (tl *tailer) has(acks []loadtest.Ack) error {
 	return nil
 }
 
-// TestConsumersThroughFaults is issue 18's test: long-lived consumers tail
+// TestConsumersThroughFaults: long-lived consumers tail
 // a topic through kill -9 and restart of brokers, bookies and metad
 // members, several times each, while an idempotent producer writes. An
 // assigned consumer must read every acknowledged record exactly once, in
@@ -191,12 +191,11 @@ func TestConsumersThroughFaults(t *testing.T) {
 			proc.Kill()
 			killed := time.Now()
 			acksAtKill := load.Acked()
-			// Until the process is back (after 3 s down, as in the report)
-			// and the tailer has resumed: it holds every record
-			// acknowledged so far, including some acknowledged after the
-			// kill.
-			// The tailer may resume before the restart (the time is
-			// logged), so one poll watches for both.
+			// Until the process is back (after 3 s down) and the tailer
+			// has resumed: it holds every record acknowledged so far,
+			// including some acknowledged after the kill. The tailer may
+			// resume before the restart (the time is logged), so one poll
+			// watches for both.
 			var resumed time.Duration
 			restarted := false
 			testwait.UntilNil(t, 60*time.Second, what+": the process back and the tailer resumed", func() error {
