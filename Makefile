@@ -3,11 +3,7 @@
 GO        ?= go
 BIN       := bin
 CMDS      := metad bookie broker strata
-STATICCHECK_VERSION := v0.8.2
-# The MinIO server the object-store tests run as a child process (never
-# linked: its licence is AGPL). Pinned; built from source, ~5 min once.
-MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
-GOBIN     := $(shell $(GO) env GOPATH)/bin
+GOBIN     := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
 # Tests that start real processes share 2 cores with the race detector:
 # give them room.
 TEST_FLAGS ?= -race -count=1 -timeout 20m
@@ -18,19 +14,27 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 # has none) into its own directory.
 IMAGE_TAG   ?= dev
 IMAGE_CTX   := $(BIN)/images
-MINIO_STATIC_DIR := $(shell $(GO) env GOPATH)/minio-static
+MINIO_STATIC_DIR := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/minio-static
 DOCKER      ?= docker
 
-.PHONY: all build test test-short test-long lint verify proto bench bench-cluster run clean tools minio minio-static images image-strata image-minio fuzz
+.PHONY: all build deps test test-short test-long lint verify proto bench bench-cluster run clean tools minio minio-static images image-strata image-minio fuzz
 
 all: build
+
+# Installs what the goals on the command line need when it is missing, at
+# pinned versions: MinIO, helm, promtool, kcat and the Python Kafka clients
+# for test, MinIO for run, protoc and staticcheck for verify and proto
+# (scripts/deps.sh; silent when everything is there). One call per `make`,
+# so one `apt-get update` serves every goal. `make deps` installs all.
+deps:
+	@./scripts/deps.sh $(MAKECMDGOALS)
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 # The container tests run after the rest, not beside the real-process
 # tests in e2e: both load the 2 cores for minutes.
-test:
+test: deps
 	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v /deploy/containertest)
 	$(GO) test $(TEST_FLAGS) ./deploy/containertest/
 	cd deploy/helm/chartcheck && $(GO) test -count=1 ./...
@@ -45,20 +49,15 @@ test-short:
 test-long:
 	STRATA_LONG=1 $(GO) test -count=1 -timeout 90m -run 'TestLong' -v ./e2e/
 
-tools:
-	@test -x $(GOBIN)/staticcheck && $(GOBIN)/staticcheck -version | grep -q $(patsubst v%,%,$(STATICCHECK_VERSION)) || \
-		GOFLAGS=-mod=mod $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# staticcheck alone.
+tools: deps
 
-# Installs the MinIO test server into $(GOBIN) when it is missing
-# (internal/miniotest finds it there, or via STRATA_MINIO_BIN).
-minio:
-	@test -x $(GOBIN)/minio || \
-		GOBIN=$(GOBIN) GOFLAGS=-mod=mod $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+# The MinIO test server alone, into $(GOBIN) (internal/miniotest finds it
+# there, or via STRATA_MINIO_BIN); built from source, ~5 min once.
+minio: deps
 
 # The static MinIO the strata-minio image holds (~5 min once).
-minio-static:
-	@test -x $(MINIO_STATIC_DIR)/minio || \
-		CGO_ENABLED=0 GOBIN=$(MINIO_STATIC_DIR) GOFLAGS=-mod=mod $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+minio-static: deps
 
 # Builds strata:$(IMAGE_TAG) and strata-minio:$(IMAGE_TAG) FROM scratch (no
 # base image is pulled). The build contexts are small directories under
@@ -72,7 +71,7 @@ image-strata:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGE_CTX)/strata/bin/ $(addprefix ./cmd/,$(CMDS))
 	$(DOCKER) build -q -t strata:$(IMAGE_TAG) -f deploy/docker/strata.Dockerfile $(IMAGE_CTX)/strata
 
-image-minio: minio-static
+image-minio: deps
 	rm -rf $(IMAGE_CTX)/minio
 	mkdir -p $(IMAGE_CTX)/minio/bin $(IMAGE_CTX)/minio/data/strata $(IMAGE_CTX)/minio/empty
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGE_CTX)/minio/bin/ ./cmd/strata
@@ -83,13 +82,13 @@ image-minio: minio-static
 fuzz:
 	./scripts/fuzz.sh
 
-lint: tools
+lint: deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOBIN)/staticcheck ./...
 
-proto:
+proto: deps
 	./scripts/genproto.sh
 
 # Fails when the committed generated code differs from what the pinned
@@ -108,7 +107,7 @@ bench-cluster: build
 	./$(BIN)/strata bench suite $(BENCH_FLAGS)
 
 # A local cluster of real processes (see README).
-run: build
+run: deps build
 	./$(BIN)/strata dev
 
 clean:

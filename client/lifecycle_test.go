@@ -144,12 +144,12 @@ func produceUntil(ctx context.Context, t *testing.T, p *Producer, topic string, 
 			return
 		}
 		if i%8 == 0 {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // pacing the load, not a wait for a condition
 		}
 	}
 }
 
-// TestConsumerDoesNotStallOnStaleMetadata is issue 18's first bug: the
+// TestConsumerDoesNotStallOnStaleMetadata guards against a stall: the
 // fetcher's per-broker loops re-read the shared metadata cache after being
 // woken, so a producer (or anything) marking the topic stale at that moment
 // stranded partitions until Poll was called with records to return, which
@@ -177,7 +177,7 @@ func TestConsumerDoesNotStallOnStaleMetadata(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(1500 * time.Millisecond) // the load runs for this long
+	time.Sleep(1500 * time.Millisecond) // how long the load runs, not a wait for a condition
 	close(stop)
 	wg.Wait()
 	start := time.Now()
@@ -228,7 +228,7 @@ func lifecycleRun(t *testing.T, seed uint64) {
 			churnMembers(t, c, o, fmt.Sprint("churn", i), rand.New(rand.NewPCG(seed, uint64(20+i))), stop)
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond) // the faults run for this long
+	time.Sleep(1500 * time.Millisecond) // how long the faults run, not a wait for a condition
 	close(stop)
 	wg.Wait()
 	healed := time.Now()
@@ -366,7 +366,7 @@ func churnConsumers(t *testing.T, c *Client, rng *rand.Rand, stop <-chan struct{
 				cons.Unassign(tp)
 			}
 			cancel()
-			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // a random gap between calls, not a wait
 		}
 		_ = cons.Close() // while Poll waits, and fetches are in flight
 		<-polled
@@ -401,7 +401,7 @@ func churnMembers(t *testing.T, c *Client, o *ownership, name string, rng *rand.
 				o.mu.Unlock()
 			}
 		}()
-		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond) // a member for a random while, not a wait
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = gc.Close(ctx) // while Poll waits
 		cancel()

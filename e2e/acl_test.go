@@ -73,11 +73,11 @@ func produceOne(ctx context.Context, cl *client.Client, topic string) error {
 	return err
 }
 
-// TestACL runs a TLS cluster and checks issue 13's ACL contract with real
-// processes: a user without WRITE cannot produce and without READ cannot
-// fetch or join a group, until `strata acl add` allows it; a deny
-// overrides an allow; prefixed ACLs match; passwords log in (over TLS
-// only) and a wrong one is refused.
+// TestACL runs a TLS cluster and checks the ACL contract (internal/acl)
+// with real processes: a user without WRITE cannot produce and without
+// READ cannot fetch or join a group, until `strata acl add` allows it; a
+// deny overrides an allow; prefixed ACLs match; passwords log in (over
+// TLS only) and a wrong one is refused.
 func TestACL(t *testing.T) {
 	skipShort(t)
 	c := startTLSCluster(t)

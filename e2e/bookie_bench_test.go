@@ -154,7 +154,7 @@ func benchAdds(b *testing.B, c bookiepb.BookieClient, firstLedger uint64, size i
 				if interval > 0 {
 					scheduled = start.Add(time.Duration(n)*interval + time.Duration(l)*interval/ledgers)
 					if d := time.Until(scheduled); d > 0 {
-						time.Sleep(d)
+						time.Sleep(d) // open-loop pacing to the offered rate, not a wait
 					}
 				}
 				sem <- struct{}{}

@@ -150,8 +150,7 @@ func TestBookieKill9(t *testing.T) {
 		done := make(chan map[entryKey][32]byte)
 		writerRng := rand.New(rand.NewSource(int64(round))) // not shared with this goroutine
 		go func() { done <- streamAdds(ctx, c, ledgers, writerRng) }()
-		// Kill at a random moment of the load (not a wait for a condition).
-		time.Sleep(time.Duration(800+rng.Intn(700)) * time.Millisecond)
+		time.Sleep(time.Duration(800+rng.Intn(700)) * time.Millisecond) // kill at a random moment of the load, not a wait
 		b.Kill()
 		acked := <-done
 		cancel()

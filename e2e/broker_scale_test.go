@@ -87,7 +87,7 @@ func balancedWithin(cl *client.Client, ids []string, pct float64) error {
 	return nil
 }
 
-// TestBrokerScaleOutAndDrain (issue #17 item 2): under a keyed idempotent
+// TestBrokerScaleOutAndDrain: under a keyed idempotent
 // producer and a group consumer, a third broker and a fourth bookie join a
 // cluster of two brokers and three bookies; the controller balances the
 // partitions (each broker within 20% of the mean) and new ledgers land on

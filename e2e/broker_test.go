@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -172,6 +176,25 @@ func TestBrokerZombieFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	zombie := c.brokerAt(owner)
+	// Connected before the pause, so that a request sent during it lands,
+	// unread, in the paused zombie's socket (zombieQueued).
+	var dialed sync.Map // local address of each connection to the owner
+	conn, err := grpc.NewClient(owner, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err == nil {
+				dialed.Store(nc.LocalAddr().String(), true)
+			}
+			return nc, err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	testwait.Until(t, 10*time.Second, "a connection to the owner", func() bool {
+		conn.Connect()
+		return conn.GetState() == connectivity.Ready
+	})
 	zombie.Pause()
 	paused := true
 	defer func() {
@@ -193,11 +216,7 @@ func TestBrokerZombieFenced(t *testing.T) {
 
 	// A request that reaches the zombie while it is still paused is served
 	// when it wakes up: it must fail, not be stored.
-	conn, err := grpc.NewClient(owner, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	queuedBefore := zombieQueued(t, owner, &dialed)
 	batch, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{{TimestampMs: time.Now().UnixMilli(), Value: []byte("zombie-write")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,10 +233,9 @@ func TestBrokerZombieFenced(t *testing.T) {
 			Partitions: []*brokerpb.ProducePartition{{Topic: "zombie", Partition: 0, Records: batch}}})
 		done <- result{resp, err}
 	}()
-	// A head start for the request to reach the paused zombie's socket (it
-	// cannot be observed from here); if it arrives after Resume instead,
-	// the zombie must still refuse it, so the check below holds either way.
-	time.Sleep(200 * time.Millisecond)
+	testwait.Until(t, 10*time.Second, "the request queued in the paused zombie's socket", func() bool {
+		return zombieQueued(t, owner, &dialed) > queuedBefore
+	})
 	zombie.Resume()
 	paused = false
 	r := <-done
@@ -250,6 +268,42 @@ func TestBrokerZombieFenced(t *testing.T) {
 	}
 }
 
+// zombieQueued is how many bytes wait unread in server's end of the
+// connections whose client ends are the local addresses in dialed: the
+// receive queues of /proc/net/tcp (Linux).
+func zombieQueued(t *testing.T, server string, dialed *sync.Map) int {
+	t.Helper()
+	hexAddr := func(addr string) string {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil || !ap.Addr().Is4() {
+			t.Fatalf("not an IPv4 address: %q (%v)", addr, err)
+		}
+		ip := ap.Addr().As4() // /proc/net/tcp prints it as a little-endian word
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port())
+	}
+	remotes := map[string]bool{}
+	dialed.Range(func(k, _ any) bool { remotes[hexAddr(k.(string))] = true; return true })
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, queued := hexAddr(server), 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// sl local_address rem_address st tx_queue:rx_queue ...
+		f := strings.Fields(line)
+		if len(f) < 5 || f[1] != local || !remotes[f[2]] {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":")
+		n, err := strconv.ParseInt(rx, 16, 64)
+		if err != nil {
+			t.Fatalf("/proc/net/tcp: %q: %v", line, err)
+		}
+		queued += int(n)
+	}
+	return queued
+}
+
 // TestBrokerBookieKill: kill -9 one of three bookies during produce: no
 // acknowledged record is lost and acknowledgements stall for less than 2 s.
 func TestBrokerBookieKill(t *testing.T) {
@@ -260,9 +314,7 @@ func TestBrokerBookieKill(t *testing.T) {
 	load := loadtest.Start(t, cl, loadtest.Config{Topic: "bk", Keys: 10, Rate: 0, Producer: client.ProducerConfig{Linger: time.Millisecond}})
 	load.AwaitAcks(t, 200, "the load before the kill")
 	c.bookies[1].Kill()
-	// Deliberately 3 s of load after the kill: the window the stall bound
-	// is measured over (not a wait for a condition).
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the window the stall bound is measured over, not a wait
 	load.AwaitAcks(t, 100, "the load after the kill")
 	res := load.Finish(t)
 	acks, gap := res.Acks, res.MaxGap
@@ -576,9 +628,9 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 	}
 	c.meta.Member(lead).Kill()
 	t.Logf("killed metad leader %s", lead)
-	// Deliberately 5 s of load without the old leader: an election and
-	// the lease clocks it restarts (not a wait for a condition).
-	time.Sleep(5 * time.Second)
+	// 5 s of load without the old leader: an election and the lease
+	// clocks it restarts.
+	time.Sleep(5 * time.Second) // load through the election, not a wait for a condition
 	load.AwaitAcks(t, 100, "the load after the kill")
 	res := load.Finish(t)
 	acks, gap := res.Acks, res.MaxGap
@@ -606,7 +658,7 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, _ := realLedgerEnv(t, c.meta)
-	create := func(props map[string]string) uint64 {
+	create := func(env ledger.Env, props map[string]string) uint64 {
 		w, err := ledger.Create(ctx, env, ledger.CreateOptions{Properties: props})
 		if err != nil {
 			t.Fatal(err)
@@ -620,11 +672,17 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 		return w.ID()
 	}
 	orphans := []uint64{
-		create(map[string]string{"topic": "orph", "partition": "0"}),
-		create(map[string]string{"topic": "orph", "partition": "0"}),
-		create(map[string]string{"topic": "never-created", "partition": "3"}),
+		create(env, map[string]string{"topic": "orph", "partition": "0"}),
+		create(env, map[string]string{"topic": "orph", "partition": "0"}),
+		create(env, map[string]string{"topic": "never-created", "partition": "3"}),
 	}
-	foreign := create(map[string]string{"owner": "someone else"})
+	foreign := create(env, map[string]string{"owner": "someone else"})
+	// One more orphan, dated a second later: it outlives the grace a
+	// second after the others, so once it is gone sweeps have run for a
+	// second past theirs.
+	later := env
+	later.Now = func() time.Time { return time.Now().Add(time.Second) }
+	lastOrphan := create(later, map[string]string{"topic": "orph", "partition": "0"})
 	exists := func(id uint64) bool {
 		_, _, err := env.Meta.Get(ctx, id)
 		if err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
@@ -640,12 +698,14 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 		}
 		return nil
 	})
+	testwait.Until(t, 15*time.Second, "the later orphan deleted", func() bool { return !exists(lastOrphan) })
+	// The sweeps (every 200ms) since the first orphans went deleted that
+	// one and nothing else, and counted nothing twice.
 	if !exists(foreign) {
 		t.Fatalf("ledger %d without partition properties was deleted", foreign)
 	}
-	time.Sleep(time.Second) // a negative check: several more sweeps (every 200ms) delete nothing more
-	if n, err := metricValue("http://"+c.brokers[0].AdminAddr+"/metrics", "strata_broker_orphan_ledgers_deleted_total"); err != nil || n != float64(len(orphans)) {
-		t.Fatalf("orphan ledgers deleted: %v (%v), want exactly %d", n, err, len(orphans))
+	if n, err := metricValue("http://"+c.brokers[0].AdminAddr+"/metrics", "strata_broker_orphan_ledgers_deleted_total"); err != nil || n != float64(len(orphans)+1) {
+		t.Fatalf("orphan ledgers deleted: %v (%v), want exactly %d", n, err, len(orphans)+1)
 	}
 	desc, err := cl.DescribeTopic(ctx, "orph")
 	if err != nil {

@@ -20,10 +20,9 @@ import (
 )
 
 // TestCompactionOwnershipMove: the partition moves while a compaction
-// pass is under way (issue 11: "ownership moves ... during compaction
-// lose nothing and leave no duplicates"). The owner pauses (SIGSTOP, at
-// its failpoint) with its pass's outputs written and its swap not yet
-// made; its session expires and the other broker takes the partition
+// pass is under way: the move must lose nothing and leave no duplicates.
+// The owner pauses (SIGSTOP, at its failpoint) with its pass's outputs
+// written and its swap not yet made; its session expires and the other broker takes the partition
 // over, takes more writes and compacts it itself; when the old owner
 // resumes, its swap is refused (its log is fenced or the list's version
 // moved: P1, P3, P7) and its outputs are deleted, never listed. A

@@ -27,7 +27,7 @@ import (
 // groupSession is the members' session timeout: the coordinator's minimum.
 const groupSession = 6 * time.Second
 
-// TestGroup runs the consumer group scenarios of issue 7 on one cluster of
+// TestGroup runs the consumer group scenarios on one cluster of
 // real processes (3 metad, 3 bookies, 2 brokers); the last one kills a
 // broker.
 func TestGroup(t *testing.T) {
@@ -533,7 +533,7 @@ func testCoordinatorKilled(t *testing.T, c *strataCluster, cl *client.Client) {
 				}
 				mu.Unlock()
 			}
-			time.Sleep(100 * time.Millisecond) // the sampling interval of this watcher
+			time.Sleep(100 * time.Millisecond) // the watcher samples at this rate: pacing, not a wait
 		}
 	}()
 	defer func() { stopWatch(); wg.Wait() }()

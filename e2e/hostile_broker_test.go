@@ -27,16 +27,17 @@ import (
 )
 
 // brokerRSSGrowthBoundMiB is how much the broker's peak RSS (VmHWM) may grow
-// while it refuses the requests of TestHostileBroker. Before the bounds,
-// one ListOffsets over a stored 300 MiB gzip bomb took the broker from
-// 25 MB to 288 MB (review H3), and 300 Metadata repeats of one topic to
-// 1 GB (H4). Now a bomb costs about twice its decompression bound (8 MiB
-// for a 1 MiB max.message.bytes) plus an 8 MiB zstd window, and a 300k-entry Produce is refused after gRPC
-// decoded it (a few MiB).
+// while it refuses the requests of TestHostileBroker. Without the bounds,
+// one ListOffsets over a stored 300 MiB gzip bomb takes the broker from
+// 25 MB to 288 MB, and 300 Metadata repeats of one topic to 1 GB. With
+// them a bomb costs about twice its decompression bound (8 MiB for a 1 MiB
+// max.message.bytes) plus an 8 MiB zstd window, and a 300k-entry Produce
+// is refused after gRPC decoded it (a few MiB).
 const brokerRSSGrowthBoundMiB = 96
 
-// TestHostileBroker replays the review's broker probes (H2, H3, H4) against
-// a real broker through raw gRPC: every one is refused with a clear,
+// TestHostileBroker sends hostile requests (forged record counts, writes
+// to internal topics, decompression bombs, oversized requests) to a real
+// broker through raw gRPC: every one is refused with a clear,
 // non-retryable error, nothing is written, the broker's memory stays
 // bounded, and a consumer from the earliest offset reads every good record.
 func TestHostileBroker(t *testing.T) {
@@ -95,17 +96,17 @@ func TestHostileBroker(t *testing.T) {
 	startRSS, startPeak := rss()
 	t.Logf("broker RSS %d MiB, peak %d MiB before the hostile requests", startRSS, startPeak)
 
-	// H2: a 61-byte batch claiming 2^31-1 records moved the next offset by
-	// two billion and stopped every consumer.
+	// Forged counts: a 61-byte batch claiming 2^31-1 records would move
+	// the next offset by two billion and stop every consumer.
 	claim := hostilebatch.Claim([]recordbatch.Record{{TimestampMs: now, Value: []byte("x")}}, math.MaxInt32, math.MaxInt32)
 	refused("2^31-1 records claimed", produce("hostile", claim), rpcerror.ReasonCorruptBatch, "records")
 
-	// H3: decompression bombs, refused at produce.
+	// Decompression bombs, refused at produce.
 	for name, bomb := range map[string][]byte{"gzip": hostilebatch.GzipBomb(300 << 20), "zstd": hostilebatch.ZstdBomb(200 << 20)} {
 		refused(fmt.Sprintf("%s bomb (%d bytes)", name, len(bomb)), produce("hostile", bomb), rpcerror.ReasonTooLarge, "max.message.bytes")
 	}
 
-	// H2: clients may not write the group coordinators' topic.
+	// Internal topics: clients may not write the group coordinators' topic.
 	refused("produce to __consumer_offsets", produce("__consumer_offsets", good("forged")), rpcerror.ReasonInvalid, "internal")
 
 	// A record stamped after its batch's max timestamp would slip past
@@ -123,7 +124,7 @@ func TestHostileBroker(t *testing.T) {
 		t.Fatalf("batch after the refused ones: %v at %d, want offset 1", r.Error, r.BaseOffset)
 	}
 
-	// H4: one topic named 300 times is described once.
+	// Oversized requests: one topic named 300 times is described once.
 	names := make([]string, 300)
 	for i := range names {
 		names[i] = "hostile"
@@ -144,8 +145,8 @@ func TestHostileBroker(t *testing.T) {
 	_, err = bc.Metadata(ctx, &brokerpb.MetadataRequest{Topics: many})
 	wantInvalid(t, "metadata for 1001 topics", err, "more than 1000")
 
-	// H4: 300k partition entries in one Produce (a goroutine each before),
-	// 1001 in a Fetch.
+	// 300k partition entries in one Produce (unbounded: a goroutine
+	// each), 1001 in a Fetch.
 	entries := make([]*brokerpb.ProducePartition, 300_000)
 	for i := range entries {
 		entries[i] = &brokerpb.ProducePartition{Topic: "hostile", Partition: 0}
@@ -167,8 +168,9 @@ func TestHostileBroker(t *testing.T) {
 	_, err = bc.Fetch(ctx, &brokerpb.FetchRequest{Partitions: fetches[:2]})
 	wantInvalid(t, "fetch naming one partition twice", err, "more than once")
 
-	// H4: a huge CreateTopic (10,000 partitions took 8 minutes, 10,000
-	// ledgers and 20,000 goroutines), and the cluster's partition cap.
+	// A huge CreateTopic (unbounded, 10,000 partitions took 8 minutes,
+	// 10,000 ledgers and 20,000 goroutines), and the cluster's partition
+	// cap.
 	_, err = bc.CreateTopic(ctx, &brokerpb.CreateTopicRequest{Name: "huge", Partitions: 10_001})
 	wantInvalid(t, "a topic of 10,001 partitions", err, "max-partitions-per-topic")
 	// The controller creates __consumer_offsets (16 partitions).
@@ -213,7 +215,7 @@ func wantInvalid(t *testing.T, what string, err error, message string) {
 	t.Logf("%s: %v", what, err)
 }
 
-// TestHostileFenceOneBookie (review: "a fence on one bookie"): a Fence of
+// TestHostileFenceOneBookie: a Fence of
 // a partition's open ledger sent to one of its bookies, while an
 // idempotent producer writes, costs the partition a takeover of itself
 // (its writer is fenced, the broker drops the partition, recovers the

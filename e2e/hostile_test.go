@@ -28,9 +28,9 @@ import (
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
-// Hostile requests sent straight to the bookie and metad gRPC APIs, as the
-// robustness review's probe did (docs/security.md): each test sends the
-// bad request to real processes and checks that the defence holds.
+// Hostile requests sent straight to the bookie and metad gRPC APIs
+// (docs/security.md): each test sends the bad request to real processes
+// and checks that the defence holds.
 
 // sendAdd sends one add on its own stream and returns the bookie's answer.
 func sendAdd(ctx context.Context, c bookiepb.BookieClient, req *bookiepb.AddRequest) (*bookiepb.AddResponse, error) {
@@ -45,7 +45,7 @@ func sendAdd(ctx context.Context, c bookiepb.BookieClient, req *bookiepb.AddRequ
 	return stream.Recv()
 }
 
-// TestHostileOverwriteClosedLedger (review C2): an add that would replace
+// TestHostileOverwriteClosedLedger (C2 in ledger/storage/doc.go): an add that would replace
 // an entry of a closed ledger with other bytes, sent to every bookie,
 // flagged as a recovery add or not, is refused with ADD_ENTRY_CONFLICT and
 // counted; a recovery re-add of the same bytes still succeeds; readers, and
@@ -112,7 +112,7 @@ func TestHostileOverwriteClosedLedger(t *testing.T) {
 	checkPeakRSS(t, nodeRSSBoundMiB, append(bookieProcs(nodes), metadProcs(meta)...)...)
 }
 
-// TestHostileInflatedLAC (review H1): a WriteLAC of 10^9, and a re-add of
+// TestHostileInflatedLAC (H1 in ledger/storage/doc.go): a WriteLAC of 10^9, and a re-add of
 // the last entry carrying LAC 10^9, sent to one bookie of an open ledger,
 // are kept only up to the last entry that bookie holds. The writer then
 // dies without closing; a new client recovers the ledger within a bounded
@@ -251,13 +251,13 @@ func metadProcs(m *proctest.MetadCluster) []*proctest.Process {
 }
 
 // metadRSSBoundMiB is what no metad member may reach, at its peak, in
-// TestHostileMetadLargeValues. Before the byte bounds, 300 × 1 MiB puts
-// took every member to about 1 GB (review H5). With them, a member holds
+// TestHostileMetadLargeValues. Without the byte bounds, 300 × 1 MiB puts
+// take every member to about 1 GB. With them, a member holds
 // at most 64 MiB of history, 16 MiB of log cache and 32 MiB of proposals
 // in flight, plus Go's garbage; measured peaks are logged.
 const metadRSSBoundMiB = 320
 
-// TestHostileMetadLargeValues (review H5): 300 puts of 1 MiB to one key
+// TestHostileMetadLargeValues: 300 puts of 1 MiB to one key
 // keep every metad member's memory bounded (peak RSS under
 // metadRSSBoundMiB) and metad serving; and the other limits answer real
 // requests: a quota on keys (RESOURCE_EXHAUSTED), List pages bounded by
@@ -420,7 +420,7 @@ func dialMetad(t testing.TB, addr string) metadpb.MetadClient {
 	return metadpb.NewMetadClient(conn)
 }
 
-// TestHostileOrphanEntriesCollected (review C2, last point): entries for a
+// TestHostileOrphanEntriesCollected: entries for a
 // ledger id metad does not know are accepted (a bookie cannot tell them
 // from a ledger being created elsewhere) but collected by the orphan sweep
 // once they have been absent from metad for longer than the grace.

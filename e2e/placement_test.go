@@ -18,11 +18,10 @@ import (
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
-// Rack-aware placement across real processes (issue #17: "Rack-aware
-// placement across 3 racks with 6 bookies"). Writers in the test process
-// create, fill and close 3/3/2 ledgers one after another, with the
-// production placement (weighted random), while bookies are killed, added
-// and decommissioned.
+// Rack-aware placement across real processes: 3 racks with 6 bookies.
+// Writers in the test process create, fill and close 3/3/2 ledgers one
+// after another, with the production placement (weighted random), while
+// bookies are killed, added and decommissioned.
 
 const (
 	rackLoadWriters = 3

@@ -23,8 +23,7 @@ import (
 	"github.com/strata-log/strata/metad/metaclient"
 )
 
-// TestLongManyPartitions (issue #17, "Many partitions"; `make test-long`,
-// STRATA_LONG=1): a cluster of 3 metad, 3 bookies and 2 brokers takes
+// TestLongManyPartitions (`make test-long`, STRATA_LONG=1): a cluster of 3 metad, 3 bookies and 2 brokers takes
 // topics of 10,000 partitions each up to STRATA_SCALE_PARTITIONS in all
 // (default 50,000); every partition is written once; then one broker is
 // killed and every partition must be served again by the other. It logs
@@ -33,7 +32,7 @@ import (
 // after the writes, metad's heap and snapshot size, and the CPU each role
 // spends on the failover. Limits asserted: creating a topic of
 // 10,000 partitions is answered within 30 s, the failover completes within
-// 30 s (the issue's targets), no ledger exists before the first write
+// 30 s (the scale targets), no ledger exists before the first write
 // (P8), and after the failover every partition still holds its record.
 func TestLongManyPartitions(t *testing.T) {
 	if os.Getenv("STRATA_LONG") != "1" {
@@ -366,7 +365,7 @@ func ownedEverySecond(admin string) func() []int {
 // alive (the description names its owner), and returns how many checks it
 // took. It asks at most once per servedCheckEvery: a Metadata of 10,000
 // partitions costs the broker tens of ms, and asked every 50 ms it was 13%
-// of the surviving broker's CPU during a failover (session 13's profile).
+// of the surviving broker's CPU during a failover (a CPU profile showed).
 func waitAllServed(t *testing.T, cl *client.Client, topic string, timeout time.Duration) (checks int) {
 	t.Helper()
 	testwait.UntilNil(t, timeout, "every partition of "+topic+" served", atMostEvery(scaleCheckEvery, func() error {

@@ -18,8 +18,8 @@ import (
 	"github.com/strata-log/strata/internal/proctest"
 )
 
-// TestTLSCost measures what TLS on every link costs (issue 13: at most 15%
-// of acknowledged throughput and 1 ms of publish->ack p50 at 5,000
+// TestTLSCost measures what TLS on every link costs (the target: at most
+// 15% of acknowledged throughput and 1 ms of publish->ack p50 at 5,000
 // records/s), side by side in one run: a plaintext cluster, then the same
 // cluster with mutual TLS on every link (1 metad, 3 bookies, 1 broker;
 // records of 1 KiB, acks=quorum, `strata bench produce` as the client).

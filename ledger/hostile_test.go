@@ -20,10 +20,10 @@ import (
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
-// Recovery against buggy or hostile bookie requests (review finding H1):
-// an inflated LAC no longer makes a ledger unrecoverable, and when a LAC
-// points past entries nobody holds, recovery says so instead of retrying
-// in silence.
+// Recovery against buggy or hostile bookie requests (H1 in
+// ledger/storage/doc.go): an inflated LAC does not make a ledger
+// unrecoverable, and when a LAC points past entries nobody holds, recovery
+// says so instead of retrying in silence.
 
 // hostileLedger writes n entries to a new 3/3/2 ledger and leaves it open.
 func hostileLedger(t *testing.T, c *ledgertest.Cluster, n int) *ledger.Writer {

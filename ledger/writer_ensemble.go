@@ -21,7 +21,7 @@ import (
 // retry is a scheduled run. So with ledgertest.ManualScheduler a test
 // decides exactly when each step happens.
 //
-// Retry policy (documented because the brief leaves it open): a failed
+// Retry policy: a failed
 // metadata update is retried with exponential backoff
 // (MetadataRetryMin..MetadataRetryMax); a failed bookie with no spare is
 // retried every ReplacementRetryInterval, and a new failure triggers an

@@ -284,7 +284,7 @@ func (b invalidBookies) Add(bookie string, req *bookiepb.AddRequest, cb func(*bo
 // applies but its answer is lost; before the writer re-reads, it fails (an
 // add refused as invalid). Close still finds the change's metadata stored
 // and closes on top of it instead of leaving the ledger OPEN for a
-// takeover to fence (review finding on W7).
+// takeover to fence (W7).
 func TestWriterCloseAfterFailureWithLostAnswerChange(t *testing.T) {
 	c := ledgertest.NewCluster(7)
 	env := c.Env()

@@ -160,8 +160,8 @@ func (s *Server) startRaft() error {
 	return nil
 }
 
-// Memory bounds of the Raft plumbing (review finding H5): with values up
-// to 1 MiB, counts alone let a client pin gigabytes on every member.
+// Memory bounds of the Raft plumbing: with values up to 1 MiB, counts
+// alone let a client pin gigabytes on every member.
 const (
 	// logCacheSlots and logCacheMaxEntryBytes bound the in-memory log
 	// cache to 16 MiB of command data.

@@ -14,9 +14,9 @@ import (
 // large enough that allocating it would show in the memory numbers.
 const bombZeros = 256 << 20
 
-// H3 of the robustness review: a 300 KiB gzip batch (300 MiB of zeros) and
-// a 22 KiB zstd batch (200 MiB) made the decoder allocate the whole output
-// (from the gzip ISIZE and the zstd frame content size) before failing.
+// Unbounded, a 300 KiB gzip batch (300 MiB of zeros) and a 22 KiB zstd
+// batch (200 MiB) made the decoder allocate the whole output (from the
+// gzip ISIZE and the zstd frame content size) before failing.
 // With a bound, they fail once the output passes it, having allocated about
 // twice the bound (plus zstd's window) and never the bomb.
 func TestDecompressionBombsRefusedWithinBound(t *testing.T) {

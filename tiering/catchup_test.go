@@ -29,7 +29,7 @@ import (
 	"github.com/strata-log/strata/vfs"
 )
 
-// TestCatchUpThroughput is the cold catch-up benchmark of issue 10: it
+// TestCatchUpThroughput is the cold catch-up benchmark: it
 // puts STRATA_TIER_CATCHUP_MIB MiB of segment objects in a real MinIO,
 // reads them with plain sequential GETs, then reads them cold through a
 // Reader the way a broker's fetches do (one consumer, 1 MiB fetches, each

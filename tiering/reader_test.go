@@ -267,12 +267,39 @@ func TestNoReadAheadForRandomReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A negative check: no read-ahead GET shows up within 50 ms (read-ahead
-	// would start during Fetch, its GET just after).
-	time.Sleep(50 * time.Millisecond)
+	// Fetch decides on read-ahead before it returns (noteRead registers the
+	// chunks it will download in the cache), so what the cache holds now
+	// is final: no chunk registered as read-ahead, and every GET one that a
+	// miss waited for, plus the tail's.
+	if n := readAheadChunks(r); n != 0 {
+		t.Errorf("%d chunks read ahead for random reads", n)
+	}
 	if got, misses := log.total(), value(t, m.ChunkCacheMisses); float64(got) != misses+1 {
 		t.Errorf("%d GETs for %v chunk misses and the tail: read-ahead ran for random reads", got, misses)
 	}
+	// The same probe sees read-ahead when there is some: a fetch that
+	// continues the last one reads ahead.
+	next := headerOf(t, s.batches[91]).BaseOffset
+	if _, err := r.Fetch(bg, s.ref, next, 0); err != nil {
+		t.Fatal(err)
+	}
+	if readAheadChunks(r) == 0 {
+		t.Error("a sequential fetch after the random ones read nothing ahead")
+	}
+}
+
+// readAheadChunks counts the chunks r's cache holds or is downloading
+// because read-ahead asked for them.
+func readAheadChunks(r *Reader) int {
+	r.chunks.mu.Lock()
+	defer r.chunks.mu.Unlock()
+	n := 0
+	for _, ch := range r.chunks.mu.chunks {
+		if ch.readAhead {
+			n++
+		}
+	}
+	return n
 }
 
 // blockedStore is a memstore whose GetRange calls it can hold, and which

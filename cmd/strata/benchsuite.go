@@ -46,7 +46,7 @@ loopback TCP round trip. Then, per cluster shape, the workloads:
 It records CPU seconds per process (/proc/PID/stat) and the bookies' journal
 group sizes (their /metrics) around each workload, writes a JSON report to
 --out and a table (each result as a ratio to the limit that binds it, next to
-issue 16's targets) to stdout and to --table-out.`,
+its target; docs/bench/README.md) to stdout and to --table-out.`,
 		Args: cobra.NoArgs,
 		RunE: cli.Run(func(cmd *cobra.Command, _ []string) error {
 			if s.Quick && !cmd.Flags().Changed("duration") {

@@ -23,7 +23,7 @@ func consumeRun(t *testing.T, broker string, terminal bool, args ...string) stri
 	return out
 }
 
-// TestConsumeEscapesOnTerminal (review L1): a record's key, value and
+// TestConsumeEscapesOnTerminal: a record's key, value and
 // headers cannot drive a terminal: on one, control characters print
 // escaped; into a pipe, or with --raw, the bytes come out exactly.
 func TestConsumeEscapesOnTerminal(t *testing.T) {

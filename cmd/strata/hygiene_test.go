@@ -29,7 +29,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), cli.ExitCode(err)
 }
 
-// TestUntrustedProfileRefused (review L1): a ./.strata/profile.json that
+// TestUntrustedProfileRefused: a ./.strata/profile.json that
 // others may write to is refused with a message saying why and what to
 // do, before anything connects; --broker and --metad do without it.
 func TestUntrustedProfileRefused(t *testing.T) {
@@ -65,7 +65,7 @@ func TestUntrustedProfileRefused(t *testing.T) {
 	}
 }
 
-// TestDevKillStalePID (review L1): `strata dev kill` of a node whose
+// TestDevKillStalePID: `strata dev kill` of a node whose
 // recorded pid now runs another program signals nothing and says so.
 func TestDevKillStalePID(t *testing.T) {
 	if _, err := os.Readlink("/proc/self/exe"); err != nil {

@@ -101,7 +101,7 @@ func metaRun(t *testing.T, addr, stdin string, terminal bool, args ...string) (s
 	return out.String(), errOut.String(), cli.ExitCode(err)
 }
 
-// TestMetaDeletePrefixNeedsYes (review L1): `meta del --prefix` that
+// TestMetaDeletePrefixNeedsYes: `meta del --prefix` that
 // matches more than one key deletes nothing without --yes when stdin is
 // not a terminal, saying how many keys would go; on a terminal it asks.
 func TestMetaDeletePrefixNeedsYes(t *testing.T) {

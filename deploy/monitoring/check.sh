@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Prometheus alert rules: `promtool check rules` and the unit
 # tests in alerts_test.yaml. Run by `make test`. Skips, saying so, when
-# promtool is missing, unless STRATA_REQUIRE_PROMTOOL=1 (.ci/run sets it
-# after installing Debian's prometheus package).
+# promtool is missing, unless STRATA_REQUIRE_PROMTOOL=1 (.ci/run sets it).
+# `make test` installs it (Debian's prometheus package) where it may.
 set -euo pipefail
 cd "$(dirname "$0")"
 if ! command -v promtool >/dev/null; then
@@ -10,7 +10,8 @@ if ! command -v promtool >/dev/null; then
     echo "deploy/monitoring: promtool not found and STRATA_REQUIRE_PROMTOOL=1" >&2
     exit 1
   fi
-  echo "deploy/monitoring: SKIP: promtool not found (apt-get install prometheus); alert rules not checked"
+  echo "deploy/monitoring: SKIP: promtool not found; alert rules not checked" \
+    "(install: sudo apt-get install -y --no-install-recommends prometheus)"
   exit 0
 fi
 promtool check rules alerts.yaml

@@ -1,5 +1,5 @@
 // Package acl decides whether a principal may perform an operation on a
-// resource of a broker (issue 13, items 2 and 3). It is pure: the broker
+// resource of a broker. It is pure: the broker
 // feeds it the rules it mirrors from metad and the principal it
 // authenticated, and gets a Decision; no I/O, no clock.
 //

@@ -4,7 +4,7 @@
 // and, when enabled (--enable-pprof), /debug/pprof/ with the flight
 // recorder's last seconds of execution trace at /debug/pprof/flight.
 //
-// # Protection (issue 13, item 4)
+// # Protection
 //
 // Optionally the server speaks TLS (Config.TLS: the node's certificate;
 // a client certificate is optional and verified when given) and asks for

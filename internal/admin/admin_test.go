@@ -73,7 +73,7 @@ func TestEndpoints(t *testing.T) {
 //go:noinline
 func flightMarker() {
 	for range 3 {
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // a blocking event for the trace, not a wait for a condition
 	}
 }
 

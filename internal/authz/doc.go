@@ -1,5 +1,5 @@
 // Package authz decides, per gRPC call, whether the caller's certificate
-// role may make it (issue #13, role checks). It runs as a unary and a
+// role may make it. It runs as a unary and a
 // stream interceptor on every node whose gRPC server has TLS on
 // (internal/grpcserve installs it); without TLS there is no verified
 // identity and nothing to check.

@@ -1,4 +1,4 @@
-// Package pki is the certificate side of Strata's TLS (issue #13): a small
+// Package pki is the certificate side of Strata's TLS: a small
 // certificate authority for local clusters (`strata dev --tls`, tests),
 // the identity a certificate carries, and TLS configurations whose
 // certificate and CA files are read again when they change, so a node's

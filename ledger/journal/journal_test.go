@@ -793,7 +793,7 @@ func TestSlowGroupLogged(t *testing.T) {
 	mustAppend(t, j, addRecord(1, 0, 100))
 	fsys.InjectError(func(op vfs.Op, name string) error {
 		if op == vfs.OpSync && strings.HasSuffix(name, fileSuffix) {
-			time.Sleep(slowGroup + 10*time.Millisecond) // the disk is slow: a lower bound, never flaky
+			time.Sleep(slowGroup + 10*time.Millisecond) // a slow disk: time passing, not a wait for a condition
 		}
 		return nil
 	})

@@ -393,17 +393,13 @@ func TestGRPCBookieRestart(t *testing.T) {
 		t.Fatalf("add to a stopped bookie: %+v", o)
 	}
 	f2 := startGRPCFake(t, f.addr)
-	deadline := time.Now().Add(15 * time.Second)
-	for e := uint64(2); ; e++ {
+	e := uint64(2)
+	testwait.UntilNil(t, 15*time.Second, "an add to succeed after the bookie came back", func() error {
 		sendAdd(c, f2.addr, e, r)
-		if o := r.wait(int(e)+1, 5*time.Second)[e]; o.err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("adds still fail after the bookie came back")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		o := r.wait(int(e)+1, 5*time.Second)[e]
+		e++
+		return o.err
+	})
 	c.Close()
 }
 

@@ -91,7 +91,7 @@
 // # Limits
 //
 // Every member holds the whole store in memory, so whatever a client can
-// make it hold, it can make every member hold at once (review finding H5).
+// make it hold, it can make every member hold at once.
 // Besides the key and value sizes above:
 //   - L1 Quotas. A command may carry Limits (max_keys, max_data_bytes,
 //     max_leases; 0 is no bound), stamped by the proposer. A txn whose

@@ -12,7 +12,7 @@ import (
 // every event of that revision, for the most recent revisions. It keeps at
 // most maxRevisions entries and, beyond the newest one, at most maxBytes of
 // events (eventBytes): a few large values must not pin gigabytes on every
-// member (review finding H5). Dropping the oldest entry makes its revision
+// member. Dropping the oldest entry makes its revision
 // the compact revision.
 //
 // Invariants: entries are in strictly increasing revision order and, since

@@ -11,7 +11,7 @@ import (
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
-// Bounds on what clients can make every member hold (review finding H5):
+// Bounds on what clients can make every member hold:
 // the watch history by bytes, List pages, and quotas on keys, data bytes
 // and leases carried in the command.
 

@@ -11,7 +11,7 @@ import (
 // entries: an entry whose data is larger than maxEntryBytes is not cached
 // (it is read back from the store when a follower needs it). With
 // raft.LogCache's 1024 slots and 1 MiB values, a burst of large writes
-// pinned up to 1 GiB on every member (review finding H5); here the cache
+// pinned up to 1 GiB on every member; here the cache
 // holds at most slots × maxEntryBytes of data.
 type LogCache struct {
 	store         raft.LogStore

@@ -8,7 +8,7 @@ import (
 )
 
 // Ratio is one result stated against the limit that binds it, next to
-// issue 16's target.
+// its target (docs/bench/README.md).
 type Ratio struct {
 	Workload string  `json:"workload"`
 	Metric   string  `json:"metric"`
@@ -31,7 +31,7 @@ func ratio(workload, metric, unit, bound string, value, target float64, atLeast 
 	return Ratio{Workload: workload, Metric: metric, Value: value, Unit: unit, Bound: bound, Target: target, AtLeast: atLeast, Met: met}
 }
 
-// Issue 16's targets.
+// The targets each result is stated against (docs/bench/README.md).
 const (
 	TargetThroughputFraction = 0.80 // acknowledged MB/s ÷ (three-journal MB/s ÷ 3)
 	TargetCPUPerGB           = 5.0  // core-s/GB, brokers and bookies
@@ -47,7 +47,7 @@ const (
 	// The client's peak RSS at most this many times its producers'
 	// MaxBufferedBytes, measured where they are full (produce-max).
 	TargetClientRSSOverBuffers = 1.5
-	// Issue 11's: a compaction pass's input rate with the broker serving
+	// A compaction pass's input rate with the broker serving
 	// produce at half its maximum, and that produce's p99 at most this
 	// many times what it was without compaction.
 	TargetCompactMBPerSec  = 50.0
@@ -130,7 +130,7 @@ func Ratios(limits Limits, run Run) []Ratio {
 	return out
 }
 
-// compactRatios states WorkloadCompact against issue 11's targets.
+// compactRatios states WorkloadCompact against its targets.
 func compactRatios(w Workload) []Ratio {
 	c := w.Compaction
 	bound := fmt.Sprintf("machine CPU %.0f%% busy", 100*w.CPU.HostBusy)

@@ -24,9 +24,9 @@ const (
 	WorkloadProduceBig = "produce-max-64k" // max-rate produce, 64 KiB records
 	// WorkloadCompact: open-loop produce at 50% of produce-max on one
 	// topic while keyed topics written before it are switched to
-	// cleanup.policy=compact, one at a time (issue 11's target: the
-	// passes' input rate, and the load's latency during them against
-	// the windows without them).
+	// cleanup.policy=compact, one at a time (its targets: the passes'
+	// input rate, and the load's latency during them against the
+	// windows without them).
 	WorkloadCompact     = "compact-half-max"
 	BigRecordBytes      = 64 << 10
 	HalfMaxRateFraction = 0.5

@@ -32,7 +32,7 @@ func startSleeper(t *testing.T, groupLeader bool) (pid int, bin string) {
 	return cmd.Process.Pid, bin
 }
 
-// TestStalePIDNotSignalled (review L1): a pid recorded in cluster.json
+// TestStalePIDNotSignalled: a pid recorded in cluster.json
 // that now runs another program, or a process that leads no group of its
 // own, gets no signal from Signal or Stop, and they say why; only the
 // node's own process is signalled.

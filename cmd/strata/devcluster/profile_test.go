@@ -10,8 +10,8 @@ import (
 
 // TestWorkDirProfileTrust: a profile in the working directory is used only
 // when .strata and profile.json are the user's, not symbolic links, not
-// writable by others, and name loopback addresses only (review L1: a
-// checked-out repository must not redirect the CLI to another broker).
+// writable by others, and name loopback addresses only (a checked-out
+// repository must not redirect the CLI to another broker).
 func TestWorkDirProfileTrust(t *testing.T) {
 	const good = `{"metad": "127.0.0.1:7001,localhost:7002", "brokers": "127.0.0.1:9092,[::1]:9093"}`
 	for _, tc := range []struct {

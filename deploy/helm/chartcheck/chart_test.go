@@ -35,7 +35,7 @@ func helmBinary(t *testing.T) string {
 		t.Fatal("helm not found on PATH or in $(go env GOPATH)/bin, and STRATA_REQUIRE_HELM=1")
 	}
 	t.Skip("helm not found on PATH or in $(go env GOPATH)/bin: chart not checked " +
-		"(install: go install helm.sh/helm/v3/cmd/helm@v3.22.0; .ci/run does)")
+		"(install: go install helm.sh/helm/v3/cmd/helm@v3.22.0; make test does)")
 	return ""
 }
 

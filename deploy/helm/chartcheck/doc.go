@@ -7,5 +7,6 @@
 //
 // It is its own Go module so that the Kubernetes API packages stay out of
 // Strata's go.mod. It needs the helm binary (PATH or $(go env GOPATH)/bin;
-// .ci/run installs the pinned one) and skips, saying so, without it.
+// `make test` installs the pinned one) and skips, saying so, without it,
+// unless STRATA_REQUIRE_HELM=1 (CI) makes that a failure.
 package chartcheck

@@ -84,8 +84,8 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 	case benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCompact:
 		mode = ModeE2E
 		if name == benchsuite.WorkloadCompact {
-			// Issue 11's load: the broker serving produce at half its
-			// maximum (no consumer tailing it).
+			// The compaction targets' load: the broker serving produce
+			// at half its maximum (no consumer tailing it).
 			mode = ModeProduce
 			o.Duration = compactLoad(base.Duration)
 		}

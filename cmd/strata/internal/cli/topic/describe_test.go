@@ -11,7 +11,7 @@ import (
 
 // TestDescribeOffsetsColumn: describe's per-partition count is an offset
 // span (END - START), labelled so, and a compacted topic says that it
-// holds fewer records than that (issue 11: RECORDS over-counted
+// holds fewer records than that (a RECORDS column over-counted
 // compacted topics).
 func TestDescribeOffsetsColumn(t *testing.T) {
 	const note = "not a record count"
