@@ -88,7 +88,11 @@ func (g *grpcService) InitProducerID(ctx context.Context, _ *brokerpb.InitProduc
 }
 
 func (g *grpcService) Metadata(ctx context.Context, req *brokerpb.MetadataRequest) (*brokerpb.MetadataResponse, error) {
-	md, err := g.s.Metadata(ctx, req.Topics)
+	topics := req.Topics
+	if len(topics) == 0 {
+		topics = nil // the gRPC API's empty list means every topic
+	}
+	md, err := g.s.Metadata(ctx, topics)
 	if err != nil {
 		return nil, rpcError(err)
 	}

@@ -460,7 +460,7 @@ type PartitionMetadata struct {
 }
 
 // Metadata describes topics (nil: every topic the principal may describe,
-// internal ones included) and the live brokers.
+// internal ones included; empty: none) and the live brokers.
 func (s *Service) Metadata(ctx context.Context, topics []string) (*Metadata, error) {
 	b := s.b
 	md := &Metadata{Brokers: b.liveBrokers(), ControllerID: b.controllerID()}
@@ -468,7 +468,7 @@ func (s *Service) Metadata(ctx context.Context, topics []string) (*Metadata, err
 	if err != nil {
 		return nil, err
 	}
-	listAll := len(names) == 0
+	listAll := topics == nil
 	if listAll {
 		names = b.topicNames(true)
 	}

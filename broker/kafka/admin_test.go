@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-log/strata/broker/brokertest"
 	"github.com/strata-log/strata/client"
@@ -202,4 +203,30 @@ func TestClusterMetadata(t *testing.T) {
 		}
 	})
 	_ = context.Background
+}
+
+// Metadata v1+ with an empty topic list describes no topic (brokers
+// only); a null list describes every topic; v0's empty list is every
+// topic.
+func TestMetadataTopicLists(t *testing.T) {
+	c := kafkaCluster(t, 1)
+	c.CreateTopic("listed", 1, nil)
+	md := func(version int16, topics []kmsg.MetadataRequestTopic) *kmsg.MetadataResponse {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.Topics = version, topics
+		return rawRequest[*kmsg.MetadataResponse](t, c.KafkaAddrs()[0], req)
+	}
+	if r := md(4, []kmsg.MetadataRequestTopic{}); len(r.Topics) != 0 || len(r.Brokers) != 1 {
+		t.Fatalf("v4, empty list: %d topics, %d brokers", len(r.Topics), len(r.Brokers))
+	}
+	if r := md(4, nil); len(r.Topics) < 2 { // listed and __consumer_offsets
+		t.Fatalf("v4, null list: %d topics", len(r.Topics))
+	}
+	if r := md(0, []kmsg.MetadataRequestTopic{}); len(r.Topics) < 2 {
+		t.Fatalf("v0, empty list: %d topics", len(r.Topics))
+	}
+	name := "missing"
+	if r := md(12, []kmsg.MetadataRequestTopic{{Topic: &name}}); len(r.Topics) != 1 || r.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("an unknown topic: %+v", r.Topics)
+	}
 }
