@@ -61,6 +61,10 @@ type Broker struct {
 	drains *mirror
 	// sec: client authentication and ACLs (security.go).
 	sec *security
+	// ctrl: the controller role (controller.go); passes: the background
+	// work over served partitions (housekeeping.go).
+	ctrl   *controller
+	passes *passes
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -232,6 +236,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		b.closeTier()
 		return nil, err
 	}
+	b.ctrl, b.passes = &controller{b: b}, &passes{b: b}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
 }
@@ -243,11 +248,11 @@ func (b *Broker) Start() {
 	}
 	b.goRun(b.sec.followACLs)
 	b.goRun(b.sessions)
-	b.goRun(b.reportLag)
+	b.goRun(b.passes.reportLag)
 	b.goRun(b.followTopicConfigs)
-	b.goRun(b.compactLoop)
-	b.goRun(b.retentionLoop)
-	b.goRun(b.tierLoop)
+	b.goRun(b.passes.compactLoop)
+	b.goRun(b.passes.retentionLoop)
+	b.goRun(b.passes.tierLoop)
 }
 
 func (b *Broker) goRun(fn func(ctx context.Context)) {
@@ -421,7 +426,7 @@ func (b *Broker) session(ctx context.Context) error {
 	b.registered.Store(true)
 	b.log.Info("registered in metad", "key", brokerKey(b.cfg.ID), "lease", sess.Lease())
 	wg.Add(2)
-	go func() { defer wg.Done(); b.campaign(sctx, sess) }()
+	go func() { defer wg.Done(); b.ctrl.campaign(sctx, sess) }()
 	go func() { defer wg.Done(); b.reconcileOwnership(sctx, sess) }()
 	for {
 		select {

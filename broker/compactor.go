@@ -61,7 +61,8 @@ func newCompactionMetrics(reg prometheus.Registerer) *compactionMetrics {
 // compacts a pass, one partition at a time, with one key map of
 // --compaction-map-bytes (allocated at the first compacted partition and
 // kept: its memory is the budget).
-func (b *Broker) compactLoop(ctx context.Context) {
+func (p *passes) compactLoop(ctx context.Context) {
+	b := p.b
 	t := time.NewTicker(b.cfg.CompactionCheckInterval)
 	defer t.Stop()
 	var m *compact.OffsetMap
@@ -72,7 +73,7 @@ func (b *Broker) compactLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		lagMs := int64(0)
-		for _, l := range b.compactedLogs() {
+		for _, l := range b.passes.compactedLogs() {
 			if ctx.Err() != nil {
 				return
 			}
@@ -81,7 +82,7 @@ func (b *Broker) compactLoop(ctx context.Context) {
 			}
 			res, err := compaction.Compact(ctx, l, compaction.Options{Map: m, MaxDuration: b.cfg.OrphanLedgerGrace / 2,
 				BufferBytes: b.cfg.CompactionBufferBytes, MaxBytesPerSec: float64(b.cfg.CompactionMaxBytesPerSecond)})
-			b.recordCompaction(res, err)
+			b.passes.recordCompaction(res, err)
 			if err != nil && ctx.Err() == nil && !errors.Is(err, partlog.ErrClosed) {
 				b.log.Warn("compaction failed", "err", err)
 			}
@@ -94,7 +95,8 @@ func (b *Broker) compactLoop(ctx context.Context) {
 }
 
 // compactedLogs are the served logs whose topic compacts, in a stable order.
-func (b *Broker) compactedLogs() []*partlog.Log {
+func (p *passes) compactedLogs() []*partlog.Log {
+	b := p.b
 	b.mu.Lock()
 	var keys []tp
 	for k, p := range b.parts {
@@ -125,7 +127,8 @@ func (b *Broker) compactedLogs() []*partlog.Log {
 	return out
 }
 
-func (b *Broker) recordCompaction(res compaction.Result, err error) {
+func (p *passes) recordCompaction(res compaction.Result, err error) {
+	b := p.b
 	m := b.compaction
 	if err != nil {
 		if !errors.Is(err, partlog.ErrClosed) {

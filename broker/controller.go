@@ -19,10 +19,19 @@ import (
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
+// controller is the broker's controller role: it campaigns for the
+// controller key and, while it holds it, assigns partitions (placement.go
+// decides), creates __consumer_offsets, finishes topic deletions and
+// sweeps orphan ledgers (sweeper.go).
+type controller struct {
+	b *Broker
+}
+
 // campaign tries to become the controller: the one broker whose session
 // holds the controller key. It retries whenever the key is deleted (its
 // holder's session ended) until ctx ends.
-func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
+func (c *controller) campaign(ctx context.Context, sess *metaclient.Session) {
+	b := c.b
 	value, _ := proto.Marshal(&brokerpb.ControllerRecord{BrokerId: b.cfg.ID, ElectedAtMs: b.clock.Now().UnixMilli()})
 	for ctx.Err() == nil {
 		changed := b.controller.changes()
@@ -34,7 +43,7 @@ func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
 				b.log.Info("elected controller")
 				b.isCtrl.Store(true)
 				b.metrics.controller.Set(1)
-				b.control(ctx)
+				b.ctrl.control(ctx)
 				b.isCtrl.Store(false)
 				b.metrics.controller.Set(0)
 				return
@@ -54,7 +63,8 @@ func (b *Broker) campaign(ctx context.Context, sess *metaclient.Session) {
 // control is the controller's loop: reconcile on every change of brokers,
 // topics, assignments, owners or drain requests, at least every
 // idleRoundInterval, and a second after a round that failed.
-func (b *Broker) control(ctx context.Context) {
+func (c *controller) control(ctx context.Context) {
+	b := c.b
 	// No round on a partial view: a topics mirror not loaded yet (its first
 	// list failed, or is slower than the assignments') would have every
 	// assignment deleted as belonging to no topic, and re-created at epoch
@@ -67,13 +77,13 @@ func (b *Broker) control(ctx context.Context) {
 			return
 		}
 	}
-	if err := b.ensureOffsetsTopic(ctx); err != nil {
+	if err := b.ctrl.ensureOffsetsTopic(ctx); err != nil {
 		b.log.Warn("creating "+OffsetsTopic, "err", err)
 	}
 	sweepDone := make(chan struct{})
 	go func() {
 		defer close(sweepDone)
-		b.sweepOrphanLedgers(ctx)
+		b.ctrl.sweepOrphanLedgers(ctx)
 	}()
 	defer func() { <-sweepDone }()
 	cache := newPlacementCache()
@@ -81,7 +91,7 @@ func (b *Broker) control(ctx context.Context) {
 		bc, tc, ac, oc, dc := b.brokers.changes(), b.topics.changes(), b.assignments.changes(), b.owners.changes(), b.drains.changes()
 		began := time.Now()
 		wait := idleRoundInterval
-		if err := b.reconcile(ctx, cache); err != nil && ctx.Err() == nil {
+		if err := b.ctrl.reconcile(ctx, cache); err != nil && ctx.Err() == nil {
 			b.log.Warn("controller round failed", "err", err)
 			wait = time.Second
 		}
@@ -127,7 +137,8 @@ func roundSettle(took time.Duration) time.Duration {
 // every coordinator load replayed all of them.
 var offsetsTopicConfigs = map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
 
-func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
+func (c *controller) ensureOffsetsTopic(ctx context.Context) error {
+	b := c.b
 	rec := &brokerpb.TopicRecord{Name: OffsetsTopic, Id: newID(), Partitions: b.cfg.OffsetsPartitions,
 		Configs: maps.Clone(offsetsTopicConfigs), CreatedAtMs: b.clock.Now().UnixMilli(), Internal: true}
 	value, err := proto.Marshal(rec)
@@ -144,23 +155,24 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) error {
 // reconcile makes one round: follow what changed in the mirrors, decide
 // (placer.plan, placement.go) and write the decisions in order, stopping
 // at the first write that fails.
-func (b *Broker) reconcile(ctx context.Context, cache *placementCache) error {
+func (c *controller) reconcile(ctx context.Context, cache *placementCache) error {
+	b := c.b
 	drained := b.drainedBrokers()
 	plan := cache.follow(b).plan(b.liveBrokers(), drained)
 	gone := map[string]int32{} // topic -> partitions it still has (-1: none), as metad says
 	for _, k := range plan.deleteAssignments {
-		if err := b.deleteAssignment(ctx, k, cache.assigns.vals[k].version, gone); err != nil {
+		if err := b.ctrl.deleteAssignment(ctx, k, cache.assigns.vals[k].version, gone); err != nil {
 			return err
 		}
 	}
 	for _, name := range plan.finishDeletes {
-		if err := b.finishDelete(ctx, name); err != nil {
+		if err := b.ctrl.finishDelete(ctx, name); err != nil {
 			b.log.Warn("deleting topic", "topic", name, "err", err)
 		}
 	}
 	for ds := plan.assigns; len(ds) > 0; {
 		n := min(len(ds), assignBatch)
-		if err := b.assignAll(ctx, ds[:n], drained); err != nil {
+		if err := b.ctrl.assignAll(ctx, ds[:n], drained); err != nil {
 			return err
 		}
 		ds = ds[n:]
@@ -181,7 +193,8 @@ const assignBatch = 100
 // conflict on one holds back none of the others. An error of unknown
 // outcome is returned: the next round decides again from what it sees.
 // drained names the drained brokers (for the log).
-func (b *Broker) assignAll(ctx context.Context, ds []assignDecision, drained map[string]bool) error {
+func (c *controller) assignAll(ctx context.Context, ds []assignDecision, drained map[string]bool) error {
+	b := c.b
 	if len(ds) > 1 {
 		compares := make([]*metadpb.Compare, 0, len(ds))
 		ops := make([]*metadpb.Op, 0, len(ds))
@@ -199,7 +212,7 @@ func (b *Broker) assignAll(ctx context.Context, ds []assignDecision, drained map
 		switch {
 		case err == nil && resp.GetSucceeded():
 			for _, d := range ds {
-				b.assigned(d, drained)
+				b.ctrl.assigned(d, drained)
 			}
 			return nil
 		case err != nil && status.Code(err) != codes.InvalidArgument:
@@ -207,7 +220,7 @@ func (b *Broker) assignAll(ctx context.Context, ds []assignDecision, drained map
 		}
 	}
 	for _, d := range ds {
-		if err := b.assign(ctx, d, drained); err != nil {
+		if err := b.ctrl.assign(ctx, d, drained); err != nil {
 			return err
 		}
 	}
@@ -215,7 +228,8 @@ func (b *Broker) assignAll(ctx context.Context, ds []assignDecision, drained map
 }
 
 // assigned counts and logs an assignment metad took.
-func (b *Broker) assigned(d assignDecision, drained map[string]bool) {
+func (c *controller) assigned(d assignDecision, drained map[string]bool) {
+	b := c.b
 	b.metrics.assignments.Inc()
 	switch {
 	case d.from != "" && drained[d.from]:
@@ -233,7 +247,8 @@ func (b *Broker) assigned(d assignDecision, drained map[string]bool) {
 // trail the assignments one: a topic created a moment ago) and only if the
 // assignment is still the one decided on (version). partitions caches
 // metad's answer per topic for the round.
-func (b *Broker) deleteAssignment(ctx context.Context, k tp, version int64, partitions map[string]int32) error {
+func (c *controller) deleteAssignment(ctx context.Context, k tp, version int64, partitions map[string]int32) error {
+	b := c.b
 	n, ok := partitions[k.topic]
 	if !ok {
 		n = -1
@@ -319,7 +334,8 @@ func (c *placementCache) follow(b *Broker) *placer {
 // assign writes one assignment by CAS on the version the controller saw,
 // so it never overwrites a change it did not see (version 0: must not
 // exist; -1: unconditionally).
-func (b *Broker) assign(ctx context.Context, d assignDecision, drained map[string]bool) error {
+func (c *controller) assign(ctx context.Context, d assignDecision, drained map[string]bool) error {
+	b := c.b
 	value, err := proto.Marshal(&brokerpb.Assignment{BrokerId: d.broker, Epoch: d.epoch})
 	if err != nil {
 		return err
@@ -333,7 +349,7 @@ func (b *Broker) assign(ctx context.Context, d assignDecision, drained map[strin
 		return nil // someone changed it; the next round sees the change
 	}
 	if err == nil {
-		b.assigned(d, drained)
+		b.ctrl.assigned(d, drained)
 	}
 	return err
 }
@@ -342,7 +358,8 @@ func (b *Broker) assign(ctx context.Context, d assignDecision, drained map[strin
 // once no broker serves any of its partitions, PL4): every segment's ledger, the partition records, the
 // topic's objects (a broker without a store cannot: it leaves the topic
 // for one that has), and last the topic record.
-func (b *Broker) finishDelete(ctx context.Context, name string) error {
+func (c *controller) finishDelete(ctx context.Context, name string) error {
+	b := c.b
 	kv, err := b.meta.Get(ctx, topicKey(name))
 	if err != nil {
 		return err

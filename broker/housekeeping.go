@@ -10,6 +10,13 @@ import (
 	"github.com/strata-log/strata/broker/partlog/tierpass"
 )
 
+// passes are the broker's background work over the partitions it
+// serves: retention and tiering rounds (this file), the compactor
+// (compactor.go) and consumer-group lag (lag.go).
+type passes struct {
+	b *Broker
+}
+
 // retentionWorkers: how many served logs apply retention at once. A round
 // that cuts is one list CAS and up to 16 deletions in flight (partlog);
 // one that does not is a few microseconds.
@@ -17,8 +24,9 @@ const retentionWorkers = 4
 
 // retentionLoop applies every served log's retention every
 // --retention-check-interval (P6), written to or idle.
-func (b *Broker) retentionLoop(ctx context.Context) {
-	b.everyServedLog(ctx, b.cfg.RetentionCheckInterval, retentionWorkers, func(l *partlog.Log, _ int) {
+func (p *passes) retentionLoop(ctx context.Context) {
+	b := p.b
+	b.passes.everyServedLog(ctx, b.cfg.RetentionCheckInterval, retentionWorkers, func(l *partlog.Log, _ int) {
 		retention.Round(l)
 	})
 }
@@ -28,18 +36,20 @@ func (b *Broker) retentionLoop(ctx context.Context) {
 // Uploads are bounded by
 // --tier-uploads on their own; the rest of a round is store lists and
 // deletes.
-func (b *Broker) tierLoop(ctx context.Context) {
+func (p *passes) tierLoop(ctx context.Context) {
+	b := p.b
 	if b.tier == nil {
 		return
 	}
-	b.everyServedLog(ctx, b.cfg.TierCheckInterval, b.cfg.TierUploads+retentionWorkers, func(l *partlog.Log, round int) {
+	b.passes.everyServedLog(ctx, b.cfg.TierCheckInterval, b.cfg.TierUploads+retentionWorkers, func(l *partlog.Log, round int) {
 		tierpass.Round(l, round%10 == 0)
 	})
 }
 
 // everyServedLog calls fn for every served log once per interval, at most
 // workers at a time (sweepEvery).
-func (b *Broker) everyServedLog(ctx context.Context, interval time.Duration, workers int, fn func(l *partlog.Log, round int)) {
+func (p *passes) everyServedLog(ctx context.Context, interval time.Duration, workers int, fn func(l *partlog.Log, round int)) {
+	b := p.b
 	sweepEvery(ctx, interval, workers, b.servedLogs, fn)
 }
 

@@ -18,7 +18,8 @@ import (
 // high watermark (asked of its owner), every --lag-interval, summed per group and topic so the
 // metric's cardinality stays at groups x topics. Per-partition lag, in
 // records and in time, is in `strata group describe`.
-func (b *Broker) reportLag(ctx context.Context) {
+func (p *passes) reportLag(ctx context.Context) {
+	b := p.b
 	t := time.NewTicker(b.cfg.LagInterval)
 	defer t.Stop()
 	for {
@@ -45,7 +46,7 @@ func (b *Broker) reportLag(ctx context.Context) {
 			if !ok {
 				hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				var err error
-				hw, err = b.highWatermark(hctx, o.k)
+				hw, err = b.passes.highWatermark(hctx, o.k)
 				cancel()
 				if err != nil {
 					hw = -1
@@ -72,7 +73,8 @@ type committed struct {
 
 // highWatermark is a partition's high watermark: local when this broker
 // serves it, otherwise asked of its owner.
-func (b *Broker) highWatermark(ctx context.Context, k tp) (int64, error) {
+func (p *passes) highWatermark(ctx context.Context, k tp) (int64, error) {
+	b := p.b
 	if l := b.serving(k); l != nil {
 		return l.HighWatermark(), nil
 	}

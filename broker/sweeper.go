@@ -22,7 +22,8 @@ import (
 // current list (read after the ledger list) does not name it. Ledgers
 // without those properties (strata ledger simpletest --keep, other users)
 // are never touched.
-func (b *Broker) sweepOrphanLedgers(ctx context.Context) {
+func (c *controller) sweepOrphanLedgers(ctx context.Context) {
+	b := c.b
 	t := time.NewTicker(b.cfg.OrphanLedgerInterval)
 	defer t.Stop()
 	for {
@@ -31,7 +32,7 @@ func (b *Broker) sweepOrphanLedgers(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := b.sweepOnce(ctx, b.clock.Now())
+		n, err := b.ctrl.sweepOnce(ctx, b.clock.Now())
 		if err != nil && ctx.Err() == nil {
 			b.log.Warn("orphan ledger sweep failed", "err", err)
 		}
@@ -41,7 +42,8 @@ func (b *Broker) sweepOrphanLedgers(ctx context.Context) {
 	}
 }
 
-func (b *Broker) sweepOnce(ctx context.Context, now time.Time) (int, error) {
+func (c *controller) sweepOnce(ctx context.Context, now time.Time) (int, error) {
+	b := c.b
 	all, err := ledger.ListAll(ctx, b.env.Meta)
 	if err != nil {
 		return 0, err
