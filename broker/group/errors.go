@@ -79,4 +79,52 @@ var (
 	// ErrUnknownTopic may be returned by a TopicSource for a missing topic
 	// (returning 0 partitions and nil means the same).
 	ErrUnknownTopic = errors.New("group: unknown topic")
+
+	// ErrInvalidGroupID: an empty group id where a group is joined,
+	// synced, heartbeated or left (Kafka's INVALID_GROUP_ID).
+	ErrInvalidGroupID = errors.New("group: invalid group id")
+	// ErrInvalidSessionTimeout: a session timeout outside
+	// [MinSessionTimeout, MaxSessionTimeout] (INVALID_SESSION_TIMEOUT). It
+	// is returned wrapped together with ErrInvalid.
+	ErrInvalidSessionTimeout = errors.New("group: invalid session timeout")
+	// ErrInconsistentGroupProtocol: a member of the other kind of group
+	// (classic or KIP-848), a protocol type that is not the group's, no
+	// protocol in common with the members, or a SyncGroup naming another
+	// protocol (INCONSISTENT_GROUP_PROTOCOL).
+	ErrInconsistentGroupProtocol = errors.New("group: inconsistent group protocol")
+	// ErrMemberIDRequired: a first JoinGroup that asked for it (v4+,
+	// KIP-394); the result carries the member id to rejoin with
+	// (MEMBER_ID_REQUIRED).
+	ErrMemberIDRequired = errors.New("group: member id required")
+	// ErrIllegalGeneration: a classic member's generation is not the
+	// group's (ILLEGAL_GENERATION): rejoin.
+	ErrIllegalGeneration = errors.New("group: illegal generation")
+	// ErrRebalanceInProgress: a classic group is rebalancing
+	// (REBALANCE_IN_PROGRESS): rejoin.
+	ErrRebalanceInProgress = errors.New("group: rebalance in progress")
+	// ErrFencedInstanceID: a static member's instance id now belongs to
+	// another member id (FENCED_INSTANCE_ID): the old one must stop.
+	ErrFencedInstanceID = errors.New("group: fenced instance id")
+	// ErrUnreleasedInstanceID: a KIP-848 join with an instance id whose
+	// member is still active (UNRELEASED_INSTANCE_ID).
+	ErrUnreleasedInstanceID = errors.New("group: unreleased instance id")
+	// ErrUnsupportedAssignor: a KIP-848 server assignor other than
+	// UniformAssignor (UNSUPPORTED_ASSIGNOR).
+	ErrUnsupportedAssignor = errors.New("group: unsupported assignor")
+	// ErrInvalidRegularExpression: a subscription regex that does not
+	// compile (INVALID_REGULAR_EXPRESSION). Returned wrapped together with
+	// ErrInvalid.
+	ErrInvalidRegularExpression = errors.New("group: invalid regular expression")
+	// ErrGroupSubscribedToTopic refuses one partition of DeleteOffsets: the
+	// group's members subscribe to its topic (GROUP_SUBSCRIBED_TO_TOPIC).
+	ErrGroupSubscribedToTopic = errors.New("group: group subscribed to topic")
+	// ErrOffsetMetadataTooLarge refuses one partition of a commit: its
+	// metadata is longer than MaxMetadataBytes (OFFSET_METADATA_TOO_LARGE).
+	// Returned wrapped together with ErrInvalid.
+	ErrOffsetMetadataTooLarge = errors.New("group: offset metadata too large")
 )
+
+// UniformAssignor is the name of the coordinator's KIP-848 assignor (the
+// only one): per topic, partitions split evenly among the subscribers,
+// sticky.
+const UniformAssignor = "uniform"

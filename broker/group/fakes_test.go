@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -130,6 +131,18 @@ func (t *fakeTopics) Partitions(ctx context.Context, topic string) (int32, error
 		return 0, ErrUnknownTopic
 	}
 	return n, nil
+}
+
+func (t *fakeTopics) TopicNames(ctx context.Context) ([]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Sorted(maps.Keys(t.counts)), nil
+}
+
+func (t *fakeTopics) remove(topic string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.counts, topic)
 }
 
 func (t *fakeTopics) set(topic string, n int32) {
