@@ -200,6 +200,9 @@ func testConfig(log *memLog, topics *fakeTopics, clock *fakeClock) Config {
 		HeartbeatInterval: time.Second,
 		RebalanceTimeout:  testRebalance,
 		TickInterval:      -1,
+		// Classic rounds complete as soon as every member joined; the
+		// delay has its own tests.
+		InitialRebalanceDelay: -1,
 	}
 }
 
