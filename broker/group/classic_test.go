@@ -12,9 +12,9 @@ import (
 // but the one the test advances. Tests cite doc.go's C1-C9.
 
 type machine struct {
-	t   *testing.T
-	g   *classicGroup
-	now time.Time
+	t      *testing.T
+	g      *classicGroup
+	now    time.Time
 	lim    limits
 	ids    int
 	nextID string

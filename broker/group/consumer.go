@@ -512,7 +512,10 @@ func (g *consumerGroup) update(m *member, req *brokerpb.GroupHeartbeatRequest, i
 		g.dirty = true
 		subscriptionChanged = true
 	}
-	for _, f := range []struct{ field *string; v string }{{&m.clientID, req.GetClientId()}, {&m.clientHost, req.GetClientHost()}} {
+	for _, f := range []struct {
+		field *string
+		v     string
+	}{{&m.clientID, req.GetClientId()}, {&m.clientHost, req.GetClientHost()}} {
 		if f.v != "" && f.v != *f.field {
 			*f.field = f.v
 			g.dirty = true
