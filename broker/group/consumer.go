@@ -502,6 +502,9 @@ func (g *consumerGroup) update(m *member, req *brokerpb.GroupHeartbeatRequest, i
 	}
 	if r := req.GetSubscribedTopicRegex(); r != "" && in.matches != nil {
 		g.matches[r] = in.matches
+		if g.resolvedAt.IsZero() {
+			g.resolvedAt = in.now
+		}
 	}
 	if !slices.Equal(names, m.names) {
 		m.names = names
