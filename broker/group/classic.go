@@ -42,12 +42,22 @@ func (s classicState) String() string {
 }
 
 // parked is a call waiting for its group: a Join for the barrier, a Sync
-// for the leader's assignments. It is answered once.
+// for the leader's assignments. It is answered once. A result (not an
+// error) reveals a step of the group: the coordinator gives it, under the
+// same hold of its mutex, the write that makes that step durable (flush;
+// nil when it already is), which the caller waits for before answering
+// (W6), and which fails if the step is undone (W4).
 type parked[T any] struct {
 	done   chan struct{}
 	result T
 	err    error
+	flush  *write
 }
+
+// flushed is a parked call answered with a result, waiting for its flush.
+type flushed interface{ setFlush(*write) }
+
+func (p *parked[T]) setFlush(w *write) { p.flush = w }
 
 func newParked[T any]() *parked[T] { return &parked[T]{done: make(chan struct{})} }
 
@@ -141,6 +151,9 @@ type classicGroup struct {
 	// rebalances counts completed barriers not yet reported.
 	rebalances int
 	budget     int
+	// toFlush: calls answered with a result since the coordinator last
+	// gave them their flush.
+	toFlush []flushed
 }
 
 func newClassicGroup(id string) *classicGroup {
@@ -480,6 +493,7 @@ func (g *classicGroup) completeJoin(now time.Time) {
 	for _, m := range byJoin {
 		if m.join != nil {
 			m.join.answer(g.joinResult(m), nil)
+			g.toFlush = append(g.toFlush, m.join)
 			m.join = nil
 		}
 	}

@@ -46,6 +46,8 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 	c.expireLocked(g, now)
 	res, p, err := cg.join(joinInput{req: req, now: now, lim: c.limitsNow(), newID: newMemberID})
 	err = c.refused(err)
+	c.w.changedLocked(g)
+	c.w.flushAnsweredLocked(g)
 	if created && g.blank() {
 		c.w.dropGroupLocked(g)
 		c.mu.Unlock()
@@ -143,12 +145,27 @@ func awaitParked[T any](ctx context.Context, c *Coordinator, g *group, p *parked
 				return zero, p.err
 			}
 			c.mu.Lock()
-			return p.result, c.answerLocked(ctx, g, nil)
+			w := p.flush
+			c.mu.Unlock()
+			if w != nil {
+				if err := c.w.wait(ctx, w); err != nil {
+					return zero, err
+				}
+			}
+			return p.result, nil
 		case <-ctx.Done():
 			stop()
 			c.mu.Lock()
-			abandon()
+			w, answered := p.flush, isDone(p.done)
+			if !answered {
+				abandon()
+			}
 			c.mu.Unlock()
+			if w != nil {
+				// Its flush may lead the lane: it must run, not be
+				// orphaned (wait leaves the queue when it can).
+				_ = c.w.wait(ctx, w)
+			}
 			return zero, ctx.Err()
 		case <-wake:
 			c.mu.Lock()
@@ -157,6 +174,15 @@ func awaitParked[T any](ctx context.Context, c *Coordinator, g *group, p *parked
 			}
 			c.mu.Unlock()
 		}
+	}
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -183,6 +209,8 @@ func (c *Coordinator) Sync(ctx context.Context, req SyncRequest) (SyncResult, er
 	c.expireLocked(g, now)
 	res, p, err := g.classic.sync(req, now, c.limitsNow())
 	err = c.refused(err)
+	c.w.changedLocked(g)
+	c.w.flushAnsweredLocked(g)
 	c.reportLocked(g)
 	if p != nil {
 		c.mu.Unlock()
@@ -247,6 +275,7 @@ func (c *Coordinator) Leave(ctx context.Context, req LeaveRequest) ([]LeaveResul
 	c.expireLocked(g, now)
 	results := g.classic.leave(req.Members, now, c.limitsNow())
 	c.w.changedLocked(g)
+	c.w.flushAnsweredLocked(g)
 	c.reportLocked(g)
 	if err := c.answerLocked(ctx, g, nil); err != nil {
 		return nil, err

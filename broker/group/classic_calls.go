@@ -100,6 +100,7 @@ func (g *classicGroup) completeSync(assignments []MemberAssignment) {
 	for _, m := range g.members {
 		if m.sync != nil {
 			m.sync.answer(g.syncResult(m), nil)
+			g.toFlush = append(g.toFlush, m.sync)
 			m.sync = nil
 		}
 	}

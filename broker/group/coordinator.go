@@ -364,6 +364,7 @@ func (c *Coordinator) expireLocked(g *group, now time.Time) {
 		c.cfg.Metrics.fenced.Add(float64(fenced))
 	}
 	c.w.changedLocked(g)
+	c.w.flushAnsweredLocked(g)
 	c.reportLocked(g)
 }
 

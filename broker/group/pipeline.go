@@ -120,6 +120,20 @@ func (wr *writer) flushLocked(g *group) *write {
 	return w
 }
 
+// flushAnsweredLocked gives each call g's classic machine answered with a
+// result since the last call its flush: a write that waits until the
+// group's metadata, as in memory now, is durable (nil when it is).
+// REQUIRES: c.mu held.
+func (wr *writer) flushAnsweredLocked(g *group) {
+	if g.classic == nil || len(g.classic.toFlush) == 0 {
+		return
+	}
+	for _, p := range g.classic.toFlush {
+		p.setFlush(wr.flushLocked(g))
+	}
+	g.classic.toFlush = nil
+}
+
 // runSide appends g's metadata in a batch of its own while the lane's batch
 // (which holds no metadata) is in flight, and answers w (W6).
 func (wr *writer) runSide(ctx context.Context, w *write) {
