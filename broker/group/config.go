@@ -26,7 +26,7 @@ type OffsetsLog interface {
 // SkippingReplayer is an OffsetsLog that can step over batches it reads
 // but cannot decode; the coordinator prefers ReplaySkipping when the log
 // has it. One poison batch must not stop the coordinator of every group of
-// the partition from loading, for good (review finding H2).
+// the partition from loading, for good.
 type SkippingReplayer interface {
 	// ReplaySkipping is Replay, except that an undecodable batch is
 	// reported to skip (its base offset and why) and stepped over. Read
@@ -100,8 +100,8 @@ type Config struct {
 	// offsets.retention.minutes); a group left with no member and no offset
 	// is deleted. Offsets of groups with members never expire (KIP-211).
 	OffsetsRetention time.Duration
-	// Limits bound what clients can make the coordinator hold (review
-	// finding M2); zero fields take DefaultLimits.
+	// Limits bound what clients can make the coordinator hold; zero
+	// fields take DefaultLimits.
 	Limits Limits
 	// PartitionError renders a commit's per-partition refusal (an error
 	// wrapping ErrInvalid, ErrPartitionNotHeld or ErrUnknownPartition)

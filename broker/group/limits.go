@@ -11,9 +11,9 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
-// Limits bound what clients can make the coordinators hold (review finding
-// M2). Each group's metadata is one record of __consumer_offsets, rewritten
-// whole on every change, so it must stay well below the topic's
+// Limits bound what clients can make the coordinators hold. Each group's
+// metadata is one record of __consumer_offsets, rewritten whole on every
+// change, so it must stay well below the topic's
 // max.message.bytes: past it, no change of the group could be persisted.
 //
 // Limits apply to requests, never to what Load replays: a group stored
