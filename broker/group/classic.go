@@ -416,7 +416,7 @@ func minTime(a, b time.Time) time.Time {
 func (g *classicGroup) prepareRebalance(now time.Time, lim limits) {
 	if g.state == classicCompletingRebalance {
 		for _, m := range g.members {
-			m.assignment = nil
+			g.setAssignment(m, nil)
 			if m.sync != nil {
 				m.sync.answer(SyncResult{}, fmt.Errorf("%w: group %q", ErrRebalanceInProgress, g.id))
 				m.sync = nil
@@ -486,7 +486,8 @@ func (g *classicGroup) completeJoin(now time.Time) {
 	g.state = classicCompletingRebalance
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	for _, m := range byJoin {
-		m.assignment, m.joined, m.synced = nil, false, false
+		g.setAssignment(m, nil)
+		m.joined, m.synced = false, false
 		m.deadline = now.Add(m.sessionTimeout)
 	}
 	g.setRecord()
@@ -560,6 +561,13 @@ func (g *classicGroup) joinResult(m *classicMember) JoinResult {
 		}
 	}
 	return r
+}
+
+// setAssignment gives m assignment a, keeping the budgets.
+func (g *classicGroup) setAssignment(m *classicMember, a []byte) {
+	g.budget += len(a) - len(m.assignment)
+	m.budget += len(a) - len(m.assignment)
+	m.assignment = a
 }
 
 // removeMember drops m, answering its parked calls with err.

@@ -90,9 +90,7 @@ func (g *classicGroup) completeSync(assignments []MemberAssignment) {
 		if a == nil {
 			a = []byte{}
 		}
-		g.budget += len(a) - len(m.assignment)
-		m.budget += len(a) - len(m.assignment)
-		m.assignment = a
+		g.setAssignment(m, a)
 	}
 	g.state = classicStable
 	g.syncDeadline = time.Time{}

@@ -463,3 +463,28 @@ func TestSubscriptionTopics(t *testing.T) {
 		}
 	}
 }
+
+// The group's budget is the sum of its members' as they are, round after
+// round (a drift would refuse joins of a group that does not grow).
+func TestClassicBudgetDoesNotDrift(t *testing.T) {
+	m := newMachine(t)
+	for round := 0; round < 5; round++ {
+		a, b := fmt.Sprintf("a%d", round), fmt.Sprintf("b%d", round)
+		m.stable(a, b)
+		_, _, _ = m.join(joinReq(a, "range")) // the leader starts a round ...
+		_, _, _ = m.join(joinReq(b, "range")) // ... completed, never synced
+		m.now = m.now.Add(21 * time.Second)
+		m.g.advance(m.now, m.lim) // the sync deadline: gone
+	}
+	m.stable("c", "d")
+	sum := 0
+	for _, mb := range m.g.members {
+		if want := classicBudget(mb.id, mb.instanceID, mb.clientID, mb.clientHost, mb.protocols, mb.assignment); mb.budget != want {
+			t.Fatalf("member %s counts %d, is %d", mb.id, mb.budget, want)
+		}
+		sum += mb.budget
+	}
+	if m.g.budget != sum {
+		t.Fatalf("group counts %d, its members %d", m.g.budget, sum)
+	}
+}
