@@ -291,6 +291,7 @@ func TestClassicTimeouts(t *testing.T) {
 	}
 	// A parked join outlives its session; the rebalance deadline ends it.
 	m.stable("c", "d")
+	m.stable("c", "d") // a second generation of the same members
 	_, pc, _ := m.join(joinReq("c", "range"))
 	m.now = m.now.Add(15 * time.Second) // c's session, d's too
 	m.g.advance(m.now, m.lim)
@@ -477,6 +478,7 @@ func TestClassicBudgetDoesNotDrift(t *testing.T) {
 		m.g.advance(m.now, m.lim) // the sync deadline: gone
 	}
 	m.stable("c", "d")
+	m.stable("c", "d") // a second generation of the same members
 	sum := 0
 	for _, mb := range m.g.members {
 		if want := classicBudget(mb.id, mb.instanceID, mb.clientID, mb.clientHost, mb.protocols, mb.assignment); mb.budget != want {
