@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -35,6 +36,7 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 	}
 	g, created, err := c.groupLocked(req.GroupID, true)
 	var cg *classicGroup
+	converted := g != nil && g.classic == nil
 	if err == nil {
 		cg, err = g.asClassic()
 	}
@@ -46,6 +48,9 @@ func (c *Coordinator) Join(ctx context.Context, req JoinRequest) (JoinResult, er
 	c.expireLocked(g, now)
 	res, p, err := cg.join(joinInput{req: req, now: now, lim: c.limitsNow(), newID: newMemberID})
 	err = c.refused(err)
+	if converted && p == nil && err != nil && !errors.Is(err, ErrMemberIDRequired) {
+		g.classic = nil // a refused join changes nothing: the group keeps its kind
+	}
 	c.w.changedLocked(g)
 	c.w.flushAnsweredLocked(g)
 	if created && g.blank() {

@@ -307,7 +307,14 @@ func TestGroupKinds(t *testing.T) {
 	if _, err := e.c.Leave(context.Background(), LeaveRequest{GroupID: "g", Members: []LeavingMember{{MemberID: r.MemberID}}}); err != nil {
 		t.Fatal(err)
 	}
-	// Empty now: a KIP-848 member takes the group over, offsets kept.
+	// Empty now: a refused KIP-848 join changes nothing; a KIP-848 member
+	// takes the group over, offsets kept.
+	if _, err := e.hb("g", "", 0, nil, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("join without subscription: %v", err)
+	}
+	if l, _ := e.c.List(context.Background()); l[0].Type != TypeClassic || l[0].ProtocolType != "consumer" {
+		t.Fatalf("a refused join changed the group: %+v", l)
+	}
 	hb := e.mustHB("g", "", 0, []string{"t"}, nil)
 	if _, err := e.c.Join(context.Background(), classicJoin("g", "", "t")); !errors.Is(err, ErrInconsistentGroupProtocol) {
 		t.Fatalf("classic join of a KIP-848 group: %v", err)

@@ -86,7 +86,6 @@ func (g *group) asConsumer() error {
 	if n := len(g.classic.members); n > 0 {
 		return fmt.Errorf("%w: group %q is a classic group with %d members", ErrInconsistentGroupProtocol, g.id, n)
 	}
-	g.classic.failParked(fmt.Errorf("%w: group %q became a consumer group", ErrUnknownMember, g.id))
 	g.classic = nil
 	g.consumer.dirty = true
 	return nil

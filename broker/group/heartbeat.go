@@ -51,6 +51,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbea
 			return nil, err
 		}
 	}
+	classic := g.classic
 	if err := g.asConsumer(); err != nil {
 		c.mu.Unlock()
 		return nil, err
@@ -58,6 +59,10 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *brokerpb.GroupHeartbea
 	c.expireLocked(g, now)
 	resp, hbErr := g.consumer.heartbeat(req, heartbeatInput{counts: counts, matches: matches, now: now, lim: c.limitsNow(), newID: newMemberID})
 	hbErr = c.refused(hbErr)
+	if classic != nil && hbErr != nil {
+		// A refused join changes nothing: the empty classic group stays.
+		g.classic, g.consumer.dirty = classic, false
+	}
 	if created && hbErr != nil {
 		c.w.dropGroupLocked(g)
 		c.mu.Unlock()
