@@ -437,3 +437,20 @@ func TestClassicAbandonedJoin(t *testing.T) {
 		t.Fatalf("silent member kept: %+v", d)
 	}
 }
+
+// C3 with the real clock and no Tick: parked joins wake at the initial
+// delay's end and complete the barrier themselves.
+func TestClassicInitialDelayWakesParkedJoins(t *testing.T) {
+	e := newEnv(t, newTopics("t", 1))
+	e.configure = func(cfg *Config) {
+		cfg.Now = time.Now
+		cfg.InitialRebalanceDelay = 500 * time.Millisecond
+	}
+	e.failover()
+	cha := e.joinAsync(classicJoin("g", "", "t"))
+	chb := e.joinAsync(classicJoin("g", "", "t"))
+	ra, rb := awaitJoin(t, cha), awaitJoin(t, chb)
+	if ra.Generation != rb.Generation || ra.Leader != rb.Leader {
+		t.Fatalf("%+v %+v", ra, rb)
+	}
+}
