@@ -159,3 +159,4 @@ func (nopOffsetsLog) Replay(context.Context, func(recordbatch.Record) error) err
 type oneTopic struct{}
 
 func (oneTopic) Partitions(context.Context, string) (int32, error) { return 2, nil }
+func (oneTopic) TopicNames(context.Context) ([]string, error)      { return nil, nil }

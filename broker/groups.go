@@ -112,6 +112,12 @@ func (t topicSource) Partitions(ctx context.Context, topic string) (int32, error
 	return rec.Partitions, nil
 }
 
+// TopicNames lists the live topics (internal ones excluded), which KIP-848
+// regex subscriptions are matched against.
+func (t topicSource) TopicNames(ctx context.Context) ([]string, error) {
+	return t.b.topicNames(false), nil
+}
+
 // startCoordinator starts the coordinator of the groups that hash to an
 // offsets partition this broker now serves; it loads in the background and
 // answers "loading, retry" until then.

@@ -150,6 +150,7 @@ func (c *countingLog) count(fn func(recordbatch.Record) error) func(recordbatch.
 type anyTopic struct{}
 
 func (anyTopic) Partitions(context.Context, string) (int32, error) { return loadPartitions, nil }
+func (anyTopic) TopicNames(context.Context) ([]string, error)      { return nil, nil }
 
 // offsetsFixture is the bookies and metad one test's offsets partitions
 // share.

@@ -44,65 +44,70 @@ func assignSticky(subscriptions map[string][]string, partitions map[string]int32
 
 	load := map[string]int{}
 	for _, t := range topics {
-		n := partitions[t]
-		subs := slices.Compact(slices.Sorted(slices.Values(subscribers[t])))
-		if n <= 0 || len(subs) == 0 {
-			continue
-		}
-		// What each subscriber holds of t now (valid partitions only, each
-		// partition credited to one member: the first in id order).
-		taken := make([]bool, n)
-		held := map[string][]int32{}
-		for _, m := range subs {
-			for _, tp := range current[m].sorted() {
-				if tp.Topic == t && tp.Partition >= 0 && tp.Partition < n && !taken[tp.Partition] {
-					taken[tp.Partition] = true
-					held[m] = append(held[m], tp.Partition)
-				}
-			}
-		}
-		base, extra := int(n)/len(subs), int(n)%len(subs)
-		order := slices.Clone(subs)
-		slices.SortStableFunc(order, func(a, b string) int {
-			if c := cmp.Compare(len(held[b]), len(held[a])); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(load[a], load[b]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		quota := map[string]int{}
-		for i, m := range order {
-			quota[m] = base
-			if i < extra {
-				quota[m]++
-			}
-		}
-		free := make([]bool, n)
-		for p := range free {
-			free[p] = true
-		}
-		for _, m := range subs {
-			keep := held[m][:min(len(held[m]), quota[m])]
-			for _, p := range keep {
-				out[m][TopicPartition{t, p}] = struct{}{}
-				free[p] = false
-			}
-		}
-		next := int32(0)
-		for _, m := range subs {
-			for count := len(out[m].ofTopic(t)); count < quota[m]; count++ {
-				for !free[next] {
-					next++
-				}
-				free[next] = false
-				out[m][TopicPartition{t, next}] = struct{}{}
-			}
-			load[m] += quota[m]
-		}
+		assignTopic(t, partitions[t], slices.Compact(slices.Sorted(slices.Values(subscribers[t]))), current, load, out)
 	}
 	return out
+}
+
+// assignTopic splits topic t's n partitions among its subscribers subs
+// (sorted) into out, as assignSticky says, and adds each one's share to
+// load.
+func assignTopic(t string, n int32, subs []string, current map[string]tpSet, load map[string]int, out map[string]tpSet) {
+	if n <= 0 || len(subs) == 0 {
+		return
+	}
+	// What each subscriber holds of t now (valid partitions only, each
+	// partition credited to one member: the first in id order).
+	taken := make([]bool, n)
+	held := map[string][]int32{}
+	for _, m := range subs {
+		for _, tp := range current[m].sorted() {
+			if tp.Topic == t && tp.Partition >= 0 && tp.Partition < n && !taken[tp.Partition] {
+				taken[tp.Partition] = true
+				held[m] = append(held[m], tp.Partition)
+			}
+		}
+	}
+	base, extra := int(n)/len(subs), int(n)%len(subs)
+	order := slices.Clone(subs)
+	slices.SortStableFunc(order, func(a, b string) int {
+		if c := cmp.Compare(len(held[b]), len(held[a])); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(load[a], load[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	quota := map[string]int{}
+	for i, m := range order {
+		quota[m] = base
+		if i < extra {
+			quota[m]++
+		}
+	}
+	free := make([]bool, n)
+	for p := range free {
+		free[p] = true
+	}
+	for _, m := range subs {
+		keep := held[m][:min(len(held[m]), quota[m])]
+		for _, p := range keep {
+			out[m][TopicPartition{t, p}] = struct{}{}
+			free[p] = false
+		}
+	}
+	next := int32(0)
+	for _, m := range subs {
+		for count := len(out[m].ofTopic(t)); count < quota[m]; count++ {
+			for !free[next] {
+				next++
+			}
+			free[next] = false
+			out[m][TopicPartition{t, next}] = struct{}{}
+		}
+		load[m] += quota[m]
+	}
 }
 
 // ofTopic returns the partitions of topic t in s.

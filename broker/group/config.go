@@ -26,7 +26,7 @@ type OffsetsLog interface {
 // SkippingReplayer is an OffsetsLog that can step over batches it reads
 // but cannot decode; the coordinator prefers ReplaySkipping when the log
 // has it. One poison batch must not stop the coordinator of every group of
-// the partition from loading, for good (review finding H2).
+// the partition from loading, for good.
 type SkippingReplayer interface {
 	// ReplaySkipping is Replay, except that an undecodable batch is
 	// reported to skip (its base offset and why) and stepped over. Read
@@ -34,14 +34,21 @@ type SkippingReplayer interface {
 	ReplaySkipping(ctx context.Context, fn func(recordbatch.Record) error, skip func(offset int64, err error)) error
 }
 
-// TopicSource tells the coordinator how many partitions a topic has. It is
-// called on every heartbeat for the group's subscribed topics, so it must be
-// cheap (the broker's metadata cache), and it is called without the
+// TopicSource tells the coordinator which topics exist and how many
+// partitions they have. Partitions is called on every KIP-848 heartbeat
+// for the group's subscribed topics and on commits, so it must be cheap
+// (the broker's metadata cache). Both are called without the
 // coordinator's lock held.
 type TopicSource interface {
 	// Partitions returns the topic's partition count: 0 (or an error
 	// wrapping ErrUnknownTopic) when the topic does not exist.
 	Partitions(ctx context.Context, topic string) (int32, error)
+	// TopicNames lists the topics a subscription regex may match (the
+	// live topics, internal ones excluded). Called when a member
+	// subscribes with a new regex, at Load for groups with regex
+	// subscriptions, and by Tick every RegexRefreshInterval while some
+	// group has one.
+	TopicNames(ctx context.Context) ([]string, error)
 }
 
 // Config configures one Coordinator (one owned __consumer_offsets partition).
@@ -72,6 +79,16 @@ type Config struct {
 	// a member that has not revoked the partitions it must give up within it
 	// is fenced (removed from the group).
 	RebalanceTimeout time.Duration
+	// InitialRebalanceDelay: the first round of an empty classic group
+	// waits this long for more members (each new member pushes it again,
+	// within the rebalance timeout), so members started together join
+	// one generation (Kafka's group.initial.rebalance.delay.ms, 3 s
+	// there). Default 300 ms: clients started together arrive well within
+	// it, and a lone consumer starts fast. Negative: no delay.
+	InitialRebalanceDelay time.Duration
+	// RegexRefreshInterval: how often Tick re-resolves KIP-848 regex
+	// subscriptions against the topics that exist (default 10 s).
+	RegexRefreshInterval time.Duration
 	// TickInterval is how often the background loop expires sessions and
 	// rebalance timeouts (default 1s). Negative: no background loop (tests
 	// and callers drive Tick themselves).
@@ -83,8 +100,8 @@ type Config struct {
 	// offsets.retention.minutes); a group left with no member and no offset
 	// is deleted. Offsets of groups with members never expire (KIP-211).
 	OffsetsRetention time.Duration
-	// Limits bound what clients can make the coordinator hold (review
-	// finding M2); zero fields take DefaultLimits.
+	// Limits bound what clients can make the coordinator hold; zero
+	// fields take DefaultLimits.
 	Limits Limits
 	// PartitionError renders a commit's per-partition refusal (an error
 	// wrapping ErrInvalid, ErrPartitionNotHeld or ErrUnknownPartition)
@@ -121,6 +138,8 @@ func (c *Config) setDefaults() {
 	def(&c.HeartbeatInterval, 3*time.Second)
 	def(&c.RebalanceTimeout, 300*time.Second)
 	def(&c.TickInterval, time.Second)
+	def(&c.InitialRebalanceDelay, 300*time.Millisecond)
+	def(&c.RegexRefreshInterval, 10*time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.OffsetsRetention, 7*24*time.Hour)
 	c.Limits.setDefaults()
@@ -144,6 +163,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: config: HeartbeatInterval %s must be in (0, SessionTimeout)", ErrInvalid, c.HeartbeatInterval)
 	case c.RebalanceTimeout <= 0:
 		return fmt.Errorf("%w: config: RebalanceTimeout %s <= 0", ErrInvalid, c.RebalanceTimeout)
+	case c.RegexRefreshInterval <= 0:
+		return fmt.Errorf("%w: config: RegexRefreshInterval %s <= 0", ErrInvalid, c.RegexRefreshInterval)
 	case c.OffsetsRetention < 0:
 		return fmt.Errorf("%w: config: OffsetsRetention %s < 0", ErrInvalid, c.OffsetsRetention)
 	}
@@ -151,6 +172,6 @@ func (c Config) Validate() error {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, TickInterval: %s, OffsetsRetention: %s, Limits: %s}",
-		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.TickInterval, c.OffsetsRetention, c.Limits)
+	return fmt.Sprintf("group.Config{Partition: %d, SessionTimeout: %s [%s, %s], HeartbeatInterval: %s, RebalanceTimeout: %s, InitialRebalanceDelay: %s, RegexRefreshInterval: %s, TickInterval: %s, OffsetsRetention: %s, Limits: %s}",
+		c.Partition, c.SessionTimeout, c.MinSessionTimeout, c.MaxSessionTimeout, c.HeartbeatInterval, c.RebalanceTimeout, c.InitialRebalanceDelay, c.RegexRefreshInterval, c.TickInterval, c.OffsetsRetention, c.Limits)
 }

@@ -120,7 +120,7 @@ func TestEpochValidation(t *testing.T) {
 		{"m1", 3, ErrFencedMemberEpoch}, // from the future
 		{"m1", 7, ErrFencedMemberEpoch}, //
 		{"nope", 2, ErrUnknownMember},   //
-		{"m1", -2, ErrInvalid},          // static membership
+		{"m1", -3, ErrInvalid},          // no such epoch
 		{"", 0, ErrInvalid},             // join without subscription (below)
 	} {
 		var subs []string

@@ -1,6 +1,28 @@
-// Package group is the consumer group coordinator (DESIGN §6): server-side
-// assignment in the style of Kafka's KIP-848, and committed offsets kept
-// durably in the internal topic __consumer_offsets.
+// Package group is the consumer group coordinator (DESIGN §6): KIP-848
+// groups (server-side assignment), classic groups (Kafka's JoinGroup,
+// SyncGroup, Heartbeat and LeaveGroup, the leader assigning on the client
+// side), and committed offsets, kept durably in the internal topic
+// __consumer_offsets.
+//
+// The Coordinator's methods are the entry points: Heartbeat, Commit,
+// FetchOffsets, ListGroups, DescribeGroup and DeleteGroup take the gRPC
+// API's messages (brokerpb); Join, Sync, ClassicHeartbeat, Leave,
+// OffsetCommit, OffsetFetch, DeleteOffsets, Describe, List and Delete take
+// this package's types (requests.go), for the Kafka listener. Every error
+// they return wraps one sentinel (errors.go), one per Kafka error code.
+//
+// The decisions are state machines without I/O or clock: consumer.go (a
+// KIP-848 group), classic.go and classic_calls.go (a classic group),
+// assignor.go; the Coordinator feeds them requests, the time and topic
+// metadata, and writes what changed through its writer (pipeline.go).
+//
+// # One namespace (K1)
+//
+// A group id names one group, classic or KIP-848 ("consumer"): while it
+// has members of one kind, a member of the other kind is refused with
+// ErrInconsistentGroupProtocol (Kafka's INCONSISTENT_GROUP_PROTOCOL). A
+// group without members (offsets only, or every member gone) is taken over
+// by either kind; its offsets stay.
 //
 // # Placement
 //
@@ -58,22 +80,140 @@
 // # Records
 //
 // Every change is written to the OffsetsLog before it is answered (see
-// Writes for when memory changes). Key: brokerpb.GroupRecordKey
-// (proto, deterministic). Topic set: an offset, value brokerpb.GroupOffsetValue
-// (member_epoch -1 for admin commits). Topic empty: the group's metadata,
-// value brokerpb.GroupMetadataValue: group epoch and members with epoch,
-// client, subscription, assignment (last told) and owned (last reported).
-// A nil value is a tombstone (DeleteGroup writes one for each offset and for
-// the metadata, in one batch). The topic is compacted on the key.
+// Writes for when memory changes). The records of __consumer_offsets
+// (proto/broker/v1/meta.proto, protobuf with deterministic encoding; the
+// topic is compacted on the key, so the last record of a key is its
+// value; a nil value is a tombstone):
 //
-// After a failover Load restores members with their epochs, assignments and
-// owned partitions, so the hand-over invariant survives; their sessions
-// restart at Load with the default timeouts, and targets are recomputed
-// using the persisted assignments as the sticky base. The previous epoch of a
-// member is not persisted: a heartbeat that relies on it after a failover is
-// fenced.
+//	key   GroupRecordKey{group_id, topic, partition}
+//	      topic set:   an offset of (topic, partition)
+//	      topic empty: the group's metadata (partition 0)
+//	value of an offset: GroupOffsetValue
+//	      offset, metadata (the commit's string), commit_timestamp_ms,
+//	      member_epoch (KIP-848 member epoch or classic generation; -1 for
+//	      a standalone commit), leader_epoch (absent: unknown)
+//	value of the metadata: GroupMetadataValue, one of
+//	      KIP-848: group_epoch, members[] GroupMember{member_id,
+//	        member_epoch (-2: a static member away), client_id,
+//	        client_host, subscribed_topics (by name), assignment (last
+//	        told), owned (last reported), instance_id,
+//	        subscribed_topic_regex, rebalance_timeout_ms}
+//	      classic: classic ClassicGroupValue{protocol_type, generation,
+//	        protocol, leader, state (EMPTY, COMPLETING_REBALANCE, STABLE),
+//	        members[] ClassicGroupMember{member_id, instance_id,
+//	        client_id, client_host, session_timeout_ms,
+//	        rebalance_timeout_ms, subscription (metadata for protocol),
+//	        assignment}}
 //
-// # Limits (review finding M2)
+// A group's kind is the kind of its last metadata record (K1). Delete
+// writes a tombstone for each offset and for the metadata; OffsetsRetention
+// and DeleteOffsets write offset tombstones.
+//
+// After a failover Load restores KIP-848 members with their epochs,
+// assignments and owned partitions, so the hand-over invariant survives;
+// their sessions restart at Load with the default session timeout, regexes
+// are resolved again, and targets are recomputed using the persisted
+// assignments as the sticky base. The previous epoch of a member is not
+// persisted: a heartbeat that relies on it after a failover is fenced.
+// Classic groups: C8.
+//
+// # Classic groups
+//
+// States (Kafka's ClassicGroupState): Empty -> PreparingRebalance (a
+// member joins, changes its protocols, leaves, or its session ends) ->
+// CompletingRebalance (the join barrier passed) -> Stable (the leader's
+// SyncGroup); a change in CompletingRebalance or Stable goes back to
+// PreparingRebalance, and a barrier that ends with no member to Empty. A
+// group that is deleted is gone (Kafka's Dead). Heartbeats get
+// ErrRebalanceInProgress in PreparingRebalance, so members rejoin; Join
+// and Sync calls park (a channel each, answered by the machine; no
+// goroutine but the caller's) until their round gets there. Timers are
+// deadlines the machine compares with the time it is given: Tick applies
+// them, and a parked call wakes at its group's next deadline to apply it
+// at once. The invariants, cited by the tests:
+//
+//   - C1 Protocols. A member joins with a protocol type and at least one
+//     protocol, and only when the group's other members all support one
+//     of its protocols and use its protocol type; otherwise
+//     ErrInconsistentGroupProtocol. So while the group has members, some
+//     protocol is supported by all of them.
+//   - C2 Member ids are the coordinator's. A join without member id gets
+//     one: a dynamic member that asked for it (JoinGroup v4+, KIP-394) is
+//     answered ErrMemberIDRequired with the id, which stays pending for its
+//     session timeout; otherwise it is added at once. An unknown id is
+//     ErrUnknownMember. A follower repeating its join with the same
+//     protocols in CompletingRebalance or Stable is answered at once with
+//     the current generation; any other join of a known member waits in
+//     the round (starting one).
+//   - C3 The barrier. A round completes when every member and every
+//     pending id has joined, but for a group that was Empty not before
+//     the initial delay (InitialRebalanceDelay, pushed by each new member,
+//     bounded by the rebalance deadline); and in any case at the rebalance
+//     deadline: the largest rebalance timeout of the members when the
+//     round started. Members that did not rejoin are removed then.
+//   - C4 Generations. Each barrier bumps the generation by one, chooses the
+//     protocol (among those every member supports, the one most members
+//     list first; ties: the smaller name) and a leader (the previous one if
+//     it rejoined, else the first to join), and answers every parked join;
+//     only the leader gets the members and their metadata. The leader's
+//     SyncGroup for the generation makes the group Stable: every member
+//     gets exactly the bytes the leader gave it (none: empty), which the
+//     coordinator never reads. A Sync of another generation is
+//     ErrIllegalGeneration, one naming another protocol type or protocol
+//     ErrInconsistentGroupProtocol, one in PreparingRebalance
+//     ErrRebalanceInProgress; a Sync in Stable is answered at once.
+//   - C5 Removal. A LeaveGroup (by member id, or by instance id), a
+//     session that ends (not while the member waits in a Join or Sync),
+//     and, at the sync deadline (the largest rebalance timeout after the
+//     barrier), every member that has not synced, remove members; their
+//     parked calls get ErrUnknownMember. A Stable or completing group then
+//     prepares a new round; a round being prepared may complete.
+//   - C6 Persistence. The group's record is the group as of its last
+//     completed step: a barrier (CompletingRebalance, no assignments), the
+//     leader's sync (Stable, with assignments), a static member's
+//     takeover without a round, or the group becoming Empty.
+//     PreparingRebalance is never written: a failover restarts the round.
+//     A join or sync answered with a result is answered once that record
+//     is durable (W6); its wait is handed out under the mutex that
+//     answered it, so a failed write (W4) fails it. Hence a generation is
+//     never revealed and then lost, and never reused.
+//   - C7 Static members (KIP-345). An instance id maps to one member id. A
+//     join with the instance id and no member id takes the instance over
+//     under a new member id: the old id's parked calls, and its later
+//     calls, get ErrFencedInstanceID. In a Stable group a follower whose
+//     protocols did not change keeps its assignment without a round; a
+//     leader, or changed protocols, start one.
+//   - C8 Failover. Load restores the record: generation, protocol type and
+//     protocol, leader, state, and members with their ids, timeouts,
+//     subscription (their one protocol) and assignment. Sessions restart
+//     at Load; a CompletingRebalance group waits for its leader's sync
+//     until a sync deadline that restarts at Load. Members keep
+//     heartbeating and committing with their generation.
+//   - C9 Commits (OffsetCommit). A standalone commit (generation < 0, no
+//     member) needs a group without members. A classic member's commit
+//     needs the member (ErrUnknownMember; a static member's instance id
+//     must be its: ErrFencedInstanceID) and the group's generation
+//     (ErrIllegalGeneration), and not CompletingRebalance
+//     (ErrRebalanceInProgress; PreparingRebalance is allowed, as Kafka
+//     does). The check is made when the write's batch is formed (W3), so a
+//     commit of a generation older than one a join revealed is never
+//     written.
+//
+// # KIP-848 additions
+//
+// A member may subscribe by regular expression (subscribed_topic_regex,
+// RE2 matched against whole topic names; regex.go), resolved against
+// TopicSource.TopicNames when first seen, at Load, and every
+// RegexRefreshInterval by Tick: a created or deleted topic changes the
+// subscriptions, and starts an epoch. A static member (instance_id) may
+// leave for a while with epoch -2: it keeps what it was assigned, nothing
+// is rebalanced, until a join with its instance id (and any member id)
+// takes its assignment over, or its session ends; a join with the
+// instance id of an active member is ErrUnreleasedInstanceID. A heartbeat
+// may leave owned out (owned_omitted: Kafka's null Topics): the member
+// owns what it last reported. The only assignor is UniformAssignor.
+//
+// # Limits
 //
 // A group's metadata is one record, rewritten whole on every change, so it
 // must fit in a batch of __consumer_offsets (max.message.bytes). Limits
@@ -94,7 +234,9 @@
 //
 // Offsets of a group without members expire after OffsetsRetention
 // (KIP-211; Tick writes tombstones), and an empty group goes with them.
-// Not done: static membership (epoch -2), client-side assignors.
+// A classic member's budget counts its ids, every protocol's metadata and
+// its assignment; a join, or a leader's sync, that would pass a bound is
+// refused (ErrLimitExceeded, nothing changed).
 //
 // # Writes (no I/O under the mutex; pipeline.go)
 //
@@ -156,10 +298,10 @@
 //     goes at once in a batch of its own next to it (the two share no
 //     key); only a batch in flight that carries the group's metadata
 //     itself, a change the heartbeat builds on, is waited for. Heartbeats
-//     and commits of other groups never wait for a group's append. Not
-//     covered: DescribeGroup and ListGroups show memory, which may be a
-//     moment ahead of the log (Kafka reads them at the last committed
-//     offset).
+//     and commits of other groups never wait for a group's append. A
+//     classic call answers the same way (C6). Not covered: DescribeGroup,
+//     Describe, ListGroups and List show memory, which may be a moment
+//     ahead of the log (Kafka reads them at the last committed offset).
 //
 // A caller whose context ends while its write is queued leaves the lane
 // (nothing of it is written); one whose write is being appended gets its

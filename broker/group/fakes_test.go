@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -27,6 +28,22 @@ type memLog struct {
 	// (BatchLimiter) and enforces on the encoded batch; largestBatch is
 	// the largest encoded batch appended.
 	maxBatch, largestBatch int
+	// epoch: the owner's; appends through a view of an older owner fail
+	// (a partition log is fenced when its ownership moves).
+	epoch int
+}
+
+// errFenced: an append of a coordinator whose partition moved on.
+var errFenced = errors.New("log fenced: the partition has a new owner")
+
+// logView is memLog as one owner (coordinator) sees it.
+type logView struct {
+	*memLog
+	epoch int
+}
+
+func (v *logView) Append(ctx context.Context, records []recordbatch.Record) error {
+	return v.appendAs(v.epoch, records)
 }
 
 func (l *memLog) MaxBatchBytes() int {
@@ -41,8 +58,16 @@ var (
 )
 
 func (l *memLog) Append(ctx context.Context, records []recordbatch.Record) error {
+	return l.appendAs(-1, records)
+}
+
+// appendAs appends for the owner of epoch (-1: any).
+func (l *memLog) appendAs(epoch int, records []recordbatch.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if epoch >= 0 && epoch != l.epoch {
+		return errFenced
+	}
 	if l.failNext > 0 {
 		l.failNext--
 		return errInjected
@@ -132,6 +157,18 @@ func (t *fakeTopics) Partitions(ctx context.Context, topic string) (int32, error
 	return n, nil
 }
 
+func (t *fakeTopics) TopicNames(ctx context.Context) ([]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Sorted(maps.Keys(t.counts)), nil
+}
+
+func (t *fakeTopics) remove(topic string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.counts, topic)
+}
+
 func (t *fakeTopics) set(topic string, n int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -187,6 +224,9 @@ func testConfig(log *memLog, topics *fakeTopics, clock *fakeClock) Config {
 		HeartbeatInterval: time.Second,
 		RebalanceTimeout:  testRebalance,
 		TickInterval:      -1,
+		// Classic rounds complete as soon as every member joined; the
+		// delay has its own tests.
+		InitialRebalanceDelay: -1,
 	}
 }
 
@@ -201,6 +241,9 @@ func newEnv(t *testing.T, topics *fakeTopics) *env {
 func (e *env) open() *Coordinator {
 	e.t.Helper()
 	cfg := testConfig(e.log, e.topics, e.clock)
+	e.log.mu.Lock()
+	cfg.Log = &logView{e.log, e.log.epoch}
+	e.log.mu.Unlock()
 	if e.configure != nil {
 		e.configure(&cfg)
 	}
@@ -215,10 +258,14 @@ func (e *env) open() *Coordinator {
 	return c
 }
 
-// failover closes the coordinator and opens a new one on the same log.
+// failover closes the coordinator and opens a new one on the same log,
+// fencing the old one's appends still in flight.
 func (e *env) failover() {
 	e.t.Helper()
 	_ = e.c.Close()
+	e.log.mu.Lock()
+	e.log.epoch++
+	e.log.mu.Unlock()
 	e.c = e.open()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -33,6 +34,16 @@ func FuzzLoad(f *testing.F) {
 		},
 		func() (recordbatch.Record, error) { return offsetRecord("other", TopicPartition{"b", 0}, nil, 3) },
 		func() (recordbatch.Record, error) { return metadataRecord("gone", nil, 4) },
+		func() (recordbatch.Record, error) {
+			return metadataRecord("classic", &brokerpb.GroupMetadataValue{Classic: &brokerpb.ClassicGroupValue{
+				ProtocolType: "consumer", Generation: 3, Protocol: "range", Leader: "c1",
+				State: brokerpb.ClassicGroupState_CLASSIC_GROUP_STATE_COMPLETING_REBALANCE,
+				Members: []*brokerpb.ClassicGroupMember{{
+					MemberId: "c1", InstanceId: "i1", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 20000,
+					Subscription: consumerSubscription("a"), Assignment: []byte{1},
+				}},
+			}}, 5)
+		},
 	} {
 		rec, err := r()
 		if err != nil {
@@ -71,6 +82,12 @@ func FuzzLoad(f *testing.F) {
 			if _, err := e.c.FetchOffsets(ctx, &brokerpb.FetchOffsetsRequest{GroupId: g.GroupId}); err != nil {
 				t.Fatalf("FetchOffsets %q: %v", g.GroupId, err)
 			}
+			if _, err := e.c.Describe(ctx, g.GroupId); err != nil {
+				t.Fatalf("Describe %q: %v", g.GroupId, err)
+			}
+		}
+		if err := e.c.Tick(ctx, e.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("Tick: %v", err)
 		}
 		resp, err := commit(e.c, "fuzz-after", "", -1, oc("a", 1, 77))
 		if err != nil || resp.Results[0].Error != nil {
@@ -97,4 +114,28 @@ func takeChunk(in []byte) (chunk, rest []byte) {
 		return nil, nil
 	}
 	return append([]byte{}, in[used:used+int(n)]...), in[used+int(n):]
+}
+
+// FuzzSubscriptionTopics reads arbitrary classic member metadata as a
+// consumer subscription (DeleteOffsets does, for "consumer" groups): it
+// never panics, and what it reads re-encodes to the bytes it read.
+func FuzzSubscriptionTopics(f *testing.F) {
+	f.Add(consumerSubscription("a", "bb"))
+	f.Add([]byte{0, 3, 0x7f, 0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		topics, err := subscriptionTopics(b)
+		if err != nil {
+			return
+		}
+		enc := append([]byte{}, b[:2]...)
+		enc = binary.BigEndian.AppendUint32(enc, uint32(len(topics)))
+		for _, tp := range topics {
+			enc = binary.BigEndian.AppendUint16(enc, uint16(len(tp)))
+			enc = append(enc, tp...)
+		}
+		if string(enc) != string(b[:len(enc)]) {
+			t.Fatalf("%q read as %q", b, topics)
+		}
+	})
 }

@@ -11,9 +11,9 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
-// Limits bound what clients can make the coordinators hold (review finding
-// M2). Each group's metadata is one record of __consumer_offsets, rewritten
-// whole on every change, so it must stay well below the topic's
+// Limits bound what clients can make the coordinators hold. Each group's
+// metadata is one record of __consumer_offsets, rewritten whole on every
+// change, so it must stay well below the topic's
 // max.message.bytes: past it, no change of the group could be persisted.
 //
 // Limits apply to requests, never to what Load replays: a group stored
@@ -174,10 +174,14 @@ func checkHeartbeat(req *brokerpb.GroupHeartbeatRequest, lim Limits) error {
 	for _, f := range []struct{ name, v string }{
 		{"group_id", req.GetGroupId()}, {"member_id", req.GetMemberId()},
 		{"client_id", req.GetClientId()}, {"client_host", req.GetClientHost()},
+		{"instance_id", req.GetInstanceId()},
 	} {
 		if len(f.v) > lim.MaxIDBytes {
 			return refuse(refusedIDTooLong, ErrInvalid, "%s is %d bytes, at most %d are allowed", f.name, len(f.v), lim.MaxIDBytes)
 		}
+	}
+	if n := len(req.GetSubscribedTopicRegex()); n > MaxRegexBytes {
+		return refuse(refusedTopicName, ErrInvalid, "subscribed_topic_regex is %d bytes, at most %d are allowed", n, MaxRegexBytes)
 	}
 	if n := len(req.GetSubscribedTopics()); n > lim.MaxSubscribedTopics {
 		return refuse(refusedTopics, ErrInvalid, "%d subscribed topics, at most %d are allowed", n, lim.MaxSubscribedTopics)
@@ -202,7 +206,10 @@ func checkHeartbeat(req *brokerpb.GroupHeartbeatRequest, lim Limits) error {
 	return nil
 }
 
-// checkGroupID bounds a group id that may create a group (admin commits).
+// MaxRegexBytes bounds a KIP-848 subscription regex.
+const MaxRegexBytes = 4096
+
+// checkGroupID bounds a group id that may create a group.
 func checkGroupID(id string, lim Limits) error {
 	if len(id) > lim.MaxIDBytes {
 		return refuse(refusedIDTooLong, ErrInvalid, "group_id is %d bytes, at most %d are allowed", len(id), lim.MaxIDBytes)
@@ -212,15 +219,16 @@ func checkGroupID(id string, lim Limits) error {
 
 // budgetBytes is what a member counts against MaxMemberBytes and its
 // group's MaxGroupBytes: the bytes the client decides in the group's
-// record. Its ids; each subscribed topic three times (in the subscription,
+// record. Its ids (idBytes: member, instance and client ids, client
+// host, subscription regex); each subscribed topic three times (in the subscription,
 // and room for the assignment and owned entries of the topic the
 // coordinator may give it); and each owned partition it was not assigned
 // (a number, and its topic unless subscribed). The numbers of the
 // partitions the coordinator hands out are not counted: they are bounded by
 // the topics' partition counts, and left to the other half of
 // max.message.bytes. subscribed is sorted.
-func budgetBytes(id, clientID, clientHost string, subscribed []string, assigned, owned tpSet) int {
-	n := memberOverhead + len(id) + len(clientID) + len(clientHost)
+func budgetBytes(idBytes int, subscribed []string, assigned, owned tpSet) int {
+	n := memberOverhead + idBytes
 	for _, t := range subscribed {
 		n += 3 * (len(t) + topicEntryOverhead)
 	}

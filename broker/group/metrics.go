@@ -17,7 +17,7 @@ type Metrics struct {
 	// skippedBatches: __consumer_offsets batches a load could not decode
 	// and stepped over (their records are lost to the coordinator).
 	skippedBatches prometheus.Counter
-	// refused: requests refused by a Limit (review finding M2), by reason.
+	// refused: requests refused by a Limit, by reason.
 	refused *prometheus.CounterVec
 }
 

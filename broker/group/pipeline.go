@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
@@ -28,6 +29,11 @@ import (
 // and is woken either with its outcome or to lead the next batch itself
 // (leader hand-off), so the lane's writer is always a request that is
 // waiting anyway, or Tick.
+
+// writer is the coordinator's write path. It shares the coordinator's
+// mutex (c.mu): its …Locked methods need it held, wait, runLane and
+// runSide take it themselves, and appendBatch runs without it.
+type writer struct{ c *Coordinator }
 
 // writeState is where a write is in its lane.
 type writeState int
@@ -91,62 +97,76 @@ type lane struct {
 	inFlight, metadata, side, mainDone bool
 }
 
-func (c *Coordinator) newWrite(g *group, prepare func() prepared) *write {
+func newWrite(g *group, prepare func() prepared) *write {
 	return &write{g: g, prepare: prepare, wake: make(chan struct{}, 1)}
 }
 
 // flushLocked returns a write that waits until the group's metadata, as in
 // memory now, is durable; nil when it already is.
 // REQUIRES: c.mu held.
-func (c *Coordinator) flushLocked(g *group) *write {
-	c.changedLocked(g)
+func (wr *writer) flushLocked(g *group) *write {
+	wr.changedLocked(g)
 	if g.version == g.persisted {
 		return nil
 	}
-	w := c.newWrite(g, func() prepared { return prepared{} })
+	w := newWrite(g, func() prepared { return prepared{} })
 	w.flushOf = g.version
 	if l := &g.lane; l.busy && l.inFlight && !l.metadata && !l.side {
 		l.side = true
 		w.state = writeSide
 		return w
 	}
-	c.enqueueLocked(w)
+	wr.enqueueLocked(w)
 	return w
+}
+
+// flushAnsweredLocked gives each call g's classic machine answered with a
+// result since the last call its flush: a write that waits until the
+// group's metadata, as in memory now, is durable (nil when it is).
+// REQUIRES: c.mu held.
+func (wr *writer) flushAnsweredLocked(g *group) {
+	if g.classic == nil || len(g.classic.toFlush) == 0 {
+		return
+	}
+	for _, p := range g.classic.toFlush {
+		p.setFlush(wr.flushLocked(g))
+	}
+	g.classic.toFlush = nil
 }
 
 // runSide appends g's metadata in a batch of its own while the lane's batch
 // (which holds no metadata) is in flight, and answers w (W6).
-func (c *Coordinator) runSide(ctx context.Context, w *write) {
+func (wr *writer) runSide(ctx context.Context, w *write) {
 	g := w.g
-	c.mu.Lock()
+	wr.c.mu.Lock()
 	b := newBatch()
 	w.state = writeInFlight
-	stateErr := c.checkStateLocked()
+	stateErr := wr.c.checkStateLocked()
 	if stateErr == nil {
-		c.addMetadataLocked(b, g)
+		wr.addMetadataLocked(b, g)
 	}
-	c.mu.Unlock()
-	err := c.appendBatch(ctx, b)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	loaded := c.mu.state == stateLoaded
+	wr.c.mu.Unlock()
+	err := wr.appendBatch(ctx, b)
+	wr.c.mu.Lock()
+	defer wr.c.mu.Unlock()
+	loaded := wr.c.mu.state == stateLoaded
 	if err == nil {
 		err = stateErr
 	}
-	c.metadataOutcomeLocked(b, g, err, loaded)
-	c.finishLocked(w, err)
+	wr.metadataOutcomeLocked(b, g, err, loaded)
+	finishLocked(w, err)
 	l := &g.lane
 	l.side = false
 	if l.mainDone {
 		l.mainDone = false
-		c.releaseLaneLocked(g)
+		wr.releaseLaneLocked(g)
 	}
 }
 
 // enqueueLocked puts w in its group's lane. The caller must then release
 // c.mu and call wait.
 // REQUIRES: c.mu held.
-func (c *Coordinator) enqueueLocked(w *write) {
+func (wr *writer) enqueueLocked(w *write) {
 	l := &w.g.lane
 	l.queue = append(l.queue, w)
 	if l.busy {
@@ -165,7 +185,7 @@ func signal(w *write) {
 }
 
 // REQUIRES: c.mu held.
-func (c *Coordinator) finishLocked(w *write, err error) {
+func finishLocked(w *write, err error) {
 	w.state, w.err = writeDone, err
 	signal(w)
 }
@@ -174,27 +194,27 @@ func (c *Coordinator) finishLocked(w *write, err error) {
 // If ctx ends while w is still queued, w leaves the lane and nothing of it
 // is written; if it ends while w's batch is in flight, the outcome is
 // unknown.
-func (c *Coordinator) wait(ctx context.Context, w *write) error {
+func (wr *writer) wait(ctx context.Context, w *write) error {
 	for {
-		c.mu.Lock()
+		wr.c.mu.Lock()
 		switch w.state {
 		case writeDone:
-			c.mu.Unlock()
+			wr.c.mu.Unlock()
 			return w.err
 		case writeLeading:
-			c.mu.Unlock()
-			c.runLane(ctx, w.g)
+			wr.c.mu.Unlock()
+			wr.runLane(ctx, w.g)
 			continue
 		case writeSide:
-			c.mu.Unlock()
-			c.runSide(ctx, w)
+			wr.c.mu.Unlock()
+			wr.runSide(ctx, w)
 			continue
 		}
-		c.mu.Unlock()
+		wr.c.mu.Unlock()
 		select {
 		case <-w.wake:
 		case <-ctx.Done():
-			c.mu.Lock()
+			wr.c.mu.Lock()
 			switch w.state {
 			case writeQueued:
 				l := &w.g.lane
@@ -204,13 +224,13 @@ func (c *Coordinator) wait(ctx context.Context, w *write) error {
 						break
 					}
 				}
-				c.mu.Unlock()
+				wr.c.mu.Unlock()
 				return fmt.Errorf("group: waiting to write group %q: %w", w.g.id, ctx.Err())
 			case writeInFlight:
-				c.mu.Unlock()
+				wr.c.mu.Unlock()
 				return fmt.Errorf("group: writing group %q: outcome unknown: %w", w.g.id, ctx.Err())
 			}
-			c.mu.Unlock() // leading or done: the loop takes it
+			wr.c.mu.Unlock() // leading or done: the loop takes it
 		}
 	}
 }
@@ -237,15 +257,15 @@ func newBatch() *batch {
 
 // runLane forms the next batch of g's lane, appends it and applies it. The
 // caller leads the lane (it holds g.lane.busy).
-func (c *Coordinator) runLane(ctx context.Context, g *group) {
-	c.mu.Lock()
+func (wr *writer) runLane(ctx context.Context, g *group) {
+	wr.c.mu.Lock()
 	b := newBatch()
-	c.addGroupLocked(b, g, nil) // nothing once closed: the release fails the queue
-	c.mu.Unlock()
-	err := c.appendBatch(ctx, b)
-	c.mu.Lock()
-	c.completeLocked(b, err)
-	c.mu.Unlock()
+	wr.addGroupLocked(b, g, nil) // nothing once closed: the release fails the queue
+	wr.c.mu.Unlock()
+	err := wr.appendBatch(ctx, b)
+	wr.c.mu.Lock()
+	wr.completeLocked(b, err)
+	wr.c.mu.Unlock()
 }
 
 // addGroupLocked adds g's metadata (when memory is ahead of the log) and
@@ -253,15 +273,15 @@ func (c *Coordinator) runLane(ctx context.Context, g *group) {
 // (into an empty batch anything goes), plus extra (Tick's own write, not
 // queued). A write that does not fit stays first in the queue.
 // REQUIRES: c.mu held, g's lane held by the caller.
-func (c *Coordinator) addGroupLocked(b *batch, g *group, extra *write) {
+func (wr *writer) addGroupLocked(b *batch, g *group, extra *write) {
 	b.groups = append(b.groups, g)
-	if c.mu.state != stateLoaded {
+	if wr.c.mu.state != stateLoaded {
 		return
 	}
-	c.addMetadataLocked(b, g)
+	wr.addMetadataLocked(b, g)
 	_, g.lane.metadata = b.meta[g]
 	g.lane.inFlight = true
-	maxBytes := c.maxBatchBytes()
+	maxBytes := wr.maxBatchBytes()
 	take := func(w *write) bool {
 		p := w.prepare()
 		size := 0
@@ -290,20 +310,20 @@ func (c *Coordinator) addGroupLocked(b *batch, g *group, extra *write) {
 
 // addMetadataLocked adds g's metadata to b when memory is ahead of the log.
 // REQUIRES: c.mu held.
-func (c *Coordinator) addMetadataLocked(b *batch, g *group) {
-	c.changedLocked(g)
+func (wr *writer) addMetadataLocked(b *batch, g *group) {
+	wr.changedLocked(g)
 	if g.version == g.persisted {
 		return
 	}
 	v := g.metadata()
-	r, err := metadataRecord(g.id, v, c.cfg.Now().UnixMilli())
+	r, err := metadataRecord(g.id, v, wr.c.cfg.Now().UnixMilli())
 	if err != nil { // cannot happen: a proto message of ours
-		c.log.Error("encoding group metadata failed", "group", g.id, "err", err)
+		wr.c.log.Error("encoding group metadata failed", "group", g.id, "err", err)
 		return
 	}
 	b.records = append(b.records, r)
 	b.bytes += recordBytes(r)
-	b.meta[g] = metadataSnapshot{g.version, v, maps.Clone(g.partitionCounts)}
+	b.meta[g] = metadataSnapshot{g.version, v, maps.Clone(g.consumer.partitionCounts)}
 }
 
 // The size of a batch as the OffsetsLog's bound counts it, at most: the
@@ -316,14 +336,14 @@ func recordBytes(r recordbatch.Record) int { return len(r.Key) + len(r.Value) + 
 // appendBatch appends b's records, if any. The append serves every write
 // of the batch, so it is not tied to the leader's cancellation: it runs
 // until WriteTimeout.
-func (c *Coordinator) appendBatch(ctx context.Context, b *batch) error {
+func (wr *writer) appendBatch(ctx context.Context, b *batch) error {
 	if len(b.records) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wr.c.cfg.WriteTimeout)
 	defer cancel()
-	if err := c.cfg.Log.Append(ctx, b.records); err != nil {
-		return fmt.Errorf("group: write to %s partition %d: %w", OffsetsTopic, c.cfg.Partition, err)
+	if err := wr.c.cfg.Log.Append(ctx, b.records); err != nil {
+		return fmt.Errorf("group: write to %s partition %d: %w", OffsetsTopic, wr.c.cfg.Partition, err)
 	}
 	return nil
 }
@@ -332,16 +352,16 @@ func (c *Coordinator) appendBatch(ctx context.Context, b *batch) error {
 // record in it, if b held one: durable, or reverted to what the log holds
 // (W4).
 // REQUIRES: c.mu held.
-func (c *Coordinator) metadataOutcomeLocked(b *batch, g *group, err error, loaded bool) {
+func (wr *writer) metadataOutcomeLocked(b *batch, g *group, err error, loaded bool) {
 	snap, wroteMeta := b.meta[g]
 	switch {
 	case err == nil && wroteMeta:
 		if snap.version >= g.persisted { // one metadata batch in flight (W2): always
 			g.persisted, g.durable, g.durableCounts = snap.version, snap.value, snap.counts
 		}
-		c.finishFlushedLocked(g)
+		wr.finishFlushedLocked(g)
 	case err != nil && wroteMeta && loaded:
-		c.revertLocked(g, err)
+		wr.revertLocked(g, err)
 	}
 }
 
@@ -351,21 +371,21 @@ func (c *Coordinator) metadataOutcomeLocked(b *batch, g *group, err error, loade
 // a group whose metadata was in the batch reverts to its durable metadata,
 // failing every heartbeat waiting on what is undone (W4).
 // REQUIRES: c.mu held.
-func (c *Coordinator) completeLocked(b *batch, err error) {
-	loaded := c.mu.state == stateLoaded
+func (wr *writer) completeLocked(b *batch, err error) {
+	loaded := wr.c.mu.state == stateLoaded
 	for _, g := range b.groups {
-		c.metadataOutcomeLocked(b, g, err, loaded)
+		wr.metadataOutcomeLocked(b, g, err, loaded)
 		for _, w := range b.writes[g] {
 			switch {
 			case err != nil:
-				c.finishLocked(w, err)
+				finishLocked(w, err)
 			case w.p.refusal != nil:
-				c.finishLocked(w, w.p.refusal)
+				finishLocked(w, w.p.refusal)
 			default:
 				if w.p.apply != nil && loaded {
 					w.p.apply()
 				}
-				c.finishLocked(w, nil)
+				finishLocked(w, nil)
 			}
 		}
 		g.lane.inFlight, g.lane.metadata = false, false
@@ -373,18 +393,18 @@ func (c *Coordinator) completeLocked(b *batch, err error) {
 			g.lane.mainDone = true // the side batch releases the lane
 			continue
 		}
-		c.releaseLaneLocked(g)
+		wr.releaseLaneLocked(g)
 	}
 }
 
 // finishFlushedLocked answers the queued heartbeats whose change is now
 // durable: they need no turn of their own.
 // REQUIRES: c.mu held.
-func (c *Coordinator) finishFlushedLocked(g *group) {
+func (wr *writer) finishFlushedLocked(g *group) {
 	kept := g.lane.queue[:0]
 	for _, w := range g.lane.queue {
 		if w.flushOf > 0 && w.flushOf <= g.persisted && w.state == writeQueued {
-			c.finishLocked(w, nil)
+			finishLocked(w, nil)
 			continue
 		}
 		kept = append(kept, w)
@@ -396,11 +416,11 @@ func (c *Coordinator) finishFlushedLocked(g *group) {
 // releaseLaneLocked hands g's lane to its first queued write, or frees it
 // (and forgets g if nothing is left of it).
 // REQUIRES: c.mu held, g's lane held by the caller.
-func (c *Coordinator) releaseLaneLocked(g *group) {
+func (wr *writer) releaseLaneLocked(g *group) {
 	l := &g.lane
-	if c.mu.state != stateLoaded {
+	if wr.c.mu.state != stateLoaded {
 		for _, w := range l.queue {
-			c.finishLocked(w, c.checkStateLocked())
+			finishLocked(w, wr.c.checkStateLocked())
 		}
 		l.queue = nil
 	}
@@ -410,7 +430,7 @@ func (c *Coordinator) releaseLaneLocked(g *group) {
 		return
 	}
 	l.busy = false
-	c.dropIfEmptyLocked(g)
+	wr.dropIfEmptyLocked(g)
 }
 
 // revertLocked puts g's metadata back to the durable one after a failed
@@ -423,29 +443,28 @@ func (c *Coordinator) releaseLaneLocked(g *group) {
 // write of the lane is leading (one is chosen only once both are done), so
 // every waiting heartbeat is queued.
 // REQUIRES: c.mu held.
-func (c *Coordinator) revertLocked(g *group, err error) {
-	g.revert(g.durable, g.durableCounts, c.cfg.Now(), c.lim)
+func (wr *writer) revertLocked(g *group, err error) {
+	g.revert(err, wr.c.cfg.Now(), wr.c.lim)
 	g.version++
 	kept := g.lane.queue[:0]
 	for _, w := range g.lane.queue {
 		if w.flushOf > 0 && w.state == writeQueued {
-			c.finishLocked(w, err)
+			finishLocked(w, err)
 			continue
 		}
 		kept = append(kept, w)
 	}
 	clear(g.lane.queue[len(kept):])
 	g.lane.queue = kept
-	c.reportLocked(g)
-	c.log.Warn("group metadata write failed: reverted to the last durable metadata", "group", g.id, "group_epoch", g.epoch, "err", err)
+	wr.c.reportLocked(g)
+	wr.c.log.Warn("group metadata write failed: reverted to the last durable metadata", "group", g.id, "err", err)
 }
 
 // changedLocked turns the state machine's dirty flag into a new version of
 // the group's metadata (W1).
 // REQUIRES: c.mu held.
-func (c *Coordinator) changedLocked(g *group) {
-	if g.dirty {
-		g.dirty = false
+func (wr *writer) changedLocked(g *group) {
+	if g.takeDirty() {
 		g.version++
 	}
 }
@@ -453,18 +472,57 @@ func (c *Coordinator) changedLocked(g *group) {
 // dropIfEmptyLocked forgets a group that holds nothing a replay would keep
 // (no member, no offset, epoch 0) once its lane is idle.
 // REQUIRES: c.mu held.
-func (c *Coordinator) dropIfEmptyLocked(g *group) {
-	if g.lane.busy || len(g.members) > 0 || len(g.offsets) > 0 || g.epoch != 0 || c.mu.groups[g.id] != g {
+func (wr *writer) dropIfEmptyLocked(g *group) {
+	if g.lane.busy || !g.blank() || wr.c.mu.groups[g.id] != g {
 		return
 	}
-	c.dropGroupLocked(g)
+	wr.dropGroupLocked(g)
 }
 
 // dropGroupLocked forgets g.
 // REQUIRES: c.mu held.
-func (c *Coordinator) dropGroupLocked(g *group) {
-	delete(c.mu.groups, g.id)
-	c.cfg.Metrics.groups.add(-1)
-	c.cfg.Metrics.members.DeleteLabelValues(g.id)
-	c.cfg.Metrics.rebalances.DeleteLabelValues(g.id)
+func (wr *writer) dropGroupLocked(g *group) {
+	delete(wr.c.mu.groups, g.id)
+	wr.c.cfg.Metrics.groups.add(-1)
+	wr.c.cfg.Metrics.members.DeleteLabelValues(g.id)
+	wr.c.cfg.Metrics.rebalances.DeleteLabelValues(g.id)
+}
+
+// writeGroups writes the groups ids (Tick's: those whose metadata changed
+// or whose offsets expire), as many to a batch as the OffsetsLog's bound
+// allows (each group's records in one batch). A group whose lane is busy
+// is left to its lane's next batch or to the next Tick.
+func (wr *writer) writeGroups(ctx context.Context, ids []string, now time.Time) error {
+	c := wr.c
+	var firstErr error
+	for len(ids) > 0 {
+		c.mu.Lock()
+		if err := c.checkStateLocked(); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		b := newBatch()
+		for len(ids) > 0 {
+			g := c.mu.groups[ids[0]]
+			if g == nil || g.lane.busy {
+				ids = ids[1:]
+				continue
+			}
+			if len(b.records) > 0 && b.bytes+wr.groupWriteBytesLocked(g, now) > wr.maxBatchBytes() {
+				break // the next batch
+			}
+			ids = ids[1:]
+			g.lane.busy = true
+			wr.addGroupLocked(b, g, wr.expireOffsetsWrite(g, now))
+		}
+		c.mu.Unlock()
+		err := wr.appendBatch(ctx, b)
+		c.mu.Lock()
+		wr.completeLocked(b, err)
+		c.mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
 }

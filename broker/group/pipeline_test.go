@@ -458,8 +458,8 @@ func TestNoSideBatchBeforeTheLanesBatchIsFormed(t *testing.T) {
 
 	c.mu.Lock()
 	g := c.mu.groups["g"]
-	leader := c.newWrite(g, func() prepared { return prepared{} }) // a commit that leads, not yet running
-	c.enqueueLocked(leader)
+	leader := newWrite(g, func() prepared { return prepared{} }) // a commit that leads, not yet running
+	c.w.enqueueLocked(leader)
 	c.mu.Unlock()
 	gl.mu.Lock()
 	gl.group = "g"
@@ -468,7 +468,7 @@ func TestNoSideBatchBeforeTheLanesBatchIsFormed(t *testing.T) {
 	queued(t, c, "g", 2) // the leader and the join's flush: no side batch
 	leave := async(func() error { _, err := e.hb("g", "m1", -1, nil, nil); return err })
 	queued(t, c, "g", 3)
-	lead := async(func() error { return c.wait(context.Background(), leader) })
+	lead := async(func() error { return c.w.wait(context.Background(), leader) })
 	close(<-gl.entered) // the leader's batch: the metadata after the leave
 	for what, ch := range map[string]<-chan error{"leader": lead, "join": join, "leave": leave} {
 		if err := await(t, what, ch); err != nil {
@@ -498,16 +498,16 @@ func TestFailedMetadataWriteLeavesTheLaneUsable(t *testing.T) {
 	c := e.c
 	c.mu.Lock()
 	g := c.mu.groups["g"]
-	g.members["m1"].clientHost = "h2" // a heartbeat's change, not yet written
-	g.dirty = true
-	leader := c.flushLocked(g) // an idle lane: it leads
+	g.consumer.members["m1"].clientHost = "h2" // a heartbeat's change, not yet written
+	g.consumer.dirty = true
+	leader := c.w.flushLocked(g) // an idle lane: it leads
 	c.mu.Unlock()
 	join := async(func() error { _, err := e.hb("g", "m2", 0, []string{"a"}, nil); return err })
 	queued(t, c, "g", 2)
 	e.log.mu.Lock()
 	e.log.failNext = 1
 	e.log.mu.Unlock()
-	if err := c.wait(context.Background(), leader); !errors.Is(err, errInjected) {
+	if err := c.w.wait(context.Background(), leader); !errors.Is(err, errInjected) {
 		t.Fatalf("leader: %v", err)
 	}
 	if err := await(t, "join", join); !errors.Is(err, errInjected) {

@@ -164,35 +164,12 @@ func (s *sim) step(step int) string {
 		return "crash"
 	case r < 79:
 		if cl := s.pick(); cl != nil {
-			cl.subs = s.randomSubs()
-			if cl.joined {
-				resp, err := s.e.hb("g", cl.id, cl.epoch, cl.subs, cl.owned)
-				if err == nil {
-					cl.epoch, cl.lastOK = resp.MemberEpoch, s.e.clock.Now()
-					cl.owned = tpSetFromProto(resp.Assignment)
-				} else {
-					cl.drop()
-				}
-			}
+			s.resubscribe(cl)
 		}
 		return "subscribe"
 	case r < 86:
 		if cl := s.pick(); cl != nil && cl.joined && len(cl.owned) > 0 {
-			var offsets []*brokerpb.OffsetCommit
-			for _, tp := range cl.owned.sorted() {
-				offsets = append(offsets, oc(tp.Topic, tp.Partition, int64(step)))
-			}
-			resp, err := commit(s.e.c, "g", cl.id, cl.epoch, offsets...)
-			if err == nil {
-				for _, res := range resp.Results {
-					if res.Error != nil {
-						s.t.Fatalf("step %d: commit by %s (epoch %d) of an owned partition refused: %v", step, cl.name, cl.epoch, res)
-					}
-				}
-				s.stats["commit"]++
-			} else {
-				s.stats["commit-refused"]++
-			}
+			s.commitOwned(step, cl)
 		}
 		return "commit"
 	case r < 90:
@@ -215,6 +192,40 @@ func (s *sim) step(step int) string {
 		s.stats["failover"]++
 		return "failover"
 	}
+}
+
+// resubscribe changes cl's subscription, told at once when it is joined.
+func (s *sim) resubscribe(cl *simClient) {
+	cl.subs = s.randomSubs()
+	if !cl.joined {
+		return
+	}
+	resp, err := s.e.hb("g", cl.id, cl.epoch, cl.subs, cl.owned)
+	if err != nil {
+		cl.drop()
+		return
+	}
+	cl.epoch, cl.lastOK = resp.MemberEpoch, s.e.clock.Now()
+	cl.owned = tpSetFromProto(resp.Assignment)
+}
+
+// commitOwned commits every partition cl owns: none may be refused.
+func (s *sim) commitOwned(step int, cl *simClient) {
+	var offsets []*brokerpb.OffsetCommit
+	for _, tp := range cl.owned.sorted() {
+		offsets = append(offsets, oc(tp.Topic, tp.Partition, int64(step)))
+	}
+	resp, err := commit(s.e.c, "g", cl.id, cl.epoch, offsets...)
+	if err != nil {
+		s.stats["commit-refused"]++
+		return
+	}
+	for _, res := range resp.Results {
+		if res.Error != nil {
+			s.t.Fatalf("step %d: commit by %s (epoch %d) of an owned partition refused: %v", step, cl.name, cl.epoch, res)
+		}
+	}
+	s.stats["commit"]++
 }
 
 // TestRandomizedNoDoubleOwnership drives random joins, leaves, crashes,

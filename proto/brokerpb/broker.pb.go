@@ -2708,9 +2708,21 @@ type GroupHeartbeatRequest struct {
 	// after the join).
 	SubscribedTopics []string `protobuf:"bytes,8,rep,name=subscribed_topics,json=subscribedTopics,proto3" json:"subscribed_topics,omitempty"`
 	// owned: the partitions the member currently owns (after revocations).
-	Owned         []*TopicPartitions `protobuf:"bytes,9,rep,name=owned,proto3" json:"owned,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Owned []*TopicPartitions `protobuf:"bytes,9,rep,name=owned,proto3" json:"owned,omitempty"`
+	// owned_omitted: owned was not sent (Kafka's null Topics): the member
+	// still owns what it last reported.
+	OwnedOmitted bool `protobuf:"varint,10,opt,name=owned_omitted,json=ownedOmitted,proto3" json:"owned_omitted,omitempty"`
+	// subscribed_topic_regex: a subscription by regular expression (RE2,
+	// matched against whole topic names), resolved by the coordinator against
+	// the topics that exist; empty = unchanged after the join. A member may
+	// subscribe by names, by a regex, or both.
+	SubscribedTopicRegex string `protobuf:"bytes,11,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	// instance_id: group.instance.id of a static member (KIP-345), or empty.
+	InstanceId string `protobuf:"bytes,12,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// server_assignor: "uniform" or empty (the coordinator's only assignor).
+	ServerAssignor string `protobuf:"bytes,13,opt,name=server_assignor,json=serverAssignor,proto3" json:"server_assignor,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GroupHeartbeatRequest) Reset() {
@@ -2804,6 +2816,34 @@ func (x *GroupHeartbeatRequest) GetOwned() []*TopicPartitions {
 		return x.Owned
 	}
 	return nil
+}
+
+func (x *GroupHeartbeatRequest) GetOwnedOmitted() bool {
+	if x != nil {
+		return x.OwnedOmitted
+	}
+	return false
+}
+
+func (x *GroupHeartbeatRequest) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
+	}
+	return ""
+}
+
+func (x *GroupHeartbeatRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *GroupHeartbeatRequest) GetServerAssignor() string {
+	if x != nil {
+		return x.ServerAssignor
+	}
+	return ""
 }
 
 type GroupHeartbeatResponse struct {
@@ -3496,16 +3536,24 @@ func (x *DescribeGroupRequest) GetGroupId() string {
 }
 
 type GroupMember struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	MemberId         string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	MemberEpoch      int32                  `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	ClientId         string                 `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	ClientHost       string                 `protobuf:"bytes,4,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
-	SubscribedTopics []string               `protobuf:"bytes,5,rep,name=subscribed_topics,json=subscribedTopics,proto3" json:"subscribed_topics,omitempty"`
-	Assignment       []*TopicPartitions     `protobuf:"bytes,6,rep,name=assignment,proto3" json:"assignment,omitempty"`
-	Owned            []*TopicPartitions     `protobuf:"bytes,7,rep,name=owned,proto3" json:"owned,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// member_epoch: -2 while a static member is away (it left with epoch -2
+	// and keeps its partitions until its session expires).
+	MemberEpoch          int32              `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	ClientId             string             `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientHost           string             `protobuf:"bytes,4,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	SubscribedTopics     []string           `protobuf:"bytes,5,rep,name=subscribed_topics,json=subscribedTopics,proto3" json:"subscribed_topics,omitempty"`
+	Assignment           []*TopicPartitions `protobuf:"bytes,6,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	Owned                []*TopicPartitions `protobuf:"bytes,7,rep,name=owned,proto3" json:"owned,omitempty"`
+	InstanceId           string             `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	SubscribedTopicRegex string             `protobuf:"bytes,9,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	RebalanceTimeoutMs   int32              `protobuf:"varint,10,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	// target: the member's target assignment at the group epoch (shown by
+	// DescribeGroup; not persisted: recomputed on load).
+	Target        []*TopicPartitions `protobuf:"bytes,11,rep,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -3583,6 +3631,34 @@ func (x *GroupMember) GetAssignment() []*TopicPartitions {
 func (x *GroupMember) GetOwned() []*TopicPartitions {
 	if x != nil {
 		return x.Owned
+	}
+	return nil
+}
+
+func (x *GroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
+	}
+	return ""
+}
+
+func (x *GroupMember) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *GroupMember) GetTarget() []*TopicPartitions {
+	if x != nil {
+		return x.Target
 	}
 	return nil
 }
@@ -3962,7 +4038,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"P\n" +
 	"\x17FindCoordinatorResponse\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\tR\bbrokerId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xf6\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x9b\x04\n" +
 	"\x15GroupHeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -3973,7 +4049,13 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x12session_timeout_ms\x18\x06 \x01(\x05R\x10sessionTimeoutMs\x120\n" +
 	"\x14rebalance_timeout_ms\x18\a \x01(\x05R\x12rebalanceTimeoutMs\x12+\n" +
 	"\x11subscribed_topics\x18\b \x03(\tR\x10subscribedTopics\x127\n" +
-	"\x05owned\x18\t \x03(\v2!.strata.broker.v1.TopicPartitionsR\x05owned\"\x8c\x02\n" +
+	"\x05owned\x18\t \x03(\v2!.strata.broker.v1.TopicPartitionsR\x05owned\x12#\n" +
+	"\rowned_omitted\x18\n" +
+	" \x01(\bR\fownedOmitted\x124\n" +
+	"\x16subscribed_topic_regex\x18\v \x01(\tR\x14subscribedTopicRegex\x12\x1f\n" +
+	"\vinstance_id\x18\f \x01(\tR\n" +
+	"instanceId\x12'\n" +
+	"\x0fserver_assignor\x18\r \x01(\tR\x0eserverAssignor\"\x8c\x02\n" +
 	"\x16GroupHeartbeatResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x122\n" +
@@ -4020,7 +4102,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x12ListGroupsResponse\x126\n" +
 	"\x06groups\x18\x01 \x03(\v2\x1e.strata.broker.v1.GroupSummaryR\x06groups\"1\n" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xb4\x02\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xf8\x03\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x12\x1b\n" +
@@ -4031,7 +4113,13 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x06 \x03(\v2!.strata.broker.v1.TopicPartitionsR\n" +
 	"assignment\x127\n" +
-	"\x05owned\x18\a \x03(\v2!.strata.broker.v1.TopicPartitionsR\x05owned\"\x86\x02\n" +
+	"\x05owned\x18\a \x03(\v2!.strata.broker.v1.TopicPartitionsR\x05owned\x12\x1f\n" +
+	"\vinstance_id\x18\b \x01(\tR\n" +
+	"instanceId\x124\n" +
+	"\x16subscribed_topic_regex\x18\t \x01(\tR\x14subscribedTopicRegex\x120\n" +
+	"\x14rebalance_timeout_ms\x18\n" +
+	" \x01(\x05R\x12rebalanceTimeoutMs\x129\n" +
+	"\x06target\x18\v \x03(\v2!.strata.broker.v1.TopicPartitionsR\x06target\"\x86\x02\n" +
 	"\x15DescribeGroupResponse\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
@@ -4190,51 +4278,52 @@ var file_broker_v1_broker_proto_depIdxs = []int32{
 	53, // 33: strata.broker.v1.ListGroupsResponse.groups:type_name -> strata.broker.v1.GroupSummary
 	40, // 34: strata.broker.v1.GroupMember.assignment:type_name -> strata.broker.v1.TopicPartitions
 	40, // 35: strata.broker.v1.GroupMember.owned:type_name -> strata.broker.v1.TopicPartitions
-	56, // 36: strata.broker.v1.DescribeGroupResponse.members:type_name -> strata.broker.v1.GroupMember
-	50, // 37: strata.broker.v1.DescribeGroupResponse.offsets:type_name -> strata.broker.v1.CommittedOffset
-	4,  // 38: strata.broker.v1.Broker.Metadata:input_type -> strata.broker.v1.MetadataRequest
-	8,  // 39: strata.broker.v1.Broker.InitProducerID:input_type -> strata.broker.v1.InitProducerIDRequest
-	11, // 40: strata.broker.v1.Broker.Produce:input_type -> strata.broker.v1.ProduceRequest
-	15, // 41: strata.broker.v1.Broker.Fetch:input_type -> strata.broker.v1.FetchRequest
-	18, // 42: strata.broker.v1.Broker.ListOffsets:input_type -> strata.broker.v1.ListOffsetsRequest
-	20, // 43: strata.broker.v1.Broker.CreateTopic:input_type -> strata.broker.v1.CreateTopicRequest
-	22, // 44: strata.broker.v1.Broker.DeleteTopic:input_type -> strata.broker.v1.DeleteTopicRequest
-	24, // 45: strata.broker.v1.Broker.ListTopics:input_type -> strata.broker.v1.ListTopicsRequest
-	27, // 46: strata.broker.v1.Broker.DescribeTopic:input_type -> strata.broker.v1.DescribeTopicRequest
-	33, // 47: strata.broker.v1.Broker.AlterTopicConfigs:input_type -> strata.broker.v1.AlterTopicConfigsRequest
-	35, // 48: strata.broker.v1.Broker.AddPartitions:input_type -> strata.broker.v1.AddPartitionsRequest
-	37, // 49: strata.broker.v1.Broker.DescribeCluster:input_type -> strata.broker.v1.DescribeClusterRequest
-	41, // 50: strata.broker.v1.Broker.FindCoordinator:input_type -> strata.broker.v1.FindCoordinatorRequest
-	43, // 51: strata.broker.v1.Broker.GroupHeartbeat:input_type -> strata.broker.v1.GroupHeartbeatRequest
-	46, // 52: strata.broker.v1.Broker.CommitOffsets:input_type -> strata.broker.v1.CommitOffsetsRequest
-	49, // 53: strata.broker.v1.Broker.FetchOffsets:input_type -> strata.broker.v1.FetchOffsetsRequest
-	52, // 54: strata.broker.v1.Broker.ListGroups:input_type -> strata.broker.v1.ListGroupsRequest
-	55, // 55: strata.broker.v1.Broker.DescribeGroup:input_type -> strata.broker.v1.DescribeGroupRequest
-	58, // 56: strata.broker.v1.Broker.DeleteGroup:input_type -> strata.broker.v1.DeleteGroupRequest
-	7,  // 57: strata.broker.v1.Broker.Metadata:output_type -> strata.broker.v1.MetadataResponse
-	9,  // 58: strata.broker.v1.Broker.InitProducerID:output_type -> strata.broker.v1.InitProducerIDResponse
-	13, // 59: strata.broker.v1.Broker.Produce:output_type -> strata.broker.v1.ProduceResponse
-	17, // 60: strata.broker.v1.Broker.Fetch:output_type -> strata.broker.v1.FetchResponse
-	19, // 61: strata.broker.v1.Broker.ListOffsets:output_type -> strata.broker.v1.ListOffsetsResponse
-	21, // 62: strata.broker.v1.Broker.CreateTopic:output_type -> strata.broker.v1.CreateTopicResponse
-	23, // 63: strata.broker.v1.Broker.DeleteTopic:output_type -> strata.broker.v1.DeleteTopicResponse
-	26, // 64: strata.broker.v1.Broker.ListTopics:output_type -> strata.broker.v1.ListTopicsResponse
-	32, // 65: strata.broker.v1.Broker.DescribeTopic:output_type -> strata.broker.v1.DescribeTopicResponse
-	34, // 66: strata.broker.v1.Broker.AlterTopicConfigs:output_type -> strata.broker.v1.AlterTopicConfigsResponse
-	36, // 67: strata.broker.v1.Broker.AddPartitions:output_type -> strata.broker.v1.AddPartitionsResponse
-	39, // 68: strata.broker.v1.Broker.DescribeCluster:output_type -> strata.broker.v1.DescribeClusterResponse
-	42, // 69: strata.broker.v1.Broker.FindCoordinator:output_type -> strata.broker.v1.FindCoordinatorResponse
-	44, // 70: strata.broker.v1.Broker.GroupHeartbeat:output_type -> strata.broker.v1.GroupHeartbeatResponse
-	48, // 71: strata.broker.v1.Broker.CommitOffsets:output_type -> strata.broker.v1.CommitOffsetsResponse
-	51, // 72: strata.broker.v1.Broker.FetchOffsets:output_type -> strata.broker.v1.FetchOffsetsResponse
-	54, // 73: strata.broker.v1.Broker.ListGroups:output_type -> strata.broker.v1.ListGroupsResponse
-	57, // 74: strata.broker.v1.Broker.DescribeGroup:output_type -> strata.broker.v1.DescribeGroupResponse
-	59, // 75: strata.broker.v1.Broker.DeleteGroup:output_type -> strata.broker.v1.DeleteGroupResponse
-	57, // [57:76] is the sub-list for method output_type
-	38, // [38:57] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	40, // 36: strata.broker.v1.GroupMember.target:type_name -> strata.broker.v1.TopicPartitions
+	56, // 37: strata.broker.v1.DescribeGroupResponse.members:type_name -> strata.broker.v1.GroupMember
+	50, // 38: strata.broker.v1.DescribeGroupResponse.offsets:type_name -> strata.broker.v1.CommittedOffset
+	4,  // 39: strata.broker.v1.Broker.Metadata:input_type -> strata.broker.v1.MetadataRequest
+	8,  // 40: strata.broker.v1.Broker.InitProducerID:input_type -> strata.broker.v1.InitProducerIDRequest
+	11, // 41: strata.broker.v1.Broker.Produce:input_type -> strata.broker.v1.ProduceRequest
+	15, // 42: strata.broker.v1.Broker.Fetch:input_type -> strata.broker.v1.FetchRequest
+	18, // 43: strata.broker.v1.Broker.ListOffsets:input_type -> strata.broker.v1.ListOffsetsRequest
+	20, // 44: strata.broker.v1.Broker.CreateTopic:input_type -> strata.broker.v1.CreateTopicRequest
+	22, // 45: strata.broker.v1.Broker.DeleteTopic:input_type -> strata.broker.v1.DeleteTopicRequest
+	24, // 46: strata.broker.v1.Broker.ListTopics:input_type -> strata.broker.v1.ListTopicsRequest
+	27, // 47: strata.broker.v1.Broker.DescribeTopic:input_type -> strata.broker.v1.DescribeTopicRequest
+	33, // 48: strata.broker.v1.Broker.AlterTopicConfigs:input_type -> strata.broker.v1.AlterTopicConfigsRequest
+	35, // 49: strata.broker.v1.Broker.AddPartitions:input_type -> strata.broker.v1.AddPartitionsRequest
+	37, // 50: strata.broker.v1.Broker.DescribeCluster:input_type -> strata.broker.v1.DescribeClusterRequest
+	41, // 51: strata.broker.v1.Broker.FindCoordinator:input_type -> strata.broker.v1.FindCoordinatorRequest
+	43, // 52: strata.broker.v1.Broker.GroupHeartbeat:input_type -> strata.broker.v1.GroupHeartbeatRequest
+	46, // 53: strata.broker.v1.Broker.CommitOffsets:input_type -> strata.broker.v1.CommitOffsetsRequest
+	49, // 54: strata.broker.v1.Broker.FetchOffsets:input_type -> strata.broker.v1.FetchOffsetsRequest
+	52, // 55: strata.broker.v1.Broker.ListGroups:input_type -> strata.broker.v1.ListGroupsRequest
+	55, // 56: strata.broker.v1.Broker.DescribeGroup:input_type -> strata.broker.v1.DescribeGroupRequest
+	58, // 57: strata.broker.v1.Broker.DeleteGroup:input_type -> strata.broker.v1.DeleteGroupRequest
+	7,  // 58: strata.broker.v1.Broker.Metadata:output_type -> strata.broker.v1.MetadataResponse
+	9,  // 59: strata.broker.v1.Broker.InitProducerID:output_type -> strata.broker.v1.InitProducerIDResponse
+	13, // 60: strata.broker.v1.Broker.Produce:output_type -> strata.broker.v1.ProduceResponse
+	17, // 61: strata.broker.v1.Broker.Fetch:output_type -> strata.broker.v1.FetchResponse
+	19, // 62: strata.broker.v1.Broker.ListOffsets:output_type -> strata.broker.v1.ListOffsetsResponse
+	21, // 63: strata.broker.v1.Broker.CreateTopic:output_type -> strata.broker.v1.CreateTopicResponse
+	23, // 64: strata.broker.v1.Broker.DeleteTopic:output_type -> strata.broker.v1.DeleteTopicResponse
+	26, // 65: strata.broker.v1.Broker.ListTopics:output_type -> strata.broker.v1.ListTopicsResponse
+	32, // 66: strata.broker.v1.Broker.DescribeTopic:output_type -> strata.broker.v1.DescribeTopicResponse
+	34, // 67: strata.broker.v1.Broker.AlterTopicConfigs:output_type -> strata.broker.v1.AlterTopicConfigsResponse
+	36, // 68: strata.broker.v1.Broker.AddPartitions:output_type -> strata.broker.v1.AddPartitionsResponse
+	39, // 69: strata.broker.v1.Broker.DescribeCluster:output_type -> strata.broker.v1.DescribeClusterResponse
+	42, // 70: strata.broker.v1.Broker.FindCoordinator:output_type -> strata.broker.v1.FindCoordinatorResponse
+	44, // 71: strata.broker.v1.Broker.GroupHeartbeat:output_type -> strata.broker.v1.GroupHeartbeatResponse
+	48, // 72: strata.broker.v1.Broker.CommitOffsets:output_type -> strata.broker.v1.CommitOffsetsResponse
+	51, // 73: strata.broker.v1.Broker.FetchOffsets:output_type -> strata.broker.v1.FetchOffsetsResponse
+	54, // 74: strata.broker.v1.Broker.ListGroups:output_type -> strata.broker.v1.ListGroupsResponse
+	57, // 75: strata.broker.v1.Broker.DescribeGroup:output_type -> strata.broker.v1.DescribeGroupResponse
+	59, // 76: strata.broker.v1.Broker.DeleteGroup:output_type -> strata.broker.v1.DeleteGroupResponse
+	58, // [58:77] is the sub-list for method output_type
+	39, // [39:58] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_broker_v1_broker_proto_init() }

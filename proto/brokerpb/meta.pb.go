@@ -21,6 +21,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ClassicGroupState: the state a classic group's record was written in.
+// PreparingRebalance is never written (a round in progress is not
+// persisted; a failover restarts it).
+type ClassicGroupState int32
+
+const (
+	ClassicGroupState_CLASSIC_GROUP_STATE_EMPTY                ClassicGroupState = 0
+	ClassicGroupState_CLASSIC_GROUP_STATE_COMPLETING_REBALANCE ClassicGroupState = 1
+	ClassicGroupState_CLASSIC_GROUP_STATE_STABLE               ClassicGroupState = 2
+)
+
+// Enum value maps for ClassicGroupState.
+var (
+	ClassicGroupState_name = map[int32]string{
+		0: "CLASSIC_GROUP_STATE_EMPTY",
+		1: "CLASSIC_GROUP_STATE_COMPLETING_REBALANCE",
+		2: "CLASSIC_GROUP_STATE_STABLE",
+	}
+	ClassicGroupState_value = map[string]int32{
+		"CLASSIC_GROUP_STATE_EMPTY":                0,
+		"CLASSIC_GROUP_STATE_COMPLETING_REBALANCE": 1,
+		"CLASSIC_GROUP_STATE_STABLE":               2,
+	}
+)
+
+func (x ClassicGroupState) Enum() *ClassicGroupState {
+	p := new(ClassicGroupState)
+	*p = x
+	return p
+}
+
+func (x ClassicGroupState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClassicGroupState) Descriptor() protoreflect.EnumDescriptor {
+	return file_broker_v1_meta_proto_enumTypes[0].Descriptor()
+}
+
+func (ClassicGroupState) Type() protoreflect.EnumType {
+	return &file_broker_v1_meta_proto_enumTypes[0]
+}
+
+func (x ClassicGroupState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClassicGroupState.Descriptor instead.
+func (ClassicGroupState) EnumDescriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{0}
+}
+
 type ControllerRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BrokerId      string                 `protobuf:"bytes,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
@@ -1129,9 +1181,14 @@ type GroupOffsetValue struct {
 	Offset            int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	Metadata          string                 `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	CommitTimestampMs int64                  `protobuf:"varint,3,opt,name=commit_timestamp_ms,json=commitTimestampMs,proto3" json:"commit_timestamp_ms,omitempty"`
-	MemberEpoch       int32                  `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// member_epoch: the KIP-848 member epoch, or the classic generation, the
+	// commit carried; -1 for a standalone (admin) commit.
+	MemberEpoch int32 `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// leader_epoch: the partition leader epoch the client committed with
+	// (Kafka's committed leader epoch, OffsetCommit v6+); absent: unknown.
+	LeaderEpoch   *int32 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3,oneof" json:"leader_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupOffsetValue) Reset() {
@@ -1192,10 +1249,21 @@ func (x *GroupOffsetValue) GetMemberEpoch() int32 {
 	return 0
 }
 
+func (x *GroupOffsetValue) GetLeaderEpoch() int32 {
+	if x != nil && x.LeaderEpoch != nil {
+		return *x.LeaderEpoch
+	}
+	return 0
+}
+
+// GroupMetadataValue is a group's metadata record. A KIP-848 group sets
+// group_epoch and members; a classic group (JoinGroup/SyncGroup) sets
+// classic only. The group's kind is the kind of its last record.
 type GroupMetadataValue struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupEpoch    int32                  `protobuf:"varint,1,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
 	Members       []*GroupMember         `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	Classic       *ClassicGroupValue     `protobuf:"bytes,3,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1240,6 +1308,206 @@ func (x *GroupMetadataValue) GetGroupEpoch() int32 {
 func (x *GroupMetadataValue) GetMembers() []*GroupMember {
 	if x != nil {
 		return x.Members
+	}
+	return nil
+}
+
+func (x *GroupMetadataValue) GetClassic() *ClassicGroupValue {
+	if x != nil {
+		return x.Classic
+	}
+	return nil
+}
+
+// ClassicGroupValue is a classic group as of its last completed step: a
+// join barrier (completing_rebalance, no assignments), the leader's
+// SyncGroup (stable, with assignments), a static member's replacement, or
+// the group becoming empty.
+type ClassicGroupValue struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolType string                 `protobuf:"bytes,1,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	Generation   int32                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// protocol: the protocol chosen for generation; empty when the group is
+	// empty.
+	Protocol      string                `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Leader        string                `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	State         ClassicGroupState     `protobuf:"varint,5,opt,name=state,proto3,enum=strata.broker.v1.ClassicGroupState" json:"state,omitempty"`
+	Members       []*ClassicGroupMember `protobuf:"bytes,6,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicGroupValue) Reset() {
+	*x = ClassicGroupValue{}
+	mi := &file_broker_v1_meta_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicGroupValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicGroupValue) ProtoMessage() {}
+
+func (x *ClassicGroupValue) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_v1_meta_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicGroupValue.ProtoReflect.Descriptor instead.
+func (*ClassicGroupValue) Descriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ClassicGroupValue) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ClassicGroupValue) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ClassicGroupValue) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ClassicGroupValue) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *ClassicGroupValue) GetState() ClassicGroupState {
+	if x != nil {
+		return x.State
+	}
+	return ClassicGroupState_CLASSIC_GROUP_STATE_EMPTY
+}
+
+func (x *ClassicGroupValue) GetMembers() []*ClassicGroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type ClassicGroupMember struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	MemberId string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// instance_id: group.instance.id of a static member (KIP-345), or empty.
+	InstanceId         string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	ClientId           string `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientHost         string `protobuf:"bytes,4,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	SessionTimeoutMs   int32  `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	RebalanceTimeoutMs int32  `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	// subscription: the member's metadata for protocol (opaque bytes).
+	Subscription []byte `protobuf:"bytes,7,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// assignment: what the leader assigned the member (opaque bytes).
+	Assignment    []byte `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicGroupMember) Reset() {
+	*x = ClassicGroupMember{}
+	mi := &file_broker_v1_meta_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicGroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicGroupMember) ProtoMessage() {}
+
+func (x *ClassicGroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_broker_v1_meta_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicGroupMember.ProtoReflect.Descriptor instead.
+func (*ClassicGroupMember) Descriptor() ([]byte, []int) {
+	return file_broker_v1_meta_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ClassicGroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicGroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ClassicGroupMember) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClassicGroupMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *ClassicGroupMember) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *ClassicGroupMember) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *ClassicGroupMember) GetSubscription() []byte {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *ClassicGroupMember) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
 	}
 	return nil
 }
@@ -1348,16 +1616,45 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\x0eGroupRecordKey\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x03 \x01(\x05R\tpartition\"\x99\x01\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\"\xd2\x01\n" +
 	"\x10GroupOffsetValue\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x02 \x01(\tR\bmetadata\x12.\n" +
 	"\x13commit_timestamp_ms\x18\x03 \x01(\x03R\x11commitTimestampMs\x12!\n" +
-	"\fmember_epoch\x18\x04 \x01(\x05R\vmemberEpoch\"n\n" +
+	"\fmember_epoch\x18\x04 \x01(\x05R\vmemberEpoch\x12&\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05H\x00R\vleaderEpoch\x88\x01\x01B\x0f\n" +
+	"\r_leader_epoch\"\xad\x01\n" +
 	"\x12GroupMetadataValue\x12\x1f\n" +
 	"\vgroup_epoch\x18\x01 \x01(\x05R\n" +
 	"groupEpoch\x127\n" +
-	"\amembers\x18\x02 \x03(\v2\x1d.strata.broker.v1.GroupMemberR\amembersB-Z+github.com/strata-log/strata/proto/brokerpbb\x06proto3"
+	"\amembers\x18\x02 \x03(\v2\x1d.strata.broker.v1.GroupMemberR\amembers\x12=\n" +
+	"\aclassic\x18\x03 \x01(\v2#.strata.broker.v1.ClassicGroupValueR\aclassic\"\x87\x02\n" +
+	"\x11ClassicGroupValue\x12#\n" +
+	"\rprotocol_type\x18\x01 \x01(\tR\fprotocolType\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x05R\n" +
+	"generation\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\x129\n" +
+	"\x05state\x18\x05 \x01(\x0e2#.strata.broker.v1.ClassicGroupStateR\x05state\x12>\n" +
+	"\amembers\x18\x06 \x03(\v2$.strata.broker.v1.ClassicGroupMemberR\amembers\"\xb4\x02\n" +
+	"\x12ClassicGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vclient_host\x18\x04 \x01(\tR\n" +
+	"clientHost\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x120\n" +
+	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x12\"\n" +
+	"\fsubscription\x18\a \x01(\fR\fsubscription\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\b \x01(\fR\n" +
+	"assignment*\x80\x01\n" +
+	"\x11ClassicGroupState\x12\x1d\n" +
+	"\x19CLASSIC_GROUP_STATE_EMPTY\x10\x00\x12,\n" +
+	"(CLASSIC_GROUP_STATE_COMPLETING_REBALANCE\x10\x01\x12\x1e\n" +
+	"\x1aCLASSIC_GROUP_STATE_STABLE\x10\x02B-Z+github.com/strata-log/strata/proto/brokerpbb\x06proto3"
 
 var (
 	file_broker_v1_meta_proto_rawDescOnce sync.Once
@@ -1371,43 +1668,50 @@ func file_broker_v1_meta_proto_rawDescGZIP() []byte {
 	return file_broker_v1_meta_proto_rawDescData
 }
 
-var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_broker_v1_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_broker_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_broker_v1_meta_proto_goTypes = []any{
-	(*ControllerRecord)(nil),   // 0: strata.broker.v1.ControllerRecord
-	(*BrokerDrain)(nil),        // 1: strata.broker.v1.BrokerDrain
-	(*TopicRecord)(nil),        // 2: strata.broker.v1.TopicRecord
-	(*Assignment)(nil),         // 3: strata.broker.v1.Assignment
-	(*Ownership)(nil),          // 4: strata.broker.v1.Ownership
-	(*LedgerSegment)(nil),      // 5: strata.broker.v1.LedgerSegment
-	(*ProducerBatch)(nil),      // 6: strata.broker.v1.ProducerBatch
-	(*ProducerState)(nil),      // 7: strata.broker.v1.ProducerState
-	(*PartitionLog)(nil),       // 8: strata.broker.v1.PartitionLog
-	(*LeaderEpoch)(nil),        // 9: strata.broker.v1.LeaderEpoch
-	(*GarbageObject)(nil),      // 10: strata.broker.v1.GarbageObject
-	(*TieredSegment)(nil),      // 11: strata.broker.v1.TieredSegment
-	(*IndexPoint)(nil),         // 12: strata.broker.v1.IndexPoint
-	(*LedgerIndex)(nil),        // 13: strata.broker.v1.LedgerIndex
-	(*GroupRecordKey)(nil),     // 14: strata.broker.v1.GroupRecordKey
-	(*GroupOffsetValue)(nil),   // 15: strata.broker.v1.GroupOffsetValue
-	(*GroupMetadataValue)(nil), // 16: strata.broker.v1.GroupMetadataValue
-	nil,                        // 17: strata.broker.v1.TopicRecord.ConfigsEntry
-	(*GroupMember)(nil),        // 18: strata.broker.v1.GroupMember
+	(ClassicGroupState)(0),     // 0: strata.broker.v1.ClassicGroupState
+	(*ControllerRecord)(nil),   // 1: strata.broker.v1.ControllerRecord
+	(*BrokerDrain)(nil),        // 2: strata.broker.v1.BrokerDrain
+	(*TopicRecord)(nil),        // 3: strata.broker.v1.TopicRecord
+	(*Assignment)(nil),         // 4: strata.broker.v1.Assignment
+	(*Ownership)(nil),          // 5: strata.broker.v1.Ownership
+	(*LedgerSegment)(nil),      // 6: strata.broker.v1.LedgerSegment
+	(*ProducerBatch)(nil),      // 7: strata.broker.v1.ProducerBatch
+	(*ProducerState)(nil),      // 8: strata.broker.v1.ProducerState
+	(*PartitionLog)(nil),       // 9: strata.broker.v1.PartitionLog
+	(*LeaderEpoch)(nil),        // 10: strata.broker.v1.LeaderEpoch
+	(*GarbageObject)(nil),      // 11: strata.broker.v1.GarbageObject
+	(*TieredSegment)(nil),      // 12: strata.broker.v1.TieredSegment
+	(*IndexPoint)(nil),         // 13: strata.broker.v1.IndexPoint
+	(*LedgerIndex)(nil),        // 14: strata.broker.v1.LedgerIndex
+	(*GroupRecordKey)(nil),     // 15: strata.broker.v1.GroupRecordKey
+	(*GroupOffsetValue)(nil),   // 16: strata.broker.v1.GroupOffsetValue
+	(*GroupMetadataValue)(nil), // 17: strata.broker.v1.GroupMetadataValue
+	(*ClassicGroupValue)(nil),  // 18: strata.broker.v1.ClassicGroupValue
+	(*ClassicGroupMember)(nil), // 19: strata.broker.v1.ClassicGroupMember
+	nil,                        // 20: strata.broker.v1.TopicRecord.ConfigsEntry
+	(*GroupMember)(nil),        // 21: strata.broker.v1.GroupMember
 }
 var file_broker_v1_meta_proto_depIdxs = []int32{
-	17, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
-	6,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
-	5,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
-	7,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
-	11, // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
-	10, // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
-	9,  // 6: strata.broker.v1.PartitionLog.leader_epochs:type_name -> strata.broker.v1.LeaderEpoch
-	12, // 7: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
-	18, // 8: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	20, // 0: strata.broker.v1.TopicRecord.configs:type_name -> strata.broker.v1.TopicRecord.ConfigsEntry
+	7,  // 1: strata.broker.v1.ProducerState.batches:type_name -> strata.broker.v1.ProducerBatch
+	6,  // 2: strata.broker.v1.PartitionLog.segments:type_name -> strata.broker.v1.LedgerSegment
+	8,  // 3: strata.broker.v1.PartitionLog.producers:type_name -> strata.broker.v1.ProducerState
+	12, // 4: strata.broker.v1.PartitionLog.tiered:type_name -> strata.broker.v1.TieredSegment
+	11, // 5: strata.broker.v1.PartitionLog.garbage:type_name -> strata.broker.v1.GarbageObject
+	10, // 6: strata.broker.v1.PartitionLog.leader_epochs:type_name -> strata.broker.v1.LeaderEpoch
+	13, // 7: strata.broker.v1.LedgerIndex.points:type_name -> strata.broker.v1.IndexPoint
+	21, // 8: strata.broker.v1.GroupMetadataValue.members:type_name -> strata.broker.v1.GroupMember
+	18, // 9: strata.broker.v1.GroupMetadataValue.classic:type_name -> strata.broker.v1.ClassicGroupValue
+	0,  // 10: strata.broker.v1.ClassicGroupValue.state:type_name -> strata.broker.v1.ClassicGroupState
+	19, // 11: strata.broker.v1.ClassicGroupValue.members:type_name -> strata.broker.v1.ClassicGroupMember
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_broker_v1_meta_proto_init() }
@@ -1416,18 +1720,20 @@ func file_broker_v1_meta_proto_init() {
 		return
 	}
 	file_broker_v1_broker_proto_init()
+	file_broker_v1_meta_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_broker_v1_meta_proto_rawDesc), len(file_broker_v1_meta_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   18,
+			NumEnums:      1,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_broker_v1_meta_proto_goTypes,
 		DependencyIndexes: file_broker_v1_meta_proto_depIdxs,
+		EnumInfos:         file_broker_v1_meta_proto_enumTypes,
 		MessageInfos:      file_broker_v1_meta_proto_msgTypes,
 	}.Build()
 	File_broker_v1_meta_proto = out.File
