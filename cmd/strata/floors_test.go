@@ -130,3 +130,32 @@ func TestStrataLinksNoServer(t *testing.T) {
 		}
 	}
 }
+
+// Configuration structs are plain; only the commands fill them with viper
+// (cmd/internal/nodeconfig). No package outside cmd/ links viper, so the
+// roles' packages (metad, the bookie, the broker) stay loader-free.
+func TestViperOnlyInCmd(t *testing.T) {
+	const viper = "github.com/spf13/viper"
+	out := goList(t, "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", module+"/...")
+	checked := 0
+	for line := range strings.Lines(out) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg, inModule := strings.CutPrefix(fields[0], module+"/")
+		if !inModule || pkg == "cmd" || strings.HasPrefix(pkg, "cmd/") {
+			continue
+		}
+		checked++
+		for _, dep := range fields[1:] {
+			if dep == viper || strings.HasPrefix(dep, viper+"/") {
+				t.Errorf("%s links %s: viper belongs in cmd/ only", pkg, dep)
+				break
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("go list named %d packages of %s outside cmd/; want the whole module", checked, module)
+	}
+}
