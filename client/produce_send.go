@@ -136,10 +136,10 @@ func (p *Producer) markSentLocked(ps *partState, b *batch) {
 	ps.inflight++
 }
 
-// waiting returns the first batch among ps's oldest window that is neither
+// waiting returns the first batch among p's oldest window that is neither
 // completed nor in flight, nil if none.
-func (ps *partState) waiting(window int) *batch {
-	for _, c := range ps.batches[:min(len(ps.batches), window)] {
+func (p *partState) waiting(window int) *batch {
+	for _, c := range p.batches[:min(len(p.batches), window)] {
 		if !c.done && !c.inflight {
 			return c
 		}
