@@ -54,56 +54,14 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	reqs = map[string][]*batch{}
-	due := func(t time.Time) {
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
 	if p.mu.fatal != nil {
 		p.failLocked(p.mu.fatal) // batches sealed since the failure
 		return reqs, next, false
 	}
 	reqBytes := map[string]int{}
 	for _, ps := range p.mu.parts {
-		p.expireLocked(ps, now)
-		if len(ps.batches) == 0 {
-			continue
-		}
-		for _, b := range ps.batches {
-			if !b.done && !b.inflight {
-				due(b.deadline)
-				break
-			}
-		}
-		if ps.draining || ps.resetting || ps.inflight >= p.cfg.MaxInFlight {
-			continue
-		}
-		if now.Before(ps.retryAt) {
-			due(ps.retryAt)
-			continue
-		}
-		if p.idempotent && !ps.havePID {
-			if p.mu.pid < 0 {
-				continue // initProducerID wakes us
-			}
-			ps.havePID, ps.pid, ps.epoch = true, p.mu.pid, p.mu.epoch
-		}
-		// The window starts at the oldest unacknowledged batch, not at
-		// the in-flight count: answers of concurrent requests arrive in
-		// any order, and a batch retried after more than
-		// maxIdempotentInFlight later ones were stored is no longer
-		// recognised as a duplicate by the broker (it would answer
-		// OUT_OF_ORDER_SEQUENCE for data it holds).
-		var b *batch
-		for i, c := range ps.batches {
-			if i >= p.cfg.MaxInFlight {
-				break
-			}
-			if !c.done && !c.inflight {
-				b = c
-				break
-			}
-		}
+		b, due := p.nextBatchLocked(ps, now)
+		next = earliest(next, due)
 		if b == nil {
 			continue
 		}
@@ -119,27 +77,82 @@ func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.T
 			continue
 		}
 		reqBytes[addr] += b.bytes
-		if p.idempotent && b.seq < 0 {
-			b.pid, b.epoch, b.seq = ps.pid, ps.epoch, ps.nextSeq
-			ps.nextSeq = recordbatch.AddSequence(ps.nextSeq, len(b.recs))
-			p.dropEncodingLocked(b)
-		}
-		// Sent while an earlier batch is unanswered: the broker may see
-		// them out of order (OUT_OF_ORDER_SEQUENCE is then expected).
-		b.pipelined = ps.inflight > 0
-		b.inflight, b.sent = true, true
-		ps.inflight++
+		p.markSentLocked(ps, b)
 		reqs[addr] = append(reqs[addr], b)
-		if ps.inflight < p.cfg.MaxInFlight {
-			for _, c := range ps.batches[:min(len(ps.batches), p.cfg.MaxInFlight)] {
-				if !c.done && !c.inflight {
-					more = true
-					break
-				}
-			}
+		if ps.inflight < p.cfg.MaxInFlight && ps.waiting(p.cfg.MaxInFlight) != nil {
+			more = true
 		}
 	}
 	return reqs, next, more
+}
+
+// nextBatchLocked expires ps's overdue batches and returns the batch of ps
+// to send now, nil if none may go: the partition is draining, resetting,
+// at MaxInFlight, backing off, or waiting for a producer id. due is when
+// ps next needs a look even if nothing is sent (its oldest waiting batch's
+// deadline, the end of its backoff); zero when nothing waits.
+// REQUIRES: p.mu held.
+func (p *Producer) nextBatchLocked(ps *partState, now time.Time) (b *batch, due time.Time) {
+	p.expireLocked(ps, now)
+	if len(ps.batches) == 0 {
+		return nil, due
+	}
+	if w := ps.waiting(len(ps.batches)); w != nil {
+		due = w.deadline
+	}
+	if ps.draining || ps.resetting || ps.inflight >= p.cfg.MaxInFlight {
+		return nil, due
+	}
+	if now.Before(ps.retryAt) {
+		return nil, earliest(due, ps.retryAt)
+	}
+	if p.idempotent && !ps.havePID {
+		if p.mu.pid < 0 {
+			return nil, due // initProducerID wakes us
+		}
+		ps.havePID, ps.pid, ps.epoch = true, p.mu.pid, p.mu.epoch
+	}
+	// The window starts at the oldest unacknowledged batch, not at the
+	// in-flight count: answers of concurrent requests arrive in any order,
+	// and a batch retried after more than maxIdempotentInFlight later ones
+	// were stored is no longer recognised as a duplicate by the broker (it
+	// would answer OUT_OF_ORDER_SEQUENCE for data it holds).
+	return ps.waiting(p.cfg.MaxInFlight), due
+}
+
+// markSentLocked records that b, of ps, goes out now: an idempotent batch
+// sent for the first time takes its sequence numbers.
+// REQUIRES: p.mu held.
+func (p *Producer) markSentLocked(ps *partState, b *batch) {
+	if p.idempotent && b.seq < 0 {
+		b.pid, b.epoch, b.seq = ps.pid, ps.epoch, ps.nextSeq
+		ps.nextSeq = recordbatch.AddSequence(ps.nextSeq, len(b.recs))
+		p.dropEncodingLocked(b)
+	}
+	// Sent while an earlier batch is unanswered: the broker may see them
+	// out of order (OUT_OF_ORDER_SEQUENCE is then expected).
+	b.pipelined = ps.inflight > 0
+	b.inflight, b.sent = true, true
+	ps.inflight++
+}
+
+// waiting returns the first batch among p's oldest window that is neither
+// completed nor in flight, nil if none.
+func (p *partState) waiting(window int) *batch {
+	for _, c := range p.batches[:min(len(p.batches), window)] {
+		if !c.done && !c.inflight {
+			return c
+		}
+	}
+	return nil
+}
+
+// earliest is the earlier of a and b, a zero time standing for none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // expireLocked fails ps's waiting batches whose delivery timeout passed.

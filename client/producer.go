@@ -328,25 +328,9 @@ func recordBytes(r *Record) int {
 // is full waits for space only its own return frees (give that Produce a
 // ctx with a deadline), as in Kafka's Java client and franz-go.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) error {
-	if r == nil || r.Topic == "" {
-		return errors.New("client: produce: record without topic")
-	}
-	size := recordBytes(r)
-	if size+batchOverheadBytes > p.cfg.BatchBytes {
-		return fmt.Errorf("%w: %d bytes, batch bytes %d", ErrRecordTooLarge, size, p.cfg.BatchBytes)
-	}
-	if err := p.usable(); err != nil {
-		return err
-	}
-	n, err := p.c.partitionCount(ctx, r.Topic)
+	size, n, err := p.checkRecord(ctx, r)
 	if err != nil {
 		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: topic %s has no partitions", ErrUnknownPartition, r.Topic)
-	}
-	if r.Partition >= n {
-		return fmt.Errorf("%w: %s/%d (topic has %d)", ErrUnknownPartition, r.Topic, r.Partition, n)
 	}
 	if r.Timestamp.IsZero() {
 		r.Timestamp = time.Now()
@@ -361,41 +345,8 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		return err
 	}
 	ts := p.topicLocked(r.Topic)
-	part := r.Partition
-	keyless := false
-	switch {
-	case part >= 0:
-	case r.Key != nil:
-		part = recordbatch.PartitionForKey(r.Key, n)
-	default:
-		keyless = true
-		if ts.sticky < 0 || ts.sticky >= n {
-			ts.sticky = rand.Int32N(n)
-		}
-		// A record that does not fit the sticky partition's batch seals
-		// it and goes to the next sticky partition, as in Kafka (else it
-		// would open a batch of its own behind the full one).
-		if sp := p.mu.parts[TopicPartition{r.Topic, ts.sticky}]; sp != nil && sp.open != nil && sp.open.bytes+size > p.cfg.BatchBytes {
-			p.sealLocked(sp, n)
-		}
-		part = ts.sticky
-	}
-	tp := TopicPartition{r.Topic, part}
-	ps := p.mu.parts[tp]
-	if ps == nil {
-		ps = &partState{tp: tp}
-		p.mu.parts[tp] = ps
-	}
-	if ps.open != nil && ps.open.bytes+size > p.cfg.BatchBytes {
-		p.sealLocked(ps, n)
-	}
-	if ps.open == nil {
-		b := &batch{tp: tp, bytes: batchOverheadBytes, deadline: time.Now().Add(p.cfg.DeliveryTimeout), seq: -1, base: -1}
-		ps.open = b
-		if p.cfg.Linger > 0 {
-			b.timer = time.AfterFunc(p.cfg.Linger, func() { p.lingerExpired(ps, b) })
-		}
-	}
+	part, keyless := p.partitionLocked(ts, r, size, n)
+	ps := p.openBatchLocked(TopicPartition{r.Topic, part}, size, n)
 	b := ps.open
 	b.recs = append(b.recs, r)
 	b.cbs = append(b.cbs, cb)
@@ -413,6 +364,79 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		p.sealKeepStickyLocked(ps)
 	}
 	return nil
+}
+
+// checkRecord refuses a record Produce cannot take (no topic, too large,
+// the producer closed or failed, a partition the topic does not have) and
+// returns its estimated size and the topic's partition count.
+func (p *Producer) checkRecord(ctx context.Context, r *Record) (size int, partitions int32, err error) {
+	if r == nil || r.Topic == "" {
+		return 0, 0, errors.New("client: produce: record without topic")
+	}
+	size = recordBytes(r)
+	if size+batchOverheadBytes > p.cfg.BatchBytes {
+		return 0, 0, fmt.Errorf("%w: %d bytes, batch bytes %d", ErrRecordTooLarge, size, p.cfg.BatchBytes)
+	}
+	if err := p.usable(); err != nil {
+		return 0, 0, err
+	}
+	n, err := p.c.partitionCount(ctx, r.Topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n == 0 {
+		return 0, 0, fmt.Errorf("%w: topic %s has no partitions", ErrUnknownPartition, r.Topic)
+	}
+	if r.Partition >= n {
+		return 0, 0, fmt.Errorf("%w: %s/%d (topic has %d)", ErrUnknownPartition, r.Topic, r.Partition, n)
+	}
+	return size, n, nil
+}
+
+// partitionLocked chooses r's partition among n: its own, its key's hash,
+// or (keyless) the topic's sticky partition, which moves on when r does not
+// fit the sticky partition's open batch.
+// REQUIRES: p.mu held.
+func (p *Producer) partitionLocked(ts *topicState, r *Record, size int, n int32) (part int32, keyless bool) {
+	switch {
+	case r.Partition >= 0:
+		return r.Partition, false
+	case r.Key != nil:
+		return recordbatch.PartitionForKey(r.Key, n), false
+	}
+	if ts.sticky < 0 || ts.sticky >= n {
+		ts.sticky = rand.Int32N(n)
+	}
+	// A record that does not fit the sticky partition's batch seals it and
+	// goes to the next sticky partition, as in Kafka (else it would open a
+	// batch of its own behind the full one).
+	if sp := p.mu.parts[TopicPartition{r.Topic, ts.sticky}]; sp != nil && sp.open != nil && sp.open.bytes+size > p.cfg.BatchBytes {
+		p.sealLocked(sp, n)
+	}
+	return ts.sticky, true
+}
+
+// openBatchLocked returns tp's state, made on first use, with an open
+// batch that has room for size more bytes: a full one is sealed first (n
+// is the topic's partition count, for sealLocked).
+// REQUIRES: p.mu held.
+func (p *Producer) openBatchLocked(tp TopicPartition, size int, n int32) *partState {
+	ps := p.mu.parts[tp]
+	if ps == nil {
+		ps = &partState{tp: tp}
+		p.mu.parts[tp] = ps
+	}
+	if ps.open != nil && ps.open.bytes+size > p.cfg.BatchBytes {
+		p.sealLocked(ps, n)
+	}
+	if ps.open == nil {
+		b := &batch{tp: tp, bytes: batchOverheadBytes, deadline: time.Now().Add(p.cfg.DeliveryTimeout), seq: -1, base: -1}
+		ps.open = b
+		if p.cfg.Linger > 0 {
+			b.timer = time.AfterFunc(p.cfg.Linger, func() { p.lingerExpired(ps, b) })
+		}
+	}
+	return ps
 }
 
 // topicLocked returns topic's state, made on first use.

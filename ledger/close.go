@@ -49,7 +49,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	w.mu.closing = true
 	w.notifyLocked() // appends waiting for bytes now fail
-	for (len(w.mu.entries) > 0 || len(w.mu.levelWaiters) > 0) && w.mu.err == nil {
+	for (len(w.mu.entries) > 0 || w.mu.levels.pending() > 0) && w.mu.err == nil {
 		changed := w.mu.changed
 		w.mu.Unlock()
 		select {
@@ -62,10 +62,12 @@ func (w *Writer) Close(ctx context.Context) error {
 				ErrLedgerClosed, w.id, ctx.Err()))
 		}
 	}
-	w.stopTimersLocked()
+	// Nothing new is scheduled, and what has not started never will.
+	w.mu.stopped = true
+	w.bg.stop()
 	w.mu.Unlock()
 	w.bgCancel()
-	w.timers.Wait() // no background work runs from here on
+	w.bg.wait()     // no background work runs from here on
 	w.waitFlushed() // every callback has run
 
 	w.mu.Lock()

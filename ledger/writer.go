@@ -72,8 +72,9 @@ type Writer struct {
 	// bgCtx bounds background I/O; Close cancels it.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
-	// timers counts scheduled functions that have not run or been stopped.
-	timers sync.WaitGroup
+	// bg runs the background work's scheduled functions; Close stops it
+	// and waits for what started.
+	bg *timerSet
 
 	mu struct {
 		sync.Mutex
@@ -124,15 +125,13 @@ type Writer struct {
 		lacTimer     bool
 		lacDue       bool
 		sentLAC      int64 // last explicit LAC written
-		timers       map[uint64]func() bool
-		nextTimer    uint64
 
 		underReplicated int64
 		ensembleChanges int64
 
-		// levelWaiters: entries whose AppendAcks level callback has not
-		// run yet, by id (acknowledged or not).
-		levelWaiters map[int64]*entry
+		// levels: entries whose AppendAcks level callback has not run
+		// yet (acknowledged or not).
+		levels ackLevels
 	}
 }
 
@@ -239,8 +238,17 @@ func newWriter(env Env, opts CreateOptions, md *ledgerpb.LedgerMetadata, version
 	w.mu.lac = -1
 	w.mu.sentLAC = -1
 	w.mu.changed = make(chan struct{})
-	w.mu.timers = make(map[uint64]func() bool)
-	w.mu.levelWaiters = make(map[int64]*entry)
+	w.bg = newTimerSet(opts.Scheduler)
+	w.mu.levels = ackLevels{
+		ledgerID: md.Id,
+		waiters:  make(map[int64]*entry),
+		deliver:  func(d delivery) { w.mu.deliveries = append(w.mu.deliveries, d) },
+		drained: func() {
+			if w.mu.closing {
+				w.notifyLocked() // Close waits for the last one
+			}
+		},
+	}
 	w.log.Info("ledger created", "ensemble", md.Fragments[0].Bookies,
 		"E", md.EnsembleSize, "Qw", md.WriteQuorum, "Qa", md.AckQuorum)
 	return w
@@ -368,7 +376,7 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 	e := &entry{id: w.mu.nextID, payload: payload, tag: tag, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
 		level: level, levelCB: levelCB}
 	if levelCB != nil {
-		w.mu.levelWaiters[e.id] = e
+		w.mu.levels.add(e)
 	}
 	w.mu.nextID++
 	w.mu.entries = append(w.mu.entries, e)
@@ -531,7 +539,7 @@ func (w *Writer) handleAddLocked(e *entry, bookie string, resp *bookiepb.AddResp
 		e.oks[bookie] = true
 		if w.mu.err == nil {
 			w.ackLocked()
-			w.checkLevelLocked(e)
+			w.mu.levels.check(e, w.mu.md, w.mu.change)
 		}
 		return
 	}
@@ -539,7 +547,7 @@ func (w *Writer) handleAddLocked(e *entry, bookie string, resp *bookiepb.AddResp
 	if e.acked && slices.Contains(entryWriteSet(w.mu.md, e.id), bookie) {
 		w.markUnderReplicatedLocked(e)
 		if w.mu.err == nil {
-			w.checkLevelLocked(e)
+			w.mu.levels.check(e, w.mu.md, w.mu.change)
 		}
 	}
 	if w.mu.err != nil {
@@ -623,7 +631,7 @@ func (w *Writer) ackLocked() {
 		if e.cb != nil {
 			w.mu.deliveries = append(w.mu.deliveries, delivery{cb: e.cb, id: e.id})
 		}
-		w.checkLevelLocked(e)
+		w.mu.levels.check(e, w.mu.md, w.mu.change)
 		advanced = true
 	}
 	if advanced {
@@ -661,7 +669,7 @@ func (w *Writer) failLocked(err error) {
 		w.mu.unresolved = w.mu.change.md
 	}
 	w.mu.change = nil
-	w.failLevelWaitersLocked(err)
+	w.mu.levels.failAll(err)
 	w.notifyLocked()
 }
 
@@ -672,43 +680,6 @@ func (w *Writer) notifyLocked() {
 	w.mu.changed = make(chan struct{})
 }
 
-// scheduleLocked runs f after d through the Scheduler, unless Close has
-// stopped background work. Close stops what has not started and waits for
-// the rest (w.timers).
-// REQUIRES: w.mu held.
-func (w *Writer) scheduleLocked(d time.Duration, f func()) {
-	if w.mu.stopped {
-		return
-	}
-	id := w.mu.nextTimer
-	w.mu.nextTimer++
-	w.timers.Add(1)
-	w.mu.timers[id] = w.sched.AfterFunc(d, func() {
-		w.mu.Lock()
-		_, ok := w.mu.timers[id]
-		delete(w.mu.timers, id)
-		w.mu.Unlock()
-		if !ok { // stopped by Close, which counted it done
-			return
-		}
-		defer w.timers.Done()
-		f()
-	})
-}
-
-// stopTimersLocked stops background work: nothing new is scheduled, and
-// what has not started never will. The caller then waits on w.timers.
-// REQUIRES: w.mu held.
-func (w *Writer) stopTimersLocked() {
-	w.mu.stopped = true
-	for id, stop := range w.mu.timers {
-		if stop() {
-			delete(w.mu.timers, id)
-			w.timers.Done()
-		}
-	}
-}
-
 // kickLocked schedules a run of the background work.
 // REQUIRES: w.mu held.
 func (w *Writer) kickLocked() {
@@ -716,5 +687,5 @@ func (w *Writer) kickLocked() {
 		return
 	}
 	w.mu.workQueued = true
-	w.scheduleLocked(0, w.work)
+	w.bg.after(0, w.work)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
 // AckLevel is how many bookies of an entry's write set must have it
@@ -83,33 +85,52 @@ func (w *Writer) AppendAcks(ctx context.Context, payload []byte, level AckLevel,
 	return fmt.Errorf("%w: ack level %v", ErrInvalid, level)
 }
 
-// levelSetLocked is the set of bookies whose ADD_OK for e counts towards
+// ackLevels holds the entries whose AppendAcks level callback has not run
+// yet, by id, and decides when each runs. It does no I/O and has no lock
+// of its own: it lives in the writer's mu (w.mu.levels), and every method
+// REQUIRES w.mu held. md and change, where a method takes them, are the
+// writer's durable metadata and pending ensemble change.
+type ackLevels struct {
+	ledgerID uint64
+	waiters  map[int64]*entry
+	// deliver queues a decided callback on the writer's deliveries, in the
+	// order decided; drained runs when a decision leaves no waiter (Close
+	// waits for the last one).
+	deliver func(delivery)
+	drained func()
+}
+
+// add makes e, whose levelCB is set, a waiter.
+func (a *ackLevels) add(e *entry) { a.waiters[e.id] = e }
+
+// pending is the number of waiters.
+func (a *ackLevels) pending() int { return len(a.waiters) }
+
+// levelSet is the set of bookies whose ADD_OK for e counts towards
 // AckOne: the members of e's durable write set that stay in it if a
 // pending ensemble change covering e commits (W3: a replacement counts
 // only once the change is durable).
-// REQUIRES: w.mu held.
-func (w *Writer) levelSetLocked(e *entry) []string {
-	ws := entryWriteSet(w.mu.md, e.id)
-	c := w.mu.change
-	if c == nil || e.id < c.start {
+func levelSet(e *entry, md *ledgerpb.LedgerMetadata, change *ensembleChange) []string {
+	ws := entryWriteSet(md, e.id)
+	if change == nil || e.id < change.start {
 		return ws
 	}
-	next := writeSet(c.ensemble, e.id, int(w.mu.md.WriteQuorum))
+	next := writeSet(change.ensemble, e.id, int(md.WriteQuorum))
 	return slices.DeleteFunc(ws, func(b string) bool { return !slices.Contains(next, b) })
 }
 
-// checkLevelLocked runs e's level callback if its level is reached or can
-// no longer be.
+// check runs e's level callback if its level is reached or can no longer
+// be.
 // REQUIRES: w.mu held, w.mu.err nil.
-func (w *Writer) checkLevelLocked(e *entry) {
+func (a *ackLevels) check(e *entry, md *ledgerpb.LedgerMetadata, change *ensembleChange) {
 	if e.levelCB == nil {
 		return
 	}
 	switch e.level {
 	case AckOne:
-		for _, b := range w.levelSetLocked(e) {
+		for _, b := range levelSet(e, md, change) {
 			if e.oks[b] {
-				w.resolveLevelLocked(e, nil)
+				a.resolve(e, nil)
 				return
 			}
 		}
@@ -120,49 +141,70 @@ func (w *Writer) checkLevelLocked(e *entry) {
 		// An acknowledged entry's write set never changes (ensemble
 		// changes start above the LAC, W4).
 		complete := true
-		for _, b := range entryWriteSet(w.mu.md, e.id) {
+		for _, b := range entryWriteSet(md, e.id) {
 			switch {
 			case e.oks[b]:
 			case !e.sent[b]:
 				// Failed or never sent: acknowledged entries are not resent.
-				w.resolveLevelLocked(e, fmt.Errorf("%w: ledger %d entry %d: bookie %s does not have it",
-					ErrUnderReplicated, w.id, e.id, b))
+				a.resolve(e, fmt.Errorf("%w: ledger %d entry %d: bookie %s does not have it",
+					ErrUnderReplicated, a.ledgerID, e.id, b))
 				return
 			default:
 				complete = false
 			}
 		}
 		if complete {
-			w.resolveLevelLocked(e, nil)
+			a.resolve(e, nil)
 		}
 	}
 }
 
-// checkAllLevelsLocked re-checks every pending level callback (after an
-// ensemble change became durable).
+// checkAll re-checks every waiter (after the durable metadata changed).
 // REQUIRES: w.mu held, w.mu.err nil.
-func (w *Writer) checkAllLevelsLocked() {
-	for _, id := range slices.Sorted(maps.Keys(w.mu.levelWaiters)) {
-		w.checkLevelLocked(w.mu.levelWaiters[id])
+func (a *ackLevels) checkAll(md *ledgerpb.LedgerMetadata, change *ensembleChange) {
+	for _, id := range slices.Sorted(maps.Keys(a.waiters)) {
+		a.check(a.waiters[id], md, change)
 	}
 }
 
-// resolveLevelLocked queues e's level callback.
+// resolve queues e's level callback with err.
 // REQUIRES: w.mu held.
-func (w *Writer) resolveLevelLocked(e *entry, err error) {
-	w.mu.deliveries = append(w.mu.deliveries, delivery{cb: e.levelCB, id: e.id, err: err})
+func (a *ackLevels) resolve(e *entry, err error) {
+	a.deliver(delivery{cb: e.levelCB, id: e.id, err: err})
 	e.levelCB = nil
-	delete(w.mu.levelWaiters, e.id)
-	if w.mu.closing && len(w.mu.levelWaiters) == 0 {
-		w.notifyLocked() // Close waits for the last one
+	delete(a.waiters, e.id)
+	if len(a.waiters) == 0 {
+		a.drained()
 	}
 }
 
-// failLevelWaitersLocked fails every pending level callback with err, in
-// entry order.
+// failAll fails every waiter with err, in entry order.
 // REQUIRES: w.mu held.
-func (w *Writer) failLevelWaitersLocked(err error) {
-	for _, id := range slices.Sorted(maps.Keys(w.mu.levelWaiters)) {
-		w.resolveLevelLocked(w.mu.levelWaiters[id], err)
+func (a *ackLevels) failAll(err error) {
+	for _, id := range slices.Sorted(maps.Keys(a.waiters)) {
+		a.resolve(a.waiters[id], err)
+	}
+}
+
+// adoptSwaps prepares the waiters for the durable metadata changing from
+// old to md, which differ (for entries below md's last fragment) only by
+// the bookies a repair swapped in (W7): a replacement counts as holding
+// the entry, since the replicator names it only once its copy is durable.
+// Without this an AckAll waiter would find a write set member the writer
+// never sent to and report ErrUnderReplicated. The caller re-checks the
+// waiters afterwards.
+// REQUIRES: w.mu held.
+func (a *ackLevels) adoptSwaps(old, md *ledgerpb.LedgerMetadata) {
+	lastStart := md.Fragments[len(md.Fragments)-1].FirstEntryId
+	for _, e := range a.waiters {
+		if e.id >= lastStart {
+			continue
+		}
+		before := entryWriteSet(old, e.id)
+		for _, b := range entryWriteSet(md, e.id) {
+			if !slices.Contains(before, b) {
+				e.sent[b], e.oks[b] = true, true
+			}
+		}
 	}
 }

@@ -162,7 +162,7 @@ func (w *Writer) replace(rejoin bool) {
 	}
 	if len(back)+len(replaced) < len(failed) && !w.mu.replaceTimer {
 		w.mu.replaceTimer = true
-		w.scheduleLocked(w.opts.ReplacementRetryInterval, func() {
+		w.bg.after(w.opts.ReplacementRetryInterval, func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.mu.replaceTimer = false
@@ -239,7 +239,7 @@ func (w *Writer) attemptUpdate(c *ensembleChange) {
 	case swapsBelowLast(got, c.md):
 		// An attempt whose answer was lost did apply (and a repair may
 		// have swapped a bookie below its new last fragment since: W7).
-		w.adoptSwapsLocked(w.mu.md, got)
+		w.mu.levels.adoptSwaps(w.mu.md, got)
 		w.commitLocked(c, got, v)
 	case v == version:
 		// It did not apply: write again.
@@ -289,33 +289,10 @@ func (w *Writer) rebaseLocked(c *ensembleChange, stored *ledgerpb.LedgerMetadata
 		md.Fragments[i].Bookies = slices.Clone(stored.Fragments[i].Bookies)
 	}
 	c.md = md
-	w.adoptSwapsLocked(w.mu.md, stored)
+	w.mu.levels.adoptSwaps(w.mu.md, stored)
 	w.mu.md, w.mu.version = stored, version
-	w.checkAllLevelsLocked()
+	w.mu.levels.checkAll(w.mu.md, w.mu.change)
 	w.log.Info("ensemble change: rebased on a repair of earlier fragments", "version", version)
-}
-
-// adoptSwapsLocked prepares the level waiters for w.mu.md changing from old
-// to md, which differ (for entries below md's last fragment) only by the
-// bookies a repair swapped in (W7): a replacement counts as holding the
-// entry, since the replicator names it only once its copy is durable.
-// Without this an AckAll waiter would find a write set member the writer
-// never sent to and report ErrUnderReplicated. The caller re-checks the
-// waiters afterwards.
-// REQUIRES: w.mu held.
-func (w *Writer) adoptSwapsLocked(old, md *ledgerpb.LedgerMetadata) {
-	lastStart := md.Fragments[len(md.Fragments)-1].FirstEntryId
-	for _, e := range w.mu.levelWaiters {
-		if e.id >= lastStart {
-			continue
-		}
-		before := entryWriteSet(old, e.id)
-		for _, b := range entryWriteSet(md, e.id) {
-			if !slices.Contains(before, b) {
-				e.sent[b], e.oks[b] = true, true
-			}
-		}
-	}
 }
 
 // retryUpdateLaterLocked schedules the next attempt after a backoff.
@@ -324,7 +301,7 @@ func (w *Writer) adoptSwapsLocked(old, md *ledgerpb.LedgerMetadata) {
 func (w *Writer) retryUpdateLaterLocked(c *ensembleChange, err error) {
 	w.mu.backoff = min(max(2*w.mu.backoff, w.opts.MetadataRetryMin), w.opts.MetadataRetryMax)
 	w.log.Warn("ensemble change: metadata unavailable; retrying", "err", err, "in", w.mu.backoff)
-	w.scheduleLocked(w.mu.backoff, func() {
+	w.bg.after(w.mu.backoff, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.mu.change == c {
@@ -347,7 +324,7 @@ func (w *Writer) commitLocked(c *ensembleChange, md *ledgerpb.LedgerMetadata, ve
 	}
 	w.log.Info("ensemble change durable", "start", c.start, "version", version)
 	w.ackLocked()
-	w.checkAllLevelsLocked() // a replacement's answers count from now on
+	w.mu.levels.checkAll(w.mu.md, w.mu.change) // a replacement's answers count from now on
 	// Failures seen while this change was being written.
 	for _, b := range lastEnsemble(md) {
 		if w.mu.failed[b] {
@@ -368,7 +345,7 @@ func (w *Writer) scheduleLACLocked() {
 	}
 	w.mu.lacTimer = true
 	seen := w.mu.activity
-	w.scheduleLocked(w.opts.ExplicitLACInterval, func() {
+	w.bg.after(w.opts.ExplicitLACInterval, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.mu.lacTimer = false

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
+	"github.com/strata-log/strata/cmd/internal/nodeconfig"
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/ledger/bookie"
@@ -22,7 +23,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil && !errors.Is(err, node.ErrHelp) {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, nodeconfig.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "bookie:", err)
 		os.Exit(1)
 	}
@@ -64,7 +65,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 
 func run(args []string) error {
 	cfg := bookie.DefaultConfig()
-	if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+	if err := nodeconfig.Parse(flags(cfg), args, &cfg); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {

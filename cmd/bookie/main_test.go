@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-log/strata/internal/node"
+	"github.com/strata-log/strata/cmd/internal/nodeconfig"
 	"github.com/strata-log/strata/ledger/bookie"
 	"github.com/strata-log/strata/ledger/storage"
 )
@@ -17,7 +17,7 @@ func TestLedgerGCSettings(t *testing.T) {
 	parse := func(t *testing.T, args ...string) bookie.Config {
 		t.Helper()
 		cfg := bookie.DefaultConfig()
-		if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+		if err := nodeconfig.Parse(flags(cfg), args, &cfg); err != nil {
 			t.Fatal(err)
 		}
 		return cfg
@@ -57,7 +57,7 @@ func TestExposureSettings(t *testing.T) {
 	parse := func(t *testing.T, args ...string) bookie.Config {
 		t.Helper()
 		cfg := bookie.DefaultConfig()
-		if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+		if err := nodeconfig.Parse(flags(cfg), args, &cfg); err != nil {
 			t.Fatal(err)
 		}
 		return cfg
@@ -88,7 +88,7 @@ func TestSecuritySettings(t *testing.T) {
 	parse := func(t *testing.T, args ...string) bookie.Config {
 		t.Helper()
 		cfg := bookie.DefaultConfig()
-		if err := node.Parse(flags(cfg), append([]string{"--id", "b1", "--data-dir", t.TempDir()}, args...), &cfg); err != nil {
+		if err := nodeconfig.Parse(flags(cfg), append([]string{"--id", "b1", "--data-dir", t.TempDir()}, args...), &cfg); err != nil {
 			t.Fatal(err)
 		}
 		return cfg

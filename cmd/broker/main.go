@@ -20,13 +20,14 @@ import (
 
 	"github.com/strata-log/strata/broker"
 	"github.com/strata-log/strata/broker/kafka"
+	"github.com/strata-log/strata/cmd/internal/nodeconfig"
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil && !errors.Is(err, node.ErrHelp) {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, nodeconfig.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "broker:", err)
 		os.Exit(1)
 	}
@@ -94,7 +95,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 
 func run(args []string) error {
 	cfg := broker.DefaultConfig()
-	if err := node.Parse(flags(cfg), args, &cfg); err != nil {
+	if err := nodeconfig.Parse(flags(cfg), args, &cfg); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {

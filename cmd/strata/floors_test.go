@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -69,24 +70,34 @@ func goList(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// modulePackages lists every package of the module, by its path relative
+// to the module, with the paths go list gives as its field (Imports: what
+// it imports; Deps: everything it links).
+func modulePackages(t *testing.T, field string) map[string][]string {
+	t.Helper()
+	out := goList(t, "-f", "{{.ImportPath}}{{range ."+field+"}} {{.}}{{end}}", module+"/...")
+	pkgs := map[string][]string{}
+	for line := range strings.Lines(out) {
+		if fields := strings.Fields(line); len(fields) > 0 {
+			pkgs[strings.TrimPrefix(fields[0], module+"/")] = fields[1:]
+		}
+	}
+	return pkgs
+}
+
 // TestFloors checks every import of every package of the module against
 // the floors.
 func TestFloors(t *testing.T) {
-	out := goList(t, "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", module+"/...")
+	pkgs := modulePackages(t, "Imports")
 	checked := 0
-	for line := range strings.Lines(out) {
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		pkg := strings.TrimPrefix(fields[0], module+"/")
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
 		pf, pr, ok := place(pkg)
 		if !ok {
 			t.Errorf("%s is on no floor: add its directory to floors", pkg)
 			continue
 		}
 		checked++
-		for _, imp := range fields[1:] {
+		for _, imp := range pkgs[pkg] {
 			dep, inModule := strings.CutPrefix(imp, module+"/")
 			if !inModule {
 				continue
@@ -128,5 +139,29 @@ func TestStrataLinksNoServer(t *testing.T) {
 				t.Errorf("bin/strata links %s", dep)
 			}
 		}
+	}
+}
+
+// Configuration structs are plain; only the commands fill them with viper
+// (cmd/internal/nodeconfig). No package outside cmd/ links viper, so the
+// roles' packages (metad, the bookie, the broker) stay loader-free.
+func TestViperOnlyInCmd(t *testing.T) {
+	const viper = "github.com/spf13/viper"
+	pkgs := modulePackages(t, "Deps")
+	checked := 0
+	for _, pkg := range slices.Sorted(maps.Keys(pkgs)) {
+		if pkg == "cmd" || strings.HasPrefix(pkg, "cmd/") {
+			continue
+		}
+		checked++
+		for _, dep := range pkgs[pkg] {
+			if dep == viper || strings.HasPrefix(dep, viper+"/") {
+				t.Errorf("%s links %s: viper belongs in cmd/ only", pkg, dep)
+				break
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("go list named %d packages of %s outside cmd/; want the whole module", checked, module)
 	}
 }

@@ -2,53 +2,9 @@ package config
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
-
-type securedConfig struct {
-	Listen   string `mapstructure:"listen"`
-	Security `mapstructure:",squash"`
-}
-
-// The TLS flags are YAML keys and STRATA_* variables like every flag.
-func TestSecurityFromFlagsEnvAndFile(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(file, []byte("tls-cert-file: /file/node.crt\ntls-key-file: /file/node.key\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("STRATA_TLS_CA_FILE", "/env/ca.crt")
-	t.Setenv("STRATA_TLS_KEY_FILE", "/env/node.key")
-	t.Setenv("STRATA_TLS_CRL_FILE", "/env/ca.crl")
-	t.Setenv("STRATA_ADMIN_TOKEN_FILE", "/env/token")
-	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	fs.String(FileFlag, "", "")
-	fs.String("listen", "127.0.0.1:1", "")
-	SecurityFlags(fs, Security{})
-	if err := fs.Parse([]string{"--config", file, "--insecure", "--admin-tls"}); err != nil {
-		t.Fatal(err)
-	}
-	var c securedConfig
-	if err := Load(fs, &c); err != nil {
-		t.Fatal(err)
-	}
-	want := Security{TLSCertFile: "/file/node.crt", TLSKeyFile: "/env/node.key", TLSCAFile: "/env/ca.crt", Insecure: true,
-		TLSCRLFile: "/env/ca.crl", AdminTLS: true, AdminTokenFile: "/env/token"}
-	if c.Security != want {
-		t.Fatalf("got %+v, want %+v", c.Security, want)
-	}
-	if err := c.Security.Validate(); err != nil || !c.TLS() {
-		t.Fatalf("Validate %v, TLS %t", err, c.TLS())
-	}
-	if f := c.Files(); f.Cert != want.TLSCertFile || f.Key != want.TLSKeyFile || f.CA != want.TLSCAFile {
-		t.Fatalf("Files %+v", f)
-	}
-}
 
 func TestSecurityValidate(t *testing.T) {
 	for _, s := range []Security{{}, {TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca"}} {

@@ -1,7 +1,7 @@
 // Package node is what every Strata server program does around its own
-// logic: parse flags and config into the role's struct, set up logging and
-// a metrics registry, serve gRPC (with health and reflection) and the admin
-// HTTP endpoints, and stop cleanly on SIGINT or SIGTERM.
+// logic, once cmd/internal/nodeconfig has filled the role's config: set up
+// logging and a metrics registry, serve gRPC (with health and reflection)
+// and the admin HTTP endpoints, and stop cleanly on SIGINT or SIGTERM.
 package node
 
 import (
@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/internal/admin"
@@ -25,20 +24,6 @@ import (
 	"github.com/strata-log/strata/internal/logging"
 	"github.com/strata-log/strata/internal/mtls"
 )
-
-// ErrHelp is returned by Parse when --help was asked for (usage printed).
-var ErrHelp = pflag.ErrHelp
-
-// Parse parses args into fs (after adding --config), then fills cfg, a
-// pointer to the role's config struct, from --config, STRATA_* variables
-// and flags.
-func Parse(fs *pflag.FlagSet, args []string, cfg any) error {
-	fs.String(config.FileFlag, "", "YAML config file (keys are the flag names)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	return config.Load(fs, cfg)
-}
 
 // Logger builds the process's logger on stderr.
 func Logger(format, level string) (*slog.Logger, error) {

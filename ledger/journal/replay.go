@@ -134,99 +134,145 @@ type replayer struct {
 }
 
 // scan reads the files in order, calls fn for valid records and decides
-// what is corrupt and what is the torn tail to repair.
+// what is corrupt and what is the torn tail to repair. A cut of the torn
+// tail ends the scan: nothing valid follows it.
 func (r *replayer) scan(from Position, fn func(Record, Location) error) error {
 	for i := range r.files {
-		rf := &r.files[i]
 		sc, err := r.scanner(i, false)
 		if err != nil {
 			return err
 		}
-		h, err := sc.peek(0, FileHeaderSize)
+		if cut, err := r.checkHeader(i, sc); err != nil || cut {
+			return err
+		}
+		start, skipBefore, ok, err := r.startOf(i, sc, from)
 		if err != nil {
 			return err
 		}
-		if _, _, ok := decodeFileHeader(h); !ok {
-			_, _, _, found, err := r.nextValid(i, FileHeaderSize)
-			if err != nil {
-				return err
-			}
-			if !found {
-				// A file whose creation never completed (its header is
-				// synced before any record is written), and nothing after.
-				return r.cutTail(i, -1)
-			}
-			r.corrupt(rf.seq, 0, FileHeaderSize)
+		if !ok {
+			continue
 		}
-
-		start, skipBefore := int64(FileHeaderSize), int64(0)
-		if rf.seq == from.File && from.Offset > start {
-			switch {
-			case from.Offset > rf.size:
-				// The caller has consumed records that are no longer here.
-				r.corrupt(rf.seq, rf.size, from.Offset-rf.size)
-				continue
-			case from.Offset == rf.size:
-				start = rf.size
-			default:
-				_, _, err := sc.record(from.Offset)
-				switch {
-				case err == nil:
-					start = from.Offset
-				case !isCorrupt(err):
-					return err
-				default:
-					// Not a record boundary, or damaged: scan the whole file
-					// so damage is classified from known boundaries, but
-					// hand fn only what is at or after from.
-					skipBefore = from.Offset
-				}
-			}
-		}
-
-		for off := start; off < rf.size; {
-			rec, rh, err := sc.record(off)
-			if err == nil {
-				if off >= skipBefore && rec.Type != TypePad {
-					if err := fn(rec, Location{File: rf.seq, Offset: off, Length: rh.length}); err != nil {
-						return err
-					}
-					r.res.Records++
-				}
-				off += int64(rh.length)
-				continue
-			}
-			if !isCorrupt(err) {
-				return err
-			}
-			fi, next, nh, found, err := r.nextValid(i, off+1)
-			if err != nil {
-				return err
-			}
-			switch {
-			case !found:
-				return r.cutTail(i, off)
-			case fi == i:
-				if group := next - int64(nh.groupOffset); group <= off {
-					last, err := r.lastGroup(i, next, group)
-					if err != nil {
-						return err
-					}
-					if last {
-						// A hole in the group that was being synced at
-						// the crash: none of it was acknowledged.
-						return r.cutTail(i, off)
-					}
-				}
-				r.corrupt(rf.seq, off, next-off)
-				off = next
-			default:
-				r.corrupt(rf.seq, off, rf.size-off)
-				off = rf.size
-			}
+		if cut, err := r.scanRecords(i, sc, start, skipBefore, fn); err != nil || cut {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkHeader checks file i's header. A damaged header followed by a
+// valid record is corruption; with nothing valid after it the file's
+// creation never completed (its header is synced before any record is
+// written), and it and everything after it are the torn tail: cut
+// reports that the scan ends there.
+func (r *replayer) checkHeader(i int, sc *scanner) (cut bool, err error) {
+	h, err := sc.peek(0, FileHeaderSize)
+	if err != nil {
+		return false, err
+	}
+	if _, _, ok := decodeFileHeader(h); ok {
+		return false, nil
+	}
+	_, _, _, found, err := r.nextValid(i, FileHeaderSize)
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		return true, r.cutTail(i, -1)
+	}
+	r.corrupt(r.files[i].seq, 0, FileHeaderSize)
+	return false, nil
+}
+
+// startOf is where the scan of file i starts (start), and before which
+// offset its records are not handed to fn (skipBefore), given the replay's
+// from. ok is false when the file is skipped: from lies past its end (the
+// caller has consumed records that are no longer here: corruption).
+func (r *replayer) startOf(i int, sc *scanner, from Position) (start, skipBefore int64, ok bool, err error) {
+	rf := &r.files[i]
+	start = FileHeaderSize
+	if rf.seq != from.File || from.Offset <= start {
+		return start, 0, true, nil
+	}
+	switch {
+	case from.Offset > rf.size:
+		r.corrupt(rf.seq, rf.size, from.Offset-rf.size)
+		return 0, 0, false, nil
+	case from.Offset == rf.size:
+		return rf.size, 0, true, nil
+	}
+	_, _, err = sc.record(from.Offset)
+	switch {
+	case err == nil:
+		return from.Offset, 0, true, nil
+	case !isCorrupt(err):
+		return 0, 0, false, err
+	}
+	// Not a record boundary, or damaged: scan the whole file so damage is
+	// classified from known boundaries, but hand fn only what is at or
+	// after from.
+	return start, from.Offset, true, nil
+}
+
+// scanRecords reads file i's records from start, hands fn the valid ones
+// at or after skipBefore (pads excepted) and classifies the damage it
+// meets (skipDamage). cut reports that the torn tail was cut: the scan ends.
+func (r *replayer) scanRecords(i int, sc *scanner, start, skipBefore int64, fn func(Record, Location) error) (cut bool, err error) {
+	rf := &r.files[i]
+	for off := start; off < rf.size; {
+		rec, rh, err := sc.record(off)
+		if err == nil {
+			if off >= skipBefore && rec.Type != TypePad {
+				if err := fn(rec, Location{File: rf.seq, Offset: off, Length: rh.length}); err != nil {
+					return false, err
+				}
+				r.res.Records++
+			}
+			off += int64(rh.length)
+			continue
+		}
+		if !isCorrupt(err) {
+			return false, err
+		}
+		if off, cut, err = r.skipDamage(i, off); err != nil || cut {
+			return cut, err
+		}
+	}
+	return false, nil
+}
+
+// skipDamage classifies the damaged bytes at off in file i and returns the
+// offset where the scan of the file goes on. Damage with no valid record
+// after it, or inside the journal's last commit group, is the torn tail:
+// it is cut (cut true, the scan ends). Damage followed by a valid record
+// of a later group is corruption: skipped, up to that record or to the
+// end of the file when the record is in a later file.
+func (r *replayer) skipDamage(i int, off int64) (next int64, cut bool, err error) {
+	rf := &r.files[i]
+	fi, next, nh, found, err := r.nextValid(i, off+1)
+	if err != nil {
+		return 0, false, err
+	}
+	switch {
+	case !found:
+		return 0, true, r.cutTail(i, off)
+	case fi == i:
+		if group := next - int64(nh.groupOffset); group <= off {
+			last, err := r.lastGroup(i, next, group)
+			if err != nil {
+				return 0, false, err
+			}
+			if last {
+				// A hole in the group that was being synced at the
+				// crash: none of it was acknowledged.
+				return 0, true, r.cutTail(i, off)
+			}
+		}
+		r.corrupt(rf.seq, off, next-off)
+		return next, false, nil
+	default:
+		r.corrupt(rf.seq, off, rf.size-off)
+		return rf.size, false, nil
+	}
 }
 
 // nextValid finds the first valid record at or after off in file i, or

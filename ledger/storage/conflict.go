@@ -61,7 +61,8 @@ func (s *Storage) conflict(b *index.Batch, ledgerID, entryID uint64, payload []b
 
 // applyRecord applies one journal record to b during replay. An add that
 // was refused when it was first applied is refused again (conflict).
-func (s *Storage) applyRecord(b *index.Batch, rec journal.Record, loc journal.Location) error {
+func (r *recovery) applyRecord(b *index.Batch, rec journal.Record, loc journal.Location) error {
+	s := r.s
 	var err error
 	switch rec.Type {
 	case journal.TypeAdd:

@@ -123,6 +123,23 @@
 // the tombstones whose delete records were in removed files: those ledgers
 // are unknown here, not fenced.
 //
+// # Structure
+//
+// Storage is the write path's first half (admit a record under its
+// ledger's stripe, append it to the journal), the read path, the ledgers'
+// in-memory states and the checkpoint. Beside it, each with its own state
+// and lock:
+//
+//   - applier (apply.go): the write path's second half, one goroutine
+//     applying journaled records to the index in journal order and
+//     acknowledging them.
+//   - collector (gc.go): GC: tombstone expiry, removal of dead journal
+//     files, compaction; one run at a time.
+//   - diskGuard (disk.go): read-only near a full disk, the add budget
+//     between disk checks, the disk state hooks.
+//   - recovery (recover.go): Open's replay of the journal into the index,
+//     limbo and a lost index.
+//
 // # Write path
 //
 // A call admits its record under the ledger's stripe lock (fence check,
@@ -208,12 +225,12 @@
 // A goroutine holding a lock on the left may take one on its right, never
 // the reverse:
 //
-//	closeMu (read: calls that queue records, GC) → gcMu → cpMu
+//	closeMu (read: calls that queue records, GC) → gc.mu → cpMu
 //	  → stripes[ledger % ledgerStripes] → mu
-//	diskMu → mu
+//	disk.checkMu → mu, disk.mu
 //
-// apply (the applier's queue) and the log limiter's mutex are leaves:
-// nothing else is taken while one is held. A stripe is held across the
+// applier.mu (the applier's queue), disk.mu and the log limiter's mutex
+// are leaves: nothing else is taken while one is held. A stripe is held across the
 // journal append of a record (the fence check and the append are one
 // step), so nothing that waits for the applier may run under a stripe.
 // Tombstone expiry (F2) holds one stripe while it opens and commits an

@@ -180,7 +180,7 @@ func TestDiskFullTurnsReadOnly(t *testing.T) {
 	}
 	used := du.TotalBytes - du.FreeBytes
 	e.mem.SetCapacity(uint64(float64(used) / 0.96)) // 96% used
-	s.checkDisk()
+	s.disk.check()
 	if !s.ReadOnly() || fmt.Sprint(changes) != "[true]" {
 		t.Fatalf("ReadOnly %v, changes %v", s.ReadOnly(), changes)
 	}
@@ -198,12 +198,12 @@ func TestDiskFullTurnsReadOnly(t *testing.T) {
 	}
 	// 92% used: still read-only (hysteresis).
 	e.mem.SetCapacity(uint64(float64(used) / 0.92))
-	s.checkDisk()
+	s.disk.check()
 	if !s.ReadOnly() {
 		t.Fatal("writable above WritableBelow")
 	}
 	e.mem.SetCapacity(uint64(float64(used) / 0.5))
-	s.checkDisk()
+	s.disk.check()
 	if s.ReadOnly() || fmt.Sprint(changes) != "[true false]" {
 		t.Fatalf("ReadOnly %v, changes %v", s.ReadOnly(), changes)
 	}
@@ -234,9 +234,7 @@ func TestFastWriterCannotFillTheDisk(t *testing.T) {
 		o.OnFatal = func(err error) { fatal.Store(err) }
 	})
 	e.mem.SetCapacity(1 << 20)
-	e.s.diskMu.Lock()
-	e.s.checkDisk()
-	e.s.diskMu.Unlock()
+	e.s.disk.check()
 	var acked []uint64
 	for entry := uint64(0); ; entry++ {
 		if entry > 10000 {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/internal/ctxtime"
@@ -29,7 +30,7 @@ type GCResult struct {
 // journal files that are entirely before the synced checkpoint and hold no
 // live entry, then compacts such files whose live bytes are
 // below CompactBelowLiveRatio of their size (MajorCompactBelowLiveRatio in
-// a major run: see compactionThreshold): it re-appends their live
+// a major run: see compactionThresholdLocked): it re-appends their live
 // entries (durably, through the journal), points the index at the copies,
 // syncs a checkpoint past them, and removes the file. The file being
 // written, and files at or after the checkpoint (replay needs them), are
@@ -48,11 +49,11 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.stopCtx, cancel)()
-	s.gcMu.Lock()
-	defer s.gcMu.Unlock()
+	s.gc.mu.Lock()
+	defer s.gc.mu.Unlock()
 
 	var res GCResult
-	err = s.gc(ctx, &res)
+	err = s.gc.runLocked(ctx, &res)
 	if res.RemovedFiles > 0 || err != nil {
 		s.logger.Info("garbage collection", "removed_files", res.RemovedFiles, "reclaimed_bytes", res.ReclaimedBytes,
 			"compacted_files", res.CompactedFiles, "major", res.Major, "err", err)
@@ -60,11 +61,37 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 	return res, err
 }
 
-// gc is one run. REQUIRES: s.gcMu held.
-func (s *Storage) gc(ctx context.Context, res *GCResult) error {
-	removals := s.removalRate()
+// collector is the storage's garbage collection: it expires old fenced
+// tombstones, removes journal files with nothing live, and compacts the
+// mostly dead ones (see GC). It decides what to collect from the index's
+// accounting and the disk, and writes only through the journal, the
+// applier and the index, as every other writer does.
+type collector struct {
+	s    *Storage
+	kick chan struct{} // a run soon (after a Delete)
+	// mu is held for a whole run: one run at a time.
+	mu struct {
+		sync.Mutex
+		quarantined map[uint64]bool // files compaction found corrupt
+		lastMajor   time.Time       // start of the last major run (or Open)
+	}
+}
+
+func newCollector(s *Storage) *collector {
+	c := &collector{s: s, kick: make(chan struct{}, 1)}
+	c.mu.quarantined = map[uint64]bool{}
+	c.mu.lastMajor = s.now()
+	return c
+}
+
+// runLocked is one run: leftovers of an earlier run's removals, a fresh
+// checkpoint, tombstone expiry, dead files, then compaction.
+// REQUIRES: c.mu held.
+func (c *collector) runLocked(ctx context.Context, res *GCResult) error {
+	s := c.s
+	removals := c.removalRate()
 	// A removal an I/O error or a stop cut short in an earlier run
-	// (RemoveFile runs only here, under gcMu).
+	// (RemoveFile runs only here, under c.mu).
 	if _, err := s.j.RemoveLeftovers(ctx, ctxtime.NewPacer(removals, nil)); err != nil {
 		return fmt.Errorf("storage: gc: %w", translate(err))
 	}
@@ -72,37 +99,58 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 	if err := s.checkpoint(); err != nil {
 		return err
 	}
-	if err := s.expireTombstones(); err != nil {
+	if err := c.expireTombstonesLocked(); err != nil {
 		return err
 	}
+	ratio, major := c.compactionThresholdLocked()
+	res.Major = major
+	compact, err := c.removeDeadLocked(ctx, ratio, removals, res)
+	if err != nil {
+		return err
+	}
+	pace := ctxtime.NewPacer(float64(s.opts.CompactMaxBytesPerSecond), nil)
+	for _, f := range compact {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := c.compactLocked(ctx, f, pace, removals, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeDeadLocked removes the journal files GC may touch (entirely before
+// the synced checkpoint, not being written) that hold nothing live, and
+// returns those whose live bytes are below ratio of their size, set aside
+// files excepted: the files to compact, emptiest first (the most space
+// for the least copying).
+// REQUIRES: c.mu held.
+func (c *collector) removeDeadLocked(ctx context.Context, ratio, removals float64, res *GCResult) ([]journal.FileInfo, error) {
+	s := c.s
 	s.cpMu.Lock()
 	cp := s.checkpointed
 	s.cpMu.Unlock()
 	current := s.j.Position().File
-	eligible := func(f journal.FileInfo) bool { return f.Seq < cp.File && f.Seq != current }
-
-	ratio, major := s.compactionThreshold()
-	res.Major = major
 	usage := s.ix.FileUsage()
 	var compact []journal.FileInfo
 	for _, f := range s.j.Files() {
-		if !eligible(f) {
+		if f.Seq >= cp.File || f.Seq == current {
 			continue
 		}
 		if live := usage[f.Seq].Bytes; live > 0 {
-			if float64(live) < ratio*float64(f.Size) && !s.quarantined[f.Seq] {
+			if float64(live) < ratio*float64(f.Size) && !c.mu.quarantined[f.Seq] {
 				compact = append(compact, f)
 			}
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
-		if err := s.removeFile(ctx, f, removals, res); err != nil {
-			return err
+		if err := c.removeFile(ctx, f, removals, res); err != nil {
+			return nil, err
 		}
 	}
-	// Emptiest first: the most space for the least copying.
 	slices.SortFunc(compact, func(a, b journal.FileInfo) int {
 		ra := float64(usage[a.Seq].Bytes) / float64(a.Size)
 		rb := float64(usage[b.Seq].Bytes) / float64(b.Size)
@@ -114,60 +162,66 @@ func (s *Storage) gc(ctx context.Context, res *GCResult) error {
 		}
 		return 0
 	})
-	pace := ctxtime.NewPacer(float64(s.opts.CompactMaxBytesPerSecond), nil)
-	for _, f := range compact {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		du, err := s.fs.DiskUsage(s.opts.Dir)
-		if err != nil {
-			return fmt.Errorf("storage: gc: %w", err)
-		}
-		// The copies may start a journal file: a reservation that fails is
-		// fatal, so leave room for it too.
-		if int64(du.FreeBytes) < f.Size+s.rotationReserve() {
-			s.logger.Warn("not compacting: less free space than the file and a journal file's reservation",
-				"file", fmt.Sprintf("%016x", f.Seq), "size", f.Size, "free_bytes", du.FreeBytes)
-			continue
-		}
-		err = s.compactFile(ctx, f.Seq, pace)
-		if corruption.Is(err) {
-			// Keep the file (its other entries may still be read) and go on
-			// with the others; never silently (BookKeeper #4596).
-			s.quarantined[f.Seq] = true
-			s.metrics.corruptions.WithLabelValues(corruptionCompaction).Inc()
-			s.logger.Error("compaction found a corrupt live entry: file kept and set aside",
-				"file", fmt.Sprintf("%016x", f.Seq), "err", err)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		// The copies' index updates were unsynced: sync a checkpoint past
-		// them before the originals go.
-		if err := s.checkpoint(); err != nil {
-			return err
-		}
-		if live := s.ix.FileUsage()[f.Seq]; live.Bytes > 0 {
-			s.logger.Info("file still has live entries after compaction (concurrent writes); retrying next run",
-				"file", fmt.Sprintf("%016x", f.Seq), "live_bytes", live.Bytes, "live_entries", live.Entries)
-			continue
-		}
-		if err := s.removeFile(ctx, f, removals, res); err != nil {
-			return err
-		}
-		res.CompactedFiles++
-		s.metrics.compactedFiles.Inc()
+	return compact, nil
+}
+
+// compactLocked compacts f and removes it once nothing live is left in it.
+// It skips f when the disk has less free space than f and a journal file's
+// reservation (the copies may start a journal file, and a reservation that
+// fails is fatal), and sets it aside when one of its live entries is
+// corrupt; it leaves f for a later run when concurrent writes kept an
+// entry in it live.
+// REQUIRES: c.mu held.
+func (c *collector) compactLocked(ctx context.Context, f journal.FileInfo, pace *ctxtime.Pacer, removals float64, res *GCResult) error {
+	s := c.s
+	du, err := s.fs.DiskUsage(s.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("storage: gc: %w", err)
 	}
+	if int64(du.FreeBytes) < f.Size+s.disk.reserve() {
+		s.logger.Warn("not compacting: less free space than the file and a journal file's reservation",
+			"file", fmt.Sprintf("%016x", f.Seq), "size", f.Size, "free_bytes", du.FreeBytes)
+		return nil
+	}
+	err = c.compactFile(ctx, f.Seq, pace)
+	if corruption.Is(err) {
+		// Keep the file (its other entries may still be read) and go on
+		// with the others; never silently (BookKeeper #4596).
+		c.mu.quarantined[f.Seq] = true
+		s.metrics.corruptions.WithLabelValues(corruptionCompaction).Inc()
+		s.logger.Error("compaction found a corrupt live entry: file kept and set aside",
+			"file", fmt.Sprintf("%016x", f.Seq), "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The copies' index updates were unsynced: sync a checkpoint past
+	// them before the originals go.
+	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	if live := s.ix.FileUsage()[f.Seq]; live.Bytes > 0 {
+		s.logger.Info("file still has live entries after compaction (concurrent writes); retrying next run",
+			"file", fmt.Sprintf("%016x", f.Seq), "live_bytes", live.Bytes, "live_entries", live.Entries)
+		return nil
+	}
+	if err := c.removeFile(ctx, f, removals, res); err != nil {
+		return err
+	}
+	res.CompactedFiles++
+	s.metrics.compactedFiles.Inc()
 	return nil
 }
 
-// compactionThreshold is the live ratio below which this run compacts a
+// compactionThresholdLocked is the live ratio below which this run compacts a
 // file: CompactBelowLiveRatio (minor), or MajorCompactBelowLiveRatio when
 // it is higher and the run is major: MajorCompactInterval has passed since
 // the last major run, or the disk is used at or above
-// MajorCompactAboveUsed. 0 when compaction is off. REQUIRES: s.gcMu held.
-func (s *Storage) compactionThreshold() (ratio float64, major bool) {
+// MajorCompactAboveUsed. 0 when compaction is off.
+// REQUIRES: c.mu held.
+func (c *collector) compactionThresholdLocked() (ratio float64, major bool) {
+	s := c.s
 	o := s.opts
 	if o.CompactBelowLiveRatio < 0 {
 		return 0, false
@@ -176,42 +230,36 @@ func (s *Storage) compactionThreshold() (ratio float64, major bool) {
 		return o.CompactBelowLiveRatio, false
 	}
 	now := s.now()
-	due := o.MajorCompactInterval > 0 && now.Sub(s.lastMajor) >= o.MajorCompactInterval
+	due := o.MajorCompactInterval > 0 && now.Sub(c.mu.lastMajor) >= o.MajorCompactInterval
 	if !due {
-		due = s.diskPressed()
+		due = s.disk.pressed()
 	}
 	if !due {
 		return o.CompactBelowLiveRatio, false
 	}
-	s.lastMajor = now
+	c.mu.lastMajor = now
 	return o.MajorCompactBelowLiveRatio, true
-}
-
-// diskPressed reports whether the disk is used at or above
-// MajorCompactAboveUsed (false when its usage cannot be read).
-func (s *Storage) diskPressed() bool {
-	du, err := s.fs.DiskUsage(s.opts.Dir)
-	return err == nil && du.TotalBytes > 0 && 1-float64(du.FreeBytes)/float64(du.TotalBytes) >= s.opts.MajorCompactAboveUsed
 }
 
 // removalRate is the rate of a run's file removals in bytes per second:
 // RemoveMaxBytesPerSecond, or 0 (at once) when that is negative or the
 // disk is pressed.
-func (s *Storage) removalRate() float64 {
-	if s.opts.RemoveMaxBytesPerSecond < 0 || s.diskPressed() {
+func (c *collector) removalRate() float64 {
+	if c.s.opts.RemoveMaxBytesPerSecond < 0 || c.s.disk.pressed() {
 		return 0
 	}
-	return float64(s.opts.RemoveMaxBytesPerSecond)
+	return float64(c.s.opts.RemoveMaxBytesPerSecond)
 }
 
-// expireTombstones removes the fenced tombstones deleted more than
+// expireTombstonesLocked removes the fenced tombstones deleted more than
 // FenceTombstoneTTL ago (F2 in doc.go): their ledgers become unknown here,
 // fence included. It works one stripe at a time, holding the stripe so that
 // no record of those ledgers is admitted meanwhile, and skips a ledger with
 // a record in flight (a later run sees it again). The removal is not
 // journaled: if a crash loses it, the tombstone is back and expires again.
-// REQUIRES: s.gcMu held.
-func (s *Storage) expireTombstones() error {
+// REQUIRES: c.mu held.
+func (c *collector) expireTombstonesLocked() error {
+	s := c.s
 	if s.opts.FenceTombstoneTTL < 0 {
 		return nil
 	}
@@ -226,7 +274,7 @@ func (s *Storage) expireTombstones() error {
 	s.mu.Unlock()
 	expired := 0
 	for _, stripe := range slices.Sorted(maps.Keys(byStripe)) {
-		n, err := s.expireStripe(stripe, byStripe[stripe], bound)
+		n, err := c.expireStripe(stripe, byStripe[stripe], bound)
 		if err != nil {
 			return err
 		}
@@ -244,7 +292,8 @@ func (s *Storage) expireTombstones() error {
 // It holds the stripe while it opens and commits one index batch: that
 // waits for the applier's batch in progress, never for a record, and the
 // applier takes no stripe.
-func (s *Storage) expireStripe(stripe uint64, ids []uint64, bound int64) (int, error) {
+func (c *collector) expireStripe(stripe uint64, ids []uint64, bound int64) (int, error) {
+	s := c.s
 	mu := &s.stripes[stripe]
 	mu.Lock()
 	defer mu.Unlock()
@@ -292,8 +341,9 @@ func (s *Storage) expireStripe(stripe uint64, ids []uint64, bound int64) (int, e
 // bytes per second (0: at once). Each file gets a pacer of its own: one
 // shared with the run would let the time the run spent copying buy a
 // burst of cuts.
-func (s *Storage) removeFile(ctx context.Context, f journal.FileInfo, rate float64, res *GCResult) error {
-	if err := s.markTrimmed(); err != nil {
+func (c *collector) removeFile(ctx context.Context, f journal.FileInfo, rate float64, res *GCResult) error {
+	s := c.s
+	if err := markTrimmed(s.fs, s.opts.Dir); err != nil {
 		return err
 	}
 	if err := s.j.RemoveFile(ctx, f.Seq, ctxtime.NewPacer(rate, nil)); err != nil {
@@ -311,7 +361,8 @@ func (s *Storage) removeFile(ctx context.Context, f journal.FileInfo, rate float
 // counted in strata_bookie_compaction_bytes_total as each copy is queued.
 // Entries being deleted or overwritten are skipped (the file then stays
 // until a later run).
-func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pacer) error {
+func (c *collector) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pacer) error {
+	s := c.s
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -337,7 +388,7 @@ func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pa
 		for next := uint64(0); found < live[ledgerID].Entries && !failed(); {
 			es, err := s.ix.Entries(ledgerID, next, math.MaxUint64, compactionScan)
 			if err != nil {
-				fail(s.indexErr(err))
+				fail(indexErr(err))
 				break
 			}
 			for _, e := range es {
@@ -349,7 +400,7 @@ func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pa
 					fail(err)
 					break
 				}
-				n, err := s.copyEntry(ctx, ledgerID, e.EntryID, e.Location, &wg, fail)
+				n, err := c.copyEntry(ctx, ledgerID, e.EntryID, e.Location, &wg, fail)
 				if err != nil {
 					fail(err)
 					break
@@ -373,8 +424,9 @@ func (s *Storage) compactFile(ctx context.Context, file uint64, pace *ctxtime.Pa
 // buffer of journal.ReadBuffers, given back once the journal is done with
 // the copy's payload (Append's done), or at once if nothing is appended:
 // a pass over a file that deletes left mostly dead copies hundreds of MB.
-func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from journal.Location,
+func (c *collector) copyEntry(ctx context.Context, ledgerID, entryID uint64, from journal.Location,
 	wg *sync.WaitGroup, fail func(error)) (int64, error) {
+	s := c.s
 	rec, held, err := s.j.ReadPooled(from)
 	if err != nil {
 		return 0, translate(err)
@@ -399,7 +451,7 @@ func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from 
 	cur, ok, err := s.ix.Get(ledgerID, entryID)
 	if err != nil || !ok || cur != from {
 		s.budget.Release(size)
-		return 0, s.indexErrOrNil(err)
+		return 0, indexErrOrNil(err)
 	}
 	s.mu.Lock()
 	l := s.mu.ledgers[ledgerID]
@@ -423,7 +475,7 @@ func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from 
 	err = s.j.Append(ctx, copyRec, func(loc journal.Location, err error) {
 		journal.ReadBuffers.Put(held)
 		o.loc, o.queueErr = loc, err
-		s.pushApplied(o)
+		s.applier.push(o)
 	})
 	appended = err == nil
 	if err != nil {
@@ -438,9 +490,9 @@ func (s *Storage) copyEntry(ctx context.Context, ledgerID, entryID uint64, from 
 	return size, nil
 }
 
-func (s *Storage) indexErrOrNil(err error) error {
+func indexErrOrNil(err error) error {
 	if err == nil {
 		return nil
 	}
-	return s.indexErr(err)
+	return indexErr(err)
 }

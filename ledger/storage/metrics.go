@@ -51,90 +51,71 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18) // 50µs .. 6.5
 // NewMetrics returns unregistered collectors.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		addLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "strata_bookie_add_latency_seconds", Help: "Time from Add to its durable acknowledgement.",
-			Buckets: latencyBuckets,
-		}),
-		readLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "strata_bookie_read_latency_seconds", Help: "Time to read one entry.",
-			Buckets: latencyBuckets,
-		}),
-		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "strata_bookie_journal_sync_latency_seconds", Help: "Duration of the journal's fdatasync per commit group.",
-			Buckets: latencyBuckets,
-		}),
-		groupRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "strata_bookie_journal_group_records", Help: "Records per journal commit group (one fdatasync).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
-		}),
-		groupBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "strata_bookie_journal_group_bytes", Help: "Bytes per journal commit group (one fdatasync).",
-			Buckets: prometheus.ExponentialBuckets(256, 2, 18),
-		}),
-		journalBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_journal_bytes", Help: "Size of the journal files.",
-		}),
-		journalDirectIO: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_journal_direct_io",
-			Help: "1 when the journal writes with direct I/O (O_DIRECT), 0 when through the page cache (--journal-direct-io=false, or the file system refuses it).",
-		}),
-		indexBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_index_bytes", Help: "Disk space used by the Pebble index.",
-		}),
-		diskFreeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_disk_free_bytes", Help: "Free space on the data directory's file system.",
-		}),
-		diskTotalBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_disk_total_bytes", Help: "Size of the data directory's file system.",
-		}),
+		addLatency: histogram("strata_bookie_add_latency_seconds",
+			"Time from Add to its durable acknowledgement.", latencyBuckets),
+		readLatency: histogram("strata_bookie_read_latency_seconds",
+			"Time to read one entry.", latencyBuckets),
+		syncLatency: histogram("strata_bookie_journal_sync_latency_seconds",
+			"Duration of the journal's fdatasync per commit group.", latencyBuckets),
+		groupRecords: histogram("strata_bookie_journal_group_records",
+			"Records per journal commit group (one fdatasync).", prometheus.ExponentialBuckets(1, 2, 16)),
+		groupBytes: histogram("strata_bookie_journal_group_bytes",
+			"Bytes per journal commit group (one fdatasync).", prometheus.ExponentialBuckets(256, 2, 18)),
+		journalBytes: gauge("strata_bookie_journal_bytes",
+			"Size of the journal files."),
+		journalDirectIO: gauge("strata_bookie_journal_direct_io",
+			"1 when the journal writes with direct I/O (O_DIRECT), 0 when through the page cache (--journal-direct-io=false, or the file system refuses it)."),
+		indexBytes: gauge("strata_bookie_index_bytes",
+			"Disk space used by the Pebble index."),
+		diskFreeBytes: gauge("strata_bookie_disk_free_bytes",
+			"Free space on the data directory's file system."),
+		diskTotalBytes: gauge("strata_bookie_disk_total_bytes",
+			"Size of the data directory's file system."),
 		corruptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_bookie_corruptions_total",
 			Help: "Corruption found, by source: replay (corrupt journal ranges), read, compaction, index.",
 		}, []string{"source"}),
-		gcReclaimedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_bookie_gc_reclaimed_bytes_total", Help: "Journal bytes freed by removing files.",
-		}),
-		gcRemovedFiles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_bookie_gc_removed_files_total", Help: "Journal files removed (dead or compacted).",
-		}),
-		compactedFiles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_bookie_compaction_files_total", Help: "Journal files compacted and removed.",
-		}),
-		compactedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_bookie_compaction_bytes_total", Help: "Live record bytes copied by compaction.",
-		}),
-		ledgers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_ledgers", Help: "Ledgers with state on this bookie.",
-		}),
-		tombstones: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_fence_tombstones",
-			Help: "Deleted fenced ledgers whose fence this bookie keeps until FenceTombstoneTTL.",
-		}),
-		readOnly: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_read_only", Help: "1 while the bookie refuses adds for lack of disk space.",
-		}),
-		limbo: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_limbo", Help: "1 while the bookie may have lost entries (journal corruption).",
-		}),
-		replaySeconds: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_replay_duration_seconds", Help: "Duration of the last start-up journal replay.",
-		}),
-		replayRecords: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "strata_bookie_replay_records", Help: "Records applied by the last start-up journal replay.",
-		}),
-		overwritesRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_bookie_entry_overwrites_refused_total",
-			Help: "Adds refused because they named an entry already stored with different bytes.",
-		}),
-		lacClamped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_bookie_lac_clamped_total",
-			Help: "LACs (explicit or piggybacked on adds) lowered to the highest entry id held.",
-		}),
+		gcReclaimedBytes: counter("strata_bookie_gc_reclaimed_bytes_total",
+			"Journal bytes freed by removing files."),
+		gcRemovedFiles: counter("strata_bookie_gc_removed_files_total",
+			"Journal files removed (dead or compacted)."),
+		compactedFiles: counter("strata_bookie_compaction_files_total",
+			"Journal files compacted and removed."),
+		compactedBytes: counter("strata_bookie_compaction_bytes_total",
+			"Live record bytes copied by compaction."),
+		ledgers: gauge("strata_bookie_ledgers",
+			"Ledgers with state on this bookie."),
+		tombstones: gauge("strata_bookie_fence_tombstones",
+			"Deleted fenced ledgers whose fence this bookie keeps until FenceTombstoneTTL."),
+		readOnly: gauge("strata_bookie_read_only",
+			"1 while the bookie refuses adds for lack of disk space."),
+		limbo: gauge("strata_bookie_limbo",
+			"1 while the bookie may have lost entries (journal corruption)."),
+		replaySeconds: gauge("strata_bookie_replay_duration_seconds",
+			"Duration of the last start-up journal replay."),
+		replayRecords: gauge("strata_bookie_replay_records",
+			"Records applied by the last start-up journal replay."),
+		overwritesRefused: counter("strata_bookie_entry_overwrites_refused_total",
+			"Adds refused because they named an entry already stored with different bytes."),
+		lacClamped: counter("strata_bookie_lac_clamped_total",
+			"LACs (explicit or piggybacked on adds) lowered to the highest entry id held."),
 	}
 	for _, source := range []string{corruptionReplay, corruptionRead, corruptionCompaction, corruptionIndex} {
 		m.corruptions.WithLabelValues(source)
 	}
 	return m
+}
+
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
 // Register registers every collector on r.

@@ -39,7 +39,7 @@ func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known, po
 		if !known {
 			var err error
 			if loc, known, err = s.ix.Get(ledgerID, entryID); err != nil {
-				return Entry{}, s.indexErr(err)
+				return Entry{}, indexErr(err)
 			}
 			if !known {
 				return Entry{}, s.missing(ledgerID, entryID)
@@ -73,7 +73,7 @@ func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known, po
 			// and GC the file, since the lookup: look again.
 			prev := loc
 			if loc, known, err = s.ix.Get(ledgerID, entryID); err != nil {
-				return Entry{}, s.indexErr(err)
+				return Entry{}, indexErr(err)
 			}
 			if !known {
 				return Entry{}, s.missing(ledgerID, entryID)
@@ -96,7 +96,9 @@ func (s *Storage) missing(ledgerID, entryID uint64) error {
 	return fmt.Errorf("%w: ledger %d entry %d", ErrNoEntry, ledgerID, entryID)
 }
 
-func (s *Storage) indexErr(err error) error {
+// indexErr translates an index error to this package's: ErrClosed,
+// ErrCorrupt, or err as it is.
+func indexErr(err error) error {
 	if errors.Is(err, index.ErrClosed) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
@@ -124,7 +126,7 @@ func (s *Storage) ReadRange(ledgerID, first, last uint64, maxBytes int64, fn fun
 	for {
 		es, err := s.ix.Entries(ledgerID, next, last, rangeChunk)
 		if err != nil {
-			return s.indexErr(err)
+			return indexErr(err)
 		}
 		for _, e := range es {
 			if e.EntryID != next {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -73,7 +72,11 @@ func (l *ledger) held() bool {
 }
 
 // Storage is the bookie's storage engine: the journal holds the entries,
-// the index says where they are. See doc.go.
+// the index says where they are. Storage itself is the write path (admit
+// and journal a record), the read path and the ledgers' in-memory states;
+// the applier applies journaled records to the index, the collector runs
+// GC and compaction, the disk guard keeps adds off a full disk, and
+// recovery replays the journal at Open. See doc.go.
 type Storage struct {
 	opts    Options // with defaults
 	logger  *slog.Logger
@@ -100,42 +103,21 @@ type Storage struct {
 	stop    context.CancelFunc
 	loops   sync.WaitGroup
 
-	readOnly atomic.Bool
-	// diskBudget is how many more bytes adds may queue before the disk
-	// crosses ReadOnlyAbove, as of the last disk check. Adds spend it, so a
-	// fast writer cannot fill the disk between two checks; when it runs out
-	// the disk is checked at once (diskMu keeps that to one check).
-	diskBudget atomic.Int64
-	diskMu     sync.Mutex
+	applier *applier   // journaled records to the index, in journal order
+	gc      *collector // GC and compaction of journal files
+	disk    *diskGuard // read-only near a full disk
 
 	mu struct {
 		sync.Mutex
-		ledgers   map[uint64]*ledger
-		applied   journal.Position // end of the last applied record
-		limbo     bool
-		failErr   error // wraps ErrFailed once the storage failed
-		hooks     []func(readOnly bool)
-		diskUsage vfs.DiskUsage
+		ledgers map[uint64]*ledger
+		applied journal.Position // end of the last applied record
+		limbo   bool
+		failErr error // wraps ErrFailed once the storage failed
 	}
-
-	// apply is the queue from the journal's done callbacks to the applier
-	// goroutine, in journal order. Bounded by budget.
-	apply struct {
-		sync.Mutex
-		queue         []*op
-		journalClosed bool
-	}
-	applyWake   chan struct{}
-	applierDone chan struct{}
 
 	// cpMu serializes checkpoints; checkpointed is the last synced one.
 	cpMu         sync.Mutex
 	checkpointed journal.Position
-
-	gcMu        sync.Mutex
-	quarantined map[uint64]bool // files compaction found corrupt; guarded by gcMu
-	lastMajor   time.Time       // start of the last major compaction run (or Open); guarded by gcMu
-	gcKick      chan struct{}
 
 	fatalOnce sync.Once
 	refusals  logging.Limiter // log lines about refused overwrites
@@ -155,17 +137,12 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 	}
 	o = o.withDefaults()
 	s := &Storage{
-		opts:        o,
-		logger:      o.Logger.With("component", "storage", "dir", o.Dir),
-		metrics:     o.Metrics,
-		now:         o.Now,
-		fs:          o.FS,
-		applyWake:   make(chan struct{}, 1),
-		applierDone: make(chan struct{}),
-		quarantined: map[uint64]bool{},
-		lastMajor:   o.Now(),
-		gcKick:      make(chan struct{}, 1),
-		refusals:    logging.Limiter{Every: refusalLogEvery},
+		opts:     o,
+		logger:   o.Logger.With("component", "storage", "dir", o.Dir),
+		metrics:  o.Metrics,
+		now:      o.Now,
+		fs:       o.FS,
+		refusals: logging.Limiter{Every: refusalLogEvery},
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics() // unregistered: updates go nowhere
@@ -173,17 +150,49 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 	s.mu.ledgers = map[uint64]*ledger{}
 	s.budget = bytebudget.New(budgetBytes(o.MaxEntryBytes))
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	s.applier = newApplier(s)
+	s.gc = newCollector(s)
+	s.disk = newDiskGuard(o, s.logger, s.metrics, s.sizeGauges)
 
+	if err := s.openFiles(); err != nil {
+		return nil, err
+	}
+	if err := newRecovery(s).run(ctx); err != nil {
+		s.j.Close()
+		s.ix.Close()
+		return nil, err
+	}
+	s.disk.check()
+	go s.applier.run()
+	s.startLoop(o.CheckpointInterval, nil, func() {
+		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrFailed) {
+			s.logger.Error("checkpoint failed", "err", err)
+		}
+	})
+	s.startLoop(o.DiskCheckInterval, nil, s.disk.check)
+	s.startLoop(o.GCInterval, s.gc.kick, func() {
+		if _, err := s.GC(s.stopCtx); err != nil && s.stopCtx.Err() == nil {
+			s.logger.Error("garbage collection stopped", "err", err)
+		}
+	})
+	s.logger.Info("storage open", "options", o.String(), "limbo", s.Limbo(), "read_only", s.ReadOnly())
+	return s, nil
+}
+
+// openFiles creates the data directory and opens the index and the
+// journal in it.
+func (s *Storage) openFiles() error {
+	o := s.opts
 	if err := s.fs.MkdirAll(o.Dir); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return fmt.Errorf("storage: %w", err)
 	}
 	if err := s.fs.SyncDir(filepath.Dir(filepath.Clean(o.Dir))); err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return fmt.Errorf("storage: %w", err)
 	}
 	var err error
 	s.ix, err = index.Open(index.Options{Dir: o.indexDir(), FS: o.IndexFS, Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return fmt.Errorf("storage: %w", err)
 	}
 	jopts := o.journalOptions()
 	jopts.OnFatal = func(err error) { s.fatal(err) }
@@ -195,32 +204,9 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 	s.j, err = journal.Open(jopts)
 	if err != nil {
 		s.ix.Close()
-		return nil, fmt.Errorf("storage: %w", err)
+		return fmt.Errorf("storage: %w", err)
 	}
-	if err := s.recover(ctx); err != nil {
-		s.j.Close()
-		s.ix.Close()
-		return nil, err
-	}
-	s.checkDisk()
-	go s.runApplier()
-	s.startLoop(o.CheckpointInterval, nil, func() {
-		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrFailed) {
-			s.logger.Error("checkpoint failed", "err", err)
-		}
-	})
-	s.startLoop(o.DiskCheckInterval, nil, func() {
-		s.diskMu.Lock()
-		defer s.diskMu.Unlock()
-		s.checkDisk()
-	})
-	s.startLoop(o.GCInterval, s.gcKick, func() {
-		if _, err := s.GC(s.stopCtx); err != nil && s.stopCtx.Err() == nil {
-			s.logger.Error("garbage collection stopped", "err", err)
-		}
-	})
-	s.logger.Info("storage open", "options", o.String(), "limbo", s.Limbo(), "read_only", s.ReadOnly())
-	return s, nil
+	return nil
 }
 
 // startLoop runs fn every interval (and whenever kick receives) until
@@ -260,11 +246,7 @@ func (s *Storage) Close() error {
 	s.loops.Wait()
 
 	jerr := s.j.Close() // writes, syncs and completes everything queued
-	s.apply.Lock()
-	s.apply.journalClosed = true
-	s.apply.Unlock()
-	s.wakeApplier()
-	<-s.applierDone
+	s.applier.journalClosed()
 
 	var cpErr error
 	if s.failure() == nil {
@@ -390,82 +372,20 @@ func (s *Storage) ClearLimbo() error {
 	return nil
 }
 
-// spendDisk takes n bytes from the disk budget, checking the disk at once
-// when the budget runs out. It reports whether the add may go ahead.
-func (s *Storage) spendDisk(n int64) bool {
-	if s.diskBudget.Add(-n) >= 0 {
-		return true
-	}
-	s.diskMu.Lock()
-	defer s.diskMu.Unlock()
-	if s.diskBudget.Load() < 0 {
-		s.checkDisk()
-	}
-	return !s.readOnly.Load() && s.diskBudget.Add(-n) >= 0
-}
-
 // ReadOnly reports whether adds are refused for lack of disk space.
-func (s *Storage) ReadOnly() bool { return s.readOnly.Load() }
+func (s *Storage) ReadOnly() bool { return s.disk.readOnly.Load() }
 
 // DiskUsage is the data directory's file system usage as last checked.
-func (s *Storage) DiskUsage() vfs.DiskUsage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.diskUsage
-}
+func (s *Storage) DiskUsage() vfs.DiskUsage { return s.disk.usage() }
 
 // OnStateChange registers fn, called (from the disk-check loop, never
 // concurrently with itself) when the storage turns read-only or writable.
-func (s *Storage) OnStateChange(fn func(readOnly bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.hooks = append(s.mu.hooks, fn)
-}
+func (s *Storage) OnStateChange(fn func(readOnly bool)) { s.disk.onStateChange(fn) }
 
-// rotationReserve is the space the journal reserves when it starts a new
-// file: without it, the rotation fails, and so does the storage.
-func (s *Storage) rotationReserve() int64 {
-	if s.opts.JournalPreallocateBytes > 0 {
-		return min(s.opts.JournalMaxFileBytes, s.opts.JournalPreallocateBytes)
-	}
-	return s.opts.JournalMaxFileBytes
-}
-
-// checkDisk turns the storage read-only when the disk's used fraction,
-// counting one journal file's reservation as used, reaches ReadOnlyAbove,
-// and writable again at WritableBelow; it refreshes the add budget and the
-// size gauges.
-func (s *Storage) checkDisk() {
-	du, err := s.fs.DiskUsage(s.opts.Dir)
-	if err != nil {
-		s.logger.Warn("disk usage unknown; keeping the current state", "err", err)
-		return
-	}
-	// Room is counted net of one journal file's reservation: the next
-	// rotation must still find space.
-	free := int64(du.FreeBytes) - s.rotationReserve()
-	total := float64(du.TotalBytes)
-	budget := free - int64((1-s.opts.ReadOnlyAbove)*total)
-	was := s.readOnly.Load()
-	now := was
-	switch {
-	case du.TotalBytes == 0:
-	case !was && budget <= 0:
-		now = true
-	case was && float64(free) >= (1-s.opts.WritableBelow)*total:
-		now = false
-	}
-	if du.TotalBytes == 0 {
-		budget = math.MaxInt64 // size unknown: only the periodic check can act
-	}
-	s.diskBudget.Store(max(budget, 0))
-	used := 0.0
-	if du.TotalBytes > 0 {
-		used = 1 - float64(du.FreeBytes)/total
-	}
+// sizeGauges refreshes the gauges of what the storage holds: ledgers,
+// fenced tombstones, journal and index bytes.
+func (s *Storage) sizeGauges() {
 	s.mu.Lock()
-	s.mu.diskUsage = du
-	hooks := s.mu.hooks
 	ledgers, tombstones := 0, 0
 	for _, l := range s.mu.ledgers {
 		switch {
@@ -481,21 +401,9 @@ func (s *Storage) checkDisk() {
 		journalBytes += f.Size
 	}
 	m := s.metrics
-	m.diskFreeBytes.Set(float64(du.FreeBytes))
-	m.diskTotalBytes.Set(float64(du.TotalBytes))
 	m.journalBytes.Set(float64(journalBytes))
 	m.journalDirectIO.Set(boolGauge(s.j.DirectIO()))
 	m.indexBytes.Set(float64(s.ix.DiskBytes()))
 	m.ledgers.Set(float64(ledgers))
 	m.tombstones.Set(float64(tombstones))
-	if now == was {
-		return
-	}
-	s.readOnly.Store(now)
-	m.readOnly.Set(boolGauge(now))
-	s.logger.Warn("disk usage crossed a threshold", "read_only", now, "used", used,
-		"free_bytes", du.FreeBytes, "total_bytes", du.TotalBytes)
-	for _, fn := range hooks {
-		fn(now)
-	}
 }

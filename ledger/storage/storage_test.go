@@ -447,7 +447,7 @@ func TestMetricsRegister(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Metrics = m })
 	mustAdd(t, e.s, 1, 0, -1, []byte("x"))
 	mustRead(t, e.s, 1, 0, []byte("x"))
-	e.s.checkDisk()
+	e.s.disk.check()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

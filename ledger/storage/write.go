@@ -138,7 +138,7 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 	s.mu.Unlock()
 	err = s.j.Append(ctx, rec, func(loc journal.Location, err error) {
 		o.loc, o.queueErr = loc, err
-		s.pushApplied(o)
+		s.applier.push(o)
 	})
 	if err != nil {
 		s.mu.Lock()
@@ -182,7 +182,7 @@ func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, 
 		return fmt.Errorf("%w: LAC %d", ErrInvalid, lac)
 	case len(payload) > s.opts.MaxEntryBytes:
 		return fmt.Errorf("%w: entry of %d bytes, max %d", ErrInvalid, len(payload), s.opts.MaxEntryBytes)
-	case s.readOnly.Load() || !s.spendDisk(s.diskBytes(len(payload))):
+	case s.disk.readOnly.Load() || !s.disk.spend(s.disk.addBytes(len(payload))):
 		return ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
@@ -265,193 +265,9 @@ func (s *Storage) Delete(ctx context.Context, ledgerID uint64) error {
 		journal.Record{Type: journal.TypeDelete, LedgerID: ledgerID})
 	if err == nil {
 		select {
-		case s.gcKick <- struct{}{}:
+		case s.gc.kick <- struct{}{}:
 		default:
 		}
 	}
 	return err
-}
-
-// pushApplied is the journal's done callback: it hands o to the applier.
-// It never blocks (the queue is bounded by budget).
-func (s *Storage) pushApplied(o *op) {
-	s.apply.Lock()
-	s.apply.queue = append(s.apply.queue, o)
-	s.apply.Unlock()
-	s.wakeApplier()
-}
-
-func (s *Storage) wakeApplier() {
-	select {
-	case s.applyWake <- struct{}{}:
-	default:
-	}
-}
-
-// maxApplyBatch bounds the records of one index batch.
-const maxApplyBatch = 4096
-
-// runApplier is the applier goroutine: it applies durable records to the
-// index in journal order, in batches, then acknowledges them. It exits once
-// the journal is closed and everything is applied.
-func (s *Storage) runApplier() {
-	defer close(s.applierDone)
-	var spare []*op
-	for {
-		s.apply.Lock()
-		for len(s.apply.queue) == 0 && !s.apply.journalClosed {
-			s.apply.Unlock()
-			<-s.applyWake
-			s.apply.Lock()
-		}
-		ops := s.apply.queue
-		s.apply.queue = spare
-		s.apply.Unlock()
-		if len(ops) == 0 {
-			return // the journal is closed and everything is applied
-		}
-		for rest := ops; len(rest) > 0; {
-			n := min(len(rest), maxApplyBatch)
-			s.applyOps(rest[:n])
-			rest = rest[n:]
-		}
-		clear(ops) // drop payload references
-		spare = ops[:0]
-	}
-}
-
-// applyOps applies ops (in journal order) in one index batch and completes
-// them. A record the journal failed fails its op; an index error is fatal.
-func (s *Storage) applyOps(ops []*op) {
-	var applied []*op
-	var b *index.Batch
-	flush := func() {
-		if b == nil {
-			return
-		}
-		err := b.Commit(false)
-		b = nil
-		if err != nil {
-			s.fatal(fmt.Errorf("writing the index: %w", err))
-			s.failOps(applied, s.failure())
-		} else {
-			s.completeOps(applied)
-		}
-		applied = applied[:0]
-	}
-	for _, o := range ops {
-		if o.queueErr != nil {
-			flush()
-			s.failOps([]*op{o}, translate(o.queueErr))
-			continue
-		}
-		if err := s.failure(); err != nil {
-			flush()
-			s.failOps([]*op{o}, err)
-			continue
-		}
-		if b == nil {
-			var err error
-			if b, err = s.ix.NewBatch(); err != nil {
-				s.fatal(fmt.Errorf("writing the index: %w", err))
-				s.failOps([]*op{o}, s.failure())
-				continue
-			}
-		}
-		var err error
-		switch o.kind {
-		case opAdd:
-			o.refused, err = s.conflict(b, o.ledgerID, o.entryID, o.payload, o.loc, true)
-			if err == nil && o.refused == nil {
-				o.state, err = b.Add(o.ledgerID, o.entryID, o.lac, o.loc)
-			}
-		case opFence:
-			o.state, err = b.Fence(o.ledgerID)
-		case opLAC:
-			o.state, err = b.SetLAC(o.ledgerID, o.lac)
-		case opDelete:
-			if o.fenced {
-				// Fenced in memory, perhaps without a fence record in the
-				// journal (its append failed; the fence stays in force):
-				// the index tombstones it all the same.
-				_, err = b.Fence(o.ledgerID)
-			}
-			if err == nil {
-				o.state, err = b.Delete(o.ledgerID, s.now().UnixMilli())
-			}
-		case opCopy:
-			o.moved, err = b.Relocate(o.ledgerID, o.entryID, o.from, o.loc)
-		}
-		if err != nil {
-			b.Close()
-			b = nil
-			s.fatal(fmt.Errorf("writing the index: %w", err))
-			s.failOps(append(applied, o), s.failure())
-			applied = applied[:0]
-			continue
-		}
-		applied = append(applied, o)
-	}
-	flush()
-}
-
-// completeOps updates the in-memory ledgers after ops were committed to
-// the index, wakes long polls, and acknowledges the ops in order.
-func (s *Storage) completeOps(ops []*op) {
-	var size int64
-	s.mu.Lock()
-	for _, o := range ops {
-		size += o.size
-		l := s.ledgerLocked(o.ledgerID)
-		o.settle(l)
-		switch {
-		case o.refused != nil:
-		case o.kind == opAdd, o.kind == opFence, o.kind == opLAC:
-			rose := o.state.LAC > l.st.LAC
-			l.st, l.exists = o.state, true
-			if rose && l.lacAdvanced != nil {
-				close(l.lacAdvanced)
-				l.lacAdvanced = nil
-			}
-		case o.kind == opDelete:
-			l.st, l.exists = o.state, o.state.Tombstone // l.fenced stays as it is
-		}
-		s.dropIdleLocked(o.ledgerID, l)
-	}
-	last := ops[len(ops)-1].loc
-	s.mu.applied = journal.Position{File: last.File, Offset: last.Offset + int64(last.Length)}
-	s.mu.Unlock()
-	s.budget.Release(size)
-	for _, o := range ops {
-		o.finish(o, o.refused)
-	}
-}
-
-// failOps completes ops with err without applying them.
-func (s *Storage) failOps(ops []*op, err error) {
-	var size int64
-	s.mu.Lock()
-	for _, o := range ops {
-		size += o.size
-		l := s.ledgerLocked(o.ledgerID)
-		o.settle(l)
-		s.dropIdleLocked(o.ledgerID, l)
-	}
-	s.mu.Unlock()
-	s.budget.Release(size)
-	for _, o := range ops {
-		o.finish(o, err)
-	}
-}
-
-// diskBytes bounds the journal bytes an add of payloadBytes takes: its
-// record and, in the journal's aligned format, the pad of a group of its
-// own. Charging the bound keeps the disk budget an overestimate, so the
-// journal cannot run out of space between two disk checks.
-func (s *Storage) diskBytes(payloadBytes int) int64 {
-	n := int64(journal.RecordHeaderSize + payloadBytes)
-	if !s.opts.JournalBufferedWrites {
-		n += journal.MaxPadBytes
-	}
-	return n
 }

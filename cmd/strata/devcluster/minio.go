@@ -98,11 +98,8 @@ func (o Options) runsMinIO() bool { return o.MinIO != "" && o.Brokers > 0 }
 // planMinIO plans the MinIO node: S3 on MinIOPort, console on +1 (fixed,
 // since MinIO otherwise picks a random console port), data in DIR/minio.
 func planMinIO(o Options) Node {
-	n := Node{
-		Name: MinIOName, Role: RoleMinIO,
-		Listen: fmt.Sprintf("%s:%d", o.Host, o.MinIOPort), Admin: fmt.Sprintf("%s:%d", o.Host, o.MinIOPort+1),
-		DataDir: filepath.Join(o.Dir, MinIOName), LogFile: filepath.Join(o.Dir, "logs", MinIOName+".log"), Bin: o.MinIO,
-	}
+	n := serverNode(o, RoleMinIO, MinIOName, "", o.MinIOPort, o.MinIOPort+1)
+	n.Bin = o.MinIO
 	// --quiet: no start-up banner, which would print the credentials into
 	// the log file.
 	n.Args = []string{"server", n.DataDir, "--address", n.Listen, "--console-address", n.Admin, "--quiet"}

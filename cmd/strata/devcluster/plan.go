@@ -121,62 +121,67 @@ func Plan(o Options) ([]Node, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	addr := func(port int) string { return fmt.Sprintf("%s:%d", o.Host, port) }
-	var nodes []Node
-	var peers []string
-	for i := 1; i <= o.Metad; i++ {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, addr(o.MetadPort+100+i-1)))
-	}
-	for i := 1; i <= o.Metad; i++ {
-		n := Node{
-			Name: fmt.Sprintf("metad-%d", i), Role: RoleMetad, ID: fmt.Sprint(i),
-			Listen: addr(o.MetadPort + i - 1), Raft: addr(o.MetadPort + 100 + i - 1), Admin: addr(o.MetadPort + 200 + i - 1),
-		}
-		n.DataDir = filepath.Join(o.Dir, n.Name)
-		n.LogFile = filepath.Join(o.Dir, "logs", n.Name+".log")
-		n.Bin = filepath.Join(o.BinDir, RoleMetad)
-		n.Args = []string{
-			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--raft-listen", n.Raft,
-			"--admin-listen", n.Admin, "--peers", strings.Join(peers, ","),
-		}
-		if o.TLS {
-			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
-		}
-		nodes = append(nodes, n)
-	}
+	nodes := planMetad(o)
 	metadEndpoints := strings.Join(Endpoints(nodes, RoleMetad), ",")
 	tierStore, err := TierStore(o)
 	if err != nil {
 		return nil, err
 	}
-	for i := 1; i <= o.Bookies; i++ {
-		n := Node{
-			Name: fmt.Sprintf("bookie-%d", i), Role: RoleBookie, ID: fmt.Sprintf("b%d", i),
-			Listen: addr(o.BookiePort + i - 1), Admin: addr(o.BookiePort + 100 + i - 1),
+	nodes = append(nodes, planBookies(o, metadEndpoints)...)
+	if o.runsMinIO() {
+		nodes = append(nodes, planMinIO(o))
+	}
+	nodes = append(nodes, planBrokers(o, metadEndpoints, tierStore)...)
+	for i := range nodes {
+		nodes[i].Env = append(nodes[i].Env, o.Env...)
+	}
+	return nodes, nil
+}
+
+// planMetad plans the metad nodes: client ports from MetadPort, Raft
+// ports 100 above, admin ports 200 above; each lists every peer's Raft
+// address.
+func planMetad(o Options) []Node {
+	var peers []string
+	for i := 1; i <= o.Metad; i++ {
+		peers = append(peers, fmt.Sprintf("%d=%s", i, o.addr(o.MetadPort+100+i-1)))
+	}
+	var nodes []Node
+	for i := 1; i <= o.Metad; i++ {
+		n := serverNode(o, RoleMetad, fmt.Sprintf("metad-%d", i), fmt.Sprint(i), o.MetadPort+i-1, o.MetadPort+200+i-1)
+		n.Raft = o.addr(o.MetadPort + 100 + i - 1)
+		n.Args = []string{
+			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--raft-listen", n.Raft,
+			"--admin-listen", n.Admin, "--peers", strings.Join(peers, ","),
 		}
-		n.DataDir = filepath.Join(o.Dir, n.Name)
-		n.LogFile = filepath.Join(o.Dir, "logs", n.Name+".log")
-		n.Bin = filepath.Join(o.BinDir, RoleBookie)
+		n.Args = append(n.Args, nodeTLSArgs(o, n.Name)...)
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// planBookies plans the bookies: client ports from BookiePort, admin
+// ports 100 above.
+func planBookies(o Options, metadEndpoints string) []Node {
+	var nodes []Node
+	for i := 1; i <= o.Bookies; i++ {
+		n := serverNode(o, RoleBookie, fmt.Sprintf("bookie-%d", i), fmt.Sprintf("b%d", i), o.BookiePort+i-1, o.BookiePort+100+i-1)
 		n.Args = []string{
 			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--admin-listen", n.Admin,
 			"--metad", metadEndpoints,
 		}
-		if o.TLS {
-			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
-		}
+		n.Args = append(n.Args, nodeTLSArgs(o, n.Name)...)
 		nodes = append(nodes, n)
 	}
-	if o.runsMinIO() {
-		nodes = append(nodes, planMinIO(o))
-	}
+	return nodes
+}
+
+// planBrokers plans the brokers: client ports from BrokerPort, admin ports
+// 100 above, tiering to tierStore; o.BrokerArgs come last, so they win.
+func planBrokers(o Options, metadEndpoints, tierStore string) []Node {
+	var nodes []Node
 	for i := 1; i <= o.Brokers; i++ {
-		n := Node{
-			Name: fmt.Sprintf("broker-%d", i), Role: RoleBroker, ID: fmt.Sprintf("k%d", i),
-			Listen: addr(o.BrokerPort + i - 1), Admin: addr(o.BrokerPort + 100 + i - 1),
-		}
-		n.DataDir = filepath.Join(o.Dir, n.Name)
-		n.LogFile = filepath.Join(o.Dir, "logs", n.Name+".log")
-		n.Bin = filepath.Join(o.BinDir, RoleBroker)
+		n := serverNode(o, RoleBroker, fmt.Sprintf("broker-%d", i), fmt.Sprintf("k%d", i), o.BrokerPort+i-1, o.BrokerPort+100+i-1)
 		// Brokers keep no state on disk (cmd/broker has no --data-dir):
 		// DataDir is reserved for them but not passed. A short drain keeps
 		// Ctrl-C quick: when every broker stops at once none can take the
@@ -186,9 +191,7 @@ func Plan(o Options) ([]Node, error) {
 		n.Args = []string{"--id", n.ID, "--listen", n.Listen, "--admin-listen", n.Admin, "--metad", metadEndpoints,
 			"--drain-timeout", "3s", "--tier-segment-bytes", "8388608", "--tier-max-delay", "30s", "--tier-check-interval", "5s",
 			"--tier-store", tierStore}
-		if o.TLS {
-			n.Args = append(n.Args, tlsArgs(o.Dir, n.Name)...)
-		}
+		n.Args = append(n.Args, nodeTLSArgs(o, n.Name)...)
 		n.Args = append(n.Args, o.BrokerArgs...)
 		n.Env = brokerRuntimeEnv(os.Getenv("GODEBUG"))
 		if o.runsMinIO() {
@@ -196,11 +199,29 @@ func Plan(o Options) ([]Node, error) {
 		}
 		nodes = append(nodes, n)
 	}
-	for i := range nodes {
-		nodes[i].Env = append(nodes[i].Env, o.Env...)
-	}
-	return nodes, nil
+	return nodes
 }
+
+// serverNode is a Strata server process of role on the given client and
+// admin ports, with its data directory, log file and binary under o's.
+func serverNode(o Options, role, name, id string, listenPort, adminPort int) Node {
+	return Node{
+		Name: name, Role: role, ID: id, Listen: o.addr(listenPort), Admin: o.addr(adminPort),
+		DataDir: filepath.Join(o.Dir, name), LogFile: filepath.Join(o.Dir, "logs", name+".log"),
+		Bin: filepath.Join(o.BinDir, role),
+	}
+}
+
+// nodeTLSArgs is the TLS flags of node name with o.TLS, none without.
+func nodeTLSArgs(o Options, name string) []string {
+	if !o.TLS {
+		return nil
+	}
+	return tlsArgs(o.Dir, name)
+}
+
+// addr is o.Host's address at port.
+func (o Options) addr(port int) string { return fmt.Sprintf("%s:%d", o.Host, port) }
 
 // Endpoints lists the client addresses of the nodes with the given role.
 func Endpoints(nodes []Node, role string) []string {
