@@ -77,96 +77,96 @@ func invalidKindf(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %w: %s", ErrInvalid, kind, fmt.Sprintf(format, args...))
 }
 
+// class is how one kind of error reaches gRPC clients.
+type class struct {
+	errs      []error
+	code      codes.Code
+	reason    string
+	retryable bool
+}
+
+// classes is classify's table for sentinel errors, in the order they are
+// tried: where errors wrap others, the first match decides (the comments
+// say which).
+var classes = []class{
+	{[]error{ErrUnknownTopic, ErrUnknownPartition, group.ErrNotFound, group.ErrUnknownPartition}, codes.NotFound, rpcerror.ReasonNotFound, false},
+	{[]error{ErrTopicExists}, codes.AlreadyExists, rpcerror.ReasonTopicExists, false},
+	{[]error{ErrBusy}, codes.Unavailable, rpcerror.ReasonUnavailable, true},
+	{[]error{ErrLimit}, codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+	{[]error{ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch}, codes.FailedPrecondition, rpcerror.ReasonNotOwner, true},
+	// Before ErrInvalid: these wrap it.
+	{[]error{group.ErrInvalidSessionTimeout, group.ErrInvalidRegularExpression, group.ErrOffsetMetadataTooLarge,
+		group.ErrUnsupportedAssignor}, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
+	{[]error{ErrInvalid, group.ErrInvalid}, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
+	{[]error{partlog.ErrCorruptBatch}, codes.InvalidArgument, rpcerror.ReasonCorruptBatch, false},
+	{[]error{partlog.ErrTooLarge}, codes.InvalidArgument, rpcerror.ReasonTooLarge, false},
+	{[]error{partlog.ErrInvalidTimestamp}, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
+	{[]error{partlog.ErrOutOfOrderSequence}, codes.FailedPrecondition, rpcerror.ReasonOutOfOrderSequence, false},
+	{[]error{partlog.ErrUnknownProducer}, codes.FailedPrecondition, rpcerror.ReasonUnknownProducerID, false},
+	{[]error{partlog.ErrProducerFenced}, codes.FailedPrecondition, rpcerror.ReasonProducerFenced, false},
+	// Retention frees the list in time; the client retries within its
+	// delivery timeout.
+	{[]error{partlog.ErrListFull}, codes.ResourceExhausted, rpcerror.ReasonUnavailable, true},
+	// Before DeadlineExceeded: a read from the object store that timed out
+	// wraps both, and a read can simply be retried; nothing was written by
+	// a ledger create that timed out either.
+	{[]error{partlog.ErrTierUnavailable, partlog.ErrNoLedger, partlog.ErrNotEnoughBookies}, codes.Unavailable, rpcerror.ReasonUnavailable, true},
+	// Before ErrFenced: an append in flight when its log was fenced wraps
+	// both, and may be stored.
+	{[]error{partlog.ErrUnknownOutcome, context.DeadlineExceeded}, codes.Unavailable, rpcerror.ReasonUnknownOutcome, false},
+	// The partition is moving (released, or taken by another broker):
+	// nothing was written; ask again where it lives.
+	{[]error{partlog.ErrClosed, partlog.ErrFenced, partlog.ErrConflict}, codes.Unavailable, rpcerror.ReasonNotOwner, true},
+	{[]error{context.Canceled}, codes.Canceled, rpcerror.ReasonUnavailable, true},
+	{[]error{group.ErrClosed}, codes.FailedPrecondition, rpcerror.ReasonNotCoordinator, true},
+	{[]error{group.ErrLoading}, codes.Unavailable, rpcerror.ReasonCoordinatorLoading, true},
+	{[]error{group.ErrUnknownMember}, codes.FailedPrecondition, rpcerror.ReasonUnknownMemberID, false},
+	{[]error{group.ErrFencedMemberEpoch}, codes.FailedPrecondition, rpcerror.ReasonFencedMemberEpoch, false},
+	{[]error{group.ErrStaleMemberEpoch}, codes.FailedPrecondition, rpcerror.ReasonStaleMemberEpoch, true},
+	// One partition of a commit: heartbeating does not give it back.
+	{[]error{group.ErrPartitionNotHeld}, codes.FailedPrecondition, rpcerror.ReasonStaleMemberEpoch, false},
+	{[]error{group.ErrGroupNotEmpty}, codes.FailedPrecondition, rpcerror.ReasonGroupNotEmpty, false},
+	{[]error{group.ErrGroupMaxSize, group.ErrLimitExceeded}, codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
+	// A group of the other protocol (classic or KIP-848), or a static
+	// member's instance id held by another member: the request cannot
+	// succeed as sent.
+	{[]error{group.ErrInconsistentGroupProtocol, group.ErrFencedInstanceID, group.ErrUnreleasedInstanceID,
+		group.ErrGroupSubscribedToTopic, group.ErrIllegalGeneration, group.ErrMemberIDRequired}, codes.FailedPrecondition, rpcerror.ReasonInvalid, false},
+	{[]error{group.ErrRebalanceInProgress}, codes.FailedPrecondition, rpcerror.ReasonUnavailable, true},
+}
+
 // classify maps an error to a gRPC code and an ErrorInfo: the broker's one
-// translation table, for whole calls (rpcError) and per-partition results
-// (partitionError) alike, the group coordinator's included (its
-// per-partition commit refusals reach it through
-// group.Config.PartitionError).
+// translation table for gRPC (the Kafka adapter has its own), for whole
+// calls (rpcError) and per-partition results (partitionError) alike, the
+// group coordinator's included (its per-partition commit refusals reach it
+// through group.Config.PartitionError).
 func classify(err error) (codes.Code, *commonpb.ErrorInfo) {
-	info := func(reason string, retryable bool) *commonpb.ErrorInfo {
-		return &commonpb.ErrorInfo{Reason: reason, Retryable: retryable}
-	}
 	var redirect *RedirectError
 	var oor *partlog.OutOfRangeError
 	switch {
 	case errors.Is(err, ErrDenied):
-		return codes.PermissionDenied, info(rpcerror.ReasonDenied, false)
+		return codes.PermissionDenied, &commonpb.ErrorInfo{Reason: rpcerror.ReasonDenied}
 	case errors.As(err, &redirect) && errors.Is(err, ErrNotCoordinator):
 		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotCoordinator, Retryable: true, Redirect: redirect.Address}
 	case errors.As(err, &redirect):
 		return codes.FailedPrecondition, &commonpb.ErrorInfo{Reason: rpcerror.ReasonNotOwner, Retryable: true, Redirect: redirect.Address}
-	case errors.Is(err, ErrUnknownTopic), errors.Is(err, ErrUnknownPartition), errors.Is(err, group.ErrNotFound), errors.Is(err, group.ErrUnknownPartition):
-		return codes.NotFound, info(rpcerror.ReasonNotFound, false)
-	case errors.Is(err, ErrTopicExists):
-		return codes.AlreadyExists, info(rpcerror.ReasonTopicExists, false)
-	case errors.Is(err, ErrBusy):
-		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, ErrLimit):
-		return codes.ResourceExhausted, info(rpcerror.ReasonInvalid, false)
-	case errors.Is(err, ErrFencedLeaderEpoch), errors.Is(err, ErrUnknownLeaderEpoch):
-		return codes.FailedPrecondition, info(rpcerror.ReasonNotOwner, true)
-	case errors.Is(err, ErrInvalid), errors.Is(err, group.ErrInvalid):
-		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
 	case errors.As(err, &oor):
-		return codes.OutOfRange, info(rpcerror.ReasonOutOfRange, false)
-	case errors.Is(err, partlog.ErrCorruptBatch):
-		return codes.InvalidArgument, info(rpcerror.ReasonCorruptBatch, false)
-	case errors.Is(err, partlog.ErrTooLarge):
-		return codes.InvalidArgument, info(rpcerror.ReasonTooLarge, false)
-	case errors.Is(err, partlog.ErrInvalidTimestamp):
-		return codes.InvalidArgument, info(rpcerror.ReasonInvalid, false)
-	case errors.Is(err, partlog.ErrOutOfOrderSequence):
-		return codes.FailedPrecondition, info(rpcerror.ReasonOutOfOrderSequence, false)
-	case errors.Is(err, partlog.ErrUnknownProducer):
-		return codes.FailedPrecondition, info(rpcerror.ReasonUnknownProducerID, false)
-	case errors.Is(err, partlog.ErrProducerFenced):
-		return codes.FailedPrecondition, info(rpcerror.ReasonProducerFenced, false)
-	case errors.Is(err, partlog.ErrListFull):
-		// Retention frees the list in time; the client retries within its
-		// delivery timeout.
-		return codes.ResourceExhausted, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, partlog.ErrTierUnavailable):
-		// Before DeadlineExceeded: a read from the object store that
-		// timed out wraps both, and a read can simply be retried.
-		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, partlog.ErrNoLedger), errors.Is(err, partlog.ErrNotEnoughBookies):
-		// Before DeadlineExceeded: nothing was written (a ledger create
-		// that timed out wraps both); the client retries.
-		return codes.Unavailable, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
-		// Before ErrFenced: an append in flight when its log was fenced
-		// wraps both, and may be stored (M1).
-		return codes.Unavailable, info(rpcerror.ReasonUnknownOutcome, false)
-	case errors.Is(err, partlog.ErrClosed), errors.Is(err, partlog.ErrFenced), errors.Is(err, partlog.ErrConflict):
-		// The partition is moving (released, or taken by another broker):
-		// nothing was written; ask again where it lives.
-		return codes.Unavailable, info(rpcerror.ReasonNotOwner, true)
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled, info(rpcerror.ReasonUnavailable, true)
-	case errors.Is(err, group.ErrClosed):
-		return codes.FailedPrecondition, info(rpcerror.ReasonNotCoordinator, true)
-	case errors.Is(err, group.ErrLoading):
-		return codes.Unavailable, info(rpcerror.ReasonCoordinatorLoading, true)
-	case errors.Is(err, group.ErrUnknownMember):
-		return codes.FailedPrecondition, info(rpcerror.ReasonUnknownMemberID, false)
-	case errors.Is(err, group.ErrFencedMemberEpoch):
-		return codes.FailedPrecondition, info(rpcerror.ReasonFencedMemberEpoch, false)
-	case errors.Is(err, group.ErrStaleMemberEpoch):
-		return codes.FailedPrecondition, info(rpcerror.ReasonStaleMemberEpoch, true)
-	case errors.Is(err, group.ErrPartitionNotHeld):
-		// One partition of a commit: heartbeating does not give it back.
-		return codes.FailedPrecondition, info(rpcerror.ReasonStaleMemberEpoch, false)
-	case errors.Is(err, group.ErrGroupNotEmpty):
-		return codes.FailedPrecondition, info(rpcerror.ReasonGroupNotEmpty, false)
-	case errors.Is(err, group.ErrGroupMaxSize), errors.Is(err, group.ErrLimitExceeded):
-		return codes.ResourceExhausted, info(rpcerror.ReasonInvalid, false)
-	case corruption.Is(err):
+		return codes.OutOfRange, &commonpb.ErrorInfo{Reason: rpcerror.ReasonOutOfRange}
+	}
+	for _, c := range classes {
+		for _, e := range c.errs {
+			if errors.Is(err, e) {
+				return c.code, &commonpb.ErrorInfo{Reason: c.reason, Retryable: c.retryable}
+			}
+		}
+	}
+	if corruption.Is(err) {
 		// Last: stored data failed its checks (a segment object, an entry
 		// with a corrupt copy and no good one read) and no case above says
 		// more. Never served; asking again reads the same bytes.
-		return codes.DataLoss, info(rpcerror.ReasonCorrupt, false)
+		return codes.DataLoss, &commonpb.ErrorInfo{Reason: rpcerror.ReasonCorrupt}
 	}
-	return codes.Internal, info(rpcerror.ReasonInternal, false)
+	return codes.Internal, &commonpb.ErrorInfo{Reason: rpcerror.ReasonInternal}
 }
 
 // rpcError turns an error into the status a whole RPC returns.

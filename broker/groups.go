@@ -326,3 +326,200 @@ func (g *Groups) ListGroups(ctx context.Context, req *brokerpb.ListGroupsRequest
 	}
 	return resp, nil
 }
+
+// Join is a classic member's JoinGroup (READ on the group), answered by
+// the group's coordinator once the join round completes.
+func (g *Groups) Join(ctx context.Context, req group.JoinRequest) (group.JoinResult, error) {
+	c, err := g.authorized(ctx, acl.Read, req.GroupID)
+	if err != nil {
+		return group.JoinResult{}, err
+	}
+	return c.Join(ctx, req)
+}
+
+// Sync is a classic member's SyncGroup (READ on the group).
+func (g *Groups) Sync(ctx context.Context, req group.SyncRequest) (group.SyncResult, error) {
+	c, err := g.authorized(ctx, acl.Read, req.GroupID)
+	if err != nil {
+		return group.SyncResult{}, err
+	}
+	return c.Sync(ctx, req)
+}
+
+// ClassicHeartbeat is a classic member's Heartbeat (READ on the group).
+func (g *Groups) ClassicHeartbeat(ctx context.Context, req group.HeartbeatRequest) error {
+	c, err := g.authorized(ctx, acl.Read, req.GroupID)
+	if err != nil {
+		return err
+	}
+	return c.ClassicHeartbeat(ctx, req)
+}
+
+// Leave removes classic members (READ on the group).
+func (g *Groups) Leave(ctx context.Context, req group.LeaveRequest) ([]group.LeaveResult, error) {
+	c, err := g.authorized(ctx, acl.Read, req.GroupID)
+	if err != nil {
+		return nil, err
+	}
+	return c.Leave(ctx, req)
+}
+
+// OffsetCommit commits offsets (READ on the group; a partition of a topic
+// the principal may not READ is refused alone, with a *DeniedError).
+// Results are in request order.
+func (g *Groups) OffsetCommit(ctx context.Context, req group.OffsetCommitRequest) ([]group.PartitionResult, error) {
+	c, err := g.authorized(ctx, acl.Read, req.GroupID)
+	if err != nil {
+		return nil, err
+	}
+	denied := deniedTopics(ctx, g.b.sec, acl.Read, req.Offsets, func(o group.OffsetCommit) string { return o.Topic })
+	if len(denied) == 0 {
+		return c.OffsetCommit(ctx, req)
+	}
+	allowed := req
+	allowed.Offsets = nil
+	for _, o := range req.Offsets {
+		if denied[o.Topic] == nil {
+			allowed.Offsets = append(allowed.Offsets, o)
+		}
+	}
+	var done []group.PartitionResult
+	if len(allowed.Offsets) > 0 {
+		if done, err = c.OffsetCommit(ctx, allowed); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]group.PartitionResult, 0, len(req.Offsets))
+	for _, o := range req.Offsets {
+		if d := denied[o.Topic]; d != nil {
+			out = append(out, group.PartitionResult{Topic: o.Topic, Partition: o.Partition, Err: d})
+			continue
+		}
+		out, done = append(out, done[0]), done[1:]
+	}
+	return out, nil
+}
+
+// OffsetFetch returns committed offsets (DESCRIBE on the group). Asked for
+// every partition, it shows only topics the principal may DESCRIBE; a
+// named partition of another topic is answered with a *DeniedError in
+// denied (keyed by topic).
+func (g *Groups) OffsetFetch(ctx context.Context, req group.OffsetFetchRequest) (offsets []group.CommittedOffset, denied map[string]error, err error) {
+	c, err := g.authorized(ctx, acl.Describe, req.GroupID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.Partitions != nil {
+		denied = deniedTopics(ctx, g.b.sec, acl.Describe, req.Partitions, func(p group.TopicPartition) string { return p.Topic })
+		req.Partitions = slices.DeleteFunc(slices.Clone(req.Partitions), func(p group.TopicPartition) bool { return denied[p.Topic] != nil })
+		if len(req.Partitions) == 0 {
+			return nil, denied, nil
+		}
+	}
+	offsets, err = c.OffsetFetch(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	visible := map[string]bool{}
+	return slices.DeleteFunc(offsets, func(o group.CommittedOffset) bool {
+		ok, seen := visible[o.Topic]
+		if !seen {
+			ok = g.b.sec.allowed(ctx, acl.Describe, acl.TopicResource(o.Topic))
+			visible[o.Topic] = ok
+		}
+		return !ok
+	}), denied, nil
+}
+
+// DeleteOffsets deletes committed offsets (DELETE on the group, READ on
+// the topics, as Kafka's OffsetDelete).
+func (g *Groups) DeleteOffsets(ctx context.Context, groupID string, partitions []group.TopicPartition) ([]group.PartitionResult, error) {
+	c, err := g.authorized(ctx, acl.Delete, groupID)
+	if err != nil {
+		return nil, err
+	}
+	if err := authorizeTopics(ctx, g.b.sec, acl.Read, partitions, func(p group.TopicPartition) string { return p.Topic }); err != nil {
+		return nil, err
+	}
+	return c.DeleteOffsets(ctx, groupID, partitions)
+}
+
+// Describe describes a group of either kind (DESCRIBE on the group).
+func (g *Groups) Describe(ctx context.Context, groupID string) (group.GroupDescription, error) {
+	c, err := g.authorized(ctx, acl.Describe, groupID)
+	if err != nil {
+		return group.GroupDescription{}, err
+	}
+	return c.Describe(ctx, groupID)
+}
+
+// Delete deletes an empty group and its offsets (DELETE on the group).
+func (g *Groups) Delete(ctx context.Context, groupID string) error {
+	c, err := g.authorized(ctx, acl.Delete, groupID)
+	if err != nil {
+		return err
+	}
+	return c.Delete(ctx, groupID)
+}
+
+// List lists the groups this broker coordinates that the principal may
+// DESCRIBE (a client asks every broker for the whole list). A coordinator
+// still loading is left out.
+func (g *Groups) List(ctx context.Context) []group.GroupListing {
+	var out []group.GroupListing
+	for _, c := range g.localCoordinators() {
+		gs, err := c.List(ctx)
+		if err != nil {
+			continue // loading: its groups appear once loaded
+		}
+		for _, l := range gs {
+			if g.b.sec.allowed(ctx, acl.Describe, acl.GroupResource(l.GroupID)) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// localCoordinators are the coordinators of the offsets partitions this
+// broker serves.
+func (g *Groups) localCoordinators() []*group.Coordinator {
+	g.b.mu.Lock()
+	defer g.b.mu.Unlock()
+	var coords []*group.Coordinator
+	for _, p := range g.b.parts {
+		if p.coord != nil {
+			coords = append(coords, p.coord)
+		}
+	}
+	return coords
+}
+
+// authorized checks op on the group, then finds its coordinator.
+func (g *Groups) authorized(ctx context.Context, op acl.Operation, groupID string) (*group.Coordinator, error) {
+	if err := g.b.sec.authorize(ctx, op, acl.GroupResource(groupID)); err != nil {
+		return nil, err
+	}
+	return g.coordinator(groupID)
+}
+
+// deniedTopics is the refusal of op for each distinct topic of items the
+// principal may not do it on (nil when all are allowed).
+func deniedTopics[T any](ctx context.Context, sec *security, op acl.Operation, items []T, topic func(T) string) map[string]error {
+	var denied map[string]error
+	checked := map[string]bool{}
+	for _, it := range items {
+		name := topic(it)
+		if checked[name] {
+			continue
+		}
+		checked[name] = true
+		if err := sec.authorize(ctx, op, acl.TopicResource(name)); err != nil {
+			if denied == nil {
+				denied = map[string]error{}
+			}
+			denied[name] = err
+		}
+	}
+	return denied
+}

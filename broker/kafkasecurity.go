@@ -33,8 +33,9 @@ type KafkaSecurity struct {
 // listener.
 func (b *Broker) KafkaSecurity() *KafkaSecurity { return &KafkaSecurity{b: b} }
 
-// AuthRequired: with TLS the listener serves only authenticated clients,
-// as the gRPC one does; without, nobody is authenticated.
+// AuthRequired reports whether the listener serves only authenticated
+// clients: with TLS it does, as the gRPC one does; without, nobody is
+// authenticated.
 func (k *KafkaSecurity) AuthRequired() bool { return k.b.creds.Enabled() }
 
 // CertificateContext names the principal of a verified client
