@@ -365,8 +365,8 @@ func (g *Groups) Leave(ctx context.Context, req group.LeaveRequest) ([]group.Lea
 }
 
 // OffsetCommit commits offsets (READ on the group; a partition of a topic
-// the principal may not READ is refused alone, with a *DeniedError).
-// Results are in request order.
+// the principal may not READ is refused alone, with a *DeniedError): one
+// result per partition.
 func (g *Groups) OffsetCommit(ctx context.Context, req group.OffsetCommitRequest) ([]group.PartitionResult, error) {
 	c, err := g.authorized(ctx, acl.Read, req.GroupID)
 	if err != nil {
@@ -389,15 +389,12 @@ func (g *Groups) OffsetCommit(ctx context.Context, req group.OffsetCommitRequest
 			return nil, err
 		}
 	}
-	out := make([]group.PartitionResult, 0, len(req.Offsets))
 	for _, o := range req.Offsets {
 		if d := denied[o.Topic]; d != nil {
-			out = append(out, group.PartitionResult{Topic: o.Topic, Partition: o.Partition, Err: d})
-			continue
+			done = append(done, group.PartitionResult{Topic: o.Topic, Partition: o.Partition, Err: d})
 		}
-		out, done = append(out, done[0]), done[1:]
 	}
-	return out, nil
+	return done, nil
 }
 
 // OffsetFetch returns committed offsets (DESCRIBE on the group). Asked for

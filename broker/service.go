@@ -555,3 +555,12 @@ func (s *Service) DeleteRecords(ctx context.Context, topic string, partition int
 	}
 	return retention.DeleteBefore(ctx, l, offset)
 }
+
+// TopicID is a live topic's id ("" when there is no such topic).
+func (s *Service) TopicID(name string) string {
+	rec, err := s.b.topicRecord(name)
+	if err != nil {
+		return ""
+	}
+	return rec.Id
+}

@@ -15,6 +15,15 @@ func (a *Adapter) apis() []api {
 		{key: 1, min: 4, max: 16, h: a.fetch},
 		{key: 2, min: 0, max: 8, h: a.listOffsets},
 		{key: 3, min: 0, max: 12, h: a.metadata},
+		{key: 8, min: 0, max: 9, h: a.offsetCommit},
+		{key: 9, min: 0, max: 9, h: a.offsetFetch},
+		{key: 10, min: 0, max: 5, h: a.findCoordinator},
+		{key: 11, min: 0, max: 9, h: a.joinGroup},
+		{key: 12, min: 0, max: 4, h: a.heartbeat},
+		{key: 13, min: 0, max: 5, h: a.leaveGroup},
+		{key: 14, min: 0, max: 5, h: a.syncGroup},
+		{key: 15, min: 0, max: 5, h: a.describeGroups},
+		{key: 16, min: 0, max: 5, h: a.listGroups},
 		{key: 19, min: 0, max: 7, h: a.createTopics},
 		{key: 20, min: 0, max: 6, h: a.deleteTopics},
 		{key: 21, min: 0, max: 2, h: a.deleteRecords},
@@ -23,8 +32,12 @@ func (a *Adapter) apis() []api {
 		{key: 32, min: 0, max: 4, h: a.describeConfigs},
 		{key: 33, min: 0, max: 2, h: a.alterConfigs},
 		{key: 37, min: 0, max: 3, h: a.createPartitions},
+		{key: 42, min: 0, max: 2, h: a.deleteGroups},
 		{key: 44, min: 0, max: 1, h: a.incrementalAlterConfigs},
+		{key: 47, min: 0, max: 0, h: a.offsetDelete},
 		{key: 60, min: 0, max: 1, h: a.describeCluster},
+		{key: 68, min: 0, max: 1, h: a.consumerGroupHeartbeat},
+		{key: 69, min: 0, max: 0, h: a.consumerGroupDescribe},
 	}
 }
 
