@@ -233,7 +233,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 	b.drains = newMirror(meta, drainsPrefix, log)
 	var err error
 	if b.sec, err = newSecurity(b, reg); err != nil {
-		b.closeTier()
+		b.tier.close()
 		return nil, err
 	}
 	b.ctrl, b.passes = &controller{b: b}, &passes{b: b}
@@ -342,7 +342,7 @@ func (b *Broker) Close() {
 	b.cancel()
 	b.wg.Wait()
 	b.peers.close()
-	b.closeTier()
+	b.tier.close()
 	for _, c := range b.closers {
 		c.Close()
 	}

@@ -392,7 +392,7 @@ func (c *controller) finishDelete(ctx context.Context, name string) error {
 		}
 	}
 	// Every object of the topic, committed or not, is under its id.
-	if err := b.deleteTopicObjects(ctx, &rec); err != nil {
+	if err := b.tier.deleteTopicObjects(ctx, &rec); err != nil {
 		return err
 	}
 	if _, err := b.meta.Delete(ctx, topicKey(name), metaclient.WithExpectedVersion(kv.Version)); err != nil {

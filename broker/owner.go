@@ -428,7 +428,7 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 	var tier *partlog.Tier
 	if b.tier != nil { // the record is decoded only for the tier (1.5% of a failover's CPU)
 		if rec, err := b.topicRecord(p.tp.topic); err == nil && !rec.Internal {
-			tier = b.partitionTier(rec, p.tp.partition)
+			tier = b.tier.partitionTier(rec, p.tp.partition)
 		}
 	}
 	return partlog.Config{

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -31,8 +32,14 @@ const (
 	tierCookieKey    = "/strata/tier/bucket-cookie"
 )
 
-// tierState is the broker's object-store tier (nil without --tier-store).
+// tierState is the broker's object-store tier (nil without --tier-store;
+// its methods are safe on nil).
 type tierState struct {
+	cfg     Config
+	log     *slog.Logger
+	meta    *metaclient.Client
+	metrics *metrics
+
 	store     objstore.Store
 	reader    *tiering.Reader
 	clusterID string
@@ -69,10 +76,11 @@ func (b *Broker) openTier(ctx context.Context) error {
 		}
 	}
 	t := &tierState{
+		cfg: b.cfg, log: b.log, meta: b.meta, metrics: b.metrics,
 		store: store, clusterID: id, uploads: make(chan struct{}, b.cfg.TierUploads),
 		reader: tiering.NewReader(store, rc, b.tierMetrics),
 	}
-	if err := b.ensureCookie(ctx, t); err != nil {
+	if err := t.ensureCookie(ctx); err != nil {
 		// Not fatal: the broker serves and reads; it deletes nothing
 		// until the identity is confirmed (canDestroy says why).
 		b.log.Error("tiered storage: the bucket's identity is not confirmed; no local copy or object will be deleted", "err", err)
@@ -92,8 +100,8 @@ func (t *tierState) cookieObjectKey() string {
 // (both create-only); later, metad's copy is what the store must hold. A
 // store that lost it (wiped, or another bucket) is never given a new one
 // by a broker: an operator must look.
-func (b *Broker) ensureCookie(ctx context.Context, t *tierState) error {
-	kv, err := b.meta.Get(ctx, tierCookieKey)
+func (t *tierState) ensureCookie(ctx context.Context) error {
+	kv, err := t.meta.Get(ctx, tierCookieKey)
 	switch {
 	case err == nil:
 		t.cookie = kv.Value
@@ -106,11 +114,11 @@ func (b *Broker) ensureCookie(ctx context.Context, t *tierState) error {
 		if err != nil {
 			return fmt.Errorf("reading the bucket cookie back: %w", err)
 		}
-		if _, err := b.meta.Put(ctx, tierCookieKey, stored, metaclient.WithExpectedVersion(0)); err != nil &&
+		if _, err := t.meta.Put(ctx, tierCookieKey, stored, metaclient.WithExpectedVersion(0)); err != nil &&
 			!errors.Is(err, metaclient.ErrVersionConflict) {
 			return fmt.Errorf("recording the bucket cookie: %w", err)
 		}
-		if kv, err = b.meta.Get(ctx, tierCookieKey); err != nil {
+		if kv, err = t.meta.Get(ctx, tierCookieKey); err != nil {
 			return err
 		}
 		t.cookie = kv.Value
@@ -141,26 +149,25 @@ func (t *tierState) checkCookie(ctx context.Context) error {
 // canDestroy is partlog.Tier.CanDestroy: nil when the bucket's identity
 // was confirmed within --tier-cookie-check-interval (checked again if
 // not).
-func (b *Broker) canDestroy(ctx context.Context) error {
-	t := b.tier
+func (t *tierState) canDestroy(ctx context.Context) error {
 	t.mu.Lock()
-	fresh := time.Since(t.mu.checkedAt) < b.cfg.TierCookieCheckInterval
+	fresh := time.Since(t.mu.checkedAt) < t.cfg.TierCookieCheckInterval
 	t.mu.Unlock()
 	if fresh {
 		return nil
 	}
 	if t.cookie == nil {
-		if err := b.ensureCookie(ctx, t); err != nil {
-			b.metrics.tierIdentityErrors.Inc()
+		if err := t.ensureCookie(ctx); err != nil {
+			t.metrics.tierIdentityErrors.Inc()
 			return err
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.TierRequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.TierRequestTimeout)
 	defer cancel()
 	if err := t.checkCookie(ctx); err != nil {
-		b.metrics.tierIdentityErrors.Inc()
-		b.log.Error("tiered storage: deletions stopped", "err", err)
+		t.metrics.tierIdentityErrors.Inc()
+		t.log.Error("tiered storage: deletions stopped", "err", err)
 		return err
 	}
 	return nil
@@ -193,10 +200,10 @@ func (b *Broker) clusterID(ctx context.Context) (string, error) {
 	return string(kv.Value), nil
 }
 
-func (b *Broker) closeTier() {
-	if b.tier != nil {
-		_ = b.tier.reader.Close()
-		closeStore(b.tier.store)
+func (t *tierState) close() {
+	if t != nil {
+		_ = t.reader.Close()
+		closeStore(t.store)
 	}
 }
 
@@ -212,26 +219,26 @@ func (t *tierState) topicPrefix(topicID string) string {
 }
 
 // partitionTier is the partlog tier of a partition (nil without a store).
-func (b *Broker) partitionTier(rec *brokerpb.TopicRecord, partition int32) *partlog.Tier {
-	if b.tier == nil {
+func (t *tierState) partitionTier(rec *brokerpb.TopicRecord, partition int32) *partlog.Tier {
+	if t == nil {
 		return nil
 	}
 	return &partlog.Tier{
-		Store: b.tier.store, Reader: tierReader{b.tier.reader},
-		KeyPrefix: fmt.Sprintf("%s%d/", b.tier.topicPrefix(rec.Id), partition), TopicID: rec.Id,
-		SegmentBytes: b.cfg.TierSegmentBytes, MaxDelay: b.cfg.TierMaxDelay,
-		OrphanGrace: b.cfg.TierOrphanGrace, DeleteDelay: b.cfg.TierDeleteDelay, Uploads: b.tier.uploads, CanDestroy: b.canDestroy,
-		RequestTimeout: b.cfg.TierRequestTimeout, UploadTimeout: b.cfg.TierUploadTimeout, VerifyFull: b.cfg.TierVerifyFull,
+		Store: t.store, Reader: tierReader{t.reader},
+		KeyPrefix: fmt.Sprintf("%s%d/", t.topicPrefix(rec.Id), partition), TopicID: rec.Id,
+		SegmentBytes: t.cfg.TierSegmentBytes, MaxDelay: t.cfg.TierMaxDelay,
+		OrphanGrace: t.cfg.TierOrphanGrace, DeleteDelay: t.cfg.TierDeleteDelay, Uploads: t.uploads, CanDestroy: t.canDestroy,
+		RequestTimeout: t.cfg.TierRequestTimeout, UploadTimeout: t.cfg.TierUploadTimeout, VerifyFull: t.cfg.TierVerifyFull,
 	}
 }
 
 // deleteTopicObjects deletes every object of a deleted topic.
-func (b *Broker) deleteTopicObjects(ctx context.Context, rec *brokerpb.TopicRecord) error {
-	if b.tier == nil || rec.Id == "" {
+func (t *tierState) deleteTopicObjects(ctx context.Context, rec *brokerpb.TopicRecord) error {
+	if t == nil || rec.Id == "" {
 		return nil
 	}
 	var keys []string
-	err := b.tier.store.List(ctx, b.tier.topicPrefix(rec.Id), "", func(o objstore.ObjectInfo) bool {
+	err := t.store.List(ctx, t.topicPrefix(rec.Id), "", func(o objstore.ObjectInfo) bool {
 		keys = append(keys, o.Key)
 		return true
 	})
@@ -240,7 +247,7 @@ func (b *Broker) deleteTopicObjects(ctx context.Context, rec *brokerpb.TopicReco
 	}
 	for len(keys) > 0 {
 		n := min(len(keys), 1000)
-		failed, err := b.tier.store.Delete(ctx, keys[:n])
+		failed, err := t.store.Delete(ctx, keys[:n])
 		if err != nil {
 			return err
 		}
