@@ -31,11 +31,20 @@ type AdapterConfig struct {
 // TopicRecord ids, the last stable offset = the high watermark (no
 // transactions).
 type Adapter struct {
+	svc   *broker.Service
+	admin *broker.Admin
+	cfg   AdapterConfig
+	log   *slog.Logger
+	// grp answers the consumer-group APIs (groups.go, groupoffsets.go,
+	// groupadmin.go).
+	grp *groupAPI
+}
+
+// groupAPI answers the consumer-group APIs over the broker's Groups
+// service.
+type groupAPI struct {
 	svc    *broker.Service
-	admin  *broker.Admin
 	groups *broker.Groups
-	cfg    AdapterConfig
-	log    *slog.Logger
 }
 
 // NewAdapter returns the adapter over b's service layer.
@@ -46,7 +55,8 @@ func NewAdapter(b *broker.Broker, cfg AdapterConfig, log *slog.Logger) *Adapter 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Adapter{svc: b.Service(), admin: b.Admin(), groups: b.Groups(), cfg: cfg, log: log.With("component", "kafka")}
+	return &Adapter{svc: b.Service(), admin: b.Admin(), cfg: cfg, log: log.With("component", "kafka"),
+		grp: &groupAPI{svc: b.Service(), groups: b.Groups()}}
 }
 
 // api is one registration: a key, the versions served and the handler.

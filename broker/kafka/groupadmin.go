@@ -14,14 +14,14 @@ import (
 // describeGroups answers DescribeGroups v0-5: classic groups with their
 // members' metadata and assignments (while Stable), KIP-848 groups (and
 // Strata's own groups) with their state and members.
-func (a *Adapter) describeGroups(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) describeGroups(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrDescribeGroupsResponse()
 		for _, id := range req.Groups {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group = id
-			d, err := a.groups.Describe(ctx, id)
+			d, err := g.groups.Describe(ctx, id)
 			switch code := groupCodeOf(err); {
 			case err == nil:
 				describedGroup(&rg, d)
@@ -63,10 +63,10 @@ func orEmpty(b []byte) []byte {
 // listGroups answers ListGroups v0-5: the groups this broker coordinates
 // (clients ask every broker), filtered by state (v4+, case-insensitive)
 // and type (v5+: classic, consumer).
-func (a *Adapter) listGroups(ctx context.Context, _ *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) listGroups(ctx context.Context, _ *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.ListGroupsRequest)
 	resp := kmsg.NewPtrListGroupsResponse()
-	for _, l := range a.groups.List(ctx) {
+	for _, l := range g.groups.List(ctx) {
 		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool { return strings.EqualFold(s, l.State) }) {
 			continue
 		}
@@ -82,14 +82,14 @@ func (a *Adapter) listGroups(ctx context.Context, _ *Conn, kreq kmsg.Request) (R
 
 // deleteGroups answers DeleteGroups v0-2: only empty groups go, with
 // their offsets.
-func (a *Adapter) deleteGroups(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) deleteGroups(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrDeleteGroupsResponse()
 		for _, id := range req.Groups {
 			rg := kmsg.NewDeleteGroupsResponseGroup()
 			rg.Group = id
-			err := a.groups.Delete(ctx, id)
+			err := g.groups.Delete(ctx, id)
 			rg.ErrorCode, rg.ErrorMessage = c.ErrorCode(42, groupCodeOf(err)), messageOf(err)
 			resp.Groups = append(resp.Groups, rg)
 		}
@@ -100,14 +100,14 @@ func (a *Adapter) deleteGroups(ctx context.Context, c *Conn, kreq kmsg.Request) 
 // consumerGroupHeartbeat answers ConsumerGroupHeartbeat v0-1 (KIP-848) on
 // the coordinator's server-side assignment: partitions go by topic id both
 // ways; a null subscription or owned list means unchanged.
-func (a *Adapter) consumerGroupHeartbeat(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) consumerGroupHeartbeat(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	hreq := &brokerpb.GroupHeartbeatRequest{GroupId: req.Group, MemberId: req.MemberID, MemberEpoch: req.MemberEpoch,
 		ClientId: c.ClientID(), ClientHost: host(c), RebalanceTimeoutMs: req.RebalanceTimeoutMillis,
 		SubscribedTopics: req.SubscribedTopicNames, SubscribedTopicRegex: deref(req.SubscribedTopicRegex),
 		InstanceId: deref(req.InstanceID), ServerAssignor: deref(req.ServerAssignor), OwnedOmitted: req.Topics == nil}
 	for _, t := range req.Topics {
-		name, ok := a.svc.TopicName(topicIDString(t.TopicID))
+		name, ok := g.svc.TopicName(topicIDString(t.TopicID))
 		if !ok {
 			continue // a deleted topic: nothing to own
 		}
@@ -115,7 +115,7 @@ func (a *Adapter) consumerGroupHeartbeat(ctx context.Context, c *Conn, kreq kmsg
 	}
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
-		r, err := a.groups.GroupHeartbeat(ctx, hreq)
+		r, err := g.groups.GroupHeartbeat(ctx, hreq)
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode(68, groupCodeOf(err)), messageOf(err)
 			return resp, nil
@@ -123,7 +123,7 @@ func (a *Adapter) consumerGroupHeartbeat(ctx context.Context, c *Conn, kreq kmsg
 		resp.MemberID, resp.MemberEpoch, resp.HeartbeatIntervalMillis = kmsg.StringPtr(r.MemberId), r.MemberEpoch, r.HeartbeatIntervalMs
 		assignment := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
 		for _, tp := range r.Assignment {
-			id := a.svc.TopicID(tp.Topic)
+			id := g.svc.TopicID(tp.Topic)
 			if id == "" {
 				continue
 			}
@@ -138,14 +138,14 @@ func (a *Adapter) consumerGroupHeartbeat(ctx context.Context, c *Conn, kreq kmsg
 
 // consumerGroupDescribe answers ConsumerGroupDescribe v0 for KIP-848
 // groups (a classic group answers GROUP_ID_NOT_FOUND, as Kafka does).
-func (a *Adapter) consumerGroupDescribe(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) consumerGroupDescribe(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrConsumerGroupDescribeResponse()
 		for _, id := range req.Groups {
 			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 			rg.Group = id
-			d, err := a.groups.Describe(ctx, id)
+			d, err := g.groups.Describe(ctx, id)
 			if err == nil && d.Type != group.TypeConsumer {
 				err = errGroupNotConsumer
 			}
@@ -156,7 +156,7 @@ func (a *Adapter) consumerGroupDescribe(ctx context.Context, c *Conn, kreq kmsg.
 				}
 				rg.ErrorCode, rg.ErrorMessage = c.ErrorCode(69, code), messageOf(err)
 			} else {
-				a.describedConsumerGroup(&rg, d)
+				g.describedConsumerGroup(&rg, d)
 			}
 			resp.Groups = append(resp.Groups, rg)
 		}
@@ -166,25 +166,25 @@ func (a *Adapter) consumerGroupDescribe(ctx context.Context, c *Conn, kreq kmsg.
 
 var errGroupNotConsumer = errUnsupported("the group uses the classic protocol: describe it with DescribeGroups")
 
-func (a *Adapter) describedConsumerGroup(rg *kmsg.ConsumerGroupDescribeResponseGroup, d group.GroupDescription) {
+func (g *groupAPI) describedConsumerGroup(rg *kmsg.ConsumerGroupDescribeResponseGroup, d group.GroupDescription) {
 	rg.State, rg.Epoch, rg.AssignmentEpoch, rg.AssignorName = d.State, d.GroupEpoch, d.AssignmentEpoch, d.AssignorName
 	for _, m := range d.ConsumerMembers {
 		rm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 		rm.MemberID, rm.InstanceID, rm.MemberEpoch, rm.ClientID, rm.ClientHost = m.MemberID, optional(m.InstanceID), m.MemberEpoch, m.ClientID, m.ClientHost
 		rm.SubscribedTopics, rm.SubscribedTopicRegex = m.SubscribedTopicNames, optional(m.SubscribedTopicRegex)
-		rm.Assignment, rm.TargetAssignment = a.assignment(m.Assignment), a.assignment(m.Target)
+		rm.Assignment, rm.TargetAssignment = g.assignment(m.Assignment), g.assignment(m.Target)
 		rg.Members = append(rg.Members, rm)
 	}
 }
 
 // assignment is partitions as KIP-848's topic-id assignment.
-func (a *Adapter) assignment(tps []group.TopicPartition) kmsg.Assignment {
+func (g *groupAPI) assignment(tps []group.TopicPartition) kmsg.Assignment {
 	out := kmsg.NewAssignment()
 	index := map[string]int{}
 	for _, tp := range tps {
 		i, ok := index[tp.Topic]
 		if !ok {
-			id := a.svc.TopicID(tp.Topic)
+			id := g.svc.TopicID(tp.Topic)
 			if id == "" {
 				continue
 			}

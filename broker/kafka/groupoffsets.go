@@ -13,7 +13,7 @@ import (
 // before later requests of the connection are handled: an OffsetFetch
 // sent after it on the same connection sees it. v0 commits carry no
 // generation (standalone); v6+ keep the committed leader epoch.
-func (a *Adapter) offsetCommit(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) offsetCommit(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	creq := group.OffsetCommitRequest{GroupID: req.Group, MemberID: req.MemberID, InstanceID: deref(req.InstanceID), Generation: req.Generation}
 	if req.Version == 0 {
@@ -29,7 +29,7 @@ func (a *Adapter) offsetCommit(ctx context.Context, c *Conn, kreq kmsg.Request) 
 				LeaderEpoch: epoch, Metadata: deref(p.Metadata)})
 		}
 	}
-	results, err := a.groups.OffsetCommit(ctx, creq)
+	results, err := g.groups.OffsetCommit(ctx, creq)
 	byPartition := resultsByPartition(results)
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	for _, t := range req.Topics {
@@ -71,15 +71,15 @@ func commitCode(version int16, err error) int16 {
 
 // offsetFetch answers OffsetFetch v0-9 (several groups from v8; each
 // group's coordinator may be another broker: NOT_COORDINATOR for it).
-func (a *Adapter) offsetFetch(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) offsetFetch(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.OffsetFetchRequest)
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrOffsetFetchResponse()
 		if req.Version >= 8 {
-			for _, g := range req.Groups {
-				fetched := a.fetchGroupOffsets(ctx, c, g.Group, deref(g.MemberID), g.MemberEpoch, groupTopics(g.Topics))
+			for _, rq := range req.Groups {
+				fetched := g.fetchGroupOffsets(ctx, c, rq.Group, deref(rq.MemberID), rq.MemberEpoch, groupTopics(rq.Topics))
 				rg := kmsg.NewOffsetFetchResponseGroup()
-				rg.Group, rg.ErrorCode = g.Group, fetched.code
+				rg.Group, rg.ErrorCode = rq.Group, fetched.code
 				for _, t := range fetched.topics {
 					rt := kmsg.NewOffsetFetchResponseGroupTopic()
 					rt.Topic = t.Topic
@@ -103,7 +103,7 @@ func (a *Adapter) offsetFetch(ctx context.Context, c *Conn, kreq kmsg.Request) (
 				}
 			}
 		}
-		fetched := a.fetchGroupOffsets(ctx, c, req.Group, "", -1, topics)
+		fetched := g.fetchGroupOffsets(ctx, c, req.Group, "", -1, topics)
 		resp.ErrorCode, resp.Topics = fetched.code, fetched.topics
 		if req.Version < 2 && fetched.code != 0 {
 			// v0-1 have no top-level code: every partition carries it.
@@ -139,8 +139,8 @@ type fetchedOffsets struct {
 
 // fetchGroupOffsets fetches one group's offsets: those asked for (each
 // one; -1 when nothing is committed), or every committed one.
-func (a *Adapter) fetchGroupOffsets(ctx context.Context, c *Conn, groupID, memberID string, memberEpoch int32, parts []group.TopicPartition) fetchedOffsets {
-	offsets, denied, err := a.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: groupID, Partitions: parts, MemberID: memberID, MemberEpoch: memberEpoch})
+func (g *groupAPI) fetchGroupOffsets(ctx context.Context, c *Conn, groupID, memberID string, memberEpoch int32, parts []group.TopicPartition) fetchedOffsets {
+	offsets, denied, err := g.groups.OffsetFetch(ctx, group.OffsetFetchRequest{GroupID: groupID, Partitions: parts, MemberID: memberID, MemberEpoch: memberEpoch})
 	if err != nil {
 		code := c.ErrorCode(9, groupCodeOf(err))
 		if code == kerr.GroupIDNotFound.Code {
@@ -204,7 +204,7 @@ func unknownOffsets(parts []group.TopicPartition, code int16) []kmsg.OffsetFetch
 }
 
 // offsetDelete answers OffsetDelete v0.
-func (a *Adapter) offsetDelete(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) offsetDelete(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.OffsetDeleteRequest)
 	var parts []group.TopicPartition
 	for _, t := range req.Topics {
@@ -214,7 +214,7 @@ func (a *Adapter) offsetDelete(ctx context.Context, c *Conn, kreq kmsg.Request) 
 	}
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrOffsetDeleteResponse()
-		results, err := a.groups.DeleteOffsets(ctx, req.Group, parts)
+		results, err := g.groups.DeleteOffsets(ctx, req.Group, parts)
 		if err != nil {
 			resp.ErrorCode = c.ErrorCode(47, groupCodeOf(err))
 			return resp, nil

@@ -21,18 +21,18 @@ const (
 // a group's coordinator is the owner of its __consumer_offsets
 // partition. Transaction coordinators do not exist (INVALID_REQUEST, so
 // a transactional client fails at once instead of retrying).
-func (a *Adapter) findCoordinator(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) findCoordinator(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.FindCoordinatorRequest)
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
 		keys = []string{req.CoordinatorKey}
 	}
-	ns := nodes(a.svc.Brokers())
+	ns := nodes(g.svc.Brokers())
 	for _, key := range keys {
 		rc := kmsg.NewFindCoordinatorResponseCoordinator()
 		rc.Key = key
-		n, err := a.coordinatorNode(ctx, ns, req.CoordinatorType, key)
+		n, err := g.coordinatorNode(ctx, ns, req.CoordinatorType, key)
 		rc.NodeID, rc.Host, rc.Port = n.id, n.host, n.port
 		rc.ErrorCode, rc.ErrorMessage = c.ErrorCode(10, groupCodeOf(err)), messageOf(err)
 		if err != nil {
@@ -48,11 +48,11 @@ func (a *Adapter) findCoordinator(ctx context.Context, c *Conn, kreq kmsg.Reques
 }
 
 // coordinatorNode is the Kafka node coordinating a group.
-func (a *Adapter) coordinatorNode(ctx context.Context, ns map[string]node, keyType int8, key string) (node, error) {
+func (g *groupAPI) coordinatorNode(ctx context.Context, ns map[string]node, keyType int8, key string) (node, error) {
 	if keyType != coordinatorGroup {
 		return node{}, errInvalid("coordinator type %d: only groups (0) have coordinators; transactions are not supported", keyType)
 	}
-	fc, err := a.groups.FindCoordinator(ctx, &brokerpb.FindCoordinatorRequest{GroupId: key})
+	fc, err := g.groups.FindCoordinator(ctx, &brokerpb.FindCoordinatorRequest{GroupId: key})
 	if err != nil {
 		return node{}, err
 	}
@@ -67,7 +67,7 @@ var errCoordinatorNotAvailable = errUnsupported("the group's coordinator serves 
 
 // joinGroup answers JoinGroup v0-9: the member waits (in the Reply) for
 // the join round; only the leader gets the members' metadata.
-func (a *Adapter) joinGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) joinGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
 	jreq := group.JoinRequest{
 		GroupID: req.Group, MemberID: req.MemberID, InstanceID: deref(req.InstanceID),
@@ -84,7 +84,7 @@ func (a *Adapter) joinGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Re
 	}
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrJoinGroupResponse()
-		res, err := a.groups.Join(ctx, jreq)
+		res, err := g.groups.Join(ctx, jreq)
 		resp.ErrorCode = c.ErrorCode(11, groupCodeOf(err))
 		resp.MemberID, resp.Generation, resp.LeaderID = res.MemberID, res.Generation, res.Leader
 		if err != nil {
@@ -106,7 +106,7 @@ func (a *Adapter) joinGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Re
 
 // syncGroup answers SyncGroup v0-5: the leader's assignments complete the
 // round; a follower waits for them.
-func (a *Adapter) syncGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) syncGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.SyncGroupRequest)
 	sreq := group.SyncRequest{GroupID: req.Group, MemberID: req.MemberID, InstanceID: deref(req.InstanceID),
 		Generation: req.Generation, ProtocolType: deref(req.ProtocolType), Protocol: deref(req.Protocol)}
@@ -115,7 +115,7 @@ func (a *Adapter) syncGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Re
 	}
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrSyncGroupResponse()
-		res, err := a.groups.Sync(ctx, sreq)
+		res, err := g.groups.Sync(ctx, sreq)
 		resp.ErrorCode = c.ErrorCode(14, groupCodeOf(err))
 		resp.MemberAssignment = res.Assignment
 		if resp.MemberAssignment == nil {
@@ -129,18 +129,18 @@ func (a *Adapter) syncGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Re
 }
 
 // heartbeat answers Heartbeat v0-4 (classic members).
-func (a *Adapter) heartbeat(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) heartbeat(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.HeartbeatRequest)
 	hreq := group.HeartbeatRequest{GroupID: req.Group, MemberID: req.MemberID, InstanceID: deref(req.InstanceID), Generation: req.Generation}
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrHeartbeatResponse()
-		resp.ErrorCode = c.ErrorCode(12, groupCodeOf(a.groups.ClassicHeartbeat(ctx, hreq)))
+		resp.ErrorCode = c.ErrorCode(12, groupCodeOf(g.groups.ClassicHeartbeat(ctx, hreq)))
 		return resp, nil
 	}, nil
 }
 
 // leaveGroup answers LeaveGroup v0-5 (members batched from v3).
-func (a *Adapter) leaveGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
+func (g *groupAPI) leaveGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply, error) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
 	lreq := group.LeaveRequest{GroupID: req.Group}
 	if req.Version < 3 {
@@ -151,7 +151,7 @@ func (a *Adapter) leaveGroup(ctx context.Context, c *Conn, kreq kmsg.Request) (R
 	}
 	return func(ctx context.Context) (kmsg.Response, error) {
 		resp := kmsg.NewPtrLeaveGroupResponse()
-		results, err := a.groups.Leave(ctx, lreq)
+		results, err := g.groups.Leave(ctx, lreq)
 		if err != nil {
 			resp.ErrorCode = c.ErrorCode(13, groupCodeOf(err))
 			return resp, nil
