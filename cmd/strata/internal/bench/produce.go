@@ -103,7 +103,7 @@ func (s *schedule) wait(ctx context.Context) (time.Time, bool) {
 // scheduled time. onAck, when set, sees each acknowledged record (e2e:
 // then values are stamped, B2, and progress is the consumer side's).
 func Produce(ctx context.Context, progress io.Writer, c *client.Client, o *Options, pcfg client.ProducerConfig,
-	run *Run, onAck func(r *client.Record, at time.Time)) error {
+	run *Run, onAck ackFunc) error {
 	payload := randomPayload(o.RecordSize)
 	prods, err := openProducers(c, pcfg, o.Producers)
 	if err != nil {
@@ -146,7 +146,7 @@ func openProducers(c *client.Client, pcfg client.ProducerConfig, n int) ([]*clie
 // produceScheduled sends a record at each of s's times until its end or
 // ctx's.
 func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, topic string, payload []byte,
-	run *Run, onAck func(r *client.Record, at time.Time)) {
+	run *Run, onAck ackFunc) {
 	for ctx.Err() == nil {
 		sched, ok := s.wait(ctx)
 		if !ok {
@@ -162,7 +162,7 @@ func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, t
 			run.count(1, int64(len(r.Value)))
 			run.observe(LatPublishAck, now.Sub(sched))
 			if onAck != nil {
-				onAck(r, now)
+				onAck(r.Partition, r.Offset, now)
 			}
 		})
 		if err != nil {
@@ -178,13 +178,8 @@ func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, t
 // seconds after Ctrl-C); a flush failure counts as the run's error when
 // nothing else failed.
 func closeProducers(ctx context.Context, prods []*client.Producer, run *Run) {
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
+	flushCtx, cancel := flushContext(ctx)
 	defer cancel()
-	if ctx.Err() != nil { // Ctrl-C: do not wait long
-		var c2 context.CancelFunc
-		flushCtx, c2 = context.WithTimeout(flushCtx, interruptedFlush)
-		defer c2()
-	}
 	var closeErrs []error
 	for _, p := range prods {
 		if err := p.Close(flushCtx); err != nil {
@@ -194,4 +189,15 @@ func closeProducers(ctx context.Context, prods []*client.Producer, run *Run) {
 	if len(closeErrs) > 0 && run.errs.Load() == 0 {
 		run.fail(fmt.Errorf("flush: %w", errors.Join(closeErrs...)))
 	}
+}
+
+// flushContext bounds the flush of a load's producers after it ended:
+// FlushTimeout, or interruptedFlush once ctx ended (Ctrl-C: do not wait
+// long).
+func flushContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	limit := FlushTimeout
+	if ctx.Err() != nil {
+		limit = interruptedFlush
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), limit)
 }
