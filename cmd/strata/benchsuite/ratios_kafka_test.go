@@ -2,7 +2,6 @@ package benchsuite
 
 import (
 	"bytes"
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -25,11 +24,7 @@ func TestKafkaRatios(t *testing.T) {
 	for _, x := range Ratios(r.Limits, *run) {
 		got[x.Workload+"/"+x.Metric] = x
 	}
-	for _, tc := range []struct {
-		key   string
-		value float64
-		met   bool
-	}{
+	checkRatios(t, got, []ratioCase{
 		{WorkloadKafkaProduce + "/MB/s Kafka ÷ gRPC", 85.0 / 90, true},
 		{WorkloadKafkaProduce + "/CPU brokers+bookies Kafka ÷ gRPC", 4.4 / 4, true},
 		{WorkloadKafkaProduce + "/CPU brokers Kafka ÷ gRPC", 1.2, false},
@@ -39,16 +34,7 @@ func TestKafkaRatios(t *testing.T) {
 		{WorkloadKafkaProduce + "/ack MB/s ÷ journal MB/s", 0.85, true},
 		{WorkloadKafkaE2E5k + "/pub->ack p99", 11.7, false},
 		{WorkloadKafkaCatchUp + "/catch-up MB/s ÷ produce MB/s", 2.4, true},
-	} {
-		x, ok := got[tc.key]
-		if !ok {
-			t.Errorf("%s: no ratio (have %v)", tc.key, keys(got))
-			continue
-		}
-		if math.Abs(x.Value-tc.value) > 1e-9 || x.Met != tc.met {
-			t.Errorf("%s = %v (met %v), want %v (met %v)", tc.key, x.Value, x.Met, tc.value, tc.met)
-		}
-	}
+	})
 	var buf bytes.Buffer
 	if err := r.Fprint(&buf); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -113,32 +112,11 @@ func KafkaProduce(ctx context.Context, progress io.Writer, seeds []string, o *Op
 		}
 		prods = append(prods, p)
 	}
-	if run.Start.IsZero() {
-		run.Start = time.Now()
-	}
-	end := run.Start.Add(o.Duration)
-	if onAck == nil {
-		defer run.startProgress(ctx, progress)()
-	}
-	var wg sync.WaitGroup
-	for i, p := range prods {
-		wg.Go(func() {
-			s := newSchedule(run.Start, end, o.Rate, i, o.Producers)
-			kafkaProduceScheduled(ctx, p, &s, o.Topic, payload, run, onAck)
-		})
-	}
-	wg.Wait()
-	flushCtx, cancel := flushContext(ctx)
-	defer cancel()
-	var flushErrs []error
-	for _, p := range prods {
-		if err := p.Flush(flushCtx); err != nil {
-			flushErrs = append(flushErrs, err)
-		}
-	}
-	if len(flushErrs) > 0 && run.errs.Load() == 0 {
-		run.fail(fmt.Errorf("flush: %w", errors.Join(flushErrs...)))
-	}
+	runLoad(ctx, progress, o, run, onAck, func(i int, s *schedule) {
+		kafkaProduceScheduled(ctx, prods[i], s, o.Topic, payload, run, onAck)
+	}, func() {
+		flushAll(ctx, run, len(prods), func(ctx context.Context, i int) error { return prods[i].Flush(ctx) })
+	})
 	return nil
 }
 
@@ -161,11 +139,7 @@ func kafkaProduceScheduled(ctx context.Context, p *kgo.Client, s *schedule, topi
 				}
 				return
 			}
-			run.count(1, int64(len(r.Value)))
-			run.observe(LatPublishAck, now.Sub(sched))
-			if onAck != nil {
-				onAck(r.Partition, r.Offset, now)
-			}
+			run.acknowledged(sched, now, len(r.Value), r.Partition, r.Offset, onAck)
 		})
 	}
 }

@@ -72,15 +72,7 @@ func TestKafkaLoads(t *testing.T) {
 // acks Kafka cannot ask for is refused.
 func TestKafkaProducerOpts(t *testing.T) {
 	o := validOptions()
-	opts, err := kafkaProducerOpts(&o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers("127.0.0.1:1"))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := kafkaProducerOf(t, &o)
 	for _, tc := range []struct {
 		key  string
 		want any
@@ -108,16 +100,23 @@ func TestKafkaProducerOpts(t *testing.T) {
 		t.Fatalf("acks all: %v", err)
 	}
 	o.Acks = "one"
-	opts, err = kafkaProducerOpts(&o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	one, err := kgo.NewClient(append(opts, kgo.SeedBrokers("127.0.0.1:1"))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	if one.OptValue("DisableIdempotentWrite") != true {
+	if one := kafkaProducerOf(t, &o); one.OptValue("DisableIdempotentWrite") != true {
 		t.Error("acks one: idempotent (kgo requires acks=all for it)")
 	}
+}
+
+// kafkaProducerOf is a client with o's producer options (it connects to
+// nothing until used), closed by the test's cleanup.
+func kafkaProducerOf(t *testing.T, o *Options) *kgo.Client {
+	t.Helper()
+	opts, err := kafkaProducerOpts(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers("127.0.0.1:1"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -109,7 +109,18 @@ func Produce(ctx context.Context, progress io.Writer, c *client.Client, o *Optio
 	if err != nil {
 		return err
 	}
-	if run.Start.IsZero() { // e2e starts the clock (and its progress) itself
+	runLoad(ctx, progress, o, run, onAck, func(i int, s *schedule) {
+		produceScheduled(ctx, prods[i], s, o.Topic, payload, run, onAck)
+	}, func() { closeProducers(ctx, prods, run) })
+	return nil
+}
+
+// runLoad runs o.Producers producers, producer i sending on its own
+// schedule (B1) with send, from run.Start (now, unless e2e started the
+// clock and its progress itself) for o.Duration; then finish flushes
+// them, with the progress line still running.
+func runLoad(ctx context.Context, progress io.Writer, o *Options, run *Run, onAck ackFunc, send func(i int, s *schedule), finish func()) {
+	if run.Start.IsZero() {
 		run.Start = time.Now()
 	}
 	end := run.Start.Add(o.Duration)
@@ -117,15 +128,14 @@ func Produce(ctx context.Context, progress io.Writer, c *client.Client, o *Optio
 		defer run.startProgress(ctx, progress)()
 	}
 	var wg sync.WaitGroup
-	for i, prod := range prods {
+	for i := range o.Producers {
 		wg.Go(func() {
 			s := newSchedule(run.Start, end, o.Rate, i, o.Producers)
-			produceScheduled(ctx, prod, &s, o.Topic, payload, run, onAck)
+			send(i, &s)
 		})
 	}
 	wg.Wait()
-	closeProducers(ctx, prods, run)
-	return nil
+	finish()
 }
 
 func openProducers(c *client.Client, pcfg client.ProducerConfig, n int) ([]*client.Producer, error) {
@@ -159,11 +169,7 @@ func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, t
 				run.fail(err)
 				return
 			}
-			run.count(1, int64(len(r.Value)))
-			run.observe(LatPublishAck, now.Sub(sched))
-			if onAck != nil {
-				onAck(r.Partition, r.Offset, now)
-			}
+			run.acknowledged(sched, now, len(r.Value), r.Partition, r.Offset, onAck)
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -174,30 +180,39 @@ func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, t
 	}
 }
 
-// closeProducers flushes and closes prods within FlushTimeout (a few
-// seconds after Ctrl-C); a flush failure counts as the run's error when
-// nothing else failed.
+// closeProducers flushes and closes prods (flushAll).
 func closeProducers(ctx context.Context, prods []*client.Producer, run *Run) {
-	flushCtx, cancel := flushContext(ctx)
-	defer cancel()
-	var closeErrs []error
-	for _, p := range prods {
-		if err := p.Close(flushCtx); err != nil {
-			closeErrs = append(closeErrs, err)
-		}
-	}
-	if len(closeErrs) > 0 && run.errs.Load() == 0 {
-		run.fail(fmt.Errorf("flush: %w", errors.Join(closeErrs...)))
-	}
+	flushAll(ctx, run, len(prods), func(ctx context.Context, i int) error { return prods[i].Close(ctx) })
 }
 
-// flushContext bounds the flush of a load's producers after it ended:
-// FlushTimeout, or interruptedFlush once ctx ended (Ctrl-C: do not wait
-// long).
-func flushContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// flushAll flushes a load's n producers, producer i with flush, within
+// FlushTimeout, or a few seconds once ctx ended (Ctrl-C: do not wait
+// long); a flush failure counts as the run's error when nothing else
+// failed.
+func flushAll(ctx context.Context, run *Run, n int, flush func(ctx context.Context, i int) error) {
 	limit := FlushTimeout
 	if ctx.Err() != nil {
 		limit = interruptedFlush
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), limit)
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	defer cancel()
+	var errs []error
+	for i := range n {
+		if err := flush(flushCtx, i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 && run.errs.Load() == 0 {
+		run.fail(fmt.Errorf("flush: %w", errors.Join(errs...)))
+	}
+}
+
+// acknowledged counts one record of valueBytes scheduled at sched and
+// acknowledged at now, and hands it to onAck (when set).
+func (r *Run) acknowledged(sched, now time.Time, valueBytes int, partition int32, offset int64, onAck ackFunc) {
+	r.count(1, int64(valueBytes))
+	r.observe(LatPublishAck, now.Sub(sched))
+	if onAck != nil {
+		onAck(partition, offset, now)
+	}
 }

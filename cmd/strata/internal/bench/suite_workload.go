@@ -126,13 +126,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 		return benchsuite.Workload{}, err
 	}
 	run := NewRun(mode, o.Topic, partitions)
-	desc := o.Describe(mode, pcfg)
-	if _, kafka := benchsuite.KafkaTwin(name); kafka {
-		k := o
-		k.Linger = 0 // kafkaProducerOpts
-		desc = "over Kafka with franz-go, " + k.Describe(mode, pcfg)
-	}
-	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, desc)
+	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, describe(name, mode, o, pcfg))
 	var compact *compaction
 	if name == benchsuite.WorkloadCompact {
 		if compact, err = sr.prepareCompaction(ctx, sr.quick); err != nil {
@@ -185,6 +179,16 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB; machine CPU %.0f%% busy\n",
 		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies, 100*w.CPU.HostBusy)
 	return w, nil
+}
+
+// describe is the named workload's parameters in a line: o's, and for a
+// Kafka workload the client and the linger it runs with.
+func describe(name, mode string, o Options, pcfg client.ProducerConfig) string {
+	if _, kafka := benchsuite.KafkaTwin(name); kafka {
+		o.Linger = 0 // kafkaProducerOpts
+		return "over Kafka with franz-go, " + o.Describe(mode, pcfg)
+	}
+	return o.Describe(mode, pcfg)
 }
 
 // execute runs the named workload's load: over Kafka for a Kafka
