@@ -17,8 +17,10 @@ import (
 
 // TestBenchSuiteQuick runs `strata bench suite --quick` as `make
 // bench-cluster` does, with short workloads: the report has the machine's
-// limits and every workload with sane numbers, the table is printed, and
-// no process of the cluster it started is left running, nor its data.
+// limits and every workload with sane numbers, the Kafka ones (through
+// the brokers' Kafka listeners) stated against their gRPC twins, the
+// table is printed, and no process of the cluster it started is left
+// running, nor its data.
 func TestBenchSuiteQuick(t *testing.T) {
 	skipShort(t)
 	work := t.TempDir()
@@ -35,7 +37,7 @@ func TestBenchSuiteQuick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench suite: %v\n%s", err, output)
 	}
-	for _, want := range []string{"WORKLOAD", "catch-up MB/s ÷ produce MB/s", "report: " + out} {
+	for _, want := range []string{"WORKLOAD", "catch-up MB/s ÷ produce MB/s", "MB/s Kafka ÷ gRPC", "report: " + out} {
 		if !strings.Contains(string(output), want) {
 			t.Errorf("output lacks %q:\n%s", want, output)
 		}
@@ -82,7 +84,7 @@ func TestBenchSuiteQuick(t *testing.T) {
 		if w.CPU.PerRole[devcluster.RoleBroker] <= 0 {
 			t.Errorf("%s: CPU %+v", name, w.CPU)
 		}
-		if name == benchsuite.WorkloadCatchUp {
+		if benchsuite.IsCatchUp(name) {
 			// A quick run's topic fits the brokers' tail caches: the
 			// bookies may not be read at all.
 			if w.Reads == nil || w.Reads.FetchedBytes <= 0 {
@@ -157,6 +159,18 @@ func TestBenchSuiteQuick(t *testing.T) {
 	}
 	if len(benchsuite.Ratios(rep.Limits, run)) == 0 {
 		t.Error("no ratios")
+	}
+	// Every Kafka workload is stated against its gRPC twin: throughput
+	// and CPU of produce-max, p99 at 5,000 records/s, catch-up's rate.
+	kafka := map[string]bool{}
+	for _, x := range benchsuite.KafkaRatios(run) {
+		kafka[x.Workload+"/"+x.Metric] = x.Value > 0
+	}
+	for _, want := range []string{benchsuite.WorkloadKafkaProduce + "/MB/s Kafka ÷ gRPC", benchsuite.WorkloadKafkaProduce + "/CPU brokers+bookies Kafka ÷ gRPC",
+		benchsuite.WorkloadKafkaE2E5k + "/pub->ack p99 Kafka ÷ gRPC", benchsuite.WorkloadKafkaCatchUp + "/MB/s Kafka ÷ gRPC"} {
+		if !kafka[want] {
+			t.Errorf("no Kafka ratio %s (have %v)", want, kafka)
+		}
 	}
 
 	// Every node it started has stopped; its cluster directory is gone.

@@ -18,9 +18,9 @@ func newBenchSuiteCommand(o *bench.Options) *cobra.Command {
 		Use:   "suite",
 		Short: "Start a local cluster, measure the machine's limits, run the standard workloads, write a report",
 		Long: `Runs the standard benchmark on a local cluster it starts itself (every role a
-separate process, as 'strata dev': 3 metad, --bookies bookies, --brokers brokers, data
-in a temporary directory under --dir, ports chosen free) and stops it at the
-end, on error and on Ctrl-C.
+separate process, as 'strata dev': 3 metad, --bookies bookies, --brokers brokers
+each also serving the Kafka protocol, data in a temporary directory under
+--dir, ports chosen free) and stops it at the end, on error and on Ctrl-C.
 
 First it measures the machine's limits in the file system of the bookies'
 data: fdatasync latency and combined write bandwidth of one and of three
@@ -29,9 +29,12 @@ journal groups whatever is queued, up to 4 MiB, per fdatasync), and the
 loopback TCP round trip. Then, per cluster shape, the workloads:
 
   produce-max      produce as fast as possible (--record-size, default 1 KiB)
+  kafka-produce-max  the same over Kafka, franz-go producing (acks=all)
   e2e-5000         open-loop e2e at 5,000 records/s
+  kafka-e2e-5000   the same over Kafka, franz-go producing and consuming
   e2e-half-max     open-loop e2e at 50% of produce-max's records/s
   catch-up         read produce-max's topic from the earliest offset
+  kafka-catch-up   the same over Kafka, a franz-go consumer
   produce-max-64k  produce as fast as possible, 64 KiB records
   compact-half-max open-loop produce (no consumer) at 50% of produce-max for
                    4 x --duration, alternating
@@ -46,7 +49,8 @@ loopback TCP round trip. Then, per cluster shape, the workloads:
 It records CPU seconds per process (/proc/PID/stat) and the bookies' journal
 group sizes (their /metrics) around each workload, writes a JSON report to
 --out and a table (each result as a ratio to the limit that binds it, next to
-its target; docs/bench/README.md) to stdout and to --table-out.`,
+its target, and each Kafka workload against its gRPC twin;
+docs/bench/README.md) to stdout and to --table-out.`,
 		Args: cobra.NoArgs,
 		RunE: cli.Run(func(cmd *cobra.Command, _ []string) error {
 			if s.Quick && !cmd.Flags().Changed("duration") {
@@ -70,7 +74,7 @@ its target; docs/bench/README.md) to stdout and to --table-out.`,
 	f.StringVar(&s.Dir, "dir", "", "parent of the temporary cluster directory, on the file system to measure (default $TMPDIR)")
 	f.StringVar(&s.BinDir, "bin-dir", "", "directory holding the role binaries (default: beside strata)")
 	f.StringVar(&s.ProfileDir, "profile", "", "directory for a CPU profile of every broker and bookie per workload (runs the nodes with --enable-pprof) and a CPU and a heap profile of this process")
-	f.StringSliceVar(&s.Workloads, "workloads", nil, "run only these workloads (default: all; e2e-half-max, catch-up and compact-half-max need produce-max)")
+	f.StringSliceVar(&s.Workloads, "workloads", nil, "run only these workloads (default: all; e2e-half-max, catch-up, kafka-catch-up and compact-half-max need produce-max)")
 	f.BoolVar(&s.KeepData, "keep-data", false, "keep the cluster directory (data, logs, cluster.json) after the run")
 	return cmd
 }

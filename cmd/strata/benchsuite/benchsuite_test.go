@@ -213,11 +213,7 @@ func TestRatios(t *testing.T) {
 	for _, x := range Ratios(r.Limits, r.Runs[0]) {
 		got[x.Workload+"/"+x.Metric] = x
 	}
-	for _, tc := range []struct {
-		key   string
-		value float64
-		met   bool
-	}{
+	checkRatios(t, got, []ratioCase{
 		// 90 MB/s over (300 MB/s ÷ 3) at the 1 MiB probe (the smallest
 		// at least the 500 kB mean group).
 		{WorkloadProduce + "/ack MB/s ÷ journal MB/s", 0.9, true},
@@ -235,16 +231,7 @@ func TestRatios(t *testing.T) {
 		{WorkloadCompact + "/pub->ack p99 compacting ÷ not", 1.25, true},
 		{WorkloadCompact + "/pub->ack p99 control ÷ not", 1.75, false},
 		{WorkloadCompact + "/pub->ack p99 compacting ÷ control", 40.0 / 56, true},
-	} {
-		x, ok := got[tc.key]
-		if !ok {
-			t.Errorf("%s: no ratio (have %v)", tc.key, keys(got))
-			continue
-		}
-		if math.Abs(x.Value-tc.value) > 1e-9 || x.Met != tc.met {
-			t.Errorf("%s = %v (met %v), want %v (met %v)", tc.key, x.Value, x.Met, tc.value, tc.met)
-		}
-	}
+	})
 	if _, ok := got[WorkloadProduceBig+"/ack MB/s ÷ journal MB/s"]; ok {
 		t.Error("a workload that did not run has a ratio")
 	}
@@ -262,6 +249,28 @@ func TestRatios(t *testing.T) {
 	for _, want := range []string{"loopback RTT p50 30µs", "3 metad, 3 bookies, 2 broker(s)", "catch-up MB/s ÷ produce MB/s", "≥ 2.00", "yes", "no"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// ratioCase is a ratio expected under its key (workload/metric).
+type ratioCase struct {
+	key   string
+	value float64
+	met   bool
+}
+
+// checkRatios: got has every case's ratio with its value and verdict.
+func checkRatios(t *testing.T, got map[string]Ratio, cases []ratioCase) {
+	t.Helper()
+	for _, tc := range cases {
+		x, ok := got[tc.key]
+		if !ok {
+			t.Errorf("%s: no ratio (have %v)", tc.key, keys(got))
+			continue
+		}
+		if math.Abs(x.Value-tc.value) > 1e-9 || x.Met != tc.met {
+			t.Errorf("%s = %v (met %v), want %v (met %v)", tc.key, x.Value, x.Met, tc.value, tc.met)
 		}
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"time"
 )
 
-// Ports are the first ports of a cluster's roles (devcluster.Options).
-type Ports struct{ Metad, Bookie, Broker int }
+// Ports are the first ports of a cluster's roles (devcluster.Options)
+// and of the brokers' Kafka listeners.
+type Ports struct{ Metad, Bookie, Broker, Kafka int }
 
 // FreePorts finds ports for a cluster of up to 5 metad, 20 bookies and 20
 // brokers on host, off devcluster's defaults so that the suite does not
 // collide with a developer's `strata dev`: metad base..+4, +100, +200;
 // bookies +300..+319, +400..; brokers +500.., +600.. (each role's admin
-// ports +100 from its own).
+// ports +100 from its own); the brokers' Kafka listeners +700...
 func FreePorts(host string) (Ports, error) {
 	offsets := []int{}
 	for _, first := range []int{0, 100, 200} {
@@ -21,14 +22,14 @@ func FreePorts(host string) (Ports, error) {
 			offsets = append(offsets, first+i)
 		}
 	}
-	for _, first := range []int{300, 400, 500, 600} {
+	for _, first := range []int{300, 400, 500, 600, 700} {
 		for i := range 20 {
 			offsets = append(offsets, first+i)
 		}
 	}
-	// Bases from 21000 to 31300, so every port stays below 32000 (under
+	// Bases from 21000 to 31200, so every port stays below 32000 (under
 	// the ephemeral range, where the kernel picks ports for connections).
-	const lo, span = 21000, 10300
+	const lo, span = 21000, 10200
 	start := int(time.Now().UnixNano() % span)
 	for i := 0; i < span; i += 1009 {
 		base := lo + (start+i)%span
@@ -42,7 +43,7 @@ func FreePorts(host string) (Ports, error) {
 			ln.Close()
 		}
 		if ok {
-			return Ports{Metad: base, Bookie: base + 300, Broker: base + 500}, nil
+			return Ports{Metad: base, Bookie: base + 300, Broker: base + 500, Kafka: base + 700}, nil
 		}
 	}
 	return Ports{}, fmt.Errorf("benchsuite: no free port range on %s", host)

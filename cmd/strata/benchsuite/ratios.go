@@ -64,44 +64,20 @@ func groupBytes(w Workload) float64 {
 	return w.Journal.BytesPerGroup
 }
 
-// Ratios states run's results against limits (B4). A workload that did
-// not run contributes nothing.
+// Ratios states run's results against limits (B4), then each Kafka
+// workload against its gRPC twin (KafkaRatios). A workload that did not
+// run contributes nothing.
 func Ratios(limits Limits, run Run) []Ratio {
 	var out []Ratio
-	for _, name := range []string{WorkloadProduce, WorkloadProduceBig} {
-		w, ok := run.Workload(name)
-		if !ok {
-			continue
-		}
-		if p, ok := limits.Probe(journalsPerEnsemble, groupBytes(w)); ok && p.MBPerSec > 0 {
-			perJournal := p.MBPerSec / journalsPerEnsemble
-			out = append(out, ratio(name, "ack MB/s ÷ journal MB/s", "x",
-				fmt.Sprintf("%.1f MB/s = 3-journal %.1f MB/s ÷ 3 at %d B groups", perJournal, p.MBPerSec, p.GroupBytes),
-				w.MBPerSec/perJournal, TargetThroughputFraction, true))
-		}
-		out = append(out, cpuRatios(w)...)
-		if m := w.Memory; m != nil && m.ClientBufferBytes > 0 && m.PeakRSSByRole[RoleClient] > 0 {
-			out = append(out, ratio(name, "client peak RSS ÷ buffers", "x",
-				fmt.Sprintf("%.0f MB of producer buffers (closed loop: full)", float64(m.ClientBufferBytes)/1e6),
-				float64(m.PeakRSSByRole[RoleClient])/float64(m.ClientBufferBytes), TargetClientRSSOverBuffers, false))
+	for _, name := range []string{WorkloadProduce, WorkloadKafkaProduce, WorkloadProduceBig} {
+		if w, ok := run.Workload(name); ok {
+			out = append(out, produceRatios(limits, w)...)
 		}
 	}
-	if w, ok := run.Workload(WorkloadE2E5k); ok {
-		p, _ := limits.Probe(journalsPerEnsemble, groupBytes(w))
-		if l, ok := w.LatencyOf(LatencyPublishAck); ok {
-			out = append(out, ratio(w.Name, "pub->ack p50 − fsync p50", "ms",
-				fmt.Sprintf("fsync p50 %.2f ms (3 journals, %d B groups)", p.SyncP50Ms, p.GroupBytes),
-				l.P50-p.SyncP50Ms, TargetAckOverFsyncP50Ms, false))
-			target, bound := TargetAckP99Ms, fmt.Sprintf("fsync p99 %.2f ms ≤ %.0f ms", p.SyncP99Ms, TargetFsyncP99QuietMs)
-			if p.SyncP99Ms > TargetFsyncP99QuietMs {
-				target, bound = TargetAckP99FsyncFactor*p.SyncP99Ms, fmt.Sprintf("%.0f × fsync p99 %.2f ms", TargetAckP99FsyncFactor, p.SyncP99Ms)
-			}
-			out = append(out, ratio(w.Name, "pub->ack p99", "ms", bound, l.P99, target, false))
+	for _, name := range []string{WorkloadE2E5k, WorkloadKafkaE2E5k} {
+		if w, ok := run.Workload(name); ok {
+			out = append(out, e2e5kRatios(limits, w)...)
 		}
-		if l, ok := w.LatencyOf(LatencyAckConsume); ok {
-			out = append(out, ratio(w.Name, "ack->consume p99", "ms", "loopback only", l.P99, TargetConsumeP99Ms5k, false))
-		}
-		out = append(out, cpuRatios(w)...)
 	}
 	if w, ok := run.Workload(WorkloadE2EHalf); ok {
 		if l, ok := w.LatencyOf(LatencyAckConsume); ok {
@@ -112,22 +88,71 @@ func Ratios(limits Limits, run Run) []Ratio {
 		}
 		out = append(out, cpuRatios(w)...)
 	}
-	if w, ok := run.Workload(WorkloadCatchUp); ok {
-		if p, ok := run.Workload(WorkloadProduce); ok && p.MBPerSec > 0 {
-			bound := fmt.Sprintf("produce-max %.1f MB/s", p.MBPerSec)
-			if w.Reads != nil {
-				bound += fmt.Sprintf("; %.0f%% of fetched bytes from bookies", 100*w.Reads.FromBookies)
-			}
-			if rp := limits.DiskRead; rp.MBPerSec > 0 {
-				bound += fmt.Sprintf("; disk reads %.0f MB/s (%d files)", rp.MBPerSec, rp.Files)
-			}
-			out = append(out, ratio(w.Name, "catch-up MB/s ÷ produce MB/s", "x", bound, w.MBPerSec/p.MBPerSec, TargetCatchUpOverProduce, true))
+	for _, name := range []string{WorkloadCatchUp, WorkloadKafkaCatchUp} {
+		if w, ok := run.Workload(name); ok {
+			out = append(out, catchUpRatios(limits, run, w)...)
 		}
 	}
 	if w, ok := run.Workload(WorkloadCompact); ok && w.Compaction != nil {
 		out = append(out, compactRatios(w)...)
 	}
+	return append(out, KafkaRatios(run)...)
+}
+
+// produceRatios states a max-rate produce workload against the journals'
+// bandwidth, its CPU targets and its client's buffers.
+func produceRatios(limits Limits, w Workload) []Ratio {
+	var out []Ratio
+	if p, ok := limits.Probe(journalsPerEnsemble, groupBytes(w)); ok && p.MBPerSec > 0 {
+		perJournal := p.MBPerSec / journalsPerEnsemble
+		out = append(out, ratio(w.Name, "ack MB/s ÷ journal MB/s", "x",
+			fmt.Sprintf("%.1f MB/s = 3-journal %.1f MB/s ÷ 3 at %d B groups", perJournal, p.MBPerSec, p.GroupBytes),
+			w.MBPerSec/perJournal, TargetThroughputFraction, true))
+	}
+	out = append(out, cpuRatios(w)...)
+	if m := w.Memory; m != nil && m.ClientBufferBytes > 0 && m.PeakRSSByRole[RoleClient] > 0 {
+		out = append(out, ratio(w.Name, "client peak RSS ÷ buffers", "x",
+			fmt.Sprintf("%.0f MB of producer buffers (closed loop: full)", float64(m.ClientBufferBytes)/1e6),
+			float64(m.PeakRSSByRole[RoleClient])/float64(m.ClientBufferBytes), TargetClientRSSOverBuffers, false))
+	}
 	return out
+}
+
+// e2e5kRatios states an e2e workload at 5,000 records/s against the
+// three-journal fsync latency at its group size.
+func e2e5kRatios(limits Limits, w Workload) []Ratio {
+	var out []Ratio
+	p, _ := limits.Probe(journalsPerEnsemble, groupBytes(w))
+	if l, ok := w.LatencyOf(LatencyPublishAck); ok {
+		out = append(out, ratio(w.Name, "pub->ack p50 − fsync p50", "ms",
+			fmt.Sprintf("fsync p50 %.2f ms (3 journals, %d B groups)", p.SyncP50Ms, p.GroupBytes),
+			l.P50-p.SyncP50Ms, TargetAckOverFsyncP50Ms, false))
+		target, bound := TargetAckP99Ms, fmt.Sprintf("fsync p99 %.2f ms ≤ %.0f ms", p.SyncP99Ms, TargetFsyncP99QuietMs)
+		if p.SyncP99Ms > TargetFsyncP99QuietMs {
+			target, bound = TargetAckP99FsyncFactor*p.SyncP99Ms, fmt.Sprintf("%.0f × fsync p99 %.2f ms", TargetAckP99FsyncFactor, p.SyncP99Ms)
+		}
+		out = append(out, ratio(w.Name, "pub->ack p99", "ms", bound, l.P99, target, false))
+	}
+	if l, ok := w.LatencyOf(LatencyAckConsume); ok {
+		out = append(out, ratio(w.Name, "ack->consume p99", "ms", "loopback only", l.P99, TargetConsumeP99Ms5k, false))
+	}
+	return append(out, cpuRatios(w)...)
+}
+
+// catchUpRatios states a catch-up read against produce-max's rate.
+func catchUpRatios(limits Limits, run Run, w Workload) []Ratio {
+	p, ok := run.Workload(WorkloadProduce)
+	if !ok || p.MBPerSec <= 0 {
+		return nil
+	}
+	bound := fmt.Sprintf("produce-max %.1f MB/s", p.MBPerSec)
+	if w.Reads != nil {
+		bound += fmt.Sprintf("; %.0f%% of fetched bytes from bookies", 100*w.Reads.FromBookies)
+	}
+	if rp := limits.DiskRead; rp.MBPerSec > 0 {
+		bound += fmt.Sprintf("; disk reads %.0f MB/s (%d files)", rp.MBPerSec, rp.Files)
+	}
+	return []Ratio{ratio(w.Name, "catch-up MB/s ÷ produce MB/s", "x", bound, w.MBPerSec/p.MBPerSec, TargetCatchUpOverProduce, true)}
 }
 
 // compactRatios states WorkloadCompact against its targets.

@@ -32,8 +32,36 @@ const (
 	HalfMaxRateFraction = 0.5
 )
 
+// The Kafka-protocol workloads: the gRPC workload of the same shape with
+// franz-go (kgo) as the load client, through the brokers' Kafka
+// listeners, each run right after its gRPC twin so that both see the
+// machine in the same minutes (KafkaTwin).
+const (
+	WorkloadKafkaProduce = "kafka-produce-max" // produce-max over Kafka: acks=all, idempotent
+	WorkloadKafkaE2E5k   = "kafka-e2e-5000"    // e2e-5000 over Kafka
+	// WorkloadKafkaCatchUp reads produce-max's topic from the start, as
+	// catch-up does, with a kgo consumer of assigned partitions.
+	WorkloadKafkaCatchUp = "kafka-catch-up"
+)
+
 // Workloads lists every workload, in run order.
-var Workloads = []string{WorkloadProduce, WorkloadE2E5k, WorkloadE2EHalf, WorkloadCatchUp, WorkloadProduceBig, WorkloadCompact}
+var Workloads = []string{WorkloadProduce, WorkloadKafkaProduce, WorkloadE2E5k, WorkloadKafkaE2E5k, WorkloadE2EHalf,
+	WorkloadCatchUp, WorkloadKafkaCatchUp, WorkloadProduceBig, WorkloadCompact}
+
+// kafkaTwins maps each Kafka workload to the gRPC workload it repeats.
+var kafkaTwins = map[string]string{WorkloadKafkaProduce: WorkloadProduce, WorkloadKafkaE2E5k: WorkloadE2E5k,
+	WorkloadKafkaCatchUp: WorkloadCatchUp}
+
+// KafkaTwin returns the gRPC workload the named Kafka workload repeats,
+// and whether name is a Kafka workload.
+func KafkaTwin(name string) (string, bool) {
+	twin, ok := kafkaTwins[name]
+	return twin, ok
+}
+
+// IsCatchUp says whether the named workload reads produce-max's topic
+// rather than writing (catch-up and its Kafka twin).
+func IsCatchUp(name string) bool { return name == WorkloadCatchUp || name == WorkloadKafkaCatchUp }
 
 // Report is the suite's JSON report.
 type Report struct {
@@ -299,6 +327,9 @@ type CPU struct {
 	PerGBBrokersBookies float64 `json:"per_gb_brokers_bookies"`
 	PerGBBrokers        float64 `json:"per_gb_brokers"`
 	PerGBBookies        float64 `json:"per_gb_bookies"`
+	// PerGBByRole: core-seconds per GB of every role of PerRole (metad
+	// and the client too), each role's processes summed.
+	PerGBByRole map[string]float64 `json:"per_gb_by_role,omitempty"`
 	// HostBusy is the share of the whole machine's CPU time (every core,
 	// every process and the kernel) that was busy during the workload,
 	// from /proc/stat: near 1, the workload was bound by CPU.
@@ -318,6 +349,25 @@ func (c *CPU) FillPerGB(bytes int64) {
 	c.PerGBBrokers = c.PerRole["broker"] / gb
 	c.PerGBBookies = c.PerRole["bookie"] / gb
 	c.PerGBBrokersBookies = (c.PerRole["broker"] + c.PerRole["bookie"]) / gb
+	c.PerGBByRole = map[string]float64{}
+	for role, s := range c.PerRole {
+		c.PerGBByRole[role] = s / gb
+	}
+}
+
+// PerGBSummary is PerGBByRole in a line, roles in a fixed order (the
+// cluster's, then the client), "" when it is empty.
+func (c CPU) PerGBSummary() string {
+	var parts []string
+	for _, role := range []string{"broker", "bookie", "metad", RoleClient} {
+		if v, ok := c.PerGBByRole[role]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", role, v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "CPU core-s/GB: " + strings.Join(parts, ", ")
 }
 
 // WriteFile writes r as indented JSON to path.
@@ -370,60 +420,70 @@ func (r *Report) Fprint(w io.Writer) error {
 			fmt.Fprintf(w, "  error: %s\n", run.Error)
 		}
 		for _, wl := range run.Workloads {
-			line := fmt.Sprintf("  %-16s %9.0f records/s %8.2f MB/s", wl.Name, wl.RecordsPerSec, wl.MBPerSec)
-			if l, ok := wl.LatencyOf(LatencyPublishAck); ok {
-				line += fmt.Sprintf("  pub->ack p50 %.2f p99 %.2f ms", l.P50, l.P99)
-			}
-			if l, ok := wl.LatencyOf(LatencyAckConsume); ok {
-				line += fmt.Sprintf("  ack->cons p99 %.2f ms", l.P99)
-			}
-			if wl.Journal != nil && wl.Journal.Groups > 0 {
-				line += fmt.Sprintf("  %.0f B/group", wl.Journal.BytesPerGroup)
-			}
-			if wl.Name == WorkloadCatchUp && wl.Reads != nil {
-				line += fmt.Sprintf("  %.0f%% of fetched bytes from bookies", 100*wl.Reads.FromBookies)
-			}
-			if wl.CPU.HostBusy > 0 {
-				line += fmt.Sprintf("  CPU %.0f%% busy", 100*wl.CPU.HostBusy)
-			}
-			if wl.Errors > 0 {
-				line += fmt.Sprintf("  %d errors", wl.Errors)
-			}
-			if c := wl.Compaction; c != nil {
-				line += fmt.Sprintf("\n  %-16s %d of %d sources compacted: %d pass(es), %.0f MB in, %.0f MB out in %.2f s (%.1f MB/s per pass); bookie journal GC copied %.0f MB",
-					"", c.Cycles, c.Sources, c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
-				p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
-				line += fmt.Sprintf("\n  %-16s pub->ack p99 without compaction %.2f ms, during the passes %.2f ms, settling %.2f ms, control cycles %.2f ms; per cycle %s",
-					"", p99(c.Before), p99(c.During), p99(c.After), p99(c.Control), FormatRatios(c.CycleP99Ratios))
-				if extra, perGB, ok := c.ExtraCPU(); ok {
-					roles := slices.Sorted(maps.Keys(extra))
-					parts := make([]string, len(roles))
-					for i, role := range roles {
-						parts[i] = fmt.Sprintf("%s %+.2f", role, extra[role])
-					}
-					line += fmt.Sprintf("\n  %-16s cores used while compacting less those of the control cycles: %s (nodes: %.2f core-s per GB of input)",
-						"", strings.Join(parts, ", "), perGB)
-				}
-				if c.NodesBefore != nil {
-					line += fmt.Sprintf("\n  %-16s node means without compaction: %s; compacting: %s; control: %s",
-						"", c.NodesBefore, c.NodesCompacting, c.NodesControl)
-				}
-			}
-			if d := wl.Disk; d != nil {
-				line += fmt.Sprintf("\n  %-16s device %s stalls of %.0f ms or more (requests in flight, none completed; sampled every %.0f ms): %s",
-					"", d.Device, d.MinStallMs, d.SampleMs, d.Stalls)
-				if c := wl.Compaction; c != nil && c.StallsBefore != nil {
-					line += fmt.Sprintf("; without compaction %s, compacting %s, control %s", c.StallsBefore, c.StallsCompacting, c.StallsControl)
-				}
-			}
-			if m := wl.Memory; m != nil {
-				line += fmt.Sprintf("\n  %-16s %s", "", m.Summary())
-			}
-			fmt.Fprintln(w, line)
+			fmt.Fprintln(w, workloadLines(wl))
 		}
 		if err := WriteRatios(w, Ratios(r.Limits, run)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// workloadLines is a workload's entry in the table: its rate and
+// latencies, then what it measured besides (compaction, device stalls,
+// CPU per GB, memory), each on its own line.
+func workloadLines(wl Workload) string {
+	line := fmt.Sprintf("  %-17s %9.0f records/s %8.2f MB/s", wl.Name, wl.RecordsPerSec, wl.MBPerSec)
+	if l, ok := wl.LatencyOf(LatencyPublishAck); ok {
+		line += fmt.Sprintf("  pub->ack p50 %.2f p99 %.2f ms", l.P50, l.P99)
+	}
+	if l, ok := wl.LatencyOf(LatencyAckConsume); ok {
+		line += fmt.Sprintf("  ack->cons p99 %.2f ms", l.P99)
+	}
+	if wl.Journal != nil && wl.Journal.Groups > 0 {
+		line += fmt.Sprintf("  %.0f B/group", wl.Journal.BytesPerGroup)
+	}
+	if IsCatchUp(wl.Name) && wl.Reads != nil {
+		line += fmt.Sprintf("  %.0f%% of fetched bytes from bookies", 100*wl.Reads.FromBookies)
+	}
+	if wl.CPU.HostBusy > 0 {
+		line += fmt.Sprintf("  CPU %.0f%% busy", 100*wl.CPU.HostBusy)
+	}
+	if wl.Errors > 0 {
+		line += fmt.Sprintf("  %d errors", wl.Errors)
+	}
+	if c := wl.Compaction; c != nil {
+		line += fmt.Sprintf("\n  %-17s %d of %d sources compacted: %d pass(es), %.0f MB in, %.0f MB out in %.2f s (%.1f MB/s per pass); bookie journal GC copied %.0f MB",
+			"", c.Cycles, c.Sources, c.Passes, c.BytesIn/1e6, c.BytesOut/1e6, c.PassSeconds, c.MBPerSecPerPass, c.BookieGCCopiedBytes/1e6)
+		p99 := func(ls []Latency) float64 { l, _ := (Workload{Latency: ls}).LatencyOf(LatencyPublishAck); return l.P99 }
+		line += fmt.Sprintf("\n  %-17s pub->ack p99 without compaction %.2f ms, during the passes %.2f ms, settling %.2f ms, control cycles %.2f ms; per cycle %s",
+			"", p99(c.Before), p99(c.During), p99(c.After), p99(c.Control), FormatRatios(c.CycleP99Ratios))
+		if extra, perGB, ok := c.ExtraCPU(); ok {
+			roles := slices.Sorted(maps.Keys(extra))
+			parts := make([]string, len(roles))
+			for i, role := range roles {
+				parts[i] = fmt.Sprintf("%s %+.2f", role, extra[role])
+			}
+			line += fmt.Sprintf("\n  %-17s cores used while compacting less those of the control cycles: %s (nodes: %.2f core-s per GB of input)",
+				"", strings.Join(parts, ", "), perGB)
+		}
+		if c.NodesBefore != nil {
+			line += fmt.Sprintf("\n  %-17s node means without compaction: %s; compacting: %s; control: %s",
+				"", c.NodesBefore, c.NodesCompacting, c.NodesControl)
+		}
+	}
+	if d := wl.Disk; d != nil {
+		line += fmt.Sprintf("\n  %-17s device %s stalls of %.0f ms or more (requests in flight, none completed; sampled every %.0f ms): %s",
+			"", d.Device, d.MinStallMs, d.SampleMs, d.Stalls)
+		if c := wl.Compaction; c != nil && c.StallsBefore != nil {
+			line += fmt.Sprintf("; without compaction %s, compacting %s, control %s", c.StallsBefore, c.StallsCompacting, c.StallsControl)
+		}
+	}
+	if c := wl.CPU.PerGBSummary(); c != "" {
+		line += fmt.Sprintf("\n  %-17s %s", "", c)
+	}
+	if m := wl.Memory; m != nil {
+		line += fmt.Sprintf("\n  %-17s %s", "", m.Summary())
+	}
+	return line
 }

@@ -274,6 +274,20 @@ func TestPlanWorkload(t *testing.T) {
 	if o.Rate != 5000 {
 		t.Fatalf("e2e-5000: %+v", o)
 	}
+	// The Kafka workloads: their twins' shapes; catch-up reads the same
+	// topic, the others write their own.
+	mode, o, _ = planWorkload(base, "p", benchsuite.WorkloadKafkaProduce, done)
+	if mode != ModeProduce || o.Rate != 0 || o.RecordSize != base.RecordSize || o.Topic != "p-"+benchsuite.WorkloadKafkaProduce {
+		t.Fatalf("kafka-produce-max: %s %+v", mode, o)
+	}
+	mode, o, _ = planWorkload(base, "p", benchsuite.WorkloadKafkaE2E5k, done)
+	if mode != ModeE2E || o.Rate != 5000 || o.Topic != "p-"+benchsuite.WorkloadKafkaE2E5k {
+		t.Fatalf("kafka-e2e-5000: %s %+v", mode, o)
+	}
+	mode, o, _ = planWorkload(base, "p", benchsuite.WorkloadKafkaCatchUp, done)
+	if mode != ModeConsume || o.Topic != "p-"+benchsuite.WorkloadProduce || o.Duration != 16*time.Second {
+		t.Fatalf("kafka-catch-up: %s %+v", mode, o)
+	}
 }
 
 func TestSuiteOptions(t *testing.T) {
@@ -297,6 +311,22 @@ func TestSuiteOptions(t *testing.T) {
 	s.ProfileDir = "--keep-data"
 	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), `--profile "--keep-data": looks like a flag`) {
 		t.Fatalf("--profile --keep-data: %v", err)
+	}
+	s.ProfileDir = ""
+	// The Kafka workloads: catch-up over Kafka reads produce-max's topic,
+	// and Kafka has no acks for Strata's all; without them, all is fine.
+	s.Workloads = []string{benchsuite.WorkloadKafkaCatchUp}
+	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), "kafka-catch-up needs produce-max") {
+		t.Fatalf("kafka-catch-up alone: %v", err)
+	}
+	o.Acks = "all"
+	s.Workloads = nil
+	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), "the Kafka workloads: --acks all") {
+		t.Fatalf("acks all with the Kafka workloads: %v", err)
+	}
+	s.Workloads = []string{benchsuite.WorkloadProduce, benchsuite.WorkloadE2E5k}
+	if err := s.Validate(&o); err != nil {
+		t.Fatalf("acks all without the Kafka workloads: %v", err)
 	}
 }
 
@@ -363,8 +393,13 @@ func TestSpaceFor(t *testing.T) {
 	if err := space(benchsuite.WorkloadE2E5k, huge); err != nil {
 		t.Fatalf("e2e at 5,000 records/s refused for produce-max's rate: %v", err)
 	}
-	if err := space(benchsuite.WorkloadCatchUp, huge); err != nil {
-		t.Fatalf("catch-up writes nothing, refused: %v", err)
+	for _, name := range []string{benchsuite.WorkloadCatchUp, benchsuite.WorkloadKafkaCatchUp} {
+		if err := space(name, huge); err != nil {
+			t.Fatalf("%s writes nothing, refused: %v", name, err)
+		}
+	}
+	if err := space(benchsuite.WorkloadKafkaProduce, huge); err == nil {
+		t.Fatal("kafka-produce-max at produce-max's exabyte rate: not refused")
 	}
 }
 

@@ -1,10 +1,13 @@
 // Package bench runs `strata bench`: open-loop produce, consume and
 // end-to-end benchmarks against a running cluster (Run, Produce, Consume,
-// E2E, Execute), their summary (Summarize, PrintSummary), and the suite
-// that starts local clusters and runs the standard workloads on them
-// (RunSuite; the report, the machine's limits and the metrics it scrapes
-// are cmd/strata/benchsuite's). cmd/strata only parses the flags into
-// Options and SuiteOptions and calls it.
+// E2E, Execute), the same loads over the Kafka protocol with franz-go as
+// the client (KafkaProduce, KafkaConsume, KafkaE2E, ExecuteKafka: the
+// Strata client's batching and buffers in kgo's terms, kafkaProducerOpts),
+// their summary (Summarize, PrintSummary), and the suite that starts local
+// clusters, every broker with a Kafka listener, and runs the standard
+// workloads on them (RunSuite; the report, the machine's limits and the
+// metrics it scrapes are cmd/strata/benchsuite's). cmd/strata only parses
+// the flags into Options and SuiteOptions and calls it.
 //
 // Invariants:
 //
@@ -16,7 +19,8 @@
 //	   from it, ack->consume by whichever of ack and consumption of a
 //	   record comes second.
 //	B3 Every goroutine a benchmark starts (producers, the e2e consumer,
-//	   the progress line) has ended when Produce, Consume or E2E returns.
+//	   the progress line, and the franz-go clients' own) has ended when
+//	   Produce, Consume, E2E or their Kafka forms return.
 //	B4 The suite stops every cluster it starts, on success, on error and
 //	   on Ctrl-C.
 package bench

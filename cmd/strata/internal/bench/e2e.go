@@ -62,9 +62,13 @@ func (m *ackMatcher) consumed(k recordKey, at time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// e2eConsumer tails every partition and measures the consuming side.
+// ackFunc sees each acknowledged record of an e2e load: its partition
+// and offset, and when its acknowledgement came.
+type ackFunc func(partition int32, offset int64, at time.Time)
+
+// e2eConsumer measures the consuming side of an e2e load, whatever
+// protocol its poll speaks.
 type e2eConsumer struct {
-	cons  *client.Consumer
 	run   *Run
 	match *ackMatcher
 	seen  atomic.Int64
@@ -72,27 +76,43 @@ type e2eConsumer struct {
 	err   error // set before done closes
 }
 
-// consume polls until ctx ends (B3: done closes when it returns).
-func (e *e2eConsumer) consume(ctx context.Context) {
+func newE2EConsumer(run *Run) *e2eConsumer {
+	return &e2eConsumer{run: run, match: newAckMatcher(), done: make(chan struct{})}
+}
+
+// tail calls poll until ctx ends or poll fails (B3: done closes when it
+// returns). poll hands each record it got to e.consumed.
+func (e *e2eConsumer) tail(ctx context.Context, poll func(ctx context.Context) error) {
 	defer close(e.done)
 	for ctx.Err() == nil {
-		recs, err := e.cons.Poll(ctx)
-		if err != nil {
+		if err := poll(ctx); err != nil {
 			if ctx.Err() == nil {
 				e.err = err
 			}
 			return
 		}
-		now := time.Now()
-		for _, r := range recs {
-			if sched, ok := ScheduledTime(r.Value); ok {
-				e.run.observe(LatPublishConsume, now.Sub(sched))
-			}
-			if d, ok := e.match.consumed(recordKey{r.Partition, r.Offset}, now); ok {
-				e.run.observe(LatAckConsume, d)
-			}
+	}
+}
+
+// consumed counts one record consumed at now (B2).
+func (e *e2eConsumer) consumed(partition int32, offset int64, value []byte, now time.Time) {
+	if sched, ok := ScheduledTime(value); ok {
+		e.run.observe(LatPublishConsume, now.Sub(sched))
+	}
+	if d, ok := e.match.consumed(recordKey{partition, offset}, now); ok {
+		e.run.observe(LatAckConsume, d)
+	}
+	e.seen.Add(1)
+}
+
+// acked is the producers' ackFunc: it pairs each acknowledgement with the
+// record's consumption.
+func (e *e2eConsumer) acked(acks *atomic.Int64) ackFunc {
+	return func(partition int32, offset int64, at time.Time) {
+		acks.Add(1)
+		if d, ok := e.match.acked(recordKey{partition, offset}, at); ok {
+			e.run.observe(LatAckConsume, d)
 		}
-		e.seen.Add(int64(len(recs)))
 	}
 }
 
@@ -108,20 +128,35 @@ func E2E(ctx context.Context, progress io.Writer, c *client.Client, o *Options, 
 		return err
 	}
 	defer cons.Close()
-	e := &e2eConsumer{cons: cons, run: run, match: newAckMatcher(), done: make(chan struct{})}
-	var ackCount atomic.Int64
-	onAck := func(r *client.Record, at time.Time) {
-		ackCount.Add(1)
-		if d, ok := e.match.acked(recordKey{r.Partition, r.Offset}, at); ok {
-			run.observe(LatAckConsume, d)
+	e := newE2EConsumer(run)
+	poll := func(ctx context.Context) error {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			return err
 		}
+		now := time.Now()
+		for _, r := range recs {
+			e.consumed(r.Partition, r.Offset, r.Value, now)
+		}
+		return nil
 	}
+	return runE2E(ctx, progress, run, e, poll, func(onAck ackFunc) error {
+		return Produce(ctx, io.Discard, c, o, pcfg, run, onAck)
+	})
+}
+
+// runE2E runs an e2e load: e tails the topic with poll while produce
+// runs with e's ackFunc, then e may catch up with every acknowledged
+// record; a record acknowledged and never consumed is the run's error.
+func runE2E(ctx context.Context, progress io.Writer, run *Run, e *e2eConsumer, poll func(ctx context.Context) error,
+	produce func(onAck ackFunc) error) error {
+	var ackCount atomic.Int64
 	consCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()
-	go e.consume(consCtx)
+	go e.tail(consCtx, poll)
 	run.Start = time.Now()
 	defer run.startProgress(consCtx, progress)()
-	if err := Produce(ctx, io.Discard, c, o, pcfg, run, onAck); err != nil {
+	if err := produce(e.acked(&ackCount)); err != nil {
 		stopConsumer()
 		<-e.done
 		return err

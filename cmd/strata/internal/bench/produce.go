@@ -103,13 +103,24 @@ func (s *schedule) wait(ctx context.Context) (time.Time, bool) {
 // scheduled time. onAck, when set, sees each acknowledged record (e2e:
 // then values are stamped, B2, and progress is the consumer side's).
 func Produce(ctx context.Context, progress io.Writer, c *client.Client, o *Options, pcfg client.ProducerConfig,
-	run *Run, onAck func(r *client.Record, at time.Time)) error {
+	run *Run, onAck ackFunc) error {
 	payload := randomPayload(o.RecordSize)
 	prods, err := openProducers(c, pcfg, o.Producers)
 	if err != nil {
 		return err
 	}
-	if run.Start.IsZero() { // e2e starts the clock (and its progress) itself
+	runLoad(ctx, progress, o, run, onAck, func(i int, s *schedule) {
+		produceScheduled(ctx, prods[i], s, o.Topic, payload, run, onAck)
+	}, func() { closeProducers(ctx, prods, run) })
+	return nil
+}
+
+// runLoad runs o.Producers producers, producer i sending on its own
+// schedule (B1) with send, from run.Start (now, unless e2e started the
+// clock and its progress itself) for o.Duration; then finish flushes
+// them, with the progress line still running.
+func runLoad(ctx context.Context, progress io.Writer, o *Options, run *Run, onAck ackFunc, send func(i int, s *schedule), finish func()) {
+	if run.Start.IsZero() {
 		run.Start = time.Now()
 	}
 	end := run.Start.Add(o.Duration)
@@ -117,15 +128,14 @@ func Produce(ctx context.Context, progress io.Writer, c *client.Client, o *Optio
 		defer run.startProgress(ctx, progress)()
 	}
 	var wg sync.WaitGroup
-	for i, prod := range prods {
+	for i := range o.Producers {
 		wg.Go(func() {
 			s := newSchedule(run.Start, end, o.Rate, i, o.Producers)
-			produceScheduled(ctx, prod, &s, o.Topic, payload, run, onAck)
+			send(i, &s)
 		})
 	}
 	wg.Wait()
-	closeProducers(ctx, prods, run)
-	return nil
+	finish()
 }
 
 func openProducers(c *client.Client, pcfg client.ProducerConfig, n int) ([]*client.Producer, error) {
@@ -146,7 +156,7 @@ func openProducers(c *client.Client, pcfg client.ProducerConfig, n int) ([]*clie
 // produceScheduled sends a record at each of s's times until its end or
 // ctx's.
 func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, topic string, payload []byte,
-	run *Run, onAck func(r *client.Record, at time.Time)) {
+	run *Run, onAck ackFunc) {
 	for ctx.Err() == nil {
 		sched, ok := s.wait(ctx)
 		if !ok {
@@ -159,11 +169,7 @@ func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, t
 				run.fail(err)
 				return
 			}
-			run.count(1, int64(len(r.Value)))
-			run.observe(LatPublishAck, now.Sub(sched))
-			if onAck != nil {
-				onAck(r, now)
-			}
+			run.acknowledged(sched, now, len(r.Value), r.Partition, r.Offset, onAck)
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -174,24 +180,39 @@ func produceScheduled(ctx context.Context, prod *client.Producer, s *schedule, t
 	}
 }
 
-// closeProducers flushes and closes prods within FlushTimeout (a few
-// seconds after Ctrl-C); a flush failure counts as the run's error when
-// nothing else failed.
+// closeProducers flushes and closes prods (flushAll).
 func closeProducers(ctx context.Context, prods []*client.Producer, run *Run) {
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
-	defer cancel()
-	if ctx.Err() != nil { // Ctrl-C: do not wait long
-		var c2 context.CancelFunc
-		flushCtx, c2 = context.WithTimeout(flushCtx, interruptedFlush)
-		defer c2()
+	flushAll(ctx, run, len(prods), func(ctx context.Context, i int) error { return prods[i].Close(ctx) })
+}
+
+// flushAll flushes a load's n producers, producer i with flush, within
+// FlushTimeout, or a few seconds once ctx ended (Ctrl-C: do not wait
+// long); a flush failure counts as the run's error when nothing else
+// failed.
+func flushAll(ctx context.Context, run *Run, n int, flush func(ctx context.Context, i int) error) {
+	limit := FlushTimeout
+	if ctx.Err() != nil {
+		limit = interruptedFlush
 	}
-	var closeErrs []error
-	for _, p := range prods {
-		if err := p.Close(flushCtx); err != nil {
-			closeErrs = append(closeErrs, err)
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	defer cancel()
+	var errs []error
+	for i := range n {
+		if err := flush(flushCtx, i); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if len(closeErrs) > 0 && run.errs.Load() == 0 {
-		run.fail(fmt.Errorf("flush: %w", errors.Join(closeErrs...)))
+	if len(errs) > 0 && run.errs.Load() == 0 {
+		run.fail(fmt.Errorf("flush: %w", errors.Join(errs...)))
+	}
+}
+
+// acknowledged counts one record of valueBytes scheduled at sched and
+// acknowledged at now, and hands it to onAck (when set).
+func (r *Run) acknowledged(sched, now time.Time, valueBytes int, partition int32, offset int64, onAck ackFunc) {
+	r.count(1, int64(valueBytes))
+	r.observe(LatPublishAck, now.Sub(sched))
+	if onAck != nil {
+		onAck(partition, offset, now)
 	}
 }

@@ -51,6 +51,8 @@ const (
 	quickRoundTrips = 500
 	// stopTimeout bounds stopping a suite's cluster.
 	stopTimeout = 10 * time.Second
+	// brokerReadyTimeout bounds a broker's start (devcluster.Up's).
+	brokerReadyTimeout = 30 * time.Second
 )
 
 // Validate reports every flag that does not fit (the workloads are e2e
@@ -70,6 +72,11 @@ func (s *SuiteOptions) Validate(o *Options) error {
 		errs = append(errs, fmt.Errorf("--bookies %d: want 3 to 5", s.Bookies))
 	}
 	errs = append(errs, s.validateWorkloads()...)
+	if s.runsKafka() {
+		if _, err := kafkaProducerOpts(o); err != nil {
+			errs = append(errs, fmt.Errorf("the Kafka workloads: %w", err))
+		}
+	}
 	if s.Out == "" {
 		errs = append(errs, errors.New("--out is required"))
 	}
@@ -111,7 +118,8 @@ func (s *SuiteOptions) CheckStreams(stdout, stderr *os.File) error {
 
 // dependsOnProduce are the workloads that take their rate or topic from
 // produce-max's.
-var dependsOnProduce = []string{benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCatchUp, benchsuite.WorkloadCompact}
+var dependsOnProduce = []string{benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCatchUp, benchsuite.WorkloadKafkaCatchUp,
+	benchsuite.WorkloadCompact}
 
 func (s *SuiteOptions) validateWorkloads() []error {
 	var errs []error
@@ -128,6 +136,14 @@ func (s *SuiteOptions) validateWorkloads() []error {
 // runs says whether the named workload is to run.
 func (s *SuiteOptions) runs(name string) bool {
 	return len(s.Workloads) == 0 || slices.Contains(s.Workloads, name)
+}
+
+// runsKafka says whether a Kafka workload is to run.
+func (s *SuiteOptions) runsKafka() bool {
+	return slices.ContainsFunc(benchsuite.Workloads, func(name string) bool {
+		_, kafka := benchsuite.KafkaTwin(name)
+		return kafka && s.runs(name)
+	})
 }
 
 // RunSuite measures the machine's limits in a temporary directory under
@@ -268,7 +284,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		co.Env = []string{config.EnvPrefix + "_ENABLE_PPROF=true"}
 	}
 	fmt.Fprintf(progress, "bench suite: starting %d metad, %d bookies, %d broker(s) in %s\n", co.Metad, co.Bookies, brokers, dir)
-	st, err := devcluster.Up(ctx, co, progress)
+	st, kafkaSeeds, err := upWithKafka(ctx, co, ports.Kafka, progress)
 	if err != nil {
 		return run, err
 	}
@@ -292,7 +308,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		return run, err
 	}
 	defer c.Close()
-	sr := &suiteRunner{progress: progress, base: *o, client: c, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers), dir: dir,
+	sr := &suiteRunner{progress: progress, base: *o, client: c, kafka: kafkaSeeds, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers), dir: dir,
 		profileDir: s.ProfileDir, quick: s.Quick, only: s.runs}
 	if err := sr.workloads(ctx, &run); err != nil {
 		return run, err
@@ -303,4 +319,57 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		}
 	}
 	return run, nil
+}
+
+// upWithKafka starts co's cluster with a Kafka listener on every broker,
+// broker i (from 0) on kafkaPort+i, and returns its state and the
+// listeners' addresses. devcluster starts the metad and the bookies;
+// the brokers, as devcluster plans them plus their --kafka-listen, are
+// started here, since devcluster's BrokerArgs are the same for every
+// broker and a listener's port is not. They start once the others are
+// ready, as in devcluster.Up, and devcluster.Down stops them first.
+func upWithKafka(ctx context.Context, co devcluster.Options, kafkaPort int, progress io.Writer) (*devcluster.State, []string, error) {
+	brokers := co.Brokers
+	co.Brokers = 0
+	st, err := devcluster.Up(ctx, co, progress)
+	if err != nil {
+		return nil, nil, err
+	}
+	co.Brokers = brokers
+	planned, err := devcluster.Plan(co)
+	if err != nil {
+		devcluster.Down(st, stopTimeout)
+		return nil, nil, err
+	}
+	first := len(st.Nodes)
+	var seeds []string
+	for _, n := range planned {
+		if n.Role != devcluster.RoleBroker {
+			continue
+		}
+		addr := fmt.Sprintf("%s:%d", co.Host, kafkaPort+len(seeds))
+		n.Args = append(n.Args, "--kafka-listen", addr)
+		seeds = append(seeds, addr)
+		st.Nodes = append(st.Nodes, n)
+	}
+	for i := first; i < len(st.Nodes); i++ {
+		if err = devcluster.Start(&st.Nodes[i]); err != nil {
+			break
+		}
+		n := st.Nodes[i]
+		fmt.Fprintf(progress, "started %-9s pid %-7d %s (admin %s, Kafka %s)\n", n.Name, n.PID, n.Listen, n.Admin, seeds[i-first])
+	}
+	if err == nil {
+		err = st.Save()
+	}
+	for i := first; i < len(st.Nodes) && err == nil; i++ {
+		if err = devcluster.WaitReady(ctx, st.Nodes[i], brokerReadyTimeout); err == nil {
+			fmt.Fprintf(progress, "ready   %s\n", st.Nodes[i].Name)
+		}
+	}
+	if err != nil {
+		devcluster.Down(st, stopTimeout)
+		return nil, nil, err
+	}
+	return st, seeds, nil
 }

@@ -38,7 +38,7 @@ func spaceFor(dir, name string, o Options, done benchsuite.Run, quick bool) erro
 	var need float64
 	rate := "produce-max's rate"
 	switch p, ok := done.Workload(benchsuite.WorkloadProduce); {
-	case name == benchsuite.WorkloadCatchUp:
+	case benchsuite.IsCatchUp(name):
 	case o.Rate > 0:
 		need = copies * o.Rate * float64(o.RecordSize) * o.Duration.Seconds()
 		rate = fmt.Sprintf("%.0f records/s", o.Rate)

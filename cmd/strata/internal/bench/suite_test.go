@@ -37,6 +37,12 @@ func TestCPUDelta(t *testing.T) {
 	if c.PerGBBrokersBookies != 1.95 || c.PerGBBrokers != 0.7 {
 		t.Errorf("per GB: %+v", c)
 	}
+	if got := c.PerGBByRole; len(got) != 3 || got["broker"] != 0.7 || got["bookie"] != 1.25 || got["client"] != 0.15 {
+		t.Errorf("per GB by role: %v", got)
+	}
+	if got, want := c.PerGBSummary(), "CPU core-s/GB: broker 0.70, bookie 1.25, client 0.15"; got != want {
+		t.Errorf("PerGBSummary() = %q, want %q", got, want)
+	}
 }
 
 // cpuProfileSelf writes a profile of this process that pprof reads (a

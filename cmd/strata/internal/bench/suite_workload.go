@@ -35,9 +35,11 @@ type suiteRunner struct {
 	progress io.Writer
 	base     Options // bench's flags
 	client   *client.Client
-	nodes    []devcluster.Node
-	prefix   string // topic prefix
-	dir      string // the cluster's data (spaceFor)
+	// kafka: the brokers' Kafka listeners, the Kafka workloads' seeds.
+	kafka  []string
+	nodes  []devcluster.Node
+	prefix string // topic prefix
+	dir    string // the cluster's data (spaceFor)
 	// profileDir: where CPU profiles of the brokers and bookies go ("":
 	// none).
 	profileDir string
@@ -79,7 +81,7 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 	mode := ModeProduce
 	o.Topic = prefix + "-" + name
 	switch name {
-	case benchsuite.WorkloadE2E5k:
+	case benchsuite.WorkloadE2E5k, benchsuite.WorkloadKafkaE2E5k:
 		mode, o.Rate = ModeE2E, 5000
 	case benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCompact:
 		mode = ModeE2E
@@ -94,7 +96,7 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 			return "", Options{}, fmt.Errorf("no %s rate to take half of", benchsuite.WorkloadProduce)
 		}
 		o.Rate = max(1, math.Round(benchsuite.HalfMaxRateFraction*p.RecordsPerSec))
-	case benchsuite.WorkloadCatchUp:
+	case benchsuite.WorkloadCatchUp, benchsuite.WorkloadKafkaCatchUp:
 		mode = ModeConsume
 		o.Topic = prefix + "-" + benchsuite.WorkloadProduce
 		// The longest to read: reading must not take longer than the
@@ -124,7 +126,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 		return benchsuite.Workload{}, err
 	}
 	run := NewRun(mode, o.Topic, partitions)
-	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, o.Describe(mode, pcfg))
+	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, describe(name, mode, o, pcfg))
 	var compact *compaction
 	if name == benchsuite.WorkloadCompact {
 		if compact, err = sr.prepareCompaction(ctx, sr.quick); err != nil {
@@ -141,7 +143,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	if compact != nil {
 		compact.start(ctx, run, o.Duration)
 	}
-	if err := Execute(ctx, sr.progress, sr.client, &o, pcfg, run); err != nil {
+	if err := sr.execute(ctx, name, &o, pcfg, run); err != nil {
 		disk()
 		profiles()
 		return benchsuite.Workload{}, err
@@ -177,6 +179,25 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB; machine CPU %.0f%% busy\n",
 		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies, 100*w.CPU.HostBusy)
 	return w, nil
+}
+
+// describe is the named workload's parameters in a line: o's, and for a
+// Kafka workload the client and the linger it runs with.
+func describe(name, mode string, o Options, pcfg client.ProducerConfig) string {
+	if _, kafka := benchsuite.KafkaTwin(name); kafka {
+		o.Linger = 0 // kafkaProducerOpts
+		return "over Kafka with franz-go, " + o.Describe(mode, pcfg)
+	}
+	return o.Describe(mode, pcfg)
+}
+
+// execute runs the named workload's load: over Kafka for a Kafka
+// workload, else with the Strata client.
+func (sr *suiteRunner) execute(ctx context.Context, name string, o *Options, pcfg client.ProducerConfig, run *Run) error {
+	if _, kafka := benchsuite.KafkaTwin(name); kafka {
+		return ExecuteKafka(ctx, sr.progress, sr.kafka, o, run)
+	}
+	return Execute(ctx, sr.progress, sr.client, o, pcfg, run)
 }
 
 // workloadResult is the report's entry for a run's summary.
