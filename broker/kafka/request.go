@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-log/strata/internal/bufpool"
 )
 
 // errTruncated: fewer bytes than the request header needs.
@@ -256,9 +258,48 @@ func (c *Conn) writeLoop() {
 // write encodes o's response as a frame and writes it: int32 size, then
 // for a Kafka response the correlation id, an empty tag section when the
 // response is flexible (header v1) except for ApiVersions (always header
-// v0), and the body; for a raw SASL token, the token alone.
+// v0), and the body; for a raw SASL token, the token alone. buf is the
+// connection's encoding buffer, returned for the next response; a large
+// response (a fetch's records) is encoded into a pooled buffer of its
+// size instead, given back once written, so that it is neither grown by
+// doubling nor left to the collector.
 func (c *Conn) write(buf []byte, o *outbound) ([]byte, error) {
-	buf = append(buf[:0], 0, 0, 0, 0)
+	kept := buf
+	var pooled *[]byte
+	if !o.raw {
+		if n := responseSize(o.resp); n > maxKeptWriteBuffer {
+			pooled = responseBuffers.Get(n)
+			buf = *pooled
+		}
+	}
+	buf, err := c.encode(buf[:0], o)
+	if err == nil {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		var n int
+		n, err = c.nc.Write(buf)
+		c.srv.metrics.sent.Add(float64(n))
+		if err != nil && c.ctx.Err() != nil {
+			err = closing(reasonShutdown, err)
+		} else if err != nil {
+			err = closing(reasonIO, err)
+		}
+	}
+	if pooled != nil {
+		if cap(buf) == cap(*pooled) {
+			*pooled = buf[:0]
+			responseBuffers.Put(pooled)
+		}
+		return kept, err
+	}
+	if cap(buf) > maxKeptWriteBuffer {
+		buf = nil
+	}
+	return buf, err
+}
+
+// encode appends o's frame to buf.
+func (c *Conn) encode(buf []byte, o *outbound) ([]byte, error) {
+	buf = append(buf, 0, 0, 0, 0)
 	if o.raw {
 		buf = append(buf, o.token...)
 	} else {
@@ -275,17 +316,26 @@ func (c *Conn) write(buf []byte, o *outbound) ([]byte, error) {
 		buf = o.resp.AppendTo(buf)
 	}
 	kbin.AppendInt32(buf[:0], int32(len(buf)-4))
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
-	n, err := c.nc.Write(buf)
-	c.srv.metrics.sent.Add(float64(n))
-	if cap(buf) > maxKeptWriteBuffer {
-		buf = nil
-	}
-	if err != nil {
-		if c.ctx.Err() != nil {
-			return buf, closing(reasonShutdown, err)
-		}
-		return buf, closing(reasonIO, err)
-	}
 	return buf, nil
+}
+
+// responseBuffers hold large responses while they are encoded and
+// written: classes from 1 MiB to 128 MiB, four per doubling.
+var responseBuffers = bufpool.New(bufpool.Steps(1<<20, 128<<20, 4)...)
+
+// responseSize estimates a response's encoded size when records make it
+// large (a Fetch's); 0 for the rest, whose size the kept buffer covers.
+func responseSize(resp kmsg.Response) int {
+	f, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for _, t := range f.Topics {
+		n += 64 + len(t.Topic)
+		for _, p := range t.Partitions {
+			n += 128 + len(p.RecordBatches)
+		}
+	}
+	return n
 }
