@@ -44,13 +44,23 @@ type Result struct {
 	Errs   map[string]int // those errors' messages, counted
 	// MaxGap is the longest pause between two acknowledgements.
 	MaxGap time.Duration
-	Stats  client.ProducerStats
+	// Stats are the producer's when it is a client.Producer.
+	Stats client.ProducerStats
+}
+
+// Producer is what a Load writes with: Strata's client.Producer, or an
+// adapter over another client (a Kafka one). Produce sends r (Partition
+// -1: by key) and calls done once with r's partition and offset set, or
+// an error; Close waits for every answer.
+type Producer interface {
+	Produce(ctx context.Context, r *client.Record, done func(*client.Record, error)) error
+	Close(ctx context.Context) error
 }
 
 // Load is a running producer (Start).
 type Load struct {
 	cfg  Config
-	p    *client.Producer
+	p    Producer
 	stop chan struct{}
 	done chan struct{}
 
@@ -66,12 +76,19 @@ type Load struct {
 // Start runs a Load on a new producer of cl until Stop or Finish.
 func Start(t testing.TB, cl *client.Client, cfg Config) *Load {
 	t.Helper()
-	if cfg.Keys <= 0 {
-		cfg.Keys = 1
-	}
 	p, err := cl.NewProducer(cfg.Producer)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return StartWith(t, p, cfg)
+}
+
+// StartWith runs a Load on p (cfg.Producer unused) until Stop or Finish,
+// which close p.
+func StartWith(t testing.TB, p Producer, cfg Config) *Load {
+	t.Helper()
+	if cfg.Keys <= 0 {
+		cfg.Keys = 1
 	}
 	l := &Load{cfg: cfg, p: p, stop: make(chan struct{}), done: make(chan struct{}), errs: map[string]int{}}
 	go func() {
@@ -184,7 +201,11 @@ func (l *Load) Stop(t testing.TB) Result {
 	for m, n := range l.errs {
 		errs[m] = n
 	}
-	return Result{Acks: append([]Ack(nil), l.acks...), Failed: l.failed, Errs: errs, MaxGap: l.maxGap, Stats: l.p.Stats()}
+	r := Result{Acks: append([]Ack(nil), l.acks...), Failed: l.failed, Errs: errs, MaxGap: l.maxGap}
+	if sp, ok := l.p.(interface{ Stats() client.ProducerStats }); ok {
+		r.Stats = sp.Stats()
+	}
+	return r
 }
 
 // Finish stops the load; a failed record fails the test.
