@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-log/strata/client"
+	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/testtool"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -311,4 +312,95 @@ func advertises(t *testing.T, cl *kgo.Client, key, version int16) bool {
 	return slices.ContainsFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool {
 		return k.ApiKey == key && k.MinVersion <= version && version <= k.MaxVersion
 	})
+}
+
+// TestKafkaKcatSASL runs a TLS cluster, whose Kafka listener speaks TLS
+// and requires authentication: a user made by `strata user create` (and
+// allowed the topic by `strata acl add`) produces with kcat over SASL_SSL
+// with SCRAM-SHA-256 and reads back with SCRAM-SHA-512, and -L lists the
+// topic; a client without SASL (TLS only, no certificate) and one with a
+// wrong password are refused, and the broker counts both.
+func TestKafkaKcatSASL(t *testing.T) {
+	skipShort(t)
+	testtool.Kcat(t)
+	c := startTLSCluster(t)
+	admin := c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "root"})
+	asAdmin := aclCLI{t: t, c: c, files: admin}
+	asAdmin.must("kafka-secret\n", "user", "create", "kuser", "--password-stdin")
+	asAdmin.must("", "acl", "add", "--allow", "--principal", "User:kuser", "--operation", "all", "--topic", "sasl-", "--prefixed")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := c.client(ctx, t, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	createTopic(t, cl, "sasl-orders", 1, nil)
+	tlsOnly := []string{"-b", c.broker.KafkaAddr, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + c.pki.caFile}
+	scram := func(mechanism, password string) []string {
+		return []string{"-b", c.broker.KafkaAddr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + c.pki.caFile,
+			"-X", "sasl.mechanisms=" + mechanism, "-X", "sasl.username=kuser", "-X", "sasl.password=" + password}
+	}
+
+	t.Run("SCRAM", func(t *testing.T) {
+		// The user reaches the brokers by watch: retry until it logs in.
+		testwait.UntilNil(t, 20*time.Second, "kuser to produce over SASL_SSL with SCRAM-SHA-256", func() error {
+			_, err := runKcat(t, "k1:one\nk2:two\nk3:three\n", append(scram("SCRAM-SHA-256", "kafka-secret"), "-P", "-t", "sasl-orders", "-K:", "-H", "via=scram")...)
+			return err
+		})
+		recs := kcatConsume(t, append(scram("SCRAM-SHA-512", "kafka-secret"), "-t", "sasl-orders")...)
+		var got []string
+		for _, r := range recs {
+			got = append(got, fmt.Sprintf("%d %s:%s %v", r.Offset, deref(r.Key), deref(r.Payload), r.Headers))
+		}
+		want := []string{"0 k1:one [via scram]", "1 k2:two [via scram]", "2 k3:three [via scram]"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("read back over SCRAM-SHA-512: %q, want %q", got, want)
+		}
+		var md kcatMetadata
+		if err := json.Unmarshal([]byte(mustKcat(t, "", append(scram("SCRAM-SHA-512", "kafka-secret"), "-L", "-J")...)), &md); err != nil {
+			t.Fatal(err)
+		}
+		if len(md.Brokers) != 1 || md.Brokers[0].Name != c.broker.KafkaAddr || !slices.ContainsFunc(md.Topics, func(tm kcatTopic) bool { return tm.Topic == "sasl-orders" }) {
+			t.Fatalf("kcat -L as kuser: %+v", md)
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		metrics := "http://" + c.broker.AdminAddr + "/metrics"
+		unauthenticated := func() float64 {
+			v, _ := metricValue(metrics, `strata_broker_kafka_connections_closed_total{reason="unauthenticated_request"}`)
+			return v
+		}
+		before := unauthenticated()
+		if out, err := runKcat(t, "", append(tlsOnly, "-L", "-m", "3")...); err == nil {
+			t.Fatalf("kcat without SASL listed metadata:\n%s", out)
+		} else {
+			t.Logf("without SASL: %v", err)
+		}
+		testwait.UntilNil(t, 10*time.Second, "the broker closing the connection that skipped SASL", func() error {
+			if v := unauthenticated(); v <= before {
+				return fmt.Errorf("closed for unauthenticated requests: %v, before %v", v, before)
+			}
+			return nil
+		})
+		_, err := runKcat(t, "", append(scram("SCRAM-SHA-256", "wrong-password"), "-L", "-m", "3")...)
+		if err == nil || !strings.Contains(err.Error(), "Authentication failed") {
+			t.Fatalf("a wrong password: %v; want kcat to report the authentication failure", err)
+		}
+		testwait.UntilNil(t, 10*time.Second, "the failed authentication counted", func() error {
+			v, err := metricValue(metrics, `strata_broker_kafka_authentication_failures_total{mechanism="SCRAM-SHA-256"}`)
+			if err == nil && v < 1 {
+				err = fmt.Errorf("%v failures", v)
+			}
+			return err
+		})
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
 }
