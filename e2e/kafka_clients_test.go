@@ -23,6 +23,7 @@ import (
 	"github.com/strata-log/strata/internal/testtool"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
+	"github.com/strata-log/strata/recordbatch"
 )
 
 // runKcat runs kcat with args, stdin as its input, and returns its
@@ -403,4 +404,130 @@ func deref(s *string) string {
 		return "<null>"
 	}
 	return *s
+}
+
+// confluentReport is what testdata/kafka_confluent.py prints.
+type confluentReport struct {
+	Created map[string]bool  `json:"created"`
+	Leaders map[string]int32 `json:"leaders"`
+	Configs map[string]struct {
+		Value   *string `json:"value"`
+		Source  int     `json:"source"`
+		Default bool    `json:"default"`
+	} `json:"configs"`
+	Topics    map[string]int `json:"topics"`
+	Unflushed int            `json:"unflushed"`
+	Reports   []struct {
+		Error     *string `json:"error"`
+		Partition int32   `json:"partition"`
+		Offset    int64   `json:"offset"`
+		Key       string  `json:"key"`
+		Value     string  `json:"value"`
+	} `json:"reports"`
+	Consumed []struct {
+		Partition int32      `json:"partition"`
+		Offset    int64      `json:"offset"`
+		Key       string     `json:"key"`
+		Value     string     `json:"value"`
+		Timestamp int64      `json:"timestamp"`
+		Headers   [][]string `json:"headers"`
+	} `json:"consumed"`
+	Deleted map[string]bool `json:"deleted"`
+}
+
+// TestKafkaConfluentPython runs testdata/kafka_confluent.py
+// (confluent-kafka-python on librdkafka) against a broker: its admin
+// client creates two topics, describes one's configs (the one set is a
+// dynamic topic config, the rest defaults) and lists them, and deletes the
+// other; its idempotent producer gets a delivery report with an offset
+// for every record, each at the partition Strata's murmur2 partitioner
+// gives its key; its consumer reads every record back by assign(), with
+// key, value, header and timestamp. The Strata side agrees: the gRPC
+// description has the partitions and the config, the deleted topic is
+// gone, every batch carries a producer id, and franz-go reads each record
+// where its delivery report put it.
+func TestKafkaConfluentPython(t *testing.T) {
+	skipShort(t)
+	python := testtool.ConfluentKafkaPython(t)
+	c := startStrata(t, 1)
+	cl := c.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, python, "testdata/kafka_confluent.py", c.brokers[0].KafkaAddr, "py-orders", "py-doomed")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kafka_confluent.py: %v\n%s", err, stderr.String())
+	}
+	var r confluentReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("kafka_confluent.py printed %q: %v", stdout.String(), err)
+	}
+
+	if !r.Created["py-orders"] || !r.Created["py-doomed"] || !r.Deleted["py-doomed"] || r.Topics["py-orders"] != 3 || r.Topics["py-doomed"] != 1 {
+		t.Fatalf("admin: created %v, listed %v, deleted %v", r.Created, r.Topics, r.Deleted)
+	}
+	if e := r.Configs["retention.ms"]; e.Value == nil || *e.Value != "3600000" || e.Source != 1 || e.Default {
+		t.Errorf("retention.ms described as %+v, want 3600000 from the topic's own config (source 1)", e)
+	}
+	if e := r.Configs["cleanup.policy"]; e.Value == nil || *e.Value != "delete" || !e.Default {
+		t.Errorf("cleanup.policy described as %+v, want the default delete", e)
+	}
+	d, err := cl.DescribeTopic(ctx, "py-orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Partitions) != 3 || configValue(d.Configs, "retention.ms") != "3600000" {
+		t.Errorf("strata describes py-orders with %d partitions, retention.ms %q", len(d.Partitions), configValue(d.Configs, "retention.ms"))
+	}
+	if md := grpcMetadata(t, c.brokers[0].Listen, "py-doomed"); md.Topics[0].Error == nil {
+		t.Errorf("py-doomed still exists after delete_topics: %+v", md.Topics[0])
+	}
+
+	if r.Unflushed != 0 || len(r.Reports) != 60 || len(r.Consumed) != 60 {
+		t.Fatalf("%d records unflushed, %d delivery reports, %d consumed; want 0, 60, 60", r.Unflushed, len(r.Reports), len(r.Consumed))
+	}
+	type place struct {
+		partition int32
+		offset    int64
+	}
+	reported := map[place]string{}
+	for _, rep := range r.Reports {
+		if rep.Error != nil || rep.Offset < 0 {
+			t.Fatalf("delivery report %+v: want success with an offset", rep)
+		}
+		if want := recordbatch.PartitionForKey([]byte(rep.Key), 3); rep.Partition != want {
+			t.Errorf("key %s went to partition %d; Strata's murmur2 partitioner says %d", rep.Key, rep.Partition, want)
+		}
+		reported[place{rep.Partition, rep.Offset}] = rep.Key + "=" + rep.Value
+	}
+	for _, m := range r.Consumed {
+		seq := strings.TrimPrefix(m.Value, "v")
+		n, _ := strconv.Atoi(seq)
+		if reported[place{m.Partition, m.Offset}] != m.Key+"="+m.Value || m.Timestamp != 1_700_000_000_000+int64(n) ||
+			len(m.Headers) != 1 || m.Headers[0][0] != "seq" || m.Headers[0][1] != seq {
+			t.Fatalf("consumed %+v; the delivery report there says %q", m, reported[place{m.Partition, m.Offset}])
+		}
+		delete(reported, place{m.Partition, m.Offset})
+	}
+	if len(reported) != 0 {
+		t.Fatalf("reported but not consumed: %v", reported)
+	}
+	for p, recs := range kafkaReadAll(t, c.kafkaAddrs(), "py-orders") {
+		for i, k := range recs {
+			if k.Offset != int64(i) || k.ProducerID < 0 {
+				t.Fatalf("partition %d: record %d at offset %d with producer id %d; want dense offsets, batches of an idempotent producer", p, i, k.Offset, k.ProducerID)
+			}
+		}
+	}
+}
+
+// configValue is a described topic's value of config name ("" if none).
+func configValue(entries []*brokerpb.ConfigEntry, name string) string {
+	for _, e := range entries {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }

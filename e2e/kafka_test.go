@@ -72,8 +72,8 @@ func kafkaEnds(t testing.TB, addrs []string, topic string) map[int32]int64 {
 }
 
 // kafkaReadAll reads every partition of topic over Kafka from offset 0 to
-// its high watermark at the time of the call, as Strata client records.
-func kafkaReadAll(t testing.TB, addrs []string, topic string) map[int32][]*client.Record {
+// its high watermark at the time of the call.
+func kafkaReadAll(t testing.TB, addrs []string, topic string) map[int32][]*kgo.Record {
 	t.Helper()
 	ends := kafkaEnds(t, addrs, topic)
 	assign := map[int32]kgo.Offset{}
@@ -82,7 +82,7 @@ func kafkaReadAll(t testing.TB, addrs []string, topic string) map[int32][]*clien
 			assign[p] = kgo.NewOffset().At(0)
 		}
 	}
-	out := map[int32][]*client.Record{}
+	out := map[int32][]*kgo.Record{}
 	if len(assign) == 0 {
 		return out
 	}
@@ -100,22 +100,28 @@ func kafkaReadAll(t testing.TB, addrs []string, topic string) map[int32][]*clien
 	for !done() {
 		fs := cl.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
-			t.Fatalf("consume %s over Kafka: %v (have %v of ends %v)", topic, err, loadtest.Counts(out), ends)
+			t.Fatalf("consume %s over Kafka: %v (have %v of ends %v)", topic, err, loadtest.Counts(clientLog(out)), ends)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < ends[r.Partition] {
-				out[r.Partition] = append(out[r.Partition], fromKafka(r))
+				out[r.Partition] = append(out[r.Partition], r)
 			}
 		})
 	}
 	return out
 }
 
-// fromKafka is a consumed franz-go record as a Strata client record.
-func fromKafka(r *kgo.Record) *client.Record {
-	out := &client.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-	for _, h := range r.Headers {
-		out.Headers = append(out.Headers, client.Header{Key: h.Key, Value: h.Value})
+// clientLog is a log read over Kafka as Strata client records.
+func clientLog(log map[int32][]*kgo.Record) map[int32][]*client.Record {
+	out := map[int32][]*client.Record{}
+	for p, recs := range log {
+		for _, r := range recs {
+			cr := &client.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+			for _, h := range r.Headers {
+				cr.Headers = append(cr.Headers, client.Header{Key: h.Key, Value: h.Value})
+			}
+			out[p] = append(out[p], cr)
+		}
 	}
 	return out
 }
@@ -253,7 +259,7 @@ func TestKafkaBrokerKill(t *testing.T) {
 	acks := load.Finish(t).Acks
 
 	log := kafkaReadAll(t, c.kafkaAddrs(), "kafka-orders")
-	loadtest.CheckExactlyOnce(t, log, acks)
+	loadtest.CheckExactlyOnce(t, clientLog(log), acks)
 	t.Logf("%d records acknowledged over Kafka, all read back exactly once at their offsets", len(acks))
 	checkFollowed(t, follower, log[0])
 }
@@ -272,7 +278,7 @@ func acksOn(acks []loadtest.Ack, p int32) int {
 // checkFollowed waits until the follower has read all of want (partition
 // 0's log) and checks it read exactly that, once each, in order, without
 // a reset.
-func checkFollowed(t *testing.T, f *kafkaFollower, want []*client.Record) {
+func checkFollowed(t *testing.T, f *kafkaFollower, want []*kgo.Record) {
 	t.Helper()
 	testwait.UntilNil(t, 60*time.Second, "the consumer reaching the end of partition 0", func() error {
 		if got := len(f.read(0)); got < len(want) {
