@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/e2e/loadtest"
@@ -309,4 +315,186 @@ func checkFollowed(t *testing.T, f *kafkaFollower, want []*kgo.Record) {
 		t.Error("the consumer never validated its position with OffsetForLeaderEpoch after the leader changed")
 	}
 	t.Logf("the consumer read partition 0's %d records once each, in order; %d OffsetForLeaderEpoch requests, no ListOffsets", len(got), validations)
+}
+
+// cliJSON runs the strata CLI against c with --output json and returns its
+// standard output.
+func cliJSON(t *testing.T, c *strataCluster, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bins["strata"], append(append([]string{"--broker", c.brokers[0].Listen,
+		"--metad", strings.Join(c.meta.Endpoints(), ","), "--timeout", "20s"}, args...), "--output", "json")...)
+	cmd.Env = append(cmd.Environ(), "STRATA_PROFILE="+filepath.Join(t.TempDir(), "none.json"), "STRATA_BROKER=", "STRATA_METAD=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("strata %v: %v\n%s", args, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// cliRecord is a record as `strata consume --output json` prints it.
+type cliRecord struct {
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Offset      int64   `json:"offset"`
+	Timestamp   int64   `json:"timestamp"`
+	Key         *string `json:"key"`
+	KeyBase64   bool    `json:"key_base64"`
+	Value       *string `json:"value"`
+	ValueBase64 bool    `json:"value_base64"`
+	Headers     []struct {
+		Key         string  `json:"key"`
+		Value       *string `json:"value"`
+		ValueBase64 bool    `json:"value_base64"`
+	} `json:"headers"`
+}
+
+// cliTopic is what `strata topic describe --output json` prints (the
+// fields checked here).
+type cliTopic struct {
+	Name       string `json:"name"`
+	ID         string `json:"id"`
+	Count      int32  `json:"partition_count"`
+	Partitions []struct {
+		Partition       int32  `json:"partition"`
+		OwnerID         string `json:"owner_id"`
+		HighWatermark   int64  `json:"high_watermark"`
+		TieredSegments  int32  `json:"tiered_segments"`
+		TieredEndOffset int64  `json:"tiered_end_offset"`
+		Ledgers         []struct {
+			Closed bool `json:"closed"`
+		} `json:"ledgers"`
+	} `json:"partitions"`
+	Configs []cliConfig `json:"configs"`
+}
+
+type cliConfig struct {
+	Name    string `json:"name"`
+	Value   string `json:"value"`
+	Default bool   `json:"default"`
+}
+
+// cliRecords is `strata consume --output json`'s records.
+func cliRecords(t *testing.T, out string) []cliRecord {
+	t.Helper()
+	var recs []cliRecord
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r cliRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("strata consume line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// sameRecord compares a record read over Kafka with one `strata consume`
+// printed: partition, offset, timestamp, key, value (null or not) and
+// headers in order.
+func sameRecord(k *kgo.Record, j cliRecord) error {
+	str := func(b []byte) *string {
+		if b == nil {
+			return nil
+		}
+		s := string(b)
+		return &s
+	}
+	eq := func(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	ok := k.Topic == j.Topic && k.Partition == j.Partition && k.Offset == j.Offset && k.Timestamp.UnixMilli() == j.Timestamp &&
+		eq(str(k.Key), j.Key) && eq(str(k.Value), j.Value) && len(k.Headers) == len(j.Headers) && !j.KeyBase64 && !j.ValueBase64
+	for i := 0; ok && i < len(k.Headers); i++ {
+		ok = k.Headers[i].Key == j.Headers[i].Key && eq(str(k.Headers[i].Value), j.Headers[i].Value) && !j.Headers[i].ValueBase64
+	}
+	if !ok {
+		return fmt.Errorf("over Kafka %s/%d@%d ts %d key %q value %q headers %v; strata consume %+v",
+			k.Topic, k.Partition, k.Offset, k.Timestamp.UnixMilli(), k.Key, k.Value, k.Headers, j)
+	}
+	return nil
+}
+
+// TestKafkaCLI: a topic created over Kafka (kadm) is described by `strata
+// topic describe` with its partitions, id and configs; records produced
+// over Kafka (keys, a tombstone, headers with a null value, set
+// timestamps) are printed by `strata consume --output json` with the same
+// partition, offset, timestamp, key, value and headers, and records
+// produced by `strata produce` are read over Kafka the same as `strata
+// consume` prints them.
+func TestKafkaCLI(t *testing.T) {
+	skipShort(t)
+	c := startStrata(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kc := kafkaClient(t, c.kafkaAddrs(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	created, err := kadm.NewClient(kc).CreateTopic(ctx, 3, -1, map[string]*string{
+		"retention.ms": kmsg.StringPtr("7200000"), "max.message.bytes": kmsg.StringPtr("524288")}, "kafka-cli")
+	if err == nil {
+		err = created.Err
+	}
+	if err != nil {
+		t.Fatalf("create over Kafka: %v", err)
+	}
+	var d cliTopic
+	testwait.UntilNil(t, 20*time.Second, "every partition of kafka-cli owned", func() error {
+		if err := json.Unmarshal([]byte(cliJSON(t, c, "", "topic", "describe", "kafka-cli")), &d); err != nil {
+			return err
+		}
+		for _, p := range d.Partitions {
+			if p.OwnerID == "" {
+				return fmt.Errorf("partition %d has no owner", p.Partition)
+			}
+		}
+		return nil
+	})
+	configs := map[string]cliConfig{}
+	for _, cfg := range d.Configs {
+		configs[cfg.Name] = cfg
+	}
+	if d.Count != 3 || len(d.Partitions) != 3 || d.ID != hex.EncodeToString(created.ID[:]) ||
+		configs["retention.ms"] != (cliConfig{Name: "retention.ms", Value: "7200000"}) ||
+		configs["max.message.bytes"] != (cliConfig{Name: "max.message.bytes", Value: "524288"}) ||
+		!configs["cleanup.policy"].Default {
+		t.Fatalf("strata topic describe: %+v; Kafka created id %x", d, created.ID)
+	}
+
+	t.Run("Kafka to strata consume", func(t *testing.T) {
+		ts := time.UnixMilli(1_700_000_123_000)
+		sent := []*kgo.Record{
+			{Topic: "kafka-cli", Partition: 1, Key: []byte("k1"), Value: []byte("hello"), Timestamp: ts,
+				Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t-1")}, {Key: "nil", Value: nil}, {Key: "trace", Value: []byte("t-2")}}},
+			{Topic: "kafka-cli", Partition: 1, Key: nil, Value: []byte("no key"), Timestamp: ts.Add(time.Second)},
+			{Topic: "kafka-cli", Partition: 1, Key: []byte("k1"), Value: nil, Timestamp: ts.Add(2 * time.Second)}, // a tombstone
+		}
+		if err := kc.ProduceSync(ctx, sent...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		got := cliRecords(t, cliJSON(t, c, "", "consume", "kafka-cli", "-p", "1", "-e"))
+		if len(got) != len(sent) {
+			t.Fatalf("strata consume printed %d records, want %d", len(got), len(sent))
+		}
+		for i, r := range sent {
+			if err := sameRecord(r, got[i]); err != nil || r.Offset != int64(i) {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+	})
+
+	t.Run("strata produce to Kafka", func(t *testing.T) {
+		cliJSON(t, c, "ck1:first\nck2:second\n", "produce", "kafka-cli", "-p", "0", "-K:", "-H", "origin=cli", "-H", "empty=")
+		printed := cliRecords(t, cliJSON(t, c, "", "consume", "kafka-cli", "-p", "0", "-e"))
+		read := kafkaReadAll(t, c.kafkaAddrs(), "kafka-cli")[0]
+		if len(printed) != 2 || len(read) != 2 {
+			t.Fatalf("strata consume printed %d records, Kafka read %d; want 2", len(printed), len(read))
+		}
+		for i, want := range []string{"ck1=first", "ck2=second"} {
+			k := read[i]
+			if string(k.Key)+"="+string(k.Value) != want || len(k.Headers) != 2 || k.Headers[0].Key != "origin" ||
+				string(k.Headers[0].Value) != "cli" || k.Headers[1].Key != "empty" || k.Headers[1].Value == nil || len(k.Headers[1].Value) != 0 {
+				t.Fatalf("record %d over Kafka: key %q value %q headers %+v; want %s with origin=cli and an empty header", i, k.Key, k.Value, k.Headers, want)
+			}
+			if err := sameRecord(k, printed[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
