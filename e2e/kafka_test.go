@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -357,16 +358,18 @@ type cliTopic struct {
 	ID         string `json:"id"`
 	Count      int32  `json:"partition_count"`
 	Partitions []struct {
-		Partition       int32  `json:"partition"`
-		OwnerID         string `json:"owner_id"`
-		HighWatermark   int64  `json:"high_watermark"`
-		TieredSegments  int32  `json:"tiered_segments"`
-		TieredEndOffset int64  `json:"tiered_end_offset"`
-		Ledgers         []struct {
-			Closed bool `json:"closed"`
-		} `json:"ledgers"`
+		Partition       int32       `json:"partition"`
+		OwnerID         string      `json:"owner_id"`
+		HighWatermark   int64       `json:"high_watermark"`
+		TieredSegments  int32       `json:"tiered_segments"`
+		TieredEndOffset int64       `json:"tiered_end_offset"`
+		Ledgers         []cliLedger `json:"ledgers"`
 	} `json:"partitions"`
 	Configs []cliConfig `json:"configs"`
+}
+
+type cliLedger struct {
+	Closed bool `json:"closed"`
 }
 
 type cliConfig struct {
@@ -494,6 +497,64 @@ func TestKafkaCLI(t *testing.T) {
 			}
 			if err := sameRecord(k, printed[i]); err != nil {
 				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestKafkaTiered: a topic with small ledgers and local.retention.ms=0,
+// written over Kafka, whose whole history moved to the object store (MinIO)
+// and off the bookies, is read over Kafka from offset 0: every record, at
+// its offset, with its value and timestamp (franz-go, and kcat), across
+// the objects' boundary.
+func TestKafkaTiered(t *testing.T) {
+	skipShort(t)
+	c := startTierCluster(t)
+	cl := c.client(t)
+	createTopic(t, cl, "kafka-tiered", 1, map[string]string{"segment.bytes": "262144", "local.retention.ms": "0"})
+	const n = 3000 // about 6 MiB: two tiered objects of at most 4 MiB
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	value := func(i int64) string { return fmt.Sprintf("t%d:%s", i, strings.Repeat("x", 2048)) }
+	p := kafkaClient(t, c.kafkaAddrs(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := range int64(n) {
+		recs = append(recs, &kgo.Record{Topic: "kafka-tiered", Value: []byte(value(i)), Timestamp: base.Add(time.Duration(i) * time.Millisecond)})
+	}
+	if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if hw := tiered(t, cl, "kafka-tiered"); hw != n {
+		t.Fatalf("high watermark %d, want %d", hw, n)
+	}
+	var d cliTopic
+	if err := json.Unmarshal([]byte(cliJSON(t, c.strataCluster, "", "topic", "describe", "kafka-tiered")), &d); err != nil {
+		t.Fatal(err)
+	}
+	if part := d.Partitions[0]; part.TieredSegments < 2 || part.TieredEndOffset != n || slices.ContainsFunc(part.Ledgers, func(l cliLedger) bool { return l.Closed }) {
+		t.Fatalf("strata topic describe: %+v; want every record in tiered segments and no closed ledger left", part)
+	}
+	t.Logf("%d records in %d tiered segments, no closed ledger on the bookies", n, d.Partitions[0].TieredSegments)
+
+	read := kafkaReadAll(t, c.kafkaAddrs(), "kafka-tiered")[0]
+	if len(read) != n {
+		t.Fatalf("read %d records over Kafka, want %d", len(read), n)
+	}
+	for i, r := range read {
+		if r.Offset != int64(i) || string(r.Value) != value(int64(i)) || !r.Timestamp.Equal(base.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatalf("record %d over Kafka: offset %d value %.12q timestamp %s", i, r.Offset, r.Value, r.Timestamp)
+		}
+	}
+	t.Run("kcat", func(t *testing.T) {
+		got := kcatConsume(t, "-b", c.brokers[0].KafkaAddr, "-t", "kafka-tiered")
+		if len(got) != n {
+			t.Fatalf("kcat read %d records, want %d", len(got), n)
+		}
+		for i, r := range got {
+			if r.Offset != int64(i) || r.Payload == nil || *r.Payload != value(int64(i)) || r.Ts != base.Add(time.Duration(i)*time.Millisecond).UnixMilli() {
+				t.Fatalf("kcat record %d: offset %d ts %d", i, r.Offset, r.Ts)
 			}
 		}
 	})
