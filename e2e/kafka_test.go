@@ -96,15 +96,7 @@ func kafkaReadAll(t testing.TB, addrs []string, topic string) map[int32][]*kgo.R
 	cl := kafkaClient(t, addrs, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	done := func() bool {
-		for p, end := range ends {
-			if n := len(out[p]); end > 0 && (n == 0 || out[p][n-1].Offset < end-1) {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() {
+	for !loadtest.Reached(ends, out, func(r *kgo.Record) int64 { return r.Offset }) {
 		fs := cl.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
 			t.Fatalf("consume %s over Kafka: %v (have %v of ends %v)", topic, err, loadtest.Counts(clientLog(out)), ends)

@@ -249,15 +249,7 @@ func ReadAll(t testing.TB, cl *client.Client, topic string, partitions int32) ma
 	if err := cons.Assign(ctx, assign); err != nil {
 		t.Fatal(err)
 	}
-	done := func() bool {
-		for p, end := range ends {
-			if n := len(out[p]); end > 0 && (n == 0 || out[p][n-1].Offset < end-1) {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() {
+	for !Reached(ends, out, func(r *client.Record) int64 { return r.Offset }) {
 		recs, err := cons.Poll(ctx)
 		if err != nil {
 			t.Fatalf("consume %s: %v (have %v of ends %v)", topic, err, Counts(out), ends)
@@ -269,6 +261,18 @@ func ReadAll(t testing.TB, cl *client.Client, topic string, partitions int32) ma
 		}
 	}
 	return out
+}
+
+// Reached reports whether out, records read per partition in offset
+// order, holds the record just before each partition's end (ends: the
+// high watermarks read up to; a partition ending at 0 needs none).
+func Reached[R any](ends map[int32]int64, out map[int32][]R, offset func(R) int64) bool {
+	for p, end := range ends {
+		if n := len(out[p]); end > 0 && (n == 0 || offset(out[p][n-1]) < end-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // Counts returns how many records each partition of a ReadAll holds.
