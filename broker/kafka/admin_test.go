@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -228,5 +229,31 @@ func TestMetadataTopicLists(t *testing.T) {
 	name := "missing"
 	if r := md(12, []kmsg.MetadataRequestTopic{{Topic: &name}}); len(r.Topics) != 1 || r.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("an unknown topic: %+v", r.Topics)
+	}
+}
+
+// A Metadata request naming more distinct topics than the service
+// describes is answered with the error once per distinct name: its
+// repeats do not multiply the answer (1001 names each repeated 1000 times
+// would otherwise be answered 1,001,000 times).
+func TestMetadataTooManyTopicsAnsweredOncePerName(t *testing.T) {
+	c := kafkaCluster(t, 1)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 1
+	for i := range 1001 * 3 {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(fmt.Sprintf("t%d", i%1001))
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := rawRequest[*kmsg.MetadataResponse](t, c.KafkaAddrs()[0], req)
+	names := map[string]bool{}
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode == 0 || names[*rt.Topic] {
+			t.Fatalf("topic %s answered with code %d (again: %v)", *rt.Topic, rt.ErrorCode, names[*rt.Topic])
+		}
+		names[*rt.Topic] = true
+	}
+	if len(names) != 1001 {
+		t.Fatalf("%d topics answered, want the 1001 distinct names", len(names))
 	}
 }

@@ -22,8 +22,16 @@ func (a *Adapter) metadata(ctx context.Context, _ *Conn, kreq kmsg.Request) (Rep
 	names, byID, unknownIDs := a.requestedTopics(req)
 	md, err := a.svc.Metadata(ctx, names)
 	if err != nil {
-		// Too many topics named: answer each with the error.
+		// Too many topics named: answer each with the error, a name
+		// repeated once (the list is a set, as in Kafka), so that a
+		// request's repeats cannot make the answer grow past its
+		// distinct names.
+		seen := make(map[string]bool, len(names))
 		for _, name := range names {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
 			t := kmsg.NewMetadataResponseTopic()
 			t.Topic, t.ErrorCode = kmsg.StringPtr(name), codeOf(err)
 			resp.Topics = append(resp.Topics, t)

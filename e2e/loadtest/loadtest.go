@@ -44,13 +44,23 @@ type Result struct {
 	Errs   map[string]int // those errors' messages, counted
 	// MaxGap is the longest pause between two acknowledgements.
 	MaxGap time.Duration
-	Stats  client.ProducerStats
+	// Stats are the producer's when it is a client.Producer.
+	Stats client.ProducerStats
+}
+
+// Producer is what a Load writes with: Strata's client.Producer, or an
+// adapter over another client (a Kafka one). Produce sends r (Partition
+// -1: by key) and calls done once with r's partition and offset set, or
+// an error; Close waits for every answer.
+type Producer interface {
+	Produce(ctx context.Context, r *client.Record, done func(*client.Record, error)) error
+	Close(ctx context.Context) error
 }
 
 // Load is a running producer (Start).
 type Load struct {
 	cfg  Config
-	p    *client.Producer
+	p    Producer
 	stop chan struct{}
 	done chan struct{}
 
@@ -66,12 +76,19 @@ type Load struct {
 // Start runs a Load on a new producer of cl until Stop or Finish.
 func Start(t testing.TB, cl *client.Client, cfg Config) *Load {
 	t.Helper()
-	if cfg.Keys <= 0 {
-		cfg.Keys = 1
-	}
 	p, err := cl.NewProducer(cfg.Producer)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return StartWith(t, p, cfg)
+}
+
+// StartWith runs a Load on p (cfg.Producer unused) until Stop or Finish,
+// which close p.
+func StartWith(t testing.TB, p Producer, cfg Config) *Load {
+	t.Helper()
+	if cfg.Keys <= 0 {
+		cfg.Keys = 1
 	}
 	l := &Load{cfg: cfg, p: p, stop: make(chan struct{}), done: make(chan struct{}), errs: map[string]int{}}
 	go func() {
@@ -184,7 +201,11 @@ func (l *Load) Stop(t testing.TB) Result {
 	for m, n := range l.errs {
 		errs[m] = n
 	}
-	return Result{Acks: append([]Ack(nil), l.acks...), Failed: l.failed, Errs: errs, MaxGap: l.maxGap, Stats: l.p.Stats()}
+	r := Result{Acks: append([]Ack(nil), l.acks...), Failed: l.failed, Errs: errs, MaxGap: l.maxGap}
+	if sp, ok := l.p.(interface{ Stats() client.ProducerStats }); ok {
+		r.Stats = sp.Stats()
+	}
+	return r
 }
 
 // Finish stops the load; a failed record fails the test.
@@ -228,15 +249,7 @@ func ReadAll(t testing.TB, cl *client.Client, topic string, partitions int32) ma
 	if err := cons.Assign(ctx, assign); err != nil {
 		t.Fatal(err)
 	}
-	done := func() bool {
-		for p, end := range ends {
-			if n := len(out[p]); end > 0 && (n == 0 || out[p][n-1].Offset < end-1) {
-				return false
-			}
-		}
-		return true
-	}
-	for !done() {
+	for !Reached(ends, out, func(r *client.Record) int64 { return r.Offset }) {
 		recs, err := cons.Poll(ctx)
 		if err != nil {
 			t.Fatalf("consume %s: %v (have %v of ends %v)", topic, err, Counts(out), ends)
@@ -248,6 +261,18 @@ func ReadAll(t testing.TB, cl *client.Client, topic string, partitions int32) ma
 		}
 	}
 	return out
+}
+
+// Reached reports whether out, records read per partition in offset
+// order, holds the record just before each partition's end (ends: the
+// high watermarks read up to; a partition ending at 0 needs none).
+func Reached[R any](ends map[int32]int64, out map[int32][]R, offset func(R) int64) bool {
+	for p, end := range ends {
+		if n := len(out[p]); end > 0 && (n == 0 || offset(out[p][n-1]) < end-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // Counts returns how many records each partition of a ReadAll holds.

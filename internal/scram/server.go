@@ -25,13 +25,19 @@ const serverNonceBytes = 18
 //	client-final   "c=" base64(gs2-header) ",r=" nonce ",p=" base64(ClientProof)
 //	server-final   "v=" base64(ServerSignature)
 //
-// A user name escapes "," and "=" as "=2C" and "=3D". Refused as
-// ErrMalformed: channel binding ("p=..."), an authorization identity
-// other than the user, the mandatory-extension attribute "m=", any
-// extension, a nonce that is not printable or not the one the server
-// sent, a channel-binding attribute that is not the gs2-header. A proof
-// that does not match fails with ErrBadPassword, for a user that does not
-// exist too (the Lookup answers a Decoy, so the exchange is the same).
+// A user name escapes "," and "=" as "=2C" and "=3D". The client-final
+// nonce is the one the server sent (client nonce + server nonce) or, as
+// librdkafka before 2.6.1 sends it, the client nonce followed by the one
+// the server sent (its client nonce twice: librdkafka PR 4895; Apache
+// Kafka 3.x accepts it too). Both carry the server's nonce, and the proof
+// covers the nonce as sent, so neither can be replayed into another
+// exchange. Refused as ErrMalformed: channel binding ("p=..."), an
+// authorization identity other than the user, the mandatory-extension
+// attribute "m=", any extension, a nonce that is not printable or neither
+// form of the one the server sent, a channel-binding attribute that is
+// not the gs2-header. A proof that does not match fails with
+// ErrBadPassword, for a user that does not exist too (the Lookup answers
+// a Decoy, so the exchange is the same).
 // A Server is used by one goroutine.
 type Server struct {
 	mech   mechanism
@@ -45,6 +51,7 @@ type Server struct {
 	gs2Header       string
 	clientFirstBare string
 	serverFirst     string
+	clientNonce     string
 	fullNonce       string
 }
 
@@ -131,7 +138,7 @@ func (s *Server) clientFirst(ctx context.Context, msg string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cred, s.fullNonce = cred, clientNonce+serverNonce
+	s.cred, s.clientNonce, s.fullNonce = cred, clientNonce, clientNonce+serverNonce
 	s.serverFirst = "r=" + s.fullNonce + ",s=" + base64.StdEncoding.EncodeToString(cred.Salt) + ",i=" + strconv.Itoa(cred.Iterations)
 	return []byte(s.serverFirst), nil
 }
@@ -148,7 +155,7 @@ func (s *Server) clientFinal(msg string) ([]byte, error) {
 	if attrs[0][2:] != base64.StdEncoding.EncodeToString([]byte(s.gs2Header)) {
 		return nil, fmt.Errorf("%w: channel binding attribute does not repeat the gs2 header", ErrMalformed)
 	}
-	if attrs[1][2:] != s.fullNonce {
+	if nonce := attrs[1][2:]; nonce != s.fullNonce && nonce != s.clientNonce+s.fullNonce {
 		return nil, fmt.Errorf("%w: nonce differs from the server's", ErrMalformed)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proof64)

@@ -100,6 +100,13 @@ func TestServerRFCVectors(t *testing.T) {
 // (the Kafka package's tests use franz-go's client instead).
 func testClient(t *testing.T, s *Server, m mechanism, gs2, user, password string) ([]byte, error) {
 	t.Helper()
+	return testClientEcho(t, s, m, gs2, user, password, func(nonce string) string { return nonce })
+}
+
+// testClientEcho is testClient whose client-final sends echo(the nonce
+// of server-first) as its nonce.
+func testClientEcho(t *testing.T, s *Server, m mechanism, gs2, user, password string, echo func(string) string) ([]byte, error) {
+	t.Helper()
 	bare := "n=" + strings.NewReplacer("=", "=3D", ",", "=2C").Replace(user) + ",r=clientnonce"
 	serverFirst, _, err := s.Step(context.Background(), []byte(gs2+bare))
 	if err != nil {
@@ -127,7 +134,7 @@ func testClient(t *testing.T, s *Server, m mechanism, gs2, user, password string
 	clientKey := mac(m, salted, []byte("Client Key"))
 	h := m.hash()
 	h.Write(clientKey)
-	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + nonce
+	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + echo(nonce)
 	auth := []byte(bare + "," + string(serverFirst) + "," + withoutProof)
 	proof := mac(m, h.Sum(nil), auth)
 	for i := range proof {
@@ -255,6 +262,9 @@ func TestServerMalformed(t *testing.T) {
 		"c=biws,r=abcSERVER",                  // no proof
 		"c=biws,r=abcOTHER,p=" + proof,        // another nonce
 		"c=biws,r=abc,p=" + proof,             // the client's nonce only
+		"c=biws,r=abcabcabcSERVER,p=" + proof, // the client's nonce thrice
+		"c=biws,r=xyzabcSERVER,p=" + proof,    // another prefix
+		"c=biws,r=abcSERVERabc,p=" + proof,    // a suffix
 		"c=eSws,r=abcSERVER,p=" + proof,       // y,, after n,,
 		"c=biws,r=abcSERVER,x=ext,p=" + proof, // extension
 		"r=abcSERVER,c=biws,p=" + proof,       // order
@@ -282,6 +292,31 @@ func TestServerMalformed(t *testing.T) {
 	s, _ = NewServer(MechanismSHA256, func(context.Context, string) (Credential, error) { return Credential{}, boom })
 	if _, _, err := s.Step(context.Background(), []byte("n,,n=user,r=abc")); !errors.Is(err, boom) {
 		t.Errorf("lookup error: %v", err)
+	}
+}
+
+// librdkafka before 2.6.1 (kcat 1.7, confluent-kafka-python 1.7) sends
+// its client nonce, then the server-first nonce, which begins with it
+// again: the exchange succeeds, and a wrong password still fails.
+func TestServerLibrdkafkaNonce(t *testing.T) {
+	u, err := NewUser("alice", "s3cret", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doubled := func(nonce string) string { return "clientnonce" + nonce }
+	for _, m := range []mechanism{sha256Mechanism, sha512Mechanism} {
+		lookup := func(_ context.Context, name string) (Credential, error) {
+			c, _ := u.Lookup(m.name)
+			return c, nil
+		}
+		s, _ := NewServer(m.name, lookup)
+		if _, err := testClientEcho(t, s, m, "n,,", "alice", "s3cret", doubled); err != nil {
+			t.Errorf("%s, the client nonce twice: %v", m.name, err)
+		}
+		s, _ = NewServer(m.name, lookup)
+		if _, err := testClientEcho(t, s, m, "n,,", "alice", "wrong", doubled); !errors.Is(err, ErrBadPassword) {
+			t.Errorf("%s, the client nonce twice and a wrong password: %v, want ErrBadPassword", m.name, err)
+		}
 	}
 }
 
