@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-log/strata/broker"
 	"github.com/strata-log/strata/broker/brokertest"
 	"github.com/strata-log/strata/client"
 )
@@ -318,5 +320,81 @@ func TestListOffsetsMatchesGRPC(t *testing.T) {
 	}
 	if k := list(0, -1); !slices.Equal(k.OldStyleOffsets, []int64{20}) {
 		t.Fatalf("v0 latest: %v", k.OldStyleOffsets)
+	}
+}
+
+// KIP-320: a fetch or list-offsets naming an older owner epoch than the
+// partition's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH,
+// the current one is served; a transactional produce is refused with a
+// message.
+func TestLeaderEpochChecks(t *testing.T) {
+	c := kafkaCluster(t, 1)
+	c.CreateTopic("epochs", 1, nil)
+	md := rawRequest[*kmsg.MetadataResponse](t, c.KafkaAddrs()[0], func() kmsg.Request {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 12
+		name := "epochs"
+		req.Topics = []kmsg.MetadataRequestTopic{{Topic: &name}}
+		return req
+	}())
+	epoch := md.Topics[0].Partitions[0].LeaderEpoch
+	if epoch < 1 {
+		t.Fatalf("leader epoch %d", epoch)
+	}
+	fetch := func(e int32) int16 {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxWaitMillis = 12, 1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "epochs"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = e, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest[*kmsg.FetchResponse](t, c.KafkaAddrs()[0], req).Topics[0].Partitions[0].ErrorCode
+	}
+	for _, tc := range []struct {
+		epoch int32
+		want  int16
+	}{{epoch, 0}, {-1, 0}, {epoch - 1, kerr.FencedLeaderEpoch.Code}, {epoch + 1, kerr.UnknownLeaderEpoch.Code}} {
+		if got := fetch(tc.epoch); got != tc.want {
+			t.Errorf("fetch at epoch %d (current %d): code %d, want %d", tc.epoch, epoch, got, tc.want)
+		}
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	txn := "txn-1"
+	req.TransactionID = &txn
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "epochs"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = make([]byte, 70)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	pr := rawRequest[*kmsg.ProduceResponse](t, c.KafkaAddrs()[0], req).Topics[0].Partitions[0]
+	if pr.ErrorCode != kerr.InvalidRequest.Code || pr.ErrorMessage == nil {
+		t.Fatalf("a transactional produce: code %d message %v", pr.ErrorCode, pr.ErrorMessage)
+	}
+}
+
+// With --kafka-auto-create-topics a producer's Metadata request creates
+// the topic (answered LEADER_NOT_AVAILABLE first, then served); without
+// it the topic stays unknown.
+func TestAutoCreateTopics(t *testing.T) {
+	on := brokertest.Start(t, brokertest.Options{Kafka: true, Configure: func(_ int, cfg *broker.Config) {
+		cfg.KafkaAutoCreateTopics, cfg.KafkaDefaultPartitions = true, 3
+	}})
+	p := kgoClient(t, on, kgo.AllowAutoTopicCreation())
+	if err := p.ProduceSync(testCtx(t), &kgo.Record{Topic: "made-on-demand", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce to an auto-created topic: %v", err)
+	}
+	adm := kadm.NewClient(p)
+	md, err := adm.Metadata(testCtx(t), "made-on-demand")
+	if err != nil || len(md.Topics["made-on-demand"].Partitions) != 3 {
+		t.Fatalf("auto-created topic: %+v %v", md.Topics["made-on-demand"], err)
+	}
+	off := kafkaCluster(t, 1)
+	q := kgoClient(t, off, kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(2*time.Second))
+	if err := q.ProduceSync(testCtx(t), &kgo.Record{Topic: "never-made", Value: []byte("x")}).FirstErr(); err == nil {
+		t.Fatal("a produce created a topic with auto-creation off")
 	}
 }
