@@ -44,11 +44,29 @@
 // the real ones. broker/brokertest runs real brokers in-process over an
 // in-process metad and in-memory bookies for client and CLI tests.
 //
+// # Service layer and adapters
+//
+// Clients reach the broker through two protocols, both thin adapters over
+// one service layer: Service (service.go: produce, fetch, list offsets,
+// epoch ends, metadata, producer ids, record deletion), Admin (admin.go:
+// topics and the cluster) and Groups (groups.go: both group protocols, the
+// offsets). The service layer does the validation, authorization,
+// budgets and limits, ownership routing, idempotence (partlog) and the
+// request metrics; it returns the package's sentinel errors (errors.go),
+// partlog's and group's. The gRPC adapter (grpc.go) translates brokerpb
+// messages and maps errors with classify; the Kafka adapter (package
+// broker/kafka) translates kmsg messages and maps errors to Kafka codes.
+// Produce comes in two halves (StartProduce places every batch in its
+// log, then a wait for the acks) so that an adapter that must answer a
+// connection's requests in order can place them in order and wait
+// concurrently. KafkaSecurity (kafkasecurity.go) authenticates the Kafka
+// listener's clients against the same certificates and users.
+//
 // With TLS, every call has a principal (a certificate's, or a user's
-// whose password matched its credential in metad) and every handler asks
-// authorize for the operation it performs against the ACLs the broker
-// mirrors from metad (security.go; the rules are internal/acl's, the
-// password format internal/scram's). Without TLS nothing is checked.
+// whose password matched its credential in metad) and every service call
+// asks authorize for the operation it performs against the ACLs the
+// broker mirrors from metad (security.go; the rules are internal/acl's,
+// the password format internal/scram's). Without TLS nothing is checked.
 //
 // # Invariants
 //
@@ -58,9 +76,11 @@
 //     recover, list CAS) succeeded for the current assignment epoch, and
 //     stops at once when its log fails, its session ends or the assignment
 //     moves; it removes only the ownership record it wrote.
-//   - B3 Errors reach clients through classify (errors.go), the one place
-//     that maps them to gRPC codes and ErrorInfo reasons.
-//   - B4 With TLS, no handler does work for a principal before authorize
-//     allowed it (a refused Produce or Fetch stores or reads nothing for
+//   - B3 Errors reach gRPC clients through classify (errors.go), the one
+//     place that maps them to gRPC codes and ErrorInfo reasons (the
+//     authentication interceptors' own refusals aside: they precede any
+//     call); Kafka clients through broker/kafka's codeOf.
+//   - B4 With TLS, no service call does work for a principal before
+//     authorize allowed it (a refused Produce or Fetch stores or reads nothing for
 //     any of its partitions); brokers (role broker) are never checked.
 package broker
