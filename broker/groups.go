@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/acl"
@@ -283,8 +285,34 @@ func (g *Groups) DescribeGroup(ctx context.Context, req *brokerpb.DescribeGroupR
 	if resp != nil {
 		resp.CoordinatorId = g.b.cfg.ID
 		resp.Offsets = g.describableOffsets(ctx, resp.Offsets)
+		g.classicAssignments(ctx, c, resp)
 	}
 	return resp, err
+}
+
+// classicAssignments fills in the partitions the members of a classic
+// group of protocol type "consumer" were assigned: the coordinator only
+// relays the leader's assignment bytes, which are Kafka's consumer
+// protocol, decoded here for display. Other protocol types (Kafka
+// Connect's) are shown without.
+func (g *Groups) classicAssignments(ctx context.Context, c *group.Coordinator, resp *brokerpb.DescribeGroupResponse) {
+	d, err := c.Describe(ctx, resp.GroupId)
+	if err != nil || d.Type != group.TypeClassic || d.ProtocolType != "consumer" {
+		return
+	}
+	byID := map[string][]byte{}
+	for _, m := range d.Members {
+		byID[m.MemberID] = m.Assignment
+	}
+	for _, m := range resp.Members {
+		var a kmsg.ConsumerMemberAssignment
+		if b := byID[m.MemberId]; len(b) == 0 || a.ReadFrom(b) != nil {
+			continue
+		}
+		for _, t := range a.Topics {
+			m.Assignment = append(m.Assignment, &brokerpb.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
+		}
+	}
 }
 
 func (g *Groups) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupRequest) (*brokerpb.DeleteGroupResponse, error) {

@@ -380,6 +380,9 @@ func TestGroupAdmin(t *testing.T) {
 	if err != nil || len(gd.Members) != 1 || len(gd.Offsets) != 2 {
 		t.Fatalf("the gRPC API's description of a Kafka group: %+v %v", gd, err)
 	}
+	if a := gd.Members[0].Assignment; len(a) != 1 || a[0].Topic != "work" || len(a[0].Partitions) != 2 {
+		t.Fatalf("the gRPC API's view of a classic member's assignment: %v", a)
+	}
 	m.close()
 	// Empty now: its offsets can go, then the group.
 	var os kadm.TopicsSet
