@@ -18,6 +18,11 @@ const (
 	// authentication, so an anonymous peer cannot make the broker buffer
 	// much (CVE-2022-34917).
 	DefaultMaxUnauthenticatedRequestBytes = 512 << 10
+	// DefaultMaxControlRequestBytes caps every request but Produce: their
+	// decoded form is up to ~30 times their frame (an array of near-empty
+	// entries), and none needs more than a few MiB (an OffsetCommit of
+	// 100,000 partitions is about 2.5 MiB).
+	DefaultMaxControlRequestBytes = 8 << 20
 	// DefaultIdleTimeout is Kafka's connections.max.idle.ms.
 	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultInFlightPerConnection bounds the requests of one connection
@@ -64,6 +69,9 @@ type Config struct {
 	// MaxRequestBytes caps a request frame (the size prefix excluded),
 	// checked before any byte of it is buffered.
 	MaxRequestBytes int32
+	// MaxControlRequestBytes caps a frame of any API but Produce, checked
+	// on its first bytes, before the rest is read.
+	MaxControlRequestBytes int32
 	// MaxUnauthenticatedRequestBytes caps a frame while the listener
 	// requires authentication and the connection has none yet.
 	MaxUnauthenticatedRequestBytes int32
@@ -85,6 +93,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxControlRequestBytes == 0 {
+		c.MaxControlRequestBytes = min(DefaultMaxControlRequestBytes, c.MaxRequestBytes)
 	}
 	if c.MaxUnauthenticatedRequestBytes == 0 {
 		c.MaxUnauthenticatedRequestBytes = min(DefaultMaxUnauthenticatedRequestBytes, c.MaxRequestBytes)
@@ -121,6 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no address", ErrConfig)
 	case c.MaxRequestBytes < 0:
 		return fmt.Errorf("%w: MaxRequestBytes %d", ErrConfig, c.MaxRequestBytes)
+	case c.MaxControlRequestBytes < 0 || c.MaxControlRequestBytes > c.MaxRequestBytes:
+		return fmt.Errorf("%w: MaxControlRequestBytes %d, want 1 to MaxRequestBytes (%d)", ErrConfig, c.MaxControlRequestBytes, c.MaxRequestBytes)
 	case c.MaxUnauthenticatedRequestBytes < 0 || c.MaxUnauthenticatedRequestBytes > c.MaxRequestBytes:
 		return fmt.Errorf("%w: MaxUnauthenticatedRequestBytes %d, want 1 to MaxRequestBytes (%d)", ErrConfig, c.MaxUnauthenticatedRequestBytes, c.MaxRequestBytes)
 	case c.IdleTimeout < 0:

@@ -262,12 +262,28 @@ func (c *Conn) readFrame() ([]byte, error) {
 		if err := c.readFull(buf[got:]); err != nil {
 			return nil, err
 		}
+		if got == 0 && !(c.sasl.stage == saslExchange && c.sasl.raw) {
+			if err := c.checkControlSize(buf, n); err != nil {
+				return nil, err
+			}
+		}
 		if len(buf) == int(n) {
 			return buf, nil
 		}
 		got = len(buf)
 		buf = append(buf, make([]byte, min(int(n), 2*got)-got)...)
 	}
+}
+
+// checkControlSize refuses a frame of n bytes, whose first bytes are
+// head, above MaxControlRequestBytes unless it is a Produce request.
+func (c *Conn) checkControlSize(head []byte, n uint32) error {
+	limit := c.srv.cfg.MaxControlRequestBytes
+	if n <= uint32(limit) || len(head) < 2 || binary.BigEndian.Uint16(head) == uint16(keyProduce) {
+		return nil
+	}
+	return closing(reasonFrameTooLarge, fmt.Errorf("a %s request of %d bytes, limit %d for every API but Produce",
+		kmsg.NameForKey(int16(binary.BigEndian.Uint16(head))), n, limit))
 }
 
 // readFull fills buf. The read deadline set at the frame's start is the

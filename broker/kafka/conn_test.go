@@ -149,6 +149,11 @@ func TestBadRequestsClose(t *testing.T) {
 		{"truncated body", truncated, reasonMalformed},
 		{"truncated client id", withHeader(3, 1, 0x00, 0x20, 'a'), reasonMalformed},
 		{"header tags", badTags, reasonMalformed},
+		{"control request over its cap", func() []byte {
+			b := withHeader(3, 1, make([]byte, firstReadChunk)...)
+			binary.BigEndian.PutUint32(b, uint32(DefaultMaxControlRequestBytes+1))
+			return b
+		}(), reasonFrameTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, handled := ts.closedBy(tc.reason), ts.handler.handled.Load()

@@ -41,7 +41,8 @@
 //
 // # What closes a connection (reason label)
 //
-//	frame_too_large          declared size above the cap (checked first)
+//	frame_too_large          declared size above the cap (checked first),
+//	                         or a request but Produce above its lower cap
 //	malformed_request        header shorter than 8 bytes, truncated client
 //	                         id or header tags, a body kmsg cannot decode
 //	unknown_api              an API key not registered (kmsg-unknown too)
@@ -66,7 +67,9 @@
 // A frame whose declared size exceeds the cap (MaxRequestBytes, default
 // 100 MiB; MaxUnauthenticatedRequestBytes, default 512 KiB, while the
 // listener requires authentication and the connection has none) is
-// refused before any of its body is read. Below the cap the body's buffer
+// refused before any of its body is read. Every API but Produce has a
+// lower cap (MaxControlRequestBytes, default 8 MiB), checked on the
+// frame's first bytes (its API key), before the rest is read. Below the cap the body's buffer
 // starts at 64 KiB and doubles as bytes arrive, so a peer that declares a
 // large frame and sends little makes the server hold about what it sent.
 // Each frame gets its own buffer (a decoded Produce request's records are

@@ -10,8 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// API keys the Server answers itself.
+// API keys the Server answers itself, and Produce, whose requests may be
+// larger than the others' (Config.MaxControlRequestBytes).
 const (
+	keyProduce          int16 = 0
 	keySaslHandshake    int16 = 17
 	keyApiVersions      int16 = 18
 	keySaslAuthenticate int16 = 36
