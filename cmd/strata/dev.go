@@ -21,6 +21,10 @@ writes a CLI profile so that strata needs no flags, and stops everything on
 Ctrl-C. The state file DIR/cluster.json lists every node (role, id, pid,
 addresses, data dir); 'strata dev kill|stop|start NODE' act on one node.
 
+Every broker also serves the Kafka protocol, broker i on --kafka-port + i-1
+(kcat -b localhost:9092 -L); with --tls that listener speaks TLS and wants a
+client certificate (the profile's admin one) or a SASL user.
+
 The brokers tier sealed ledgers to MinIO, run as one more node (minio, data in
 DIR/minio, S3 on --minio-port, console on the next port), when a minio binary
 is beside the role binaries, on PATH or in $(go env GOPATH)/bin ('make minio'
@@ -46,7 +50,8 @@ installs it); otherwise to the local directory DIR/tier.`,
 	f.IntVar(&o.Bookies, "bookies", o.Bookies, "number of bookies")
 	f.IntVar(&o.BookiePort, "bookie-port", o.BookiePort, "first bookie port (admin +100)")
 	f.IntVar(&o.Brokers, "brokers", o.Brokers, "number of brokers")
-	f.IntVar(&o.BrokerPort, "broker-port", o.BrokerPort, "first broker port (admin +100)")
+	f.IntVar(&o.BrokerPort, "broker-port", o.BrokerPort, "first broker gRPC port, the CLI's (admin +100)")
+	f.IntVar(&o.KafkaPort, "kafka-port", o.KafkaPort, "first broker Kafka protocol port (broker i on +i-1)")
 	f.IntVar(&o.MinIOPort, "minio-port", o.MinIOPort, "MinIO's S3 port, when a minio binary is found (console +1)")
 	f.BoolVar(&o.TLS, "tls", false, "mutual TLS on every link: a CA and per-node certificates under DIR/tls, and an admin certificate in the profile")
 	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),

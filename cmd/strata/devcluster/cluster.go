@@ -94,8 +94,8 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 		}
 	}
 	for _, n := range nodes {
-		for _, a := range []string{n.Listen, n.Admin, n.Raft} {
-			if a != "" && !portFree(a) {
+		for _, a := range n.Addresses() {
+			if !portFree(a) {
 				return nil, fmt.Errorf("devcluster: %s: address %s is in use (another cluster running?)", n.Name, a)
 			}
 		}
@@ -124,7 +124,12 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 				return nil, err
 			}
 			started = append(started, i)
-			fmt.Fprintf(out, "started %-9s pid %-7d %s (admin %s)\n", s.Nodes[i].Name, s.Nodes[i].PID, s.Nodes[i].Listen, s.Nodes[i].Admin)
+			n := s.Nodes[i]
+			kafka := ""
+			if n.Kafka != "" {
+				kafka = ", kafka " + n.Kafka
+			}
+			fmt.Fprintf(out, "started %-9s pid %-7d %s (admin %s%s)\n", n.Name, n.PID, n.Listen, n.Admin, kafka)
 		}
 		if err := s.Save(); err != nil {
 			Down(s, 5*time.Second)

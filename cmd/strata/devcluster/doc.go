@@ -4,6 +4,21 @@
 // members and bookies start first; brokers start once those are ready
 // (each node is ready when its admin /readyz answers 200).
 //
+// # Ports
+//
+// Each role's ports start from an option (the defaults below); node i of a
+// role takes the first port + i-1. Plan refuses options whose ranges
+// overlap (two listeners on one address).
+//
+//	metad    client 7001  raft +100 (7101)  admin +200 (7201)
+//	bookie   client 7301  admin +100 (7401)
+//	broker   gRPC   7501  admin +100 (7601)  Kafka protocol 9092
+//	MinIO    S3     9000  console +1 (9001)
+//
+// Every broker serves the Kafka protocol (--kafka-listen, advertised as
+// the same address), so Kafka clients bootstrap from 127.0.0.1:9092 with
+// no settings; the CLI and the Go client use the gRPC ports.
+//
 // The cluster is described in a state file, DIR/cluster.json, so scripts
 // and later `strata dev` commands can find, kill, stop and restart single
 // nodes:
@@ -11,14 +26,18 @@
 //	{"dir": ".strata", "nodes": [{"name": "metad-1", "role": "metad", "id": "1",
 //	  "pid": 4242, "listen": "127.0.0.1:7001", "admin": "127.0.0.1:7201",
 //	  "raft": "127.0.0.1:7101", "data_dir": ".strata/metad-1",
-//	  "log_file": ".strata/logs/metad-1.log", "bin": "...", "args": [...]}]}
+//	  "log_file": ".strata/logs/metad-1.log", "bin": "...", "args": [...]},
+//	  ...
+//	  {"name": "broker-1", "role": "broker", "id": "k1", "pid": 4250,
+//	  "listen": "127.0.0.1:7501", "admin": "127.0.0.1:7601",
+//	  "kafka": "127.0.0.1:9092", ...}]}
 //
 // It also writes a CLI profile (DIR/profile.json, and the user's profile)
 // holding the cluster's metad endpoints and bootstrap brokers, so that
 // `strata` needs no flags:
 //
 //	{"metad": "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
-//	 "brokers": "127.0.0.1:9092,127.0.0.1:9093"}
+//	 "brokers": "127.0.0.1:7501,127.0.0.1:7502"}
 //
 // # TLS
 //
@@ -28,7 +47,11 @@
 // and one of role admin; every node gets --tls-cert-file, --tls-key-file
 // and --tls-ca-file, and the profile gets the admin certificate's
 // absolute paths (tls_ca, tls_cert, tls_key). A new `strata dev --tls`
-// issues everything again; the CA's key is not kept.
+// issues everything again; the CA's key is not kept. The brokers' Kafka
+// listeners then speak TLS too and serve only clients that authenticate:
+// with a certificate from the CA (the admin one) or with SASL as a user
+// made by `strata user create`; the start-up summary prints both ways as
+// kcat command lines.
 //
 // # Object store
 //

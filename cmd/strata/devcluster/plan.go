@@ -38,9 +38,12 @@ type Options struct {
 	MetadPort int
 	// Brokers is the number of brokers (default 2; 0 for none).
 	Brokers int
-	// BrokerPort is the first broker (client) port; admin ports are +100
-	// (defaults 9092, 9192).
+	// BrokerPort is the first broker gRPC port, the one the CLI and the Go
+	// client use; admin ports are +100 (defaults 7501, 7601).
 	BrokerPort int
+	// KafkaPort is the first broker's Kafka protocol port; broker i
+	// listens on KafkaPort+i-1 (default 9092, Kafka's).
+	KafkaPort int
 	// MinIO is the minio binary to run as the brokers' object store (see
 	// FindMinIO); empty: no MinIO, the brokers tier to the directory
 	// DIR/tier instead. Without brokers MinIO does not run.
@@ -63,7 +66,7 @@ type Options struct {
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
 	return Options{Dir: ".strata", Metad: 3, Bookies: 3, Host: "127.0.0.1", MetadPort: 7001, BookiePort: 7301,
-		Brokers: 2, BrokerPort: 9092, MinIOPort: 9000}
+		Brokers: 2, BrokerPort: 7501, KafkaPort: 9092, MinIOPort: 9000}
 }
 
 // Validate says what is wrong with o.
@@ -90,6 +93,9 @@ func (o Options) Validate() error {
 	if o.Brokers > 0 && (o.BrokerPort < 1024 || o.BrokerPort+100+o.Brokers > 65535) {
 		errs = append(errs, fmt.Errorf("--broker-port %d: out of range", o.BrokerPort))
 	}
+	if o.Brokers > 0 && (o.KafkaPort < 1024 || o.KafkaPort+o.Brokers > 65535) {
+		errs = append(errs, fmt.Errorf("--kafka-port %d: out of range", o.KafkaPort))
+	}
 	if o.runsMinIO() && (o.MinIOPort < 1024 || o.MinIOPort+1 > 65535) {
 		errs = append(errs, fmt.Errorf("--minio-port %d: out of range", o.MinIOPort))
 	}
@@ -98,13 +104,16 @@ func (o Options) Validate() error {
 
 // Node is one process of the cluster, as recorded in the state file.
 type Node struct {
-	Name    string   `json:"name"`
-	Role    string   `json:"role"`
-	ID      string   `json:"id"`
-	PID     int      `json:"pid"`
-	Listen  string   `json:"listen"`
-	Admin   string   `json:"admin"`
-	Raft    string   `json:"raft,omitempty"`
+	Name   string `json:"name"`
+	Role   string `json:"role"`
+	ID     string `json:"id"`
+	PID    int    `json:"pid"`
+	Listen string `json:"listen"`
+	Admin  string `json:"admin"`
+	Raft   string `json:"raft,omitempty"`
+	// Kafka is a broker's Kafka protocol address (what clients such as
+	// kcat bootstrap from).
+	Kafka   string   `json:"kafka,omitempty"`
 	DataDir string   `json:"data_dir"`
 	LogFile string   `json:"log_file"`
 	Bin     string   `json:"bin"`
@@ -135,7 +144,36 @@ func Plan(o Options) ([]Node, error) {
 	for i := range nodes {
 		nodes[i].Env = append(nodes[i].Env, o.Env...)
 	}
+	if err := checkDisjoint(nodes); err != nil {
+		return nil, err
+	}
 	return nodes, nil
+}
+
+// Addresses lists every address n listens on.
+func (n Node) Addresses() []string {
+	var out []string
+	for _, a := range []string{n.Listen, n.Admin, n.Raft, n.Kafka} {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// checkDisjoint refuses a plan in which two listeners share an address
+// (port flags whose ranges overlap), naming the first two.
+func checkDisjoint(nodes []Node) error {
+	owner := map[string]string{}
+	for _, n := range nodes {
+		for _, a := range n.Addresses() {
+			if o, ok := owner[a]; ok {
+				return fmt.Errorf("devcluster: %s and %s would both listen on %s: move one of the port ranges", o, n.Name, a)
+			}
+			owner[a] = n.Name
+		}
+	}
+	return nil
 }
 
 // planMetad plans the metad nodes: client ports from MetadPort, Raft
@@ -176,19 +214,21 @@ func planBookies(o Options, metadEndpoints string) []Node {
 	return nodes
 }
 
-// planBrokers plans the brokers: client ports from BrokerPort, admin ports
-// 100 above, tiering to tierStore; o.BrokerArgs come last, so they win.
+// planBrokers plans the brokers: gRPC ports from BrokerPort, admin ports
+// 100 above, Kafka protocol ports from KafkaPort, tiering to tierStore;
+// o.BrokerArgs come last, so they win.
 func planBrokers(o Options, metadEndpoints, tierStore string) []Node {
 	var nodes []Node
 	for i := 1; i <= o.Brokers; i++ {
 		n := serverNode(o, RoleBroker, fmt.Sprintf("broker-%d", i), fmt.Sprintf("k%d", i), o.BrokerPort+i-1, o.BrokerPort+100+i-1)
+		n.Kafka = o.addr(o.KafkaPort + i - 1)
 		// Brokers keep no state on disk (cmd/broker has no --data-dir):
 		// DataDir is reserved for them but not passed. A short drain keeps
 		// Ctrl-C quick: when every broker stops at once none can take the
 		// others' partitions, and a dev cluster's hand-over takes ~1 s.
 		// Small objects, uploaded soon, so a dev cluster shows its history
 		// moving to the store within a minute.
-		n.Args = []string{"--id", n.ID, "--listen", n.Listen, "--admin-listen", n.Admin, "--metad", metadEndpoints,
+		n.Args = []string{"--id", n.ID, "--listen", n.Listen, "--admin-listen", n.Admin, "--kafka-listen", n.Kafka, "--metad", metadEndpoints,
 			"--drain-timeout", "3s", "--tier-segment-bytes", "8388608", "--tier-max-delay", "30s", "--tier-check-interval", "5s",
 			"--tier-store", tierStore}
 		n.Args = append(n.Args, nodeTLSArgs(o, n.Name)...)

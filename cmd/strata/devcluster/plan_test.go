@@ -21,15 +21,25 @@ func TestPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	k2 := nodes[7]
-	if k2.Name != "broker-2" || k2.Role != RoleBroker || k2.ID != "k2" || k2.Listen != "127.0.0.1:9093" ||
-		k2.Admin != "127.0.0.1:9193" || k2.DataDir != ".strata/broker-2" || k2.Bin != "/opt/strata/bin/broker" ||
-		strings.Join(k2.Args, " ") != "--id k2 --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 "+
+	if k2.Name != "broker-2" || k2.Role != RoleBroker || k2.ID != "k2" || k2.Listen != "127.0.0.1:7502" ||
+		k2.Admin != "127.0.0.1:7602" || k2.Kafka != "127.0.0.1:9093" || k2.DataDir != ".strata/broker-2" || k2.Bin != "/opt/strata/bin/broker" ||
+		strings.Join(k2.Args, " ") != "--id k2 --listen 127.0.0.1:7502 --admin-listen 127.0.0.1:7602 --kafka-listen 127.0.0.1:9093 "+
 			"--metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --drain-timeout 3s --tier-segment-bytes 8388608 --tier-max-delay 30s --tier-check-interval 5s --tier-store file://"+abs+"/tier" ||
 		hasCredentials(k2.Env) {
 		t.Fatalf("broker-2 planned as %+v", k2)
 	}
-	if got := ProfileFromState(&State{Nodes: nodes}); got.Brokers != "127.0.0.1:9092,127.0.0.1:9093" {
+	// The profile names the gRPC addresses (the CLI's); Kafka clients get
+	// the Kafka ones.
+	if got := ProfileFromState(&State{Nodes: nodes}); got.Brokers != "127.0.0.1:7501,127.0.0.1:7502" {
 		t.Fatalf("profile %+v", got)
+	}
+	if got := KafkaBootstrap(nodes); got != "127.0.0.1:9092,127.0.0.1:9093" {
+		t.Fatalf("Kafka bootstrap %q", got)
+	}
+	for _, n := range nodes[:6] {
+		if n.Kafka != "" {
+			t.Fatalf("%s has a Kafka address %q", n.Name, n.Kafka)
+		}
 	}
 	b2 := nodes[4]
 	if b2.Name != "bookie-2" || b2.ID != "b2" || b2.Listen != "127.0.0.1:7302" || b2.Admin != "127.0.0.1:7402" ||
@@ -59,11 +69,40 @@ func TestPlanRejects(t *testing.T) {
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 80},
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: -1},
 		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 2, BrokerPort: 65500},
-		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 1, BrokerPort: 9092, MinIO: "/bin/minio",
+		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 1, BrokerPort: 7501, KafkaPort: 9092, MinIO: "/bin/minio",
 			MinIOPort: 65535},
+		{Dir: "d", Metad: 3, Host: "127.0.0.1", MetadPort: 7001, Brokers: 1, BrokerPort: 7501, KafkaPort: 80},
 	} {
 		if _, err := Plan(o); err == nil {
 			t.Errorf("Plan(%+v) accepted", o)
+		}
+	}
+}
+
+// TestPlanPortsDisjoint: every default port is distinct, and port flags
+// whose ranges overlap are refused with the two nodes named.
+func TestPlanPortsDisjoint(t *testing.T) {
+	o := DefaultOptions()
+	o.BinDir, o.MinIO, o.Brokers, o.Bookies, o.Metad = "/opt/strata/bin", "/bin/minio", 20, 20, 5
+	if _, err := Plan(o); err != nil {
+		t.Fatalf("the largest cluster on the default ports: %v", err)
+	}
+	for _, tc := range []struct {
+		change func(*Options)
+		want   string
+	}{
+		{func(o *Options) { o.KafkaPort = 7502 }, "broker-1 and broker-2 would both listen on 127.0.0.1:7502"},
+		{func(o *Options) { o.BrokerPort = 7201 }, "metad-1 and broker-1 would both listen on 127.0.0.1:7201"},
+		{func(o *Options) { o.KafkaPort = 9000 }, "minio and broker-1 would both listen on 127.0.0.1:9000"},
+		{func(o *Options) { o.BookiePort = 7410 }, "bookie-1 and broker-10 would both listen on 127.0.0.1:7510"},
+	} {
+		o := DefaultOptions()
+		o.BinDir, o.MinIO = "/opt/strata/bin", "/bin/minio"
+		o.Bookies, o.Brokers = 20, 20
+		tc.change(&o)
+		_, err := Plan(o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Plan: %v, want %q", err, tc.want)
 		}
 	}
 }

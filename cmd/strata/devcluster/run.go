@@ -86,6 +86,10 @@ func PrintSummary(out io.Writer, st *State, prof Profile, tierStore string, prof
 	if prof.Brokers != "" {
 		fmt.Fprintf(out, "  brokers: %s\n", prof.Brokers)
 	}
+	kafka := KafkaBootstrap(st.Nodes)
+	if kafka != "" {
+		fmt.Fprintf(out, "  kafka:   %s\n", kafka)
+	}
 	if m, err := st.Node(MinIOName); err == nil {
 		fmt.Fprintf(out, "  objects: %s (MinIO, data in %s; console http://%s, login in %s)\n", tierStore, m.DataDir, m.Admin,
 			filepath.Join(st.Dir, StateFile))
@@ -96,11 +100,41 @@ func PrintSummary(out io.Writer, st *State, prof Profile, tierStore string, prof
 		fmt.Fprintf(out, "  tls:     mutual TLS on every link; CA %s, CLI certificate %s (role admin)\n", prof.TLSCA, prof.TLSCert)
 	}
 	fmt.Fprintf(out, "  profile: %s\n", strings.Join(profiles, ", "))
+	if kafka != "" {
+		printKafkaClient(out, strings.Split(kafka, ",")[0], prof)
+	}
 	if prof.Brokers != "" {
 		fmt.Fprintf(out, "Try:  strata cluster status    (Ctrl-C stops the cluster)\n")
 	} else {
 		fmt.Fprintf(out, "Try:  strata meta status    (Ctrl-C stops the cluster)\n")
 	}
+}
+
+// KafkaBootstrap is the brokers' Kafka addresses, comma-separated: what a
+// Kafka client is given as its bootstrap list.
+func KafkaBootstrap(nodes []Node) string {
+	var out []string
+	for _, n := range nodes {
+		if n.Role == RoleBroker && n.Kafka != "" {
+			out = append(out, n.Kafka)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// printKafkaClient says how a Kafka client connects, with kcat as the
+// example: plaintext, or, on a --tls cluster (where the Kafka listener
+// speaks TLS and requires a client certificate or SASL), with the
+// profile's admin certificate, or as a user made by 'strata user create'.
+func printKafkaClient(out io.Writer, addr string, prof Profile) {
+	if prof.TLSCert == "" {
+		fmt.Fprintf(out, "Kafka: kcat -b %s -L\n", addr)
+		return
+	}
+	fmt.Fprintf(out, "Kafka (TLS, the admin certificate):\n  kcat -b %s -X security.protocol=ssl -X ssl.ca.location=%s "+
+		"-X ssl.certificate.location=%s -X ssl.key.location=%s -L\n", addr, prof.TLSCA, prof.TLSCert, prof.TLSKey)
+	fmt.Fprintf(out, "Kafka (TLS, a user from 'strata user create NAME --password-stdin'):\n  kcat -b %s -X security.protocol=sasl_ssl "+
+		"-X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=NAME -X sasl.password=PASSWORD -X ssl.ca.location=%s -L\n", addr, prof.TLSCA)
 }
 
 // supervise reports nodes that exit or come back, until ctx ends; then
@@ -232,9 +266,13 @@ func Statuses(st *State) []NodeStatus {
 // PrintStatuses prints rows as `strata dev status`'s table.
 func PrintStatuses(w io.Writer, rows []NodeStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tROLE\tPID\tRUNNING\tLISTEN\tADMIN\tDATA DIR")
+	fmt.Fprintln(tw, "NODE\tROLE\tPID\tRUNNING\tLISTEN\tADMIN\tKAFKA\tDATA DIR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%t\t%s\t%s\t%s\n", r.Name, r.Role, r.PID, r.Running, r.Listen, r.Admin, r.DataDir)
+		kafka := r.Kafka
+		if kafka == "" {
+			kafka = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%t\t%s\t%s\t%s\t%s\n", r.Name, r.Role, r.PID, r.Running, r.Listen, r.Admin, kafka, r.DataDir)
 	}
 	return tw.Flush()
 }

@@ -51,8 +51,6 @@ const (
 	quickRoundTrips = 500
 	// stopTimeout bounds stopping a suite's cluster.
 	stopTimeout = 10 * time.Second
-	// brokerReadyTimeout bounds a broker's start (devcluster.Up's).
-	brokerReadyTimeout = 30 * time.Second
 )
 
 // Validate reports every flag that does not fit (the workloads are e2e
@@ -275,7 +273,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	if err != nil {
 		return run, err
 	}
-	co.MetadPort, co.BookiePort, co.BrokerPort = ports.Metad, ports.Bookie, ports.Broker
+	co.MetadPort, co.BookiePort, co.BrokerPort, co.KafkaPort = ports.Metad, ports.Bookie, ports.Broker, ports.Kafka
 	// No tiering (and so no MinIO): uploads would add their CPU to the
 	// produce path's, and would move produce-max's ledgers to the object
 	// store before catch-up reads them from the bookies.
@@ -284,10 +282,13 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		co.Env = []string{config.EnvPrefix + "_ENABLE_PPROF=true"}
 	}
 	fmt.Fprintf(progress, "bench suite: starting %d metad, %d bookies, %d broker(s) in %s\n", co.Metad, co.Bookies, brokers, dir)
-	st, kafkaSeeds, err := upWithKafka(ctx, co, ports.Kafka, progress)
+	// Every broker serves Kafka too, broker i on ports.Kafka+i-1, for the
+	// Kafka workloads.
+	st, err := devcluster.Up(ctx, co, progress)
 	if err != nil {
 		return run, err
 	}
+	kafkaSeeds := strings.Split(devcluster.KafkaBootstrap(st.Nodes), ",")
 	defer func() {
 		fmt.Fprintf(progress, "bench suite: stopping the cluster\n")
 		devcluster.Down(st, stopTimeout)
@@ -319,57 +320,4 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		}
 	}
 	return run, nil
-}
-
-// upWithKafka starts co's cluster with a Kafka listener on every broker,
-// broker i (from 0) on kafkaPort+i, and returns its state and the
-// listeners' addresses. devcluster starts the metad and the bookies;
-// the brokers, as devcluster plans them plus their --kafka-listen, are
-// started here, since devcluster's BrokerArgs are the same for every
-// broker and a listener's port is not. They start once the others are
-// ready, as in devcluster.Up, and devcluster.Down stops them first.
-func upWithKafka(ctx context.Context, co devcluster.Options, kafkaPort int, progress io.Writer) (*devcluster.State, []string, error) {
-	brokers := co.Brokers
-	co.Brokers = 0
-	st, err := devcluster.Up(ctx, co, progress)
-	if err != nil {
-		return nil, nil, err
-	}
-	co.Brokers = brokers
-	planned, err := devcluster.Plan(co)
-	if err != nil {
-		devcluster.Down(st, stopTimeout)
-		return nil, nil, err
-	}
-	first := len(st.Nodes)
-	var seeds []string
-	for _, n := range planned {
-		if n.Role != devcluster.RoleBroker {
-			continue
-		}
-		addr := fmt.Sprintf("%s:%d", co.Host, kafkaPort+len(seeds))
-		n.Args = append(n.Args, "--kafka-listen", addr)
-		seeds = append(seeds, addr)
-		st.Nodes = append(st.Nodes, n)
-	}
-	for i := first; i < len(st.Nodes); i++ {
-		if err = devcluster.Start(&st.Nodes[i]); err != nil {
-			break
-		}
-		n := st.Nodes[i]
-		fmt.Fprintf(progress, "started %-9s pid %-7d %s (admin %s, Kafka %s)\n", n.Name, n.PID, n.Listen, n.Admin, seeds[i-first])
-	}
-	if err == nil {
-		err = st.Save()
-	}
-	for i := first; i < len(st.Nodes) && err == nil; i++ {
-		if err = devcluster.WaitReady(ctx, st.Nodes[i], brokerReadyTimeout); err == nil {
-			fmt.Fprintf(progress, "ready   %s\n", st.Nodes[i].Name)
-		}
-	}
-	if err != nil {
-		devcluster.Down(st, stopTimeout)
-		return nil, nil, err
-	}
-	return st, seeds, nil
 }

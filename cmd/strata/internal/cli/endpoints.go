@@ -28,7 +28,7 @@ const EnvBroker = "STRATA_BROKER"
 
 // DefaultBrokers is used when neither --broker, $STRATA_BROKER nor a
 // profile names brokers: the brokers of a default `strata dev` cluster.
-const DefaultBrokers = "127.0.0.1:9092,127.0.0.1:9093"
+const DefaultBrokers = "127.0.0.1:7501,127.0.0.1:7502"
 
 // ResolveBrokers picks the bootstrap brokers like ResolveEndpoints: the
 // --broker value, else the environment's (or profile's), else
