@@ -2,14 +2,20 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-log/strata/cmd/strata/devcluster"
 	"github.com/strata-log/strata/internal/proctest"
@@ -19,8 +25,8 @@ import (
 // freeBase finds a metad base port whose client, raft and admin ports
 // (base..base+2, +100, +200) and bookie ports (+300, +400) are all free,
 // in a span of 1,000 ports no other test binary draws from (proctest.Span),
-// which also holds the brokers' (+500, +600) and MinIO's (+700, +701) of
-// devPortFlags.
+// which also holds the brokers' (+500, +600), MinIO's (+700, +701) and the
+// brokers' Kafka listeners (+800) of devPortFlags.
 func freeBase(t *testing.T) int {
 	t.Helper()
 	for range 10 {
@@ -48,7 +54,42 @@ func devPortFlags(t *testing.T) ([]string, int) {
 	base := freeBase(t)
 	minioPort := freePorts(t, base+700, 1, 1) // S3 and console (+1)
 	return []string{"--metad-port", fmt.Sprint(base), "--bookie-port", fmt.Sprint(base + 300),
-		"--broker-port", fmt.Sprint(freePorts(t, base+500, 2, 100)), "--minio-port", fmt.Sprint(minioPort)}, minioPort
+		"--broker-port", fmt.Sprint(freePorts(t, base+500, 2, 100)), "--minio-port", fmt.Sprint(minioPort),
+		"--kafka-port", fmt.Sprint(freePorts(t, base+800, 2, 0))}, minioPort
+}
+
+// checkDevKafka checks that the Kafka listeners of the dev cluster st
+// answer: franz-go's Metadata, sent to the Kafka bootstrap list with opts
+// (TLS, SASL), lists every broker at the Kafka address the state file
+// records (waited for: a broker is listed once it has registered it).
+func checkDevKafka(t *testing.T, st *devcluster.State, opts ...kgo.Opt) {
+	t.Helper()
+	bootstrap := devcluster.KafkaBootstrap(st.Nodes)
+	want := strings.Split(bootstrap, ",")
+	slices.Sort(want)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(want...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	testwait.UntilNil(t, 20*time.Second, "Kafka metadata from "+bootstrap, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		md, err := adm.BrokerMetadata(ctx)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, b := range md.Brokers {
+			got = append(got, net.JoinHostPort(b.Host, fmt.Sprint(b.Port)))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("Kafka metadata lists brokers %v, want %v", got, want)
+		}
+		return nil
+	})
 }
 
 // devRun is a `strata dev` process whose output a test reads line by line.
@@ -162,10 +203,13 @@ func brokerLogsSay(t *testing.T, dir string, substrs ...string) {
 }
 
 // TestDevCluster runs `strata dev` as a user would: the cluster comes up,
-// the CLI works with no flags through the profile, a node can be killed and
-// started again, and Ctrl-C stops every process. No minio binary can be
-// found (PATH and GOPATH are empty directories), so the brokers tier to a
-// local directory and strata dev says so. TestDevMinIO runs it with MinIO.
+// the CLI works with no flags through the profile, every broker serves the
+// Kafka protocol at the address the summary, the state file and `dev
+// status` give (a record produced over Kafka is read by the CLI), a node
+// can be killed and started again, and Ctrl-C stops every process. No
+// minio binary can be found (PATH and GOPATH are empty directories), so
+// the brokers tier to a local directory and strata dev says so.
+// TestDevMinIO runs it with MinIO.
 func TestDevCluster(t *testing.T) {
 	skipShort(t)
 	dir := t.TempDir()
@@ -201,6 +245,7 @@ func TestDevCluster(t *testing.T) {
 	if code != 0 || strings.Count(out, "writable") != 3 {
 		t.Fatalf("cluster bookies: exit %d\n%s", code, out)
 	}
+	checkDevKafkaSeen(t, d, st, env)
 	devDir := []string{"--dir", clusterDir}
 	if _, errOut, code := strata(t, env, append([]string{"dev", "kill", "metad-1"}, devDir...)...); code != 0 {
 		t.Fatalf("dev kill: %s", errOut)
@@ -213,4 +258,43 @@ func TestDevCluster(t *testing.T) {
 		t.Fatalf("get after restart: %d %q", code, out)
 	}
 	d.interrupt()
+}
+
+// checkDevKafkaSeen checks the dev cluster's Kafka listeners as a user
+// meets them: the summary's kafka line, each broker's address in the state
+// file and in `dev status`, Metadata over Kafka, and a record produced
+// with a Kafka client that the CLI then reads over gRPC.
+func checkDevKafkaSeen(t *testing.T, d *devRun, st *devcluster.State, env []string) {
+	t.Helper()
+	bootstrap := devcluster.KafkaBootstrap(st.Nodes)
+	if n := strings.Count(bootstrap, ",") + 1; bootstrap == "" || n != 2 {
+		t.Fatalf("state file: Kafka addresses %q, want one per broker", bootstrap)
+	}
+	if !slices.Contains(d.output, "  kafka:   "+bootstrap) {
+		t.Fatalf("the summary does not list the Kafka bootstrap %s:\n%s", bootstrap, strings.Join(d.output, "\n"))
+	}
+	out, _, code := strata(t, env, "dev", "status", "--dir", d.dir)
+	for _, n := range st.Nodes {
+		if n.Role == devcluster.RoleBroker && (code != 0 || !strings.Contains(out, n.Kafka)) {
+			t.Fatalf("dev status: exit %d, no Kafka address %s for %s:\n%s", code, n.Kafka, n.Name, out)
+		}
+	}
+	checkDevKafka(t, st)
+
+	if _, errOut, code := strata(t, env, "topic", "create", "over-kafka", "-p", "2"); code != 0 {
+		t.Fatalf("topic create: %s", errOut)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "over-kafka", Key: []byte("k"), Value: []byte("from kcat's protocol")}).FirstErr(); err != nil {
+		t.Fatalf("produce over Kafka: %v", err)
+	}
+	if out, errOut, code := strata(t, env, "consume", "over-kafka", "-e", "-f", "%k=%v\n"); code != 0 || out != "k=from kcat's protocol\n" {
+		t.Fatalf("consume over gRPC what Kafka produced: exit %d %q %s", code, out, errOut)
+	}
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/cmd/strata/devcluster"
+	"github.com/strata-log/strata/internal/testtool"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -54,17 +56,23 @@ func quickstartCommands(t *testing.T) [][]string {
 // TestQuickstart runs README.md's quick start the way a new user would: a
 // cluster with `strata dev` in a fresh directory, then every command of the
 // second block, exactly as written, through sh in that directory (bin/
-// holds the test's binaries). The records must come back in order.
+// holds the test's binaries). The records must come back in order. The
+// kcat lines run when kcat is installed (they are skipped, saying so,
+// otherwise; STRATA_REQUIRE_KCAT=1 makes that a failure), against the
+// test's Kafka port instead of 9092: kcat must list the brokers, and its
+// consumer must read every record, the CLI's and kcat's own, on the
+// partition Strata's partitioner gives its key.
 func TestQuickstart(t *testing.T) {
 	skipShort(t)
 	blocks := quickstartCommands(t)
 	if len(blocks) != 2 || len(blocks[0]) != 1 || blocks[0][0] != "make run" {
 		t.Fatalf("quick start: want a `make run` block and a block of commands, got %q", blocks)
 	}
-	commands := blocks[1]
 	if bins["broker"] == "" {
 		t.Skip("no broker binary in this test run (e2e TestMain builds cmd/broker once it exists)")
 	}
+	var kcat string
+	t.Run("kcat", func(t *testing.T) { kcat = testtool.Kcat(t) })
 
 	// A fresh directory, with bin/ holding the binaries `make build` makes.
 	dir := t.TempDir()
@@ -72,14 +80,59 @@ func TestQuickstart(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"STRATA_PROFILE=" + filepath.Join(dir, "profile.json"), "STRATA_METAD=", "STRATA_BROKER="}
-	// `make run` is `bin/strata dev`; ports are moved off the defaults so
-	// that the test does not collide with a developer's cluster. The
-	// profile carries them to the commands.
-	base := freeBase(t)
-	brokerPort := freePorts(t, base+500, 2, 100)
-	dev := exec.Command(filepath.Join("bin", "strata"), "dev", "--metad-port", fmt.Sprint(base),
-		"--bookie-port", fmt.Sprint(base+300), "--broker-port", fmt.Sprint(brokerPort),
-		"--minio-port", fmt.Sprint(freePorts(t, base+700, 1, 1)))
+	kafka := startQuickstartDev(t, dir, env)
+
+	var produced []string // the produce commands' input lines, in order
+	var consumed, kcatConsumed string
+	for _, line := range blocks[1] {
+		isKcat := strings.HasPrefix(line, "kcat ") || strings.Contains(line, "| kcat ")
+		if isKcat && kcat == "" {
+			t.Logf("skipping %q: kcat is not installed", line)
+			continue
+		}
+		if isKcat {
+			// The test's Kafka port, not the default one.
+			line = kcatLine(line, kcat, kafka)
+		}
+		stdout, stderr := runQuickstartLine(t, dir, env, line)
+		if strings.Contains(line, "bin/strata produce ") || (isKcat && strings.Contains(line, " -P ")) {
+			m := regexp.MustCompile(`printf '([^']*)'`).FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("cannot find the produce input in %q", line)
+			}
+			in := strings.Split(strings.TrimSuffix(strings.ReplaceAll(m[1], `\n`, "\n"), "\n"), "\n")
+			if want := fmt.Sprintf("produced %d records to orders", len(in)); !isKcat && !strings.Contains(stderr, want) {
+				t.Fatalf("produce: stderr %q, want %q", stderr, want)
+			}
+			produced = append(produced, in...)
+		}
+		switch {
+		case strings.Contains(line, "bin/strata consume "):
+			// Before kcat produces: the CLI's records only.
+			consumed = stdout
+			checkQuickstartConsumed(t, consumed, produced)
+		case isKcat && strings.Contains(line, " -L"):
+			if !strings.Contains(stdout, "2 brokers:") || !strings.Contains(stdout, `topic "orders" with 3 partitions`) {
+				t.Fatalf("kcat -L lists no 2 brokers and topic orders:\n%s", stdout)
+			}
+		case isKcat && strings.Contains(line, " -C "):
+			kcatConsumed = stdout
+			checkQuickstartConsumed(t, kcatConsumed, produced)
+		}
+	}
+	if consumed == "" || (kcat != "" && kcatConsumed == "") {
+		t.Fatalf("the quick start consumed %q with the CLI and %q with kcat", consumed, kcatConsumed)
+	}
+}
+
+// startQuickstartDev runs `make run`'s `bin/strata dev` in dir, on ports
+// moved off the defaults so that the test does not collide with a
+// developer's cluster (the profile carries them to the commands), until
+// it is ready; it returns the first broker's Kafka address.
+func startQuickstartDev(t *testing.T, dir string, env []string) string {
+	t.Helper()
+	ports, _ := devPortFlags(t)
+	dev := exec.Command(filepath.Join("bin", "strata"), append([]string{"dev"}, ports...)...)
 	dev.Dir = dir
 	dev.Env = append(os.Environ(), env...)
 	var devOut bytes.Buffer
@@ -119,41 +172,44 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("strata dev not ready within 30s")
 	}
 	t.Logf("strata dev ready in %s", time.Since(start).Round(time.Millisecond))
-
-	var produced []string // the produce command's input lines
-	var consumed string
-	for _, line := range commands {
-		sh := exec.Command("sh", "-c", line)
-		sh.Dir = dir
-		sh.Env = append(os.Environ(), env...)
-		var stdout, stderr bytes.Buffer
-		sh.Stdout, sh.Stderr = &stdout, &stderr
-		began := time.Now()
-		err := sh.Run()
-		t.Logf("$ %s   (%s)\n%s%s", line, time.Since(began).Round(time.Millisecond), stdout.String(), stderr.String())
-		if err != nil {
-			t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", line, err, stdout.String(), stderr.String())
-		}
-		switch {
-		case strings.Contains(line, "bin/strata produce "):
-			m := regexp.MustCompile(`printf '([^']*)'`).FindStringSubmatch(line)
-			if m == nil {
-				t.Fatalf("cannot find the produce input in %q", line)
-			}
-			produced = strings.Split(strings.TrimSuffix(strings.ReplaceAll(m[1], `\n`, "\n"), "\n"), "\n")
-			if want := fmt.Sprintf("produced %d records to orders", len(produced)); !strings.Contains(stderr.String(), want) {
-				t.Fatalf("produce: stderr %q, want %q", stderr.String(), want)
-			}
-		case strings.Contains(line, "bin/strata consume "):
-			consumed = stdout.String()
-		}
+	st, err := devcluster.LoadState(filepath.Join(dir, ".strata"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(produced) == 0 || consumed == "" {
-		t.Fatalf("the quick start produced %q and consumed %q", produced, consumed)
-	}
+	return strings.Split(devcluster.KafkaBootstrap(st.Nodes), ",")[0]
+}
 
-	// Expected: each record on the partition its key hashes to, at the
-	// next offset of that partition; per partition in produce order.
+// kcatLine is a README kcat line run with the kcat binary found, against
+// kafka instead of localhost:9092.
+func kcatLine(line, kcat, kafka string) string {
+	line = strings.ReplaceAll(line, "localhost:9092", kafka)
+	return regexp.MustCompile(`(^|\| )kcat `).ReplaceAllString(line, "${1}"+kcat+" ")
+}
+
+// runQuickstartLine runs one command line through sh in dir; it fails the
+// test when the command fails.
+func runQuickstartLine(t *testing.T, dir string, env []string, line string) (string, string) {
+	t.Helper()
+	sh := exec.Command("sh", "-c", line)
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	sh.Stdout, sh.Stderr = &stdout, &stderr
+	began := time.Now()
+	err := sh.Run()
+	t.Logf("$ %s   (%s)\n%s%s", line, time.Since(began).Round(time.Millisecond), stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", line, err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), stderr.String()
+}
+
+// checkQuickstartConsumed checks consumed, lines "KEY=VALUE (pP@OFFSET)",
+// against the records produced ("KEY:VALUE", in produce order to the
+// 3-partition topic): each record on the partition its key hashes to, at
+// the next offset of that partition; per partition in produce order.
+func checkQuickstartConsumed(t *testing.T, consumed string, produced []string) {
+	t.Helper()
 	next := map[int32]int64{}
 	want := map[int32][]string{}
 	for _, in := range produced {
@@ -165,7 +221,11 @@ func TestQuickstart(t *testing.T) {
 	got := map[int32][]string{}
 	for _, l := range strings.Split(strings.TrimSuffix(consumed, "\n"), "\n") {
 		var p int32
-		if _, err := fmt.Sscanf(l[strings.LastIndex(l, "(p"):], "(p%d@", &p); err != nil {
+		i := strings.LastIndex(l, "(p")
+		if i < 0 {
+			t.Fatalf("consumed line %q: no (pP@OFFSET)", l)
+		}
+		if _, err := fmt.Sscanf(l[i:], "(p%d@", &p); err != nil {
 			t.Fatalf("consumed line %q: %v", l, err)
 		}
 		got[p] = append(got[p], l)

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,6 +31,7 @@ import (
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testtool"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -478,7 +482,9 @@ func TestInsecureListenerRefused(t *testing.T) {
 
 // TestDevTLS runs `strata dev --tls`: every node starts with its own
 // certificate, the profile carries the admin certificate, and the CLI
-// works through it with no flags; a plaintext CLI is refused.
+// works through it with no flags; a plaintext CLI is refused. The Kafka
+// listener speaks TLS and serves a client with the admin certificate or a
+// SCRAM user (checkDevKafkaTLS).
 func TestDevTLS(t *testing.T) {
 	skipShort(t)
 	dir := t.TempDir()
@@ -527,6 +533,8 @@ func TestDevTLS(t *testing.T) {
 	if out := run("", "consume", "secure", "-n", "2", "-f", "%v\n"); !strings.Contains(out, "one\ntwo") {
 		t.Fatalf("consumed %q", out)
 	}
+	run("s3cret\n", "user", "create", "alice", "--password-stdin")
+	checkDevKafkaTLS(t, d, st, clusterDir, "alice", "s3cret")
 	// Without the profile (plaintext) the same cluster refuses the CLI.
 	plain := []string{"STRATA_PROFILE=" + filepath.Join(dir, "none.json"), "STRATA_METAD=" + st.Nodes[0].Listen}
 	if out, errOut, code := strata(t, append(append([]string{}, env...), plain...), "--timeout", "3s", "meta", "get", "/dev"); code == 0 {
@@ -675,4 +683,62 @@ func establishedTo(t *testing.T, addr string) map[string]bool {
 		out[f[2]] = true
 	}
 	return out
+}
+
+// checkDevKafkaTLS checks the Kafka listeners of a `strata dev --tls`
+// cluster: TLS with the admin certificate the profile holds, TLS with
+// SCRAM-SHA-512 as user (made by `strata user create`), and nothing for a
+// plaintext client; then the kcat lines the summary prints, run as
+// printed (the user's name and password filled in) when kcat is installed.
+func checkDevKafkaTLS(t *testing.T, d *devRun, st *devcluster.State, clusterDir, user, password string) {
+	t.Helper()
+	d.waitFor("Try:", 5*time.Second) // the end of the summary, after its kcat lines
+	files, err := devcluster.AdminTLSFiles(clusterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := mtls.Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDevKafka(t, st, kgo.DialTLSConfig(creds.ClientTLS("127.0.0.1", nil)))
+	caPEM, err := os.ReadFile(files.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	caOnly := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	checkDevKafka(t, st, kgo.DialTLSConfig(caOnly), kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
+
+	plain, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(devcluster.KafkaBootstrap(st.Nodes), ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if md, err := kadm.NewClient(plain).BrokerMetadata(ctx); err == nil {
+		t.Fatalf("a plaintext Kafka client got metadata from a TLS cluster: %+v", md.Brokers)
+	}
+
+	t.Run("kcat", func(t *testing.T) {
+		kcat := testtool.Kcat(t)
+		var lines []string
+		for _, l := range d.output {
+			if l = strings.TrimSpace(l); strings.HasPrefix(l, "kcat -b ") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 2 {
+			t.Fatalf("the summary gives %d kcat lines, want 2 (certificate, SASL):\n%s", len(lines), strings.Join(d.output, "\n"))
+		}
+		for _, l := range lines {
+			l = strings.NewReplacer("kcat ", kcat+" ", "=NAME", "="+user, "=PASSWORD", "="+password).Replace(l)
+			out, err := exec.Command("sh", "-c", l).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "1 brokers:") {
+				t.Fatalf("%s: %v\n%s", l, err, out)
+			}
+		}
+	})
 }
