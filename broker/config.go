@@ -362,7 +362,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--super-users: %w", err))
 		}
 	}
-	if err := c.Security.Check(c.Listen, c.AdminListen); err != nil {
+	// The Kafka listener is TLS when the gRPC one is (KafkaListener), and
+	// plaintext on a network address only with --insecure, as gRPC.
+	if err := c.Security.Check(c.Listen, c.AdminListen, config.Listener{Flag: "kafka-listen", Addr: c.KafkaListen, TLSCapable: true}); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateGroups()...)

@@ -36,3 +36,21 @@ func TestConfigValidateGroupAndCompaction(t *testing.T) {
 		}
 	}
 }
+
+// A plaintext Kafka listener on a network address needs --insecure, as the
+// gRPC one does; loopback and TLS do not.
+func TestConfigValidateKafkaListenerExposure(t *testing.T) {
+	c := DefaultConfig()
+	c.ID, c.KafkaListen = "k1", "10.1.2.3:9092"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--kafka-listen 10.1.2.3:9092") {
+		t.Fatalf("plaintext Kafka on a network address: %v", err)
+	}
+	c.Insecure = true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("with --insecure: %v", err)
+	}
+	c.Insecure, c.KafkaListen = false, "127.0.0.1:9092"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("on loopback: %v", err)
+	}
+}
