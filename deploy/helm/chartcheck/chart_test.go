@@ -193,6 +193,7 @@ func checkObjects(t *testing.T, objs []rendered) {
 		case *appsv1.Deployment:
 			spec = &v.Spec.Template
 			checkSelector(t, o.source, v.Spec.Selector, spec.Labels)
+			checkKafka(t, o.source, spec, objs)
 		case *policyv1.PodDisruptionBudget:
 			pdbs = append(pdbs, v)
 		case *corev1.Pod:
@@ -256,3 +257,42 @@ type labelSet map[string]string
 func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
 func (l labelSet) Get(k string) string            { return l[k] }
 func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+// checkKafka checks a broker pod's Kafka listener when it has one (a
+// container port named kafka): it listens on that port, advertises the
+// pod's IP with it (Kafka clients dial what Metadata names, so it must be
+// an address they reach, not the Service's), and the Service exposes it.
+func checkKafka(t *testing.T, source string, spec *corev1.PodTemplateSpec, objs []rendered) {
+	t.Helper()
+	for _, c := range spec.Spec.Containers {
+		i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "kafka" })
+		if i < 0 {
+			continue
+		}
+		port := c.Ports[i].ContainerPort
+		env := map[string]string{}
+		for _, e := range c.Env {
+			env[e.Name] = e.Value
+		}
+		if want := fmt.Sprintf("0.0.0.0:%d", port); env["STRATA_KAFKA_LISTEN"] != want {
+			t.Errorf("%s: STRATA_KAFKA_LISTEN %q, want %q", source, env["STRATA_KAFKA_LISTEN"], want)
+		}
+		if want := fmt.Sprintf("$(POD_IP):%d", port); env["STRATA_KAFKA_ADVERTISED"] != want {
+			t.Errorf("%s: STRATA_KAFKA_ADVERTISED %q, want %q", source, env["STRATA_KAFKA_ADVERTISED"], want)
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_IP" && e.ValueFrom != nil }) {
+			t.Errorf("%s: no POD_IP for STRATA_KAFKA_ADVERTISED", source)
+		}
+		exposed := false
+		for _, o := range objs {
+			if svc, ok := o.obj.(*corev1.Service); ok && svc.Spec.Selector["app.kubernetes.io/component"] == spec.Labels["app.kubernetes.io/component"] {
+				exposed = exposed || slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+					return p.Name == "kafka" && p.Port == port && p.TargetPort.StrVal == "kafka"
+				})
+			}
+		}
+		if !exposed {
+			t.Errorf("%s: no Service exposes the Kafka port %d", source, port)
+		}
+	}
+}
