@@ -44,6 +44,10 @@ func (n node) grpcAddr() string {
 	return n.ip + ":9092"
 }
 
+// kafkaAddr is a broker's Kafka protocol listener, advertised as it is
+// (the host reaches container addresses).
+func (n node) kafkaAddr() string { return n.ip + ":9093" }
+
 func (n node) adminAddr() string {
 	switch n.role {
 	case "metad":
@@ -187,6 +191,7 @@ func startCluster(t *testing.T) *cluster {
 	for i := 1; i <= 2; i++ {
 		c.nodes[fmt.Sprintf("broker-%d", i)] = node{service: fmt.Sprintf("broker-%d", i), role: "broker", ip: ip(30 + i), env: map[string]string{
 			"STRATA_ID": fmt.Sprintf("k%d", i), "STRATA_LISTEN": ip(30+i) + ":9092", "STRATA_ADMIN_LISTEN": ip(30+i) + ":9192",
+			"STRATA_KAFKA_LISTEN":  ip(30+i) + ":9093",
 			"STRATA_DRAIN_TIMEOUT": "5s", "STRATA_LAG_INTERVAL": "1s",
 		}}
 	}

@@ -6,7 +6,7 @@
 //
 // A run builds the strata image (make image-strata), creates the network
 // strata-ct-<random> with its own /24, starts 3 metad, 4 bookies and 2
-// brokers with fixed addresses on it, and removes every container (with
+// brokers (each with its Kafka protocol listener) with fixed addresses on it, and removes every container (with
 // its anonymous volume) and the network when the test ends, failed or not.
 // The host reaches the nodes at their container addresses (Linux bridge
 // networking). Without Docker, or with -short, the tests skip and say why.

@@ -32,6 +32,7 @@ func TestContainers(t *testing.T) {
 		{"BookieCutOff", testBookieCutOff},
 		{"KillEachRole", testKillEachRole},
 		{"RollingRestart", testRollingRestart},
+		{"KafkaProtocol", testKafkaProtocol},
 		{"MonitoringNamesExistingMetrics", testMonitoringNamesExistingMetrics},
 	} {
 		// Each scenario starts from a whole cluster: after a cut the
