@@ -259,7 +259,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Exposure:                config.DefaultExposure(),
-		Endpoints:               config.Endpoints{Listen: "127.0.0.1:9092", AdminListen: "127.0.0.1:9192"},
+		Endpoints:               config.Endpoints{Listen: "127.0.0.1:7501", AdminListen: "127.0.0.1:7601"},
 		Metad:                   "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 		SessionTTL:              5 * time.Second,
 		TailCacheBytes:          256 << 20,

@@ -97,7 +97,7 @@
 //
 // # Example
 //
-//	c, err := client.New(ctx, client.Config{Brokers: []string{"localhost:9092"}})
+//	c, err := client.New(ctx, client.Config{Brokers: []string{"localhost:7501"}})
 //	if err != nil { ... }
 //	defer c.Close()
 //	p, _ := c.NewProducer(client.ProducerConfig{})

@@ -1,7 +1,7 @@
 // Command broker runs one Strata broker: it serves produce, fetch and admin
 // requests for the partitions it owns, and may be elected controller.
 //
-//	broker --id k1 --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 \
+//	broker --id k1 --listen 127.0.0.1:7501 --admin-listen 127.0.0.1:7601 --kafka-listen 127.0.0.1:9092 \
 //	  --metad 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 //
 // Every flag is also a YAML key in --config and a STRATA_* variable.

@@ -57,7 +57,7 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&admin, "admin", "127.0.0.1:9192", "the node's admin address, host:port (default: $"+envAdminListen+", the role's own setting, when set)")
+	cmd.Flags().StringVar(&admin, "admin", "127.0.0.1:7601", "the node's admin address, host:port (default: $"+envAdminListen+", the role's own setting, when set)")
 	cmd.Flags().BoolVar(&live, "live", false, "probe /livez (the process runs) instead of /readyz (it can serve)")
 	cmd.Flags().StringVar(&path, "path", "", "probe this path instead (overrides --live)")
 	return cmd

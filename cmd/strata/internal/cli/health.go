@@ -17,7 +17,7 @@ const (
 
 // DefaultAdmin is the address `strata node health` probes for the admin
 // listen address fromEnv (a role's $STRATA_ADMIN_LISTEN): an unspecified
-// host (":9192", "0.0.0.0:9192") is dialled on loopback. fallback is used
+// host (":7601", "0.0.0.0:7601") is dialled on loopback. fallback is used
 // when fromEnv is empty or not host:port.
 func DefaultAdmin(fromEnv, fallback string) string {
 	host, port, err := net.SplitHostPort(fromEnv)
