@@ -68,7 +68,7 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *brokerpb.DescribeG
 		resp.GroupEpoch, resp.Members = cg.generation, nil
 		for _, m := range cg.membersByJoin() {
 			resp.Members = append(resp.Members, &brokerpb.GroupMember{
-				MemberId: m.id, InstanceId: m.instanceID, ClientId: m.clientID, ClientHost: m.clientHost,
+				MemberId: m.id, MemberEpoch: cg.generation, InstanceId: m.instanceID, ClientId: m.clientID, ClientHost: m.clientHost,
 			})
 		}
 	}
