@@ -76,8 +76,8 @@ func (a *Admin) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicReques
 }
 
 // checkClusterLimits refuses to add topics topics and partitions
-// partitions beyond --max-topics and --max-cluster-partitions (review
-// finding H4: each partition costs a ledger, metad keys and a goroutine
+// partitions beyond --max-topics and --max-cluster-partitions (each
+// partition costs a ledger, metad keys and a goroutine
 // on its owner). It counts the topics this broker's mirror holds (being
 // deleted ones too, until they are gone), so brokers creating at the same
 // moment can overshoot by what they create together.
@@ -306,7 +306,7 @@ func (a *Admin) describe(ctx context.Context, rec *brokerpb.TopicRecord) *broker
 // storedLogs reads the PartitionLogs of rec's partitions this broker does
 // not serve, as last written to metad: one List of the topic's prefix, not
 // a read per partition (a 10,000-partition topic's describe took minutes
-// that way: review finding H4). Missing or undecodable ones are absent.
+// that way). Missing or undecodable ones are absent.
 func (a *Admin) storedLogs(ctx context.Context, rec *brokerpb.TopicRecord) map[int32]*brokerpb.PartitionLog {
 	b := a.b
 	stored := map[int32]*brokerpb.PartitionLog{}

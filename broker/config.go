@@ -81,7 +81,7 @@ type Config struct {
 	GroupTickInterval time.Duration `mapstructure:"-"`
 	// GroupMaxGroups, GroupMaxSize and GroupMaxMetadataBytes bound the
 	// groups this broker coordinates, the members of a group and the bytes
-	// of a group's record (review finding M2; group.Limits, 0: default).
+	// of a group's record (group.Limits, 0: default).
 	GroupMaxGroups        int `mapstructure:"group-max-groups"`
 	GroupMaxSize          int `mapstructure:"group-max-size"`
 	GroupMaxMetadataBytes int `mapstructure:"group-max-metadata-bytes"`
@@ -232,7 +232,7 @@ func (k KafkaListener) validate() []error {
 	return errs
 }
 
-// Per-request limits (review finding H4): a small request must not make the
+// Per-request limits: a small request must not make the
 // broker allocate, spawn or compute in proportion to a number the client
 // chose. Requests beyond them are refused as INVALID, before any work.
 const (
@@ -289,7 +289,7 @@ func DefaultConfig() Config {
 		CompactionCheckInterval: 15 * time.Second,
 		CompactionMapBytes:      64 << 20,
 		CompactionBufferBytes:   128 << 20,
-		// Above issue 11's 50 MB/s of input; unbounded, passes read
+		// Above the 50 MB/s of input compaction must keep up with; unbounded, passes read
 		// 130-150 MB/s and took more of the produce path's CPU and
 		// bookie reads (docs/compaction.md, "Numbers").
 		CompactionMaxBytesPerSecond: 64 << 20,

@@ -111,8 +111,7 @@ func TestProduceBudget(t *testing.T) {
 }
 
 // The group coordinator's per-partition commit refusals go through the
-// broker's table too (issue #15 item 4: the group package no longer maps
-// errors itself), and read exactly as before: same code and reason, not
+// broker's table too (the group package maps no errors itself), and read exactly as before: same code and reason, not
 // retryable.
 func TestClassifyCommitRefusals(t *testing.T) {
 	c := group.New(group.Config{Log: nopOffsetsLog{}, Topics: oneTopic{}, TickInterval: -1, PartitionError: partitionError})

@@ -24,9 +24,9 @@ import (
 	"github.com/strata-log/strata/tiering/compact"
 )
 
-// Issue #11: "A group coordinator loading a __consumer_offsets partition
-// after 1,000,000 commits by 100 groups loads in time proportional to the
-// live state." TestOffsetsLoadAfterMillionCommits writes 1,000,000 offset
+// A group coordinator loading a __consumer_offsets partition after
+// 1,000,000 commits by 100 groups loads in time proportional to the live
+// state. TestOffsetsLoadAfterMillionCommits writes 1,000,000 offset
 // commits (100 groups x 10 partitions x 1,000 rounds, one CommitOffsets
 // of 10 partitions per group and round) through a coordinator into one
 // __consumer_offsets partition (partlog over in-memory bookies and metad),

@@ -151,8 +151,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 
 // metadataTopics dedups the requested topics, keeping the first-seen
 // order, and caps their number: a repeated topic was described once per
-// repeat (review finding H4: 300 repeats of a 10,000-partition topic cost
-// 11.8 s and 1 GB for a response that was then discarded).
+// repeat (300 repeats of a 10,000-partition topic cost 11.8 s and 1 GB for a response that was then discarded).
 func metadataTopics(requested []string) ([]string, error) {
 	if len(requested) == 0 {
 		return nil, nil

@@ -25,8 +25,8 @@ import (
 	"github.com/strata-log/strata/internal/scram"
 )
 
-// Client authentication and ACLs (issue 13, items 2 and 3; the rules are
-// internal/acl's AC1-AC5, the password format internal/scram's).
+// Client authentication and ACLs (the rules are internal/acl's AC1-AC5,
+// the password format internal/scram's).
 //
 // With TLS the broker's listener asks for a client certificate but does
 // not require one, so a client may log in with a user name and password

@@ -34,7 +34,7 @@ func (l *slowLog) Append(ctx context.Context, records []recordbatch.Record) erro
 // group, each on its own partition (the lane batches what queues behind
 // an append).
 //
-// Issue #15 item 4, measured on a shared 2-core machine (load average
+// Measured on a shared 2-core machine (load average
 // ~11; -benchtime 2000x-3000x before, 20000x after): with the mutex held
 // across the append (before) 270-420 commits/s whatever the groups, one
 // append latency and more per commit; with the per-group lanes (after)

@@ -627,7 +627,7 @@ func TestOffsetsRetention(t *testing.T) {
 	}
 }
 
-// Review finding H2 ("group coordinators bricked across restarts"): 16
+// Group coordinators must not be bricked across restarts: 16
 // undecodable batches in __consumer_offsets made every load fail with
 // "corrupt batch", for good. A batch the log cannot decode is now skipped,
 // counted and logged; the groups of the other records load.

@@ -13,7 +13,7 @@ import (
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
-// Review finding M2: the coordinator had no limits. These tests send
+// The coordinator's limits. These tests send
 // over-limit requests and check that each is refused, counted, changes
 // nothing, and that well-behaved members keep working.
 

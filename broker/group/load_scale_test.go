@@ -12,7 +12,7 @@ import (
 // BenchmarkLoad is the coordinator's own cost of a load (decode each
 // record, apply it), the log's reads aside (memLog hands over records):
 // 100 groups x 10 partitions = 1,000 live offsets, replayed from the live
-// state alone and from 1,000,000 commits of them (issue #11; the broker's
+// state alone and from 1,000,000 commits of them (the broker's
 // TestOffsetsLoadAfterMillionCommits loads through the partition log and
 // compaction). ns/record is what one more record of history costs a
 // load.

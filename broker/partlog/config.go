@@ -94,7 +94,7 @@ type Config struct {
 	// MaxSegmentEntries: roll the open segment when it holds this many
 	// entries, whatever its bytes. It keeps 40 bytes per entry in memory,
 	// so tiny batches would otherwise grow it to SegmentBytes/70 entries
-	// (review finding M3: 30M entries, 1.2 GB, for a 2 GiB segment).
+	// (30M entries, 1.2 GB, for a 2 GiB segment).
 	MaxSegmentEntries int
 	// IdleRoll: roll a non-empty open segment with no append for this long,
 	// so retention and tiering can act on quiet partitions.

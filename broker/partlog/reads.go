@@ -148,7 +148,7 @@ func (rs *readState) index(ctx context.Context, id uint64) (*brokerpb.LedgerInde
 // What it read from the bookies it uses itself before it looks elsewhere
 // again: another scan may replace the shared buffer at once, and reading
 // the same entries again would let concurrent readers at different
-// offsets starve each other (review finding M5).
+// offsets starve each other.
 func (rs *readState) scan(ctx context.Context, s segRef, from int64, budget func() int, fn func(id int64, payload []byte) (bool, error)) error {
 	var (
 		own      [][]byte // entries ownFirst.. read by this scan

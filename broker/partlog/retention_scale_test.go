@@ -28,8 +28,8 @@ import (
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 )
 
-// Issue #11: "Retention of a partition with 10,000 pieces finishes in
-// seconds, not minutes." These tests build a partition whose list already
+// Retention of a partition with 10,000 pieces finishes in seconds, not
+// minutes. These tests build a partition whose list already
 // holds 10,000 pieces (closed ledgers, tiered objects or both; building
 // them by 10,000 rolls would cost 10,000 CASes of a growing list and
 // measure the rolls), let retention remove all but the newest few, and

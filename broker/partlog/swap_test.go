@@ -141,8 +141,7 @@ func (sf *swapFixture) wantOffsetForTime(t *testing.T, ts int64) (int64, int64) 
 // snapshot of the list before a compaction swapped in (P7) and then reads
 // a replaced ledger (its index, or its entries from the bookies), both
 // deleted after the swap, looks up again in the new list and answers
-// instead of failing with a read error (issue 11: "ListOffsets does not
-// retry across a swap"). An error of a ledger still listed is returned as
+// instead of failing with a read error. An error of a ledger still listed is returned as
 // is, not retried.
 func TestListOffsetAcrossSwap(t *testing.T) {
 	compactInputs := func(t *testing.T, sf *swapFixture) func() {

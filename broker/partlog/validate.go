@@ -10,15 +10,14 @@ import (
 
 // validateRecords checks a produced batch's records against its header
 // before anything is stored, as Kafka's LogValidator does, so that what a
-// log holds is what every reader can decode (review finding H2: a 61-byte
-// batch claiming 2^31-1 records moved the next offset by two billion and
+// log holds is what every reader can decode (a 61-byte batch claiming 2^31-1 records moved the next offset by two billion and
 // stopped every consumer of the partition for good).
 //
 // batch passed recordbatch.Verify with header h. The rules, all of which
 // a producer's batch satisfies (a producer never sends compacted batches):
 //   - the records section decompresses to at most maxDecompressed bytes
-//     (DecompressedBound of the topic's max.message.bytes: review finding
-//     H3, decompression bombs), else ErrTooLarge;
+//     (DecompressedBound of the topic's max.message.bytes: no
+//     decompression bombs), else ErrTooLarge;
 //   - every record's framing is consistent with its bytes;
 //   - it is not a control batch: transaction markers are the broker's to
 //     write (Kafka refuses them from clients too), and consumers skip
