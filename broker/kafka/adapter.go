@@ -136,10 +136,17 @@ func leader(ns map[string]node, o *brokerpb.Ownership) (n node, epoch int32, ok 
 	return n, int32(o.Epoch), true
 }
 
-// self is this broker's own node, for answers that must name one.
-func (a *Adapter) self(ns map[string]node) (node, bool) {
-	n, ok := ns[a.svc.BrokerID()]
-	return n, ok
+// controller is the node id answered as Kafka's controller: any broker
+// runs admin calls, so the controller broker when it serves Kafka, else
+// this one (franz-go sends admin requests to it); -1 when neither does.
+func (a *Adapter) controller(ns map[string]node, controllerID string) int32 {
+	if n, ok := ns[controllerID]; ok {
+		return n.id
+	}
+	if n, ok := ns[a.svc.BrokerID()]; ok {
+		return n.id
+	}
+	return -1
 }
 
 // errUnsupported is a request the adapter refuses whole.

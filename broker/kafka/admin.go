@@ -385,12 +385,7 @@ func (a *Adapter) describeCluster(ctx context.Context, c *Conn, kreq kmsg.Reques
 	if id, err := a.svc.ClusterID(ctx); err == nil {
 		resp.ClusterID = id
 	}
-	resp.ControllerID = -1
-	if n, ok := ns[a.svc.ControllerID()]; ok {
-		resp.ControllerID = n.id
-	} else if n, ok := a.self(ns); ok {
-		resp.ControllerID = n.id
-	}
+	resp.ControllerID = a.controller(ns, a.svc.ControllerID())
 	return Respond(resp), nil
 }
 

@@ -102,13 +102,7 @@ func (a *Adapter) fillBrokers(ctx context.Context, resp *kmsg.MetadataResponse, 
 	if id, err := a.svc.ClusterID(ctx); err == nil {
 		resp.ClusterID = &id
 	}
-	// Any broker runs admin calls: the controller when it serves Kafka,
-	// else this one. franz-go sends admin requests to ControllerID.
-	if n, ok := ns[md.ControllerID]; ok {
-		resp.ControllerID = n.id
-	} else if n, ok := a.self(ns); ok {
-		resp.ControllerID = n.id
-	}
+	resp.ControllerID = a.controller(ns, md.ControllerID)
 }
 
 // topicMetadata is one topic's answer.
