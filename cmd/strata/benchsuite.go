@@ -35,6 +35,13 @@ loopback TCP round trip. Then, per cluster shape, the workloads:
   e2e-half-max     open-loop e2e at 50% of produce-max's records/s
   catch-up         read produce-max's topic from the earliest offset
   kafka-catch-up   the same over Kafka, a franz-go consumer
+  group-catch-up   the same with 4 members of a Strata group consumer
+  kafka-group-catch-up  the same with 4 franz-go members of a classic
+                   cooperative-sticky group
+  group-rebalance  franz-go groups of 4 (cooperative-sticky, and KIP-848):
+                   how long the partitions of a member that leaves, or is
+                   cut off, go unconsumed (--group-session-timeout,
+                   --group-heartbeat-interval)
   produce-max-64k  produce as fast as possible, 64 KiB records
   compact-half-max open-loop produce (no consumer) at 50% of produce-max for
                    4 x --duration, alternating
@@ -74,7 +81,11 @@ docs/bench/README.md) to stdout and to --table-out.`,
 	f.StringVar(&s.Dir, "dir", "", "parent of the temporary cluster directory, on the file system to measure (default $TMPDIR)")
 	f.StringVar(&s.BinDir, "bin-dir", "", "directory holding the role binaries (default: beside strata)")
 	f.StringVar(&s.ProfileDir, "profile", "", "directory for a CPU profile of every broker and bookie per workload (runs the nodes with --enable-pprof) and a CPU and a heap profile of this process")
-	f.StringSliceVar(&s.Workloads, "workloads", nil, "run only these workloads (default: all; e2e-half-max, catch-up, kafka-catch-up and compact-half-max need produce-max)")
+	f.StringSliceVar(&s.Workloads, "workloads", nil, "run only these workloads (default: all; e2e-half-max, the catch-ups and compact-half-max need produce-max)")
+	f.DurationVar(&s.Group.SessionTimeout, "group-session-timeout", bench.DefaultGroupSessionTimeout,
+		"the brokers' --group-session-timeout, and the session the classic group members ask for")
+	f.DurationVar(&s.Group.HeartbeatInterval, "group-heartbeat-interval", bench.DefaultGroupHeartbeatInterval,
+		"the brokers' --group-heartbeat-interval, and the heartbeat of the classic group members")
 	f.BoolVar(&s.KeepData, "keep-data", false, "keep the cluster directory (data, logs, cluster.json) after the run")
 	return cmd
 }

@@ -96,6 +96,9 @@ func Ratios(limits Limits, run Run) []Ratio {
 	if w, ok := run.Workload(WorkloadCompact); ok && w.Compaction != nil {
 		out = append(out, compactRatios(w)...)
 	}
+	if w, ok := run.Workload(WorkloadGroupRebalance); ok && w.Rebalance != nil {
+		out = append(out, rebalanceRatios(w)...)
+	}
 	return append(out, KafkaRatios(run)...)
 }
 

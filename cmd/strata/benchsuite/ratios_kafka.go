@@ -43,14 +43,26 @@ func KafkaRatios(run Run) []Ratio {
 			out = append(out, twinRatio(k.Name, "pub->ack p99 Kafka ÷ gRPC", bound, kl.P99, gl.P99, TargetKafkaP99Factor, false)...)
 		}
 	}
-	if k, g, ok := twins(run, WorkloadKafkaCatchUp); ok {
-		bound := fmt.Sprintf("%s %.1f MB/s, Kafka %.1f MB/s", g.Name, g.MBPerSec, k.MBPerSec)
-		if k.Reads != nil && g.Reads != nil {
-			bound += fmt.Sprintf("; from bookies %.0f%% ÷ %.0f%%", 100*k.Reads.FromBookies, 100*g.Reads.FromBookies)
+	for _, name := range []string{WorkloadKafkaCatchUp, WorkloadKafkaGroupCatchUp} {
+		if k, g, ok := twins(run, name); ok {
+			out = append(out, readRatio(k, g)...)
 		}
-		out = append(out, twinRatio(k.Name, "MB/s Kafka ÷ gRPC", bound, k.MBPerSec, g.MBPerSec, TargetKafkaMBPerSecFraction, true)...)
 	}
 	return out
+}
+
+// readRatio states a Kafka read workload's MB/s against its gRPC twin's
+// (both read produce-max's topic), with the share each read from the
+// bookies and, for groups, when each read its first record.
+func readRatio(k, g Workload) []Ratio {
+	bound := fmt.Sprintf("%s %.1f MB/s, Kafka %.1f MB/s", g.Name, g.MBPerSec, k.MBPerSec)
+	if k.Reads != nil && g.Reads != nil {
+		bound += fmt.Sprintf("; from bookies %.0f%% ÷ %.0f%%", 100*k.Reads.FromBookies, 100*g.Reads.FromBookies)
+	}
+	if k.Group != nil && g.Group != nil {
+		bound += fmt.Sprintf("; first record after %.2f s ÷ %.2f s", k.Group.JoinSeconds, g.Group.JoinSeconds)
+	}
+	return twinRatio(k.Name, "MB/s Kafka ÷ gRPC", bound, k.MBPerSec, g.MBPerSec, TargetKafkaMBPerSecFraction, true)
 }
 
 // twins returns the named Kafka workload and its gRPC twin, when both

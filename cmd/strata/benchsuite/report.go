@@ -44,13 +44,28 @@ const (
 	WorkloadKafkaCatchUp = "kafka-catch-up"
 )
 
+// The consumer-group workloads (groups.go).
+const (
+	// WorkloadGroupCatchUp reads produce-max's topic from the start with
+	// GroupMembers members of one Strata group consumer (KIP-848 style,
+	// over gRPC), and WorkloadKafkaGroupCatchUp with as many franz-go
+	// members of a classic cooperative-sticky group, in another group.
+	WorkloadGroupCatchUp      = "group-catch-up"
+	WorkloadKafkaGroupCatchUp = "kafka-group-catch-up"
+	// WorkloadGroupRebalance times how long the partitions of a member
+	// that leaves, or is cut off, go unconsumed (franz-go members, classic
+	// cooperative-sticky and KIP-848).
+	WorkloadGroupRebalance = "group-rebalance"
+)
+
 // Workloads lists every workload, in run order.
 var Workloads = []string{WorkloadProduce, WorkloadKafkaProduce, WorkloadE2E5k, WorkloadKafkaE2E5k, WorkloadE2EHalf,
-	WorkloadCatchUp, WorkloadKafkaCatchUp, WorkloadProduceBig, WorkloadCompact}
+	WorkloadCatchUp, WorkloadKafkaCatchUp, WorkloadGroupCatchUp, WorkloadKafkaGroupCatchUp, WorkloadGroupRebalance,
+	WorkloadProduceBig, WorkloadCompact}
 
 // kafkaTwins maps each Kafka workload to the gRPC workload it repeats.
 var kafkaTwins = map[string]string{WorkloadKafkaProduce: WorkloadProduce, WorkloadKafkaE2E5k: WorkloadE2E5k,
-	WorkloadKafkaCatchUp: WorkloadCatchUp}
+	WorkloadKafkaCatchUp: WorkloadCatchUp, WorkloadKafkaGroupCatchUp: WorkloadGroupCatchUp}
 
 // KafkaTwin returns the gRPC workload the named Kafka workload repeats,
 // and whether name is a Kafka workload.
@@ -60,8 +75,16 @@ func KafkaTwin(name string) (string, bool) {
 }
 
 // IsCatchUp says whether the named workload reads produce-max's topic
-// rather than writing (catch-up and its Kafka twin).
-func IsCatchUp(name string) bool { return name == WorkloadCatchUp || name == WorkloadKafkaCatchUp }
+// rather than writing (catch-up, group-catch-up and their Kafka twins).
+func IsCatchUp(name string) bool {
+	return name == WorkloadCatchUp || name == WorkloadKafkaCatchUp || IsGroupCatchUp(name)
+}
+
+// IsGroupCatchUp says whether the named workload reads produce-max's
+// topic with the members of a consumer group.
+func IsGroupCatchUp(name string) bool {
+	return name == WorkloadGroupCatchUp || name == WorkloadKafkaGroupCatchUp
+}
 
 // Report is the suite's JSON report.
 type Report struct {
@@ -179,6 +202,10 @@ type Workload struct {
 	// Disk: the device under the cluster's data while the load ran (nil
 	// where it cannot be read).
 	Disk *Disk `json:"disk,omitempty"`
+	// Group: how a group catch-up's members read; Rebalance:
+	// WorkloadGroupRebalance's measurements (groups.go).
+	Group     *GroupRead `json:"group,omitempty"`
+	Rebalance *Rebalance `json:"rebalance,omitempty"`
 }
 
 // Compaction is what the brokers' compaction metrics said of the passes
@@ -330,6 +357,9 @@ type CPU struct {
 	// PerGBByRole: core-seconds per GB of every role of PerRole (metad
 	// and the client too), each role's processes summed.
 	PerGBByRole map[string]float64 `json:"per_gb_by_role,omitempty"`
+	// PerGBByProcess: the same per node name, and RoleClient for this
+	// process.
+	PerGBByProcess map[string]float64 `json:"per_gb_by_process,omitempty"`
 	// HostBusy is the share of the whole machine's CPU time (every core,
 	// every process and the kernel) that was busy during the workload,
 	// from /proc/stat: near 1, the workload was bound by CPU.
@@ -353,6 +383,27 @@ func (c *CPU) FillPerGB(bytes int64) {
 	for role, s := range c.PerRole {
 		c.PerGBByRole[role] = s / gb
 	}
+	c.PerGBByProcess = map[string]float64{}
+	for name, s := range c.PerProcess {
+		c.PerGBByProcess[name] = s / gb
+	}
+	if s, ok := c.PerRole[RoleClient]; ok {
+		c.PerGBByProcess[RoleClient] = s / gb
+	}
+}
+
+// PerGBByProcessSummary is PerGBByProcess in a line, by name, "" when
+// it is empty.
+func (c CPU) PerGBByProcessSummary() string {
+	if len(c.PerGBByProcess) == 0 {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(c.PerGBByProcess))
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.2f", name, c.PerGBByProcess[name])
+	}
+	return "CPU core-s/GB per process: " + strings.Join(parts, ", ")
 }
 
 // PerGBSummary is PerGBByRole in a line, roles in a fixed order (the
@@ -482,6 +533,12 @@ func workloadLines(wl Workload) string {
 	if c := wl.CPU.PerGBSummary(); c != "" {
 		line += fmt.Sprintf("\n  %-17s %s", "", c)
 	}
+	if IsGroupCatchUp(wl.Name) {
+		if c := wl.CPU.PerGBByProcessSummary(); c != "" {
+			line += fmt.Sprintf("\n  %-17s %s", "", c)
+		}
+	}
+	line += groupLines(wl)
 	if m := wl.Memory; m != nil {
 		line += fmt.Sprintf("\n  %-17s %s", "", m.Summary())
 	}

@@ -288,18 +288,29 @@ func TestPlanWorkload(t *testing.T) {
 	if mode != ModeConsume || o.Topic != "p-"+benchsuite.WorkloadProduce || o.Duration != 16*time.Second {
 		t.Fatalf("kafka-catch-up: %s %+v", mode, o)
 	}
+	for _, name := range []string{benchsuite.WorkloadGroupCatchUp, benchsuite.WorkloadKafkaGroupCatchUp} {
+		mode, o, _ = planWorkload(base, "p", name, done)
+		if mode != ModeConsume || o.Topic != "p-"+benchsuite.WorkloadProduce || o.Duration != 16*time.Second {
+			t.Fatalf("%s: %s %+v", name, mode, o)
+		}
+	}
+	// group-rebalance writes its feed to a topic of its own.
+	mode, o, _ = planWorkload(base, "p", benchsuite.WorkloadGroupRebalance, done)
+	if mode != ModeProduce || o.Topic != "p-"+benchsuite.WorkloadGroupRebalance || o.Rate != RebalanceFeedRate {
+		t.Fatalf("group-rebalance: %s %+v", mode, o)
+	}
 }
 
 func TestSuiteOptions(t *testing.T) {
 	o := validOptions()
 	s := SuiteOptions{Brokers: []int{0, 21}, Bookies: 6, Out: ""}
 	err := s.Validate(&o)
-	for _, want := range []string{"--brokers 0", "--brokers 21", "--bookies 6", "--out is required"} {
+	for _, want := range []string{"--brokers 0", "--brokers 21", "--bookies 6", "--out is required", "--group-session-timeout 0s, --group-heartbeat-interval 0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v lacks %q", err, want)
 		}
 	}
-	s = SuiteOptions{Brokers: []int{1, 2}, Bookies: 4, Out: "r.json"}
+	s = SuiteOptions{Brokers: []int{1, 2}, Bookies: 4, Out: "r.json", Group: GroupSettings{DefaultGroupSessionTimeout, DefaultGroupHeartbeatInterval}}
 	if err := s.Validate(&o); err != nil || s.TableFile() != "r.txt" {
 		t.Fatalf("%v, table %s", err, s.TableFile())
 	}
@@ -319,6 +330,18 @@ func TestSuiteOptions(t *testing.T) {
 	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), "kafka-catch-up needs produce-max") {
 		t.Fatalf("kafka-catch-up alone: %v", err)
 	}
+	// The group catch-ups read it too; the rebalances write their own.
+	s.Workloads = []string{benchsuite.WorkloadGroupCatchUp, benchsuite.WorkloadGroupRebalance}
+	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), "group-catch-up needs produce-max") ||
+		strings.Contains(err.Error(), "group-rebalance needs") {
+		t.Fatalf("group-catch-up alone: %v", err)
+	}
+	// A heartbeat must come within the session.
+	s.Workloads, s.Group.HeartbeatInterval = nil, s.Group.SessionTimeout
+	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), "--group-heartbeat-interval 6s") {
+		t.Fatalf("heartbeat as long as the session: %v", err)
+	}
+	s.Group.HeartbeatInterval = DefaultGroupHeartbeatInterval
 	o.Acks = "all"
 	s.Workloads = nil
 	if err := s.Validate(&o); err == nil || !strings.Contains(err.Error(), "the Kafka workloads: --acks all") {

@@ -67,12 +67,16 @@ func kafkaProducerOpts(o *Options) ([]kgo.Opt, error) {
 		kgo.MaxBufferedBytes(int(buffered)), kgo.MaxBufferedRecords(int(records))), nil
 }
 
-// kafkaConsumerOpts are the fetch bounds of the Strata consumer's
-// defaults (client.ConsumerConfig), for a consumer of the given
-// partitions from the given offsets.
+// kafkaConsumerOpts are the options of a consumer of the given
+// partitions from the given offsets (kafkaFetchOpts).
 func kafkaConsumerOpts(topic string, from map[int32]kgo.Offset) []kgo.Opt {
-	return []kgo.Opt{kgo.ClientID(kafkaClientID), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchMaxWait(client.DefaultMaxWait), kgo.FetchMaxBytes(client.DefaultMaxBytes),
+	return append(kafkaFetchOpts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+}
+
+// kafkaFetchOpts are a franz-go consumer's fetch bounds: the Strata
+// consumer's defaults (client.ConsumerConfig).
+func kafkaFetchOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.ClientID(kafkaClientID), kgo.FetchMaxWait(client.DefaultMaxWait), kgo.FetchMaxBytes(client.DefaultMaxBytes),
 		kgo.FetchMaxPartitionBytes(client.DefaultPartitionMaxBytes)}
 }
 

@@ -20,8 +20,9 @@ type Run struct {
 	Mode, Topic string
 	Partitions  int32
 	// Start is when the measured part began (set by Produce, Consume or
-	// E2E).
-	Start time.Time
+	// E2E); End, when set, is when it ended (a group read: when the last
+	// partition reached its end, before the members left).
+	Start, End time.Time
 
 	records, bytes, errs atomic.Int64
 	errMu                sync.Mutex
@@ -56,6 +57,15 @@ func newRun(mode, topic string, partitions int32, kinds ...string) *Run {
 		r.lat[k] = &cli.Histogram{}
 	}
 	return r
+}
+
+// Elapsed is the measured part's length: to End when set, else until
+// now.
+func (r *Run) Elapsed() time.Duration {
+	if !r.End.IsZero() {
+		return r.End.Sub(r.Start)
+	}
+	return time.Since(r.Start)
 }
 
 // Kinds are the latency kinds the run reports, in order.

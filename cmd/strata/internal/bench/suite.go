@@ -34,7 +34,23 @@ type SuiteOptions struct {
 	// ProfileDir, when set, runs the nodes with pprof on and keeps a CPU
 	// profile of every broker and bookie per workload there.
 	ProfileDir string
+	// Group: the brokers' group session timeout and heartbeat interval,
+	// which the group workloads' classic members ask for too.
+	Group GroupSettings
 }
+
+// The suite's group settings by default: what a user who wants fast
+// rebalances would choose. 6 s is the shortest session the brokers (and
+// Kafka's) accept by default; members heartbeat every 0.5 s, so a leave
+// or a removed member is seen within 0.5 s. The brokers' own defaults
+// (and franz-go's) are 45 s and 3 s.
+const (
+	DefaultGroupSessionTimeout    = 6 * time.Second
+	DefaultGroupHeartbeatInterval = 500 * time.Millisecond
+	// brokerMinSessionTimeout is the brokers' --group-min-session-timeout
+	// default: the suite lowers it only for a shorter session.
+	brokerMinSessionTimeout = 6 * time.Second
+)
 
 // QuickDuration is --quick's workload duration (unless --duration is
 // given) and QuickProbe its disk probe duration.
@@ -70,6 +86,10 @@ func (s *SuiteOptions) Validate(o *Options) error {
 		errs = append(errs, fmt.Errorf("--bookies %d: want 3 to 5", s.Bookies))
 	}
 	errs = append(errs, s.validateWorkloads()...)
+	if g := s.Group; g.SessionTimeout < time.Second || g.HeartbeatInterval <= 0 || g.HeartbeatInterval >= g.SessionTimeout {
+		errs = append(errs, fmt.Errorf("--group-session-timeout %s, --group-heartbeat-interval %s: want a session of 1s or more and a shorter heartbeat",
+			g.SessionTimeout, g.HeartbeatInterval))
+	}
 	if s.runsKafka() {
 		if _, err := kafkaProducerOpts(o); err != nil {
 			errs = append(errs, fmt.Errorf("the Kafka workloads: %w", err))
@@ -117,7 +137,7 @@ func (s *SuiteOptions) CheckStreams(stdout, stderr *os.File) error {
 // dependsOnProduce are the workloads that take their rate or topic from
 // produce-max's.
 var dependsOnProduce = []string{benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCatchUp, benchsuite.WorkloadKafkaCatchUp,
-	benchsuite.WorkloadCompact}
+	benchsuite.WorkloadGroupCatchUp, benchsuite.WorkloadKafkaGroupCatchUp, benchsuite.WorkloadCompact}
 
 func (s *SuiteOptions) validateWorkloads() []error {
 	var errs []error
@@ -277,7 +297,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	// No tiering (and so no MinIO): uploads would add their CPU to the
 	// produce path's, and would move produce-max's ledgers to the object
 	// store before catch-up reads them from the bookies.
-	co.BrokerArgs = []string{"--tier-store=", "--compaction-check-interval=" + CompactionCheckInterval.String()}
+	co.BrokerArgs = append([]string{"--tier-store=", "--compaction-check-interval=" + CompactionCheckInterval.String()}, groupArgs(s.Group)...)
 	if s.ProfileDir != "" {
 		co.Env = []string{config.EnvPrefix + "_ENABLE_PPROF=true"}
 	}
@@ -310,7 +330,7 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	}
 	defer c.Close()
 	sr := &suiteRunner{progress: progress, base: *o, client: c, kafka: kafkaSeeds, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers), dir: dir,
-		profileDir: s.ProfileDir, quick: s.Quick, only: s.runs}
+		profileDir: s.ProfileDir, quick: s.Quick, only: s.runs, group: s.Group}
 	if err := sr.workloads(ctx, &run); err != nil {
 		return run, err
 	}
@@ -320,4 +340,10 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 		}
 	}
 	return run, nil
+}
+
+// groupArgs are the brokers' flags for the group settings g.
+func groupArgs(g GroupSettings) []string {
+	return []string{"--group-session-timeout=" + g.SessionTimeout.String(), "--group-heartbeat-interval=" + g.HeartbeatInterval.String(),
+		"--group-min-session-timeout=" + min(g.SessionTimeout, brokerMinSessionTimeout).String()}
 }

@@ -46,6 +46,9 @@ type suiteRunner struct {
 	quick      bool // --quick: smaller sources
 	// only says whether a workload is to run (--workloads).
 	only func(name string) bool
+	// group: the group workloads' session timeout and heartbeat
+	// interval, the brokers' too.
+	group GroupSettings
 }
 
 // workloads runs every workload of benchsuite.Workloads in order,
@@ -96,7 +99,7 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 			return "", Options{}, fmt.Errorf("no %s rate to take half of", benchsuite.WorkloadProduce)
 		}
 		o.Rate = max(1, math.Round(benchsuite.HalfMaxRateFraction*p.RecordsPerSec))
-	case benchsuite.WorkloadCatchUp, benchsuite.WorkloadKafkaCatchUp:
+	case benchsuite.WorkloadCatchUp, benchsuite.WorkloadKafkaCatchUp, benchsuite.WorkloadGroupCatchUp, benchsuite.WorkloadKafkaGroupCatchUp:
 		mode = ModeConsume
 		o.Topic = prefix + "-" + benchsuite.WorkloadProduce
 		// The longest to read: reading must not take longer than the
@@ -104,6 +107,8 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 		o.Duration = 2*base.Duration + catchUpSlack
 	case benchsuite.WorkloadProduceBig:
 		o.RecordSize = benchsuite.BigRecordBytes
+	case benchsuite.WorkloadGroupRebalance:
+		o.Rate = RebalanceFeedRate // its feed's
 	}
 	return mode, o, nil
 }
@@ -126,7 +131,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 		return benchsuite.Workload{}, err
 	}
 	run := NewRun(mode, o.Topic, partitions)
-	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, describe(name, mode, o, pcfg))
+	fmt.Fprintf(sr.progress, "\nbench suite: %s: topic %s (%d partitions), %s\n", name, o.Topic, partitions, sr.describe(name, mode, o, pcfg))
 	var compact *compaction
 	if name == benchsuite.WorkloadCompact {
 		if compact, err = sr.prepareCompaction(ctx, sr.quick); err != nil {
@@ -143,12 +148,13 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	if compact != nil {
 		compact.start(ctx, run, o.Duration)
 	}
-	if err := sr.execute(ctx, name, &o, pcfg, run); err != nil {
+	fill, err := sr.execute(ctx, name, &o, pcfg, run)
+	if err != nil {
 		disk()
 		profiles()
 		return benchsuite.Workload{}, err
 	}
-	elapsed := time.Since(run.Start)
+	elapsed := run.Elapsed()
 	device, stalls := disk()
 	cpuAfter := sr.cpu()
 	buffers := pcfg.MaxBufferedBytes
@@ -171,6 +177,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	w.Profiles = files
 	w.Memory = memory
 	w.Disk = device
+	fill(&w)
 	if compact != nil {
 		if err := compact.finish(ctx, run, &w, stalls); err != nil {
 			return w, fmt.Errorf("compaction: %w", err)
@@ -183,7 +190,17 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 
 // describe is the named workload's parameters in a line: o's, and for a
 // Kafka workload the client and the linger it runs with.
-func describe(name, mode string, o Options, pcfg client.ProducerConfig) string {
+func (sr *suiteRunner) describe(name, mode string, o Options, pcfg client.ProducerConfig) string {
+	groups := fmt.Sprintf("session %s, heartbeat %s", sr.group.SessionTimeout, sr.group.HeartbeatInterval)
+	switch name {
+	case benchsuite.WorkloadGroupCatchUp:
+		return fmt.Sprintf("%d Strata group consumers (KIP-848, %s), %s", benchsuite.GroupMembers, groups, o.Describe(mode, pcfg))
+	case benchsuite.WorkloadKafkaGroupCatchUp:
+		return fmt.Sprintf("%d franz-go members (classic cooperative-sticky, %s), %s", benchsuite.GroupMembers, groups, o.Describe(mode, pcfg))
+	case benchsuite.WorkloadGroupRebalance:
+		return fmt.Sprintf("%d groups per scenario of %d franz-go members, %s; fed %.0f records/s", sr.rebalanceRepeats(),
+			benchsuite.GroupMembers, groups, RebalanceFeedRate)
+	}
 	if _, kafka := benchsuite.KafkaTwin(name); kafka {
 		o.Linger = 0 // kafkaProducerOpts
 		return "over Kafka with franz-go, " + o.Describe(mode, pcfg)
@@ -191,13 +208,35 @@ func describe(name, mode string, o Options, pcfg client.ProducerConfig) string {
 	return o.Describe(mode, pcfg)
 }
 
-// execute runs the named workload's load: over Kafka for a Kafka
-// workload, else with the Strata client.
-func (sr *suiteRunner) execute(ctx context.Context, name string, o *Options, pcfg client.ProducerConfig, run *Run) error {
-	if _, kafka := benchsuite.KafkaTwin(name); kafka {
-		return ExecuteKafka(ctx, sr.progress, sr.kafka, o, run)
+// execute runs the named workload's load: a group workload's, over
+// Kafka for a Kafka workload, else with the Strata client. fill adds
+// what the load measured besides its Summary to the workload's result.
+func (sr *suiteRunner) execute(ctx context.Context, name string, o *Options, pcfg client.ProducerConfig, run *Run) (fill func(*benchsuite.Workload), err error) {
+	fill = func(*benchsuite.Workload) {}
+	group := sr.prefix + "-" + name
+	switch name {
+	case benchsuite.WorkloadGroupCatchUp:
+		g, err := GroupConsume(ctx, sr.progress, sr.client, devcluster.Endpoints(sr.nodes, devcluster.RoleBroker), group, sr.group, o, run)
+		return func(w *benchsuite.Workload) { w.Group = g }, err
+	case benchsuite.WorkloadKafkaGroupCatchUp:
+		g, err := KafkaGroupConsume(ctx, sr.progress, sr.kafka, group, sr.group, o, run)
+		return func(w *benchsuite.Workload) { w.Group = g }, err
+	case benchsuite.WorkloadGroupRebalance:
+		r, err := GroupRebalance(ctx, sr.progress, sr.client, sr.kafka, sr.group, sr.rebalanceRepeats(), o, run)
+		return func(w *benchsuite.Workload) { w.Rebalance = r }, err
 	}
-	return Execute(ctx, sr.progress, sr.client, o, pcfg, run)
+	if _, kafka := benchsuite.KafkaTwin(name); kafka {
+		return fill, ExecuteKafka(ctx, sr.progress, sr.kafka, o, run)
+	}
+	return fill, Execute(ctx, sr.progress, sr.client, o, pcfg, run)
+}
+
+// rebalanceRepeats is how often group-rebalance measures each scenario.
+func (sr *suiteRunner) rebalanceRepeats() int {
+	if sr.quick {
+		return rebalanceQuickRepeats
+	}
+	return rebalanceRepeats
 }
 
 // workloadResult is the report's entry for a run's summary.
