@@ -19,14 +19,15 @@ import (
 // bench-cluster` does, with short workloads: the report has the machine's
 // limits and every workload with sane numbers, the Kafka ones (through
 // the brokers' Kafka listeners) stated against their gRPC twins, the
-// table is printed, and no process of the cluster it started is left
-// running, nor its data.
+// group workloads with their members' reads and every rebalance scenario
+// timed, the table is printed, and no process of the cluster it started
+// is left running, nor its data.
 func TestBenchSuiteQuick(t *testing.T) {
 	skipShort(t)
 	work := t.TempDir()
 	out := filepath.Join(work, "report.json")
 	binDir := filepath.Dir(bins["metad"])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
 	profiles := filepath.Join(work, "profiles")
@@ -37,7 +38,7 @@ func TestBenchSuiteQuick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench suite: %v\n%s", err, output)
 	}
-	for _, want := range []string{"WORKLOAD", "catch-up MB/s ÷ produce MB/s", "MB/s Kafka ÷ gRPC", "report: " + out} {
+	for _, want := range []string{"WORKLOAD", "catch-up MB/s ÷ produce MB/s", "MB/s Kafka ÷ gRPC", "kip-848 kill → consuming, max", "report: " + out} {
 		if !strings.Contains(string(output), want) {
 			t.Errorf("output lacks %q:\n%s", want, output)
 		}
@@ -157,6 +158,7 @@ func TestBenchSuiteQuick(t *testing.T) {
 			t.Errorf("%s: %d flight traces of the first cycle, %d timelines in %v; want 6 and 1", w.Name, traces, timelines, w.Profiles)
 		}
 	}
+	checkGroupWorkloads(t, run)
 	if len(benchsuite.Ratios(rep.Limits, run)) == 0 {
 		t.Error("no ratios")
 	}
@@ -167,7 +169,8 @@ func TestBenchSuiteQuick(t *testing.T) {
 		kafka[x.Workload+"/"+x.Metric] = x.Value > 0
 	}
 	for _, want := range []string{benchsuite.WorkloadKafkaProduce + "/MB/s Kafka ÷ gRPC", benchsuite.WorkloadKafkaProduce + "/CPU brokers+bookies Kafka ÷ gRPC",
-		benchsuite.WorkloadKafkaE2E5k + "/pub->ack p99 Kafka ÷ gRPC", benchsuite.WorkloadKafkaCatchUp + "/MB/s Kafka ÷ gRPC"} {
+		benchsuite.WorkloadKafkaE2E5k + "/pub->ack p99 Kafka ÷ gRPC", benchsuite.WorkloadKafkaCatchUp + "/MB/s Kafka ÷ gRPC",
+		benchsuite.WorkloadKafkaGroupCatchUp + "/MB/s Kafka ÷ gRPC"} {
 		if !kafka[want] {
 			t.Errorf("no Kafka ratio %s (have %v)", want, kafka)
 		}
@@ -185,6 +188,46 @@ func TestBenchSuiteQuick(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(work, "strata-bench-*")); len(left) != 0 {
 		t.Errorf("cluster directory left: %v", left)
+	}
+}
+
+// checkGroupWorkloads: each group catch-up read with its members (CPU
+// per GB stated per process), and group-rebalance timed every scenario
+// once per group, within its wait, a clean leave within the session, a
+// member cut off no sooner than its session allows.
+func checkGroupWorkloads(t *testing.T, run benchsuite.Run) {
+	t.Helper()
+	for _, name := range []string{benchsuite.WorkloadGroupCatchUp, benchsuite.WorkloadKafkaGroupCatchUp} {
+		w, ok := run.Workload(name)
+		if !ok {
+			continue // reported above
+		}
+		if g := w.Group; g == nil || g.Members != benchsuite.GroupMembers || g.JoinSeconds <= 0 || g.Assignments < 1 {
+			t.Errorf("%s: group %+v", name, g)
+		}
+		if w.CPU.PerGBByProcess[benchsuite.RoleClient] <= 0 || len(w.CPU.PerGBByProcess) != len(run.Nodes)+1 {
+			t.Errorf("%s: CPU per GB per process %v", name, w.CPU.PerGBByProcess)
+		}
+	}
+	w, ok := run.Workload(benchsuite.WorkloadGroupRebalance)
+	if !ok {
+		return
+	}
+	r := w.Rebalance
+	if r == nil || len(r.Scenarios) != 4 || r.Repeats < 1 {
+		t.Fatalf("%s: %+v", w.Name, r)
+	}
+	for _, s := range r.Scenarios {
+		if len(s.SamplesMs) != r.Repeats || s.TimedOut != 0 || s.MedianMs <= 0 || s.MaxMs < s.MedianMs {
+			t.Errorf("%s %s: %+v", s.Protocol, s.Event, s)
+			continue
+		}
+		for _, ms := range s.SamplesMs {
+			if s.Event == benchsuite.EventLeave && ms >= s.SessionTimeoutMs ||
+				s.Event == benchsuite.EventKill && ms < s.SessionTimeoutMs-2*s.HeartbeatIntervalMs {
+				t.Errorf("%s %s: %.0f ms with a %.0f ms session", s.Protocol, s.Event, ms, s.SessionTimeoutMs)
+			}
+		}
 	}
 }
 

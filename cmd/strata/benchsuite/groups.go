@@ -116,7 +116,7 @@ func rebalanceRatios(w Workload) []Ratio {
 			continue
 		}
 		bound := fmt.Sprintf("median %.0f ms of %d (%s ms); session %s, heartbeat %s (%s)", s.MedianMs, len(s.SamplesMs),
-			formatMs(s.SamplesMs), formatSeconds(s.SessionTimeoutMs), formatSeconds(s.HeartbeatIntervalMs), s.SetBy)
+			FormatMs(s.SamplesMs), formatSeconds(s.SessionTimeoutMs), formatSeconds(s.HeartbeatIntervalMs), s.SetBy)
 		if s.TimedOut > 0 {
 			bound += fmt.Sprintf("; %d timed out", s.TimedOut)
 		}
@@ -143,8 +143,8 @@ func groupLines(wl Workload) string {
 	return line
 }
 
-// formatMs writes ms as "812 903 1204".
-func formatMs(ms []float64) string {
+// FormatMs writes ms as "812 903 1204".
+func FormatMs(ms []float64) string {
 	parts := make([]string, len(ms))
 	for i, v := range ms {
 		parts[i] = fmt.Sprintf("%.0f", v)

@@ -59,7 +59,6 @@ type rebalancer struct {
 	partitions int32
 	gs         GroupSettings
 	repeats    int
-	progress   io.Writer
 }
 
 // GroupRebalance is group-rebalance: while a feed writes
@@ -75,7 +74,7 @@ func GroupRebalance(ctx context.Context, progress io.Writer, c *client.Client, s
 		return nil, err
 	}
 	defer stopFeed()
-	rb := &rebalancer{seeds: seeds, topic: o.Topic, partitions: run.Partitions, gs: gs, repeats: repeats, progress: progress}
+	rb := &rebalancer{seeds: seeds, topic: o.Topic, partitions: run.Partitions, gs: gs, repeats: repeats}
 	out := &benchsuite.Rebalance{Members: benchsuite.GroupMembers, Partitions: run.Partitions, FeedRecordsPerSec: RebalanceFeedRate,
 		Repeats: repeats, StaggerMs: benchsuite.Millis(rebalanceStagger)}
 	for _, sc := range rebalanceScenarios {
@@ -84,7 +83,7 @@ func GroupRebalance(ctx context.Context, progress io.Writer, c *client.Client, s
 			return out, fmt.Errorf("%s %s: %w", sc.protocol, sc.event, err)
 		}
 		fmt.Fprintf(progress, "bench suite: group-rebalance: %s %s: median %.0f ms, max %.0f ms (%s ms)\n",
-			sc.protocol, sc.event, s.MedianMs, s.MaxMs, fmt.Sprint(s.SamplesMs))
+			sc.protocol, sc.event, s.MedianMs, s.MaxMs, benchsuite.FormatMs(s.SamplesMs))
 		out.Scenarios = append(out.Scenarios, s)
 	}
 	return out, nil
