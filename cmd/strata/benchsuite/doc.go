@@ -4,8 +4,9 @@
 // TCP round trip), CPU accounting from /proc/PID/stat, the bookies'
 // journal metrics scraped from their /metrics, the JSON report, and the
 // table that states every result as a ratio to the limit that binds it
-// next to its target, and every Kafka workload against its gRPC twin
-// (KafkaRatios; docs/bench/README.md).
+// next to its target, every Kafka workload against its gRPC twin
+// (KafkaRatios; docs/bench/README.md), and the group workloads' reads and
+// rebalance times (groups.go).
 //
 // The command (cmd/strata/benchsuite.go) wires it: it starts a cluster
 // with cmd/strata/devcluster, runs the workloads with the `strata bench`

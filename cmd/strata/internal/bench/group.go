@@ -135,13 +135,7 @@ func groupRead(ctx context.Context, progress io.Writer, o *Options, run *Run, t 
 	join func(ctx context.Context, i int) (groupMember, error)) error {
 	run.Start = time.Now()
 	var members []groupMember
-	defer func() {
-		var wg sync.WaitGroup
-		for _, m := range members {
-			wg.Go(m.close)
-		}
-		wg.Wait()
-	}()
+	defer func() { closeAll(members, func(m groupMember) { m.close() }) }()
 	for i := range benchsuite.GroupMembers {
 		m, err := join(ctx, i)
 		if err != nil {
@@ -277,4 +271,15 @@ func pollError(fs kgo.Fetches) error {
 		return fmt.Errorf("group member: %w", err)
 	}
 	return nil
+}
+
+// closeAll closes every item with close, all at once (a group's members
+// leave at the same time, as a stopping application's would), and waits
+// for them.
+func closeAll[T any](items []T, close func(T)) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Go(func() { close(it) })
+	}
+	wg.Wait()
 }

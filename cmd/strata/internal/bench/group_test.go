@@ -16,13 +16,23 @@ import (
 // removed in about two seconds.
 var groupTestSettings = GroupSettings{SessionTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
 
-// groupTestCluster is brokers with a Kafka listener that give KIP-848
-// members groupTestSettings.
-func groupTestCluster(t *testing.T) *brokertest.Cluster {
-	return brokertest.Start(t, brokertest.Options{Brokers: 2, Kafka: true, Configure: func(_ int, cfg *broker.Config) {
+// groupTestCluster is two brokers with a Kafka listener that give
+// KIP-848 members groupTestSettings, with topic of partitions, a client
+// of theirs, and a context of timeout.
+func groupTestCluster(t *testing.T, topic string, partitions int32, timeout time.Duration) (*brokertest.Cluster, *client.Client, context.Context) {
+	c := brokertest.Start(t, brokertest.Options{Brokers: 2, Kafka: true, Configure: func(_ int, cfg *broker.Config) {
 		cfg.GroupSessionTimeout, cfg.GroupMinSessionTimeout = groupTestSettings.SessionTimeout, time.Second
 		cfg.GroupHeartbeatInterval, cfg.GroupTickInterval = groupTestSettings.HeartbeatInterval, 50*time.Millisecond
 	}})
+	c.CreateTopic(topic, partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cl, err := client.New(ctx, client.Config{Brokers: c.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return c, cl, ctx
 }
 
 // TestGroupReads: four members of a Strata group, and four franz-go
@@ -30,16 +40,8 @@ func groupTestCluster(t *testing.T) *brokertest.Cluster {
 // record once, and stop at the ends long before their duration; the time
 // to the first record is stated.
 func TestGroupReads(t *testing.T) {
-	c := groupTestCluster(t)
 	const topic, partitions = "gread", 8
-	c.CreateTopic(topic, partitions, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl, err := client.New(ctx, client.Config{Brokers: c.Addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl, ctx := groupTestCluster(t, topic, partitions, 2*time.Minute)
 	o := validOptions()
 	o.Topic, o.Partitions, o.Duration = topic, partitions, 300*time.Millisecond
 	produce := NewRun(ModeProduce, topic, partitions)
@@ -84,16 +86,8 @@ func TestGroupReads(t *testing.T) {
 // only once its session expired (so the cut held: no heartbeat got
 // through), and then within the session and a few heartbeats.
 func TestGroupRebalance(t *testing.T) {
-	c := groupTestCluster(t)
 	const topic, partitions = "greb", 8
-	c.CreateTopic(topic, partitions, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cl, err := client.New(ctx, client.Config{Brokers: c.Addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl, ctx := groupTestCluster(t, topic, partitions, 3*time.Minute)
 	o := validOptions()
 	o.Topic, o.Partitions = topic, partitions
 	run := NewRun(ModeProduce, topic, partitions)

@@ -97,13 +97,7 @@ func (rb *rebalancer) scenario(ctx context.Context, protocol, event string) (ben
 		s.SetBy = "broker"
 	}
 	var groups []*rebalanceGroup
-	defer func() {
-		var wg sync.WaitGroup
-		for _, g := range groups {
-			wg.Go(g.close)
-		}
-		wg.Wait()
-	}()
+	defer func() { closeAll(groups, (*rebalanceGroup).close) }()
 	for i := range rb.repeats {
 		g, err := rb.startGroup(fmt.Sprintf("%s-%s-%s-%d", rb.topic, protocol, event, i), protocol)
 		if err != nil {
@@ -379,13 +373,7 @@ func (g *rebalanceGroup) took(deadline time.Time) (time.Duration, int, bool) {
 }
 
 // close stops every member (B3).
-func (g *rebalanceGroup) close() {
-	var wg sync.WaitGroup
-	for _, m := range g.members {
-		wg.Go(m.close)
-	}
-	wg.Wait()
-}
+func (g *rebalanceGroup) close() { closeAll(g.members, (*rebalanceMember).close) }
 
 // cutDialer dials TCP and can cut every connection it made at once, as
 // a crash would, and then refuses new ones.
