@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// groupBrokerArgs run brokers with 4 __consumer_offsets partitions and a
+// 1 s shortest session timeout, so that a member killed is noticed within
+// the short session its test asks for.
+var groupBrokerArgs = []string{"--offsets-partitions", "4", "--group-min-session-timeout", "1s", "--group-heartbeat-interval", "500ms"}
+
+// groupKafkaAddrs lists the Kafka listeners of the cluster's brokers.
+func groupKafkaAddrs(c *strataCluster) []string {
+	var addrs []string
+	for _, b := range c.brokers {
+		addrs = append(addrs, b.KafkaAddr)
+	}
+	return addrs
+}
+
+// groupKafkaClient is a franz-go client of addrs, closed when the test
+// ends.
+func groupKafkaClient(t testing.TB, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.RetryTimeout(30 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// groupKafkaAdmin is a kadm client of addrs, closed when the test ends.
+func groupKafkaAdmin(t testing.TB, addrs []string, opts ...kgo.Opt) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(groupKafkaClient(t, addrs, opts...))
+}
+
+// groupProducer writes numbered records "<prefix>-<i>" over Kafka, record
+// i to partition i % partitions.
+type groupProducer struct {
+	cl         *kgo.Client
+	topic      string
+	partitions int32
+	prefix     string
+	next       int
+}
+
+func newGroupProducer(t testing.TB, addrs []string, topic string, partitions int32, prefix string) *groupProducer {
+	t.Helper()
+	cl := groupKafkaClient(t, addrs, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
+	return &groupProducer{cl: cl, topic: topic, partitions: partitions, prefix: prefix}
+}
+
+// produce writes the next n records and waits for their acknowledgement.
+func (p *groupProducer) produce(ctx context.Context, n int) error {
+	var recs []*kgo.Record
+	for range n {
+		recs = append(recs, &kgo.Record{Topic: p.topic, Partition: int32(p.next) % p.partitions, Value: []byte(p.prefix + "-" + strconv.Itoa(p.next))})
+		p.next++
+	}
+	return p.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+func (p *groupProducer) mustProduce(t testing.TB, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.produce(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// groupCommitted reads a group's committed offsets of topic over Kafka,
+// by partition (partitions without a commit are absent).
+func groupCommitted(ctx context.Context, adm *kadm.Client, group, topic string) (map[int32]int64, error) {
+	resps, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	if err := resps.Error(); err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p, r := range resps[topic] {
+		if r.At >= 0 {
+			out[p] = r.At
+		}
+	}
+	return out, nil
+}
+
+// groupEnds reads the end offsets of topic's partitions over Kafka.
+func groupEnds(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	listed, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := listed.Error(); err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p, o := range listed[topic] {
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+// describeKafkaGroup describes group over Kafka, the group's error
+// included.
+func describeKafkaGroup(ctx context.Context, adm *kadm.Client, group string) (kadm.DescribedGroup, error) {
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return kadm.DescribedGroup{}, err
+	}
+	d, ok := described[group]
+	if !ok {
+		return kadm.DescribedGroup{}, fmt.Errorf("group %s not in the answer", group)
+	}
+	return d, d.Err
+}
+
+// memberPartitions maps each member of a described group, by client id,
+// to the partitions of topic it was assigned.
+func memberPartitions(d kadm.DescribedGroup, topic string) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, m := range d.Members {
+		out[m.ClientID] = nil
+		if ca, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range ca.Topics {
+				if tp.Topic == topic {
+					out[m.ClientID] = append(out[m.ClientID], tp.Partitions...)
+				}
+			}
+		}
+	}
+	return out
+}
