@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,4 +144,100 @@ func memberPartitions(d kadm.DescribedGroup, topic string) map[string][]int32 {
 		}
 	}
 	return out
+}
+
+// franzMember is a franz-go group consumer (the classic protocol) that
+// reads in the background and auto-commits what it has read; it records
+// each record's partition and offset, and the errors the group
+// management loop reports.
+type franzMember struct {
+	name string
+	cl   *kgo.Client
+	stop chan struct{}
+	done chan struct{}
+
+	mu struct {
+		sync.Mutex
+		read   map[int32][]int64 // offsets, in the order read
+		values map[string]int    // value -> times read
+		errs   []error
+	}
+}
+
+// OnGroupManageError implements kgo.HookGroupManageError.
+func (m *franzMember) OnGroupManageError(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.errs = append(m.mu.errs, err)
+}
+
+// startFranzMember starts a member of group reading topic, with client id
+// name; opts add to (or override) its defaults: 6 s session, auto-commit
+// every 200 ms, reading from the start when nothing is committed. The
+// test's cleanup closes it (leaving the group).
+func startFranzMember(t testing.TB, addrs []string, group, topic, name string, opts ...kgo.Opt) *franzMember {
+	t.Helper()
+	m := &franzMember{name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	m.mu.read, m.mu.values = map[int32][]int64{}, map[string]int{}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID(name),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(6 * time.Second), kgo.AutoCommitInterval(200 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.WithHooks(m)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cl = cl
+	go m.poll()
+	t.Cleanup(m.close)
+	return m
+}
+
+func (m *franzMember) poll() {
+	defer close(m.done)
+	for {
+		select {
+		case <-m.stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := m.cl.PollFetches(ctx)
+		cancel()
+		m.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) {
+			m.mu.read[r.Partition] = append(m.mu.read[r.Partition], r.Offset)
+			m.mu.values[string(r.Value)]++
+		})
+		m.mu.Unlock()
+	}
+}
+
+// close stops reading and leaves the group, committing what was read.
+func (m *franzMember) close() {
+	select {
+	case <-m.stop:
+		return
+	default:
+	}
+	close(m.stop)
+	<-m.done
+	m.cl.Close()
+}
+
+// offsets returns a copy of what the member read: offsets per partition.
+func (m *franzMember) offsets() map[int32][]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int32][]int64{}
+	for p, offs := range m.mu.read {
+		out[p] = slices.Clone(offs)
+	}
+	return out
+}
+
+// errors returns the group management errors seen so far.
+func (m *franzMember) errors() []error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.mu.errs)
 }
