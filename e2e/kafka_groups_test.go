@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -148,8 +149,8 @@ func memberPartitions(d kadm.DescribedGroup, topic string) map[string][]int32 {
 
 // franzMember is a franz-go group consumer (the classic protocol) that
 // reads in the background and auto-commits what it has read; it records
-// each record's partition and offset, and the errors the group
-// management loop reports.
+// each record's partition and offset, the errors the group management
+// loop reports and how many requests of each API it wrote.
 type franzMember struct {
 	name string
 	cl   *kgo.Client
@@ -161,7 +162,26 @@ type franzMember struct {
 		read   map[int32][]int64 // offsets, in the order read
 		values map[string]int    // value -> times read
 		errs   []error
+		writes map[int16]int // requests written, by API key
 	}
+}
+
+// OnBrokerWrite implements kgo.HookBrokerWrite: it counts the requests
+// written whole, by API key.
+func (m *franzMember) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.writes[key]++
+}
+
+// written is how many requests of API key the member has written.
+func (m *franzMember) written(key int16) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.writes[key]
 }
 
 // OnGroupManageError implements kgo.HookGroupManageError.
@@ -178,7 +198,7 @@ func (m *franzMember) OnGroupManageError(err error) {
 func startFranzMember(t testing.TB, addrs []string, group, topic, name string, opts ...kgo.Opt) *franzMember {
 	t.Helper()
 	m := &franzMember{name: name, stop: make(chan struct{}), done: make(chan struct{})}
-	m.mu.read, m.mu.values = map[int32][]int64{}, map[string]int{}
+	m.mu.read, m.mu.values, m.mu.writes = map[int32][]int64{}, map[string]int{}, map[int16]int{}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID(name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(6 * time.Second), kgo.AutoCommitInterval(200 * time.Millisecond),
@@ -240,4 +260,11 @@ func (m *franzMember) errors() []error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.mu.errs)
+}
+
+// valuesRead returns how many times the member read each value.
+func (m *franzMember) valuesRead() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.mu.values)
 }
