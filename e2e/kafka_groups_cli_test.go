@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,25 +13,6 @@ import (
 
 	"github.com/strata-log/strata/internal/testwait"
 )
-
-// cliGroupDescription is the part of `strata group describe --output
-// json` the Kafka group tests read.
-type cliGroupDescription struct {
-	Group   string `json:"group"`
-	State   string `json:"state"`
-	Members []struct {
-		ID     string `json:"id"`
-		Client string `json:"client"`
-	} `json:"members"`
-	Partitions []struct {
-		Topic     string `json:"topic"`
-		Partition int32  `json:"partition"`
-		Committed int64  `json:"committed"`
-		End       int64  `json:"end"`
-		Lag       int64  `json:"lag"`
-		LagMs     int64  `json:"lag_ms"`
-	} `json:"partitions"`
-}
 
 // cliResetPlan is `strata group reset-offsets --output json`.
 type cliResetPlan struct {
@@ -56,9 +38,9 @@ func strataGroupJSON(t *testing.T, c *strataCluster, v any, args ...string) {
 	}
 }
 
-// checkPartitions checks every partition row of d against committed and
-// end (lag = end - committed).
-func (d cliGroupDescription) checkPartitions(t *testing.T, partitions int, committed, end int64) {
+// checkKafkaGroupLag checks every partition row of d against committed
+// and end (lag = end - committed).
+func checkKafkaGroupLag(t *testing.T, d describeJSON, partitions int, committed, end int64) {
 	t.Helper()
 	if len(d.Partitions) != partitions {
 		t.Fatalf("describe: %d partition rows, want %d: %+v", len(d.Partitions), partitions, d)
@@ -78,23 +60,14 @@ func (d cliGroupDescription) checkPartitions(t *testing.T, partitions int, commi
 func TestKafkaGroupsCLI(t *testing.T) {
 	skipShort(t)
 	const group, topic = "cli-kafka", "cli-kafka-orders"
-	c := startStrata(t, 1, groupBrokerArgs...)
-	addrs := groupKafkaAddrs(c)
-	createTopic(t, c.client(t), topic, 2, nil)
-	adm := groupKafkaAdmin(t, addrs)
+	c, addrs, adm := startGroupCluster(t, 1, topic, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p := newGroupProducer(t, addrs, topic, 2, "o")
 	p.mustProduce(t, 40)
 
 	m := startFranzMember(t, addrs, group, topic, "cli-kafka-member")
-	testwait.UntilNil(t, 30*time.Second, "the member to commit all 40 records", func() error {
-		committed, err := groupCommitted(ctx, adm, group, topic)
-		if err == nil && (committed[0] != 20 || committed[1] != 20) {
-			err = fmt.Errorf("committed %v", committed)
-		}
-		return err
-	})
+	waitKafkaCommitted(t, ctx, adm, group, topic, 2, 20)
 	var listed []struct {
 		Group   string `json:"group"`
 		State   string `json:"state"`
@@ -104,16 +77,16 @@ func TestKafkaGroupsCLI(t *testing.T) {
 	if len(listed) != 1 || listed[0].Group != group || listed[0].State != "STABLE" || listed[0].Members != 1 {
 		t.Fatalf("group list while the member runs: %+v", listed)
 	}
-	var d cliGroupDescription
+	var d describeJSON
 	strataGroupJSON(t, c, &d, "group", "describe", group)
 	if d.State != "STABLE" || len(d.Members) != 1 || d.Members[0].Client != "cli-kafka-member" || d.Members[0].ID == "" {
 		t.Fatalf("describe while the member runs: %+v", d)
 	}
-	d.checkPartitions(t, 2, 20, 20)
+	checkKafkaGroupLag(t, d, 2, 20, 20)
 
 	m.close()
 	testwait.UntilNil(t, 10*time.Second, "the group to be empty", func() error {
-		var d cliGroupDescription
+		var d describeJSON
 		strataGroupJSON(t, c, &d, "group", "describe", group)
 		if d.State != "EMPTY" || len(d.Members) != 0 {
 			return fmt.Errorf("state %s, %d members", d.State, len(d.Members))
@@ -124,7 +97,7 @@ func TestKafkaGroupsCLI(t *testing.T) {
 	p.mustProduce(t, 10)
 	strataGroupJSON(t, c, &d, "group", "describe", group)
 	described := time.Now()
-	d.checkPartitions(t, 2, 20, 25)
+	checkKafkaGroupLag(t, d, 2, 20, 25)
 	t.Logf("described once empty: %+v", d)
 	for _, row := range d.Partitions {
 		// The lag in time is the age of the first record not committed:
@@ -134,19 +107,25 @@ func TestKafkaGroupsCLI(t *testing.T) {
 		}
 	}
 
-	var plan cliResetPlan
-	strataGroupJSON(t, c, &plan, "group", "reset-offsets", group, "--topic", topic, "--to-earliest")
-	if plan.Executed || len(plan.Plan) != 2 || plan.Plan[0].Current != 20 || plan.Plan[0].New != 0 || plan.Plan[1].New != 0 {
-		t.Fatalf("dry run: %+v", plan)
+	// The same reset, planned (nothing changes) then executed.
+	reset := []string{"group", "reset-offsets", group, "--topic", topic, "--to-offset", "7"}
+	for _, execute := range []bool{false, true} {
+		var plan cliResetPlan
+		args := reset
+		if execute {
+			args = append(slices.Clone(reset), "--execute")
+		}
+		strataGroupJSON(t, c, &plan, args...)
+		if plan.Executed != execute || len(plan.Plan) != 2 || plan.Plan[0].Current != 20 || plan.Plan[0].New != 7 || plan.Plan[1].New != 7 {
+			t.Fatalf("reset (execute %t): %+v", execute, plan)
+		}
+		if !execute {
+			strataGroupJSON(t, c, &d, "group", "describe", group)
+			checkKafkaGroupLag(t, d, 2, 20, 25)
+		}
 	}
 	strataGroupJSON(t, c, &d, "group", "describe", group)
-	d.checkPartitions(t, 2, 20, 25)
-	strataGroupJSON(t, c, &plan, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "7", "--execute")
-	if !plan.Executed || len(plan.Plan) != 2 || plan.Plan[0].Current != 20 || plan.Plan[0].New != 7 || plan.Plan[1].New != 7 {
-		t.Fatalf("executed reset: %+v", plan)
-	}
-	strataGroupJSON(t, c, &d, "group", "describe", group)
-	d.checkPartitions(t, 2, 7, 25)
+	checkKafkaGroupLag(t, d, 2, 7, 25)
 	if committed, err := groupCommitted(ctx, adm, group, topic); err != nil || committed[0] != 7 || committed[1] != 7 {
 		t.Fatalf("commits over Kafka after the reset: %v %v", committed, err)
 	}
@@ -154,15 +133,22 @@ func TestKafkaGroupsCLI(t *testing.T) {
 	// Without a commit this member would start at the end: it resumes at
 	// the reset position.
 	next := startFranzMember(t, addrs, group, topic, "cli-kafka-next", kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
-	testwait.UntilNil(t, 30*time.Second, "the next member to read from offset 7 to the end", func() error {
-		read := next.offsets()
-		for part := range int32(2) {
-			if len(read[part]) != 18 {
+	waitReadFrom(t, next, 2, 7, 25)
+}
+
+// waitReadFrom waits until m has read offsets from to end-1 of each of
+// partitions, in order and nothing else.
+func waitReadFrom(t *testing.T, m *franzMember, partitions int32, from, end int64) {
+	t.Helper()
+	testwait.UntilNil(t, 30*time.Second, fmt.Sprintf("%s to read from offset %d to the end", m.name, from), func() error {
+		read := m.offsets()
+		for part := range partitions {
+			if int64(len(read[part])) < end-from {
 				return fmt.Errorf("read %v", read)
 			}
 			for i, o := range read[part] {
-				if o != int64(7+i) {
-					t.Fatalf("partition %d: read offsets %v, want 7 to 24", part, read[part])
+				if o != from+int64(i) || o >= end {
+					t.Fatalf("partition %d: read offsets %v, want %d to %d", part, read[part], from, end-1)
 				}
 			}
 		}

@@ -102,85 +102,20 @@ func TestKafkaGroupsKcatTakeover(t *testing.T) {
 	skipShort(t)
 	kcat := testtool.Kcat(t)
 	const group, topic = "kcat-group", "kcat-takeover"
-	c := startStrata(t, 1, groupBrokerArgs...)
-	addrs := groupKafkaAddrs(c)
-	createTopic(t, c.client(t), topic, 4, nil)
-	adm := groupKafkaAdmin(t, addrs)
+	_, addrs, adm := startGroupCluster(t, 1, topic, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
 	a := startKcatMember(t, kcat, addrs, group, topic, "kcat-a")
 	b := startKcatMember(t, kcat, addrs, group, topic, "kcat-b")
-	var owned map[string][]int32
-	testwait.UntilNil(t, 30*time.Second, "two kcat members, two partitions each", func() error {
-		d, err := describeKafkaGroup(ctx, adm, group)
-		if err != nil {
-			return err
-		}
-		owned = memberPartitions(d, topic)
-		if d.State != "Stable" || len(owned) != 2 || len(owned["kcat-a"]) != 2 || len(owned["kcat-b"]) != 2 {
-			return fmt.Errorf("state %s, assignment %v", d.State, owned)
-		}
-		return nil
+	owned := waitKafkaGroupStable(t, ctx, adm, group, topic, "two kcat members, two partitions each", func(owned map[string][]int32) bool {
+		return len(owned) == 2 && len(owned["kcat-a"]) == 2 && len(owned["kcat-b"]) == 2
 	})
 	t.Logf("assignment %v", owned)
-
 	// A steady stream of records until the survivor has taken over.
-	p := newGroupProducer(t, addrs, topic, 4, "k")
-	stop, produced := make(chan struct{}), make(chan error, 1)
-	go func(stop <-chan struct{}) {
-		tick := time.NewTicker(10 * time.Millisecond) // the stream's pace, not a wait
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				produced <- nil
-				return
-			case <-tick.C:
-			}
-			if err := p.produce(ctx, 4); err != nil {
-				produced <- err
-				return
-			}
-		}
-	}(stop)
-	stopProducing := func() {
-		t.Helper()
-		if stop == nil {
-			return
-		}
-		close(stop)
-		stop = nil
-		if err := testwait.Recv(t, 30*time.Second, "the producer to stop", produced); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer stopProducing()
+	stopStream := startGroupStream(t, ctx, newGroupProducer(t, addrs, topic, 4, "k"))
 
-	// Kill kcat-a once it has committed and read well past its commit.
-	var committed map[int32]int64
-	testwait.UntilNil(t, 30*time.Second, "kcat-a to commit on its partitions", func() error {
-		var err error
-		if committed, err = groupCommitted(ctx, adm, group, topic); err != nil {
-			return err
-		}
-		for _, part := range owned["kcat-a"] {
-			if committed[part] == 0 {
-				return fmt.Errorf("committed %v", committed)
-			}
-		}
-		return nil
-	})
-	testwait.UntilNil(t, 30*time.Second, "kcat-a to read 50 records past its commit", func() error {
-		printed := a.printed(t)
-		for _, part := range owned["kcat-a"] {
-			if last := lastOf(printed[part]); last < committed[part]+50 {
-				return fmt.Errorf("partition %d: printed up to %d, committed %d", part, last, committed[part])
-			}
-		}
-		return nil
-	})
-	a.kill(t)
+	killPastCommit(t, ctx, adm, a, group, topic, owned["kcat-a"])
 	killed := time.Now()
 	atKill, err := groupCommitted(ctx, adm, group, topic)
 	if err != nil {
@@ -189,14 +124,10 @@ func TestKafkaGroupsKcatTakeover(t *testing.T) {
 	frozen := commitsUntilExpiry(t, ctx, adm, group, topic, "kcat-a")
 	t.Logf("kcat-a killed; commits right after %v, once its session expired %v (%s later)", atKill, frozen, time.Since(killed).Round(time.Millisecond))
 
-	testwait.UntilNil(t, 30*time.Second, "kcat-b to own all 4 partitions and read on", func() error {
-		d, err := describeKafkaGroup(ctx, adm, group)
-		if err != nil {
-			return err
-		}
-		if got := memberPartitions(d, topic); d.State != "Stable" || len(got["kcat-b"]) != 4 {
-			return fmt.Errorf("state %s, assignment %v", d.State, got)
-		}
+	waitKafkaGroupStable(t, ctx, adm, group, topic, "kcat-b to own all 4 partitions", func(owned map[string][]int32) bool {
+		return len(owned) == 1 && len(owned["kcat-b"]) == 4
+	})
+	testwait.UntilNil(t, 30*time.Second, "kcat-b to read on the partitions it took over", func() error {
 		for _, part := range owned["kcat-a"] {
 			if len(b.printed(t)[part]) == 0 {
 				return fmt.Errorf("kcat-b printed nothing of partition %d yet", part)
@@ -204,20 +135,51 @@ func TestKafkaGroupsKcatTakeover(t *testing.T) {
 		}
 		return nil
 	})
-	stopProducing()
+	stopStream()
 	ends, err := groupEnds(ctx, adm, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	testwait.UntilNil(t, 30*time.Second, "every record printed", func() error {
+		printed := b.printed(t)
 		for part, end := range ends {
-			if n := len(b.printed(t)[part]); n == 0 || b.printed(t)[part][n-1] != end-1 {
-				return fmt.Errorf("partition %d: kcat-b printed up to %v, end %d", part, lastOf(b.printed(t)[part]), end)
+			if last := lastOf(printed[part]); last != end-1 {
+				return fmt.Errorf("partition %d: kcat-b printed up to %d, end %d", part, last, end)
 			}
 		}
 		return nil
 	})
 	checkKcatTakeover(t, a.printed(t), b.printed(t), ends, owned["kcat-a"], atKill, frozen)
+}
+
+// killPastCommit kills m once the group has commits on each of parts and
+// m has printed 50 records past them: those are read again after the
+// kill.
+func killPastCommit(t *testing.T, ctx context.Context, adm *kadm.Client, m *kcatMember, group, topic string, parts []int32) {
+	t.Helper()
+	var committed map[int32]int64
+	testwait.UntilNil(t, 30*time.Second, m.name+" to commit on its partitions", func() error {
+		var err error
+		if committed, err = groupCommitted(ctx, adm, group, topic); err != nil {
+			return err
+		}
+		for _, part := range parts {
+			if committed[part] == 0 {
+				return fmt.Errorf("committed %v", committed)
+			}
+		}
+		return nil
+	})
+	testwait.UntilNil(t, 30*time.Second, m.name+" to read 50 records past its commit", func() error {
+		printed := m.printed(t)
+		for _, part := range parts {
+			if last := lastOf(printed[part]); last < committed[part]+50 {
+				return fmt.Errorf("partition %d: printed up to %d, committed %d", part, last, committed[part])
+			}
+		}
+		return nil
+	})
+	m.kill(t)
 }
 
 // commitsUntilExpiry reads a group's commits of topic again and again
@@ -373,11 +335,8 @@ func TestKafkaGroupsConfluentManualCommit(t *testing.T) {
 	skipShort(t)
 	python := testtool.ConfluentKafkaPython(t)
 	const group, topic, total, first = "py-group", "py-manual", 120, 50
-	c := startStrata(t, 1, groupBrokerArgs...)
-	addrs := groupKafkaAddrs(c)
-	createTopic(t, c.client(t), topic, 3, nil)
+	_, addrs, adm := startGroupCluster(t, 1, topic, 3)
 	newGroupProducer(t, addrs, topic, 3, "py").mustProduce(t, total)
-	adm := groupKafkaAdmin(t, addrs)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -52,10 +52,7 @@ func groupCoordinatorBroker(ctx context.Context, c *strataCluster, adm *kadm.Cli
 func TestKafkaGroupsCoordinatorKilledInRebalance(t *testing.T) {
 	skipShort(t)
 	const group, topic = "failover-group", "failover-work"
-	c := startStrata(t, 2, groupBrokerArgs...)
-	addrs := groupKafkaAddrs(c)
-	createTopic(t, c.client(t), topic, 4, nil)
-	adm := groupKafkaAdmin(t, addrs)
+	c, addrs, adm := startGroupCluster(t, 2, topic, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	p := newGroupProducer(t, addrs, topic, 4, "f")
@@ -68,40 +65,75 @@ func TestKafkaGroupsCoordinatorKilledInRebalance(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		members = append(members, startFranzMember(t, addrs, group, topic, fmt.Sprintf("m%d", i), opts...))
 	}
-	testwait.UntilNil(t, 30*time.Second, "three members stable, everything committed", func() error {
-		d, err := describeKafkaGroup(ctx, adm, group)
-		if err != nil {
-			return err
-		}
-		if d.State != "Stable" || len(d.Members) != 3 {
-			return fmt.Errorf("state %s, %d members", d.State, len(d.Members))
-		}
-		committed, err := groupCommitted(ctx, adm, group, topic)
-		if err != nil {
-			return err
-		}
-		for part := range int32(4) {
-			if committed[part] != 50 {
-				return fmt.Errorf("committed %v", committed)
-			}
-		}
-		return nil
-	})
+	waitKafkaGroupStable(t, ctx, adm, group, topic, "three members", func(owned map[string][]int32) bool { return len(owned) == 3 })
+	waitKafkaCommitted(t, ctx, adm, group, topic, 4, 50)
 	before, err := groupCommitted(ctx, adm, group, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	coordinator, err := groupCoordinatorBroker(ctx, c, adm, group)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	m4 := startFranzMember(t, addrs, group, topic, "m4", opts...)
 	members = append(members, m4)
-	// JoinGroup v4+: the first gets MEMBER_ID_REQUIRED, the second (with
-	// the member id) starts the rebalance.
-	testwait.UntilNil(t, 20*time.Second, "m4 to send its JoinGroup with a member id", func() error {
-		if n := m4.written(apiJoinGroup); n < 2 {
+	dead := killCoordinatorInRebalance(t, ctx, c, adm, m4, group)
+	killed := time.Now()
+	p.mustProduce(t, 200)
+
+	// The test looks through the surviving broker only: franz-go sends
+	// the FindCoordinator of a DescribeGroups to any broker without
+	// retrying elsewhere, and a seed it cannot dial stays a candidate.
+	var live []string
+	for _, b := range c.brokers {
+		if b != dead {
+			live = append(live, b.KafkaAddr)
+		}
+	}
+	adm = groupKafkaAdmin(t, live)
+	waitKafkaGroupStable(t, ctx, adm, group, topic, "four members, a partition each", func(owned map[string][]int32) bool {
+		for _, parts := range owned {
+			if len(parts) != 1 {
+				return false
+			}
+		}
+		return len(owned) == 4
+	})
+	t.Logf("four members stable %s after the kill", time.Since(killed).Round(time.Millisecond))
+	if now, err := groupCoordinatorBroker(ctx, c, adm, group); err != nil || now == dead {
+		t.Fatalf("coordinator after the kill: %v %v", now, err)
+	}
+	after, err := groupCommitted(ctx, adm, group, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part, off := range before {
+		if after[part] < off {
+			t.Errorf("partition %d: committed %d before the kill, %d after", part, off, after[part])
+		}
+	}
+	for _, m := range members {
+		if _, last := m.written(apiFindCoordinator); last.Before(killed) {
+			t.Errorf("%s sent no FindCoordinator after the kill", m.name)
+		}
+		if errs := m.errors(); len(errs) > 0 {
+			t.Logf("%s: group errors %v", m.name, errs)
+		}
+	}
+	testwait.UntilNil(t, 30*time.Second, "every record read", func() error { return everyValueRead(members, "f", 400) })
+	waitKafkaCommitted(t, ctx, adm, group, topic, 4, 100)
+}
+
+// killCoordinatorInRebalance kills the broker coordinating group with
+// kill -9 once joiner's JoinGroup has put the group in
+// PreparingRebalance, and returns it. JoinGroup v4+: the first gets
+// MEMBER_ID_REQUIRED, the second (with the member id) starts the
+// rebalance.
+func killCoordinatorInRebalance(t *testing.T, ctx context.Context, c *strataCluster, adm *kadm.Client, joiner *franzMember, group string) *proctest.BrokerNode {
+	t.Helper()
+	coordinator, err := groupCoordinatorBroker(ctx, c, adm, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.UntilNil(t, 20*time.Second, joiner.name+" to send its JoinGroup with a member id", func() error {
+		if n, _ := joiner.written(apiJoinGroup); n < 2 {
 			return fmt.Errorf("%d JoinGroups written", n)
 		}
 		return nil
@@ -113,90 +145,24 @@ func TestKafkaGroupsCoordinatorKilledInRebalance(t *testing.T) {
 		}
 		return err
 	})
-	finds := map[string]int{}
-	for _, m := range members {
-		finds[m.name] = m.written(apiFindCoordinator)
-	}
 	coordinator.Kill()
-	killed := time.Now()
 	t.Logf("killed broker %s, the coordinator of %s, in its rebalance", coordinator.ID, group)
-	p.mustProduce(t, 200)
+	return coordinator
+}
 
-	// The test looks through the surviving broker only: franz-go sends
-	// the FindCoordinator of a DescribeGroups to any broker without
-	// retrying elsewhere, and a seed it cannot dial stays a candidate.
-	var live []string
-	for _, b := range c.brokers {
-		if b != coordinator {
-			live = append(live, b.KafkaAddr)
-		}
-	}
-	adm = groupKafkaAdmin(t, live)
-	testwait.UntilNil(t, 60*time.Second, "four members stable on the new coordinator", func() error {
-		now, err := groupCoordinatorBroker(ctx, c, adm, group)
-		if err != nil {
-			return err
-		}
-		if now == coordinator {
-			return fmt.Errorf("broker %s still named coordinator", now.ID)
-		}
-		d, err := describeKafkaGroup(ctx, adm, group)
-		if err != nil {
-			return err
-		}
-		owned := memberPartitions(d, topic)
-		if d.State != "Stable" || len(owned) != 4 {
-			return fmt.Errorf("state %s, assignment %v", d.State, owned)
-		}
-		for name, parts := range owned {
-			if len(parts) != 1 {
-				return fmt.Errorf("%s owns %v", name, parts)
-			}
-		}
-		return nil
-	})
-	t.Logf("four members stable %s after the kill", time.Since(killed).Round(time.Millisecond))
-	after, err := groupCommitted(ctx, adm, group, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for part, off := range before {
-		if after[part] < off {
-			t.Errorf("partition %d: committed %d before the kill, %d after", part, off, after[part])
-		}
-	}
+// everyValueRead checks that the members together read every value
+// "<prefix>-<i>", i < n.
+func everyValueRead(members []*franzMember, prefix string, n int) error {
+	read := map[string]int{}
 	for _, m := range members {
-		if finds[m.name] == m.written(apiFindCoordinator) {
-			t.Errorf("%s sent no FindCoordinator after the kill", m.name)
+		for v, k := range m.valuesRead() {
+			read[v] += k
 		}
 	}
-
-	testwait.UntilNil(t, 30*time.Second, "every record read and committed", func() error {
-		read := map[string]int{}
-		for _, m := range members {
-			for v, n := range m.valuesRead() {
-				read[v] += n
-			}
-		}
-		for i := range 400 {
-			if read["f-"+strconv.Itoa(i)] == 0 {
-				return fmt.Errorf("f-%d not read (%d distinct read)", i, len(read))
-			}
-		}
-		committed, err := groupCommitted(ctx, adm, group, topic)
-		if err != nil {
-			return err
-		}
-		for part := range int32(4) {
-			if committed[part] != 100 {
-				return fmt.Errorf("committed %v", committed)
-			}
-		}
-		return nil
-	})
-	for _, m := range members {
-		if errs := m.errors(); len(errs) > 0 {
-			t.Logf("%s: group errors %v", m.name, errs)
+	for i := range n {
+		if read[prefix+"-"+strconv.Itoa(i)] == 0 {
+			return fmt.Errorf("%s-%d not read (%d distinct read)", prefix, i, len(read))
 		}
 	}
+	return nil
 }

@@ -12,12 +12,25 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 // groupBrokerArgs run brokers with 4 __consumer_offsets partitions and a
 // 1 s shortest session timeout, so that a member killed is noticed within
 // the short session its test asks for.
 var groupBrokerArgs = []string{"--offsets-partitions", "4", "--group-min-session-timeout", "1s", "--group-heartbeat-interval", "500ms"}
+
+// startGroupCluster starts a cluster of brokers (groupBrokerArgs) and
+// creates topic; it returns the cluster, its Kafka listeners and a kadm
+// client of them.
+func startGroupCluster(t *testing.T, brokers int, topic string, partitions int32) (*strataCluster, []string, *kadm.Client) {
+	t.Helper()
+	c := startStrata(t, brokers, groupBrokerArgs...)
+	addrs := groupKafkaAddrs(c)
+	createTopic(t, c.client(t), topic, partitions, nil)
+	return c, addrs, groupKafkaAdmin(t, addrs)
+}
 
 // groupKafkaAddrs lists the Kafka listeners of the cluster's brokers.
 func groupKafkaAddrs(c *strataCluster) []string {
@@ -81,6 +94,60 @@ func (p *groupProducer) mustProduce(t testing.TB, n int) {
 	}
 }
 
+// startGroupStream produces 4 records every 10 ms with p until the
+// returned stop is called (at the latest by the test's cleanup), which
+// fails the test if a produce failed.
+func startGroupStream(t *testing.T, ctx context.Context, p *groupProducer) (stop func()) {
+	t.Helper()
+	quit, result := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond) // the stream's pace, not a wait
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				result <- nil
+				return
+			case <-tick.C:
+			}
+			if err := p.produce(ctx, 4); err != nil {
+				result <- err
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(quit)
+			if err := testwait.Recv(t, 30*time.Second, "the record stream to stop", result); err != nil && ctx.Err() == nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitKafkaGroupStable waits until group is Stable with an assignment of
+// topic (partitions by member client id) that ok accepts, and returns it.
+func waitKafkaGroupStable(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic, what string, ok func(map[string][]int32) bool) map[string][]int32 {
+	t.Helper()
+	var owned map[string][]int32
+	testwait.UntilNil(t, 60*time.Second, what, func() error {
+		d, err := describeKafkaGroup(ctx, adm, group)
+		if err != nil {
+			return err
+		}
+		owned = memberPartitions(d, topic)
+		if d.State != "Stable" || !ok(owned) {
+			return fmt.Errorf("state %s, assignment %v", d.State, owned)
+		}
+		return nil
+	})
+	return owned
+}
+
 // groupCommitted reads a group's committed offsets of topic over Kafka,
 // by partition (partitions without a commit are absent).
 func groupCommitted(ctx context.Context, adm *kadm.Client, group, topic string) (map[int32]int64, error) {
@@ -98,6 +165,24 @@ func groupCommitted(ctx context.Context, adm *kadm.Client, group, topic string) 
 		}
 	}
 	return out, nil
+}
+
+// waitKafkaCommitted waits until group has committed offset want on each
+// of topic's partitions.
+func waitKafkaCommitted(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, partitions int32, want int64) {
+	t.Helper()
+	testwait.UntilNil(t, 30*time.Second, fmt.Sprintf("%s to commit %d on every partition", group, want), func() error {
+		committed, err := groupCommitted(ctx, adm, group, topic)
+		if err != nil {
+			return err
+		}
+		for part := range partitions {
+			if committed[part] != want {
+				return fmt.Errorf("committed %v", committed)
+			}
+		}
+		return nil
+	})
 }
 
 // groupEnds reads the end offsets of topic's partitions over Kafka.
@@ -162,7 +247,8 @@ type franzMember struct {
 		read   map[int32][]int64 // offsets, in the order read
 		values map[string]int    // value -> times read
 		errs   []error
-		writes map[int16]int // requests written, by API key
+		writes map[int16]int       // requests written, by API key
+		last   map[int16]time.Time // when the last one was written
 	}
 }
 
@@ -175,13 +261,15 @@ func (m *franzMember) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.mu.writes[key]++
+	m.mu.last[key] = time.Now()
 }
 
-// written is how many requests of API key the member has written.
-func (m *franzMember) written(key int16) int {
+// written is how many requests of API key the member has written, and
+// when the last was.
+func (m *franzMember) written(key int16) (int, time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.mu.writes[key]
+	return m.mu.writes[key], m.mu.last[key]
 }
 
 // OnGroupManageError implements kgo.HookGroupManageError.
@@ -198,7 +286,8 @@ func (m *franzMember) OnGroupManageError(err error) {
 func startFranzMember(t testing.TB, addrs []string, group, topic, name string, opts ...kgo.Opt) *franzMember {
 	t.Helper()
 	m := &franzMember{name: name, stop: make(chan struct{}), done: make(chan struct{})}
-	m.mu.read, m.mu.values, m.mu.writes = map[int32][]int64{}, map[string]int{}, map[int16]int{}
+	m.mu.read, m.mu.values = map[int32][]int64{}, map[string]int{}
+	m.mu.writes, m.mu.last = map[int16]int{}, map[int16]time.Time{}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID(name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(6 * time.Second), kgo.AutoCommitInterval(200 * time.Millisecond),
