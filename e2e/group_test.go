@@ -619,7 +619,11 @@ func committedAll(cl *client.Client, group, topic string, partitions int32, want
 // describeJSON is the part of `strata group describe --output json` the
 // test reads.
 type describeJSON struct {
-	State      string `json:"state"`
+	State   string `json:"state"`
+	Members []struct {
+		ID     string `json:"id"`
+		Client string `json:"client"`
+	} `json:"members"`
 	Partitions []struct {
 		Partition int32 `json:"partition"`
 		Committed int64 `json:"committed"`
