@@ -97,7 +97,7 @@ func (c *Coordinator) Describe(ctx context.Context, groupID string) (GroupDescri
 		return d, nil
 	}
 	cg := g.consumer
-	d.GroupEpoch, d.AssignmentEpoch, d.AssignorName = cg.epoch, cg.epoch, UniformAssignor
+	d.GroupEpoch, d.AssignmentEpoch, d.AssignorName = cg.epoch, cg.epoch, cg.assignor()
 	for _, m := range cg.sortedMembers() {
 		epoch := m.epoch
 		if m.away {

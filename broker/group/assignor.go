@@ -120,3 +120,39 @@ func (s tpSet) ofTopic(t string) []int32 {
 	}
 	return out
 }
+
+// assignRange computes a target assignment with Kafka's range rule: for
+// every topic, its subscribers in member-id order take contiguous ranges
+// of its partitions, the first n%k of them one more. It is not sticky: a
+// join or a leave may move every partition (the hand-over rule still
+// makes each move wait for its revocation). A pure function.
+func assignRange(subscriptions map[string][]string, partitions map[string]int32) map[string]tpSet {
+	out := make(map[string]tpSet, len(subscriptions))
+	subscribers := map[string][]string{}
+	for m, topics := range subscriptions {
+		out[m] = tpSet{}
+		for _, t := range topics {
+			subscribers[t] = append(subscribers[t], m)
+		}
+	}
+	for t, subs := range subscribers {
+		subs = slices.Compact(slices.Sorted(slices.Values(subs)))
+		n := partitions[t]
+		if n <= 0 {
+			continue
+		}
+		base, extra := int(n)/len(subs), int(n)%len(subs)
+		next := int32(0)
+		for i, m := range subs {
+			count := base
+			if i < extra {
+				count++
+			}
+			for range count {
+				out[m][TopicPartition{t, next}] = struct{}{}
+				next++
+			}
+		}
+	}
+	return out
+}

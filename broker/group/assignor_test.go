@@ -183,3 +183,19 @@ func sameAssignment(a, b map[string]tpSet) bool {
 	}
 	return true
 }
+
+// assignRange: contiguous ranges per topic in member-id order, the first
+// n%k members one more; topics subscribed by some members only go to them.
+func TestAssignRange(t *testing.T) {
+	got := assignRange(map[string][]string{"b": {"t", "u"}, "a": {"t"}, "c": {"t", "u"}}, map[string]int32{"t": 7, "u": 2, "v": 3})
+	want := map[string][]TopicPartition{
+		"a": {{"t", 0}, {"t", 1}, {"t", 2}},
+		"b": {{"t", 3}, {"t", 4}, {"u", 0}},
+		"c": {{"t", 5}, {"t", 6}, {"u", 1}},
+	}
+	for m, tps := range want {
+		if s := got[m].sorted(); !slices.Equal(s, tps) {
+			t.Errorf("%s: %v, want %v", m, s, tps)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"time"
@@ -31,8 +32,10 @@ type member struct {
 	// what regex matches: what the assignor sees. All sorted.
 	names, subscribed []string
 	regex             string
-	sessionTimeout    time.Duration
-	rebalanceTimeout  time.Duration
+	// assignor: the server assignor the member asked for ("" for none).
+	assignor         string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
 	// deadline: the session expires when a heartbeat has not arrived by
 	// then. revokeDeadline: non-zero while the member holds partitions its
 	// target does not give it; it is fenced if it still does after it.
@@ -161,7 +164,8 @@ func (g *consumerGroup) bump(counts map[string]int32, now time.Time) {
 	g.computeTarget(counts, now)
 }
 
-// computeTarget recomputes every member's target with the sticky assignor.
+// computeTarget recomputes every member's target with the group's
+// assignor.
 func (g *consumerGroup) computeTarget(counts map[string]int32, now time.Time) {
 	effective := map[string]int32{}
 	for _, t := range g.subscribedTopics() {
@@ -178,7 +182,12 @@ func (g *consumerGroup) computeTarget(counts map[string]int32, now time.Time) {
 		subs[id] = m.subscribed
 		current[id] = m.target
 	}
-	target := assignSticky(subs, effective, current)
+	var target map[string]tpSet
+	if g.assignor() == RangeAssignor {
+		target = assignRange(subs, effective)
+	} else {
+		target = assignSticky(subs, effective, current)
+	}
 	for id, m := range g.members {
 		m.target = target[id]
 		m.updateRevokeDeadline(now)
@@ -299,8 +308,8 @@ type heartbeatInput struct {
 // unchanged except that a fenced member stays (it may rejoin with epoch 0
 // under the same id).
 func (g *consumerGroup) heartbeat(req *brokerpb.GroupHeartbeatRequest, in heartbeatInput) (*brokerpb.GroupHeartbeatResponse, error) {
-	if a := req.GetServerAssignor(); a != "" && a != UniformAssignor {
-		return nil, fmt.Errorf("%w: %q (the coordinator assigns with %q)", ErrUnsupportedAssignor, a, UniformAssignor)
+	if a := req.GetServerAssignor(); a != "" && a != UniformAssignor && a != RangeAssignor {
+		return nil, fmt.Errorf("%w: %q (the coordinator assigns with %q or %q)", ErrUnsupportedAssignor, a, UniformAssignor, RangeAssignor)
 	}
 	id := req.GetMemberId()
 	var m *member
@@ -510,6 +519,12 @@ func (g *consumerGroup) update(m *member, req *brokerpb.GroupHeartbeatRequest, i
 		m.names = names
 		g.dirty = true
 	}
+	if a := req.GetServerAssignor(); a != "" && a != m.assignor {
+		// The group's assignor may change with it: recompute.
+		m.assignor = a
+		g.dirty = true
+		subscriptionChanged = true
+	}
 	if !slices.Equal(subscribed, m.subscribed) {
 		m.subscribed = subscribed
 		g.dirty = true
@@ -654,6 +669,7 @@ func (g *consumerGroup) metadata() *brokerpb.GroupMetadataValue {
 			InstanceId:           m.instanceID,
 			SubscribedTopicRegex: m.regex,
 			RebalanceTimeoutMs:   int32(m.rebalanceTimeout.Milliseconds()),
+			ServerAssignor:       m.assignor,
 		})
 	}
 	return v
@@ -679,6 +695,7 @@ func (g *consumerGroup) restore(v *brokerpb.GroupMetadataValue, now time.Time, l
 			away:             pm.GetMemberEpoch() == -2,
 			names:            slices.Compact(slices.Sorted(slices.Values(pm.GetSubscribedTopics()))),
 			regex:            pm.GetSubscribedTopicRegex(),
+			assignor:         pm.GetServerAssignor(),
 			sessionTimeout:   lim.sessionTimeout,
 			rebalanceTimeout: lim.rebalanceTimeout,
 			deadline:         now.Add(lim.sessionTimeout),
@@ -716,4 +733,23 @@ func (g *consumerGroup) revert(durable *brokerpb.GroupMetadataValue, counts map[
 	}
 	g.computeTarget(counts, now)
 	g.dirty = false
+}
+
+// assignor is the group's assignor: the one most members asked for
+// (UniformAssignor when none did; ties go to UniformAssignor, then by
+// name), so a group of one client library agrees on one.
+func (g *consumerGroup) assignor() string {
+	votes := map[string]int{}
+	for _, m := range g.members {
+		if m.assignor != "" {
+			votes[m.assignor]++
+		}
+	}
+	best, most := UniformAssignor, votes[UniformAssignor]
+	for _, a := range slices.Sorted(maps.Keys(votes)) {
+		if votes[a] > most {
+			best, most = a, votes[a]
+		}
+	}
+	return best
 }

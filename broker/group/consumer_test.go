@@ -69,8 +69,17 @@ func TestRegexSubscription(t *testing.T) {
 	if err != nil || d.AssignorName != UniformAssignor || d.ConsumerMembers[0].SubscribedTopicRegex != "t.*" || len(d.ConsumerMembers[0].Target) != 2 {
 		t.Fatalf("describe: %+v %v", d, err)
 	}
-	if _, err := e.hbReq(&brokerpb.GroupHeartbeatRequest{MemberId: "m", MemberEpoch: r.MemberEpoch, ServerAssignor: "range"}); !errors.Is(err, ErrUnsupportedAssignor) {
-		t.Fatalf("range assignor: %v", err)
+	if _, err := e.hbReq(&brokerpb.GroupHeartbeatRequest{MemberId: "m", MemberEpoch: r.MemberEpoch, ServerAssignor: "cooperative"}); !errors.Is(err, ErrUnsupportedAssignor) {
+		t.Fatalf("an unknown assignor: %v", err)
+	}
+	// Asking for range moves the group to it (its only member asks), and
+	// a failover keeps it.
+	if _, err := e.hbReq(&brokerpb.GroupHeartbeatRequest{MemberId: "m", MemberEpoch: r.MemberEpoch, ServerAssignor: RangeAssignor}); err != nil {
+		t.Fatalf("the range assignor: %v", err)
+	}
+	e.failover()
+	if d, err := e.c.Describe(context.Background(), "g"); err != nil || d.AssignorName != RangeAssignor {
+		t.Fatalf("assignor after asking for range and a failover: %q %v", d.AssignorName, err)
 	}
 }
 

@@ -211,7 +211,9 @@
 // takes its assignment over, or its session ends; a join with the
 // instance id of an active member is ErrUnreleasedInstanceID. A heartbeat
 // may leave owned out (owned_omitted: Kafka's null Topics): the member
-// owns what it last reported. The only assignor is UniformAssignor.
+// owns what it last reported. Two assignors: UniformAssignor (sticky,
+// counts within one of each other, the default) and RangeAssignor
+// (Kafka's range); a group uses the one most of its members ask for.
 //
 // # Limits
 //

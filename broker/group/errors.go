@@ -130,7 +130,7 @@ var (
 	// member is still active (UNRELEASED_INSTANCE_ID).
 	ErrUnreleasedInstanceID = errors.New("group: unreleased instance id")
 	// ErrUnsupportedAssignor: a KIP-848 server assignor other than
-	// UniformAssignor (UNSUPPORTED_ASSIGNOR).
+	// UniformAssignor and RangeAssignor (UNSUPPORTED_ASSIGNOR).
 	ErrUnsupportedAssignor = errors.New("group: unsupported assignor")
 	// ErrInvalidRegularExpression: a subscription regex that does not
 	// compile (INVALID_REGULAR_EXPRESSION). Returned wrapped together with
@@ -149,3 +149,8 @@ var (
 // only one): per topic, partitions split evenly among the subscribers,
 // sticky.
 const UniformAssignor = "uniform"
+
+// RangeAssignor is the name of the coordinator's other KIP-848 assignor:
+// each topic's partitions in contiguous ranges, by member id (Kafka's
+// "range").
+const RangeAssignor = "range"

@@ -206,12 +206,13 @@ func (c *cutter) cutOff() {
 // group's commits reach the end of every partition.
 func TestGroupRebalances(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		opts []kgo.Opt
+		name, groupType string
+		opts            []kgo.Opt
 	}{
-		{"range", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}},
-		{"cooperative-sticky", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
-		{"kip-848", []kgo.Opt{kgo.ServerSideBalancer()}},
+		{"range", "classic", []kgo.Opt{kgo.Balancers(kgo.RangeBalancer())}},
+		{"cooperative-sticky", "classic", []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}},
+		// franz-go speaks KIP-848 only with the range or sticky balancer.
+		{"kip-848", "consumer", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := groupCluster(t, 1)
@@ -229,6 +230,13 @@ func TestGroupRebalances(t *testing.T) {
 				}
 				return nil
 			})
+			listed, err := kadm.NewClient(kgoClient(t, c)).ListGroups(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := listed["g-"+tc.name].GroupType; got != tc.groupType {
+				t.Fatalf("the group is of type %q, want %q", got, tc.groupType)
+			}
 			ms[2].close()
 			produceN(t, c, "work", n/3)
 			ms[1].kill(g)

@@ -3551,9 +3551,12 @@ type GroupMember struct {
 	RebalanceTimeoutMs   int32              `protobuf:"varint,10,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
 	// target: the member's target assignment at the group epoch (shown by
 	// DescribeGroup; not persisted: recomputed on load).
-	Target        []*TopicPartitions `protobuf:"bytes,11,rep,name=target,proto3" json:"target,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Target []*TopicPartitions `protobuf:"bytes,11,rep,name=target,proto3" json:"target,omitempty"`
+	// server_assignor: the KIP-848 assignor the member asked for ("uniform"
+	// or "range"; empty: none).
+	ServerAssignor string `protobuf:"bytes,12,opt,name=server_assignor,json=serverAssignor,proto3" json:"server_assignor,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -3661,6 +3664,13 @@ func (x *GroupMember) GetTarget() []*TopicPartitions {
 		return x.Target
 	}
 	return nil
+}
+
+func (x *GroupMember) GetServerAssignor() string {
+	if x != nil {
+		return x.ServerAssignor
+	}
+	return ""
 }
 
 type DescribeGroupResponse struct {
@@ -4102,7 +4112,7 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x12ListGroupsResponse\x126\n" +
 	"\x06groups\x18\x01 \x03(\v2\x1e.strata.broker.v1.GroupSummaryR\x06groups\"1\n" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xf8\x03\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xa1\x04\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x12\x1b\n" +
@@ -4119,7 +4129,8 @@ const file_broker_v1_broker_proto_rawDesc = "" +
 	"\x16subscribed_topic_regex\x18\t \x01(\tR\x14subscribedTopicRegex\x120\n" +
 	"\x14rebalance_timeout_ms\x18\n" +
 	" \x01(\x05R\x12rebalanceTimeoutMs\x129\n" +
-	"\x06target\x18\v \x03(\v2!.strata.broker.v1.TopicPartitionsR\x06target\"\x86\x02\n" +
+	"\x06target\x18\v \x03(\v2!.strata.broker.v1.TopicPartitionsR\x06target\x12'\n" +
+	"\x0fserver_assignor\x18\f \x01(\tR\x0eserverAssignor\"\x86\x02\n" +
 	"\x15DescribeGroupResponse\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
