@@ -192,6 +192,12 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 	if err := a.b.sec.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
 		return nil, err
 	}
+	if internalTopic(req.Name) {
+		// cleanup.policy=delete with retention.ms=0 on __consumer_offsets
+		// would delete every group's committed offsets: no client, a
+		// super-user included, changes an internal topic's settings.
+		return nil, invalidKindf(ErrInvalidConfig, "topic %q is internal: its configuration cannot be changed", req.Name)
+	}
 	rec, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		next := maps.Clone(rec.Configs)
 		if next == nil || req.Replace {

@@ -140,3 +140,15 @@ func TestUnknownUserCostsAPasswordCheck(t *testing.T) {
 		}
 	}
 }
+
+// An internal topic's configuration cannot be changed, by any principal:
+// cleanup.policy=delete with retention.ms=0 on __consumer_offsets would
+// delete every group's committed offsets. Refused before any metad call.
+func TestAlterInternalTopicConfigsRefused(t *testing.T) {
+	b := &Broker{cfg: DefaultConfig(), log: slog.New(slog.DiscardHandler)}
+	_, err := b.GRPC().AlterTopicConfigs(context.Background(), &brokerpb.AlterTopicConfigsRequest{
+		Name: OffsetsTopic, Set: map[string]string{"cleanup.policy": "delete", "retention.ms": "0"}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "internal") {
+		t.Fatalf("altering %s: %v, want INVALID_ARGUMENT (internal topic)", OffsetsTopic, err)
+	}
+}

@@ -62,10 +62,10 @@ func TestExposureSettings(t *testing.T) {
 		}
 		return cfg
 	}
-	if cfg := parse(t); cfg.EnablePprof || !cfg.GRPCReflection {
+	if cfg := parse(t); cfg.EnablePprof || cfg.GRPCReflection {
 		t.Fatalf("defaults: %+v", cfg.Exposure)
 	}
-	if cfg := parse(t, "--enable-pprof", "--grpc-reflection=false"); !cfg.EnablePprof || cfg.GRPCReflection {
+	if cfg := parse(t, "--enable-pprof", "--grpc-reflection"); !cfg.EnablePprof || !cfg.GRPCReflection {
 		t.Fatalf("flags: %+v", cfg.Exposure)
 	}
 	file := filepath.Join(t.TempDir(), "bookie.yaml")
@@ -75,8 +75,8 @@ func TestExposureSettings(t *testing.T) {
 	if cfg := parse(t, "--config", file); !cfg.EnablePprof {
 		t.Fatalf("YAML: %+v", cfg.Exposure)
 	}
-	t.Setenv("STRATA_GRPC_REFLECTION", "false")
-	if cfg := parse(t); cfg.GRPCReflection {
+	t.Setenv("STRATA_GRPC_REFLECTION", "true")
+	if cfg := parse(t); !cfg.GRPCReflection {
 		t.Fatalf("environment: %+v", cfg.Exposure)
 	}
 }

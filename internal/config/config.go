@@ -17,8 +17,9 @@ type Exposure struct {
 	GRPCReflection bool `mapstructure:"grpc-reflection"`
 }
 
-// DefaultExposure is the default: reflection on, pprof off.
-func DefaultExposure() Exposure { return Exposure{GRPCReflection: true} }
+// DefaultExposure is the default: reflection and pprof off (both show more
+// of a node than its clients need).
+func DefaultExposure() Exposure { return Exposure{} }
 
 // ExposureFlags defines the flags of Exposure with d's values as defaults.
 func ExposureFlags(fs *pflag.FlagSet, d Exposure) {
