@@ -146,6 +146,25 @@
 // listener verifies client certificates when given
 // (tls.VerifyClientCertIfGiven), as the gRPC listener does.
 //
+// # The adapter
+//
+// Adapter (adapter.go) registers the APIs the broker serves (apis.go: the
+// key, the versions advertised, the handler) and answers them from the
+// broker's service layer (broker.Service, broker.Admin, broker.Groups):
+// a handler translates the kmsg request into a service call and the
+// result into the kmsg response, nothing else; validation, ACLs, budgets,
+// routing and idempotence are the service layer's, shared with the gRPC
+// API. Service errors become Kafka codes in one table (codes.go; the
+// group APIs' additions in groupcodes.go). Kafka concepts without a
+// Strata twin are mapped in one place each: node ids are the brokers'
+// (kept in metad), leader = the partition's owner and leader epoch = its
+// owner epoch (adapter.go: nodes, leader), replicas = ISR = [owner],
+// topic ids = TopicRecord ids (topicUUID), the last stable offset = the
+// high watermark. Work whose order matters runs in Handle (placing
+// produced batches, admin changes, offset commits); waiting runs in the
+// Reply (acks, long polls, join and sync rounds). Listen (listener.go)
+// builds the Server a broker runs from its configuration.
+//
 // # Writing a handler
 //
 //	reg.Register(3, 0, 12, kafka.HandlerFunc(func(ctx context.Context, c *kafka.Conn, r kmsg.Request) (kafka.Reply, error) {
