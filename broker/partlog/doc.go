@@ -124,10 +124,11 @@
 //     if the list is still the one base was taken from: otherwise it
 //     writes nothing and returns ErrListMoved. A swap is ONE CAS at the
 //     list's version; a lost CAS fails the log like any other (P3).
-//     Update is the pass's loop around it: snapshot, pure edit, swap,
-//     again from a new snapshot while the list moved. So a pass's change
-//     is always decided over the list it replaces, and a roll is never
-//     lost to a pass (nor a pass's change to a roll). What the change
+//     Update takes the snapshot, runs the pass's pure edit and swaps, all
+//     holding appendSem, so the list cannot move in between: a pass's
+//     change is always decided over the list it replaces, a busy
+//     partition's rolls never starve it, and a roll is never lost to a
+//     pass (nor a pass's change to a roll). What the change
 //     unlinked the pass deletes after it (DeleteUnlisted, P6).
 //
 // # Concurrency

@@ -67,6 +67,12 @@ func (l *Log) Swap(ctx context.Context, base Snapshot, next *brokerpb.PartitionL
 		return false, err
 	}
 	defer l.release()
+	return l.swapLocked(ctx, base, next)
+}
+
+// swapLocked is Swap with appendSem held.
+// REQUIRES: appendSem held.
+func (l *Log) swapLocked(ctx context.Context, base Snapshot, next *brokerpb.PartitionLog) (sent bool, err error) {
 	l.mu.Lock()
 	if err := l.acceptErrLocked(); err != nil {
 		l.mu.Unlock()
@@ -95,33 +101,27 @@ func (l *Log) Swap(ctx context.Context, base Snapshot, next *brokerpb.PartitionL
 // Update then writes nothing and returns nil.
 var ErrNoChange = errors.New("partlog: nothing to change")
 
-// swapAttempts bounds Update's retries: the list moves only by a roll or
-// another pass's swap, each at least a metad round trip, while an edit
-// takes microseconds.
-const swapAttempts = 16
-
 // Update changes the list by edit, a pure function of a snapshot that
 // returns the new list (built from Snapshot.Edit), ErrNoChange, or an
-// error that Update returns as is. When the list moved between the
-// snapshot and the swap (ErrListMoved), it takes a new snapshot and
-// calls edit again, at most swapAttempts times. sent and the errors are
-// Swap's.
+// error that Update returns as is. It holds appendSem from the snapshot
+// to the swap, so the list cannot move in between (rolls and other swaps
+// hold it too): a busy partition's rolls never starve a pass, and the
+// edit is decided over the list it replaces. sent and the errors are
+// Swap's (never ErrListMoved).
 func Update(ctx context.Context, l *Log, edit func(Snapshot) (*brokerpb.PartitionLog, error)) (sent bool, err error) {
-	for range swapAttempts {
-		snap := l.Snapshot()
-		next, err := edit(snap)
-		if errors.Is(err, ErrNoChange) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		sent, err = l.Swap(ctx, snap, next)
-		if !errors.Is(err, ErrListMoved) {
-			return sent, err
-		}
+	if err := l.acquire(ctx); err != nil {
+		return false, err
 	}
-	return false, err
+	defer l.release()
+	snap := l.Snapshot()
+	next, err := edit(snap)
+	if errors.Is(err, ErrNoChange) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return l.swapLocked(ctx, snap, next)
 }
 
 // RunPass runs fn with the log's own context unless the log is closing
