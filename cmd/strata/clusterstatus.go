@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
@@ -42,13 +43,17 @@ every 2 s until Ctrl-C.`,
 				return err
 			}
 			defer meta.Close()
+			adminTLS, err := g.adminProbeTLS()
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			brokers := &brokerConn{g: g}
 			defer brokers.close()
 			p := g.printer(cmd)
 			for {
 				roundCtx, cancel := context.WithTimeout(ctx, g.timeout)
-				rep := cluster.Collect(roundCtx, meta, eps, brokers.describe, min(statusProbeTimeout, g.timeout))
+				rep := cluster.Collect(roundCtx, meta, eps, brokers.describe, min(statusProbeTimeout, g.timeout), adminTLS)
 				cancel()
 				if watch && ctx.Err() != nil {
 					return nil
@@ -109,4 +114,15 @@ func (b *brokerConn) close() {
 	if b.c != nil {
 		b.c.Close()
 	}
+}
+
+// adminProbeTLS is how status probes the brokers' admin addresses: with
+// the CA the CLI trusts for the brokers, https first (nodes with
+// --admin-tls); plain http without one.
+func (g *globalOptions) adminProbeTLS() (*tls.Config, error) {
+	files, err := g.tlsFiles(g.brokersFromProfile(), g.user != "")
+	if err != nil || files.CA == "" {
+		return nil, err
+	}
+	return cli.AdminTLS(files.CA)
 }

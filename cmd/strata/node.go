@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -29,10 +30,13 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Exit 0 when the node at --admin answers /readyz (or /livez with --live) with 200",
-		Long: "Sends one GET to http://ADMIN/readyz (/livez with --live, or --path) and exits 0 on a\n" +
+		Long: "Sends one GET to ADMIN/readyz (/livez with --live, or --path) and exits 0 on a\n" +
 			"200 answer, 1 otherwise, printing the answer's status and body. Meant for container\n" +
 			"health checks: it needs no shell. --path also probes other HTTP health endpoints, e.g.\n" +
-			"MinIO's /minio/health/ready.",
+			"MinIO's /minio/health/ready.\n" +
+			"With a CA (--tls-ca, else $" + cli.EnvTLSCA + ", else $" + envNodeTLSCA + ", the node's own) it speaks\n" +
+			"https first, checking the node's certificate, and http when the node answers in\n" +
+			"plaintext: a node with --admin-tls is probed the same way as one without.",
 		Args: cobra.NoArgs,
 		RunE: cli.Run(func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("admin") {
@@ -44,9 +48,13 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 					path = "/livez"
 				}
 			}
+			tlsConf, err := probeTLS(g.tls.CA)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			code, body, err := cli.ProbeHTTP(ctx, admin, path)
+			code, body, err := cli.ProbeHTTP(ctx, admin, path, tlsConf)
 			if err != nil {
 				return err
 			}
@@ -62,6 +70,21 @@ func newNodeHealthCommand(g *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&path, "path", "", "probe this path instead (overrides --live)")
 	return cmd
 }
+
+// probeTLS is the TLS configuration of admin probes: the CA of --tls-ca
+// (flagCA), $STRATA_TLS_CA, or the node's own $STRATA_TLS_CA_FILE when the
+// probe runs in its container; nil (plain http) without any.
+func probeTLS(flagCA string) (*tls.Config, error) {
+	for _, ca := range []string{flagCA, os.Getenv(cli.EnvTLSCA), os.Getenv(envNodeTLSCA)} {
+		if ca != "" {
+			return cli.AdminTLS(ca)
+		}
+	}
+	return nil, nil
+}
+
+// envNodeTLSCA is the variable that sets a role's --tls-ca-file.
+const envNodeTLSCA = "STRATA_TLS_CA_FILE"
 
 // envAdminListen is the variable that sets a role's --admin-listen; in a
 // container it names the admin address of the node the check runs beside.

@@ -2,12 +2,16 @@ package cli
 
 import (
 	"context"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/proctest"
 )
 
@@ -40,10 +44,10 @@ func TestProbeHTTP(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	if code, body, err := ProbeHTTP(context.Background(), addr, "/readyz"); err != nil || code != 200 || body != "ok" {
+	if code, body, err := ProbeHTTP(context.Background(), addr, "/readyz", nil); err != nil || code != 200 || body != "ok" {
 		t.Fatalf("/readyz: %d %q %v", code, body, err)
 	}
-	if code, body, err := ProbeHTTP(context.Background(), addr, "/other"); err != nil || code != 503 || body != "not ready" {
+	if code, body, err := ProbeHTTP(context.Background(), addr, "/other", nil); err != nil || code != 503 || body != "not ready" {
 		t.Fatalf("/other: %d %q %v", code, body, err)
 	}
 }
@@ -67,5 +71,55 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(t.TempDir()+"/no/such/dir/f", nil); err == nil {
 		t.Fatal("a missing directory: no error")
+	}
+}
+
+// TestProbeHTTPS: with a CA, a node serving its admin address over TLS is
+// probed over https with its certificate checked (another CA's is
+// refused, never retried in plaintext), and a node serving plain http is
+// still probed.
+func TestProbeHTTPS(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	tlsSrv := httptest.NewUnstartedServer(ok)
+	tlsSrv.Listener.Close()
+	tlsSrv.Listener = proctest.Listen(t)
+	tlsSrv.StartTLS()
+	defer tlsSrv.Close()
+	plain := httptest.NewUnstartedServer(ok)
+	plain.Listener.Close()
+	plain.Listener = proctest.Listen(t)
+	plain.Start()
+	defer plain.Close()
+
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := AdminTLS(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if code, body, err := ProbeHTTP(ctx, strings.TrimPrefix(tlsSrv.URL, "https://"), "/readyz", conf); err != nil || code != 200 || body != "ok" {
+		t.Fatalf("TLS node: %d %q %v", code, body, err)
+	}
+	if code, _, err := ProbeHTTP(ctx, strings.TrimPrefix(plain.URL, "http://"), "/readyz", conf); err != nil || code != 200 {
+		t.Fatalf("plaintext node with a CA given: %d %v", code, err)
+	}
+	if code, _, err := ProbeHTTP(ctx, strings.TrimPrefix(tlsSrv.URL, "https://"), "/readyz", nil); err != nil || code != http.StatusBadRequest {
+		t.Fatalf("TLS node without a CA: %d %v; want Go's 400 to plain http", code, err)
+	}
+	other, err := pki.NewCA("other", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherFile := filepath.Join(dir, "other.crt")
+	if err := os.WriteFile(otherFile, other.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wrong, _ := AdminTLS(otherFile)
+	if _, _, err := ProbeHTTP(ctx, strings.TrimPrefix(tlsSrv.URL, "https://"), "/readyz", wrong); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("TLS node with another CA: %v, want a certificate error", err)
 	}
 }

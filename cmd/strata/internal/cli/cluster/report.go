@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,8 +70,9 @@ type Describer func(ctx context.Context) (*brokerpb.DescribeClusterResponse, err
 // Collect gathers one report: metad's status from eps (each member
 // probed within probeTimeout), the brokers from describe (asked while
 // metad and the bookies are read) and their /readyz, the bookies and the
-// ledgers from meta.
-func Collect(ctx context.Context, meta *metaclient.Client, eps []string, describe Describer, probeTimeout time.Duration) *Report {
+// ledgers from meta. adminTLS (nil: plain http) is how the brokers' admin
+// addresses are probed (cli.ProbeHTTP).
+func Collect(ctx context.Context, meta *metaclient.Client, eps []string, describe Describer, probeTimeout time.Duration, adminTLS *tls.Config) *Report {
 	rep := &Report{Problems: []string{}, Warnings: []string{}, Bookies: []BookieRow{}}
 	rep.Brokers.Brokers = []BrokerRow{}
 	// The brokers answer (or time out) while metad and bookies are read.
@@ -89,7 +91,7 @@ func Collect(ctx context.Context, meta *metaclient.Client, eps []string, describ
 	}
 	res := <-brokersDone
 	CollectBrokers(rep, res.d, res.err)
-	ProbeBrokers(ctx, rep, probeTimeout)
+	ProbeBrokers(ctx, rep, probeTimeout, adminTLS)
 	CollectBookies(ctx, meta, rep)
 	CollectLedgers(ctx, meta, rep)
 	rep.Healthy = len(rep.Problems) == 0
@@ -136,10 +138,10 @@ func CollectBrokers(rep *Report, d *brokerpb.DescribeClusterResponse, err error)
 	}
 }
 
-// ProbeBrokers asks each broker's admin /readyz whether it serves; one
-// that does not is a problem.
-func ProbeBrokers(ctx context.Context, rep *Report, timeout time.Duration) {
-	hc := &http.Client{Timeout: timeout}
+// ProbeBrokers asks each broker's admin /readyz whether it serves (over
+// https first with adminTLS, cli.ProbeHTTP); one that does not is a
+// problem.
+func ProbeBrokers(ctx context.Context, rep *Report, timeout time.Duration, adminTLS *tls.Config) {
 	var wg sync.WaitGroup
 	for i := range rep.Brokers.Brokers {
 		b := &rep.Brokers.Brokers[i]
@@ -149,19 +151,16 @@ func ProbeBrokers(ctx context.Context, rep *Report, timeout time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.Health = "unreachable"
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.AdminAddress+"/readyz", nil)
-			if err != nil {
-				return
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				return
-			}
-			resp.Body.Close()
-			b.Health = "ok"
-			if resp.StatusCode != http.StatusOK {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			code, _, err := cli.ProbeHTTP(ctx, b.AdminAddress, "/readyz", adminTLS)
+			switch {
+			case err != nil:
+				b.Health = "unreachable"
+			case code != http.StatusOK:
 				b.Health = "not-ready"
+			default:
+				b.Health = "ok"
 			}
 		}()
 	}
