@@ -211,7 +211,9 @@ func (c *cluster) run(service string) {
 		// The Go race detector is not in these binaries; keep their
 		// logs short and readable in a failure dump.
 		"-e", "STRATA_LOG_LEVEL=info",
-		// Nodes listen on the network's addresses without TLS.
+		// Nodes listen on the network's addresses without TLS: these
+		// scenarios are about faults, not security (the compose test,
+		// TestComposeDefaultTLS, runs the secure default).
 		"-e", "STRATA_INSECURE=true"}
 	for k, v := range n.env {
 		args = append(args, "-e", k+"="+v)

@@ -9,5 +9,9 @@
 // brokers (each with its Kafka protocol listener) with fixed addresses on it, and removes every container (with
 // its anonymous volume) and the network when the test ends, failed or not.
 // The host reaches the nodes at their container addresses (Linux bridge
-// networking). Without Docker, or with -short, the tests skip and say why.
+// networking). Those nodes run without TLS (--insecure): the scenarios are
+// about faults. TestComposeDefaultTLS runs deploy/compose as it ships
+// instead (docker-compose v1; TLS, authentication on) under a project of
+// its own, and `docker-compose down -v` removes it. Without Docker, or
+// with -short, the tests skip and say why.
 package containertest
