@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -123,9 +125,16 @@ type serviceMonitor struct {
 	Spec              struct {
 		Selector  metav1.LabelSelector `json:"selector"`
 		Endpoints []struct {
-			Port     string `json:"port"`
-			Path     string `json:"path"`
-			Interval string `json:"interval"`
+			Port      string `json:"port"`
+			Path      string `json:"path"`
+			Interval  string `json:"interval"`
+			Scheme    string `json:"scheme"`
+			TLSConfig *struct {
+				CA struct {
+					Secret *corev1.SecretKeySelector `json:"secret"`
+				} `json:"ca"`
+			} `json:"tlsConfig"`
+			BearerTokenSecret *corev1.SecretKeySelector `json:"bearerTokenSecret"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
@@ -147,6 +156,14 @@ func decodeStrict(apiVersion, kind string, doc []byte) (any, error) {
 		obj = &appsv1.Deployment{}
 	case "policy/v1/PodDisruptionBudget":
 		obj = &policyv1.PodDisruptionBudget{}
+	case "v1/ServiceAccount":
+		obj = &corev1.ServiceAccount{}
+	case "rbac.authorization.k8s.io/v1/Role":
+		obj = &rbacv1.Role{}
+	case "rbac.authorization.k8s.io/v1/RoleBinding":
+		obj = &rbacv1.RoleBinding{}
+	case "batch/v1/Job":
+		obj = &batchv1.Job{}
 	case "monitoring.coreos.com/v1/ServiceMonitor":
 		obj = &serviceMonitor{}
 	default:
@@ -199,6 +216,13 @@ func checkObjects(t *testing.T, objs []rendered) {
 		case *corev1.Pod:
 			if v.Annotations["helm.sh/hook"] != "test" {
 				t.Errorf("%s: a bare Pod that is not a helm test hook", o.source)
+			}
+		case *batchv1.Job:
+			if sc := v.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+				t.Errorf("%s: Job %s does not run as non-root", o.source, v.Name)
+			}
+			if !strings.Contains(v.Annotations["helm.sh/hook"], "pre-install") {
+				t.Errorf("%s: Job %s is not a pre-install hook", o.source, v.Name)
 			}
 		}
 		if spec == nil {
