@@ -54,7 +54,10 @@ type composeRun struct {
 //     to it and consumes it back, creates a user and grants it READ;
 //   - the user reads the topic over the Kafka listener (TLS + SCRAM);
 //   - clients without credentials are refused: a plaintext client, a TLS
-//     gRPC client with no certificate, a TLS Kafka client with no SASL;
+//     gRPC client with no certificate, a TLS Kafka client with no SASL,
+//     the CLI without the admin certificate;
+//   - each node mounts its own certificate volume and no other (not the
+//     CA's, not the admin's);
 //   - a second `up` keeps the CA and every certificate.
 //
 // Everything the project creates (containers, volumes, network) is
@@ -129,6 +132,20 @@ func TestComposeDefaultTLS(t *testing.T) {
 		noCert := []string{"run", "--rm", "-T", "-e", "STRATA_TLS_CA=", "-e", "STRATA_TLS_CERT=", "-e", "STRATA_TLS_KEY=", "cli", "topic", "list"}
 		if out, err := c.composeErr("", noCert...); err == nil {
 			t.Fatalf("the CLI without the admin certificate listed topics:\n%s", out)
+		}
+	})
+	t.Run("EachNodeHoldsOnlyItsOwnKey", func(t *testing.T) {
+		for _, s := range []string{"metad-1", "metad-2", "metad-3", "bookie-1", "bookie-2", "bookie-3", "broker-1", "broker-2"} {
+			mounts := strings.Fields(docker(t, "inspect", "-f", "{{range .Mounts}}{{.Name}} {{end}}", c.containerID(s)))
+			var tlsVolumes []string
+			for _, m := range mounts {
+				if strings.HasPrefix(m, c.project+"_tls-") {
+					tlsVolumes = append(tlsVolumes, strings.TrimPrefix(m, c.project+"_"))
+				}
+			}
+			if !slices.Equal(tlsVolumes, []string{"tls-" + s}) {
+				t.Errorf("%s mounts the certificate volumes %v, want only tls-%s (never tls-ca, tls-admin or another node's)", s, tlsVolumes, s)
+			}
 		}
 	})
 	t.Run("SecondUpKeepsCertificates", func(t *testing.T) {
