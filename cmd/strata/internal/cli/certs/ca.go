@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/internal/pki"
 )
 
@@ -58,10 +59,10 @@ func EnsureCA(dir, name string, validity time.Duration) (created bool, err error
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, err
 	}
-	if err := writeFile(keyPath, keyPEM, 0o600, nil); err != nil {
+	if err := cli.WriteFileAs(keyPath, keyPEM, 0o600, nil); err != nil {
 		return false, err
 	}
-	return true, writeFile(certPath, certPEM, 0o644, nil)
+	return true, cli.WriteFileAs(certPath, certPEM, 0o644, nil)
 }
 
 // LoadCA reads the CA of dir (ca.crt and ca.key).
@@ -134,37 +135,4 @@ func exists(path string) (bool, error) {
 }
 
 // Owner is the user and group issued files are given (Options.Owner).
-type Owner struct{ UID, GID int }
-
-// writeFile writes data to path through a temporary file in the same
-// directory renamed into place (C2), with mode perm, owned by owner when
-// not nil.
-func writeFile(path string, data []byte, perm fs.FileMode, owner *Owner) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if owner != nil {
-		if err := tmp.Chown(owner.UID, owner.GID); err != nil {
-			tmp.Close()
-			return err
-		}
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+type Owner = cli.Owner

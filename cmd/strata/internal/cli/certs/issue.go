@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-log/strata/cmd/strata/internal/cli"
 	"github.com/strata-log/strata/internal/pki"
 )
 
@@ -96,7 +97,7 @@ func Issue(ca *pki.CA, sp Spec, o Options) (kept bool, err error) {
 	caPEM := ca.CertPEM()
 	caPath := filepath.Join(dir, CACertFile)
 	if old, err := os.ReadFile(caPath); err != nil || !bytes.Equal(old, caPEM) {
-		if err := writeFile(caPath, caPEM, 0o644, o.Owner); err != nil {
+		if err := cli.WriteFileAs(caPath, caPEM, 0o644, o.Owner); err != nil {
 			return false, err
 		}
 	}
@@ -110,10 +111,10 @@ func Issue(ca *pki.CA, sp Spec, o Options) (kept bool, err error) {
 	// The key first: a node reloading on change then sees a new key with
 	// the old certificate (refused, the previous pair stays) and never
 	// the new certificate without its key.
-	if err := writeFile(keyPath, keyPEM, 0o600, o.Owner); err != nil {
+	if err := cli.WriteFileAs(keyPath, keyPEM, 0o600, o.Owner); err != nil {
 		return false, err
 	}
-	return false, writeFile(certPath, certPEM, 0o644, o.Owner)
+	return false, cli.WriteFileAs(certPath, certPEM, 0o644, o.Owner)
 }
 
 // current reports whether certPath and keyPath hold a certificate of
