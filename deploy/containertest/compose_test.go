@@ -68,8 +68,6 @@ func TestComposeDefaultTLS(t *testing.T) {
 		t.Skip("docker-compose (v1) not found: skipping the compose test")
 	}
 	c := startCompose(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 
 	// The admin certificate's directory, copied out as docs/deploy.md says.
 	admin := filepath.Join(t.TempDir(), "strata-admin")
@@ -79,50 +77,13 @@ func TestComposeDefaultTLS(t *testing.T) {
 			t.Fatalf("admin directory: %v", err)
 		}
 	}
-
 	const topic = "orders"
-	if out, err := c.cli("", "topic", "create", topic, "-p", "3"); err != nil {
-		t.Fatalf("topic create with the admin certificate: %v\n%s", err, out)
-	}
-	if out, err := c.cli("k1:hello\nk2:world\nk3:again\n", "produce", topic, "-K:"); err != nil {
-		t.Fatalf("produce: %v\n%s", err, out)
-	}
-	out, err := c.cli("", "consume", topic, "-e", "-f", "%k=%v\n")
-	if err != nil {
-		t.Fatalf("consume: %v\n%s", err, out)
-	}
-	got := strings.Fields(out)
-	slices.Sort(got)
-	if want := []string{"k1=hello", "k2=world", "k3=again"}; !slices.Equal(got, want) {
-		t.Fatalf("consumed %q, want %q", got, want)
-	}
-	// The first user, as docs/deploy.md makes it.
-	if out, err := c.cli("s3cret\n", "user", "create", "alice", "--password-stdin"); err != nil {
-		t.Fatalf("user create: %v\n%s", err, out)
-	}
-	if out, err := c.cli("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "read", "--topic", topic); err != nil {
-		t.Fatalf("acl add: %v\n%s", err, out)
-	}
+	adminCLI(t, c, topic)
 
 	caOnly := caOnlyTLS(t, filepath.Join(admin, "ca.crt"))
 	kafka := []string{"127.0.0.1:" + c.ports["STRATA_BROKER1_KAFKA_PORT"], "127.0.0.1:" + c.ports["STRATA_BROKER2_KAFKA_PORT"]}
 	t.Run("UserOverKafkaTLSAndSCRAM", func(t *testing.T) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(kafka...), kgo.DialTLSConfig(caOnly),
-			kgo.SASL(scram.Auth{User: "alice", Pass: "s3cret"}.AsSha512Mechanism()),
-			kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		seen := map[string]bool{}
-		for len(seen) < 3 {
-			fs := cl.PollFetches(ctx)
-			if err := ctx.Err(); err != nil {
-				t.Fatalf("read %d of 3 records as alice: %v", len(seen), err)
-			}
-			fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
-			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Key)] = true })
-		}
+		readAsUser(t, kafka, caOnly, topic, 3)
 	})
 	t.Run("NoCredentialsRefused", func(t *testing.T) {
 		brokers := []string{"127.0.0.1:" + c.ports["STRATA_BROKER1_PORT"], "127.0.0.1:" + c.ports["STRATA_BROKER2_PORT"]}
@@ -160,6 +121,58 @@ func TestComposeDefaultTLS(t *testing.T) {
 			t.Fatalf("after a second up: %v\n%s", err, out)
 		}
 	})
+}
+
+// adminCLI: the cli service, with the admin certificate, creates topic,
+// produces 3 records, reads them back, and makes the user alice with READ
+// on topic, as docs/deploy.md does.
+func adminCLI(t *testing.T, c *composeRun, topic string) {
+	t.Helper()
+	if out, err := c.cli("", "topic", "create", topic, "-p", "3"); err != nil {
+		t.Fatalf("topic create with the admin certificate: %v\n%s", err, out)
+	}
+	if out, err := c.cli("k1:hello\nk2:world\nk3:again\n", "produce", topic, "-K:"); err != nil {
+		t.Fatalf("produce: %v\n%s", err, out)
+	}
+	out, err := c.cli("", "consume", topic, "-e", "-f", "%k=%v\n")
+	if err != nil {
+		t.Fatalf("consume: %v\n%s", err, out)
+	}
+	got := strings.Fields(out)
+	slices.Sort(got)
+	if want := []string{"k1=hello", "k2=world", "k3=again"}; !slices.Equal(got, want) {
+		t.Fatalf("consumed %q, want %q", got, want)
+	}
+	if out, err := c.cli("s3cret\n", "user", "create", "alice", "--password-stdin"); err != nil {
+		t.Fatalf("user create: %v\n%s", err, out)
+	}
+	if out, err := c.cli("", "acl", "add", "--allow", "--principal", "User:alice", "--operation", "read", "--topic", topic); err != nil {
+		t.Fatalf("acl add: %v\n%s", err, out)
+	}
+}
+
+// readAsUser reads n records of topic as alice over the Kafka listener:
+// TLS trusting the CA, SCRAM-SHA-512.
+func readAsUser(t *testing.T, kafka []string, caOnly *tls.Config, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka...), kgo.DialTLSConfig(caOnly),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "s3cret"}.AsSha512Mechanism()),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	seen := map[string]bool{}
+	for len(seen) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d records as alice: %v", len(seen), n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Key)] = true })
+	}
 }
 
 // startCompose brings the compose project up on a free /24 with every

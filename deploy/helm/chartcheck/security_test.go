@@ -283,56 +283,7 @@ func TestPodCertificates(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
 	for _, w := range workloads(objs) {
-		t.Run(w.role, func(t *testing.T) {
-			vars := map[string]string{"POD_NAME": podName(w), "POD_IP": podIP}
-			tlsDir := t.TempDir()
-			var args []string
-			for _, a := range w.pod.InitContainers[0].Command[1:] {
-				a = strings.NewReplacer("--ca=/ca", "--ca="+caDir, "--out=/tls", "--out="+tlsDir).Replace(expand(a, vars))
-				args = append(args, a)
-			}
-			if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-				t.Fatalf("init container %v: %v\n%s", args, err, out)
-			}
-			main := w.pod.Containers[0]
-			env := map[string]string{}
-			for _, e := range main.Env {
-				if e.ValueFrom == nil {
-					env[e.Name] = expand(e.Value, vars)
-					vars[e.Name] = env[e.Name]
-				}
-			}
-			local := func(p string) string { return filepath.Join(tlsDir, strings.TrimPrefix(p, "/tls/")) }
-			for _, k := range []string{"STRATA_TLS_CERT_FILE", "STRATA_TLS_KEY_FILE", "STRATA_TLS_CA_FILE"} {
-				if !strings.HasPrefix(env[k], "/tls/") {
-					t.Fatalf("%s=%q is not in the init container's output", k, env[k])
-				}
-				if _, err := os.Stat(local(env[k])); err != nil {
-					t.Fatalf("%s: %v", k, err)
-				}
-			}
-			certPEM, err := os.ReadFile(local(env["STRATA_TLS_CERT_FILE"]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := pem.Decode(certPEM)
-			cert, err := x509.ParseCertificate(b.Bytes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var uris []string
-			for _, u := range cert.URIs {
-				uris = append(uris, u.String())
-			}
-			if !slices.Equal(uris, []string{"urn:strata:role:" + w.role}) || cert.Subject.CommonName != vars["POD_NAME"] || env["STRATA_ID"] != cert.Subject.CommonName {
-				t.Fatalf("certificate names %v, CN %q; want role %s, CN the pod name = STRATA_ID %q", uris, cert.Subject.CommonName, w.role, env["STRATA_ID"])
-			}
-			for _, host := range dialledAs(t, w, env) {
-				if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-					t.Errorf("not valid for %s, which it is dialled at: %v", host, err)
-				}
-			}
-		})
+		t.Run(w.role, func(t *testing.T) { checkPodCertificate(t, bin, caDir, roots, w) })
 	}
 	t.Run("job", func(t *testing.T) {
 		for _, o := range objs {
@@ -349,6 +300,58 @@ func TestPodCertificates(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkPodCertificate runs w's certificate init container as rendered
+// (for a pod of w) and checks what it wrote (TestPodCertificates).
+func checkPodCertificate(t *testing.T, bin, caDir string, roots *x509.CertPool, w workload) {
+	vars := map[string]string{"POD_NAME": podName(w), "POD_IP": podIP}
+	tlsDir := t.TempDir()
+	var args []string
+	for _, a := range w.pod.InitContainers[0].Command[1:] {
+		a = strings.NewReplacer("--ca=/ca", "--ca="+caDir, "--out=/tls", "--out="+tlsDir).Replace(expand(a, vars))
+		args = append(args, a)
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("init container %v: %v\n%s", args, err, out)
+	}
+	env := map[string]string{}
+	for _, e := range w.pod.Containers[0].Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = expand(e.Value, vars)
+			vars[e.Name] = env[e.Name]
+		}
+	}
+	local := func(p string) string { return filepath.Join(tlsDir, strings.TrimPrefix(p, "/tls/")) }
+	for _, k := range []string{"STRATA_TLS_CERT_FILE", "STRATA_TLS_KEY_FILE", "STRATA_TLS_CA_FILE"} {
+		if !strings.HasPrefix(env[k], "/tls/") {
+			t.Fatalf("%s=%q is not in the init container's output", k, env[k])
+		}
+		if _, err := os.Stat(local(env[k])); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	certPEM, err := os.ReadFile(local(env["STRATA_TLS_CERT_FILE"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, u := range cert.URIs {
+		uris = append(uris, u.String())
+	}
+	if !slices.Equal(uris, []string{"urn:strata:role:" + w.role}) || cert.Subject.CommonName != vars["POD_NAME"] || env["STRATA_ID"] != cert.Subject.CommonName {
+		t.Fatalf("certificate names %v, CN %q; want role %s, CN the pod name = STRATA_ID %q", uris, cert.Subject.CommonName, w.role, env["STRATA_ID"])
+	}
+	for _, host := range dialledAs(t, w, env) {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("not valid for %s, which it is dialled at: %v", host, err)
+		}
+	}
 }
 
 // dialledAs lists the hosts a node of w is dialled at, from the rendered
