@@ -31,13 +31,13 @@
 //     usage falls to WritableBelow; reads, fences, LACs, deletes and GC go
 //     on. OnStateChange hooks hear of each change.
 //   - An entry, once stored, keeps its bytes; a LAC never passes the
-//     highest entry held (next section).
+//     highest entry held, nor the highest one verified (next section).
 //
 // # Hostile and buggy writers
 //
 // Without TLS the bookie API has no authentication, and with it any
 // broker or bookie certificate may write (docs/security.md); the recovery
-// flag of an add is the client's word. Two rules bound what a
+// flag of an add is the client's word. Three rules bound what a
 // buggy or hostile client can do to data other writers stored:
 //
 //   - C2 Immutable entries. An add of an entry the ledger already holds
@@ -72,16 +72,30 @@
 //
 //   - H1 Bounded LAC. A LAC, explicit (WriteLAC) or piggybacked on an
 //     add, is lowered to the highest entry id the ledger holds, counting
-//     adds journaled ahead of it and, for an add, its own entry (-1 when
-//     there is none), and counted in strata_bookie_lac_clamped_total. A
-//     writer's LAC never needs more: it piggybacks LAC < entry, and an
-//     explicit LAC goes to bookies that were sent every entry up to it
-//     (readers take the highest LAC of the ensemble, so a lagging
+//     adds journaled ahead of it (-1 when there is none); a piggybacked
+//     one also below the entry that carries it. Both are counted in
+//     strata_bookie_lac_clamped_total. A writer's LAC never needs more: it
+//     piggybacks LAC < entry (the entry it sends is not acknowledged
+//     yet), and an explicit LAC goes to bookies that were sent every entry
+//     up to it (readers take the highest LAC of the ensemble, so a lagging
 //     bookie's lower LAC costs nothing). Recovery starts reading after the
-//     highest LAC reported: one inflated LAC on one bookie made it demand
-//     entries nobody has, forever (ledger/recovery.go). The lowered value
-//     is what the journal records, so replay restores it exactly. LACs
-//     stored before this rule are kept as they were.
+//     highest LAC reported, and one inflated LAC on one bookie made it
+//     demand entries nobody has (ledger/recovery_machine.go R10 now
+//     notices). The lowered value is what the journal records, so replay
+//     restores it exactly. LACs stored before this rule are kept as they
+//     were.
+//   - H2 Verified LAC. H1 alone still lets one add of entry N carrying
+//     LAC N-1 (or two adds) raise the LAC to N. So a LAC is also lowered
+//     to the highest entry whose add Options.Verify vouched for (the
+//     bookie checks the entry's digest against its ledger's key, V1 in
+//     ledger/doc.go), counting the add that carries it, and counted in
+//     strata_bookie_lac_unverified_total. A writer's own adds are
+//     vouched for once the bookie knows the ledger's key, so its LAC
+//     lags only while the key is being looked up: recovery then starts
+//     lower, which is always safe (R4). Which entries were vouched for is
+//     not journaled: after Open the ledger's kept LAC stands for them,
+//     and the writer's next add vouches again. The check runs outside
+//     every lock, once per add.
 //
 // # Fences outlive deletes
 //

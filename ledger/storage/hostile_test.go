@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The rules of doc.go's "Hostile and buggy writers": C2 (an entry, once
-// stored, keeps its bytes) and H1 (a LAC never passes the entries held),
+// stored, keeps its bytes), H1 (a LAC never passes the entries held) and
+// H2 (nor the entries verified),
 // live, across a clean restart, and across a crash whose replay meets the
 // refused records again (with and without the index).
 
@@ -121,30 +125,49 @@ func TestOverwriteRaceInOneBatch(t *testing.T) {
 }
 
 // TestLACClampedToEntriesHeld: a LAC, explicit or piggybacked, is kept
-// only up to the highest entry id held (H1), and replay keeps the same
-// value, because the journal records the lowered LAC.
+// only up to the highest entry id held, a piggybacked one only below its
+// entry (H1), and only up to the highest entry Options.Verify vouched for
+// (H2); replay keeps the same value, because the journal records the
+// lowered LAC.
 func TestLACClampedToEntriesHeld(t *testing.T) {
 	const huge = math.MaxInt64
+	all := []uint64(nil) // Verify nil: every entry is vouched for
 	for _, tc := range []struct {
-		name    string
-		entries []uint64 // stored first, each with LAC -1
-		lac     int64    // then sent
-		add     int64    // -1: WriteLAC(lac); else re-add or add this entry with lac
-		want    int64    // LAC afterwards
-		clamped bool
+		name       string
+		entries    []uint64 // stored first, each with LAC -1
+		verified   []uint64 // entries Verify vouches for; all: no Verify
+		lac        int64    // then sent
+		add        int64    // -1: WriteLAC(lac); else re-add or add this entry with lac
+		want       int64    // LAC afterwards
+		clamped    bool     // counted in strata_bookie_lac_clamped_total
+		unverified bool     // counted in strata_bookie_lac_unverified_total
 	}{
-		{name: "explicit, within the entries", entries: []uint64{0, 1, 2, 3}, lac: 2, add: -1, want: 2},
-		{name: "explicit, at the last entry", entries: []uint64{0, 1, 2, 3}, lac: 3, add: -1, want: 3},
-		{name: "explicit, inflated", entries: []uint64{0, 1, 2, 3}, lac: huge, add: -1, want: 3, clamped: true},
-		{name: "explicit, no entries", lac: 5, add: -1, want: -1, clamped: true},
-		{name: "explicit, none", entries: []uint64{0}, lac: -1, add: -1, want: -1},
-		{name: "piggybacked on a re-add, inflated", entries: []uint64{0, 1, 2, 3}, lac: 1_000_000_000, add: 3, want: 3, clamped: true},
-		{name: "piggybacked on a new entry, below it", entries: []uint64{0, 1}, lac: 1, add: 2, want: 1},
-		{name: "piggybacked on a new entry, above it", entries: []uint64{0, 1}, lac: 9, add: 2, want: 2, clamped: true},
-		{name: "piggybacked after a gap", entries: []uint64{0, 10}, lac: 8, add: 10, want: 8},
+		{name: "explicit, within the entries", entries: []uint64{0, 1, 2, 3}, verified: all, lac: 2, add: -1, want: 2},
+		{name: "explicit, at the last entry", entries: []uint64{0, 1, 2, 3}, verified: all, lac: 3, add: -1, want: 3},
+		{name: "explicit, inflated", entries: []uint64{0, 1, 2, 3}, verified: all, lac: huge, add: -1, want: 3, clamped: true},
+		{name: "explicit, no entries", verified: all, lac: 5, add: -1, want: -1, clamped: true},
+		{name: "explicit, none", entries: []uint64{0}, verified: all, lac: -1, add: -1, want: -1},
+		{name: "piggybacked on a re-add, inflated", entries: []uint64{0, 1, 2, 3}, verified: all, lac: 1_000_000_000, add: 3, want: 2, clamped: true},
+		{name: "piggybacked on a new entry, below it", entries: []uint64{0, 1}, verified: all, lac: 1, add: 2, want: 1},
+		{name: "piggybacked on a new entry, above it", entries: []uint64{0, 1}, verified: all, lac: 9, add: 2, want: 1, clamped: true},
+		{name: "piggybacked on a new entry, naming it", entries: []uint64{0, 1}, verified: all, lac: 2, add: 2, want: 1, clamped: true},
+		{name: "piggybacked after a gap", entries: []uint64{0, 10}, verified: all, lac: 8, add: 10, want: 8},
+		{name: "one forged add far ahead", entries: []uint64{0, 1, 2, 3}, verified: []uint64{0, 1, 2, 3},
+			lac: 999, add: 1000, want: 3, unverified: true},
+		{name: "two forged adds far ahead", entries: []uint64{0, 1, 2, 3, 999}, verified: []uint64{0, 1, 2, 3},
+			lac: 999, add: 1000, want: 3, unverified: true},
+		{name: "forged, then an explicit LAC", entries: []uint64{0, 1, 2, 3, 999, 1000}, verified: []uint64{0, 1, 2, 3},
+			lac: 1000, add: -1, want: 3, unverified: true},
+		{name: "a verified add raises it past unverified ones", entries: []uint64{0, 1, 2, 3}, verified: []uint64{4},
+			lac: 3, add: 4, want: 3},
+		{name: "nothing verified", entries: []uint64{0, 1, 2, 3}, verified: []uint64{}, lac: 2, add: -1, want: -1, unverified: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil)
+			e := newEnv(t, func(o *Options) {
+				if tc.verified != nil {
+					o.Verify = func(_, entryID uint64, _ []byte) bool { return slices.Contains(tc.verified, entryID) }
+				}
+			})
 			payload := func(entry uint64) []byte { return payloadFor(9, 3, entry, 50) }
 			for _, entry := range tc.entries {
 				mustAdd(t, e.s, 3, entry, -1, payload(entry))
@@ -163,12 +186,21 @@ func TestLACClampedToEntriesHeld(t *testing.T) {
 				}
 			}
 			check("live")
-			want := 0.0
-			if tc.clamped {
-				want = 1
-			}
-			if got := counterValue(t, e.s.metrics.lacClamped); got != want {
-				t.Fatalf("strata_bookie_lac_clamped_total = %v, want %v", got, want)
+			for _, c := range []struct {
+				name    string
+				counter prometheus.Counter
+				want    bool
+			}{
+				{"strata_bookie_lac_clamped_total", e.s.metrics.lacClamped, tc.clamped},
+				{"strata_bookie_lac_unverified_total", e.s.metrics.lacUnverified, tc.unverified},
+			} {
+				want := 0.0
+				if c.want {
+					want = 1
+				}
+				if got := counterValue(t, c.counter); got != want {
+					t.Fatalf("%s = %v, want %v", c.name, got, want)
+				}
 			}
 			crashed := e.crash(false, nil, nil)
 			if err := e.restartAfterCrash(crashed, false); err != nil {
@@ -178,5 +210,30 @@ func TestLACClampedToEntriesHeld(t *testing.T) {
 			e.reopen()
 			check("after a clean restart")
 		})
+	}
+}
+
+// TestVerifiedLACAfterRestart: after a restart the LAC kept stands for
+// the entries verified before (H2): an explicit LAC may not pass it until
+// the writer's next verified add, which raises it as usual.
+func TestVerifiedLACAfterRestart(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Verify = func(_, _ uint64, entry []byte) bool { return len(entry) > 0 } })
+	payload := func(entry uint64) []byte { return payloadFor(9, 3, entry, 50) }
+	for entry := range uint64(5) {
+		mustAdd(t, e.s, 3, entry, int64(entry)-1, payload(entry))
+	}
+	e.reopen()
+	if err := e.s.WriteLAC(context.Background(), 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.s.State(3); st.LAC != 3 {
+		t.Fatalf("explicit LAC 4 after a restart: LAC %d, want 3 (the LAC kept)", st.LAC)
+	}
+	mustAdd(t, e.s, 3, 5, 4, payload(5))
+	if err := e.s.WriteLAC(context.Background(), 3, 5); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.s.State(3); st.LAC != 5 {
+		t.Fatalf("after a verified add: LAC %d, want 5", st.LAC)
 	}
 }

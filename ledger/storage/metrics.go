@@ -36,6 +36,7 @@ type Metrics struct {
 	// buggy writers").
 	overwritesRefused prometheus.Counter
 	lacClamped        prometheus.Counter
+	lacUnverified     prometheus.Counter
 }
 
 // Sources of corruption, the label of strata_bookie_corruptions_total.
@@ -98,7 +99,11 @@ func NewMetrics() *Metrics {
 		overwritesRefused: counter("strata_bookie_entry_overwrites_refused_total",
 			"Adds refused because they named an entry already stored with different bytes."),
 		lacClamped: counter("strata_bookie_lac_clamped_total",
-			"LACs (explicit or piggybacked on adds) lowered to the highest entry id held."),
+			"LACs (explicit or piggybacked on adds) lowered to the highest entry id held, or below the entry they came with: "+
+				"no writer sends them."),
+		lacUnverified: counter("strata_bookie_lac_unverified_total",
+			"LACs (explicit or piggybacked on adds) lowered to the highest entry whose digest the bookie checked: "+
+				"the ledger's key was not known yet, or the entries' digests did not match."),
 	}
 	for _, source := range []string{corruptionReplay, corruptionRead, corruptionCompaction, corruptionIndex} {
 		m.corruptions.WithLabelValues(source)
@@ -133,7 +138,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.journalBytes, m.journalDirectIO, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions,
 		m.gcReclaimedBytes, m.gcRemovedFiles, m.compactedFiles, m.compactedBytes,
 		m.ledgers, m.tombstones, m.readOnly, m.limbo, m.replaySeconds, m.replayRecords,
-		m.overwritesRefused, m.lacClamped,
+		m.overwritesRefused, m.lacClamped, m.lacUnverified,
 	}
 }
 

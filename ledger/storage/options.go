@@ -115,6 +115,12 @@ type Options struct {
 	// outlast any writer the fence kept out. Default 7 days; negative keeps
 	// tombstones forever.
 	FenceTombstoneTTL time.Duration
+	// Verify reports whether an add's entry is its ledger's writer's: the
+	// bookie checks its digest against the ledger's key (package bookie).
+	// A LAC is kept only up to the highest entry it vouched for (H2 in
+	// doc.go). It is called once per add, outside every lock, and must not
+	// block. Nil vouches for every entry.
+	Verify func(ledgerID, entryID uint64, entry []byte) bool
 	// OnFatal is called once when a journal write or sync, or an index
 	// write, fails: the process must stop and restart (a failed fsync is
 	// never retried). The storage itself then refuses every write.

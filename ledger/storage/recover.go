@@ -265,7 +265,11 @@ func (r *recovery) load(states map[uint64]index.LedgerState, pos journal.Positio
 	s.mu.applied = pos
 	s.mu.limbo = r.inLimbo
 	for ledgerID, st := range states {
-		s.mu.ledgers[ledgerID] = &ledger{st: st, exists: true, fenced: st.Fenced, maxQueued: st.LastEntryID}
+		// Which entries were verified is not journaled: the LAC kept
+		// is what was vouched for (H2), bounded by the entries held in
+		// case it was stored before H1.
+		s.mu.ledgers[ledgerID] = &ledger{st: st, exists: true, fenced: st.Fenced, maxQueued: st.LastEntryID,
+			maxVerified: min(st.LAC, st.LastEntryID)}
 	}
 }
 

@@ -54,6 +54,10 @@ type ledger struct {
 	overwrites int   // adds that may replace an existing entry
 	deletes    int   // deletes
 	maxQueued  int64 // highest entry id queued or applied since the last delete
+	// maxVerified: the highest entry id queued or applied since the last
+	// delete by an add Options.Verify vouched for, or at Open the LAC
+	// (H2).
+	maxVerified int64
 	// Long-poll waiters; lacAdvanced is closed and replaced when st.LAC rises.
 	waiters     int
 	lacAdvanced chan struct{}
@@ -333,7 +337,7 @@ func (s *Storage) checkpoint() error {
 func (s *Storage) ledgerLocked(ledgerID uint64) *ledger {
 	l := s.mu.ledgers[ledgerID]
 	if l == nil {
-		l = &ledger{st: index.LedgerState{LAC: -1, LastEntryID: -1}, maxQueued: -1}
+		l = &ledger{st: index.LedgerState{LAC: -1, LastEntryID: -1}, maxQueued: -1, maxVerified: -1}
 		s.mu.ledgers[ledgerID] = l
 	}
 	return l

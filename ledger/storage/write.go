@@ -36,6 +36,7 @@ type op struct {
 	lac       int64
 	size      int64 // budget bytes
 	overwrite bool  // add: may replace an existing entry
+	verified  bool  // add: Options.Verify vouched for the entry (H2)
 	fenced    bool  // delete: the ledger was fenced when it was admitted
 	// payload is an add's bytes, kept until it is applied so that an
 	// overwrite can be compared with the stored entry (Storage.conflict).
@@ -118,21 +119,18 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 		s.budget.Release(o.size)
 		return err
 	}
+	prevVerified := l.maxVerified
 	switch o.kind {
 	case opAdd:
 		l.maxQueued = max(l.maxQueued, int64(o.entryID))
+		if o.verified {
+			l.maxVerified = max(l.maxVerified, int64(o.entryID))
+		}
 	case opDelete:
-		l.maxQueued = -1
+		l.maxQueued, l.maxVerified = -1, -1
 	}
-	if (o.kind == opAdd || o.kind == opLAC) && o.lac > l.maxQueued {
-		// H1: a LAC says "every entry up to here is acknowledged"; this
-		// bookie accepts it only up to the highest entry it holds or has
-		// journaled ahead of this record, whatever a writer claims. The
-		// journal records the lowered value, so replay repeats it.
-		s.metrics.lacClamped.Inc()
-		s.logger.Debug("LAC lowered to the highest entry held", "ledger", o.ledgerID, "lac", o.lac,
-			"held", l.maxQueued)
-		o.lac = max(l.maxQueued, -1)
+	if o.kind == opAdd || o.kind == opLAC {
+		s.boundLACLocked(o, l)
 		rec.LAC = o.lac
 	}
 	s.mu.Unlock()
@@ -143,7 +141,7 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 	if err != nil {
 		s.mu.Lock()
 		o.settle(l)
-		l.maxQueued = prevMax
+		l.maxQueued, l.maxVerified = prevMax, prevVerified
 		if o.kind != opFence { // a fence stays in force: refusing adds is safe
 			l.fenced = prevFenced
 		}
@@ -153,6 +151,34 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 		return translate(err)
 	}
 	return nil
+}
+
+// boundLACLocked lowers o's LAC to what this bookie may keep. A LAC says
+// "every entry up to here is acknowledged"; whatever a writer claims, a
+// bookie keeps it only up to the highest entry it holds or has journaled
+// ahead of this record (H1), for an add only below the entry that carries
+// it (a writer piggybacks LAC < entry), and only up to the highest entry
+// whose digest Options.Verify vouched for (H2). The journal records the
+// lowered value, so replay repeats it.
+// REQUIRES: s.mu held, and the ledger's stripe; o is an add or a LAC whose
+// entry, for an add, is already counted in l.
+func (s *Storage) boundLACLocked(o *op, l *ledger) {
+	held := l.maxQueued
+	if o.kind == opAdd {
+		held = min(held, int64(o.entryID)-1)
+	}
+	switch {
+	case o.lac > held:
+		s.metrics.lacClamped.Inc()
+		s.logger.Debug("LAC lowered to the highest entry held", "ledger", o.ledgerID, "lac", o.lac, "held", held)
+	case o.lac > l.maxVerified:
+		s.metrics.lacUnverified.Inc()
+		s.logger.Debug("LAC lowered to the highest entry verified", "ledger", o.ledgerID, "lac", o.lac,
+			"verified", l.maxVerified)
+	default:
+		return
+	}
+	o.lac = max(min(held, l.maxVerified), -1)
 }
 
 // Add stores an entry. It returns at once with ErrInvalid (payload over
@@ -170,7 +196,8 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 // stored copy cannot be read for the comparison because it is corrupt or
 // its journal file is gone, the add replaces it (a repair); any other read
 // error fails the add with that error and keeps the stored entry. lac is
-// lowered to the highest entry id held, this one included.
+// lowered below entryID, to the highest entry id held and to the highest
+// one Options.Verify vouched for, this one included when it does (H1, H2).
 func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, payload []byte, recovery bool, done func(error)) error {
 	start := s.now()
 	switch {
@@ -188,8 +215,11 @@ func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// Checked before any lock is taken: the check may cost a digest of the
+	// payload.
+	verified := s.opts.Verify == nil || s.opts.Verify(ledgerID, entryID, payload)
 	o := &op{
-		kind: opAdd, ledgerID: ledgerID, entryID: entryID, lac: lac, start: start, payload: payload,
+		kind: opAdd, ledgerID: ledgerID, entryID: entryID, lac: lac, start: start, payload: payload, verified: verified,
 		size: int64(journal.RecordHeaderSize + len(payload)),
 		finish: func(o *op, err error) {
 			if err == nil {
@@ -244,7 +274,8 @@ func (s *Storage) Fence(ctx context.Context, ledgerID uint64) (LedgerState, erro
 // WriteLAC journals an explicit LAC for the ledger (the LAC only rises) and
 // returns once it is durable. lac is first lowered to the highest entry id
 // this bookie holds for the ledger (-1 when none): a LAC above it would
-// claim entries nobody can read here (H1). Errors: ErrInvalid (lac < -1),
+// claim entries nobody can read here (H1); and to the highest one
+// Options.Verify vouched for (H2). Errors: ErrInvalid (lac < -1),
 // ErrClosed, ErrFailed, ctx's.
 func (s *Storage) WriteLAC(ctx context.Context, ledgerID uint64, lac int64) error {
 	if lac < -1 {
