@@ -33,6 +33,7 @@ type Bookie struct {
 	// its connections to metad and to other bookies.
 	creds   *mtls.Credentials
 	store   *storage.Storage
+	keys    *digestKeys // checks adds' digests (storage.Options.Verify)
 	cookie  *bookiepb.Cookie
 	reg     *registrar
 	started time.Time
@@ -82,6 +83,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 			return nil, err
 		}
 	}
+	if b.keys, err = newDigestKeys(ledgermetad.NewStore(meta), log, reg); err != nil {
+		meta.Close()
+		return nil, err
+	}
 	opts := storage.Options{
 		FS:                         vfs.Default(),
 		Dir:                        cfg.DataDir,
@@ -97,12 +102,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		MajorCompactInterval:       cfg.GCMajorInterval,
 		MaxEntryBytes:              cfg.MaxEntryBytes,
 		FenceTombstoneTTL:          cfg.FenceTombstoneTTL,
+		Verify:                     b.keys.verify,
 		OnFatal:                    b.fatal,
 		Logger:                     log,
 		Metrics:                    metrics,
 	}
 	start := time.Now()
 	if b.store, err = storage.Open(ctx, opts); err != nil {
+		b.keys.close()
 		meta.Close()
 		return nil, fmt.Errorf("bookie: open storage: %w", err)
 	}
@@ -118,6 +125,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if cfg.LedgerGCInterval > 0 {
 		if err := b.newSweeper(reg); err != nil {
 			b.store.Close()
+			b.keys.close()
 			meta.Close()
 			return nil, err
 		}
@@ -125,6 +133,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if cfg.Autorecovery {
 		if err := b.newReplicator(reg); err != nil {
 			b.store.Close()
+			b.keys.close()
 			meta.Close()
 			return nil, err
 		}
@@ -263,7 +272,9 @@ func (b *Bookie) Close() error {
 			b.cancel()
 		}
 		b.wg.Wait()
-		err = errors.Join(b.store.Close(), b.meta.Close())
+		storeErr := b.store.Close()
+		b.keys.close()
+		err = errors.Join(storeErr, b.meta.Close())
 	})
 	return err
 }

@@ -52,9 +52,26 @@
 // (ledger/storage/doc.go, "Hostile and buggy writers"): an add that would
 // replace a stored entry with other bytes is answered ADD_ENTRY_CONFLICT
 // (C2; recovery adds of the same bytes succeed), and a LAC, explicit or
-// piggybacked, is kept only up to the highest entry held (H1). Adds for a
-// ledger metad does not know are accepted and collected by the orphan
-// sweep below. The service maps storage.ErrEntryConflict to
+// piggybacked, is kept only up to the highest entry held (H1), below the
+// entry it came with, and up to the highest entry whose digest this
+// bookie checked (H2). Adds for a ledger metad does not know are accepted
+// and collected by the orphan sweep below.
+//
+// # Digest checks
+//
+// For H2 the bookie checks each add's entry against its ledger's digest
+// key (digestKeys, storage.Options.Verify; what that proves is V1 in
+// ledger/doc.go). The key comes from the ledger's metadata in metad, read
+// in the background the first time an entry of the ledger arrives (at
+// most 4 reads in flight, each ledger read once and remembered, up to
+// 65,536 ledgers): an add never waits for metad, and until the key is
+// known the ledger's LAC waits here, which only makes a recovery start
+// lower. A ledger metad does not know is remembered as such, so adds for
+// made-up ledger ids cost metad one read each, at most 4 at a time. An
+// entry whose digest does not match is stored as before (readers ignore
+// it, ledger D1) and counted in strata_bookie_add_digest_mismatches_total,
+// with a warning at most every 10s. A ledger without a key (created
+// before digests) has nothing to check: its entries all count. The service maps storage.ErrEntryConflict to
 // ADD_ENTRY_CONFLICT (addStatus) and, for unary calls, to AlreadyExists
 // with reason ENTRY_CONFLICT (toStatus). FuzzRequests checks both rules
 // against arbitrary requests.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-log/strata/ledger/storage"
 	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/proto/ledgerpb"
 	"github.com/strata-log/strata/vfs"
 )
 
@@ -18,10 +19,11 @@ import (
 const guardedLedger = 1 << 40
 
 // FuzzRequests decodes arbitrary bytes as each bookie request and serves
-// it against an in-memory storage: no input may panic or hang, every
-// answer is either a response or a status error, no request but a delete
-// changes the bytes of a stored entry (C2), and no ledger's LAC passes the
-// highest entry it holds (H1).
+// it against an in-memory storage that checks digests (digestKeys): no
+// input may panic or hang, every answer is either a response or a status
+// error, no request but a delete changes the bytes of a stored entry
+// (C2), no ledger's LAC passes the highest entry it holds (H1), and the
+// guarded ledger's LAC never passes its writer's last entry (H2).
 func FuzzRequests(f *testing.F) {
 	seeds := []proto.Message{
 		&bookiepb.AddRequest{RequestId: 1, LedgerId: 1, EntryId: 0, Lac: -1, Payload: []byte("x")},
@@ -38,8 +40,19 @@ func FuzzRequests(f *testing.F) {
 		b, _ := proto.Marshal(m)
 		f.Add(byte(i), b)
 	}
-	st := memStorage(f)
-	guarded := [][]byte{[]byte("zero"), []byte("one"), []byte("two"), []byte("three")}
+	// A forged add far past the guarded ledger's entries (kind 0: an add).
+	far, _ := proto.Marshal(&bookiepb.AddRequest{RequestId: 1, LedgerId: guardedLedger, EntryId: 1000, Lac: 999, Payload: []byte("far")})
+	f.Add(byte(0), far)
+	md := keyedLedger(guardedLedger, ledgerpb.DigestType_DIGEST_AES_GMAC)
+	meta := newFakeMeta(md)
+	meta.unkeyed = true // other ledgers take any bytes: their LACs rise, within H1
+	keys := newTestKeys(f, meta)
+	st := memStorageVerified(f, keys.verify)
+	var guarded [][]byte
+	for entry, p := range []string{"zero", "one", "two", "three"} {
+		guarded = append(guarded, seal(f, md, int64(entry), p))
+	}
+	waitKey(f, keys, md, guarded[0])
 	for entry, p := range guarded {
 		done := make(chan error, 1)
 		if err := st.Add(context.Background(), guardedLedger, uint64(entry), int64(entry)-1, p, false,
@@ -55,6 +68,9 @@ func FuzzRequests(f *testing.F) {
 		defer func() {
 			if st, ok := st.State(touched); ok && st.LAC > max(st.LastEntryID, -1) {
 				t.Fatalf("ledger %d: LAC %d above the last entry held %d", touched, st.LAC, st.LastEntryID)
+			}
+			if st, _ := st.State(guardedLedger); st.LAC >= int64(len(guarded)) {
+				t.Fatalf("guarded ledger: LAC %d above its writer's last entry %d", st.LAC, len(guarded)-1)
 			}
 			for entry, want := range guarded {
 				e, err := st.Read(guardedLedger, uint64(entry))
@@ -106,12 +122,16 @@ func FuzzRequests(f *testing.F) {
 }
 
 // memStorage opens a storage in memory, closed when the test ends.
-func memStorage(t testing.TB) *storage.Storage {
+func memStorage(t testing.TB) *storage.Storage { return memStorageVerified(t, nil) }
+
+// memStorageVerified is memStorage with storage.Options.Verify.
+func memStorageVerified(t testing.TB, verify func(ledgerID, entryID uint64, entry []byte) bool) *storage.Storage {
 	st, err := storage.Open(context.Background(), storage.Options{
 		FS: vfs.NewMem(), IndexFS: pebblevfs.NewMem(), Dir: "/bookie",
 		JournalMaxFileBytes: 1 << 20, JournalPreallocateBytes: -1, MaxEntryBytes: 64 << 10,
 		DiskCheckInterval: -1, CheckpointInterval: -1, GCInterval: -1,
 		OnFatal: func(err error) { t.Errorf("fatal: %v", err) },
+		Verify:  verify,
 	})
 	if err != nil {
 		t.Fatal(err)

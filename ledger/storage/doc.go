@@ -84,6 +84,7 @@
 //     notices). The lowered value is what the journal records, so replay
 //     restores it exactly. LACs stored before this rule are kept as they
 //     were.
+//
 //   - H2 Verified LAC. H1 alone still lets one add of entry N carrying
 //     LAC N-1 (or two adds) raise the LAC to N. So a LAC is also lowered
 //     to the highest entry whose add Options.Verify vouched for (the
