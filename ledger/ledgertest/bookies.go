@@ -55,6 +55,9 @@ type FakeBookies struct {
 	queue   []*queuedAdd
 	nextSeq uint64
 	changed chan struct{} // closed and replaced on every state change
+	// verify vouches for an add's entry (storage.Options.Verify); nil
+	// vouches for every entry.
+	verify func(ledgerID, entryID uint64, entry []byte) bool
 }
 
 var _ ledger.BookieClient = (*FakeBookies)(nil)
@@ -70,6 +73,9 @@ type fakeLedger struct {
 	fenced  bool
 	lac     int64
 	last    int64 // highest entry id held, -1 for none
+	// verified: the highest entry id whose add was vouched for, -1 for
+	// none (H2).
+	verified int64
 }
 
 type fakeEntry struct {
@@ -270,8 +276,22 @@ func (f *FakeBookies) settle(match func(InFlightAdd) bool, answer func(*queuedAd
 	}
 }
 
+// SetVerifier makes the bookies check each add's entry with verify, as a
+// real bookie checks its digest (storage.Options.Verify): a LAC is kept
+// only up to the highest entry it vouched for (H2). nil vouches for every
+// entry. NewCluster sets one that checks the ledger's digest.
+func (f *FakeBookies) SetVerifier(verify func(ledgerID, entryID uint64, entry []byte) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.verify = verify
+}
+
 // process is the bookie's side of an add.
 func (f *FakeBookies) process(addr string, a InFlightAdd) (*bookiepb.AddResponse, error) {
+	f.mu.Lock()
+	verify := f.verify
+	f.mu.Unlock()
+	verified := verify == nil || verify(a.LedgerID, a.EntryID, a.Payload)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := f.bookies[addr]
@@ -285,13 +305,17 @@ func (f *FakeBookies) process(addr string, a InFlightAdd) (*bookiepb.AddResponse
 		return resp, nil
 	}
 	// The real bookie's rules (ledger/storage/doc.go): a stored entry
-	// keeps its bytes (C2), and a LAC never passes the entries held (H1).
+	// keeps its bytes (C2), and a LAC never passes the entries held nor
+	// the entry it came with (H1), nor the entries vouched for (H2).
 	if old, ok := l.entries[a.EntryID]; ok && !bytes.Equal(old.payload, a.Payload) {
 		resp.Status = bookiepb.AddStatus_ADD_ENTRY_CONFLICT
 		return resp, nil
 	}
 	l.last = max(l.last, int64(a.EntryID))
-	lac := min(a.LAC, l.last)
+	if verified {
+		l.verified = max(l.verified, int64(a.EntryID))
+	}
+	lac := max(min(a.LAC, int64(a.EntryID)-1, l.verified), -1)
 	l.entries[a.EntryID] = fakeEntry{payload: slices.Clone(a.Payload), lac: lac}
 	l.lac = max(l.lac, lac)
 	f.notifyLocked()
@@ -301,7 +325,7 @@ func (f *FakeBookies) process(addr string, a InFlightAdd) (*bookiepb.AddResponse
 func (b *fakeBookie) ledger(id uint64) *fakeLedger {
 	l := b.ledgers[id]
 	if l == nil {
-		l = &fakeLedger{entries: make(map[uint64]fakeEntry), lac: -1, last: -1}
+		l = &fakeLedger{entries: make(map[uint64]fakeEntry), lac: -1, last: -1, verified: -1}
 		b.ledgers[id] = l
 	}
 	return l
@@ -483,7 +507,7 @@ func (f *FakeBookies) WriteLAC(ctx context.Context, bookie string, ledgerID uint
 		return err
 	}
 	l := b.ledger(ledgerID)
-	l.lac = max(l.lac, min(lac, l.last)) // H1, as the real bookie
+	l.lac = max(l.lac, min(lac, l.last, l.verified)) // H1, H2, as the real bookie
 	f.notifyLocked()
 	return nil
 }

@@ -15,18 +15,26 @@ type Cluster struct {
 }
 
 // NewCluster returns n writable bookies named bookie-0..bookie-(n-1), in
-// auto mode, an empty metadata store and a manual scheduler.
+// auto mode, an empty metadata store and a manual scheduler. The bookies
+// check each add's digest against the ledger's key in the store, as real
+// bookies do (FakeBookies.SetVerifier), reading it even while the store
+// is unavailable.
 func NewCluster(n int) *Cluster {
 	addrs := make([]string, n)
 	for i := range addrs {
 		addrs[i] = fmt.Sprintf("bookie-%d", i)
 	}
-	return &Cluster{
+	c := &Cluster{
 		Bookies:   NewFakeBookies(addrs...),
 		Meta:      NewFakeMetadata(),
 		Registry:  NewFakeRegistry(addrs...),
 		Scheduler: NewManualScheduler(),
 	}
+	c.Bookies.SetVerifier(func(ledgerID, entryID uint64, entry []byte) bool {
+		md, _, ok := c.Meta.Ledger(ledgerID)
+		return ok && ledger.NewEntryChecker(md).Check(int64(entryID), entry) == nil
+	})
+	return c
 }
 
 // Env is the ledger.Env over the fakes; its clock is the scheduler's and
