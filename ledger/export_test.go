@@ -63,6 +63,22 @@ func (r *TestRecovery) OnAdd(op RecoveryOp, resp *bookiepb.AddResponse, err erro
 
 func (r *TestRecovery) Done() bool { return r.m.done() }
 
+// FencingDone reports whether fencing is done: Proceed is then due.
+func (r *TestRecovery) FencingDone() bool { return r.m.fencingDone }
+
+func (r *TestRecovery) ReadStart() int64 { return r.m.readStart() }
+
+func (r *TestRecovery) Proceed() []RecoveryOp { return exportOps(r.m.proceed()) }
+
+func (r *TestRecovery) Probe(e int64) []RecoveryOp { return exportOps(r.m.probe(e)) }
+
+func (r *TestRecovery) Probed(e int64) (decided, found bool) {
+	decided, found, _ = r.m.probed(e)
+	return decided, found
+}
+
+func (r *TestRecovery) Distrust(absent int64) map[string]int64 { return r.m.distrust(absent) }
+
 func (r *TestRecovery) Result() (last, start, length int64, err error) { return r.m.result() }
 
 var (

@@ -20,10 +20,10 @@ import (
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
-// Recovery against buggy or hostile bookie requests (H1 in
-// ledger/storage/doc.go): an inflated LAC does not make a ledger
-// unrecoverable, and when a LAC points past entries nobody holds, recovery
-// says so instead of retrying in silence.
+// Recovery against buggy or hostile bookie requests (H1, H2 in
+// ledger/storage/doc.go, R10): an inflated or forged LAC does not make a
+// ledger unrecoverable, and when acknowledged data is lost, recovery says
+// so instead of retrying in silence.
 
 // hostileLedger writes n entries to a new 3/3/2 ledger and leaves it open.
 func hostileLedger(t *testing.T, c *ledgertest.Cluster, n int) *ledger.Writer {
@@ -128,27 +128,126 @@ func gaugeOrCounter(t *testing.T, reg *prometheus.Registry, name string) float64
 	return 0
 }
 
-// TestRecoverStuckBelowLACIsReported: a bookie that holds an entry far
-// beyond the others, with a LAC as high (what a hostile add can still do),
-// makes the LAC point past entries nobody holds. Recovery cannot close
-// the ledger without truncating "acknowledged" entries, so it keeps
-// trying, but it logs a warning naming the ledger and counts the stuck
-// recovery once; cancelling it leaves the ledger IN_RECOVERY (never a
-// truncation).
-func TestRecoverStuckBelowLACIsReported(t *testing.T) {
+// TestRecoverAfterForgedLACAdd: adds sent to one bookie of an open
+// ledger to make its LAC name entries nobody has (before, one add of
+// entry N carrying LAC N left recovery waiting for entries 10..N
+// forever). Without the ledger's digest key the bookie keeps no LAC on
+// their account (H2 in ledger/storage/doc.go); with it (whoever can read
+// the key can forge entries, V2 in doc.go), or with a LAC stored before
+// the rules, recovery finds entry 10 absent, drops the LAC (R10), reports
+// it, and closes the ledger at the writer's last entry with every entry
+// the writer acknowledged.
+func TestRecoverAfterForgedLACAdd(t *testing.T) {
+	forgedAdds := func(sealed bool, entries ...int64) func(t *testing.T, c *ledgertest.Cluster, md *ledgerpb.LedgerMetadata) {
+		return func(t *testing.T, c *ledgertest.Cluster, md *ledgerpb.LedgerMetadata) {
+			for _, e := range entries {
+				payload := []byte(fmt.Sprint("forged-", e))
+				if sealed {
+					var err error
+					if payload, err = ledger.SealEntry(md, e, payload); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var resp *bookiepb.AddResponse
+				c.Bookies.Add(wtAddr(0), &bookiepb.AddRequest{LedgerId: md.Id, EntryId: uint64(e), Lac: e, Payload: payload},
+					func(r *bookiepb.AddResponse, err error) { resp = r })
+				if resp.GetStatus() != bookiepb.AddStatus_ADD_OK {
+					t.Fatalf("forged add of entry %d: %v", e, resp)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		forge  func(t *testing.T, c *ledgertest.Cluster, md *ledgerpb.LedgerMetadata)
+		keyLAC bool // the bookie keeps the forged LAC, and recovery drops it
+	}{
+		{"one add of entry N with LAC N", forgedAdds(false, 1000), false},
+		{"two adds N, N+1 with LACs N-1, N", forgedAdds(false, 999, 1000), false},
+		{"two adds sealed with the ledger's key", forgedAdds(true, 999, 1000), true},
+		{"a LAC stored before the rules", func(t *testing.T, c *ledgertest.Cluster, md *ledgerpb.LedgerMetadata) {
+			c.Bookies.ForceStored(wtAddr(0), md.Id, 1000, []byte("far"))
+			c.Bookies.ForceLAC(wtAddr(0), md.Id, 1000)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ledgertest.NewCluster(3)
+			w := hostileLedger(t, c, 10)
+			tc.forge(t, c, wtMetadata(t, c, w.ID()))
+			// Without the key a forged add raises the LAC at most to the
+			// writer's last entry on that bookie (V2 in doc.go).
+			if lac := c.Bookies.LAC(wtAddr(0), w.ID()); (lac > 9) != tc.keyLAC {
+				t.Fatalf("the bookie kept LAC %d", lac)
+			}
+			// Fencing completes with any 2 of the 3 bookies; the forged
+			// one must be among them for its LAC to count, so the third
+			// never answers a fence (its fencing reads still fence it).
+			c.Bookies.Blackhole(wtAddr(2), ledgertest.RPCFence)
+			var logs syncBuffer
+			reg := prometheus.NewRegistry()
+			metrics := ledger.NewMetrics()
+			if err := metrics.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+			env := c.Env()
+			env.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			env.Metrics = metrics
+			var visited []string
+			md, err := ledger.RecoverVisit(wtCtx(t), env, w.ID(), func(e ledger.Entry) error {
+				if e.ID != int64(len(visited)) {
+					return fmt.Errorf("visited entry %d after %d entries", e.ID, len(visited))
+				}
+				visited = append(visited, string(e.Payload))
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("recovery: %v; log:\n%s", err, logs.String())
+			}
+			if md.State != ledgerpb.LedgerState_CLOSED || md.LastEntryId != 9 {
+				t.Fatalf("recovered %v, want CLOSED at entry 9", md)
+			}
+			if want := wantEntries(md); fmt.Sprint(visited) != fmt.Sprint(want) {
+				t.Fatalf("visited %v, want %v", visited, want)
+			}
+			for e := range int64(10) {
+				if n := wtCopies(c, md, e); n < 2 {
+					t.Fatalf("entry %d has %d copies after recovery, want >= Qa", e, n)
+				}
+			}
+			distrusted := gaugeOrCounter(t, reg, "strata_ledger_recovery_lacs_distrusted_total")
+			report := fmt.Sprintf("ledger=%d entry=10", w.ID())
+			if tc.keyLAC != (distrusted == 1) || tc.keyLAC != strings.Contains(logs.String(), report) {
+				t.Fatalf("distrusted %v LACs, want %v; log:\n%s", distrusted, tc.keyLAC, logs.String())
+			}
+			if tc.keyLAC && !strings.Contains(logs.String(), "level=WARN") {
+				t.Fatalf("the report is not a warning:\n%s", logs.String())
+			}
+			if got := gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total"); got != 0 {
+				t.Fatalf("counted %v stuck recoveries", got)
+			}
+		})
+	}
+}
+
+// TestRecoverLostAcknowledgedEntryIsReported: an entry below the ledger's
+// last fragment, which the writer acknowledged before it started that
+// fragment, absent from every bookie (lost data: bookies forgot it
+// without noticing). Recovery cannot close the ledger without truncating
+// it, so it keeps trying, but it logs a warning naming the ledger and the
+// entry and counts the stuck recovery once; cancelling it leaves the
+// ledger IN_RECOVERY (never a truncation).
+func TestRecoverLostAcknowledgedEntryIsReported(t *testing.T) {
 	c := ledgertest.NewCluster(3)
 	w := hostileLedger(t, c, 10)
-	var resp *bookiepb.AddResponse
-	c.Bookies.Add(wtAddr(0), &bookiepb.AddRequest{LedgerId: w.ID(), EntryId: 1000, Lac: 1000, Payload: []byte("far")},
-		func(r *bookiepb.AddResponse, err error) { resp = r })
-	if resp.GetStatus() != bookiepb.AddStatus_ADD_OK {
-		t.Fatalf("hostile add: %v", resp)
+	md, _, ok := c.Meta.Ledger(w.ID())
+	if !ok {
+		t.Fatal("no metadata")
 	}
-
-	// Fencing completes with any 2 of the 3 bookies; the hostile one must
-	// be among them for its LAC to count, so the third never answers a
-	// fence (its fencing read still fences it).
-	c.Bookies.Blackhole(wtAddr(2), ledgertest.RPCFence)
+	md.Fragments = append(md.Fragments, &ledgerpb.Fragment{FirstEntryId: 5, Bookies: md.Fragments[0].Bookies})
+	c.Meta.Set(md) // as after an ensemble change that kept the same bookies
+	for i := range 3 {
+		c.Bookies.Forget(wtAddr(i), w.ID(), 2)
+	}
 
 	var logs syncBuffer
 	reg := prometheus.NewRegistry()
@@ -166,7 +265,7 @@ func TestRecoverStuckBelowLACIsReported(t *testing.T) {
 		_, err := ledger.Recover(ctx, env, w.ID())
 		result <- err
 	}()
-	want := fmt.Sprintf("ledger=%d entry=10", w.ID())
+	want := fmt.Sprintf("ledger=%d entry=2", w.ID())
 	if err := testwait.Poll(wtTimeout, "a stuck recovery reported", func() error {
 		if gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total") != 1 || !strings.Contains(logs.String(), want) {
 			return errors.New("not yet")
@@ -184,6 +283,9 @@ func TestRecoverStuckBelowLACIsReported(t *testing.T) {
 	}
 	if got := gaugeOrCounter(t, reg, "strata_ledger_recoveries_stuck_total"); got != 1 {
 		t.Fatalf("counted %v stuck recoveries, want 1", got)
+	}
+	if got := gaugeOrCounter(t, reg, "strata_ledger_recovery_lacs_distrusted_total"); got != 0 {
+		t.Fatalf("distrusted %v LACs over lost data", got)
 	}
 	md, _, err := c.Meta.Get(context.Background(), w.ID())
 	if err != nil || md.State != ledgerpb.LedgerState_IN_RECOVERY {

@@ -69,6 +69,10 @@ type propRecovery struct {
 	result  *ledgerpb.LedgerMetadata
 	visited [][]byte // what RecoverVisit would hand its visit, by entry
 	checked bool     // checkDoneRecoveries saw it done
+	// proceeded: fencing was done and the recovery reads forward. It
+	// proceeds at once: the entries below its start are sized in drain,
+	// and with no false LAC (R10) they are all there.
+	proceeded bool
 	// delayed: requests on their way, sent (executed) at a later step:
 	// a slow network, or a lost request that only times out later.
 	delayed []ledger.RecoveryOp
@@ -250,6 +254,10 @@ func (p *propRun) exec(rec *propRecovery, op ledger.RecoveryOp, lose bool) {
 		}
 		resp, err := p.c.Bookies.Fence(p.ctx, op.Bookie, id)
 		rec.ops = append(rec.ops, rec.r.OnFence(op, resp, err)...)
+		if rec.r.FencingDone() && !rec.proceeded {
+			rec.proceeded = true
+			rec.ops = append(rec.ops, rec.r.Proceed()...)
+		}
 	case "read":
 		if lose {
 			rec.ops = append(rec.ops, rec.r.OnRead(op, nil, lost)...)
@@ -325,9 +333,9 @@ func (p *propRun) drain() {
 			rec.visited = append(rec.visited, bytes.Clone(e.Payload))
 			return nil
 		}
-		prefix, err := ledger.PrefixLength(p.ctx, c.Env(), rec.md, start, visit)
-		if err != nil {
-			p.t.Fatalf("seed %d: PrefixLength: %v", p.seed, err)
+		prefix, end, err := ledger.PrefixLength(p.ctx, c.Env(), rec.md, start, visit, nil)
+		if err != nil || end != start {
+			p.t.Fatalf("seed %d: PrefixLength: up to %d of %d: %v", p.seed, end, start, err)
 		}
 		rec.result, err = ledger.CloseRecovered(p.ctx, c.Env(), rec.md, rec.version, last, prefix+length)
 		if err != nil {

@@ -30,9 +30,12 @@ const (
 //     ensemble changes fail, so the ensemble recovery reads is final;
 //  3. fence the last ensemble until every write set is covered (R1) and
 //     take the highest LAC the fenced bookies report;
-//  4. read forward with fencing reads (R2, R3, R4), rewriting each entry
+//  4. read the entries up to that LAC (prefixLength); one of the last
+//     fragment that bookies explicitly lack proves the LAC false: it is
+//     dropped, logged and counted (R10);
+//  5. read forward with fencing reads (R2, R3, R4), rewriting each entry
 //     found to its whole write set with recovery adds (R5);
-//  5. at the first absent entry, compare-and-set CLOSED with last_entry_id
+//  6. at the first absent entry, compare-and-set CLOSED with last_entry_id
 //     and length (R6). When the CAS loses, re-read: CLOSED by a concurrent
 //     recovery means that recovery's last entry is THE last entry, and it
 //     is returned, so concurrent recoveries converge on one answer.
@@ -40,15 +43,16 @@ const (
 // Errors: ErrNoSuchLedger; ErrInvalid (malformed metadata, or a bookie
 // rejected a recovery add as invalid); ErrEntryConflict (two bookies hold
 // different bytes for one entry, R7); ctx's error when too few bookies
-// answer to decide, or when an entry below the LAC cannot be read (never a
-// truncation: an error is never "absent"; the second case is logged and
-// counted, see prefixLength).
+// answer to decide, or when an acknowledged entry cannot be read (never a
+// truncation: an error is never "absent"; an acknowledged entry that
+// every bookie lacks is logged and counted, see prefixLength).
 //
 // length needs the size of every entry up to the last one, and entries do
 // not carry a cumulative length (BookKeeper's do, in their header), so
 // Recover also streams the entries below its start point from the bookies
-// (prefixLength). That costs one read of the ledger per recovery, which
-// RecoverVisit hands to a caller that needs the entries too.
+// (prefixLength), which is also how it checks the LAC (R10). That costs
+// one read of the ledger per recovery, which RecoverVisit hands to a
+// caller that needs the entries too.
 func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata, error) {
 	return RecoverVisit(ctx, env, id, nil)
 }
@@ -60,10 +64,14 @@ func Recover(ctx context.Context, env Env, id uint64) (*ledgerpb.LedgerMetadata,
 // to size them, those above to rewrite them), so a caller that needs the
 // ledger's contents, as a partition's new owner does to index it, does not
 // read the ledger a second time: on a takeover that halves what the
-// bookies serve. Entries above the LAC are visited only once the close
-// is decided; when a concurrent recovery closed the ledger first, the
-// entries up to its end are visited, read from the bookies where this
-// recovery did not find them.
+// bookies serve. Entries up to the LAC are visited as they are read;
+// after a false LAC (R10), those up to the first entry no bookie holds,
+// which this recovery keeps whatever it finds above them. Entries above
+// are visited only once the close is decided; when a concurrent recovery
+// closed the ledger first, the entries up to its end are visited, read
+// from the bookies where this recovery did not find them (and when it
+// closed the ledger below an entry already visited, which only a false LAC
+// makes possible, RecoverVisit fails with ErrMetadataConflict).
 //
 // An error from visit stops the recovery and is returned wrapped; the
 // ledger then stays IN_RECOVERY (a later recovery finishes it), unless
@@ -85,7 +93,8 @@ func RecoverVisit(ctx context.Context, env Env, id uint64, visit func(Entry) err
 		return nil, err
 	}
 	m.keepFound = visit != nil
-	if err := runRecovery(ctx, env, m); err != nil {
+	prefix, err := runRecovery(ctx, env, md, m, visit)
+	if err != nil {
 		return nil, fmt.Errorf("ledger %d: recovering: %w", id, err)
 	}
 	if m.digestMismatches > 0 {
@@ -95,11 +104,7 @@ func RecoverVisit(ctx context.Context, env Env, id uint64, visit func(Entry) err
 			env.Metrics.digestMismatch()
 		}
 	}
-	last, start, length, _ := m.result()
-	prefix, err := prefixLength(ctx, env, md, start, visit)
-	if err != nil {
-		return nil, fmt.Errorf("ledger %d: recovering: sizing entries below %d: %w", id, start, err)
-	}
+	last, _, length, _ := m.result()
 	closed, err := closeRecovered(ctx, env, md, version, last, prefix+length)
 	if err != nil {
 		return nil, err
@@ -122,10 +127,12 @@ func visitRecovered(ctx context.Context, env Env, closed *ledgerpb.LedgerMetadat
 	}
 	last, start, _, _ := m.result()
 	// Entries below start are acknowledged, so every recovery's result
-	// holds them (R3): one that closed first cannot end below start-1.
+	// holds them (R3): one that closed first cannot end below start-1,
+	// unless a false LAC made this recovery visit entries another decided
+	// absent (R10).
 	end := closed.LastEntryId
 	if end < start-1 {
-		return fmt.Errorf("%w: ledger %d was closed at entry %d, below its acknowledged entry %d",
+		return fmt.Errorf("%w: ledger %d was closed at entry %d, below entry %d, which this recovery visited",
 			ErrMetadataConflict, closed.Id, end, start-1)
 	}
 	for i, payload := range m.found[:max(min(end, last)-start+1, 0)] {
@@ -221,169 +228,285 @@ func closeRecovered(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, v
 	}
 }
 
-// runRecovery drives m over the network: each op runs on its own goroutine
-// (after a backoff when it is a retry) and its answer goes back to m on
-// this goroutine. Outstanding requests are cancelled and waited for before
-// it returns.
-func runRecovery(ctx context.Context, env Env, m *recoveryMachine) error {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	var inbox struct {
+// runRecovery drives m over the network: it fences (R1), sizes and
+// visits the entries below m's start, probing and distrusting a LAC that
+// names an entry nobody serves (R10), then reads forward until m is done,
+// and returns the payload bytes of the entries below m's counted start.
+func runRecovery(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, m *recoveryMachine,
+	visit func(Entry) error) (int64, error) {
+	d := newRecoveryDriver(ctx, env, m)
+	defer d.stop()
+	if err := d.run(m.begin(), func() bool { return m.fencingDone }); err != nil {
+		return 0, err
+	}
+	start := m.readStart()
+	prefix, end, err := prefixLength(ctx, env, md, start, visit, d.probe)
+	if err != nil {
+		return 0, fmt.Errorf("sizing entries below %d: %w", start, err)
+	}
+	if end < start {
+		dropped := m.distrust(end)
+		env.Metrics.lacDistrusted()
+		logger(env).Warn("recovery: a LAC names an entry no bookie holds (absent from enough members of its "+
+			"write set); not trusted, the ledger ends before that entry unless it turns up",
+			"ledger", m.ledgerID, "entry", end, "lacs_dropped", dropped, "read_from", m.readStart())
+	}
+	if err := d.run(m.proceed(), m.done); err != nil {
+		return 0, err
+	}
+	_, _, _, err = m.result()
+	return prefix, err
+}
+
+// recoveryDriver sends a recovery machine's requests, each on its own
+// goroutine (after a backoff when it is a retry), and hands the answers
+// back to the machine on the goroutine that calls run. stop cancels the
+// requests in flight and waits for them.
+type recoveryDriver struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	env    Env
+	m      *recoveryMachine
+	wg     sync.WaitGroup
+	inbox  struct {
 		sync.Mutex
 		answers []func() []recoveryOp
 	}
-	signal := make(chan struct{}, 1)
-	post := func(f func() []recoveryOp) {
-		inbox.Lock()
-		inbox.answers = append(inbox.answers, f)
-		inbox.Unlock()
-		select {
-		case signal <- struct{}{}:
-		default:
-		}
-	}
-	send := func(op recoveryOp) {
-		wg.Go(func() {
-			if op.attempt > 0 {
-				if sleepReal(ctx, op.attempt) != nil {
-					return
-				}
-			}
-			switch op.kind {
-			case opFence:
-				resp, err := env.Bookies.Fence(ctx, op.bookie, m.ledgerID)
-				post(func() []recoveryOp { return m.onFence(op.bookie, resp, err, op.attempt) })
-			case opRead:
-				resp, err := env.Bookies.ReadEntry(ctx, op.bookie, &bookiepb.ReadEntryRequest{
-					LedgerId: m.ledgerID, EntryId: uint64(op.entry), Fence: op.fence, // R2
-				})
-				post(func() []recoveryOp { return m.onRead(op.bookie, op.entry, resp, err) })
-			case opRecoveryAdd:
-				env.Bookies.Add(op.bookie, &bookiepb.AddRequest{
-					LedgerId: m.ledgerID, EntryId: uint64(op.entry), Lac: op.lac, Payload: op.payload, Recovery: true,
-				}, func(resp *bookiepb.AddResponse, err error) {
-					post(func() []recoveryOp { return m.onAdd(op.bookie, op.entry, resp, err) })
-				})
-			}
-		})
-	}
-	for _, op := range m.begin() {
-		send(op)
-	}
-	for !m.done() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-signal:
-		}
-		inbox.Lock()
-		answers := inbox.answers
-		inbox.answers = nil
-		inbox.Unlock()
-		for _, f := range answers {
-			for _, op := range f() {
-				send(op)
-			}
-		}
-	}
-	_, _, _, err := m.result()
-	return err
+	signal chan struct{}
 }
 
-// prefixLength sums the payload sizes of entries 0..upTo-1, all of them
-// acknowledged, by streaming them from the bookies of their write sets.
-// With E = Qw one stream per fragment usually does it; with striping a
-// bookie's stream stops at the first entry it does not hold and the next
-// member of the next entry's write set takes over.
+func newRecoveryDriver(ctx context.Context, env Env, m *recoveryMachine) *recoveryDriver {
+	d := &recoveryDriver{env: env, m: m, signal: make(chan struct{}, 1)}
+	d.ctx, d.cancel = context.WithCancel(ctx)
+	return d
+}
+
+func (d *recoveryDriver) stop() {
+	d.cancel()
+	d.wg.Wait()
+}
+
+// run sends ops and hands answers to the machine (sending the requests it
+// returns) until until reports true or ctx ends.
+func (d *recoveryDriver) run(ops []recoveryOp, until func() bool) error {
+	for _, op := range ops {
+		d.send(op)
+	}
+	for !until() {
+		select {
+		case <-d.ctx.Done():
+			return d.ctx.Err()
+		case <-d.signal:
+		}
+		d.inbox.Lock()
+		answers := d.inbox.answers
+		d.inbox.answers = nil
+		d.inbox.Unlock()
+		for _, f := range answers {
+			for _, op := range f() {
+				d.send(op)
+			}
+		}
+	}
+	return nil
+}
+
+// probe decides entry e (R10): found, with its copy as a bookie stores
+// it, or absent; ctx's error when it cannot be decided.
+func (d *recoveryDriver) probe(e int64) (found bool, stored []byte, err error) {
+	if err := d.run(d.m.probe(e), func() bool { decided, _, _ := d.m.probed(e); return decided }); err != nil {
+		return false, nil, err
+	}
+	_, found, stored = d.m.probed(e)
+	return found, stored, nil
+}
+
+func (d *recoveryDriver) post(f func() []recoveryOp) {
+	d.inbox.Lock()
+	d.inbox.answers = append(d.inbox.answers, f)
+	d.inbox.Unlock()
+	select {
+	case d.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (d *recoveryDriver) send(op recoveryOp) {
+	ctx, m := d.ctx, d.m
+	d.wg.Go(func() {
+		if op.attempt > 0 {
+			if sleepReal(ctx, op.attempt) != nil {
+				return
+			}
+		}
+		switch op.kind {
+		case opFence:
+			resp, err := d.env.Bookies.Fence(ctx, op.bookie, m.ledgerID)
+			d.post(func() []recoveryOp { return m.onFence(op.bookie, resp, err, op.attempt) })
+		case opRead:
+			resp, err := d.env.Bookies.ReadEntry(ctx, op.bookie, &bookiepb.ReadEntryRequest{
+				LedgerId: m.ledgerID, EntryId: uint64(op.entry), Fence: op.fence, // R2
+			})
+			d.post(func() []recoveryOp { return m.onRead(op.bookie, op.entry, resp, err) })
+		case opRecoveryAdd:
+			d.env.Bookies.Add(op.bookie, &bookiepb.AddRequest{
+				LedgerId: m.ledgerID, EntryId: uint64(op.entry), Lac: op.lac, Payload: op.payload, Recovery: true,
+			}, func(resp *bookiepb.AddResponse, err error) {
+				d.post(func() []recoveryOp { return m.onAdd(op.bookie, op.entry, resp, err) })
+			})
+		}
+	})
+}
+
+// prefixLength sums the payload sizes of entries 0..upTo-1, which the
+// LACs call acknowledged, by streaming them from the bookies of their
+// write sets, and returns the sum and upTo. With E = Qw one stream per
+// fragment usually does it; with striping a bookie's stream stops at the
+// first entry it does not hold and the next member of the next entry's
+// write set takes over.
 //
-// An entry below upTo that no member serves is retried until ctx ends: it
-// is acknowledged (below the LAC), so closing the ledger without it would
-// truncate acknowledged data. When every member explicitly answers that it
-// does not hold it, the LAC was inflated (a buggy or hostile WriteLAC
-// stored before bookies refused them, ledger/storage/doc.go H1) or data
-// was lost: recovery cannot finish by itself, so this is logged as a
+// An entry of the last fragment that no member serves is handed to probe
+// (R10), which decides it with fencing reads: found, its copy is taken;
+// absent, the LAC that called it acknowledged is false, and prefixLength
+// returns the sum of the entries below it and its id. With a nil probe it
+// is treated as below.
+//
+// An entry below the last fragment that no member serves is retried until
+// ctx ends: the writer acknowledged it before it started the next
+// fragment, so closing the ledger without it would truncate acknowledged
+// data. When every member explicitly answers that it does not hold it,
+// data was lost: recovery cannot finish by itself, so this is logged as a
 // warning naming the ledger and the entry and counted once in
 // strata_ledger_recoveries_stuck_total, and logged again every
 // stuckLogEvery attempts while it lasts.
 //
 // visit, when not nil, is handed each entry as it is read; its error ends
 // prefixLength with that error.
-func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upTo int64, visit func(Entry) error) (int64, error) {
-	var total int64
-	var visitErr error
-	errStop := errors.New("stop")
-	stuck := false // reported for this recovery
-	dig := newDigester(md)
+func prefixLength(ctx context.Context, env Env, md *ledgerpb.LedgerMetadata, upTo int64, visit func(Entry) error,
+	probe func(e int64) (found bool, stored []byte, err error)) (total, end int64, err error) {
+	p := &prefixReader{ctx: ctx, env: env, md: md, dig: newDigester(md), visit: visit, upTo: upTo}
 	for i, f := range md.Fragments {
-		end := upTo - 1
+		last := upTo - 1
 		if i+1 < len(md.Fragments) {
-			end = min(end, md.Fragments[i+1].FirstEntryId-1)
+			last = min(last, md.Fragments[i+1].FirstEntryId-1)
 		}
-		next := f.FirstEntryId
-		for attempt := 0; next <= end; {
-			progressed := false
-			// Any member of next's write set may serve it (it was
-			// acknowledged by Qa of them); one that cannot (error, or
-			// it does not hold next) hands over to the next member.
+		lastFragment := i == len(md.Fragments)-1 && probe != nil
+		for next, attempt := f.FirstEntryId, 0; next <= last; {
 			ws := writeSet(f.Bookies, next, int(md.WriteQuorum))
-			for _, b := range ws {
-				_ = env.Bookies.ReadEntries(ctx, b, &bookiepb.ReadEntriesRequest{
-					LedgerId: md.Id, FirstEntryId: uint64(next), LastEntryId: uint64(end),
-				}, func(r *bookiepb.ReadEntryResponse) error {
-					if r.Status != bookiepb.ReadStatus_READ_OK || r.EntryId != uint64(next) {
-						return errStop
-					}
-					payload, err := dig.open(next, r.Payload)
-					if err != nil {
-						env.Metrics.digestMismatch()
-						logger(env).Warn("recovery: a bookie served an entry whose digest does not match; reading another copy",
-							"bookie", b, "err", err)
-						return errStop
-					}
-					if visit != nil {
-						if visitErr = visit(Entry{ID: next, Payload: payload}); visitErr != nil {
-							return errStop
-						}
-					}
-					total += dig.payloadLen(r.Payload)
-					next++
-					progressed = true
-					return nil
-				})
-				if visitErr != nil {
-					return 0, visitErr
+			if n, err := p.stream(ws, next, last); err != nil || n > next {
+				next, attempt = n, 0
+				if err != nil {
+					return 0, 0, err
 				}
-				if progressed || ctx.Err() != nil {
-					break
-				}
-			}
-			if progressed {
-				attempt = 0
 				continue
 			}
 			attempt++
-			switch {
-			case !stuck && absentEverywhere(ctx, env, md.Id, ws, next):
-				stuck = true
-				env.Metrics.recoveryStuck()
-				logger(env).Warn("recovery cannot finish: an entry below the LAC is absent from every bookie of its "+
-					"write set (an inflated LAC, or lost data); retrying until cancelled",
-					"ledger", md.Id, "entry", next, "recovery_start", upTo, "bookies", ws)
-			case attempt%stuckLogEvery == 0:
-				logger(env).Warn("recovery still cannot read an entry below the LAC; retrying",
-					"ledger", md.Id, "entry", next, "recovery_start", upTo, "bookies", ws, "attempts", attempt,
-					"absent_everywhere", stuck)
+			if lastFragment {
+				found, stored, err := probe(next)
+				switch {
+				case err != nil:
+					return 0, 0, fmt.Errorf("entry %d unreadable: %w", next, err)
+				case !found:
+					return p.total, next, nil
+				}
+				payload, err := p.dig.open(next, stored) // checked by the probe
+				if err == nil {
+					err = p.take(next, payload)
+				}
+				if err != nil {
+					return 0, 0, err
+				}
+				next, attempt = next+1, 0
+				continue
 			}
+			p.unreadable(ws, next, attempt)
 			if err := sleepReal(ctx, attempt); err != nil {
-				return 0, fmt.Errorf("entry %d unreadable: %w", next, err)
+				return 0, 0, fmt.Errorf("entry %d unreadable: %w", next, err)
 			}
 		}
 	}
-	return total, nil
+	return p.total, upTo, nil
+}
+
+// prefixReader is prefixLength's state.
+type prefixReader struct {
+	ctx   context.Context
+	env   Env
+	md    *ledgerpb.LedgerMetadata
+	dig   digester
+	visit func(Entry) error
+	upTo  int64
+	total int64
+	stuck bool // reported for this recovery
+}
+
+// stream reads entries next..last from the first member of ws that
+// serves next, and returns the entry after the last one taken (next when
+// none was) or visit's error.
+func (p *prefixReader) stream(ws []string, next, last int64) (int64, error) {
+	errStop := errors.New("stop")
+	var visitErr error
+	// Any member of next's write set may serve it (it was acknowledged
+	// by Qa of them); one that cannot (error, or it does not hold next)
+	// hands over to the next member.
+	for _, b := range ws {
+		from := next
+		_ = p.env.Bookies.ReadEntries(p.ctx, b, &bookiepb.ReadEntriesRequest{
+			LedgerId: p.md.Id, FirstEntryId: uint64(next), LastEntryId: uint64(last),
+		}, func(r *bookiepb.ReadEntryResponse) error {
+			if r.Status != bookiepb.ReadStatus_READ_OK || r.EntryId != uint64(next) {
+				return errStop
+			}
+			payload, err := p.dig.open(next, r.Payload)
+			if err != nil {
+				p.env.Metrics.digestMismatch()
+				logger(p.env).Warn("recovery: a bookie served an entry whose digest does not match; reading another copy",
+					"bookie", b, "err", err)
+				return errStop
+			}
+			if visitErr = p.take(next, payload); visitErr != nil {
+				return errStop
+			}
+			next++
+			return nil
+		})
+		if visitErr != nil {
+			return next, visitErr
+		}
+		if next > from || p.ctx.Err() != nil {
+			break
+		}
+	}
+	return next, nil
+}
+
+// take counts and visits entry e, whose payload (digest checked and
+// removed) is payload.
+func (p *prefixReader) take(e int64, payload []byte) error {
+	if p.visit != nil {
+		if err := p.visit(Entry{ID: e, Payload: payload}); err != nil {
+			return err
+		}
+	}
+	p.total += int64(len(payload))
+	return nil
+}
+
+// unreadable reports an entry below the last fragment (or any, without a
+// probe) that no member of ws served on attempt.
+func (p *prefixReader) unreadable(ws []string, e int64, attempt int) {
+	switch {
+	case !p.stuck && absentEverywhere(p.ctx, p.env, p.md.Id, ws, e):
+		p.stuck = true
+		p.env.Metrics.recoveryStuck()
+		logger(p.env).Warn("recovery cannot finish: an acknowledged entry is absent from every bookie of its "+
+			"write set (lost data); retrying until cancelled",
+			"ledger", p.md.Id, "entry", e, "recovery_start", p.upTo, "bookies", ws)
+	case attempt%stuckLogEvery == 0:
+		logger(p.env).Warn("recovery still cannot read an acknowledged entry; retrying",
+			"ledger", p.md.Id, "entry", e, "recovery_start", p.upTo, "bookies", ws, "attempts", attempt,
+			"absent_everywhere", p.stuck)
+	}
 }
 
 // stuckLogEvery is how many failed attempts (about a second each, at the

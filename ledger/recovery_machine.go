@@ -39,7 +39,8 @@ import (
 //     above every entry a bookie holds can only be a buggy or hostile
 //     WriteLAC (bookies refuse them now, H1 in ledger/storage/doc.go, but
 //     one stored before that rule would make recovery look for entries
-//     nobody has).
+//     nobody has). A LAC within the entries its bookie holds can still be
+//     false (V2 in doc.go): R10 catches those.
 //   - R5 Every entry found is rewritten to its whole write set with
 //     recovery adds (allowed on fenced bookies) and counts once Qa members
 //     answered ADD_OK, like a normal acknowledgement. Recovery does not
@@ -70,6 +71,24 @@ import (
 //     from the members that did not already say so, and one that has
 //     (Qw-Qa)+1 of them is decided absent without a read: the entry past
 //     the end of a ledger is usually decided by the fences alone.
+//   - R10 No LAC is trusted that no bookie can serve. Once fencing is
+//     done the machine waits (proceed): the driver first reads every
+//     entry below readStart, as it must to size the ledger
+//     (prefixLength). An entry of the last fragment that no member
+//     serves is probed with fencing reads and decided as R3 decides any
+//     entry; decided absent, it proves every fenced LAC at or above it
+//     false (V3 in doc.go: an acknowledged entry is never absent, and the
+//     writer acknowledges in order). distrust drops those LACs: reading
+//     starts after the highest LAC left, at least at the last fragment's
+//     first entry; the entries from there to the absent one, which the
+//     driver read and visited, are known present: rewritten (R5) but
+//     neither counted again nor ever decided absent (a negative is asked
+//     again); and the ledger ends at the first absent entry from the
+//     probed one on (R6). Recovery adds then carry the highest LAC left.
+//     An entry below the last fragment is acknowledged by the metadata
+//     itself (the writer started the next fragment after it, W-rules),
+//     so one absent there is lost data, not a false LAC: recovery reports
+//     it and waits (prefixLength).
 type recoveryMachine struct {
 	ledgerID    uint64
 	dig         digester // checks the copies read (D1)
@@ -80,6 +99,7 @@ type recoveryMachine struct {
 	absentQ     int // (Qw-Qa)+1
 
 	fenced   map[string]bool
+	lacs     map[string]int64 // each fenced member's LAC, bounded as R4 says
 	maxLAC   int64
 	lastHeld int64 // the highest entry a fenced bookie reports holding (R8)
 	// heldUpTo: the last entry of each member whose fence answer was
@@ -87,7 +107,13 @@ type recoveryMachine struct {
 	heldUpTo    map[string]int64
 	fencingDone bool
 
-	start   int64 // first entry read
+	start int64 // first entry read
+	// counted: the first entry whose payload the machine counts and
+	// keeps; the driver sized and visited those below it. It is start,
+	// unless distrust lowered start (R10): entries start..counted-1 are
+	// known present, and only rewritten.
+	counted int64
+	reading bool  // proceed was called: reading forward
 	next    int64 // next entry to start reading
 	present int64 // entries start..present are present (present >= start-1)
 	absent  int64 // first absent entry, -1 until found
@@ -144,6 +170,7 @@ type entryRead struct {
 	ws        []string
 	negatives map[string]bool
 	attempts  map[string]int
+	known     bool // known present (R10): a negative is asked again
 	decided   bool
 	found     bool
 	payload   []byte // as stored, digest included
@@ -173,6 +200,7 @@ func newRecoveryMachine(md *ledgerpb.LedgerMetadata) (*recoveryMachine, error) {
 		ackQuorum:   int(md.AckQuorum),
 		absentQ:     absentQuorum(md),
 		fenced:      make(map[string]bool),
+		lacs:        make(map[string]int64),
 		heldUpTo:    make(map[string]int64),
 		maxLAC:      -1,
 		lastHeld:    -1,
@@ -197,14 +225,16 @@ func (m *recoveryMachine) done() bool {
 	return m.err != nil || (m.absent >= 0 && len(m.writes) == 0)
 }
 
-// result is the recovered last entry, the first entry recovery read (the
-// ones below were acknowledged already) and the payload bytes of entries
-// start..last. Valid once done with a nil error.
+// result is the recovered last entry, the first entry whose payload
+// recovery counted (the driver sized the ones below) and the payload bytes
+// of entries start..last. Valid once done with a nil error.
 func (m *recoveryMachine) result() (last, start, length int64, err error) {
-	return m.absent - 1, m.start, m.length, m.err
+	return m.absent - 1, m.counted, m.length, m.err
 }
 
-// onFence takes a Fence answer (R1).
+// onFence takes a Fence answer (R1). Once every write set is fenced the
+// machine waits for proceed: the driver first checks the entries below
+// readStart (R10).
 func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, err error, attempt int) []recoveryOp {
 	if m.fencingDone {
 		return nil
@@ -213,8 +243,9 @@ func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, e
 		return []recoveryOp{{kind: opFence, bookie: bookie, attempt: attempt + 1}}
 	}
 	m.fenced[bookie] = true
-	m.maxLAC = max(m.maxLAC, min(resp.Lac, resp.LastEntryId)) // R4
-	m.lastHeld = max(m.lastHeld, resp.LastEntryId)            // R8
+	m.lacs[bookie] = min(resp.Lac, resp.LastEntryId) // R4
+	m.maxLAC = max(m.maxLAC, m.lacs[bookie])
+	m.lastHeld = max(m.lastHeld, resp.LastEntryId) // R8
 	if resp.Complete {
 		m.heldUpTo[bookie] = resp.LastEntryId // R9
 	}
@@ -223,8 +254,69 @@ func (m *recoveryMachine) onFence(bookie string, resp *bookiepb.FenceResponse, e
 	}
 	m.fencingDone = true
 	m.start = max(m.maxLAC+1, m.firstEntry) // R4
+	m.counted = m.start
+	return nil
+}
+
+// readStart is the first entry recovery reads forward from, once fencing
+// is done: every entry below it is taken as acknowledged, and the driver
+// reads them (prefixLength) before proceed.
+func (m *recoveryMachine) readStart() int64 { return m.start }
+
+// proceed starts reading forward from readStart (R2, R3, R8), after the
+// driver checked the entries below it (R10). Called once, after fencing.
+func (m *recoveryMachine) proceed() []recoveryOp {
+	m.reading = true
+	clear(m.reads) // the probes' (R10); their late answers are ignored
 	m.next, m.present = m.start, m.start-1
 	return m.readAhead()
+}
+
+// probe starts deciding entry e, below readStart in the last fragment,
+// which the driver could not read (R10): fencing reads to the members of
+// its write set that did not already say they lack it (R9). probed tells
+// when it is decided.
+func (m *recoveryMachine) probe(e int64) []recoveryOp {
+	r := m.newRead(e)
+	m.reads[e] = r
+	if len(r.negatives) >= m.absentQ {
+		r.decided = true
+		return nil
+	}
+	return r.readOps(e)
+}
+
+// probed reports whether probe(e) is decided, and whether e was found,
+// with the copy found (as the bookie stores it, digest checked).
+func (m *recoveryMachine) probed(e int64) (decided, found bool, stored []byte) {
+	r := m.reads[e]
+	if r == nil {
+		return false, false, nil
+	}
+	return r.decided, r.found, r.payload
+}
+
+// distrust takes entry absent, below readStart and decided absent by
+// probe, as proof that every LAC at or above it is false (R10): those are
+// dropped, reading starts after the highest LAC left (at least at the last
+// fragment's first entry), and the entries from there to absent, which
+// the driver read and visited, are rewritten but neither counted nor
+// decided absent again. It returns the members whose LACs were dropped,
+// with their LACs.
+func (m *recoveryMachine) distrust(absent int64) map[string]int64 {
+	dropped := make(map[string]int64)
+	m.maxLAC = -1
+	for b, lac := range m.lacs {
+		if lac >= absent {
+			dropped[b] = lac
+			continue
+		}
+		m.maxLAC = max(m.maxLAC, lac)
+	}
+	m.start = max(m.maxLAC+1, m.firstEntry)
+	m.maxLAC = m.start - 1 // what recovery adds carry
+	m.counted = absent
+	return dropped
 }
 
 func (m *recoveryMachine) fencedEveryWriteSet() bool {
@@ -251,29 +343,46 @@ func (m *recoveryMachine) readAhead() []recoveryOp {
 		(m.next <= m.lastHeld+1 || m.next == m.present+1) {
 		e := m.next
 		m.next++
-		r := &entryRead{
-			ws:        writeSet(m.ensemble, e, m.writeQuorum),
-			negatives: make(map[string]bool),
-			attempts:  make(map[string]int),
-		}
+		r := m.newRead(e)
 		m.reads[e] = r
-		for _, b := range r.ws {
-			if last, ok := m.heldUpTo[b]; ok && last < e {
-				r.negatives[b] = true
-			}
-		}
 		if len(r.negatives) >= m.absentQ {
 			r.decided, settled = true, true
 			continue
 		}
-		for _, b := range r.ws {
-			if !r.negatives[b] {
-				ops = append(ops, recoveryOp{kind: opRead, bookie: b, entry: e, fence: true})
-			}
-		}
+		ops = append(ops, r.readOps(e)...)
 	}
 	if settled {
 		return append(ops, m.advance()...)
+	}
+	return ops
+}
+
+// newRead prepares the decision of entry e, with the negatives complete
+// fences already gave (R9); an entry below counted is known present
+// (R10) and takes none.
+func (m *recoveryMachine) newRead(e int64) *entryRead {
+	r := &entryRead{
+		ws:        writeSet(m.ensemble, e, m.writeQuorum),
+		negatives: make(map[string]bool),
+		attempts:  make(map[string]int),
+		known:     m.reading && e < m.counted,
+	}
+	for _, b := range r.ws {
+		if last, ok := m.heldUpTo[b]; ok && last < e && !r.known {
+			r.negatives[b] = true
+		}
+	}
+	return r
+}
+
+// readOps are the fencing reads (R2) of entry e to the members of its
+// write set that did not say they lack it.
+func (r *entryRead) readOps(e int64) []recoveryOp {
+	var ops []recoveryOp
+	for _, b := range r.ws {
+		if !r.negatives[b] {
+			ops = append(ops, recoveryOp{kind: opRead, bookie: b, entry: e, fence: true})
+		}
 	}
 	return ops
 }
@@ -289,15 +398,18 @@ func (m *recoveryMachine) onRead(bookie string, entryID int64, resp *bookiepb.Re
 	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_OK && resp.EntryId == uint64(entryID) &&
 		m.validCopy(entryID, resp.Payload, &opened):
 		r.decided, r.found, r.payload, r.opened = true, true, resp.Payload, opened // rewritten as stored
-	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_NO_ENTRY:
+	case err == nil && resp != nil && resp.Status == bookiepb.ReadStatus_READ_NO_ENTRY && !r.known:
 		r.negatives[bookie] = true
 		if len(r.negatives) < m.absentQ {
 			return nil
 		}
 		r.decided = true
-	default: // unknown (a copy with a wrong digest too): ask again
+	default: // unknown (a copy with a wrong digest too; a known entry's negative): ask again
 		r.attempts[bookie]++
 		return []recoveryOp{{kind: opRead, bookie: bookie, entry: entryID, fence: true, attempt: r.attempts[bookie]}}
+	}
+	if !m.reading {
+		return nil // a probe (R10): the driver asks probed
 	}
 	return m.advance()
 }
@@ -319,9 +431,11 @@ func (m *recoveryMachine) advance() []recoveryOp {
 			break
 		}
 		m.present = e
-		m.length += m.dig.payloadLen(r.payload)
-		if m.keepFound {
-			m.found = append(m.found, r.opened)
+		if e >= m.counted { // R10: the driver counted and visited those below
+			m.length += m.dig.payloadLen(r.payload)
+			if m.keepFound {
+				m.found = append(m.found, r.opened)
+			}
 		}
 		w := &entryWrite{ws: r.ws, payload: r.payload, oks: make(map[string]bool), attempts: make(map[string]int)}
 		m.writes[e] = w

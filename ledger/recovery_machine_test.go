@@ -12,11 +12,29 @@ import (
 	"github.com/strata-log/strata/proto/ledgerpb"
 )
 
-// smDriver feeds the recovery machine scripted answers.
+// smDriver feeds the recovery machine scripted answers. Once fencing is
+// done it proceeds at once (the entries below the start all there), unless
+// hold is set: then the test probes and proceeds itself (R10).
 type smDriver struct {
-	t   *testing.T
-	r   *ledger.TestRecovery
-	ops []ledger.RecoveryOp
+	t         *testing.T
+	r         *ledger.TestRecovery
+	ops       []ledger.RecoveryOp
+	hold      bool
+	proceeded bool
+}
+
+// fenced appends the ops of a fence answer, and proceeds once fencing is
+// done unless d.hold.
+func (d *smDriver) fenced(ops []ledger.RecoveryOp) {
+	d.ops = append(d.ops, ops...)
+	if d.r.FencingDone() && !d.proceeded && !d.hold {
+		d.proceed()
+	}
+}
+
+func (d *smDriver) proceed() {
+	d.proceeded = true
+	d.ops = append(d.ops, d.r.Proceed()...)
 }
 
 func newSMDriver(t *testing.T, e, qw, qa int32, frags ...*ledgerpb.Fragment) *smDriver {
@@ -60,7 +78,7 @@ func (d *smDriver) fence(bookie string, lac int64, err error) {
 	if err == nil {
 		resp = &bookiepb.FenceResponse{Lac: lac, LastEntryId: lac}
 	}
-	d.ops = append(d.ops, d.r.OnFence(op, resp, err)...)
+	d.fenced(d.r.OnFence(op, resp, err))
 }
 
 // read answers a read: "ok", "no" or "err".
@@ -85,7 +103,7 @@ func (d *smDriver) read(bookie string, entry int64, answer string) {
 func (d *smDriver) fenceHolding(bookie string, lac, last int64) {
 	d.t.Helper()
 	op := d.take("fence", bookie, 0)
-	d.ops = append(d.ops, d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last}, nil)...)
+	d.fenced(d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last}, nil))
 }
 
 // fenceComplete answers a fence from a bookie that is not in limbo: its
@@ -93,7 +111,7 @@ func (d *smDriver) fenceHolding(bookie string, lac, last int64) {
 func (d *smDriver) fenceComplete(bookie string, lac, last int64) {
 	d.t.Helper()
 	op := d.take("fence", bookie, 0)
-	d.ops = append(d.ops, d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last, Complete: true}, nil)...)
+	d.fenced(d.r.OnFence(op, &bookiepb.FenceResponse{Lac: lac, LastEntryId: last, Complete: true}, nil))
 }
 
 // add answers a recovery add: "ok", "conflict" or "err".
@@ -337,5 +355,168 @@ func TestRecoveryMachine(t *testing.T) {
 		d.read(b3, 10, "no")
 		d.read(b2, 10, "no")
 		d.wantDone(9)
+	})
+}
+
+// TestRecoveryMachineDistrust: R10. A fenced bookie's LAC that names an
+// entry no member holds is dropped once a probe decides that entry absent:
+// reading starts after the highest LAC left, the entries in between are
+// rewritten but not counted (the driver did) and never decided absent,
+// and recovery adds carry the LAC left.
+func TestRecoveryMachineDistrust(t *testing.T) {
+	b0, b1, b2 := wtAddr(0), wtAddr(1), wtAddr(2)
+	held := func(t *testing.T, frags ...*ledgerpb.Fragment) *smDriver {
+		t.Helper()
+		if len(frags) == 0 {
+			frags = []*ledgerpb.Fragment{smFrag(0, 3)}
+		}
+		d := newSMDriver(t, 3, 3, 2, frags...)
+		d.hold = true
+		return d
+	}
+	probe := func(d *smDriver, e int64) {
+		d.t.Helper()
+		d.ops = append(d.ops, d.r.Probe(e)...)
+	}
+	wantProbed := func(d *smDriver, e int64, decided, found bool) {
+		d.t.Helper()
+		if gotDecided, gotFound := d.r.Probed(e); gotDecided != decided || gotFound != found {
+			d.t.Fatalf("probe of %d: decided=%v found=%v, want %v %v; pending: %s", e, gotDecided, gotFound, decided, found, d.pending())
+		}
+	}
+
+	t.Run("the machine waits for proceed after fencing", func(t *testing.T) {
+		d := held(t)
+		d.fenceHolding(b0, 20, 21)
+		d.fenceHolding(b1, 4, 5)
+		if !d.r.FencingDone() || len(d.ops) != 1 || d.ops[0].Kind != "fence" {
+			t.Fatalf("want fencing done and only b2's fence pending: %s", d.pending())
+		}
+		if got := d.r.ReadStart(); got != 21 {
+			t.Fatalf("read start %d, want 21 (max LAC + 1)", got)
+		}
+	})
+	t.Run("a probe is decided like any entry (R3, R9)", func(t *testing.T) {
+		for _, tc := range []struct {
+			name            string
+			answers         map[string]string // bookie: ok, no, err
+			decided, found  bool
+			completeFenceB1 bool
+		}{
+			{"two negatives: absent", map[string]string{b0: "no", b1: "no"}, true, false, false},
+			{"one positive: found", map[string]string{b0: "no", b2: "ok"}, true, true, false},
+			{"errors are not absent", map[string]string{b0: "no", b1: "err", b2: "err"}, false, false, false},
+			{"a complete fence is a negative", map[string]string{b0: "no"}, true, false, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				d := held(t)
+				d.fenceHolding(b0, 20, 21)
+				if tc.completeFenceB1 {
+					d.fenceComplete(b1, 4, 5)
+				} else {
+					d.fenceHolding(b1, 4, 5)
+				}
+				probe(d, 6)
+				if tc.completeFenceB1 && d.has("read", b1, 6) {
+					t.Fatalf("entry 6 read from b1, whose complete fence said absent: %s", d.pending())
+				}
+				for _, b := range []string{b0, b1, b2} {
+					if a, ok := tc.answers[b]; ok {
+						d.read(b, 6, a)
+					}
+				}
+				wantProbed(d, 6, tc.decided, tc.found)
+				if d.has("read", b0, 7) || d.has("recovery-add", b0, 6) {
+					t.Fatalf("a probe reads nothing else and rewrites nothing: %s", d.pending())
+				}
+			})
+		}
+	})
+	t.Run("a false LAC is dropped; the entries below the absent one are rewritten, not counted", func(t *testing.T) {
+		d := held(t)
+		d.fenceHolding(b0, 20, 21) // forged: entries 20 and 21 only, far past the writer's
+		d.fenceHolding(b1, 4, 5)
+		probe(d, 6)
+		d.read(b0, 6, "no")
+		d.read(b1, 6, "no")
+		wantProbed(d, 6, true, false)
+		if dropped := d.r.Distrust(6); len(dropped) != 1 || dropped[b0] != 20 {
+			t.Fatalf("dropped %v, want b0's LAC 20", dropped)
+		}
+		if got := d.r.ReadStart(); got != 5 {
+			t.Fatalf("read start %d after dropping b0's LAC, want 5", got)
+		}
+		d.proceed()
+		if !d.has("read", b0, 5) || !d.has("read", b0, 6) || d.has("read", b0, 4) {
+			t.Fatalf("want reads of entries 5 and 6: %s", d.pending())
+		}
+		// Entry 5 is known present: negatives are asked again, not counted.
+		d.read(b0, 5, "no")
+		d.read(b2, 5, "no")
+		if !d.has("read", b0, 5) || !d.has("read", b2, 5) {
+			t.Fatalf("a known entry's negatives are asked again: %s", d.pending())
+		}
+		d.wantNotDone()
+		d.read(b1, 5, "ok")
+		for _, op := range d.ops {
+			if op.Kind == "recovery-add" && op.LAC != 4 {
+				t.Fatalf("recovery add %+v carries LAC %d, want the LAC left, 4", op, op.LAC)
+			}
+		}
+		d.read(b0, 6, "no")
+		d.read(b1, 6, "no")
+		d.addsOK([]int64{5}, b0, b2)
+		d.wantDone(5)
+		if _, start, length, _ := d.r.Result(); start != 6 || length != 0 {
+			t.Fatalf("counted from %d, %d bytes; want from 6 (the driver counted 0..5), 0 bytes", start, length)
+		}
+	})
+	t.Run("an entry found past the probed one is taken", func(t *testing.T) {
+		d := held(t)
+		d.fenceHolding(b0, 20, 21)
+		d.fenceHolding(b1, 4, 5)
+		probe(d, 6)
+		d.read(b0, 6, "no")
+		d.read(b1, 6, "no")
+		d.r.Distrust(6)
+		d.proceed()
+		d.read(b1, 5, "ok")
+		d.read(b2, 6, "ok") // the old writer's add reached the unfenced b2 meanwhile
+		d.read(b0, 7, "no")
+		d.read(b1, 7, "no")
+		d.addsOK([]int64{5, 6}, b0, b1)
+		d.wantDone(6)
+		if _, start, length, _ := d.r.Result(); start != 6 || length != int64(len("p6")) {
+			t.Fatalf("counted from %d, %d bytes; want entry 6 only", start, length)
+		}
+	})
+	t.Run("every LAC false: reading starts at the last fragment", func(t *testing.T) {
+		d := held(t, smFrag(0, 3), &ledgerpb.Fragment{FirstEntryId: 10, Bookies: []string{b0, b1, b2}})
+		d.fenceHolding(b0, 30, 31)
+		d.fenceHolding(b1, 31, 31)
+		if got := d.r.ReadStart(); got != 32 {
+			t.Fatalf("read start %d, want 32", got)
+		}
+		probe(d, 12)
+		d.read(b1, 12, "no")
+		d.read(b2, 12, "no")
+		if dropped := d.r.Distrust(12); len(dropped) != 2 {
+			t.Fatalf("dropped %v, want both LACs", dropped)
+		}
+		if got := d.r.ReadStart(); got != 10 {
+			t.Fatalf("read start %d, want the last fragment's first entry 10", got)
+		}
+		d.proceed()
+		d.read(b0, 10, "ok")
+		d.read(b0, 11, "ok")
+		d.read(b0, 12, "no")
+		d.read(b1, 12, "no")
+		for _, op := range d.ops {
+			if op.Kind == "recovery-add" && op.LAC != 9 {
+				t.Fatalf("recovery add %+v carries LAC %d, want 9", op, op.LAC)
+			}
+		}
+		d.addsOK([]int64{10, 11}, b1, b2)
+		d.wantDone(11)
 	})
 }

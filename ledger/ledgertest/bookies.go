@@ -599,6 +599,17 @@ func (f *FakeBookies) ForceStored(addr string, ledgerID, entryID uint64, payload
 	}
 }
 
+// Forget makes addr lose one entry of a ledger without noticing: what a
+// bookie whose disk lost data answers (setup, not a call).
+func (f *FakeBookies) Forget(addr string, ledgerID, entryID uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.bookies[addr]; b != nil {
+		delete(b.ledger(ledgerID).entries, entryID)
+		f.notifyLocked()
+	}
+}
+
 // Addrs lists the bookies, sorted.
 func (f *FakeBookies) Addrs() []string {
 	f.mu.Lock()
