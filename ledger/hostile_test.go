@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -415,5 +416,98 @@ func testRecoveryIgnoresForgedEntryBeyondTheEnd(t *testing.T, digest ledgerpb.Di
 		if got, ok := c.Bookies.Stored(b, w.ID(), 4); ok {
 			t.Fatalf("recovery copied the forged entry to %s: %q", b, got)
 		}
+	}
+}
+
+// TestRecoverForgedLACsRandom: R10 against random histories. A writer
+// acknowledges some entries, sends a few more to random members of their
+// write sets and dies; forged entries sealed with the ledger's key raise
+// random bookies' LACs far past its end, and one random bookie never
+// answers a fence. Recovery always finishes, keeps every acknowledged
+// entry and nothing forged, visits exactly the entries it closed the
+// ledger with, and leaves each of them with Qa copies in its write set.
+func TestRecoverForgedLACsRandom(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	metrics := ledger.NewMetrics()
+	if err := metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	const seeds = 300
+	for seed := range uint64(seeds) {
+		q := [][3]int{{3, 3, 2}, {4, 3, 2}, {5, 3, 2}, {5, 2, 2}}[seed%4]
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { testRecoverForgedLACsRandom(t, seed, q, metrics) })
+	}
+	// Not every history has a forged LAC among the fenced bookies' (or
+	// one that names an entry below a genuine LAC); most do.
+	n := gaugeOrCounter(t, reg, "strata_ledger_recovery_lacs_distrusted_total")
+	if n < seeds/4 {
+		t.Fatalf("%v of %d recoveries dropped a forged LAC: the histories do not exercise R10", n, seeds)
+	}
+	t.Logf("%v of %d recoveries dropped a forged LAC", n, seeds)
+}
+
+func testRecoverForgedLACsRandom(t *testing.T, seed uint64, q [3]int, metrics *ledger.Metrics) {
+	rng := rand.New(rand.NewPCG(seed, 46))
+	c := ledgertest.NewCluster(5)
+	c.Bookies.SetManual(true)
+	w := wtCreate(t, c, ledger.CreateOptions{EnsembleSize: q[0], WriteQuorum: q[1], AckQuorum: q[2]})
+	r := newWTRecorder(t, c, w)
+	acked, tail := 1+rng.IntN(12), rng.IntN(4)
+	for i := range acked + tail {
+		wtAppend(t, w, r, fmt.Sprint("entry-", i))
+		if i < acked {
+			c.Bookies.DeliverAll()
+			continue
+		}
+		for _, b := range ledger.EntryWriteSet(wtMetadata(t, c, w.ID()), int64(i)) {
+			if rng.IntN(2) == 0 {
+				c.Bookies.Deliver(ledgertest.ToEntry(b, uint64(i)))
+			}
+		}
+	}
+	c.Bookies.SetManual(false) // the writer's undelivered adds stay in flight: it died
+	md := wtMetadata(t, c, w.ID())
+	ensemble := md.Fragments[len(md.Fragments)-1].Bookies
+	for _, b := range ensemble {
+		if rng.IntN(2) == 0 {
+			continue
+		}
+		far := int64(acked+tail) + 1 + rng.Int64N(1000)
+		for _, e := range []int64{far, far + 1} {
+			sealed, err := ledger.SealEntry(md, e, []byte("forged"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Bookies.Add(b, &bookiepb.AddRequest{LedgerId: md.Id, EntryId: uint64(e), Lac: e - 1, Payload: sealed},
+				func(*bookiepb.AddResponse, error) {})
+		}
+	}
+	c.Bookies.Blackhole(ensemble[rng.IntN(len(ensemble))], ledgertest.RPCFence)
+	env := c.Env()
+	env.Metrics = metrics
+	var visited []string
+	closed, err := ledger.RecoverVisit(wtCtx(t), env, w.ID(), func(e ledger.Entry) error {
+		visited = append(visited, string(e.Payload))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	if got := r.maxAcked(); closed.LastEntryId < got || closed.LastEntryId >= int64(acked+tail) {
+		t.Fatalf("seed %d: closed at entry %d; acknowledged up to %d, written up to %d",
+			seed, closed.LastEntryId, got, acked+tail-1)
+	}
+	if want := wantEntries(closed); fmt.Sprint(visited) != fmt.Sprint(want) {
+		t.Fatalf("seed %d: visited %v, want %v", seed, visited, want)
+	}
+	var length int64
+	for e := range closed.LastEntryId + 1 {
+		length += int64(len(fmt.Sprint("entry-", e)))
+		if n := wtCopies(c, closed, e); n < q[2] {
+			t.Fatalf("seed %d (%v): entry %d has %d copies after recovery, want >= Qa", seed, q, e, n)
+		}
+	}
+	if closed.Length != length {
+		t.Fatalf("seed %d: length %d, want %d", seed, closed.Length, length)
 	}
 }
