@@ -114,6 +114,22 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// observedEnv is c's Env with its log written to the returned buffer and
+// its metrics registered on the returned registry.
+func observedEnv(t *testing.T, c *ledgertest.Cluster) (ledger.Env, *syncBuffer, *prometheus.Registry) {
+	t.Helper()
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	metrics := ledger.NewMetrics()
+	if err := metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	env := c.Env()
+	env.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	env.Metrics = metrics
+	return env, logs, reg
+}
+
 func gaugeOrCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -184,15 +200,7 @@ func TestRecoverAfterForgedLACAdd(t *testing.T) {
 			// one must be among them for its LAC to count, so the third
 			// never answers a fence (its fencing reads still fence it).
 			c.Bookies.Blackhole(wtAddr(2), ledgertest.RPCFence)
-			var logs syncBuffer
-			reg := prometheus.NewRegistry()
-			metrics := ledger.NewMetrics()
-			if err := metrics.Register(reg); err != nil {
-				t.Fatal(err)
-			}
-			env := c.Env()
-			env.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			env.Metrics = metrics
+			env, logs, reg := observedEnv(t, c)
 			var visited []string
 			md, err := ledger.RecoverVisit(wtCtx(t), env, w.ID(), func(e ledger.Entry) error {
 				if e.ID != int64(len(visited)) {
@@ -250,15 +258,7 @@ func TestRecoverLostAcknowledgedEntryIsReported(t *testing.T) {
 		c.Bookies.Forget(wtAddr(i), w.ID(), 2)
 	}
 
-	var logs syncBuffer
-	reg := prometheus.NewRegistry()
-	metrics := ledger.NewMetrics()
-	if err := metrics.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	env := c.Env()
-	env.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	env.Metrics = metrics
+	env, logs, reg := observedEnv(t, c)
 	ctx, cancel := context.WithCancel(wtCtx(t))
 	defer cancel()
 	result := make(chan error, 1)

@@ -507,7 +507,12 @@ func (f *FakeBookies) WriteLAC(ctx context.Context, bookie string, ledgerID uint
 		return err
 	}
 	l := b.ledger(ledgerID)
-	l.lac = max(l.lac, min(lac, l.last, l.verified)) // H1, H2, as the real bookie
+	// H1, H2, as the real bookie, which reads an entry it holds but did
+	// not vouch for back to check it.
+	if e, ok := l.entries[uint64(max(lac, 0))]; ok && lac > l.verified && (f.verify == nil || f.verify(ledgerID, uint64(lac), e.payload)) {
+		l.verified = lac
+	}
+	l.lac = max(l.lac, min(lac, l.last, l.verified))
 	f.notifyLocked()
 	return nil
 }

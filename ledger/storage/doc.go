@@ -95,8 +95,11 @@
 //     lags only while the key is being looked up: recovery then starts
 //     lower, which is always safe (R4). Which entries were vouched for is
 //     not journaled: after Open the ledger's kept LAC stands for them,
-//     and the writer's next add vouches again. The check runs outside
-//     every lock, once per add.
+//     and the writer's next add vouches again. An explicit LAC naming an
+//     entry held but not vouched for (an idle writer's, after its last
+//     adds arrived before the key, or after a restart) reads that entry
+//     back and asks Verify again. The check runs outside every lock, once
+//     per add.
 //
 // # Fences outlive deletes
 //

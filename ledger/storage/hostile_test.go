@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -213,27 +214,48 @@ func TestLACClampedToEntriesHeld(t *testing.T) {
 	}
 }
 
-// TestVerifiedLACAfterRestart: after a restart the LAC kept stands for
-// the entries verified before (H2): an explicit LAC may not pass it until
-// the writer's next verified add, which raises it as usual.
-func TestVerifiedLACAfterRestart(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Verify = func(_, _ uint64, entry []byte) bool { return len(entry) > 0 } })
+// TestVerifiedLACReadBack: entries added before Options.Verify could
+// vouch for them (their ledger's key not known yet) keep the LAC down,
+// until an explicit LAC names one: it is read back and vouched for then
+// (H2). After a restart the LAC kept stands for the entries vouched for
+// before; the writer's next add, or an explicit LAC read back, raises it.
+func TestVerifiedLACReadBack(t *testing.T) {
+	var keyKnown atomic.Bool
+	e := newEnv(t, func(o *Options) {
+		o.Verify = func(_, _ uint64, entry []byte) bool { return keyKnown.Load() && len(entry) > 0 }
+	})
 	payload := func(entry uint64) []byte { return payloadFor(9, 3, entry, 50) }
+	lac := func(want int64, when string) {
+		t.Helper()
+		if st, _ := e.s.State(3); st.LAC != want {
+			t.Fatalf("%s: LAC %d, want %d", when, st.LAC, want)
+		}
+	}
+	writeLAC := func(l int64) {
+		t.Helper()
+		if err := e.s.WriteLAC(context.Background(), 3, l); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for entry := range uint64(5) {
 		mustAdd(t, e.s, 3, entry, int64(entry)-1, payload(entry))
 	}
-	e.reopen()
-	if err := e.s.WriteLAC(context.Background(), 3, 4); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := e.s.State(3); st.LAC != 3 {
-		t.Fatalf("explicit LAC 4 after a restart: LAC %d, want 3 (the LAC kept)", st.LAC)
-	}
+	lac(-1, "adds before the key is known")
+	writeLAC(4)
+	lac(-1, "an explicit LAC before the key is known")
+	keyKnown.Store(true)
+	writeLAC(4)
+	lac(4, "an explicit LAC once the key is known")
 	mustAdd(t, e.s, 3, 5, 4, payload(5))
-	if err := e.s.WriteLAC(context.Background(), 3, 5); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := e.s.State(3); st.LAC != 5 {
-		t.Fatalf("after a verified add: LAC %d, want 5", st.LAC)
-	}
+	e.reopen()
+	keyKnown.Store(false)
+	writeLAC(5)
+	lac(4, "after a restart, before the key is known")
+	keyKnown.Store(true)
+	mustAdd(t, e.s, 3, 6, 5, payload(6))
+	lac(5, "the writer's next add")
+	writeLAC(6)
+	lac(6, "an explicit LAC")
+	writeLAC(1000)
+	lac(6, "an explicit LAC past the entries")
 }

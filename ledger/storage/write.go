@@ -275,15 +275,45 @@ func (s *Storage) Fence(ctx context.Context, ledgerID uint64) (LedgerState, erro
 // returns once it is durable. lac is first lowered to the highest entry id
 // this bookie holds for the ledger (-1 when none): a LAC above it would
 // claim entries nobody can read here (H1); and to the highest one
-// Options.Verify vouched for (H2). Errors: ErrInvalid (lac < -1),
-// ErrClosed, ErrFailed, ctx's.
+// Options.Verify vouched for (H2), which reads entry lac back to vouch for
+// it if it was not. Errors: ErrInvalid (lac < -1), ErrClosed, ErrFailed,
+// ctx's.
 func (s *Storage) WriteLAC(ctx context.Context, ledgerID uint64, lac int64) error {
 	if lac < -1 {
 		return fmt.Errorf("%w: LAC %d", ErrInvalid, lac)
 	}
+	s.verifyHeld(ledgerID, lac)
 	_, err := s.record(ctx, &op{kind: opLAC, ledgerID: ledgerID, lac: lac},
 		journal.Record{Type: journal.TypeLAC, LedgerID: ledgerID, LAC: lac})
 	return err
+}
+
+// verifyHeld lets Options.Verify vouch for entry lac of the ledger, held
+// here but not vouched for when it was added (its ledger's key was not
+// known yet, or the bookie restarted since: H2), by reading it back, so
+// that an explicit LAC naming it is kept. Explicit LACs are rare (an idle
+// writer sends one), so the read costs little.
+func (s *Storage) verifyHeld(ledgerID uint64, lac int64) {
+	if s.opts.Verify == nil || lac < 0 {
+		return
+	}
+	s.mu.Lock()
+	l := s.mu.ledgers[ledgerID]
+	unvouched := l != nil && lac > l.maxVerified && lac <= l.maxQueued
+	s.mu.Unlock()
+	if !unvouched {
+		return
+	}
+	e, err := s.Read(ledgerID, uint64(lac))
+	if err != nil || !s.opts.Verify(ledgerID, uint64(lac), e.Payload) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Still held: a delete since the read would have reset maxQueued.
+	if l := s.mu.ledgers[ledgerID]; l != nil && lac <= l.maxQueued {
+		l.maxVerified = max(l.maxVerified, lac)
+	}
 }
 
 // Delete journals a delete record for the ledger (so replay does not bring
