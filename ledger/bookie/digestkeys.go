@@ -88,8 +88,9 @@ func newDigestKeys(meta metadataGetter, log *slog.Logger, reg prometheus.Registe
 		meta: meta, log: log, now: time.Now, maxLedgers: maxKeyedLedgers,
 		mismatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_bookie_add_digest_mismatches_total",
-			Help: "Adds whose entry does not carry the digest its ledger's key gives it (written without the key, " +
-				"or damaged): stored, but no LAC is kept on their account.",
+			Help: "Entries checked on an add (or read back for an explicit LAC naming them) that do not carry the " +
+				"digest their ledger's key gives them (written without the key, or damaged): stored, but no LAC is kept " +
+				"on their account.",
 		}),
 	}
 	if reg != nil {
