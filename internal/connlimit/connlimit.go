@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Refusal reasons: the values of the refused metric's reason label.
@@ -189,6 +190,15 @@ func (l *Listener) Open() int {
 	defer l.mu.Unlock()
 	l.sweepAllLocked()
 	return l.mu.open
+}
+
+// Refused is the number of connections refused for reason.
+func (l *Listener) Refused(reason string) float64 {
+	m := &dto.Metric{}
+	if err := l.refused.WithLabelValues(reason).Write(m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
 
 // Describe is part of prometheus.Collector.
