@@ -213,7 +213,7 @@ func TestHostileIdleConnections(t *testing.T) {
 		return kc.ProduceSync(ctx, &kgo.Record{Topic: "flooded", Value: []byte("served")}).FirstErr()
 	}
 	// gRPC and Raft admit 512 and 64 connections per IP by default, the
-	// admin address 16; the rest are refused at once.
+	// admin address 32; the rest are refused at once.
 	for _, a := range []listenerAttack{
 		{name: "metad Raft", addr: m1.RaftAddr, proc: m1.Process, metric: adminMetric(plain, "http://"+m1.AdminAddr+"/metrics"),
 			refusals: `strata_metad_raft_connections_refused_total{reason="max_connections_per_ip"}`, want: floodConns - 64,
@@ -233,7 +233,7 @@ func TestHostileIdleConnections(t *testing.T) {
 			refusals: `strata_broker_grpc_connections_refused_total{reason="max_connections_per_ip"}`, want: floodConns - 512,
 			served: produce, idleClosed: true},
 		{name: "broker admin", addr: broker.AdminAddr, proc: broker.Process, metric: adminMetric(plain, "http://"+broker.AdminAddr+"/metrics"),
-			refusals: `strata_broker_admin_connections_refused_total{reason="max_connections_per_ip"}`, want: floodConns - 16,
+			refusals: `strata_broker_admin_connections_refused_total{reason="max_connections_per_ip"}`, want: floodConns - 32,
 			served: func(ctx context.Context) error { return proctest.WaitHTTP(ctx, "http://"+broker.AdminAddr+"/readyz") }, idleClosed: true},
 	} {
 		closeAll(a.run(t, attackerIP))
@@ -245,7 +245,7 @@ func TestHostileIdleConnections(t *testing.T) {
 	kafka := listenerAttack{name: "broker Kafka", addr: broker.KafkaAddr, proc: broker.Process,
 		metric:   adminMetric(plain, "http://"+broker.AdminAddr+"/metrics"),
 		refusals: `strata_broker_kafka_connections_refused_total{reason="per_ip_cap"}`, want: floodConns - 300,
-		served:   kafkaServed}
+		served: kafkaServed}
 	kafka.run(t, attackerIP)
 	open, err := kafka.metric("strata_broker_kafka_connections_open") // the flood's 300 and the real client's
 	if err != nil {

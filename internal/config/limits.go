@@ -43,8 +43,8 @@ func DefaultLimits() Limits {
 		GRPCMaxConnectionsPerIP:  512,
 		GRPCMaxConcurrentStreams: 128,
 		GRPCIdleTimeout:          10 * time.Minute,
-		AdminMaxConnections:      64,
-		AdminMaxConnectionsPerIP: 16,
+		AdminMaxConnections:      128,
+		AdminMaxConnectionsPerIP: 32,
 		HandshakeTimeout:         10 * time.Second,
 	}
 }

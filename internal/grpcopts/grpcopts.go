@@ -39,13 +39,12 @@ func BufferDialOptions() []grpc.DialOption {
 
 // BufferServerOptions are BufferDialOptions' server side, such that an
 // idle connection holds no buffer: writes take one from a pool shared by
-// every connection for the time of a flush (SharedWriteBuffer; without
-// it each connection held its own from the moment it was accepted), and
+// every connection for the time of a flush (gRPC's default), and
 // plaintext reads take one from a pool when the socket is readable (gRPC
-// does so for a *net.TCPConn). A TLS connection's reads (tlsServer) get no
-// buffer of their own: crypto/tls already reads whole records into its
-// own, and one per connection would cost each BufferBytes from its
-// handshake on, before any call is authenticated.
+// does so only for a *net.TCPConn). A TLS connection's reads (tlsServer)
+// get no buffer of their own: crypto/tls already reads whole records into
+// its own, and a bufio.Reader per connection would cost each BufferBytes
+// from its handshake on, before any call is authenticated.
 func BufferServerOptions(tlsServer bool) []grpc.ServerOption {
 	read := BufferBytes
 	if tlsServer {
@@ -54,7 +53,6 @@ func BufferServerOptions(tlsServer bool) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ReadBufferSize(read),
 		grpc.WriteBufferSize(BufferBytes),
-		grpc.SharedWriteBuffer(true),
 	}
 }
 
