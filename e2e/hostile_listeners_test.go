@@ -272,22 +272,12 @@ func TestHostileIdleConnections(t *testing.T) {
 // certificate, served with either.
 func TestHostileIdleConnectionsTLS(t *testing.T) {
 	skipShort(t)
-	p := newTestPKI(t, "strata e2e CA")
 	tokenFile := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(tokenFile, []byte("flood-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hs := []string{"--handshake-timeout", floodHandshakeTimeout}
-	meta := proctest.StartMetad(t, bins["metad"], 3, append(tlsArgs(p.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"})), hs...)...)
-	bookieCert := p.issue(pki.Request{Role: pki.RoleBookie, Name: "bookie"})
-	for i := 1; i <= 3; i++ {
-		proctest.StartBookie(t, bins["bookie"], meta, fmt.Sprintf("b%d", i), append(tlsArgs(bookieCert), hs...)...)
-	}
-	broker := proctest.StartBroker(t, bins["broker"], meta, "k1",
-		append(tlsArgs(p.issue(pki.Request{Role: pki.RoleBroker, Name: "k1"})), append(hs, "--admin-token-file", tokenFile)...)...)
-	adminCert := p.issue(pki.Request{Role: pki.RoleAdmin, Name: "ops"})
-	admin := adminHTTPS(t, adminCert)
-	c := &tlsCluster{pki: p, meta: meta, broker: broker}
+	c := startTLSCluster(t, "--handshake-timeout", floodHandshakeTimeout, "--admin-token-file", tokenFile)
+	adminCert := c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "ops"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := c.client(ctx, t, adminCert)
@@ -297,19 +287,22 @@ func TestHostileIdleConnectionsTLS(t *testing.T) {
 	defer cl.Close()
 	createTopic(t, cl, "flooded", 1, nil)
 
-	m1 := meta.Members[0]
+	m1, broker := c.meta.Members[0], c.broker
+	metric := func(adminAddr string) func(string) (float64, error) {
+		return func(series string) (float64, error) { return c.metricValue(adminAddr, series) }
+	}
 	listenerAttack{name: "metad Raft (mTLS)", addr: m1.RaftAddr, proc: m1.Process,
-		metric:   adminMetric(admin, "https://"+m1.AdminAddr+"/metrics"),
+		metric:   metric(m1.AdminAddr),
 		refusals: `strata_metad_raft_connections_refused_total{reason="max_connections_per_ip"}`, want: floodConns - 64,
 		served: func(ctx context.Context) error {
 			_, err := metadpb.NewMetadClient(dial(t, m1.Listen, adminCert)).Put(ctx, &metadpb.PutRequest{Key: "/flood", Value: []byte("x")})
 			return err
 		}, idleClosed: true}.run(t, attackerIP)
 
-	checkTLSHandshakeFlood(t, broker, admin.Transport.(*http.Transport).TLSClientConfig.RootCAs, adminMetric(admin, "https://"+broker.AdminAddr+"/metrics"), func(ctx context.Context) error {
+	checkTLSHandshakeFlood(t, broker, c.pki.caFile, metric(broker.AdminAddr), func(ctx context.Context) error {
 		return produceRecords(cl, "flooded", 1, "served", 0, 10)
 	})
-	checkMetricsNeedAuth(t, broker.AdminAddr, admin)
+	checkMetricsNeedAuth(t, broker.AdminAddr, c.admin)
 }
 
 // checkTLSHandshakeFlood completes floodConns TLS handshakes with the
@@ -317,9 +310,9 @@ func TestHostileIdleConnectionsTLS(t *testing.T) {
 // sends nothing more: the per-IP cap refuses all but 512, those hold no
 // transport buffer, and are closed at the handshake timeout (no HTTP/2
 // preface came); a real client is served meanwhile.
-func checkTLSHandshakeFlood(t *testing.T, broker *proctest.BrokerNode, ca *x509.CertPool, metric func(string) (float64, error), served func(context.Context) error) {
+func checkTLSHandshakeFlood(t *testing.T, broker *proctest.BrokerNode, caFile string, metric func(string) (float64, error), served func(context.Context) error) {
 	t.Helper()
-	caOnly := &tls.Config{RootCAs: ca, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
+	caOnly := &tls.Config{RootCAs: certPool(t, caFile), ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
 	series := `strata_broker_grpc_connections_refused_total{reason="max_connections_per_ip"}`
 	before, _ := metric(series)
 	mem0 := memoryOf(t, broker.Process, metric)
@@ -399,16 +392,24 @@ func checkMetricsNeedAuth(t *testing.T, adminAddr string, admin *http.Client) {
 // adminHTTPS is an HTTPS client with the admin certificate f.
 func adminHTTPS(t *testing.T, f pki.Files) *http.Client {
 	t.Helper()
-	caPEM, err := os.ReadFile(f.CA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+		TLSClientConfig: &tls.Config{RootCAs: certPool(t, f.CA), Certificates: []tls.Certificate{cert}}}}
+}
+
+// certPool holds the certificates of the PEM file caFile.
+func certPool(t *testing.T, caFile string) *x509.CertPool {
+	t.Helper()
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("no certificate in %s", caFile)
+	}
+	return pool
 }

@@ -136,16 +136,18 @@ type tlsCluster struct {
 	admin      *http.Client // HTTPS with an admin certificate: what a TLS node's /metrics asks for
 }
 
-func startTLSCluster(t *testing.T) *tlsCluster {
+// startTLSCluster starts it, every node with the extra flags too.
+func startTLSCluster(t *testing.T, extra ...string) *tlsCluster {
 	t.Helper()
 	c := &tlsCluster{pki: newTestPKI(t, "strata e2e CA")}
-	c.meta = proctest.StartMetad(t, bins["metad"], 3, tlsArgs(c.pki.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
+	args := func(f pki.Files) []string { return append(tlsArgs(f), extra...) }
+	c.meta = proctest.StartMetad(t, bins["metad"], 3, args(c.pki.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
 	bookieCert := c.pki.issue(pki.Request{Role: pki.RoleBookie, Name: "bookie"})
 	for i := 1; i <= 3; i++ {
-		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i), tlsArgs(bookieCert)...))
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i), args(bookieCert)...))
 	}
 	c.brokerCert = c.pki.issue(pki.Request{Role: pki.RoleBroker, Name: "k1"})
-	c.broker = proctest.StartBroker(t, bins["broker"], c.meta, "k1", tlsArgs(c.brokerCert)...)
+	c.broker = proctest.StartBroker(t, bins["broker"], c.meta, "k1", args(c.brokerCert)...)
 	c.admin = adminHTTPS(t, c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "metrics"}))
 	return c
 }
