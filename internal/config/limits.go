@@ -30,7 +30,9 @@ type Limits struct {
 	AdminMaxConnectionsPerIP int `mapstructure:"admin-max-connections-per-ip"`
 	// HandshakeTimeout bounds a new connection's TLS handshake (in
 	// plaintext, its first bytes: the HTTP/2 preface on gRPC, the request
-	// header on the admin address) on every listener.
+	// header on the admin address, the first byte on metad's Raft
+	// address) on those listeners. The Kafka listener has its own
+	// (broker/kafka).
 	HandshakeTimeout time.Duration `mapstructure:"handshake-timeout"`
 }
 

@@ -108,8 +108,7 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve() }()
 	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr(), "tls", s.TLS.Enabled(),
-		"admin_tls", adminCfg.TLS != nil, "admin_tls_only", adminCfg.TLSOnly, "admin_token", s.Security.AdminTokenFile != "",
-		"limits", s.Limits.String())
+		"admin_tls", adminCfg.TLS != nil, "admin_tls_only", adminCfg.TLSOnly, "admin_token", s.Security.AdminTokenFile != "")
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
