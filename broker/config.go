@@ -26,6 +26,8 @@ type Config struct {
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
 	// and --insecure.
 	config.Security `mapstructure:",squash"`
+	// Limits: the gRPC and admin listeners' caps and timeouts.
+	config.Limits `mapstructure:",squash"`
 	// SuperUsers lists principals (User:NAME,...) that pass every ACL
 	// check but AC1 (internal/acl); admin certificates are super-users
 	// too. Used with TLS only: without it nothing is checked.
@@ -181,11 +183,13 @@ type KafkaListener struct {
 	// count (auto-created, or CreateTopics with -1).
 	KafkaDefaultPartitions int32 `mapstructure:"kafka-default-partitions"`
 	// KafkaMaxRequestBytes caps a request (checked before it is read);
-	// KafkaIdleTimeout closes idle connections; KafkaMaxConnectionsPerIP
-	// and KafkaInFlightPerConnection bound a client's connections and a
-	// connection's unanswered requests.
+	// KafkaIdleTimeout closes idle connections; KafkaMaxConnections,
+	// KafkaMaxConnectionsPerIP and KafkaInFlightPerConnection bound the
+	// listener's connections, a client's, and a connection's unanswered
+	// requests.
 	KafkaMaxRequestBytes       int32         `mapstructure:"kafka-max-request-bytes"`
 	KafkaIdleTimeout           time.Duration `mapstructure:"kafka-idle-timeout"`
+	KafkaMaxConnections        int           `mapstructure:"kafka-max-connections"`
 	KafkaMaxConnectionsPerIP   int           `mapstructure:"kafka-max-connections-per-ip"`
 	KafkaInFlightPerConnection int           `mapstructure:"kafka-in-flight-per-connection"`
 }
@@ -226,8 +230,8 @@ func (k KafkaListener) validate() []error {
 	if k.KafkaDefaultPartitions < 1 || k.KafkaDefaultPartitions > MaxPartitions {
 		errs = append(errs, fmt.Errorf("--kafka-default-partitions must be in [1, %d]", MaxPartitions))
 	}
-	if k.KafkaMaxRequestBytes < 1<<20 || k.KafkaIdleTimeout < time.Second || k.KafkaMaxConnectionsPerIP < 1 || k.KafkaInFlightPerConnection < 1 {
-		errs = append(errs, errors.New("--kafka-max-request-bytes must be at least 1 MiB, --kafka-idle-timeout at least 1s, --kafka-max-connections-per-ip and --kafka-in-flight-per-connection positive"))
+	if k.KafkaMaxRequestBytes < 1<<20 || k.KafkaIdleTimeout < time.Second || k.KafkaMaxConnections < 1 || k.KafkaMaxConnectionsPerIP < 1 || k.KafkaInFlightPerConnection < 1 {
+		errs = append(errs, errors.New("--kafka-max-request-bytes must be at least 1 MiB, --kafka-idle-timeout at least 1s, --kafka-max-connections, --kafka-max-connections-per-ip and --kafka-in-flight-per-connection positive"))
 	}
 	return errs
 }
@@ -259,6 +263,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Exposure:                config.DefaultExposure(),
+		Limits:                  config.DefaultLimits(),
 		Endpoints:               config.Endpoints{Listen: "127.0.0.1:7501", AdminListen: "127.0.0.1:7601"},
 		Metad:                   "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 		SessionTTL:              5 * time.Second,
@@ -305,7 +310,7 @@ func DefaultConfig() Config {
 		TierRequestTimeout:          30 * time.Second,
 		TierUploadTimeout:           10 * time.Minute,
 		KafkaListener: KafkaListener{KafkaDefaultPartitions: 1, KafkaMaxRequestBytes: 100 << 20, KafkaIdleTimeout: 10 * time.Minute,
-			KafkaMaxConnectionsPerIP: 1000, KafkaInFlightPerConnection: 16},
+			KafkaMaxConnections: 10_000, KafkaMaxConnectionsPerIP: 1000, KafkaInFlightPerConnection: 16},
 		Logging: config.DefaultLogging(),
 	}
 }
@@ -364,6 +369,9 @@ func (c Config) Validate() error {
 	}
 	// The Kafka listener is TLS when the gRPC one is (KafkaListener), and
 	// plaintext on a network address only with --insecure, as gRPC.
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Security.Check(c.Listen, c.AdminListen, config.Listener{Flag: "kafka-listen", Addr: c.KafkaListen, TLSCapable: true}); err != nil {
 		errs = append(errs, err)
 	}
@@ -438,7 +446,7 @@ func (c Config) SuperUserList() []string {
 
 func (c Config) String() string {
 	return fmt.Sprintf("id=%s listen=%s advertise=%s admin-listen=%s kafka-listen=%q kafka-advertised=%q metad=%s rack=%q session-ttl=%s tail-cache-bytes=%d idle-roll=%s super-users=%q",
-		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.KafkaListen, c.KafkaAdvertisedAddress(), c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll, c.SuperUsers) + " " + c.Security.String()
+		c.ID, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.KafkaListen, c.KafkaAdvertisedAddress(), c.Metad, c.Rack, c.SessionTTL, c.TailCacheBytes, c.IdleRoll, c.SuperUsers) + " " + c.Security.String() + " " + c.Limits.String()
 }
 
 // --ledger-digest values.

@@ -136,7 +136,7 @@ func TestACL(t *testing.T) {
 			t.Errorf("list topics: %v %v; want none she may describe", topics, err)
 		}
 		testwait.UntilNil(t, 5*time.Second, "denials counted", func() error {
-			v, err := metricValue("http://"+c.broker.AdminAddr+"/metrics", `strata_broker_acl_denied_total{operation="write",resource="topic"}`)
+			v, err := c.metricValue(c.broker.AdminAddr, `strata_broker_acl_denied_total{operation="write",resource="topic"}`)
 			if err == nil && v < 1 {
 				err = fmt.Errorf("counter %v", v)
 			}

@@ -587,7 +587,16 @@ func TestBrokerDrainAndLag(t *testing.T) {
 
 // metricValue reads one sample from a Prometheus text endpoint.
 func metricValue(url, series string) (float64, error) {
-	body, err := metricsText(url)
+	return metricValueWith(http.DefaultClient, url, series)
+}
+
+// metricsText fetches a Prometheus text endpoint.
+func metricsText(url string) (string, error) { return metricsTextWith(http.DefaultClient, url) }
+
+// metricValueWith is metricValue through c (HTTPS with an admin
+// certificate, on a TLS node).
+func metricValueWith(c *http.Client, url, series string) (float64, error) {
+	body, err := metricsTextWith(c, url)
 	if err != nil {
 		return 0, err
 	}
@@ -599,14 +608,18 @@ func metricValue(url, series string) (float64, error) {
 	return 0, fmt.Errorf("no %s", series)
 }
 
-// metricsText fetches a Prometheus text endpoint.
-func metricsText(url string) (string, error) {
-	resp, err := http.Get(url)
+// metricsTextWith fetches a Prometheus text endpoint through c; any
+// answer but 200 is an error.
+func metricsTextWith(c *http.Client, url string) (string, error) {
+	resp, err := c.Get(url)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
 	return string(body), err
 }
 

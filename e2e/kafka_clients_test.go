@@ -343,9 +343,8 @@ func TestKafkaKcatSASL(t *testing.T) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		metrics := "http://" + c.broker.AdminAddr + "/metrics"
 		unauthenticated := func() float64 {
-			v, _ := metricValue(metrics, `strata_broker_kafka_connections_closed_total{reason="unauthenticated_request"}`)
+			v, _ := c.metricValue(c.broker.AdminAddr, `strata_broker_kafka_connections_closed_total{reason="unauthenticated_request"}`)
 			return v
 		}
 		before := unauthenticated()
@@ -365,7 +364,7 @@ func TestKafkaKcatSASL(t *testing.T) {
 			t.Fatalf("a wrong password: %v; want kcat to report the authentication failure", err)
 		}
 		testwait.UntilNil(t, 10*time.Second, "the failed authentication counted", func() error {
-			v, err := metricValue(metrics, `strata_broker_kafka_authentication_failures_total{mechanism="SCRAM-SHA-256"}`)
+			v, err := c.metricValue(c.broker.AdminAddr, `strata_broker_kafka_authentication_failures_total{mechanism="SCRAM-SHA-256"}`)
 			if err == nil && v < 1 {
 				err = fmt.Errorf("%v failures", v)
 			}

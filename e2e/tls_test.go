@@ -133,19 +133,29 @@ type tlsCluster struct {
 	bookies    []*proctest.BookieNode
 	broker     *proctest.BrokerNode
 	brokerCert pki.Files
+	admin      *http.Client // HTTPS with an admin certificate: what a TLS node's /metrics asks for
 }
 
-func startTLSCluster(t *testing.T) *tlsCluster {
+// startTLSCluster starts it, every node with the extra flags too.
+func startTLSCluster(t *testing.T, extra ...string) *tlsCluster {
 	t.Helper()
 	c := &tlsCluster{pki: newTestPKI(t, "strata e2e CA")}
-	c.meta = proctest.StartMetad(t, bins["metad"], 3, tlsArgs(c.pki.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
+	args := func(f pki.Files) []string { return append(tlsArgs(f), extra...) }
+	c.meta = proctest.StartMetad(t, bins["metad"], 3, args(c.pki.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
 	bookieCert := c.pki.issue(pki.Request{Role: pki.RoleBookie, Name: "bookie"})
 	for i := 1; i <= 3; i++ {
-		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i), tlsArgs(bookieCert)...))
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i), args(bookieCert)...))
 	}
 	c.brokerCert = c.pki.issue(pki.Request{Role: pki.RoleBroker, Name: "k1"})
-	c.broker = proctest.StartBroker(t, bins["broker"], c.meta, "k1", tlsArgs(c.brokerCert)...)
+	c.broker = proctest.StartBroker(t, bins["broker"], c.meta, "k1", args(c.brokerCert)...)
+	c.admin = adminHTTPS(t, c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "metrics"}))
 	return c
+}
+
+// metricValue reads a series of the /metrics of the node whose admin
+// address is adminAddr, over TLS with the admin certificate.
+func (c *tlsCluster) metricValue(adminAddr, series string) (float64, error) {
+	return metricValueWith(c.admin, "https://"+adminAddr+"/metrics", series)
 }
 
 // client connects to the broker with files (zero: plaintext).
@@ -338,7 +348,7 @@ func TestTLS(t *testing.T) {
 		wantDenied(t, "user, metad Put", err, "metad or bookie or broker or admin")
 		// Denials are counted.
 		testwait.UntilNil(t, 5*time.Second, "denials counted", func() error {
-			v, err := metricValue("http://"+c.bookies[0].AdminAddr+"/metrics", `strata_bookie_rpc_denied_total{method="/strata.bookie.v1.Bookie/Fence",role="user"}`)
+			v, err := c.metricValue(c.bookies[0].AdminAddr, `strata_bookie_rpc_denied_total{method="/strata.bookie.v1.Bookie/Fence",role="user"}`)
 			if err == nil && v != 1 {
 				err = fmt.Errorf("counter %v, want 1", v)
 			}

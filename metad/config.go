@@ -27,11 +27,19 @@ type Config struct {
 	// RaftListen is the Raft transport address; it is also advertised, so it
 	// must be reachable by the peers (not 0.0.0.0).
 	RaftListen string `mapstructure:"raft-listen"`
+	// RaftMaxConnections and RaftMaxConnectionsPerIP cap the connections
+	// of the Raft address (peers keep a few each); the rest are closed at
+	// accept and counted.
+	RaftMaxConnections      int `mapstructure:"raft-max-connections"`
+	RaftMaxConnectionsPerIP int `mapstructure:"raft-max-connections-per-ip"`
 	// Exposure: pprof on the admin address, gRPC reflection.
 	config.Exposure `mapstructure:",squash"`
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
 	// and --insecure.
 	config.Security `mapstructure:",squash"`
+	// Limits: the gRPC and admin listeners' caps and timeouts (the Raft
+	// address's handshake too).
+	config.Limits `mapstructure:",squash"`
 	// Peers lists the initial voters as "id=raftAddress,...". It is used only
 	// to bootstrap a member that has no Raft state yet.
 	Peers string `mapstructure:"peers"`
@@ -73,20 +81,25 @@ type Config struct {
 // DefaultConfig returns the defaults for every field that has one.
 func DefaultConfig() Config {
 	return Config{
-		Exposure:          config.DefaultExposure(),
-		Endpoints:         config.Endpoints{Listen: "127.0.0.1:7001", AdminListen: "127.0.0.1:7201"},
-		RaftListen:        "127.0.0.1:7101",
-		HeartbeatTimeout:  500 * time.Millisecond,
-		ElectionTimeout:   500 * time.Millisecond,
-		RequestTimeout:    5 * time.Second,
-		SnapshotThreshold: 8192,
-		HistoryRevisions:  10000,
-		HistoryBytes:      64 << 20,
-		MaxTxnOps:         128,
-		QuotaKeys:         1_000_000,
-		QuotaBytes:        512 << 20,
-		QuotaLeases:       100_000,
-		Logging:           config.DefaultLogging(),
+		Exposure:   config.DefaultExposure(),
+		Endpoints:  config.Endpoints{Listen: "127.0.0.1:7001", AdminListen: "127.0.0.1:7201"},
+		RaftListen: "127.0.0.1:7101",
+		// A member keeps up to raftMaxPool connections to each peer, plus
+		// one for pipelined appends and one per snapshot sent.
+		RaftMaxConnections:      128,
+		RaftMaxConnectionsPerIP: 64,
+		Limits:                  config.DefaultLimits(),
+		HeartbeatTimeout:        500 * time.Millisecond,
+		ElectionTimeout:         500 * time.Millisecond,
+		RequestTimeout:          5 * time.Second,
+		SnapshotThreshold:       8192,
+		HistoryRevisions:        10000,
+		HistoryBytes:            64 << 20,
+		MaxTxnOps:               128,
+		QuotaKeys:               1_000_000,
+		QuotaBytes:              512 << 20,
+		QuotaLeases:             100_000,
+		Logging:                 config.DefaultLogging(),
 	}
 }
 
@@ -153,6 +166,12 @@ func (c Config) Validate() error {
 	if c.SnapshotThreshold < 1 {
 		errs = append(errs, errors.New("--snapshot-threshold must be at least 1"))
 	}
+	if c.RaftMaxConnections < 1 || c.RaftMaxConnectionsPerIP < 1 {
+		errs = append(errs, errors.New("--raft-max-connections and --raft-max-connections-per-ip must be at least 1"))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Security.Check(c.Listen, c.AdminListen, config.Listener{Flag: "raft-listen", Addr: c.RaftListen, TLSCapable: true}); err != nil {
 		errs = append(errs, err)
 	}
@@ -163,7 +182,8 @@ func (c Config) String() string {
 	return fmt.Sprintf("id=%s data-dir=%s listen=%s raft-listen=%s admin-listen=%s peers=%s join=%t heartbeat=%s election=%s "+
 		"history-revisions=%d history-bytes=%d max-txn-ops=%d quota-keys=%d quota-bytes=%d quota-leases=%d",
 		c.ID, c.DataDir, c.Listen, c.RaftListen, c.AdminListen, c.Peers, c.Join, c.HeartbeatTimeout, c.ElectionTimeout,
-		c.HistoryRevisions, c.HistoryBytes, c.MaxTxnOps, c.QuotaKeys, c.QuotaBytes, c.QuotaLeases) + " " + c.Security.String()
+		c.HistoryRevisions, c.HistoryBytes, c.MaxTxnOps, c.QuotaKeys, c.QuotaBytes, c.QuotaLeases) + " " + c.Security.String() +
+		fmt.Sprintf(" raft-max-connections=%d raft-max-connections-per-ip=%d ", c.RaftMaxConnections, c.RaftMaxConnectionsPerIP) + c.Limits.String()
 }
 
 // ParsePeers parses "id=addr,id=addr". An empty string gives no peers.

@@ -70,8 +70,9 @@ func newMetrics(s *Server) *metrics {
 	return m
 }
 
-func (m *metrics) register(reg prometheus.Registerer) error {
+func (m *metrics) register(reg prometheus.Registerer, more ...prometheus.Collector) error {
 	cs := append([]prometheus.Collector{m.requests, m.requestDuration, m.applyDuration, m.leasesExpired, m.watchers}, m.gauges...)
+	cs = append(cs, more...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -3,12 +3,14 @@ package metad
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/strata-log/strata/internal/connlimit"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
 )
@@ -20,49 +22,65 @@ const (
 	raftTimeout = 10 * time.Second
 )
 
-// newRaftTransport listens for Raft on addr: plaintext TCP when creds is
-// nil, else mutual TLS where both ends must hold a certificate of role
-// metad (only cluster members speak Raft), checked in the handshake.
-func newRaftTransport(addr string, creds *mtls.Credentials, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	if !creds.Enabled() {
-		return raft.NewTCPTransportWithLogger(addr, nil, raftMaxPool, raftTimeout, logger)
+// newRaftTransport listens for Raft on cfg.RaftListen. hashicorp/raft's
+// NetworkTransport gives every connection it accepts a 256 KiB buffer and
+// a goroutine, so connections reach it only through a connlimit.Listener:
+// at most cfg.RaftMaxConnections (cfg.RaftMaxConnectionsPerIP from one
+// IP), and each only once it completed, within cfg.HandshakeTimeout, the
+// mutual TLS handshake with a certificate of role metad (with creds: only
+// cluster members speak Raft) or, in plaintext, sent its first byte. The
+// listener is returned for its metrics (strata_metad_raft_connections_*).
+func newRaftTransport(cfg Config, creds *mtls.Credentials, logger hclog.Logger, log *slog.Logger) (*raft.NetworkTransport, *connlimit.Listener, error) {
+	lc := connlimit.Config{
+		MaxConnections: cfg.RaftMaxConnections, MaxConnectionsPerIP: cfg.RaftMaxConnectionsPerIP,
+		Handshake: connlimit.FirstByte, HandshakeTimeout: cfg.HandshakeTimeout,
+		Name: "strata_metad_raft", Help: "Raft", Logger: log,
 	}
-	ln, err := net.Listen("tcp", addr)
+	stream := &streamLayer{dial: dialPlain}
+	if creds.Enabled() {
+		check := mtls.RequireRole(pki.RoleMetad)
+		lc.Handshake = connlimit.ServerTLS(creds.ServerTLS(check))
+		stream.dial = dialTLS(creds, check)
+	}
+	ln, err := connlimit.Listen(cfg.RaftListen, lc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	check := mtls.RequireRole(pki.RoleMetad)
-	stream := &tlsStreamLayer{
-		Listener: tls.NewListener(ln, creds.ServerTLS(check)),
-		creds:    creds,
-		check:    check,
-	}
-	return raft.NewNetworkTransportWithLogger(stream, raftMaxPool, raftTimeout, logger), nil
+	stream.Listener = ln
+	return raft.NewNetworkTransportWithLogger(stream, raftMaxPool, raftTimeout, logger), ln, nil
 }
 
-// tlsStreamLayer is a raft.StreamLayer over mutual TLS. Accepted
-// connections complete their handshake on first read, in the transport's
-// per-connection goroutine, so a slow or hostile peer does not hold up
-// the accept loop; one that fails the handshake is dropped there.
-type tlsStreamLayer struct {
+// streamLayer is a raft.StreamLayer: the guarded listener, and how to
+// dial a peer.
+type streamLayer struct {
 	net.Listener
-	creds *mtls.Credentials
-	check func(tls.ConnectionState) error
+	dial func(address string, timeout time.Duration) (net.Conn, error)
 }
 
-var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
+var _ raft.StreamLayer = (*streamLayer)(nil)
 
-// Dial connects to a peer's Raft address and completes the handshake
-// (the server's certificate must hold that address and role metad).
-func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(string(address))
-	if err != nil {
-		return nil, fmt.Errorf("metad: raft peer %q: %w", address, err)
-	}
-	d := &net.Dialer{Timeout: timeout}
-	conn, err := tls.DialWithDialer(d, "tcp", string(address), l.creds.ClientTLS(host, l.check))
+// Dial connects to a peer's Raft address.
+func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	conn, err := l.dial(string(address), timeout)
 	if err != nil {
 		return nil, fmt.Errorf("metad: raft peer %s: %w", address, err)
 	}
 	return conn, nil
+}
+
+func dialPlain(address string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", address, timeout)
+}
+
+// dialTLS connects and completes the handshake: the server's certificate
+// must hold the address dialled and pass check.
+func dialTLS(creds *mtls.Credentials, check func(tls.ConnectionState) error) func(string, time.Duration) (net.Conn, error) {
+	return func(address string, timeout time.Duration) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		d := &net.Dialer{Timeout: timeout}
+		return tls.DialWithDialer(d, "tcp", address, creds.ClientTLS(host, check))
+	}
 }

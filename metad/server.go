@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strata-log/strata/internal/bytebudget"
+	"github.com/strata-log/strata/internal/connlimit"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/metad/raftstore"
@@ -34,6 +35,7 @@ type Server struct {
 	raft    *raft.Raft
 	logs    *raftstore.Store
 	trans   *raft.NetworkTransport
+	raftLn  *connlimit.Listener // the transport's, for its metrics
 	metrics *metrics
 	peers   *peerConns
 	// creds is the member's TLS (nil: plaintext), for its gRPC server,
@@ -96,7 +98,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Server, err
 	}
 	s.metrics = newMetrics(s)
 	if reg != nil {
-		if err := s.metrics.register(reg); err != nil {
+		if err := s.metrics.register(reg, s.raftLn); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -126,7 +128,7 @@ func (s *Server) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("metad: snapshot store: %w", err)
 	}
-	trans, err := newRaftTransport(cfg.RaftListen, s.creds, rc.Logger)
+	trans, raftLn, err := newRaftTransport(cfg, s.creds, rc.Logger, s.log)
 	if err != nil {
 		return fmt.Errorf("metad: raft transport on %s: %w", cfg.RaftListen, err)
 	}
@@ -143,7 +145,7 @@ func (s *Server) startRaft() error {
 		trans.Close()
 		return fmt.Errorf("metad: start raft: %w", err)
 	}
-	s.raft, s.trans = r, trans
+	s.raft, s.trans, s.raftLn = r, trans, raftLn
 	if !existing && !cfg.Join {
 		peers, _ := ParsePeers(cfg.Peers)
 		var conf raft.Configuration

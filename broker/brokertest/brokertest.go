@@ -175,7 +175,7 @@ func (c *Cluster) startMetad() {
 		}
 		srv, err = metad.Open(cfg, c.log, nil)
 		if err == nil {
-			gsrv, err = grpcserve.New(cfg.Listen, false, srv.ServerOptions()...)
+			gsrv, err = grpcserve.New(grpcserve.Config{Addr: cfg.Listen}, srv.ServerOptions()...)
 			if err != nil {
 				srv.Close()
 			}
@@ -241,7 +241,7 @@ func (c *Cluster) StartBroker(i int) *Broker {
 		if c.opts.Interceptor != nil {
 			opts = append(opts, grpc.ChainUnaryInterceptor(c.opts.Interceptor(i)))
 		}
-		gsrv, err = grpcserve.New(cfg.Listen, false, opts...)
+		gsrv, err = grpcserve.New(grpcserve.Config{Addr: cfg.Listen}, opts...)
 		if err == nil {
 			if ks, err = kafka.Listen(b, cfg, nil, c.log.With("broker", id)); err != nil {
 				gsrv.Stop(0)

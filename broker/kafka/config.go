@@ -28,8 +28,10 @@ const (
 	// DefaultInFlightPerConnection bounds the requests of one connection
 	// read but not yet answered.
 	DefaultInFlightPerConnection = 16
-	// DefaultMaxConnectionsPerIP bounds one client address's connections.
+	// DefaultMaxConnectionsPerIP bounds one client address's connections,
+	// DefaultMaxConnections all clients' together.
 	DefaultMaxConnectionsPerIP = 1000
+	DefaultMaxConnections      = 10_000
 )
 
 // SASL mechanism names.
@@ -82,8 +84,10 @@ type Config struct {
 	// yet answered; its reader waits at the bound.
 	InFlightPerConnection int
 	// MaxConnectionsPerIP bounds the open connections from one client
-	// IP address; more are closed at accept (and counted).
+	// IP address, MaxConnections those of all clients together; more are
+	// closed at accept (and counted).
 	MaxConnectionsPerIP int
+	MaxConnections      int
 	// Metrics, when nil, are kept unregistered.
 	Metrics *Metrics
 	// Logger, when nil, is slog.Default().
@@ -108,6 +112,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnectionsPerIP == 0 {
 		c.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.Mechanisms == nil {
 		c.Mechanisms = []string{MechanismScramSHA256, MechanismScramSHA512, MechanismPlain}
@@ -142,6 +149,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: InFlightPerConnection %d", ErrConfig, c.InFlightPerConnection)
 	case c.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("%w: MaxConnectionsPerIP %d", ErrConfig, c.MaxConnectionsPerIP)
+	case c.MaxConnections < 0:
+		return fmt.Errorf("%w: MaxConnections %d", ErrConfig, c.MaxConnections)
 	}
 	for _, m := range c.Mechanisms {
 		if !slices.Contains([]string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512}, m) {
@@ -155,7 +164,7 @@ func (c Config) Validate() error {
 // said to be there).
 func (c Config) String() string {
 	c = c.withDefaults()
-	return fmt.Sprintf("address=%s tls=%t auth=%t mechanisms=%v max_request_bytes=%d max_unauthenticated_request_bytes=%d idle_timeout=%v in_flight_per_connection=%d max_connections_per_ip=%d",
+	return fmt.Sprintf("address=%s tls=%t auth=%t mechanisms=%v max_request_bytes=%d max_unauthenticated_request_bytes=%d idle_timeout=%v in_flight_per_connection=%d max_connections_per_ip=%d max_connections=%d",
 		c.Address, c.TLS != nil, c.Security != nil && c.Security.AuthRequired(), c.Mechanisms, c.MaxRequestBytes,
-		c.MaxUnauthenticatedRequestBytes, c.IdleTimeout, c.InFlightPerConnection, c.MaxConnectionsPerIP)
+		c.MaxUnauthenticatedRequestBytes, c.IdleTimeout, c.InFlightPerConnection, c.MaxConnectionsPerIP, c.MaxConnections)
 }

@@ -322,6 +322,23 @@ func TestPerIPCap(t *testing.T) {
 	dialRaw(t, ts.Addr().String()).roundTrip(metadataRequest(1))
 }
 
+// Connections beyond MaxConnections, whatever their IPs, are closed at
+// accept and counted; closing one makes room.
+func TestTotalCap(t *testing.T) {
+	ts := startServer(t, Config{MaxConnections: 2, MaxConnectionsPerIP: 10})
+	a, b := dialRaw(t, ts.Addr().String()), dialRaw(t, ts.Addr().String())
+	a.roundTrip(metadataRequest(1))
+	b.roundTrip(metadataRequest(1))
+	third := dialRaw(t, ts.Addr().String())
+	third.expectClosed()
+	if got := testutil.ToFloat64(ts.metrics.refused.WithLabelValues("total_cap")); got != 1 {
+		t.Fatalf("refused %v", got)
+	}
+	_ = a.nc.Close()
+	testwait.Until(t, waitTimeout, "one connection open", func() bool { return testutil.ToFloat64(ts.metrics.open) == 1 })
+	dialRaw(t, ts.Addr().String()).roundTrip(metadataRequest(1))
+}
+
 // K5: a handler's error or panic, in Handle or in its Reply, or a
 // response of the wrong API closes that connection only, logged once.
 func TestHandlerFailuresClose(t *testing.T) {
@@ -386,6 +403,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative idle", Config{Address: ":0", IdleTimeout: -1}, false},
 		{"negative in-flight", Config{Address: ":0", InFlightPerConnection: -1}, false},
 		{"negative cap", Config{Address: ":0", MaxConnectionsPerIP: -1}, false},
+		{"negative total cap", Config{Address: ":0", MaxConnections: -1}, false},
 		{"unknown mechanism", Config{Address: ":0", Mechanisms: []string{"GSSAPI"}}, false},
 	} {
 		if err := tc.cfg.Validate(); (err == nil) != tc.ok {

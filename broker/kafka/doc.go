@@ -80,8 +80,9 @@
 // its frame's size on the heap (a Metadata topic: 2 bytes on the wire, a
 // 32-byte struct and a 16-byte string). Per connection, what requests
 // hold is therefore at most about InFlightPerConnection × cap × 24, and
-// before authentication 12 MiB per request; connections per client IP are
-// capped (MaxConnectionsPerIP, refusals counted). A connection with
+// before authentication 12 MiB per request; connections per client IP and in
+// total are capped (MaxConnectionsPerIP, MaxConnections; refusals
+// counted). A connection with
 // nothing received for IdleTimeout is closed unless one of its requests
 // is still unanswered (waiting for the server is not idleness).
 //

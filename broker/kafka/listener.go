@@ -32,6 +32,7 @@ func Listen(b *broker.Broker, cfg broker.Config, reg prometheus.Registerer, log 
 		MaxRequestBytes:       cfg.KafkaMaxRequestBytes,
 		IdleTimeout:           cfg.KafkaIdleTimeout,
 		InFlightPerConnection: cfg.KafkaInFlightPerConnection,
+		MaxConnections:        cfg.KafkaMaxConnections,
 		MaxConnectionsPerIP:   cfg.KafkaMaxConnectionsPerIP,
 		Metrics:               m,
 		Logger:                log,

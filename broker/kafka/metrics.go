@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_broker_kafka_connections_refused_total",
-			Help: "Kafka client connections closed at accept, by reason (per_ip_cap, shutdown).",
+			Help: "Kafka client connections closed at accept, by reason (per_ip_cap, total_cap, shutdown).",
 		}, []string{"reason"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_broker_kafka_connections_closed_total",

@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/strata-log/strata/internal/connlimit"
 )
 
 // Accept retries after a failed Accept (out of file descriptors) back off
@@ -124,9 +126,10 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-// accept serves nc unless the server is closed or nc's IP is at its cap.
+// accept serves nc unless the server is closed, or nc's IP or the whole
+// listener is at its cap.
 func (s *Server) accept(nc net.Conn) {
-	ip := remoteIP(nc.RemoteAddr())
+	ip := connlimit.RemoteIP(nc.RemoteAddr())
 	s.mu.Lock()
 	refused := ""
 	switch {
@@ -134,6 +137,8 @@ func (s *Server) accept(nc net.Conn) {
 		refused = "shutdown"
 	case s.mu.perIP[ip] >= s.cfg.MaxConnectionsPerIP:
 		refused = "per_ip_cap"
+	case len(s.mu.conns) >= s.cfg.MaxConnections:
+		refused = "total_cap"
 	}
 	if refused != "" {
 		s.mu.Unlock()
@@ -166,16 +171,6 @@ func (s *Server) release(c *Conn, ip string) {
 	}
 	s.mu.Unlock()
 	s.metrics.open.Dec()
-}
-
-func remoteIP(a net.Addr) string {
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
-	}
-	if host, _, err := net.SplitHostPort(a.String()); err == nil {
-		return host
-	}
-	return a.String()
 }
 
 // Close stops accepting, closes every connection (their contexts are

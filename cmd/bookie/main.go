@@ -39,6 +39,7 @@ func flags(d bookie.Config) *pflag.FlagSet {
 	})
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
+	config.LimitsFlags(fs, d.Limits)
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label: a ledger's copies go to different racks")
 	fs.Duration("lease-ttl", d.LeaseTTL, "registration lease TTL (a dead bookie vanishes after it)")
@@ -92,7 +93,7 @@ func run(args []string) error {
 	b.Start()
 	return node.Serve(ctx, log, node.Serving{
 		Role: "bookie", TLS: b.Credentials(),
-		Exposure: cfg.Exposure, Security: cfg.Security,
+		Exposure: cfg.Exposure, Security: cfg.Security, Limits: cfg.Limits,
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register: func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
 	})

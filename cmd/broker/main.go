@@ -42,6 +42,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	})
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
+	config.LimitsFlags(fs, d.Limits)
 	fs.String("super-users", d.SuperUsers, "principals that pass every ACL check, User:NAME,... (with TLS; admin certificates are super-users too)")
 	fs.String("metad", d.Metad, "metad endpoints, host:port,...")
 	fs.String("rack", d.Rack, "placement label")
@@ -126,7 +127,7 @@ func run(args []string) error {
 		// (b.ServerOptions, broker/security.go), so node.Serve gets no
 		// credentials of its own.
 		Role: "broker", ServerOptions: b.ServerOptions(),
-		Exposure: cfg.Exposure, Security: cfg.Security,
+		Exposure: cfg.Exposure, Security: cfg.Security, Limits: cfg.Limits,
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		Register:     func(s *grpc.Server) { brokerpb.RegisterBrokerServer(s, b.GRPC()) },
 		Drain:        b.Drain,
@@ -142,6 +143,7 @@ func kafkaFlags(fs *pflag.FlagSet, d broker.KafkaListener) {
 	fs.Int32("kafka-default-partitions", d.KafkaDefaultPartitions, "partitions of a topic created over Kafka without a count (auto-created, or -1)")
 	fs.Int32("kafka-max-request-bytes", d.KafkaMaxRequestBytes, "largest Kafka request accepted; a bigger one closes the connection before it is read")
 	fs.Duration("kafka-idle-timeout", d.KafkaIdleTimeout, "close a Kafka connection that sent nothing for this long (and waits for no answer)")
+	fs.Int("kafka-max-connections", d.KafkaMaxConnections, "Kafka connections open at once, from every client together; more are closed at accept (counted)")
 	fs.Int("kafka-max-connections-per-ip", d.KafkaMaxConnectionsPerIP, "Kafka connections one client IP may hold open")
 	fs.Int("kafka-in-flight-per-connection", d.KafkaInFlightPerConnection, "Kafka requests of one connection read and not yet answered")
 }

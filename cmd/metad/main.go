@@ -40,8 +40,11 @@ func flags(d metad.Config) *pflag.FlagSet {
 		Advertise: "client address published to others (default: --listen)",
 	})
 	fs.String("raft-listen", d.RaftListen, "Raft transport address (also advertised to peers)")
+	fs.Int("raft-max-connections", d.RaftMaxConnections, "connections the Raft address holds open at once; more are closed at accept (counted)")
+	fs.Int("raft-max-connections-per-ip", d.RaftMaxConnectionsPerIP, "Raft connections one IP may hold open (members on one host share theirs)")
 	config.ExposureFlags(fs, d.Exposure)
 	config.SecurityFlags(fs, d.Security)
+	config.LimitsFlags(fs, d.Limits)
 	fs.String("peers", d.Peers, "initial voters, id=raftAddress,... (used only to bootstrap an empty member)")
 	fs.Bool("join", d.Join, "do not bootstrap; wait to be added with 'strata meta member add'")
 	fs.Duration("heartbeat-timeout", d.HeartbeatTimeout, "Raft heartbeat timeout")
@@ -80,7 +83,7 @@ func run(args []string) error {
 	defer srv.Close()
 	return node.Serve(context.Background(), log, node.Serving{
 		Role: "metad", TLS: srv.Credentials(),
-		Exposure: cfg.Exposure, Security: cfg.Security,
+		Exposure: cfg.Exposure, Security: cfg.Security, Limits: cfg.Limits,
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: srv.Ready,
 		ServerOptions: srv.ServerOptions(),
 		Register:      func(s *grpc.Server) { metadpb.RegisterMetadServer(s, srv.Service()) },

@@ -1,18 +1,22 @@
 package admin
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-log/strata/internal/proctest"
+	"github.com/strata-log/strata/internal/testwait"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -88,5 +92,71 @@ func TestPprofOffByDefault(t *testing.T) {
 		if code, _ := get(t, "http://"+s.Addr()+path); code != 404 {
 			t.Fatalf("%s without --enable-pprof: %d, want 404", path, code)
 		}
+	}
+}
+
+// dialFrom opens n connections to addr from the loopback address ip and
+// sends nothing on them; they are closed when the test ends.
+func dialFrom(t *testing.T, ip, addr string, n int) []net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	var conns []net.Conn
+	for range n {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// closedByServer waits until the server closed c.
+func closedByServer(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("waiting for the server to close an idle connection: %v", err)
+	}
+}
+
+// The listener caps connections per IP (refusals counted), and a
+// connection that sends no request (plain) or no TLS handshake (TLS)
+// within HandshakeTimeout is closed; another client is served meanwhile.
+func TestListenerLimits(t *testing.T) {
+	f := newTLSFixture(t)
+	for _, tc := range []struct {
+		name   string
+		tls    *tls.Config
+		reason string // why the admitted idle connections are closed
+	}{
+		{"plain", nil, ""},
+		{"tls or plain", f.server, "handshake"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testRegistry()
+			s, err := Start(Config{Addr: proctest.FreeAddr(t), Registry: reg, Ready: func() error { return nil }, TLS: tc.tls,
+				MaxConnections: 10, MaxConnectionsPerIP: 2, HandshakeTimeout: 200 * time.Millisecond, Role: "test"}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			idle := dialFrom(t, "127.0.0.2", s.Addr(), 5)
+			refused := s.ln.Refused
+			testwait.Until(t, 10*time.Second, "3 refused at the per-IP cap", func() bool { return refused("max_connections_per_ip") == 3 })
+			if code, _ := get(t, "http://"+s.Addr()+"/livez"); code != 200 {
+				t.Fatalf("another client: %d", code)
+			}
+			for _, c := range idle {
+				closedByServer(t, c)
+			}
+			if tc.reason != "" && refused(tc.reason) != 2 {
+				t.Fatalf("%v refused at the handshake, want 2", refused(tc.reason))
+			}
+			if _, body := get(t, "http://"+s.Addr()+"/metrics"); !strings.Contains(body, `strata_test_admin_connections_refused_total{reason="max_connections_per_ip"} 3`) {
+				t.Fatalf("metrics:\n%s", body)
+			}
+		})
 	}
 }

@@ -79,14 +79,42 @@ func (t *tokenSource) current() [sha256.Size]byte {
 	return sum
 }
 
-// allows reports whether r carries the token or a verified client
-// certificate of role admin.
-func (t *tokenSource) allows(r *http.Request) bool {
+// authorizer decides who may read the guarded endpoints: a verified
+// client certificate of role admin, or the bearer token when there is a
+// token file.
+type authorizer struct {
+	token *tokenSource // nil: certificates only
+}
+
+// newAuthorizer returns nil (everything open) unless cfg names a token
+// file or requires authentication.
+func newAuthorizer(cfg Config, log *slog.Logger) (*authorizer, error) {
+	a := &authorizer{}
+	if cfg.TokenFile != "" {
+		var err error
+		if a.token, err = newTokenSource(cfg.TokenFile, time.Second, log); err != nil {
+			return nil, err
+		}
+	}
+	if a.token == nil && !cfg.RequireAuth {
+		return nil, nil
+	}
+	return a, nil
+}
+
+// allows reports whether r carries a verified client certificate of role
+// admin, or the token.
+func (a *authorizer) allows(r *http.Request) bool {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		if id, err := pki.IdentityOf(r.TLS.VerifiedChains[0][0]); err == nil && id.Role == pki.RoleAdmin {
 			return true
 		}
 	}
+	return a.token != nil && a.token.allows(r)
+}
+
+// allows reports whether r carries the token.
+func (t *tokenSource) allows(r *http.Request) bool {
 	auth := r.Header.Get("Authorization")
 	const prefix = "Bearer "
 	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
@@ -97,16 +125,20 @@ func (t *tokenSource) allows(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-// guard serves h to requests token allows (every request when token is
-// nil) and 401 to the rest.
-func guard(token *tokenSource, h http.Handler) http.Handler {
-	if token == nil {
+// guard serves h to requests a allows (every request when a is nil) and
+// 401 to the rest.
+func guard(a *authorizer, h http.Handler) http.Handler {
+	if a == nil {
 		return h
 	}
+	needs := "the admin bearer token or an admin client certificate"
+	if a.token == nil {
+		needs = "an admin client certificate, over TLS (or a bearer token: --admin-token-file)"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !token.allows(r) {
+		if !a.allows(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="strata admin"`)
-			http.Error(w, "unauthorized: this endpoint needs the admin bearer token (or an admin client certificate)", http.StatusUnauthorized)
+			http.Error(w, "unauthorized: this endpoint needs "+needs, http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)

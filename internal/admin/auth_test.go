@@ -138,10 +138,16 @@ func TestTokenBadChangeKeepsToken(t *testing.T) {
 	}
 }
 
-// Over TLS: a client holding only the CA (and the token) scrapes; a
-// client certificate of role admin stands for the token; another role's
-// does not; /readyz needs neither.
-func TestTLS(t *testing.T) {
+// tlsFixture is a CA, a node certificate served by the admin address,
+// and clients holding the CA and, optionally, a certificate.
+type tlsFixture struct {
+	t      *testing.T
+	ca     *pki.CA
+	server *tls.Config
+	pool   *x509.CertPool
+}
+
+func newTLSFixture(t *testing.T) *tlsFixture {
 	dir := t.TempDir()
 	ca, err := pki.NewCA("test CA", time.Hour)
 	if err != nil {
@@ -151,42 +157,57 @@ func TestTLS(t *testing.T) {
 	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	issue := func(role, name string) tls.Certificate {
-		certPEM, keyPEM, err := ca.Issue(pki.Request{Role: role, Name: name, Hosts: []string{"127.0.0.1"}, NotAfter: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if role == pki.RoleBroker {
-			if _, err := pki.WriteFiles(dir, name, certPEM, keyPEM, caFile); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	issue(pki.RoleBroker, "k1")
-	r, err := pki.NewReloader(pki.Files{Cert: filepath.Join(dir, "k1.crt"), Key: filepath.Join(dir, "k1.key"), CA: caFile}, 0)
+	f := &tlsFixture{t: t, ca: ca, pool: x509.NewCertPool()}
+	f.pool.AddCert(ca.Cert)
+	certPEM, keyPEM, err := ca.Issue(pki.Request{Role: pki.RoleBroker, Name: "k1", Hosts: []string{"127.0.0.1"}, NotAfter: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(dir, "token")
+	files, err := pki.WriteFiles(dir, "k1", certPEM, keyPEM, caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pki.NewReloader(files, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.server = r.HTTPSConfig()
+	return f
+}
+
+// client is an HTTPS client holding the CA and, with role, a certificate
+// of that role.
+func (f *tlsFixture) client(role string) *http.Client {
+	cfg := &tls.Config{RootCAs: f.pool}
+	if role != "" {
+		certPEM, keyPEM, err := f.ca.Issue(pki.Request{Role: role, Name: role + "-1", NotAfter: time.Now().Add(time.Hour)})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// Over TLS: a client holding only the CA (and the token) scrapes; a
+// client certificate of role admin stands for the token; another role's
+// does not; /readyz needs neither.
+func TestTLS(t *testing.T) {
+	f := newTLSFixture(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
 	writeToken(t, tokenFile, "s3cret")
 	s, err := Start(Config{Addr: proctest.FreeAddr(t), Registry: testRegistry(), Ready: func() error { return nil },
-		TLS: r.HTTPSConfig(), TokenFile: tokenFile}, slog.New(slog.DiscardHandler))
+		TLS: f.server, TLSOnly: true, TokenFile: tokenFile}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	base := "https://" + s.Addr()
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	client := func(certs ...tls.Certificate) *http.Client {
-		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
-	}
-	caOnly := client()
+	caOnly := f.client("")
 	if code, _ := request(t, caOnly, base+"/readyz", ""); code != 200 {
 		t.Fatalf("readyz over TLS: %d", code)
 	}
@@ -196,18 +217,53 @@ func TestTLS(t *testing.T) {
 	if code, _ := request(t, caOnly, base+"/metrics", "s3cret"); code != 200 {
 		t.Fatalf("metrics with the CA and the token: %d", code)
 	}
-	if code, _ := request(t, client(issue(pki.RoleAdmin, "ops")), base+"/metrics", ""); code != 200 {
+	if code, _ := request(t, f.client(pki.RoleAdmin), base+"/metrics", ""); code != 200 {
 		t.Fatalf("metrics with an admin certificate: %d", code)
 	}
-	if code, _ := request(t, client(issue(pki.RoleUser, "alice")), base+"/metrics", ""); code != 401 {
+	if code, _ := request(t, f.client(pki.RoleUser), base+"/metrics", ""); code != 401 {
 		t.Fatalf("metrics with a user certificate: %d, want 401", code)
 	}
-	// Plain HTTP on a TLS listener gets nowhere.
-	resp, err := http.Get("http://" + s.Addr() + "/metrics")
-	if err == nil {
+	// Plain HTTP on a TLS-only listener gets nowhere.
+	if resp, err := http.Get("http://" + s.Addr() + "/readyz"); err == nil {
 		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			t.Fatal("plain HTTP served /metrics on the TLS listener")
+		t.Fatalf("plain HTTP answered %d on a TLS-only listener", resp.StatusCode)
+	}
+}
+
+// A node with TLS (RequireAuth) and no token file: its admin address
+// serves plain HTTP and TLS on one port; probes get /livez and /readyz
+// either way; /metrics and /debug/ only an admin certificate, over TLS.
+func TestRequireAuthWithoutToken(t *testing.T) {
+	f := newTLSFixture(t)
+	s, err := Start(Config{Addr: proctest.FreeAddr(t), Registry: testRegistry(), Ready: func() error { return nil },
+		Pprof: true, TLS: f.server, RequireAuth: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plain, https := "http://"+s.Addr(), "https://"+s.Addr()
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		url    string
+		want   int
+	}{
+		{"plain livez", http.DefaultClient, plain + "/livez", 200},
+		{"plain readyz", http.DefaultClient, plain + "/readyz", 200},
+		{"plain metrics", http.DefaultClient, plain + "/metrics", 401},
+		{"plain pprof", http.DefaultClient, plain + "/debug/pprof/", 401},
+		{"TLS readyz, CA only", f.client(""), https + "/readyz", 200},
+		{"TLS metrics, CA only", f.client(""), https + "/metrics", 401},
+		{"TLS metrics, user certificate", f.client(pki.RoleUser), https + "/metrics", 401},
+		{"TLS metrics, admin certificate", f.client(pki.RoleAdmin), https + "/metrics", 200},
+		{"TLS pprof, admin certificate", f.client(pki.RoleAdmin), https + "/debug/pprof/", 200},
+	} {
+		code, body := request(t, tc.client, tc.url, "any-token")
+		if code != tc.want {
+			t.Errorf("%s: %d %q, want %d", tc.name, code, body, tc.want)
+		}
+		if code == 401 && !strings.Contains(body, "admin client certificate") {
+			t.Errorf("%s: the refusal %q does not say what is needed", tc.name, body)
 		}
 	}
 }

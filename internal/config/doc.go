@@ -1,8 +1,10 @@
 // Package config holds what every role's configuration shares, as plain
 // structs with defaults and the pflag flags that set them: Endpoints
 // (listen, advertise, admin-listen), Security (TLS files, admin TLS and
-// token, insecure), Exposure (pprof, gRPC reflection) and Logging
-// (log-level, log-format), each with its ...Flags function. A role's
+// token, insecure), Limits (the listeners' connection caps, handshake
+// and idle timeouts, gRPC streams per connection), Exposure (pprof, gRPC
+// reflection) and Logging (log-level, log-format), each with its
+// ...Flags function. A role's
 // config embeds them squashed (`mapstructure:",squash"`), so their keys
 // stay plain flags.
 //

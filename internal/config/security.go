@@ -21,9 +21,10 @@ var ErrInsecureListener = errors.New("config: plaintext listener on a non-loopba
 // (squashed: its keys are plain flags). With the three files set, the
 // node serves gRPC (and metad its Raft transport) over mutual TLS and
 // dials every other node with the same certificate; with none, it is
-// plaintext as before. The admin HTTP listener serves TLS (same
-// certificate) only with AdminTLS, and asks for a bearer token on
-// /metrics and /debug/ only with AdminTokenFile.
+// plaintext as before. With them the admin HTTP listener serves TLS (same
+// certificate) beside plain HTTP, TLS only with AdminTLS, and /metrics
+// and /debug/ need an admin client certificate or AdminTokenFile's token;
+// without them, the token only when AdminTokenFile is set.
 type Security struct {
 	// TLSCertFile, TLSKeyFile and TLSCAFile are the node's certificate
 	// chain, its private key and the CA bundle it trusts for peers (PEM).
@@ -35,12 +36,14 @@ type Security struct {
 	// (PEM); a peer certificate they list is refused on every handshake,
 	// both ways. Re-read on change like the other files.
 	TLSCRLFile string `mapstructure:"tls-crl-file"`
-	// AdminTLS serves the admin HTTP address over TLS with the node's
-	// certificate; a client certificate is optional there.
+	// AdminTLS serves the admin HTTP address over TLS only (without it,
+	// a node with TLS serves TLS and plain HTTP there, told apart by a
+	// connection's first byte); a client certificate is optional there.
 	AdminTLS bool `mapstructure:"admin-tls"`
 	// AdminTokenFile holds a bearer token that /metrics and /debug/ then
-	// require (or a client certificate of role admin, over AdminTLS);
-	// /livez and /readyz stay open. Re-read on change.
+	// require (or a client certificate of role admin, over TLS); on a
+	// node with TLS they need one of the two even without it. /livez and
+	// /readyz stay open. Re-read on change.
 	AdminTokenFile string `mapstructure:"admin-token-file"`
 	// Insecure allows a plaintext listener on a non-loopback address.
 	Insecure bool `mapstructure:"insecure"`
@@ -52,8 +55,8 @@ func SecurityFlags(fs *pflag.FlagSet, d Security) {
 	fs.String("tls-key-file", d.TLSKeyFile, "PEM private key of --tls-cert-file")
 	fs.String("tls-ca-file", d.TLSCAFile, "PEM CA bundle trusted for peers' certificates (clients and other nodes)")
 	fs.String("tls-crl-file", d.TLSCRLFile, "PEM certificate revocation lists of the CA: refuse peers (clients and other nodes) whose certificate they list; re-read on change")
-	fs.Bool("admin-tls", d.AdminTLS, "serve the admin HTTP address over TLS with --tls-cert-file (client certificates optional there)")
-	fs.String("admin-token-file", d.AdminTokenFile, "file holding a bearer token required for /metrics and /debug/ on the admin address (/livez and /readyz stay open); re-read on change")
+	fs.Bool("admin-tls", d.AdminTLS, "serve the admin HTTP address over TLS only (without it, a node with --tls-* serves TLS beside plain HTTP there; client certificates optional)")
+	fs.String("admin-token-file", d.AdminTokenFile, "file holding a bearer token required for /metrics and /debug/ on the admin address (on a node with --tls-*, an admin client certificate also passes, and one of the two is required; /livez and /readyz stay open); re-read on change")
 	fs.Bool("insecure", d.Insecure, "allow plaintext listeners (gRPC without TLS, the admin HTTP address) on non-loopback addresses")
 }
 

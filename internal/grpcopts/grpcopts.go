@@ -25,9 +25,7 @@ const (
 // BufferBytes is the transport's read size and write buffer on
 // connections that move data (produce, fetch, adds, reads), servers' and
 // clients' alike. gRPC's 32 KiB default cost a read(2) and a write(2) per
-// 32 KiB of records at every hop. Neither buffer is held by an idle
-// connection: reads take one from a pool when the socket is readable,
-// and writers share a pool (gRPC's default).
+// 32 KiB of records at every hop.
 const BufferBytes = 256 << 10
 
 // BufferDialOptions size a client connection's transport buffers
@@ -39,10 +37,21 @@ func BufferDialOptions() []grpc.DialOption {
 	}
 }
 
-// BufferServerOptions are BufferDialOptions' server side.
-func BufferServerOptions() []grpc.ServerOption {
+// BufferServerOptions are BufferDialOptions' server side, such that an
+// idle connection holds no buffer: writes take one from a pool shared by
+// every connection for the time of a flush (gRPC's default), and
+// plaintext reads take one from a pool when the socket is readable (gRPC
+// does so only for a *net.TCPConn). A TLS connection's reads (tlsServer)
+// get no buffer of their own: crypto/tls already reads whole records into
+// its own, and a bufio.Reader per connection would cost each BufferBytes
+// from its handshake on, before any call is authenticated.
+func BufferServerOptions(tlsServer bool) []grpc.ServerOption {
+	read := BufferBytes
+	if tlsServer {
+		read = 0
+	}
 	return []grpc.ServerOption{
-		grpc.ReadBufferSize(BufferBytes),
+		grpc.ReadBufferSize(read),
 		grpc.WriteBufferSize(BufferBytes),
 	}
 }

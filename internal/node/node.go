@@ -62,11 +62,15 @@ type Serving struct {
 	DrainTimeout time.Duration
 	// Exposure: pprof on the admin address, gRPC reflection.
 	Exposure config.Exposure
-	// Security: with AdminTLS the admin address serves TLS with the
-	// node's certificate (TLS's, else loaded from the files; client
-	// certificates optional there); AdminTokenFile, when set, holds the
-	// bearer token /metrics and /debug/ require (see internal/admin).
+	// Security: with certificate files the admin address serves TLS with
+	// the node's certificate (TLS's, else loaded from the files; client
+	// certificates optional there), beside plain HTTP unless AdminTLS, and
+	// /metrics and /debug/ need an admin client certificate or the bearer
+	// token of AdminTokenFile (see internal/admin), as they do on a
+	// plaintext node with AdminTokenFile.
 	Security config.Security
+	// Limits bound the gRPC and admin listeners' connections.
+	Limits config.Limits
 }
 
 // Serve runs the gRPC and admin servers until ctx ends or SIGINT/SIGTERM
@@ -80,27 +84,18 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 		}
 		opts = grpcserve.Secure(s.TLS, a)
 	}
-	gs, err := grpcserve.New(s.Listen, s.Exposure.GRPCReflection, append(opts, s.ServerOptions...)...)
+	gs, err := grpcserve.New(grpcserve.Config{
+		Addr: s.Listen, Reflection: s.Exposure.GRPCReflection, TLS: s.Security.TLS(), Limits: s.Limits,
+		Role: s.Role, Registry: s.Registry, Logger: log,
+	}, append(opts, s.ServerOptions...)...)
 	if err != nil {
 		return err
 	}
 	s.Register(gs.Server)
-	adminCfg := admin.Config{Addr: s.AdminListen, Registry: s.Registry, Ready: s.Ready,
-		Pprof: s.Exposure.EnablePprof, TokenFile: s.Security.AdminTokenFile}
-	if s.Security.AdminTLS {
-		creds := s.TLS
-		if !creds.Enabled() {
-			// A role serving its own gRPC TLS (the broker) passes none.
-			creds, err = mtls.Load(s.Security.Files())
-		}
-		if err == nil && !creds.Enabled() {
-			err = errors.New("node: --admin-tls needs --tls-cert-file, --tls-key-file and --tls-ca-file")
-		}
-		if err != nil {
-			gs.Stop(time.Second)
-			return err
-		}
-		adminCfg.TLS = creds.Reloader().HTTPSConfig()
+	adminCfg, err := adminConfig(s)
+	if err != nil {
+		gs.Stop(time.Second)
+		return err
 	}
 	adm, err := admin.Start(adminCfg, log)
 	if err != nil {
@@ -113,7 +108,7 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- gs.Serve() }()
 	log.Info("serving", "listen", gs.Addr(), "admin", adm.Addr(), "tls", s.TLS.Enabled(),
-		"admin_tls", adminCfg.TLS != nil, "admin_token", s.Security.AdminTokenFile != "")
+		"admin_tls", adminCfg.TLS != nil, "admin_tls_only", adminCfg.TLSOnly, "admin_token", s.Security.AdminTokenFile != "")
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
@@ -129,4 +124,33 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 	}
 	gs.Stop(5 * time.Second)
 	return err
+}
+
+// adminConfig is the admin server's: on a node with TLS, its certificate
+// (TLS's, else loaded from the files) and authentication required.
+func adminConfig(s Serving) (admin.Config, error) {
+	limits := s.Limits
+	if limits == (config.Limits{}) {
+		limits = config.DefaultLimits()
+	}
+	cfg := admin.Config{Addr: s.AdminListen, Registry: s.Registry, Ready: s.Ready,
+		Pprof: s.Exposure.EnablePprof, TokenFile: s.Security.AdminTokenFile, Role: s.Role,
+		MaxConnections: limits.AdminMaxConnections, MaxConnectionsPerIP: limits.AdminMaxConnectionsPerIP,
+		HandshakeTimeout: limits.HandshakeTimeout}
+	if !s.Security.TLS() {
+		if s.Security.AdminTLS {
+			return cfg, errors.New("node: --admin-tls needs --tls-cert-file, --tls-key-file and --tls-ca-file")
+		}
+		return cfg, nil
+	}
+	creds := s.TLS
+	if !creds.Enabled() {
+		// A role serving its own gRPC TLS (the broker) passes none.
+		var err error
+		if creds, err = mtls.Load(s.Security.Files()); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.TLS, cfg.TLSOnly, cfg.RequireAuth = creds.Reloader().HTTPSConfig(), s.Security.AdminTLS, true
+	return cfg, nil
 }

@@ -25,6 +25,8 @@ type Config struct {
 	// Security: TLS certificate files (serving and dialling peers, mTLS)
 	// and --insecure.
 	config.Security `mapstructure:",squash"`
+	// Limits: the gRPC and admin listeners' caps and timeouts.
+	config.Limits `mapstructure:",squash"`
 	// Metad lists metad client endpoints, host:port,...
 	Metad string `mapstructure:"metad"`
 	// Rack is an optional placement label: a ledger's copies go to different
@@ -88,6 +90,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Exposure:                      config.DefaultExposure(),
+		Limits:                        config.DefaultLimits(),
 		Endpoints:                     config.Endpoints{Listen: "127.0.0.1:7301", AdminListen: "127.0.0.1:7401"},
 		Metad:                         "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003",
 		LeaseTTL:                      5 * time.Second,
@@ -164,6 +167,9 @@ func (c Config) Validate() error {
 	if c.FenceTombstoneTTL > 0 && c.FenceTombstoneTTL < time.Minute {
 		errs = append(errs, errors.New("--fence-tombstone-ttl must be negative (forever), 0 (the default, 7 days) or at least 1m"))
 	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Security.Check(c.Listen, c.AdminListen); err != nil {
 		errs = append(errs, err)
 	}
@@ -173,5 +179,5 @@ func (c Config) Validate() error {
 func (c Config) String() string {
 	return fmt.Sprintf("id=%s data-dir=%s listen=%s advertise=%s admin-listen=%s metad=%s rack=%q lease-ttl=%s read-only-above=%.2f writable-below=%.2f journal-direct-io=%t gc-minor-ratio=%v gc-major-ratio=%v gc-major-interval=%s autorecovery=%t autorecovery-interval=%s autorecovery-grace=%s ledger-gc-interval=%s ledger-gc-grace=%s fence-tombstone-ttl=%s",
 		c.ID, c.DataDir, c.Listen, c.AdvertiseAddress(), c.AdminListen, c.Metad, c.Rack, c.LeaseTTL, c.ReadOnlyAbove, c.WritableBelow,
-		c.JournalDirectIO, c.GCMinorRatio, c.GCMajorRatio, c.GCMajorInterval, c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String()
+		c.JournalDirectIO, c.GCMinorRatio, c.GCMajorRatio, c.GCMajorInterval, c.Autorecovery, c.AutorecoveryInterval, c.AutorecoveryGrace, c.LedgerGCInterval, c.LedgerGCGrace, c.FenceTombstoneTTL) + " " + c.Security.String() + " " + c.Limits.String()
 }

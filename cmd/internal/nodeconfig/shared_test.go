@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -87,5 +88,39 @@ func TestSecurityFromFlagsEnvAndFile(t *testing.T) {
 	}
 	if f := c.Files(); f.Cert != want.TLSCertFile || f.Key != want.TLSKeyFile || f.CA != want.TLSCAFile {
 		t.Fatalf("Files %+v", f)
+	}
+}
+
+type limitedConfig struct {
+	Listen        string `mapstructure:"listen"`
+	config.Limits `mapstructure:",squash"`
+}
+
+// The listeners' limits are flags, STRATA_* variables and YAML keys, the
+// defaults filling what none of them sets.
+func TestLimitsFromFlagsEnvAndFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("handshake-timeout: 3s\ngrpc-max-concurrent-streams: 64\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STRATA_GRPC_MAX_CONNECTIONS_PER_IP", "7")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String(FileFlag, "", "")
+	fs.String("listen", "127.0.0.1:1", "")
+	config.LimitsFlags(fs, config.DefaultLimits())
+	if err := fs.Parse([]string{"--config", file, "--admin-max-connections", "9"}); err != nil {
+		t.Fatal(err)
+	}
+	var c limitedConfig
+	if err := Load(fs, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := config.DefaultLimits()
+	want.HandshakeTimeout, want.GRPCMaxConcurrentStreams, want.GRPCMaxConnectionsPerIP, want.AdminMaxConnections = 3*time.Second, 64, 7, 9
+	if c.Limits != want {
+		t.Fatalf("got %+v, want %+v", c.Limits, want)
+	}
+	if err := c.Limits.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
