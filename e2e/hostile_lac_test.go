@@ -80,8 +80,9 @@ func TestHostileForgedLACAdd(t *testing.T) {
 	for _, addr := range ensemble {
 		forgeLACs(ctx, t, bookiepb.NewBookieClient(dial(t, addr, mallory)), md, far)
 	}
+	scrape := adminHTTPS(t, admin) // a TLS node's /metrics needs an admin certificate
 	for _, b := range bookies {
-		if n, err := metricValue("http://"+b.AdminAddr+"/metrics", "strata_bookie_add_digest_mismatches_total"); err != nil || n < 1 {
+		if n, err := metricValueWith(scrape, "https://"+b.AdminAddr+"/metrics", "strata_bookie_add_digest_mismatches_total"); err != nil || n < 1 {
 			t.Fatalf("bookie %s: strata_bookie_add_digest_mismatches_total %v, %v; want the forged add counted", b.ID, n, err)
 		}
 	}
@@ -116,7 +117,7 @@ func TestHostileForgedLACAdd(t *testing.T) {
 		return nil
 	})
 	t.Logf("%s took forged/0 over %v after %s was killed", heir.ID, time.Since(killed).Round(time.Millisecond), victim.ID)
-	if n, err := metricValue("http://"+heir.AdminAddr+"/metrics", "strata_ledger_recovery_lacs_distrusted_total"); err != nil || n < 1 {
+	if n, err := metricValueWith(scrape, "https://"+heir.AdminAddr+"/metrics", "strata_ledger_recovery_lacs_distrusted_total"); err != nil || n < 1 {
 		t.Fatalf("%s: strata_ledger_recovery_lacs_distrusted_total %v, %v; want the forged LACs reported", heir.ID, n, err)
 	}
 	produce(10)
