@@ -198,6 +198,7 @@ func recoverSegment(ctx context.Context, cfg Config, log *slog.Logger, seg *brok
 	id := seg.GetLedgerId()
 	var entries []entryInfo
 	want := seg.GetFirstOffset()
+	appended := replayClock{at: seg.GetCreatedAtMs(), now: cfg.Now().UnixMilli()}
 	// Recovery hands over the entries it reads, so the ledger is read
 	// once, not again to index it.
 	_, err := ledger.RecoverVisit(ctx, cfg.Env, id, func(e ledger.Entry) error {
@@ -211,7 +212,7 @@ func recoverSegment(ctx context.Context, cfg Config, log *slog.Logger, seg *brok
 		want = h.LastOffset() + 1
 		entries = append(entries, newEntryInfo(h, len(e.Payload), entries))
 		if h.ProducerID >= 0 {
-			producers.apply(h, h.BaseOffset, nil, max(seg.GetCreatedAtMs(), h.MaxTimestamp))
+			producers.apply(h, h.BaseOffset, nil, appended.next(h.MaxTimestamp))
 		}
 		return nil
 	})
@@ -241,3 +242,21 @@ func DiscardLedger(cfg Config, w *ledger.Writer) {
 // Claimed returns Config.Claim as Open wrote it (its version and mod
 // revision), or nil when the log was opened without one.
 func (l *Log) Claimed() *metadpb.KeyValue { return l.claimed }
+
+// replayClock estimates when each batch of a replayed segment was
+// appended (the broker's append time is not stored): a batch's max
+// timestamp, which its producer chose, kept between the estimate of the
+// batch before it (append times only grow along a ledger; the first is
+// bounded by the segment's creation) and the replay's own clock. The
+// estimates therefore follow the order the batches were appended in, so a
+// producer cannot rank itself as more recently active than producers
+// that appended after it by writing timestamps in the future, and have
+// them evicted in its place (producerTable.longestIdle).
+type replayClock struct {
+	at, now int64
+}
+
+func (c *replayClock) next(maxTimestamp int64) int64 {
+	c.at = min(max(c.at, maxTimestamp), c.now)
+	return c.at
+}

@@ -15,6 +15,10 @@ import (
 // pure state machine over batch headers, no I/O.
 type producerTable struct {
 	m map[int64]*producerEntry
+	// applied counts the batches applied; each entry keeps the count at
+	// its last batch, so producers whose times are equal are ranked by
+	// the order they appended in.
+	applied uint64
 }
 
 type producerEntry struct {
@@ -22,6 +26,9 @@ type producerEntry struct {
 	// batches: the last producerBatches batches, oldest first.
 	batches         []*producerBatch
 	lastTimestampMs int64
+	// lastApplied is producerTable.applied at its last batch (0 for a
+	// producer restored from a snapshot).
+	lastApplied uint64
 }
 
 type producerBatch struct {
@@ -117,10 +124,10 @@ func (t *producerTable) check(h recordbatch.BatchHeader) (*producerBatch, error)
 // beyond maxProducers evicts the longest idle one.
 //
 // appendMs is when the batch was appended by the broker's clock: now for a
-// live append; for a batch replayed from the log, the larger of its
-// segment's creation time and its max timestamp (the append time is not
-// stored). Expiry compares it with the broker's clock, so producer clocks
-// matter only on replay.
+// live append; for a batch replayed from the log, replayClock's estimate
+// (the append time is not stored). Expiry and eviction compare it with the
+// broker's clock, so producer clocks matter only on replay, and there
+// only within the order the batches were appended in.
 func (t *producerTable) apply(h recordbatch.BatchHeader, base int64, p *pendingAppend, appendMs int64) (*producerBatch, func()) {
 	old, had := t.m[h.ProducerID]
 	var saved producerEntry
@@ -147,6 +154,8 @@ func (t *producerTable) apply(h recordbatch.BatchHeader, base int64, p *pendingA
 		e.batches = slices.Delete(e.batches, 0, n-producerBatches)
 	}
 	e.lastTimestampMs = max(e.lastTimestampMs, appendMs)
+	t.applied++
+	e.lastApplied = t.applied
 	return b, func() {
 		if had {
 			*old = saved
@@ -160,19 +169,28 @@ func (t *producerTable) apply(h recordbatch.BatchHeader, base int64, p *pendingA
 	}
 }
 
-// longestIdle is the producer with the oldest lastTimestampMs (the
-// lowest id among equals: map order must not decide). t.m must not be
-// empty.
+// longestIdle is the producer with the oldest lastTimestampMs; among
+// equals the one whose last batch was applied first, then the lowest id
+// (map order must not decide). t.m must not be empty.
 func (t *producerTable) longestIdle() (int64, *producerEntry) {
 	var id int64
 	var oldest *producerEntry
 	for pid, e := range t.m {
-		if oldest == nil || e.lastTimestampMs < oldest.lastTimestampMs ||
-			(e.lastTimestampMs == oldest.lastTimestampMs && pid < id) {
+		if oldest == nil || idleLonger(e, pid, oldest, id) {
 			id, oldest = pid, e
 		}
 	}
 	return id, oldest
+}
+
+func idleLonger(a *producerEntry, aID int64, b *producerEntry, bID int64) bool {
+	if a.lastTimestampMs != b.lastTimestampMs {
+		return a.lastTimestampMs < b.lastTimestampMs
+	}
+	if a.lastApplied != b.lastApplied {
+		return a.lastApplied < b.lastApplied
+	}
+	return aID < bID
 }
 
 // snapshot returns the state as stored in a PartitionLog, without the

@@ -3,6 +3,7 @@ package partlog_test
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/metad/kv"
@@ -78,5 +79,49 @@ func TestProducerStateBound(t *testing.T) {
 	t.Logf("%d worst-case producers: %d bytes; with 10,000 ledgers: %d of %d bytes", partlog.MaxProducers, producers, total, kv.MaxValueBytes)
 	if total > kv.MaxValueBytes {
 		t.Fatalf("%d bytes, more than metad's %d", total, kv.MaxValueBytes)
+	}
+}
+
+// TestFutureTimestampsDoNotChooseWhoIsEvicted: a partition keeps
+// maxProducers producers and evicts the longest idle, and a takeover
+// rebuilds their recency from the open ledger, where the broker's append
+// time is not stored. Taken from the batches' timestamps, which their
+// producer writes, a client with WRITE filled the table with producers
+// dated years ahead: after a takeover they ranked as the most recent, so
+// the next new producer evicted an honest one that had appended after
+// them, and that producer's retry was refused (or, from a client that
+// resets its sequence on UNKNOWN_PRODUCER_ID, written twice).
+func TestFutureTimestampsDoNotChooseWhoIsEvicted(t *testing.T) {
+	f := partlog.NewFixture(t)
+	l := f.Open(f.Config(1))
+	now := f.Clock.Now().UnixMilli()
+	future := now + 10*365*24*time.Hour.Milliseconds()
+	for i := range int64(partlog.MaxProducers - 1) {
+		partlog.MustAppend(t, l, partlog.IdemBatch(t, 1000+i, 0, 0, future, "forged"), partlog.AcksQuorum)
+	}
+	f.Clock.Advance(time.Second)
+	const honest = 7
+	partlog.MustAppend(t, l, partlog.IdemBatch(t, honest, 0, 0, now, "a"), partlog.AcksQuorum)
+	last := partlog.MustAppend(t, l, partlog.IdemBatch(t, honest, 0, 1, now, "b"), partlog.AcksQuorum)
+
+	// A takeover (l is not closed: its state is rebuilt from the ledger).
+	b := f.Open(f.Config(2))
+	partlog.MustAppend(t, b, partlog.IdemBatch(t, 5, 0, 0, now, "new producer"), partlog.AcksQuorum)
+	d, err := b.Append(partlog.Ctx(t), partlog.IdemBatch(t, honest, 0, 1, now, "b"), partlog.AcksQuorum)
+	if err != nil || !d.Duplicate || d.BaseOffset != last.BaseOffset {
+		t.Fatalf("retry of the honest producer's last batch after the takeover: %+v, %v; want a duplicate at %d", d, err, last.BaseOffset)
+	}
+	if err := b.Close(partlog.Ctx(t)); err != nil { // the state is snapshotted in the list
+		t.Fatal(err)
+	}
+	kept := map[int64]bool{}
+	for _, p := range f.Open(f.Config(3)).Describe().Producers {
+		kept[p.GetProducerId()] = true
+		if p.GetLastTimestampMs() > f.Clock.Now().UnixMilli() {
+			t.Errorf("producer %d kept as active at %d, after the broker's clock %d", p.GetProducerId(), p.GetLastTimestampMs(), f.Clock.Now().UnixMilli())
+		}
+	}
+	if kept[1000] || !kept[1001] || !kept[5] || len(kept) != partlog.MaxProducers {
+		t.Errorf("kept %d producers (1000: %v, 1001: %v, 5: %v); want the first forged one evicted", len(kept), kept[1000], kept[1001], kept[5])
 	}
 }
