@@ -80,7 +80,7 @@ func (k *KafkaSecurity) ScramCredential(ctx context.Context, source net.Addr, us
 		return scram.Credential{}, fmt.Errorf("%w: users not loaded from metad yet", ErrBusy)
 	}
 	if err := s.logins.Admit(ctx, loginlimit.SourceOf(source)); err != nil {
-		return scram.Credential{}, s.loginRefused(passwordLogin{source: loginlimit.SourceOf(source), mechanism: mechanism, user: user}, err)
+		return scram.Credential{}, s.loginRefused(ctx, passwordLogin{source: loginlimit.SourceOf(source), mechanism: mechanism, user: user}, err)
 	}
 	if kv := s.users.get(acl.UserKey(user)); kv != nil && acl.ValidUserName(user) == nil {
 		if u, err := scram.UnmarshalUser(kv.Value); err == nil {

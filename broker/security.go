@@ -386,7 +386,7 @@ func (s *security) checkPassword(ctx context.Context, login passwordLogin) error
 	}
 	attempt, err := s.logins.Begin(ctx, login.source)
 	if err != nil {
-		return s.loginRefused(login, err)
+		return s.loginRefused(ctx, login, err)
 	}
 	defer attempt.Release()
 	// Another call of the same client may have verified the password
@@ -431,8 +431,13 @@ func (s *security) loginFailed(r loginlimit.Report, login passwordLogin, reason 
 }
 
 // loginRefused counts and logs (as loginFailed) an attempt the limiter
-// refused, and returns err, or ErrBusy's for a context that ended.
-func (s *security) loginRefused(login passwordLogin, err error) error {
+// refused, and returns err, or ErrBusy's for a context that ended. A
+// throttled attempt is answered after the limiter's MaxDelay (or when ctx
+// ends), as Kafka delays its answer to a failed authentication: a loop
+// that ignores the refusal still makes one attempt a second per
+// connection, and the connection it holds meanwhile counts against its
+// source's connection limits.
+func (s *security) loginRefused(ctx context.Context, login passwordLogin, err error) error {
 	reason := "throttled"
 	switch {
 	case errors.Is(err, loginlimit.ErrBusy):
@@ -445,6 +450,14 @@ func (s *security) loginRefused(login passwordLogin, err error) error {
 	if r := s.logins.Refused(login.source); r.Log {
 		s.log.Warn("login refused: too many failed logins from the source", "source", login.source.String(), "user", loggedUser(login.user),
 			"mechanism", login.mechanism, "reason", reason, "failures_from_source", r.Failures, "similar_not_logged", r.Unlogged)
+	}
+	if reason == "throttled" {
+		delay := time.NewTimer(s.logins.Config().MaxDelay)
+		defer delay.Stop()
+		select {
+		case <-delay.C:
+		case <-ctx.Done():
+		}
 	}
 	return err
 }
