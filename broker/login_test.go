@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
@@ -26,6 +25,7 @@ import (
 	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/rpctest"
 	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -131,19 +131,6 @@ func TestScramFailuresSpendTheSourceBudget(t *testing.T) {
 	}
 }
 
-// payloads counts the request messages a gRPC server received and
-// decoded.
-type payloads struct{ n atomic.Int64 }
-
-func (p *payloads) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (p *payloads) HandleRPC(_ context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.InPayload); ok {
-		p.n.Add(1)
-	}
-}
-func (p *payloads) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (p *payloads) HandleConn(context.Context, stats.ConnStats)                       {}
-
 type produceCounter struct {
 	brokerpb.UnimplementedBrokerServer
 	calls atomic.Int64
@@ -163,7 +150,7 @@ func TestUnauthenticatedBodyNeverDecoded(t *testing.T) {
 	s := testSecurity(t)
 	addUser(t, s, "bob", "pw")
 	b := &Broker{log: slog.New(slog.DiscardHandler), creds: ca.Credentials(t, pki.RoleBroker, "b1"), sec: s}
-	var in payloads
+	var in rpctest.Received
 	srv := grpc.NewServer(append(b.ServerOptions(), grpc.StatsHandler(&in))...)
 	svc := &produceCounter{}
 	brokerpb.RegisterBrokerServer(srv, svc)
@@ -194,13 +181,13 @@ func TestUnauthenticatedBodyNeverDecoded(t *testing.T) {
 			t.Errorf("%s: %v, want UNAUTHENTICATED", name, err)
 		}
 	}
-	if n := in.n.Load(); n != 0 || svc.calls.Load() != 0 {
+	if n := in.Count(); n != 0 || svc.calls.Load() != 0 {
 		t.Fatalf("refused calls: %d request messages received, %d handled; want none", n, svc.calls.Load())
 	}
 	if _, err := bc.Produce(ctx, req, grpc.PerRPCCredentials(client.PasswordCredentials("bob", "pw"))); err != nil {
 		t.Fatalf("right password: %v", err)
 	}
-	if n := in.n.Load(); n != 1 || svc.calls.Load() != 1 {
+	if n := in.Count(); n != 1 || svc.calls.Load() != 1 {
 		t.Fatalf("an authenticated call: %d messages received, %d handled; want 1 and 1", n, svc.calls.Load())
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +18,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/rpctest"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -174,18 +173,6 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// payloads counts the request messages a gRPC server received.
-type payloads struct{ n atomic.Int64 }
-
-func (p *payloads) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (p *payloads) HandleRPC(_ context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.InPayload); ok {
-		p.n.Add(1)
-	}
-}
-func (p *payloads) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (p *payloads) HandleConn(context.Context, stats.ConnStats)                       {}
-
 type metadStub struct {
 	metadpb.UnimplementedMetadServer
 }
@@ -203,7 +190,7 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var in payloads
+	var in rpctest.Received
 	srv := grpc.NewServer(append([]grpc.ServerOption{ca.Credentials(t, pki.RoleMetad, "m1").ServerOption(), grpc.StatsHandler(&in)}, a.ServerOptions()...)...)
 	metadpb.RegisterMetadServer(srv, metadStub{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -226,13 +213,13 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 	if err := call(pki.RoleUser); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("a user's Put: %v, want PERMISSION_DENIED", err)
 	}
-	if n := in.n.Load(); n != 0 {
+	if n := in.Count(); n != 0 {
 		t.Fatalf("the refused call's request was received (%d messages)", n)
 	}
 	if err := call(pki.RoleBroker); err != nil {
 		t.Fatalf("a broker's Put: %v", err)
 	}
-	if n := in.n.Load(); n != 1 {
+	if n := in.Count(); n != 1 {
 		t.Fatalf("an allowed call: %d messages received, want 1", n)
 	}
 }
