@@ -367,3 +367,54 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("no String")
 	}
 }
+
+// FuzzChecksPerWindow drives a Limiter with an arbitrary schedule of
+// attempts (each byte: the source, whether the password is right, how far
+// the clock moves) and checks L1-L3: between any two checks of a source,
+// it got at most Burst + elapsed/Interval + 1 failed checks, successes
+// cost nothing, and nothing is left pending.
+func FuzzChecksPerWindow(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 8, 0})
+	f.Add([]byte{1, 5, 2, 255, 0, 4, 0, 0, 0, 3, 0, 0, 0, 200, 0})
+	f.Fuzz(func(t *testing.T, schedule []byte) {
+		const burst, interval = 3, time.Second
+		l, clock := newLimiter(t, Config{Burst: burst, Interval: interval, MaxDelay: time.Nanosecond, Sources: 4})
+		sources := []netip.Addr{srcA, srcB, srcC, netip.MustParseAddr("2001:db8::1")}
+		failed := map[netip.Addr][]time.Time{}
+		for _, op := range schedule[:min(len(schedule), 512)] {
+			src, right := sources[op&3], op&4 != 0
+			clock.Advance(time.Duration(op>>3) * 100 * time.Millisecond)
+			a, err := l.Begin(context.Background(), src)
+			if err != nil {
+				if !errors.Is(err, ErrThrottled) {
+					t.Fatal(err)
+				}
+				l.Refused(src)
+				continue
+			}
+			if right {
+				a.Release()
+				continue
+			}
+			a.Failed()
+			failed[src] = append(failed[src], clock.Now())
+		}
+		for src, times := range failed {
+			for i := range times {
+				for j := i; j < len(times); j++ {
+					n := j - i + 1
+					if allowed := burst + int(times[j].Sub(times[i])/interval) + 1; n > allowed {
+						t.Fatalf("source %v: %d failed checks between %v and %v, at most %d allowed", src, n, times[i], times[j], allowed)
+					}
+				}
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for addr, s := range l.mu.sources {
+			if s.pending != 0 {
+				t.Fatalf("source %v: %d attempts left pending", addr, s.pending)
+			}
+		}
+	})
+}
