@@ -32,8 +32,8 @@ import (
 //
 // With TLS the broker's listener asks for a client certificate but does
 // not require one, so a client may log in with a user name and password
-// instead (over TLS only). Every call gets a principal from its
-// interceptor:
+// instead (over TLS only). Every call gets a principal before its body is
+// read (see below):
 //   - a verified certificate: its role is checked against
 //     internal/authz's table first; role user is User:CN, role admin is
 //     User:CN and a super-user, role broker is internal (never checked
@@ -63,9 +63,10 @@ import (
 // Failed logins (gRPC passwords, Kafka PLAIN and SCRAM) go through one
 // internal/loginlimit.Limiter: per source address, a budget of failures
 // (10 at once, one more a second) past which attempts wait or are refused
-// (RESOURCE_EXHAUSTED, reason THROTTLED, retryable); one PBKDF2 check per
-// source at a time in 4 shared slots, so a guessing source cannot starve
-// other sources' logins; failures counted by reason in
+// (RESOURCE_EXHAUSTED, reason THROTTLED, retryable, answered after a
+// second: loginRefused); one PBKDF2 check per source at a time in 4
+// shared slots, so a guessing source cannot starve other sources'
+// logins; failures counted by reason in
 // strata_broker_authentication_failures_total and logged with their
 // source, rate-limited (the limiter's per-source counts, bounded by its
 // LRU of sources, go in the line).
