@@ -70,7 +70,7 @@ func (a *Admin) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicReques
 		if err != nil {
 			return nil, err
 		}
-		a.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs)
+		a.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs, "principal", actor(ctx))
 	}
 	return &brokerpb.CreateTopicResponse{Topic: a.describe(ctx, rec)}, nil
 }
@@ -160,7 +160,7 @@ func (a *Admin) DeleteTopic(ctx context.Context, req *brokerpb.DeleteTopicReques
 	if err != nil {
 		return nil, err
 	}
-	a.b.log.Info("deleting topic", "topic", req.Name)
+	a.b.log.Info("deleting topic", "topic", req.Name, "principal", actor(ctx))
 	return &brokerpb.DeleteTopicResponse{}, nil
 }
 
@@ -221,7 +221,7 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 		return nil, err
 	}
 	if !req.ValidateOnly {
-		a.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete, "replace", req.Replace)
+		a.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete, "replace", req.Replace, "principal", actor(ctx))
 	}
 	return &brokerpb.AlterTopicConfigsResponse{Topic: a.describe(ctx, rec)}, nil
 }
@@ -253,7 +253,7 @@ func (a *Admin) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRe
 		return nil, err
 	}
 	if !req.ValidateOnly {
-		a.b.log.Info("added partitions", "topic", req.Name, "total", req.Total)
+		a.b.log.Info("added partitions", "topic", req.Name, "total", req.Total, "principal", actor(ctx))
 	}
 	return &brokerpb.AddPartitionsResponse{Topic: a.describe(ctx, rec)}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/internal/corruption"
+	"github.com/strata-log/strata/internal/loginlimit"
 	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/commonpb"
@@ -91,7 +92,9 @@ type class struct {
 var classes = []class{
 	{[]error{ErrUnknownTopic, ErrUnknownPartition, group.ErrNotFound, group.ErrUnknownPartition}, codes.NotFound, rpcerror.ReasonNotFound, false},
 	{[]error{ErrTopicExists}, codes.AlreadyExists, rpcerror.ReasonTopicExists, false},
-	{[]error{ErrBusy}, codes.Unavailable, rpcerror.ReasonUnavailable, true},
+	{[]error{ErrBusy, loginlimit.ErrBusy}, codes.Unavailable, rpcerror.ReasonUnavailable, true},
+	{[]error{ErrUnauthenticated}, codes.Unauthenticated, rpcerror.ReasonDenied, false},
+	{[]error{loginlimit.ErrThrottled}, codes.ResourceExhausted, rpcerror.ReasonThrottled, true},
 	{[]error{ErrLimit}, codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
 	{[]error{ErrFencedLeaderEpoch, ErrUnknownLeaderEpoch}, codes.FailedPrecondition, rpcerror.ReasonNotOwner, true},
 	// Before ErrInvalid: these wrap it.

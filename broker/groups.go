@@ -236,6 +236,11 @@ func (g *Groups) CommitOffsets(ctx context.Context, req *brokerpb.CommitOffsetsR
 		return nil, err
 	}
 	resp, err := c.Commit(ctx, req)
+	if err == nil && req.MemberId == "" {
+		// Not a member's commit: an administrator setting the group's
+		// offsets (strata group reset-offsets).
+		g.b.log.Info("committed group offsets without membership", "group", req.GroupId, "partitions", len(req.Offsets), "principal", actor(ctx))
+	}
 	return resp, err
 }
 
@@ -324,6 +329,9 @@ func (g *Groups) DeleteGroup(ctx context.Context, req *brokerpb.DeleteGroupReque
 		return nil, err
 	}
 	resp, err := c.DeleteGroup(ctx, req)
+	if err == nil {
+		g.b.log.Info("deleted group", "group", req.GroupId, "principal", actor(ctx))
+	}
 	return resp, err
 }
 
@@ -466,7 +474,11 @@ func (g *Groups) DeleteOffsets(ctx context.Context, groupID string, partitions [
 	if err := authorizeTopics(ctx, g.b.sec, acl.Read, partitions, func(p group.TopicPartition) string { return p.Topic }); err != nil {
 		return nil, err
 	}
-	return c.DeleteOffsets(ctx, groupID, partitions)
+	results, err := c.DeleteOffsets(ctx, groupID, partitions)
+	if err == nil {
+		g.b.log.Info("deleted group offsets", "group", groupID, "partitions", len(partitions), "principal", actor(ctx))
+	}
+	return results, err
 }
 
 // Describe describes a group of either kind (DESCRIBE on the group).
@@ -484,7 +496,11 @@ func (g *Groups) Delete(ctx context.Context, groupID string) error {
 	if err != nil {
 		return err
 	}
-	return c.Delete(ctx, groupID)
+	if err := c.Delete(ctx, groupID); err != nil {
+		return err
+	}
+	g.b.log.Info("deleted group", "group", groupID, "principal", actor(ctx))
+	return nil
 }
 
 // List lists the groups this broker coordinates that the principal may

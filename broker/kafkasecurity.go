@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	"github.com/strata-log/strata/internal/acl"
+	"github.com/strata-log/strata/internal/loginlimit"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/metad/metaclient"
@@ -57,21 +59,28 @@ func (k *KafkaSecurity) CertificateContext(ctx context.Context, cs tls.Connectio
 	return withPrincipal(ctx, certificatePrincipal(id)), true, nil
 }
 
-// PasswordContext checks a PLAIN login as a gRPC password is checked.
-func (k *KafkaSecurity) PasswordContext(ctx context.Context, user, password string) (context.Context, error) {
-	if err := k.b.sec.checkPassword(ctx, user, password); err != nil {
+// PasswordContext checks a PLAIN login from source as a gRPC password is
+// checked (the same cache, limits and logging).
+func (k *KafkaSecurity) PasswordContext(ctx context.Context, source net.Addr, user, password string) (context.Context, error) {
+	login := passwordLogin{source: loginlimit.SourceOf(source), mechanism: "PLAIN", user: user, password: password}
+	if err := k.b.sec.checkPassword(ctx, login); err != nil {
 		return nil, err
 	}
 	return withPrincipal(ctx, principal{name: acl.UserPrincipal(user), via: "password"}), nil
 }
 
-// ScramCredential is user's stored credential for mechanism, or a decoy
-// when there is none (the exchange then fails at the proof, as a wrong
-// password does).
-func (k *KafkaSecurity) ScramCredential(ctx context.Context, user, mechanism string) (scram.Credential, error) {
+// ScramCredential admits a SCRAM exchange from source in the login
+// limiter's budget (it may wait; loginlimit.ErrThrottled when the source
+// failed too often lately), then returns user's stored credential for
+// mechanism, or a decoy when there is none (the exchange then fails at the
+// proof, as a wrong password does).
+func (k *KafkaSecurity) ScramCredential(ctx context.Context, source net.Addr, user, mechanism string) (scram.Credential, error) {
 	s := k.b.sec
 	if !s.users.isLoaded() {
 		return scram.Credential{}, fmt.Errorf("%w: users not loaded from metad yet", ErrBusy)
+	}
+	if err := s.logins.Admit(ctx, loginlimit.SourceOf(source)); err != nil {
+		return scram.Credential{}, s.loginRefused(ctx, passwordLogin{source: loginlimit.SourceOf(source), mechanism: mechanism, user: user}, err)
 	}
 	if kv := s.users.get(acl.UserKey(user)); kv != nil && acl.ValidUserName(user) == nil {
 		if u, err := scram.UnmarshalUser(kv.Value); err == nil {
@@ -89,9 +98,22 @@ func (k *KafkaSecurity) ScramCredential(ctx context.Context, user, mechanism str
 	return scram.Decoy(key, mechanism, user), nil
 }
 
-// UserContext is the principal of a user whose SCRAM proof matched.
-func (k *KafkaSecurity) UserContext(ctx context.Context, user string) context.Context {
-	return withPrincipal(ctx, principal{name: acl.UserPrincipal(user), via: "scram"})
+// ScramDone ends a SCRAM exchange ScramCredential admitted: err nil (the
+// client proved user's password) returns the user's context; otherwise
+// the failure is counted against source, logged as a gRPC one is, and
+// the context is nil.
+func (k *KafkaSecurity) ScramDone(ctx context.Context, source net.Addr, user, mechanism string, err error) context.Context {
+	if err == nil {
+		return withPrincipal(ctx, principal{name: acl.UserPrincipal(user), via: "scram"})
+	}
+	s := k.b.sec
+	login := passwordLogin{source: loginlimit.SourceOf(source), mechanism: mechanism, user: user}
+	reason := "bad_password"
+	if !errors.Is(err, scram.ErrBadPassword) {
+		reason = "malformed"
+	}
+	_ = s.loginFailed(s.logins.Failed(login.source), login, reason)
+	return nil
 }
 
 // decoy returns the cluster's decoy secret, creating it the first time.

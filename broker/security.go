@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,15 +14,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/tap"
 
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/internal/authz"
+	"github.com/strata-log/strata/internal/loginlimit"
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
-	"github.com/strata-log/strata/internal/rpcerror"
 	"github.com/strata-log/strata/internal/scram"
 )
 
@@ -30,8 +32,8 @@ import (
 //
 // With TLS the broker's listener asks for a client certificate but does
 // not require one, so a client may log in with a user name and password
-// instead (over TLS only). Every call gets a principal from its
-// interceptor:
+// instead (over TLS only). Every call gets a principal before its body is
+// read (see below):
 //   - a verified certificate: its role is checked against
 //     internal/authz's table first; role user is User:CN, role admin is
 //     User:CN and a super-user, role broker is internal (never checked
@@ -44,17 +46,41 @@ import (
 // Each handler then asks authorize for the operation it performs. Without
 // TLS there are no principals and nothing is checked (as before); a call
 // carrying a password over plaintext is refused.
+//
+// Authentication runs in gRPC's tap handle (grpc.InTapHandle), when a
+// call's headers arrive and before any of its body is read: a caller
+// without a valid certificate or password never has a byte of its request
+// read or decoded. The interceptors only pass the tap's principal on (and
+// authenticate themselves should a call arrive without it). The tap runs
+// on the connection's reader goroutine, so a check there holds up that
+// connection's other calls: a cached password costs an HMAC; a cache miss
+// runs the full PBKDF2 check there too (milliseconds, once per user and
+// password per passwordCacheTTL), since deferring it to the interceptor
+// would read and decode the body of every guess. Only the caller's own
+// connection waits, for at most the login limiter's bounds (turn and
+// budget 1s, a shared check slot 5s).
+//
+// Failed logins (gRPC passwords, Kafka PLAIN and SCRAM) go through one
+// internal/loginlimit.Limiter: per source address, a budget of failures
+// (10 at once, one more a second) past which attempts wait or are refused
+// (RESOURCE_EXHAUSTED, reason THROTTLED, retryable, answered after a
+// second: loginRefused); one PBKDF2 check per source at a time in 4
+// shared slots, so a guessing source cannot starve other sources'
+// logins; failures counted by reason in
+// strata_broker_authentication_failures_total and logged with their
+// source, rate-limited (the limiter's per-source counts, bounded by its
+// LRU of sources, go in the line).
 
 // Tunables of password checks.
 const (
 	passwordCacheEntries = 10_000
 	passwordCacheTTL     = 5 * time.Minute
-	// passwordChecks bounds PBKDF2 computations at once: each costs a few
-	// milliseconds of CPU, and wrong passwords are not cached.
-	passwordChecks = 4
 	// maxDenialsLogged bounds the (principal, operation, resource)
 	// triples remembered for log-once.
 	maxDenialsLogged = 10_000
+	// maxLoggedUserBytes bounds a user name as written in a log line: it
+	// is the caller's, unchecked.
+	maxLoggedUserBytes = 128
 )
 
 // unknownUser is the credential a password for a user that does not
@@ -69,6 +95,12 @@ var unknownUser = sync.OnceValue(func() scram.Credential {
 
 // ErrDenied means the principal may not do what the call does (ACLs).
 var ErrDenied = errors.New("permission denied")
+
+// ErrUnauthenticated means the call's credentials did not authenticate:
+// none given, a wrong user name or password, or a password over
+// plaintext. The message never tells a wrong password from an unknown
+// user.
+var ErrUnauthenticated = errors.New("unauthenticated")
 
 // principal is who makes a call.
 type principal struct {
@@ -101,7 +133,7 @@ type security struct {
 	roles  *authz.Authorizer // nil without TLS
 	policy authz.Policy
 	cache  *scram.Cache
-	checks chan struct{} // passwordChecks slots
+	logins *loginlimit.Limiter
 	rules  atomic.Pointer[acl.Authorizer]
 
 	denied       *prometheus.CounterVec
@@ -120,7 +152,6 @@ func newSecurity(b *Broker, reg prometheus.Registerer) (*security, error) {
 		acls:       newMirror(b.meta, acl.ACLsPrefix, b.log),
 		superUsers: b.cfg.SuperUserList(),
 		cache:      scram.NewCache(passwordCacheEntries, passwordCacheTTL),
-		checks:     make(chan struct{}, passwordChecks),
 		policy:     authz.DefaultPolicy(),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_broker_acl_denied_total",
@@ -132,6 +163,10 @@ func newSecurity(b *Broker, reg prometheus.Registerer) (*security, error) {
 		}, []string{"reason"}),
 	}
 	s.mu.logged = map[string]bool{}
+	var err error
+	if s.logins, err = loginlimit.New(loginlimit.Config{}, nil); err != nil {
+		return nil, err
+	}
 	s.tls = b.creds.Enabled()
 	if s.tls {
 		roles, err := authz.New(s.policy, "broker", b.log, reg)
@@ -177,8 +212,9 @@ func (s *security) followACLs(ctx context.Context) {
 
 // ServerOptions are the broker's gRPC transport and authentication: with
 // TLS, a listener that verifies a client certificate when one is given
-// (a password login needs none) and the interceptors that name every
-// call's principal; without, interceptors that refuse passwords.
+// (a password login needs none); the tap handle that names every call's
+// principal before its body is read, or refuses it; and interceptors
+// that pass the principal on. Without TLS the tap refuses passwords.
 func (b *Broker) ServerOptions() []grpc.ServerOption {
 	s := b.sec
 	opts := []grpc.ServerOption{}
@@ -199,26 +235,44 @@ func (b *Broker) ServerOptions() []grpc.ServerOption {
 	if b.creds.Enabled() {
 		auth = s.authenticate
 		b.log.Info("client authentication on: certificates, or passwords over TLS; ACLs checked per call",
-			"super_users", s.superUsers)
+			"super_users", s.superUsers, "login_limits", s.logins.Config().String())
 	} else {
 		b.log.Warn("no TLS: clients are not authenticated and ACLs are not checked")
 	}
+	// authenticated is ctx with its principal: the tap's, or auth's for
+	// a call that reached the interceptors without passing the tap.
+	authenticated := func(ctx context.Context, method string) (context.Context, error) {
+		if ctx.Value(tappedKey{}) != nil {
+			return ctx, nil
+		}
+		return auth(ctx, method)
+	}
 	return append(opts,
+		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+			authed, err := auth(ctx, info.FullMethodName)
+			if err != nil {
+				return ctx, err
+			}
+			return context.WithValue(authed, tappedKey{}, true), nil
+		}),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, err := auth(ctx, info.FullMethod)
+			ctx, err := authenticated(ctx, info.FullMethod)
 			if err != nil {
 				return nil, err
 			}
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			ctx, err := auth(ss.Context(), info.FullMethod)
+			ctx, err := authenticated(ss.Context(), info.FullMethod)
 			if err != nil {
 				return err
 			}
 			return h(srv, &principalStream{ServerStream: ss, ctx: ctx})
 		}))
 }
+
+// tappedKey marks a context authenticated by the tap handle.
+type tappedKey struct{}
 
 type principalStream struct {
 	grpc.ServerStream
@@ -239,8 +293,12 @@ func credentialsOf(ctx context.Context) (user, password string, given bool) {
 	return user, password, user != "" || password != ""
 }
 
-func unauthenticated(msg string) error {
-	return rpcerror.New(codes.Unauthenticated, rpcerror.ReasonDenied, false, msg)
+// sourceOf is the login source of a gRPC call: its peer's address.
+func sourceOf(ctx context.Context) netip.Addr {
+	if p, ok := peer.FromContext(ctx); ok {
+		return loginlimit.SourceOf(p.Addr)
+	}
+	return netip.Addr{}
 }
 
 // authenticatePlaintext: without TLS there is no principal, and a
@@ -249,27 +307,28 @@ func unauthenticated(msg string) error {
 func (s *security) authenticatePlaintext(ctx context.Context, _ string) (context.Context, error) {
 	if _, _, given := credentialsOf(ctx); given {
 		s.authFailures.WithLabelValues("plaintext").Inc()
-		return nil, unauthenticated("password authentication needs TLS: this broker serves plaintext")
+		return nil, rpcError(fmt.Errorf("%w: password authentication needs TLS: this broker serves plaintext", ErrUnauthenticated))
 	}
 	return ctx, nil
 }
 
-// authenticate names the call's principal (see the top of this file).
+// authenticate names the call's principal (see the top of this file); its
+// errors are gRPC statuses.
 func (s *security) authenticate(ctx context.Context, method string) (context.Context, error) {
 	if user, password, given := credentialsOf(ctx); given {
-		if err := s.checkPassword(ctx, user, password); err != nil {
-			return nil, err
+		login := passwordLogin{source: sourceOf(ctx), mechanism: "password", user: user, password: password}
+		if err := s.checkPassword(ctx, login); err != nil {
+			return nil, rpcError(err)
 		}
 		if !s.policy.Allowed(method, pki.RoleUser) {
-			return nil, rpcerror.New(codes.PermissionDenied, rpcerror.ReasonDenied, false,
-				fmt.Sprintf("permission denied: %s is not open to users; caller User:%s", method, user))
+			return nil, rpcError(fmt.Errorf("%w: %s is not open to users; caller User:%s", ErrDenied, method, user))
 		}
 		return withPrincipal(ctx, principal{name: acl.UserPrincipal(user), via: "password"}), nil
 	}
 	id, err := mtls.PeerIdentity(ctx)
 	if err != nil {
 		s.authFailures.WithLabelValues("no_credentials").Inc()
-		return nil, unauthenticated("authentication required: present a client certificate or a user name and password")
+		return nil, rpcError(fmt.Errorf("%w: authentication required: present a client certificate or a user name and password", ErrUnauthenticated))
 	}
 	if err := s.roles.Check(ctx, method); err != nil {
 		return nil, err
@@ -293,47 +352,123 @@ func certificatePrincipal(id pki.Identity) principal {
 	return p
 }
 
-// checkPassword verifies user's password against its mirrored
-// credential, through the cache.
-func (s *security) checkPassword(ctx context.Context, user, password string) error {
-	refused := func(reason string) error {
-		s.authFailures.WithLabelValues(reason).Inc()
-		// The same answer whether the user exists or not.
-		return unauthenticated(fmt.Sprintf("authentication failed for user %q: wrong user name or password", user))
+// actor names who made the call in ctx, for the log lines of
+// administrative actions: its principal, or "anonymous" (plaintext).
+func actor(ctx context.Context) string {
+	if p, ok := principalFrom(ctx); ok {
+		return p.name
 	}
+	return "anonymous"
+}
+
+// passwordLogin is one attempt to log in with a password: a gRPC call's
+// metadata (mechanism "password") or a Kafka SASL PLAIN exchange.
+type passwordLogin struct {
+	source         netip.Addr
+	mechanism      string
+	user, password string
+}
+
+// checkPassword verifies login's password against the user's mirrored
+// credential: through the cache, else in the login limiter's bounds (an
+// Attempt: the source's turn, budget and a shared slot). Errors:
+// ErrUnauthenticated, ErrBusy (users not loaded yet), loginlimit's
+// ErrThrottled and ErrBusy, ctx's.
+func (s *security) checkPassword(ctx context.Context, login passwordLogin) error {
 	if !s.users.isLoaded() {
-		return rpcerror.New(codes.Unavailable, rpcerror.ReasonUnavailable, true, "users not loaded from metad yet")
+		return fmt.Errorf("%w: users not loaded from metad yet", ErrBusy)
 	}
-	if acl.ValidUserName(user) != nil || password == "" {
-		return refused("bad_password")
+	if acl.ValidUserName(login.user) != nil || login.password == "" {
+		return s.loginFailed(s.logins.Failed(login.source), login, "bad_password")
 	}
-	kv := s.users.get(acl.UserKey(user))
-	now := time.Now()
-	if kv != nil && s.cache.Check(user, password, kv.ModRevision, now) {
+	kv := s.users.get(acl.UserKey(login.user))
+	if kv != nil && s.cache.Check(login.user, login.password, kv.ModRevision, time.Now()) {
 		return nil
 	}
-	select {
-	case s.checks <- struct{}{}:
-		defer func() { <-s.checks }()
-	case <-ctx.Done():
-		return rpcerror.New(codes.Unavailable, rpcerror.ReasonUnavailable, true, "authentication: "+ctx.Err().Error())
+	attempt, err := s.logins.Begin(ctx, login.source)
+	if err != nil {
+		return s.loginRefused(ctx, login, err)
+	}
+	defer attempt.Release()
+	// Another call of the same client may have verified the password
+	// while this one waited for its source's turn.
+	if kv != nil && s.cache.Check(login.user, login.password, kv.ModRevision, time.Now()) {
+		return nil
 	}
 	if kv == nil {
 		// As long as a wrong password, in the same slots: the answer's
 		// timing must not tell whether the user exists.
-		_ = unknownUser().Verify(password)
-		return refused("bad_password")
+		_ = unknownUser().Verify(login.password)
+		return s.loginFailed(attempt.Failed(), login, "bad_password")
 	}
 	cred, err := scram.Unmarshal(kv.Value)
 	if err != nil {
-		s.log.Warn("a stored user credential does not decode", "user", user, "err", err)
-		return refused("bad_credential")
+		s.log.Warn("a stored user credential does not decode", "user", login.user, "err", err)
+		s.authFailures.WithLabelValues("bad_credential").Inc()
+		return badLogin(login)
 	}
-	if err := cred.Verify(password); err != nil {
-		return refused("bad_password")
+	if err := cred.Verify(login.password); err != nil {
+		return s.loginFailed(attempt.Failed(), login, "bad_password")
 	}
-	s.cache.Add(user, password, kv.ModRevision, now)
+	s.cache.Add(login.user, login.password, kv.ModRevision, time.Now())
 	return nil
+}
+
+// badLogin is the answer to a failed login: the same whether the user
+// exists or not.
+func badLogin(login passwordLogin) error {
+	return fmt.Errorf("%w: authentication failed for user %q: wrong user name or password", ErrUnauthenticated, loggedUser(login.user))
+}
+
+// loginFailed counts a failed login by reason, logs it when the limiter's
+// report says so, and returns badLogin.
+func (s *security) loginFailed(r loginlimit.Report, login passwordLogin, reason string) error {
+	s.authFailures.WithLabelValues(reason).Inc()
+	if r.Log {
+		s.log.Warn("login failed", "source", login.source.String(), "user", loggedUser(login.user), "mechanism", login.mechanism,
+			"reason", reason, "failures_from_source", r.Failures, "similar_not_logged", r.Unlogged)
+	}
+	return badLogin(login)
+}
+
+// loginRefused counts and logs (as loginFailed) an attempt the limiter
+// refused, and returns err, or ErrBusy's for a context that ended. A
+// throttled attempt is answered after the limiter's MaxDelay (or when ctx
+// ends), as Kafka delays its answer to a failed authentication: a loop
+// that ignores the refusal still makes one attempt a second per
+// connection, and the connection it holds meanwhile counts against its
+// source's connection limits.
+func (s *security) loginRefused(ctx context.Context, login passwordLogin, err error) error {
+	reason := "throttled"
+	switch {
+	case errors.Is(err, loginlimit.ErrBusy):
+		reason = "busy"
+	case !errors.Is(err, loginlimit.ErrThrottled):
+		s.authFailures.WithLabelValues("cancelled").Inc()
+		return fmt.Errorf("%w: authentication: %w", ErrBusy, err)
+	}
+	s.authFailures.WithLabelValues(reason).Inc()
+	if r := s.logins.Refused(login.source); r.Log {
+		s.log.Warn("login refused: too many failed logins from the source", "source", login.source.String(), "user", loggedUser(login.user),
+			"mechanism", login.mechanism, "reason", reason, "failures_from_source", r.Failures, "similar_not_logged", r.Unlogged)
+	}
+	if reason == "throttled" {
+		delay := time.NewTimer(s.logins.Config().MaxDelay)
+		defer delay.Stop()
+		select {
+		case <-delay.C:
+		case <-ctx.Done():
+		}
+	}
+	return err
+}
+
+// loggedUser is name cut to maxLoggedUserBytes.
+func loggedUser(name string) string {
+	if len(name) > maxLoggedUserBytes {
+		return name[:maxLoggedUserBytes] + "..."
+	}
+	return name
 }
 
 // authorize returns nil when the call's principal may do op on res, else

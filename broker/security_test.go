@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/acl"
+	"github.com/strata-log/strata/internal/authz"
+	"github.com/strata-log/strata/internal/loginlimit"
 	"github.com/strata-log/strata/internal/scram"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -28,15 +31,25 @@ func testSecurity(t *testing.T) *security {
 		users:        newMirror(nil, acl.UsersPrefix, log),
 		acls:         newMirror(nil, acl.ACLsPrefix, log),
 		cache:        scram.NewCache(10, passwordCacheTTL),
-		checks:       make(chan struct{}, 1),
 		denied:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "d"}, []string{"operation", "resource"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "f"}, []string{"reason"}),
 		tls:          true,
+		policy:       authz.DefaultPolicy(),
 	}
 	s.mu.logged = map[string]bool{}
+	var err error
+	if s.logins, err = loginlimit.New(loginlimit.Config{Slots: 1, MaxDelay: time.Millisecond}, nil); err != nil {
+		t.Fatal(err)
+	}
 	close(s.users.ready)
 	close(s.acls.ready)
 	return s
+}
+
+// check runs checkPassword for a gRPC login from source and returns the
+// status a call would get.
+func check(ctx context.Context, s *security, source, user, password string) error {
+	return rpcError(s.checkPassword(ctx, passwordLogin{source: netip.MustParseAddr(source), mechanism: "password", user: user, password: password}))
 }
 
 func withPassword(user, password string) context.Context {
@@ -51,14 +64,14 @@ func TestCheckPassword(t *testing.T) {
 	}
 	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred.Marshal(), ModRevision: 5}
 	ctx := context.Background()
-	if err := s.checkPassword(ctx, "bob", "pw"); err != nil {
+	if err := check(ctx, s, "192.0.2.1", "bob", "pw"); err != nil {
 		t.Fatalf("right password: %v", err)
 	}
 	if s.cache.Len() != 1 || !s.cache.Check("bob", "pw", 5, time.Now()) {
 		t.Fatal("a verified password is not cached")
 	}
 	for _, tc := range [][2]string{{"bob", "wrong"}, {"nobody", "pw"}, {"bob", ""}, {"a/b", "pw"}} {
-		err := s.checkPassword(ctx, tc[0], tc[1])
+		err := check(ctx, s, "192.0.2.1", tc[0], tc[1])
 		if status.Code(err) != codes.Unauthenticated {
 			t.Errorf("%q/%q: %v, want UNAUTHENTICATED", tc[0], tc[1], err)
 		}
@@ -66,10 +79,10 @@ func TestCheckPassword(t *testing.T) {
 	// A changed record is checked again: the old password no longer works.
 	cred2, _ := scram.NewCredential("bob", "new", 0)
 	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred2.Marshal(), ModRevision: 9}
-	if err := s.checkPassword(ctx, "bob", "pw"); status.Code(err) != codes.Unauthenticated {
+	if err := check(ctx, s, "192.0.2.1", "bob", "pw"); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("old password after the change: %v", err)
 	}
-	if err := s.checkPassword(ctx, "bob", "new"); err != nil {
+	if err := check(ctx, s, "192.0.2.1", "bob", "new"); err != nil {
 		t.Errorf("new password: %v", err)
 	}
 }
@@ -124,16 +137,19 @@ func TestUnknownUserCostsAPasswordCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.users.kvs[acl.UserKey("bob")] = &metadpb.KeyValue{Key: acl.UserKey("bob"), Value: cred.Marshal(), ModRevision: 5}
-	s.checks <- struct{}{} // every check slot busy
+	busy, err := s.logins.Begin(context.Background(), netip.MustParseAddr("192.0.2.200")) // every check slot busy
+	if err != nil {
+		t.Fatal(err)
+	}
 	answer := func(user string) codes.Code {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		return status.Code(s.checkPassword(ctx, user, "wrong"))
+		return status.Code(check(ctx, s, "192.0.2.1", user, "wrong"))
 	}
 	if known, unknown := answer("bob"), answer("nobody"); known != unknown {
 		t.Fatalf("with every check slot busy, a wrong password for an existing user answers %v, for an unknown user %v: the answer tells whether a user exists", known, unknown)
 	}
-	<-s.checks
+	busy.Release()
 	for _, user := range []string{"bob", "nobody"} {
 		if code := answer(user); code != codes.Unauthenticated {
 			t.Errorf("%s with a wrong password: %v, want UNAUTHENTICATED", user, code)

@@ -81,10 +81,12 @@ func (m *metrics) register(reg prometheus.Registerer, more ...prometheus.Collect
 	return nil
 }
 
-// ServerOptions returns interceptors that count and time every request.
+// ServerOptions returns interceptors that count and time every request,
+// and log clients' changes (audit).
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	m := s.metrics
 	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.audit),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			start := time.Now()
 			resp, err := h(ctx, req)

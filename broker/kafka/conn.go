@@ -152,6 +152,10 @@ func (c *Conn) fail(reason string, err error) {
 		switch reason {
 		case reasonClientClosed, reasonShutdown, reasonIdle:
 			level = slog.LevelDebug
+		case reasonSASLFailed:
+			// Security logs failed logins with their source, rate
+			// limited: a guessing loop must not write a line a guess.
+			level = slog.LevelDebug
 		case reasonHandlerError:
 			level = slog.LevelWarn
 		case reasonHandlerPanic:

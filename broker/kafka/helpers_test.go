@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
+	"github.com/strata-log/strata/internal/loginlimit"
 	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/scram"
@@ -48,6 +49,22 @@ type fakeSecurity struct {
 	required bool
 	users    map[string]scram.User
 	decoyKey []byte
+	// throttled users' logins are refused as a throttled source's.
+	throttled map[string]bool
+
+	mu   sync.Mutex
+	done []scramDone // ScramDone's calls
+}
+
+type scramDone struct {
+	user string
+	err  error
+}
+
+func (f *fakeSecurity) scramDone() []scramDone {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.done)
 }
 
 func newFakeSecurity(t *testing.T, required bool, users map[string]string) *fakeSecurity {
@@ -84,7 +101,10 @@ func (f *fakeSecurity) CertificateContext(ctx context.Context, cs tls.Connection
 	return context.WithValue(ctx, principalKey{}, "cert:"+cn), true, nil
 }
 
-func (f *fakeSecurity) PasswordContext(ctx context.Context, user, password string) (context.Context, error) {
+func (f *fakeSecurity) PasswordContext(ctx context.Context, _ net.Addr, user, password string) (context.Context, error) {
+	if f.throttled[user] {
+		return nil, &loginlimit.ThrottledError{RetryAfter: time.Second}
+	}
 	u, ok := f.users[user]
 	if !ok || u.Verify(password) != nil {
 		return nil, scram.ErrBadPassword
@@ -92,7 +112,10 @@ func (f *fakeSecurity) PasswordContext(ctx context.Context, user, password strin
 	return context.WithValue(ctx, principalKey{}, "User:"+user), nil
 }
 
-func (f *fakeSecurity) ScramCredential(_ context.Context, user, mechanism string) (scram.Credential, error) {
+func (f *fakeSecurity) ScramCredential(_ context.Context, _ net.Addr, user, mechanism string) (scram.Credential, error) {
+	if f.throttled[user] {
+		return scram.Credential{}, &loginlimit.ThrottledError{RetryAfter: time.Second}
+	}
 	if u, ok := f.users[user]; ok {
 		if c, ok := u.Lookup(mechanism); ok {
 			return c, nil
@@ -101,7 +124,13 @@ func (f *fakeSecurity) ScramCredential(_ context.Context, user, mechanism string
 	return scram.Decoy(f.decoyKey, mechanism, user), nil
 }
 
-func (f *fakeSecurity) UserContext(ctx context.Context, user string) context.Context {
+func (f *fakeSecurity) ScramDone(ctx context.Context, _ net.Addr, user, _ string, err error) context.Context {
+	f.mu.Lock()
+	f.done = append(f.done, scramDone{user: user, err: err})
+	f.mu.Unlock()
+	if err != nil {
+		return nil
+	}
 	return context.WithValue(ctx, principalKey{}, "User:"+user)
 }
 

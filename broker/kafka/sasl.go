@@ -6,11 +6,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-log/strata/internal/loginlimit"
 	"github.com/strata-log/strata/internal/scram"
 )
 
@@ -31,18 +34,25 @@ type Security interface {
 	// given. An error (a certificate whose role may not use this
 	// listener) closes the connection.
 	CertificateContext(ctx context.Context, cs tls.ConnectionState) (context.Context, bool, error)
-	// PasswordContext checks a PLAIN login (TLS connections only).
-	PasswordContext(ctx context.Context, user, password string) (context.Context, error)
-	// ScramCredential returns user's credential for mechanism
-	// (MechanismScramSHA256 or MechanismScramSHA512). For a user that
-	// does not exist, or has no credential for mechanism, it returns a
-	// scram.Decoy, not an error, so the exchange fails at the proof the
-	// way a wrong password does. An error (users not loaded yet) fails
-	// the exchange.
-	ScramCredential(ctx context.Context, user, mechanism string) (scram.Credential, error)
-	// UserContext is the context of user once a SCRAM exchange proved
-	// its password.
-	UserContext(ctx context.Context, user string) context.Context
+	// PasswordContext checks a PLAIN login from source (TLS connections
+	// only). Failed logins slow their source down: an error wrapping
+	// loginlimit.ErrThrottled refuses an attempt from a source that
+	// failed too often lately (loginlimit.ErrBusy: checks are busy).
+	PasswordContext(ctx context.Context, source net.Addr, user, password string) (context.Context, error)
+	// ScramCredential admits a SCRAM exchange from source (as
+	// PasswordContext, it may wait, or refuse with loginlimit's errors)
+	// and returns user's credential for mechanism (MechanismScramSHA256
+	// or MechanismScramSHA512). For a user that does not exist, or has no
+	// credential for mechanism, it returns a scram.Decoy, not an error, so
+	// the exchange fails at the proof the way a wrong password does. An
+	// error (users not loaded yet) fails the exchange.
+	ScramCredential(ctx context.Context, source net.Addr, user, mechanism string) (scram.Credential, error)
+	// ScramDone is called once for every exchange ScramCredential
+	// admitted that ends (a client that goes away half way does not end
+	// it): err nil when the client proved user's password, and the
+	// context returned is the user's; otherwise err says why it failed,
+	// the failure counts against source, and the context is nil.
+	ScramDone(ctx context.Context, source net.Addr, user, mechanism string, err error) context.Context
 }
 
 // saslStage is where a connection's SASL exchange stands.
@@ -72,7 +82,10 @@ type exchange interface {
 var errSASLMalformed = errors.New("kafka: malformed SASL message")
 
 // plainExchange is RFC 4616: authzid NUL authcid NUL password, one step.
-type plainExchange struct{ sec Security }
+type plainExchange struct {
+	sec    Security
+	source net.Addr
+}
 
 func (p plainExchange) step(ctx context.Context, token []byte) ([]byte, context.Context, error) {
 	parts := bytes.SplitN(token, []byte{0}, 3)
@@ -82,35 +95,48 @@ func (p plainExchange) step(ctx context.Context, token []byte) ([]byte, context.
 	if len(parts[0]) != 0 && !bytes.Equal(parts[0], parts[1]) {
 		return nil, nil, fmt.Errorf("%w: PLAIN authorization identity is not the user", errSASLMalformed)
 	}
-	authed, err := p.sec.PasswordContext(ctx, string(parts[1]), string(parts[2]))
+	authed, err := p.sec.PasswordContext(ctx, p.source, string(parts[1]), string(parts[2]))
 	if err != nil {
 		return nil, nil, err
 	}
 	return []byte{}, authed, nil
 }
 
-// scramExchange runs a scram.Server against Security's credentials.
+// scramExchange runs a scram.Server against Security's credentials and
+// reports the end of every exchange Security admitted (ScramDone).
 type scramExchange struct {
-	sec    Security
-	server *scram.Server
+	sec       Security
+	source    net.Addr
+	mechanism string
+	server    *scram.Server
+	admitted  bool // ScramCredential answered: ScramDone is owed
 }
 
-func newScramExchange(sec Security, mechanism string) (*scramExchange, error) {
+func newScramExchange(sec Security, source net.Addr, mechanism string) (*scramExchange, error) {
+	ex := &scramExchange{sec: sec, source: source, mechanism: mechanism}
 	server, err := scram.NewServer(mechanism, func(ctx context.Context, user string) (scram.Credential, error) {
-		return sec.ScramCredential(ctx, user, mechanism)
+		c, err := sec.ScramCredential(ctx, source, user, mechanism)
+		ex.admitted = err == nil
+		return c, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &scramExchange{sec: sec, server: server}, nil
+	ex.server = server
+	return ex, nil
 }
 
 func (s *scramExchange) step(ctx context.Context, token []byte) ([]byte, context.Context, error) {
 	reply, done, err := s.server.Step(ctx, token)
-	if err != nil || !done {
+	if !s.admitted || (err == nil && !done) {
 		return reply, nil, err
 	}
-	return reply, s.sec.UserContext(ctx, s.server.User()), nil
+	s.admitted = false // reported once
+	authed := s.sec.ScramDone(ctx, s.source, s.server.User(), s.mechanism, err)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reply, authed, nil
 }
 
 // mechanisms are those offered on c: PLAIN only over TLS.
@@ -140,9 +166,9 @@ func (c *Conn) saslHandshake(req *kmsg.SASLHandshakeRequest) (resp *kmsg.SASLHan
 		resp.ErrorCode = c.ErrorCode(req.Key(), kerr.UnsupportedSaslMechanism.Code)
 		return resp, reasonSASLMechanism
 	}
-	var ex exchange = plainExchange{sec: c.srv.cfg.Security}
+	var ex exchange = plainExchange{sec: c.srv.cfg.Security, source: c.RemoteAddr()}
 	if req.Mechanism != MechanismPlain {
-		scramEx, err := newScramExchange(c.srv.cfg.Security, req.Mechanism)
+		scramEx, err := newScramExchange(c.srv.cfg.Security, c.RemoteAddr(), req.Mechanism)
 		if err != nil { // not reached: the mechanisms offered are SCRAM's or PLAIN
 			resp.ErrorCode = c.ErrorCode(req.Key(), kerr.UnsupportedSaslMechanism.Code)
 			return resp, reasonSASLMechanism
@@ -189,10 +215,25 @@ func (c *Conn) saslAuthenticate(req *kmsg.SASLAuthenticateRequest) (resp *kmsg.S
 	reply, err := c.saslStep(req.SASLAuthBytes)
 	if err != nil {
 		resp.ErrorCode = c.ErrorCode(req.Key(), kerr.SaslAuthenticationFailed.Code)
-		msg := "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mechanism
+		msg := saslFailureMessage(mechanism, err)
 		resp.ErrorMessage = &msg
 		return resp, reasonSASLFailed, err
 	}
 	resp.SASLAuthBytes = reply
 	return resp, "", nil
+}
+
+// saslFailureMessage is the message of a failed SaslAuthenticate: Kafka's
+// for bad credentials (never telling a wrong password from an unknown
+// user), or why the attempt was not checked at all.
+func saslFailureMessage(mechanism string, err error) string {
+	var throttled *loginlimit.ThrottledError
+	switch {
+	case errors.As(err, &throttled):
+		return fmt.Sprintf("Authentication failed with SASL mechanism %s: too many failed logins from this address; retry in %v",
+			mechanism, throttled.RetryAfter.Round(time.Millisecond))
+	case errors.Is(err, loginlimit.ErrBusy):
+		return "Authentication failed with SASL mechanism " + mechanism + ": password checks are busy; retry"
+	}
+	return "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mechanism
 }

@@ -324,3 +324,34 @@ func TestTLSClientCertificateOptional(t *testing.T) {
 		t.Error("the caller's TLS config was changed")
 	}
 }
+
+// A login the Security throttles fails with a message that says so (not
+// "invalid credentials"), and every SCRAM exchange whose credential was
+// given out is reported to ScramDone once, success or failure; one
+// refused before that is not.
+func TestSASLThrottledAndScramDone(t *testing.T) {
+	sec := newFakeSecurity(t, true, testUsers)
+	sec.throttled = map[string]bool{"locked": true}
+	p := newTestPKI(t)
+	ts := startServer(t, Config{TLS: p.server, Security: sec})
+	for _, mech := range []sasl.Mechanism{
+		plain.Auth{User: "locked", Pass: "x"}.AsMechanism(),
+		scram.Auth{User: "locked", Pass: "x"}.AsSha256Mechanism(),
+	} {
+		resp, err := authenticateV1(t, dialTLS(t, ts.Addr().String(), p.client), mech)
+		if !errors.Is(err, kerr.SaslAuthenticationFailed) || resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, "too many failed logins") {
+			t.Fatalf("%s throttled: %v %v, want SASL_AUTHENTICATION_FAILED saying too many failed logins", mech.Name(), err, resp.ErrorMessage)
+		}
+	}
+	resp, err := authenticateV1(t, dialTLS(t, ts.Addr().String(), p.client), scram.Auth{User: "alice", Pass: "wrong"}.AsSha256Mechanism())
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(*resp.ErrorMessage, "invalid credentials") {
+		t.Fatalf("wrong password: %v %v", err, resp.ErrorMessage)
+	}
+	if _, err := authenticateV1(t, dialTLS(t, ts.Addr().String(), p.client), scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()); err != nil {
+		t.Fatalf("right password: %v", err)
+	}
+	done := sec.scramDone()
+	if len(done) != 2 || done[0].user != "alice" || done[0].err == nil || done[1].user != "alice" || done[1].err != nil {
+		t.Fatalf("ScramDone calls %+v, want alice's failure then her success", done)
+	}
+}

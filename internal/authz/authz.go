@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/tap"
 
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
@@ -165,10 +166,16 @@ func (a *Authorizer) firstDenial(principal, method string) bool {
 	return true
 }
 
-// ServerOptions are the interceptors checking every unary and stream call;
-// put them before any other interceptor so a refused call does no work.
+// ServerOptions check every call: in gRPC's tap handle, when the call's
+// headers arrive and before any of its body is read (gRPC reads a unary
+// request whole, up to its size limit, before the interceptors run), and
+// in the interceptors for a call that reaches them without the tap; put
+// them before any other interceptor so a refused call does no work.
 func (a *Authorizer) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+			return ctx, a.Check(ctx, info.FullMethodName)
+		}),
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := a.Check(ctx, info.FullMethod); err != nil {
 				return nil, err

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,10 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/internal/rpcerror"
+	"github.com/strata-log/strata/internal/rpctest"
 	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
@@ -167,5 +170,56 @@ func TestCheck(t *testing.T) {
 	}
 	if _, err := New(DefaultPolicy(), "bookie", slog.New(slog.DiscardHandler), reg); err == nil {
 		t.Fatal("a second registration of the counter succeeded")
+	}
+}
+
+type metadStub struct {
+	metadpb.UnimplementedMetadServer
+}
+
+func (metadStub) Put(context.Context, *metadpb.PutRequest) (*metadpb.PutResponse, error) {
+	return &metadpb.PutResponse{}, nil
+}
+
+// A call the caller's role may not make is refused before gRPC reads its
+// request: a user certificate sending metad a large Put costs metad no
+// decoding (it was read whole, up to 16 MiB, and only then refused).
+func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
+	ca := mtlstest.NewCA(t)
+	a, err := New(DefaultPolicy(), "metad", slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in rpctest.Received
+	srv := grpc.NewServer(append([]grpc.ServerOption{ca.Credentials(t, pki.RoleMetad, "m1").ServerOption(), grpc.StatsHandler(&in)}, a.ServerOptions()...)...)
+	metadpb.RegisterMetadServer(srv, metadStub{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	call := func(role string) error {
+		cc, err := grpc.NewClient(ln.Addr().String(), ca.Credentials(t, role, role+"-1").DialOption())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = metadpb.NewMetadClient(cc).Put(ctx, &metadpb.PutRequest{Key: "/k", Value: make([]byte, 1<<20)})
+		return err
+	}
+	if err := call(pki.RoleUser); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a user's Put: %v, want PERMISSION_DENIED", err)
+	}
+	if n := in.Count(); n != 0 {
+		t.Fatalf("the refused call's request was received (%d messages)", n)
+	}
+	if err := call(pki.RoleBroker); err != nil {
+		t.Fatalf("a broker's Put: %v", err)
+	}
+	if n := in.Count(); n != 1 {
+		t.Fatalf("an allowed call: %d messages received, want 1", n)
 	}
 }

@@ -1,6 +1,7 @@
 // Package authz decides, per gRPC call, whether the caller's certificate
-// role may make it. It runs as a unary and a
-// stream interceptor on every node whose gRPC server has TLS on
+// role may make it. It runs as gRPC's tap handle (before any of a call's
+// body is read, so a refused caller costs no decoding) and as a unary and
+// a stream interceptor on every node whose gRPC server has TLS on
 // (internal/grpcserve installs it); without TLS there is no verified
 // identity and nothing to check.
 //

@@ -44,6 +44,7 @@ const (
 	ReasonUnknownMemberID    = "UNKNOWN_MEMBER_ID"     // the group has no such member
 	ReasonTopicExists        = "TOPIC_EXISTS"          // a topic with that name exists
 	ReasonGroupNotEmpty      = "GROUP_NOT_EMPTY"       // the group still has members
+	ReasonThrottled          = "THROTTLED"             // too many failed logins from the caller's address lately; retry after the delay the message names
 )
 
 // LeaderHeader is a response header a follower sets when it forwarded a

@@ -10,7 +10,8 @@
 //
 // with H SHA-256 or SHA-512. A Credential keeps, for one mechanism, the
 // salt (16 random bytes, its own per user and mechanism), the iteration
-// count (MinIterations to MaxIterations) and StoredKey and ServerKey,
+// count (MinIterations to MaxIterations; new credentials get
+// DefaultIterations, Kafka's 8192) and StoredKey and ServerKey,
 // never the password nor SaltedPassword. Verify recomputes StoredKey from
 // a password and compares in constant time; a SCRAM exchange checks the
 // client's proof against StoredKey and signs with ServerKey, so the
@@ -22,7 +23,7 @@
 // JSON: its SCRAM-SHA-256 credential at the top level and the other
 // mechanisms' under "others":
 //
-//	{"name":"alice","mechanism":"SCRAM-SHA-256","iterations":4096,
+//	{"name":"alice","mechanism":"SCRAM-SHA-256","iterations":8192,
 //	 "salt":"<base64>","stored_key":"<base64>","server_key":"<base64>",
 //	 "others":[{"name":"alice","mechanism":"SCRAM-SHA-512",...}]}
 //

@@ -15,8 +15,8 @@ func TestCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Iterations < MinIterations || len(c.Salt) != saltBytes {
-		t.Fatalf("credential %+v", c)
+	if c.Iterations != 8192 || len(c.Salt) != saltBytes {
+		t.Fatalf("credential %+v, want Kafka's default of 8192 iterations", c)
 	}
 	if bytes.Contains(c.Marshal(), []byte("s3cret")) {
 		t.Fatal("the stored credential holds the password")
@@ -53,6 +53,28 @@ func TestCredential(t *testing.T) {
 		bad.Iterations = n
 		if err := bad.Verify("s3cret"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("a stored credential of %d iterations: %v", n, err)
+		}
+	}
+}
+
+// A credential stored with the earlier default of 4096 iterations keeps
+// working: it carries its own count.
+func TestStoredIterationsKept(t *testing.T) {
+	old, err := NewUser("carol", "pw", MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := UnmarshalUser(old.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mech := range Mechanisms() {
+		c, ok := back.Lookup(mech)
+		if !ok || c.Iterations != MinIterations {
+			t.Fatalf("%s: %+v", mech, c)
+		}
+		if err := c.Verify("pw"); err != nil {
+			t.Errorf("%s credential of %d iterations: %v", mech, MinIterations, err)
 		}
 	}
 }
