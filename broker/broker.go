@@ -47,6 +47,9 @@ type Broker struct {
 	// produceBudget holds the batch bytes of the Produce requests being
 	// served (--max-inflight-produce-bytes).
 	produceBudget *bytebudget.Budget
+	// fetchBudget bounds the bytes of fetch responses and read-ahead
+	// (--max-inflight-fetch-bytes; fetchbudget.go).
+	fetchBudget *fetchBudget
 	// compaction: the compactor's metrics (compactor.go).
 	compaction *compactionMetrics
 	// tier: the object store (nil without --tier-store).
@@ -215,6 +218,7 @@ func New(cfg Config, deps Deps) (*Broker, error) {
 		return nil, err
 	}
 	b.metrics = newMetrics(reg, b)
+	b.fetchBudget = newFetchBudget(cfg.MaxInflightFetchBytes, reg)
 	b.plm = partlog.NewMetrics(reg)
 	b.gm = group.NewMetrics(reg)
 	b.compaction = newCompactionMetrics(reg)

@@ -58,6 +58,12 @@ type Config struct {
 	// requests the broker works on at once; a request that does not fit
 	// within produceBudgetWait is refused as UNAVAILABLE (retryable).
 	MaxInflightProduceBytes int64 `mapstructure:"max-inflight-produce-bytes"`
+	// MaxInflightFetchBytes bounds fetch memory: the bytes of the fetch
+	// responses gathered and not yet written to their connections, and
+	// the read-ahead of reads from the bookies (a quarter of it). A fetch
+	// that finds no room answers with what it has, or waits and answers
+	// empty (fetchbudget.go).
+	MaxInflightFetchBytes int64 `mapstructure:"max-inflight-fetch-bytes"`
 	// MaxTopics, MaxPartitionsPerTopic and MaxClusterPartitions bound what
 	// CreateTopic and AddPartitions may create (internal topics count).
 	MaxTopics             int   `mapstructure:"max-topics"`
@@ -257,6 +263,9 @@ const (
 	// MaxInflightProduceBytes before it is refused (its bytes are held
 	// meanwhile, so the wait is short: the client backs off instead).
 	produceBudgetWait = time.Second
+	// minInflightFetchBytes is the least --max-inflight-fetch-bytes: room
+	// for two whole responses (maxResponseBytes) besides the read-ahead.
+	minInflightFetchBytes = 40 << 20
 )
 
 // DefaultConfig returns the defaults.
@@ -273,6 +282,7 @@ func DefaultConfig() Config {
 		ProduceTimeout:          30 * time.Second,
 		MaxFetchWait:            30 * time.Second,
 		MaxInflightProduceBytes: 256 << 20,
+		MaxInflightFetchBytes:   256 << 20,
 		MaxTopics:               10_000,
 		MaxPartitionsPerTopic:   MaxPartitions,
 		MaxClusterPartitions:    100_000,
@@ -349,6 +359,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflightProduceBytes < 1<<20 {
 		errs = append(errs, errors.New("--max-inflight-produce-bytes must be at least 1 MiB"))
+	}
+	if c.MaxInflightFetchBytes < minInflightFetchBytes {
+		errs = append(errs, fmt.Errorf("--max-inflight-fetch-bytes must be at least %d MiB (two whole fetch responses and their read-ahead)", minInflightFetchBytes>>20))
 	}
 	if c.MaxTopics < 1 || c.MaxClusterPartitions < 1 {
 		errs = append(errs, errors.New("--max-topics and --max-cluster-partitions must be positive"))

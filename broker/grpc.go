@@ -52,10 +52,13 @@ func (g *grpcService) Fetch(ctx context.Context, req *brokerpb.FetchRequest) (*b
 		sreq.Partitions[i] = FetchPartition{Topic: fp.Topic, Partition: fp.Partition, Offset: fp.Offset,
 			MaxBytes: int(fp.MaxBytes), LeaderEpoch: -1}
 	}
-	results, err := g.s.Fetch(ctx, sreq)
+	results, release, err := g.s.Fetch(ctx, sreq)
 	if err != nil {
 		return nil, rpcError(err)
 	}
+	// The budget is released once gRPC has written the response
+	// (grpcfetch.go).
+	holdUntilSent(ctx, release)
 	out := make([]*brokerpb.FetchPartitionResult, len(results))
 	for i, r := range results {
 		fp := req.Partitions[i]

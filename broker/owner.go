@@ -443,6 +443,7 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 		Policy:        tc.Policy(),
 		Tier:          tier,
 		Cache:         b.cache,
+		ReadAhead:     b.fetchBudget.readAhead,
 		Logger:        b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
 		Metrics:       b.plm,
 	}

@@ -247,7 +247,7 @@ func (b *Broker) ServerOptions() []grpc.ServerOption {
 		}
 		return auth(ctx, method)
 	}
-	return append(opts,
+	opts = append(opts,
 		grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
 			authed, err := auth(ctx, info.FullMethodName)
 			if err != nil {
@@ -269,6 +269,8 @@ func (b *Broker) ServerOptions() []grpc.ServerOption {
 			}
 			return h(srv, &principalStream{ServerStream: ss, ctx: ctx})
 		}))
+	// After authentication: a refused call holds no fetch budget.
+	return append(opts, b.fetchServerOptions()...)
 }
 
 // tappedKey marks a context authenticated by the tap handle.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-log/strata/broker"
 )
 
 // Why a connection closed: the reason label of
@@ -91,6 +93,13 @@ type Conn struct {
 	authCtx       context.Context // ctx plus what Security added
 	authenticated bool
 	sasl          saslSession
+	// fetches: the connection's share of the broker's fetch budget, made
+	// at its first Fetch (Adapter.fetchConn), closed when it ends.
+	fetches *broker.FetchConn
+
+	// unwritten: the response the writer held when the connection closed
+	// (written by the writer, read by serve after it ended).
+	unwritten *outbound
 }
 
 // outbound is a request on its way to its response.
@@ -106,6 +115,17 @@ type outbound struct {
 	closeAfter    string // reason to close once the response is written
 	closeErr      error
 	done          chan struct{} // closed once resp or err is set
+	// release: a Held response's, called once by finish.
+	release func()
+}
+
+// finish releases what o's response holds (Held), once it is written or
+// dropped. o is the writer's then, or serve's once the writer ended.
+func (o *outbound) finish() {
+	if o.release != nil {
+		o.release()
+		o.release = nil
+	}
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
@@ -179,6 +199,7 @@ func (c *Conn) serve() {
 		}
 		c.wg.Wait()
 		c.fail(reasonClientClosed, io.EOF) // no-op unless nothing closed it yet
+		c.dropUnwritten()
 	}()
 	if err := c.start(); err != nil {
 		c.fail(reasonOf(err), err)
@@ -188,6 +209,26 @@ func (c *Conn) serve() {
 	go c.writeLoop()
 	if err := c.readLoop(); err != nil {
 		c.fail(reasonOf(err), err)
+	}
+}
+
+// dropUnwritten releases the responses the connection will not write:
+// the one the writer held and those still queued. It runs once the
+// reader, the writer and every Reply have ended.
+func (c *Conn) dropUnwritten() {
+	if c.unwritten != nil {
+		c.unwritten.finish()
+	}
+	for {
+		select {
+		case o := <-c.queue:
+			o.finish()
+		default:
+			if c.fetches != nil {
+				c.fetches.Close()
+			}
+			return
+		}
 	}
 }
 

@@ -41,15 +41,29 @@ func (a *Adapter) fetch(ctx context.Context, c *Conn, kreq kmsg.Request) (Reply,
 			slots = append(slots, s)
 		}
 	}
+	fc := a.fetchConn(c)
 	return func(ctx context.Context) (kmsg.Response, error) {
 		var results []broker.FetchResult
 		var err error
+		release := func() {}
 		if len(sreq.Partitions) > 0 {
-			results, err = a.svc.Fetch(ctx, sreq)
+			results, release, err = a.svc.Fetch(broker.WithFetchConn(ctx, fc), sreq)
 		}
 		a.fetchResponse(c, req, resp, slots, results, err)
-		return resp, nil
+		// The records are held from the fetch budget until the connection
+		// has written them.
+		return Held{Response: resp, Release: release}, nil
 	}, nil
+}
+
+// fetchConn is c's share of the broker's fetch budget, made at its first
+// Fetch (Handle runs on the connection's reader) and closed once the
+// connection has ended (Conn.dropUnwritten).
+func (a *Adapter) fetchConn(c *Conn) *broker.FetchConn {
+	if c.fetches == nil {
+		c.fetches = a.svc.NewFetchConn()
+	}
+	return c.fetches
 }
 
 // fetchResponse fills resp in the request's shape.

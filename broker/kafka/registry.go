@@ -39,6 +39,16 @@ var ErrRegister = errors.New("kafka: bad handler registration")
 // nothing (Produce with acks=0); an error closes the connection.
 type Reply func(ctx context.Context) (kmsg.Response, error)
 
+// Held is a response that holds memory of a budget until it is written
+// (a Fetch's records). When a Reply returns one, the connection writes
+// Response and calls Release exactly once: after the response's frame
+// was handed to the socket (written or failed), or, when the connection
+// closed first, once it has dropped the response unwritten.
+type Held struct {
+	kmsg.Response
+	Release func()
+}
+
 // Respond is the Reply of a response that is already known.
 func Respond(resp kmsg.Response) Reply {
 	return func(context.Context) (kmsg.Response, error) { return resp, nil }

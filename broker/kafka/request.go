@@ -209,7 +209,11 @@ func (c *Conn) runReply(ctx context.Context, o *outbound, reply Reply, done chan
 		}
 	}()
 	resp, err := reply(ctx)
+	if h, ok := resp.(Held); ok {
+		resp, o.release = h.Response, h.Release
+	}
 	if err != nil {
+		o.finish()
 		o.err = closing(reasonHandlerError, fmt.Errorf("%s reply: %w", kmsg.NameForKey(o.key), err))
 		return
 	}
@@ -217,7 +221,9 @@ func (c *Conn) runReply(ctx context.Context, o *outbound, reply Reply, done chan
 }
 
 // writeLoop writes responses in request order, each once its Reply is
-// done; nil responses are skipped.
+// done; nil responses are skipped. It releases each response's hold
+// (outbound.finish) once written; one it leaves unwritten it leaves in
+// c.unwritten for serve to release after the Reply ended.
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
 	var buf []byte
@@ -231,18 +237,21 @@ func (c *Conn) writeLoop() {
 		select {
 		case <-o.done:
 		case <-c.ctx.Done():
+			c.unwritten = o // its Reply may still be running
 			return
 		}
 		if o.err != nil {
 			c.fail(reasonOf(o.err), o.err)
 			return
 		}
+		var err error
 		if o.resp != nil || o.raw {
-			var err error
-			if buf, err = c.write(buf, o); err != nil {
-				c.fail(reasonOf(err), err)
-				return
-			}
+			buf, err = c.write(buf, o)
+		}
+		o.finish()
+		if err != nil {
+			c.fail(reasonOf(err), err)
+			return
 		}
 		if !o.raw {
 			c.srv.metrics.observe(o.key, o.start)

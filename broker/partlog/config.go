@@ -142,9 +142,13 @@ type Config struct {
 	// asked on every acknowledgement: it must be cheap.
 	Authority func() bool
 	// Cache is the broker-wide tail cache (nil: none).
-	Cache   *TailCache
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Cache *TailCache
+	// ReadAhead keeps what reads from the bookies fetched beyond what
+	// their fetches asked for, for every partition of the broker (nil:
+	// the log keeps its own, of defaultReadAheadBytes, without a budget).
+	ReadAhead *ReadAhead
+	Logger    *slog.Logger
+	Metrics   *Metrics
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Scheduler runs the ledger writers' background work (nil: real
@@ -194,6 +198,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.ReadAhead == nil {
+		c.ReadAhead = NewReadAhead(defaultReadAheadBytes, nil)
 	}
 	return c
 }

@@ -12,8 +12,11 @@ import (
 // Read-side bounds.
 const (
 	// readAheadBytes: a read from bookies fetches this much beyond what a
-	// fetch asked for, kept for the next sequential fetch.
+	// fetch asked for, kept for the next sequential fetch (ReadAhead).
 	readAheadBytes = 1 << 20
+	// defaultReadAheadBytes bounds the read-ahead of a log configured
+	// without a ReadAhead (its own, for its own reads).
+	defaultReadAheadBytes = 4 * readAheadBytes
 	// indexCacheSize, readerCacheSize: closed segments' indexes and ledger
 	// readers kept per partition.
 	indexCacheSize  = 64

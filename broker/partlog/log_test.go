@@ -934,7 +934,9 @@ func TestSegmentIndex(t *testing.T) {
 }
 
 // Without a tail cache the open segment is read back from the bookies (the
-// owner tells the reader its LAC), with read-ahead serving the next fetch.
+// owner tells the reader its LAC), with read-ahead serving the next
+// fetches: a consumer reading one batch per fetch reads the segment from
+// the bookies once.
 func TestFetchOpenSegmentFromBookies(t *testing.T) {
 	f := NewFixture(t)
 	cfg := f.Config(1)
@@ -942,21 +944,24 @@ func TestFetchOpenSegmentFromBookies(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = NewMetrics(reg)
 	l := f.Open(cfg)
-	AppendN(t, l, 10)
-	if got := len(FetchAll(t, l, 0)); got != 30 {
-		t.Fatalf("fetched %d records, want 30", got)
-	}
-	read := counterValue(t, cfg.Metrics.BookieReadBytes)
-	if read == 0 {
-		t.Fatal("no bookie reads without a cache")
-	}
-	for off := int64(0); off < 30; off++ {
-		if _, err := l.Fetch(Ctx(t), off, 1, 0); err != nil {
-			t.Fatal(err)
+	AppendN(t, l, 10) // batches of 3 records
+	for off := int64(0); off < 30; off += 3 {
+		res, err := l.Fetch(Ctx(t), off, 1, 0)
+		if err != nil || len(res.Batches) != 1 {
+			t.Fatalf("fetch at %d: %d batches, %v", off, len(res.Batches), err)
 		}
 	}
-	if again := counterValue(t, cfg.Metrics.BookieReadBytes); again != read {
-		t.Fatalf("sequential fetches went back to the bookies (%v -> %v bytes): no read-ahead", read, again)
+	segment := 0
+	l.mu.Lock()
+	for _, e := range l.mu.seg.entries {
+		segment += int(e.size)
+	}
+	l.mu.Unlock()
+	if read := counterValue(t, cfg.Metrics.BookieReadBytes); read != float64(segment) {
+		t.Fatalf("sequential fetches read %v bytes from the bookies for a %d-byte segment: the read-ahead did not serve them", read, segment)
+	}
+	if got := len(FetchAll(t, l, 0)); got != 30 {
+		t.Fatalf("fetched %d records, want 30", got)
 	}
 	if mfs, err := reg.Gather(); err != nil || len(mfs) < 10 {
 		t.Fatalf("metrics: %d families, %v", len(mfs), err)
@@ -1097,10 +1102,10 @@ func TestRollByEntryCount(t *testing.T) {
 	}
 }
 
-// M5: a scan uses what it read from the bookies itself, even when another
-// reader replaces the shared read-ahead buffer meanwhile: before, each such
-// replacement sent the scan back to the bookies for the same entries, so
-// readers at different offsets could starve each other.
+// M5: a scan uses what it read from the bookies itself, even when other
+// readers push its entries out of the shared read-ahead meanwhile: before,
+// each such replacement sent the scan back to the bookies for the same
+// entries, so readers at different offsets could starve each other.
 func TestScanKeepsItsOwnReadAhead(t *testing.T) {
 	f := NewFixture(t)
 	cfg := f.Config(1)
@@ -1112,14 +1117,13 @@ func TestScanKeepsItsOwnReadAhead(t *testing.T) {
 	segs := segmentRefs(l.mu.pl, &l.mu.seg)
 	l.mu.Unlock()
 	s := segs[len(segs)-1]
-	budget := func() int { return 1 << 20 }
+	want := func() int { return 0 }
+	other := make([]byte, defaultReadAheadBytes)
 	scanned := 0
-	err := l.reads.scan(Ctx(t), s, 0, budget, func(id int64, _ []byte) (bool, error) {
+	err := l.reads.scan(Ctx(t), s, 0, want, func(id int64, _ []byte) (bool, error) {
 		scanned++
-		// Another reader fills the shared buffer with other entries.
-		l.reads.mu.Lock()
-		l.reads.aheadLedger, l.reads.aheadFirst, l.reads.ahead = s.ledgerID+1000, 0, nil
-		l.reads.mu.Unlock()
+		// Other readers fill the read-ahead with other entries.
+		l.reads.ahead.cache.Add(s.ledgerID+1000, int64(scanned), other)
 		return true, nil
 	})
 	if err != nil || scanned != 10 {

@@ -14,28 +14,24 @@ import (
 	"github.com/strata-log/strata/tiering/objstore"
 )
 
-// readState is the read path's caches: closed segments' indexes, ledger
-// readers, and the read-ahead buffer.
+// readState is the read path's caches: closed segments' indexes and
+// ledger readers; entries read ahead are in the broker's ReadAhead.
 type readState struct {
 	// What reads go to: fixed at Open.
 	env     ledger.Env
 	store   Store
 	cache   *TailCache
+	ahead   *ReadAhead
 	tier    *Tier
 	metrics *Metrics
 
 	mu      sync.Mutex
 	indexes *lru[uint64, *brokerpb.LedgerIndex]
 	readers *lru[uint64, *ledger.Reader]
-	// ahead: entries first.. of ledger aheadLedger read from bookies
-	// beyond what a fetch asked for.
-	aheadLedger uint64
-	aheadFirst  int64
-	ahead       [][]byte
 }
 
 func (rs *readState) init(cfg Config) {
-	rs.env, rs.store, rs.cache, rs.tier, rs.metrics = cfg.Env, cfg.Store, cfg.Cache, cfg.Tier, cfg.Metrics
+	rs.env, rs.store, rs.cache, rs.ahead, rs.tier, rs.metrics = cfg.Env, cfg.Store, cfg.Cache, cfg.ReadAhead, cfg.Tier, cfg.Metrics
 	rs.indexes = newLRU[uint64, *brokerpb.LedgerIndex](indexCacheSize)
 	rs.readers = newLRU[uint64, *ledger.Reader](readerCacheSize)
 }
@@ -52,18 +48,6 @@ func (rs *readState) forget(id uint64) {
 	defer rs.mu.Unlock()
 	rs.indexes.remove(id)
 	rs.readers.remove(id)
-	if rs.aheadLedger == id {
-		rs.aheadLedger, rs.ahead = 0, nil
-	}
-}
-
-func (rs *readState) readAhead(id uint64, entry int64) ([]byte, bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if id != rs.aheadLedger || entry < rs.aheadFirst || entry >= rs.aheadFirst+int64(len(rs.ahead)) {
-		return nil, false
-	}
-	return rs.ahead[entry-rs.aheadFirst], true
 }
 
 // read collects the batches of offset.. below hw, up to maxBytes, and
@@ -84,8 +68,8 @@ func (rs *readState) read(ctx context.Context, segs []segRef, offset, hw int64, 
 		if err != nil {
 			return nil, 0, err
 		}
-		budget := func() int { return max(maxBytes-n, 0) + readAheadBytes }
-		err = rs.scan(ctx, s, from, budget, func(id int64, payload []byte) (bool, error) {
+		want := func() int { return max(maxBytes-n, 0) }
+		err = rs.scan(ctx, s, from, want, func(id int64, payload []byte) (bool, error) {
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
 				return false, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.ledgerID, id, err)
@@ -144,12 +128,12 @@ func (rs *readState) index(ctx context.Context, id uint64) (*brokerpb.LedgerInde
 
 // scan calls fn with the entries of s from entry from on, in order, until
 // fn says stop or the segment ends. Entries come from the tail cache, the
-// shared read-ahead buffer, or the bookies (budget() bytes at a time).
+// read-ahead, or the bookies (want() bytes at a time, plus read-ahead).
 // What it read from the bookies it uses itself before it looks elsewhere
-// again: another scan may replace the shared buffer at once, and reading
-// the same entries again would let concurrent readers at different
-// offsets starve each other.
-func (rs *readState) scan(ctx context.Context, s segRef, from int64, budget func() int, fn func(id int64, payload []byte) (bool, error)) error {
+// again: other reads may push those entries out of the read-ahead at
+// once, and reading the same entries again would let concurrent readers
+// at different offsets starve each other.
+func (rs *readState) scan(ctx context.Context, s segRef, from int64, want func() int, fn func(id int64, payload []byte) (bool, error)) error {
 	var (
 		own      [][]byte // entries ownFirst.. read by this scan
 		ownFirst int64
@@ -164,11 +148,11 @@ func (rs *readState) scan(ctx context.Context, s segRef, from int64, budget func
 			payload, ok = rs.cache.Get(s.ledgerID, e)
 		}
 		if !ok {
-			payload, ok = rs.readAhead(s.ledgerID, e)
+			payload, ok = rs.ahead.get(s.ledgerID, e)
 		}
 		if !ok {
 			var err error
-			if own, err = rs.readFromBookies(ctx, s, e, budget()); err != nil {
+			if own, err = rs.readFromBookies(ctx, s, e, want()); err != nil {
 				return err
 			}
 			ownFirst = e
@@ -185,13 +169,20 @@ func (rs *readState) scan(ctx context.Context, s segRef, from int64, budget func
 
 var errEnough = errors.New("partlog: read budget reached")
 
-// readFromBookies reads entries first.. of s (at least one, up to budget
-// bytes), returns them and offers them to other readers in the read-ahead
-// buffer.
-func (rs *readState) readFromBookies(ctx context.Context, s segRef, first int64, budget int) ([][]byte, error) {
+// readFromBookies reads entries first.. of s (at least one, want bytes
+// and, when the read-ahead's budget has room, readAheadBytes more) and
+// returns them; those beyond want go to the read-ahead for the next
+// fetches.
+func (rs *readState) readFromBookies(ctx context.Context, s segRef, first int64, want int) ([][]byte, error) {
 	r, err := rs.reader(ctx, s.ledgerID)
 	if err != nil {
 		return nil, err
+	}
+	budget := want
+	done, ahead := rs.ahead.reserve()
+	if ahead {
+		defer done()
+		budget += readAheadBytes
 	}
 	// The segment's entries up to lastEntry are acknowledged (closed, or
 	// acknowledged to this owner): no need to ask the bookies.
@@ -215,9 +206,9 @@ func (rs *readState) readFromBookies(ctx context.Context, s segRef, first int64,
 		return nil, fmt.Errorf("partlog: reading ledger %d: no entry %d", s.ledgerID, first)
 	}
 	rs.metrics.BookieReadBytes.Add(float64(size))
-	rs.mu.Lock()
-	rs.aheadLedger, rs.aheadFirst, rs.ahead = s.ledgerID, first, payloads
-	rs.mu.Unlock()
+	if ahead {
+		rs.ahead.keep(s.ledgerID, first, payloads, want)
+	}
 	return payloads, nil
 }
 
@@ -275,8 +266,8 @@ func (rs *readState) offsetForTime(ctx context.Context, pl *brokerpb.PartitionLo
 			from = indexStartForTime(idx, timestampMs)
 		}
 		found := false
-		budget := func() int { return readAheadBytes }
-		err := rs.scan(ctx, s, from, budget, func(id int64, payload []byte) (bool, error) {
+		chunk := func() int { return readAheadBytes }
+		err := rs.scan(ctx, s, from, chunk, func(id int64, payload []byte) (bool, error) {
 			h, err := recordbatch.ParseHeader(payload)
 			if err != nil {
 				return false, fmt.Errorf("%w: ledger %d entry %d: %w", ErrCorruptBatch, s.ledgerID, id, err)

@@ -59,7 +59,26 @@ func (b *Budget) TryAcquire(n int64) bool {
 	return false
 }
 
-// Release gives back n bytes taken by Acquire.
+// Take takes n bytes whether or not they fit: for bytes a caller holds
+// already and must account for (a read that returned more than it
+// reserved). The bytes held may then exceed the limit until released.
+func (b *Budget) Take(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.used += n
+}
+
+// Used is the bytes held now.
+func (b *Budget) Used() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.used
+}
+
+// Limit is the budget's limit.
+func (b *Budget) Limit() int64 { return b.limit }
+
+// Release gives back n bytes taken by Acquire, TryAcquire or Take.
 func (b *Budget) Release(n int64) {
 	if n == 0 {
 		return

@@ -49,3 +49,21 @@ func TestTryAcquire(t *testing.T) {
 	}
 	b.Release(100)
 }
+
+// Take counts bytes already held even past the limit; they keep others
+// out until released, and Used reports them.
+func TestTake(t *testing.T) {
+	b := New(10)
+	b.Take(8)
+	b.Take(8)
+	if got := b.Used(); got != 16 {
+		t.Fatalf("used %d after taking 8 twice, want 16", got)
+	}
+	if b.TryAcquire(1) {
+		t.Fatal("TryAcquire while over the limit")
+	}
+	b.Release(16)
+	if got := b.Used(); got != 0 || !b.TryAcquire(10) {
+		t.Fatalf("after release: used %d, or 10 did not fit", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -261,3 +262,67 @@ func (p *FetchPartitionResult) AllRecords() []byte {
 	}
 	return bytes.Join(append([][]byte{p.Records}, p.RecordsMore...), nil)
 }
+
+// HeldFetchResponse is a FetchResponse whose bytes are held from a budget
+// until gRPC has written them (wirecodec.SliceMarshaler): its records are
+// sent as MarshalBuffers refers to them, and its last bytes in a buffer of
+// their own (a copy of at most heldTailBytes) whose release by gRPC calls
+// Release. gRPC writes a message's buffers in order and releases each once
+// written, or all of them when it drops the message (a reset stream, a
+// failed send), so that release comes after the last byte was written, or
+// with the drop. Release runs at most once; a connection that dies with
+// the message queued releases nothing, which the sender must cover (the
+// broker releases a connection's holds when it ends). Nothing may change
+// the response after it is sent.
+type HeldFetchResponse struct {
+	*FetchResponse
+	Release func()
+}
+
+// heldTailBytes is the most of a message's end copied into its last
+// buffer; heldTailCap is that buffer's capacity: above gRPC's pooling
+// threshold, so that mem.NewBuffer makes it a counted buffer whose
+// release reaches its pool.
+const (
+	heldTailBytes = 64
+	heldTailCap   = 4 << 10
+)
+
+// MarshalSlice encodes the response as MarshalBuffers does. A message
+// without bytes, or one that fails to encode, is released at once.
+func (h HeldFetchResponse) MarshalSlice() (mem.BufferSlice, error) {
+	parts, err := h.MarshalBuffers()
+	if err != nil {
+		h.Release()
+		return nil, err
+	}
+	out := make(mem.BufferSlice, 0, len(parts)+1)
+	for _, p := range parts {
+		if len(p) > 0 {
+			out = append(out, mem.SliceBuffer(p))
+		}
+	}
+	if len(out) == 0 {
+		h.Release()
+		return out, nil
+	}
+	last := out[len(out)-1].ReadOnlyData()
+	k := min(len(last), heldTailBytes)
+	tail := make([]byte, k, max(k, heldTailCap))
+	copy(tail, last[len(last)-k:])
+	if out = out[:len(out)-1]; k < len(last) {
+		out = append(out, mem.SliceBuffer(last[:len(last)-k]))
+	}
+	return append(out, mem.NewBuffer(&tail, releaseOnPut(h.Release))), nil
+}
+
+// releaseOnPut is the pool of a HeldFetchResponse's last buffer: gRPC
+// puts the buffer back once its last reference is released.
+type releaseOnPut func()
+
+func (r releaseOnPut) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+func (r releaseOnPut) Put(*[]byte) { r() }
