@@ -42,7 +42,9 @@ func BenchmarkFetchCatchUp(b *testing.B) {
 		b.Run("grpc/"+source, func(b *testing.B) {
 			b.SetBytes(size)
 			for range b.N {
-				fetchAllGRPC(b, cl.Client(0), "catch-up")
+				if err := fetchAllGRPC(cl.Client(0), "catch-up"); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 		b.Run("kafka/"+source, func(b *testing.B) {
@@ -54,7 +56,9 @@ func BenchmarkFetchCatchUp(b *testing.B) {
 			defer kc.Close()
 			b.SetBytes(size)
 			for range b.N {
-				fetchAllKafka(b, kc, "catch-up")
+				if err := fetchAllKafka(kc, "catch-up"); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
@@ -95,7 +99,7 @@ func produceCatchUp(tb testing.TB, cl brokerpb.BrokerClient, topic string) int64
 }
 
 // fetchAllGRPC reads every partition of topic from 0 to its end.
-func fetchAllGRPC(tb testing.TB, cl brokerpb.BrokerClient, topic string) {
+func fetchAllGRPC(cl brokerpb.BrokerClient, topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	offsets := make([]int64, catchUpPartitions)
@@ -108,15 +112,15 @@ func fetchAllGRPC(tb testing.TB, cl brokerpb.BrokerClient, topic string) {
 		}
 		resp, err := cl.Fetch(ctx, req, grpc.MaxCallRecvMsgSize(16<<20))
 		if err != nil {
-			tb.Fatal(err)
+			return err
 		}
 		for _, r := range resp.Partitions {
 			if r.Error != nil {
-				tb.Fatalf("fetch %d: %v", r.Partition, r.Error)
+				return fmt.Errorf("fetch %d: %v", r.Partition, r.Error)
 			}
 			next, err := nextOffset(r.AllRecords(), offsets[r.Partition])
 			if err != nil {
-				tb.Fatal(err)
+				return err
 			}
 			offsets[r.Partition] = next
 			if next >= r.HighWatermark {
@@ -125,10 +129,11 @@ func fetchAllGRPC(tb testing.TB, cl brokerpb.BrokerClient, topic string) {
 			}
 		}
 	}
+	return nil
 }
 
 // fetchAllKafka is fetchAllGRPC over the Kafka protocol.
-func fetchAllKafka(tb testing.TB, kc *kgo.Client, topic string) {
+func fetchAllKafka(kc *kgo.Client, topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	offsets := make([]int64, catchUpPartitions)
@@ -147,16 +152,16 @@ func fetchAllKafka(tb testing.TB, kc *kgo.Client, topic string) {
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(ctx, kc)
 		if err != nil {
-			tb.Fatal(err)
+			return err
 		}
 		for _, t := range resp.Topics {
 			for _, r := range t.Partitions {
 				if r.ErrorCode != 0 {
-					tb.Fatalf("fetch %d: error %d", r.Partition, r.ErrorCode)
+					return fmt.Errorf("fetch %d: error %d", r.Partition, r.ErrorCode)
 				}
 				next, err := nextOffset(r.RecordBatches, offsets[r.Partition])
 				if err != nil {
-					tb.Fatal(err)
+					return err
 				}
 				offsets[r.Partition] = next
 				if next >= r.HighWatermark {
@@ -166,6 +171,7 @@ func fetchAllKafka(tb testing.TB, kc *kgo.Client, topic string) {
 			}
 		}
 	}
+	return nil
 }
 
 // nextOffset is the offset after the last batch of records (from when

@@ -22,16 +22,23 @@ import (
 //     fetch asked for, kept for the next fetches (partlog.ReadAhead),
 //     readAheadShare of the whole.
 //
-// Each client connection may hold at most connShare of the responses'
-// part (FetchConn), and one fetch at most maxResponseBytes of it (its
+// Each client connection may hold at most a share of the responses' part
+// (FetchConn), and one fetch at most maxResponseBytes of it (its
 // response's bound), plus one batch when its first batch is larger than
-// its partition's bound.
+// its partition's bound. A connection that stops reading keeps what its
+// responses hold until it is closed (gRPC's keepalive closes one that
+// does not answer pings within 40 s; the Kafka listener one whose write
+// makes no progress for --kafka-idle-timeout), so the share is small:
+// many such connections are needed to fill the budget.
 const (
 	// readAheadShare: the part of the budget the read-ahead keeps, 1/4.
 	readAheadShare = 4
 	// connShare: the part of the responses' budget one connection may
-	// hold, 1/4, and never less than one whole response.
-	connShare = 4
+	// hold, 1/16, and never less than minConnFetchBytes. A fetch larger
+	// than the share still goes through on a connection that holds
+	// nothing else (bytebudget lets it in).
+	connShare         = 16
+	minConnFetchBytes = 8 << 20
 	// fetchBudgetWait: a fetch that has gathered nothing and finds no
 	// room waits this long at least (until its long poll's end at most)
 	// before it answers empty, so that clients do not spin on empty
@@ -53,7 +60,7 @@ func newFetchBudget(total int64, reg prometheus.Registerer) *fetchBudget {
 	fb := &fetchBudget{
 		responses: responses,
 		readAhead: partlog.NewReadAhead(ahead, responses),
-		perConn:   max((total-ahead)/connShare, maxResponseBytes),
+		perConn:   max((total-ahead)/connShare, minConnFetchBytes),
 	}
 	fb.metrics = newFetchMetrics(reg, fb)
 	return fb
@@ -95,7 +102,7 @@ func (fb *fetchBudget) newHold(conn *FetchConn) *fetchHold {
 }
 
 // FetchConn is one client connection's share of the fetch budget: its
-// fetches hold at most connShare of the responses' budget at once, so
+// fetches hold at most 1/connShare of the responses' budget at once, so
 // that one connection (16 fetches in flight on the Kafka protocol,
 // hundreds of streams on gRPC) cannot take the whole budget from the
 // others. An adapter makes one per connection (Service.NewFetchConn),

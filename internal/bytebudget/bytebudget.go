@@ -17,6 +17,7 @@ type Budget struct {
 	mu struct {
 		sync.Mutex
 		used  int64
+		peak  int64         // the most used at once
 		freed chan struct{} // closed and replaced on Release
 	}
 }
@@ -33,7 +34,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	for {
 		b.mu.Lock()
 		if b.mu.used == 0 || b.mu.used+n <= b.limit {
-			b.mu.used += n
+			b.addLocked(n)
 			b.mu.Unlock()
 			return nil
 		}
@@ -53,10 +54,17 @@ func (b *Budget) TryAcquire(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mu.used == 0 || b.mu.used+n <= b.limit {
-		b.mu.used += n
+		b.addLocked(n)
 		return true
 	}
 	return false
+}
+
+// addLocked takes n bytes.
+// REQUIRES: b.mu held.
+func (b *Budget) addLocked(n int64) {
+	b.mu.used += n
+	b.mu.peak = max(b.mu.peak, b.mu.used)
 }
 
 // Take takes n bytes whether or not they fit: for bytes a caller holds
@@ -65,7 +73,7 @@ func (b *Budget) TryAcquire(n int64) bool {
 func (b *Budget) Take(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.mu.used += n
+	b.addLocked(n)
 }
 
 // Used is the bytes held now.
@@ -73,6 +81,13 @@ func (b *Budget) Used() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.mu.used
+}
+
+// Peak is the most bytes held at once since New.
+func (b *Budget) Peak() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.mu.peak
 }
 
 // Limit is the budget's limit.

@@ -56,14 +56,14 @@ func TestTake(t *testing.T) {
 	b := New(10)
 	b.Take(8)
 	b.Take(8)
-	if got := b.Used(); got != 16 {
-		t.Fatalf("used %d after taking 8 twice, want 16", got)
+	if got, peak := b.Used(), b.Peak(); got != 16 || peak != 16 {
+		t.Fatalf("used %d, peak %d after taking 8 twice, want 16 and 16", got, peak)
 	}
 	if b.TryAcquire(1) {
 		t.Fatal("TryAcquire while over the limit")
 	}
 	b.Release(16)
-	if got := b.Used(); got != 0 || !b.TryAcquire(10) {
-		t.Fatalf("after release: used %d, or 10 did not fit", got)
+	if got := b.Used(); got != 0 || !b.TryAcquire(10) || b.Peak() != 16 {
+		t.Fatalf("after release: used %d, peak %d, or 10 did not fit", got, b.Peak())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -197,6 +198,73 @@ func TestFetchRecordsMore(t *testing.T) {
 			if !bytes.Equal(p.AllRecords(), joined[i].Records) {
 				t.Fatalf("partition %d: AllRecords %x, want %x", i, p.AllRecords(), joined[i].Records)
 			}
+		}
+	}
+}
+
+// A HeldFetchResponse is sent as MarshalBuffers encodes it, its records
+// referenced, not copied, and releases its hold exactly once: when gRPC
+// has released every buffer (as its transport does, in order, once each is
+// written; or all at once when it drops the message), never before. A
+// message without bytes releases at once.
+func TestHeldFetchResponse(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for range 500 {
+		m := randomFetch(rng)
+		for _, p := range m.Partitions {
+			for range rng.Intn(3) {
+				p.RecordsMore = append(p.RecordsMore, randomRecords(rng))
+			}
+		}
+		released := 0
+		out, err := HeldFetchResponse{FetchResponse: m, Release: func() { released++ }}.MarshalSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs, err := m.MarshalBuffers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Join(bufs, nil)
+		if got := out.Materialize(); !bytes.Equal(got, want) {
+			t.Fatalf("MarshalSlice\n%x\nMarshalBuffers\n%x", got, want)
+		}
+		if len(want) == 0 {
+			if released != 1 || len(out) != 0 {
+				t.Fatalf("an empty message: %d buffers, released %d times, want none and once", len(out), released)
+			}
+			continue
+		}
+		for _, p := range m.Partitions {
+			for _, part := range append([][]byte{p.Records}, p.RecordsMore...) {
+				if len(part) > heldTailBytes && !slices.ContainsFunc(out, func(b mem.Buffer) bool {
+					d := b.ReadOnlyData()
+					return len(d) > 0 && &d[0] == &part[0]
+				}) {
+					t.Fatal("a records part was copied, not referenced")
+				}
+			}
+		}
+		// The transport's reader holds a reference on every buffer and
+		// the send's own is released; then each buffer is released as
+		// it is written, or all of them when the stream is reset.
+		for _, b := range out {
+			b.Ref()
+		}
+		out.Free()
+		reset := rng.Intn(4) == 0
+		for i, b := range out {
+			if released != 0 {
+				t.Fatalf("released with %d of %d buffers still held", len(out)-i, len(out))
+			}
+			if reset && i == len(out)/2 {
+				out[i:].Free()
+				break
+			}
+			b.Free()
+		}
+		if released != 1 {
+			t.Fatalf("released %d times once every buffer was freed, want once", released)
 		}
 	}
 }
