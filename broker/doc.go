@@ -59,7 +59,13 @@
 // Produce comes in two halves (StartProduce places every batch in its
 // log, then a wait for the acks) so that an adapter that must answer a
 // connection's requests in order can place them in order and wait
-// concurrently. KafkaSecurity (kafkasecurity.go) authenticates the Kafka
+// concurrently. Fetch (fetch.go) holds its results' bytes from the
+// broker's fetch budget (fetchbudget.go) and returns a release that the
+// adapter calls once the response is written: the gRPC adapter through a
+// response whose last buffer's release by gRPC calls it (grpcfetch.go),
+// the Kafka one through the connection's release of a Held response; each
+// client connection gets a FetchConn, its share of the budget, closed at
+// its end. KafkaSecurity (kafkasecurity.go) authenticates the Kafka
 // listener's clients against the same certificates and users.
 //
 // With TLS, every call has a principal (a certificate's, or a user's
@@ -83,4 +89,10 @@
 //   - B4 With TLS, no service call does work for a principal before
 //     authorize allowed it (a refused Produce or Fetch stores or reads nothing for
 //     any of its partitions); brokers (role broker) are never checked.
+//   - B5 Fetch memory: the bytes of the fetch responses not yet written
+//     (and the read-ahead being read) never exceed the responses' part of
+//     --max-inflight-fetch-bytes but by the first batch of a fetch larger
+//     than its reservation; each is released exactly once; a fetch that
+//     finds no room answers (with what it has, or empty), it never fails
+//     for it nor waits beyond its long poll (or fetchBudgetWait).
 package broker

@@ -38,6 +38,12 @@
 //     protocol violation below, closes the connection with one log line
 //     (and strata_broker_kafka_connections_closed_total{reason}); other
 //     connections are unaffected and the broker never crashes.
+//   - K6 Release: a Reply's response that is a Held has its Release
+//     called exactly once, after its frame was handed to the socket
+//     (written or failed), or, if the connection closed first, once every
+//     Reply of the connection has returned. The Fetch handler's records
+//     are held from the broker's fetch budget until then (and the
+//     connection's share of it, closed with the connection).
 //
 // # What closes a connection (reason label)
 //
@@ -84,7 +90,11 @@
 // total are capped (MaxConnectionsPerIP, MaxConnections; refusals
 // counted). A connection with
 // nothing received for IdleTimeout is closed unless one of its requests
-// is still unanswered (waiting for the server is not idleness).
+// is still unanswered (waiting for the server is not idleness). What
+// responses hold until written is bounded by the broker's fetch budget
+// (K6): a client that stops reading holds at most its connection's share
+// of it, plus the frame being written (encoded into a buffer of its size)
+// until the write deadline (IdleTimeout) closes the connection.
 //
 // # Bytes on the wire
 //

@@ -16,7 +16,9 @@
 // BuffersMarshaler is sent as a list of buffers that refer to its
 // payloads instead of holding copies of them; one that implements
 // SliceMarshaler hands gRPC buffers that go back to their pool once gRPC
-// has written them (a bookie's read entries, read into pooled memory).
+// has written them (a bookie's read entries, read into pooled memory; a
+// broker's fetch response, whose last buffer's release gives back the
+// fetch budget its records held).
 // Every other message goes through protobuf unchanged.
 //
 // Invariants:
