@@ -118,6 +118,9 @@ func fetchAllGRPC(cl brokerpb.BrokerClient, topic string) error {
 			if r.Error != nil {
 				return fmt.Errorf("fetch %d: %v", r.Partition, r.Error)
 			}
+			if r.HighWatermark < 0 {
+				continue // not read: the response was full first
+			}
 			next, err := nextOffset(r.AllRecords(), offsets[r.Partition])
 			if err != nil {
 				return err
@@ -158,6 +161,9 @@ func fetchAllKafka(kc *kgo.Client, topic string) error {
 			for _, r := range t.Partitions {
 				if r.ErrorCode != 0 {
 					return fmt.Errorf("fetch %d: error %d", r.Partition, r.ErrorCode)
+				}
+				if r.HighWatermark < 0 {
+					continue // not read: the response was full first
 				}
 				next, err := nextOffset(r.RecordBatches, offsets[r.Partition])
 				if err != nil {

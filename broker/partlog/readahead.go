@@ -48,13 +48,14 @@ func (r *ReadAhead) reserve() (done func(), ok bool) {
 }
 
 // keep caches the entries first.. of ledger id that a read fetched beyond
-// the want bytes its caller asked for.
+// the want bytes its caller asked for: those that end past them (the
+// caller stops before an entry that does not fit, so the next fetch
+// starts there).
 func (r *ReadAhead) keep(id uint64, first int64, payloads [][]byte, want int) {
 	n := 0
 	for i, p := range payloads {
-		if n >= want {
+		if n += len(p); n > want {
 			r.cache.Add(id, first+int64(i), p)
 		}
-		n += len(p)
 	}
 }

@@ -46,14 +46,15 @@ func TestReadAheadTakesOnlyWhatTheBudgetHas(t *testing.T) {
 	budget.Release(4 << 20)
 
 	// Room: the read takes the rest of the segment ahead, then gives the
-	// room back; the next fetches are served from what it kept.
+	// room back; the next fetches are served from what it kept (the
+	// entries that end past the byte asked for: all).
 	fetchBatch(3)
 	rest := 0
 	for _, s := range sizes[1:] {
 		rest += s
 	}
-	if got, kept := read(), cfg.ReadAhead.Bytes(); got != sizes[0]+rest || kept != int64(rest-sizes[1]) {
-		t.Fatalf("with room: read %d bytes, kept %d ahead; want %d and %d", got, kept, sizes[0]+rest, rest-sizes[1])
+	if got, kept := read(), cfg.ReadAhead.Bytes(); got != sizes[0]+rest || kept != int64(rest) {
+		t.Fatalf("with room: read %d bytes, kept %d ahead; want %d and %d", got, kept, sizes[0]+rest, rest)
 	}
 	if used := budget.Used(); used != 0 {
 		t.Fatalf("the read left %d bytes taken from the budget", used)
@@ -63,5 +64,34 @@ func TestReadAheadTakesOnlyWhatTheBudgetHas(t *testing.T) {
 	}
 	if got := read(); got != sizes[0]+rest {
 		t.Fatalf("fetches after the read-ahead read %d more bytes from the bookies", got-sizes[0]-rest)
+	}
+}
+
+// A fetch stops before the first entry that does not fit in its bytes;
+// the read-ahead keeps that entry, so the next fetch, which starts there,
+// does not go back to the bookies (before, it did, once per fetch).
+func TestReadAheadKeepsTheEntryAFetchStoppedBefore(t *testing.T) {
+	f := NewFixture(t)
+	cfg := f.Config(1)
+	cfg.Cache = nil
+	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
+	l := f.Open(cfg)
+	AppendN(t, l, 10) // batches of 3 records
+	var sizes []int
+	l.mu.Lock()
+	for _, e := range l.mu.seg.entries {
+		sizes = append(sizes, int(e.size))
+	}
+	l.mu.Unlock()
+	res, err := l.Fetch(Ctx(t), 0, sizes[0]+sizes[1]+sizes[2]/2, 0)
+	if err != nil || len(res.Batches) != 2 {
+		t.Fatalf("first fetch: %d batches, %v; want 2", len(res.Batches), err)
+	}
+	read := counterValue(t, cfg.Metrics.BookieReadBytes)
+	if res, err = l.Fetch(Ctx(t), 6, 1, 0); err != nil || len(res.Batches) != 1 {
+		t.Fatalf("next fetch: %d batches, %v", len(res.Batches), err)
+	}
+	if again := counterValue(t, cfg.Metrics.BookieReadBytes); again != read {
+		t.Fatalf("the next fetch read %v bytes from the bookies", again-read)
 	}
 }
