@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Validate refuses group timing that cannot work and the compaction
-// buffer's bounds; the defaults pass.
+// Validate refuses group timing that cannot work, the compaction buffer's
+// bounds and a fetch budget too small for two responses; the defaults
+// pass.
 func TestConfigValidateGroupAndCompaction(t *testing.T) {
 	valid := func() Config {
 		c := DefaultConfig()
@@ -28,6 +29,7 @@ func TestConfigValidateGroupAndCompaction(t *testing.T) {
 		"heartbeat at min session":   {func(c *Config) { c.GroupHeartbeatInterval = c.GroupMinSessionTimeout }, "heartbeat"},
 		"negative tick":              {func(c *Config) { c.GroupTickInterval = -time.Second }, "GroupTickInterval"},
 		"negative compaction buffer": {func(c *Config) { c.CompactionBufferBytes = -1 }, "--compaction-buffer-bytes"},
+		"fetch budget below 40 MiB":  {func(c *Config) { c.MaxInflightFetchBytes = 32 << 20 }, "--max-inflight-fetch-bytes"},
 	} {
 		c := valid()
 		tc.change(&c)

@@ -102,10 +102,10 @@ func produceCatchUp(tb testing.TB, cl brokerpb.BrokerClient, topic string) int64
 func fetchAllGRPC(cl brokerpb.BrokerClient, topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	offsets := make([]int64, catchUpPartitions)
-	for done := 0; done < catchUpPartitions; {
+	c := newCatchUp()
+	for c.done < catchUpPartitions {
 		req := &brokerpb.FetchRequest{MaxBytes: 8 << 20}
-		for p, o := range offsets {
+		for p, o := range c.offsets {
 			if o >= 0 {
 				req.Partitions = append(req.Partitions, &brokerpb.FetchPartition{Topic: topic, Partition: int32(p), Offset: o, MaxBytes: 4 << 20})
 			}
@@ -118,17 +118,8 @@ func fetchAllGRPC(cl brokerpb.BrokerClient, topic string) error {
 			if r.Error != nil {
 				return fmt.Errorf("fetch %d: %v", r.Partition, r.Error)
 			}
-			if r.HighWatermark < 0 {
-				continue // not read: the response was full first
-			}
-			next, err := nextOffset(r.AllRecords(), offsets[r.Partition])
-			if err != nil {
+			if err := c.advance(r.Partition, r.AllRecords(), r.HighWatermark); err != nil {
 				return err
-			}
-			offsets[r.Partition] = next
-			if next >= r.HighWatermark {
-				offsets[r.Partition] = -1
-				done++
 			}
 		}
 	}
@@ -139,13 +130,13 @@ func fetchAllGRPC(cl brokerpb.BrokerClient, topic string) error {
 func fetchAllKafka(kc *kgo.Client, topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	offsets := make([]int64, catchUpPartitions)
-	for done := 0; done < catchUpPartitions; {
+	c := newCatchUp()
+	for c.done < catchUpPartitions {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version, req.MaxBytes, req.MaxWaitMillis, req.ReplicaID = 12, 8<<20, 500, -1
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = topic
-		for p, o := range offsets {
+		for p, o := range c.offsets {
 			if o >= 0 {
 				rp := kmsg.NewFetchRequestTopicPartition()
 				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(p), o, 4<<20
@@ -162,20 +153,38 @@ func fetchAllKafka(kc *kgo.Client, topic string) error {
 				if r.ErrorCode != 0 {
 					return fmt.Errorf("fetch %d: error %d", r.Partition, r.ErrorCode)
 				}
-				if r.HighWatermark < 0 {
-					continue // not read: the response was full first
-				}
-				next, err := nextOffset(r.RecordBatches, offsets[r.Partition])
-				if err != nil {
+				if err := c.advance(r.Partition, r.RecordBatches, r.HighWatermark); err != nil {
 					return err
-				}
-				offsets[r.Partition] = next
-				if next >= r.HighWatermark {
-					offsets[r.Partition] = -1
-					done++
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// catchUp is a reader's next offset in every partition (-1: read to its
+// end).
+type catchUp struct {
+	offsets []int64
+	done    int
+}
+
+func newCatchUp() *catchUp { return &catchUp{offsets: make([]int64, catchUpPartitions)} }
+
+// advance moves partition p past the records of an answer with high
+// watermark hw (< 0: a response full before p was read).
+func (c *catchUp) advance(p int32, records []byte, hw int64) error {
+	if hw < 0 {
+		return nil
+	}
+	next, err := nextOffset(records, c.offsets[p])
+	if err != nil {
+		return err
+	}
+	c.offsets[p] = next
+	if next >= hw {
+		c.offsets[p] = -1
+		c.done++
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ import (
 // stalled clients read, every stalled fetch completes; once they are
 // closed instead, what they held is released: the budget ends at zero,
 // each response released exactly once.
-func TestFetchBudgetBoundsStalledReaders(t *testing.T) {
+func TestStalledFetchReadersHoldOnlyTheBudget(t *testing.T) {
 	const budget = 64 << 20
 	cl := brokertest.Start(t, brokertest.Options{Kafka: true, Configure: func(_ int, cfg *broker.Config) {
 		cfg.MaxInflightFetchBytes = budget
@@ -47,40 +47,94 @@ func TestFetchBudgetBoundsStalledReaders(t *testing.T) {
 	defer cancel()
 	heapBefore := liveHeap()
 
-	// Two stalled clients per protocol, 16 fetches of 15 MiB each.
-	var stalled []*stallConn
-	var stalledCalls [2]calls
+	st := stallReaders(t, ctx, cl)
+	catchUpBeside(t, cl)
+	t.Logf("3 consumers caught up on %d MiB beside the stalled clients", size>>20)
+	checkLongPolls(t, ctx, cl)
+
+	grown := liveHeap() - heapBefore
+	used, peak, limit := broker.FetchBudget(b)
+	t.Logf("stalled: fetch budget %d MiB used, %d MiB at most (limit %d MiB, %d MiB a connection); heap grown by %d MiB",
+		used>>20, peak>>20, limit>>20, broker.FetchConnShare(b)>>20, grown>>20)
+	if peak > limit {
+		t.Errorf("fetch responses held %d bytes at once, limit %d", peak, limit)
+	}
+	// What the responses hold, and the Kafka listener's copies of what
+	// it counts (a joined record set, and the frame being written, per
+	// connection): within the budget.
+	if bound := int64(budget); grown > bound {
+		t.Errorf("heap grew by %d MiB with readers stalled, bound %d MiB", grown>>20, bound>>20)
+	}
+
+	// One stalled client of each protocol reads: all its fetches
+	// complete. The other is closed: what it held is released.
+	st.grpc[0].unstall()
+	st.grpc[1].Close()
+	_ = st.kafka[0].SetReadDeadline(time.Now().Add(30 * time.Second))
+	if err := readKafkaFetches(st.kafka[0], 16); err != nil {
+		t.Fatalf("stalled Kafka client, once reading: %v", err)
+	}
+	st.kafka[1].Close()
+	if err := st.grpcCalls[0].Wait(); err != nil {
+		t.Fatalf("stalled gRPC client, once reading: %v", err)
+	}
+	_ = st.grpcCalls[1].Wait() // closed: its calls fail
+	testwait.UntilNil(t, 30*time.Second, "the fetch budget back to zero", func() error {
+		if used, _, _ := broker.FetchBudget(b); used != 0 {
+			return fmt.Errorf("%d bytes still held", used)
+		}
+		return nil
+	})
+}
+
+// stalledReaders are clients that sent fetches and do not read the
+// answers.
+type stalledReaders struct {
+	grpc      []*stallConn
+	grpcCalls [2]calls
+	kafka     []net.Conn
+}
+
+// stallReaders starts two stalled clients per protocol, each with 16
+// fetches of 15 MiB in flight, and waits until they hold their shares of
+// the budget.
+func stallReaders(t *testing.T, ctx context.Context, cl *brokertest.Cluster) *stalledReaders {
+	st := &stalledReaders{}
 	for c := range 2 {
 		sc, bc := dialStalled(t, cl.Addr())
-		stalled = append(stalled, sc)
+		st.grpc = append(st.grpc, sc)
 		for i := range 16 {
-			stalledCalls[c].Go(func() error {
+			st.grpcCalls[c].Go(func() error {
 				_, err := bc.Fetch(ctx, grpcFetchOf("catch-up", int64(i*100), 0), grpc.MaxCallRecvMsgSize(16<<20))
 				return err
 			})
 		}
 	}
-	var kafkaStalled []net.Conn
 	for range 2 {
 		nc, err := net.Dial("tcp", cl.Brokers[0].KafkaAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer nc.Close()
+		t.Cleanup(func() { nc.Close() })
 		for i := range 16 {
 			if _, err := nc.Write(kafkaFetchFrame(int32(i), "catch-up", int64(i*100), 0)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		kafkaStalled = append(kafkaStalled, nc)
+		st.kafka = append(st.kafka, nc)
 	}
+	b := cl.Brokers[0].Broker
 	share := broker.FetchConnShare(b)
 	testwait.Until(t, 30*time.Second, "the stalled connections holding their shares", func() bool {
 		used, _, _ := broker.FetchBudget(b)
 		return used >= 4*(share-(1<<20))
 	})
+	return st
+}
 
-	// Other consumers catch up, and long polls are answered.
+// catchUpBeside reads topic catch-up whole with two gRPC consumers and a
+// Kafka one, each on a connection of its own.
+func catchUpBeside(t *testing.T, cl *brokertest.Cluster) {
 	var catchUps calls
 	for range 2 {
 		conn, err := grpc.NewClient(cl.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -99,42 +153,6 @@ func TestFetchBudgetBoundsStalledReaders(t *testing.T) {
 	if err := catchUps.Wait(); err != nil {
 		t.Fatalf("a consumer beside the stalled clients: %v", err)
 	}
-	t.Logf("3 consumers caught up on %d MiB beside the stalled clients", size>>20)
-	checkLongPolls(t, ctx, cl)
-
-	grown := liveHeap() - heapBefore
-	used, peak, limit := broker.FetchBudget(b)
-	t.Logf("stalled: fetch budget %d MiB used, %d MiB at most (limit %d MiB, %d MiB a connection); heap grown by %d MiB",
-		used>>20, peak>>20, limit>>20, share>>20, grown>>20)
-	if peak > limit {
-		t.Errorf("fetch responses held %d bytes at once, limit %d", peak, limit)
-	}
-	// What the responses hold, and the Kafka listener's copies of what
-	// it counts (a joined record set, and the frame being written, per
-	// connection): within the budget.
-	if bound := int64(budget); grown > bound {
-		t.Errorf("heap grew by %d MiB with readers stalled, bound %d MiB", grown>>20, bound>>20)
-	}
-
-	// One stalled client of each protocol reads: all its fetches
-	// complete. The other is closed: what it held is released.
-	stalled[0].unstall()
-	stalled[1].Close()
-	_ = kafkaStalled[0].SetReadDeadline(time.Now().Add(30 * time.Second))
-	if err := readKafkaFetches(kafkaStalled[0], 16); err != nil {
-		t.Fatalf("stalled Kafka client, once reading: %v", err)
-	}
-	kafkaStalled[1].Close()
-	if err := stalledCalls[0].Wait(); err != nil {
-		t.Fatalf("stalled gRPC client, once reading: %v", err)
-	}
-	_ = stalledCalls[1].Wait() // closed: its calls fail
-	testwait.UntilNil(t, 30*time.Second, "the fetch budget back to zero", func() error {
-		if used, _, _ := broker.FetchBudget(b); used != 0 {
-			return fmt.Errorf("%d bytes still held", used)
-		}
-		return nil
-	})
 }
 
 // grpcFetchOf fetches 4 MiB from each partition of topic from offset, in

@@ -13,20 +13,8 @@ import (
 // keeps what it read ahead for the next fetches, which the bookies then
 // do not see.
 func TestReadAheadTakesOnlyWhatTheBudgetHas(t *testing.T) {
-	f := NewFixture(t)
-	cfg := f.Config(1)
-	cfg.Cache = nil
-	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
 	budget := bytebudget.New(4 << 20)
-	cfg.ReadAhead = NewReadAhead(4<<20, budget)
-	l := f.Open(cfg)
-	AppendN(t, l, 10) // batches of 3 records
-	var sizes []int
-	l.mu.Lock()
-	for _, e := range l.mu.seg.entries {
-		sizes = append(sizes, int(e.size))
-	}
-	l.mu.Unlock()
+	l, cfg, sizes := bookieReads(t, NewReadAhead(4<<20, budget))
 	fetchBatch := func(off int64) {
 		t.Helper()
 		if res, err := l.Fetch(Ctx(t), off, 1, 0); err != nil || len(res.Batches) != 1 {
@@ -71,18 +59,7 @@ func TestReadAheadTakesOnlyWhatTheBudgetHas(t *testing.T) {
 // the read-ahead keeps that entry, so the next fetch, which starts there,
 // does not go back to the bookies (before, it did, once per fetch).
 func TestReadAheadKeepsTheEntryAFetchStoppedBefore(t *testing.T) {
-	f := NewFixture(t)
-	cfg := f.Config(1)
-	cfg.Cache = nil
-	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
-	l := f.Open(cfg)
-	AppendN(t, l, 10) // batches of 3 records
-	var sizes []int
-	l.mu.Lock()
-	for _, e := range l.mu.seg.entries {
-		sizes = append(sizes, int(e.size))
-	}
-	l.mu.Unlock()
+	l, cfg, sizes := bookieReads(t, nil)
 	res, err := l.Fetch(Ctx(t), 0, sizes[0]+sizes[1]+sizes[2]/2, 0)
 	if err != nil || len(res.Batches) != 2 {
 		t.Fatalf("first fetch: %d batches, %v; want 2", len(res.Batches), err)
@@ -94,4 +71,23 @@ func TestReadAheadKeepsTheEntryAFetchStoppedBefore(t *testing.T) {
 	if again := counterValue(t, cfg.Metrics.BookieReadBytes); again != read {
 		t.Fatalf("the next fetch read %v bytes from the bookies", again-read)
 	}
+}
+
+// bookieReads opens a log without a tail cache (its reads go to the
+// bookies), with ra (nil: its own), and appends 10 batches of 3 records:
+// it returns the log, its config and the batches' sizes.
+func bookieReads(t *testing.T, ra *ReadAhead) (*Log, Config, []int) {
+	f := NewFixture(t)
+	cfg := f.Config(1)
+	cfg.Cache, cfg.ReadAhead = nil, ra
+	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
+	l := f.Open(cfg)
+	AppendN(t, l, 10)
+	var sizes []int
+	l.mu.Lock()
+	for _, e := range l.mu.seg.entries {
+		sizes = append(sizes, int(e.size))
+	}
+	l.mu.Unlock()
+	return l, cfg, sizes
 }
