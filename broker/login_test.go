@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -149,7 +150,8 @@ func TestUnauthenticatedBodyNeverDecoded(t *testing.T) {
 	ca := mtlstest.NewCA(t)
 	s := testSecurity(t)
 	addUser(t, s, "bob", "pw")
-	b := &Broker{log: slog.New(slog.DiscardHandler), creds: ca.Credentials(t, pki.RoleBroker, "b1"), sec: s}
+	b := &Broker{log: slog.New(slog.DiscardHandler), creds: ca.Credentials(t, pki.RoleBroker, "b1"), sec: s,
+		fetchBudget: newFetchBudget(minInflightFetchBytes, prometheus.NewRegistry())}
 	var in rpctest.Received
 	srv := grpc.NewServer(append(b.ServerOptions(), grpc.StatsHandler(&in))...)
 	svc := &produceCounter{}
