@@ -111,3 +111,28 @@ func BenchmarkPartitionForKey(b *testing.B) {
 		recordbatch.PartitionForKey(key, 64)
 	}
 }
+
+// BenchmarkScanRecords is a produce's validation of a 16 KiB batch: the
+// records section checked (decompressed as a stream) without keeping it.
+func BenchmarkScanRecords(b *testing.B) {
+	recs := benchRecords()
+	for _, c := range codecs {
+		b.Run(c.String(), func(b *testing.B) {
+			buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: 1, Compression: c, Records: recs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := recordbatch.Verify(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(benchBytes)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := recordbatch.ScanRecords(buf, h, 1<<20, func(int, recordbatch.RecordInfo) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
