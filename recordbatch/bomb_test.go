@@ -185,3 +185,45 @@ func TestDecompressionsAtOnceAreBounded(t *testing.T) {
 	close(release)
 	wg.Wait()
 }
+
+// DecodeWithin counts what decoding holds, not only the decompressed
+// bytes: 400,000 empty headers are 800 KB encoded and 16 MB as Headers,
+// and 100,000 empty records 700 KB and 9.6 MB as Records. Within 4 MiB
+// both are refused before those are allocated; a batch of real records
+// decodes and counts its section, records and headers.
+func TestDecodeWithinCountsDecodedStructures(t *testing.T) {
+	headers := make([]recordbatch.Header, 400_000) // empty keys, empty values
+	manyHeaders, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{{Headers: headers}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manyRecords, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Compression: recordbatch.CompressionZstd,
+		Records: make([]recordbatch.Record, 100_000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, batch := range map[string][]byte{"400,000 headers": manyHeaders, "100,000 zstd records": manyRecords} {
+		decode := func() error { _, _, _, err := recordbatch.DecodeWithin(batch, 4<<20); return err }
+		if err := decode(); !errors.Is(err, recordbatch.ErrTooLarge) {
+			t.Fatalf("%s (%d bytes): %v, want ErrTooLarge", name, len(batch), err)
+		}
+		allocated := allocatedBy(func() { _ = decode() })
+		t.Logf("%s (%d bytes): refused after allocating %.1f KiB", name, len(batch), float64(allocated)/(1<<10))
+		if allocated > 5<<20 {
+			t.Errorf("%s: allocated %d bytes, want at most the 4 MiB bound and change", name, allocated)
+		}
+	}
+	recs := []recordbatch.Record{{Key: []byte("k"), Value: []byte("value"), Headers: []recordbatch.Header{{Key: "a"}, {Key: "b", Value: []byte("c")}}}, {Value: []byte("v2")}}
+	for _, c := range codecs {
+		buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Compression: c, Records: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section := encodeRecordsSection(t, recs)
+		want := len(section) + 2*recordbatch.RecordBytes + 2*recordbatch.HeaderBytes
+		_, got, decoded, err := recordbatch.DecodeWithin(buf, want)
+		if err != nil || len(got) != 2 || decoded != want {
+			t.Fatalf("%s: %d records, %d bytes counted, %v; want 2 records, %d bytes", c, len(got), decoded, err, want)
+		}
+	}
+}

@@ -76,6 +76,18 @@ func checkDecode(t *testing.T, data []byte) {
 	if len(recs) != int(h.RecordCount) {
 		t.Fatalf("%d records, header says %d", len(recs), h.RecordCount)
 	}
+	// DecodeWithin decodes the same within exactly what it counts, and
+	// refuses one byte less.
+	_, within, decoded, err := recordbatch.DecodeWithin(data, recordbatch.MaxDecompressedBytes)
+	if err != nil || len(within) != len(recs) {
+		t.Fatalf("DecodeWithin: %d records, %v; Decode: %d", len(within), err, len(recs))
+	}
+	if _, _, again, err := recordbatch.DecodeWithin(data, decoded); err != nil || again != decoded {
+		t.Fatalf("DecodeWithin its own count %d: %d, %v", decoded, again, err)
+	}
+	if _, _, _, err := recordbatch.DecodeWithin(data, decoded-1); !errors.Is(err, recordbatch.ErrTooLarge) {
+		t.Fatalf("DecodeWithin one byte below its count %d: %v, want ErrTooLarge", decoded, err)
+	}
 	if len(recs) == 0 {
 		return
 	}
