@@ -299,3 +299,40 @@ func BenchmarkValidateRecords(b *testing.B) {
 		})
 	}
 }
+
+// ListOffsets by time over stored bombs (written before the ratio bound,
+// or under a raised max.compression.ratio) streams every batch it looks
+// into: batches whose header's max timestamp is past the time but whose
+// records are older make it scan all of them, and the scans cost a
+// window and the codec's state, not the 8 MiB each bomb inflates to
+// (unbounded, one lookup over a stored 300 MiB gzip bomb took a broker
+// from 25 MB to 288 MB; bounded by allocating, twice the bound per batch).
+func TestListOffsetsOverStoredBombsIsBounded(t *testing.T) {
+	f := NewFixture(t)
+	cfg := f.Config(1)
+	cfg.MaxCompressionRatio = 1_000_000
+	l := f.Open(cfg)
+	now := f.Clock.Now().UnixMilli()
+	const bombs = 10
+	for range bombs {
+		bomb := hostilebatch.ZstdBomb(8 << 20)
+		binary.BigEndian.PutUint64(bomb[35:], uint64(now)) // max timestamp now; the record's is 0
+		MustAppend(t, l, hostilebatch.Fix(bomb), AcksQuorum)
+	}
+	lookup := func() {
+		off, ts, err := l.ListOffset(Ctx(t), now)
+		if err != nil || off != bombs || ts != -1 {
+			t.Fatalf("ListOffset(%d) = %d, %d, %v; want the high watermark %d: no record is that new", now, off, ts, err, bombs)
+		}
+	}
+	lookup() // warm the pools
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	lookup()
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a time lookup through %d bombs of 8 MiB allocated %.1f KiB", bombs, float64(allocated)/(1<<10))
+	if allocated > 2<<20 {
+		t.Errorf("the lookup allocated %d bytes", allocated)
+	}
+}
