@@ -40,7 +40,8 @@ type ConsumerConfig struct {
 	// records and headers: recordbatch.DecodeWithin, and the Records Poll
 	// returns). A fetched batch is decoded only if it fits beside what is
 	// held; the rest of the response is dropped and fetched again once
-	// Poll has taken the records. A batch that does not fit alone (a
+	// Poll has taken the records. (Decoding one takes, for a moment, up
+	// to what is left of the bound again: its buffer grows by doubling.) A batch that does not fit alone (a
 	// decompression bomb stored before brokers bounded the compression
 	// ratio, or under a raised max.compression.ratio) stops its partition
 	// with an error wrapping ErrBatchTooLarge that names the partition

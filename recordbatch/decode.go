@@ -70,15 +70,17 @@ const (
 )
 
 // DecodeWithin is DecodeLimit bounded by everything the decoded batch
-// holds, not by its decompressed records alone: the records section (as
-// decompressed; for an uncompressed batch the records of buf, which the
-// result aliases) plus RecordBytes per record and HeaderBytes per header.
+// holds, not by its decompressed records alone: the records section (the
+// buffer it was decompressed into, whose capacity the records keep alive;
+// for an uncompressed batch the records of buf, which the result aliases)
+// plus RecordBytes per record and HeaderBytes per header.
 // Tiny records and empty headers take several times their encoded size
 // once decoded (a 2-byte header is a 40-byte Header), so a bound on the
 // section alone does not bound a decoder's memory. More than maxBytes is
 // ErrTooLarge, refused before the records are allocated (their count is
 // the header's) or as soon as the section or the headers pass what is
-// left. decoded is the bytes counted.
+// left. decoded is the bytes counted (with the decompressed buffer's
+// capacity, which the allocator may round past maxBytes by a little).
 func DecodeWithin(buf []byte, maxBytes int) (h BatchHeader, recs []Record, decoded int, err error) {
 	if h, err = Verify(buf); err != nil {
 		return BatchHeader{}, nil, 0, err
@@ -89,18 +91,22 @@ func DecodeWithin(buf []byte, maxBytes int) (h BatchHeader, recs []Record, decod
 	}
 	room := maxBytes - int(records)
 	data := buf[HeaderSize:]
+	section := len(data)
 	if c := h.Compression(); c != CompressionNone {
 		if data, err = decompress(nil, c, data, room); err != nil {
 			return BatchHeader{}, nil, 0, err
 		}
-	} else if len(data) > room {
-		return BatchHeader{}, nil, 0, fmt.Errorf("%w: %d bytes of records and %d records, more than %d", ErrTooLarge, len(data), h.RecordCount, maxBytes)
+		// The records keep the whole buffer alive. It grew by doubling,
+		// never past room but for the allocator's rounding.
+		section = max(len(data), cap(data))
+	} else if section > room {
+		return BatchHeader{}, nil, 0, fmt.Errorf("%w: %d bytes of records and %d records, more than %d", ErrTooLarge, section, h.RecordCount, maxBytes)
 	}
 	recs, headers, err := decodeRecords(data, &h, (room-len(data))/HeaderBytes)
 	if err != nil {
 		return BatchHeader{}, nil, 0, err
 	}
-	return h, recs, int(records) + len(data) + headers*HeaderBytes, nil
+	return h, recs, int(records) + section + headers*HeaderBytes, nil
 }
 
 // errTooManyHeaders: a record's headers pass decodeRecords' maxHeaders.
