@@ -65,7 +65,9 @@
 //   - Decode checks every length against the buffer: it never panics and
 //     never reads outside buf, whatever the input (see the fuzz tests).
 //     Decompressed output is limited to MaxDecompressedBytes (DecodeLimit
-//     and ScanRecords take the bound as an argument). Output buffers grow
+//     and ScanRecords take the bound as an argument; DecodeWithin bounds
+//     everything the decoded batch holds: the decompressed buffer, and
+//     RecordBytes and HeaderBytes per record and header). Output buffers grow
 //     with the bytes actually produced: no size a batch claims (gzip
 //     ISIZE, zstd frame content size, a snappy length beyond the bound)
 //     is allocated up front, so a bomb costs about twice the bound at most.
@@ -97,6 +99,8 @@
 //	Decode        as Verify, plus ErrCorrupt (malformed records, bad
 //	              compressed data, unknown codec) and ErrTooLarge
 //	              (decompressed section beyond the bound)
+//	DecodeWithin  as Decode; ErrTooLarge also for records and headers
+//	              whose structures pass the bound
 //	ScanRecords   ErrCorrupt, ErrTooLarge as Decode; fn's own error
 //	Split         ErrShort (partial trailing batch), ParseHeader's errors
 //	Encode/Build  ErrInvalid (no records, unknown codec)
