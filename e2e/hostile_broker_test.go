@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/client"
@@ -47,12 +45,7 @@ func TestHostileBroker(t *testing.T) {
 	cl := c.client(t)
 	createTopic(t, cl, "hostile", 1, nil)
 	broker := c.brokers[0]
-	conn, err := grpc.NewClient(broker.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	bc := brokerpb.NewBrokerClient(conn)
+	bc := rawBroker(t, broker.Listen)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -52,12 +52,7 @@ func TestHostileCompressionBombs(t *testing.T) {
 	createTopic(t, cl, "ratio", 16, nil)
 	createTopic(t, cl, "stored-bombs", 1, map[string]string{"max.compression.ratio": "1000000"})
 	broker := c.brokers[0]
-	conn, err := grpc.NewClient(broker.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	bc := brokerpb.NewBrokerClient(conn)
+	bc := rawBroker(t, broker.Listen)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	peak := func() int64 {
@@ -270,4 +265,17 @@ func consumeStoredBombs(t *testing.T, cl *client.Client, tp client.TopicPartitio
 	if grown > 3*maxDecoded+16<<20 {
 		t.Errorf("consumer heap grew by %d bytes, want at most three times MaxDecodedBytes (%d), a zstd window and change", grown, maxDecoded)
 	}
+}
+
+// rawBroker is a gRPC stub of the broker at addr, with none of the
+// client's checks: what a hostile client sends, the broker gets. Closed
+// by the test's cleanup.
+func rawBroker(t *testing.T, addr string) brokerpb.BrokerClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return brokerpb.NewBrokerClient(conn)
 }

@@ -152,17 +152,14 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 	}
 	for _, c := range hostilebatch.Codecs {
 		bomb := hostilebatch.Bomb(c, 128<<20) // lz4's is about 520 KB: within max.message.bytes
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		_, err := l.Append(Ctx(t), bomb, AcksQuorum)
-		runtime.ReadMemStats(&after)
+		var err error
+		allocated := allocatedBy(func() { _, err = l.Append(Ctx(t), bomb, AcksQuorum) })
 		if !errors.Is(err, ErrInflated) || !strings.Contains(err.Error(), "max.compression.ratio is 100") {
 			t.Fatalf("%s bomb: %v, want ErrInflated naming the ratio", c, err)
 		}
 		// A window and the codec's state (zstd's ring of up to 8 MiB,
 		// snappy's 4 MiB blocks): far below the 128 MiB the bomb
 		// inflates to.
-		allocated := after.TotalAlloc - before.TotalAlloc
 		t.Logf("%s bomb (%d bytes): %v; allocated %.1f MiB", c, len(bomb), err, float64(allocated)/(1<<20))
 		if allocated > 12<<20 {
 			t.Errorf("%s bomb: Append allocated %d bytes", c, allocated)
@@ -326,13 +323,19 @@ func TestListOffsetsOverStoredBombsIsBounded(t *testing.T) {
 		}
 	}
 	lookup() // warm the pools
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	lookup()
-	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
+	allocated := allocatedBy(lookup)
 	t.Logf("a time lookup through %d bombs of 8 MiB allocated %.1f KiB", bombs, float64(allocated)/(1<<10))
 	if allocated > 2<<20 {
 		t.Errorf("the lookup allocated %d bytes", allocated)
 	}
+}
+
+// allocatedBy is the bytes f allocates (TotalAlloc grows even if the GC
+// frees them again).
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -96,12 +97,7 @@ func GzipBomb(zeros int) []byte {
 	member := func(prefix []byte, n int, suffix []byte) []byte {
 		var out bytes.Buffer
 		w, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-		mustWrite(w, prefix)
-		writeZeros(w, n)
-		mustWrite(w, suffix)
-		if err := w.Close(); err != nil {
-			panic("hostilebatch: " + err.Error())
-		}
+		writeAndClose(w, prefix, n, suffix)
 		return out.Bytes()
 	}
 	first := min(zeros, memberZeros)
@@ -129,12 +125,7 @@ func ZstdBomb(zeros int) []byte {
 		panic("hostilebatch: " + err.Error())
 	}
 	w.ResetContentSize(&out, int64(len(prefix)+zeros+len(recordSuffix)))
-	mustWrite(w, prefix)
-	writeZeros(w, zeros)
-	mustWrite(w, recordSuffix)
-	if err := w.Close(); err != nil {
-		panic("hostilebatch: " + err.Error())
-	}
+	writeAndClose(w, prefix, zeros, recordSuffix)
 	return WithSection(recordbatch.CompressionZstd, out.Bytes())
 }
 
@@ -148,12 +139,7 @@ func Lz4Bomb(zeros int) []byte {
 		lz4.CompressionLevelOption(lz4.Level9)); err != nil {
 		panic("hostilebatch: " + err.Error())
 	}
-	mustWrite(w, recordPrefix(zeros))
-	writeZeros(w, zeros)
-	mustWrite(w, recordSuffix)
-	if err := w.Close(); err != nil {
-		panic("hostilebatch: " + err.Error())
-	}
+	writeAndClose(w, recordPrefix(zeros), zeros, recordSuffix)
 	return WithSection(recordbatch.CompressionLZ4, out.Bytes())
 }
 
@@ -205,13 +191,24 @@ func Bomb(c recordbatch.Compression, zeros int) []byte {
 var Codecs = []recordbatch.Compression{recordbatch.CompressionGzip, recordbatch.CompressionSnappy,
 	recordbatch.CompressionLZ4, recordbatch.CompressionZstd}
 
-func mustWrite(w interface{ Write([]byte) (int, error) }, b []byte) {
+// writeAndClose writes prefix, zeros bytes of zeros and suffix to w and
+// closes it.
+func writeAndClose(w io.WriteCloser, prefix []byte, zeros int, suffix []byte) {
+	mustWrite(w, prefix)
+	writeZeros(w, zeros)
+	mustWrite(w, suffix)
+	if err := w.Close(); err != nil {
+		panic("hostilebatch: " + err.Error())
+	}
+}
+
+func mustWrite(w io.Writer, b []byte) {
 	if _, err := w.Write(b); err != nil {
 		panic("hostilebatch: " + err.Error())
 	}
 }
 
-func writeZeros(w interface{ Write([]byte) (int, error) }, n int) {
+func writeZeros(w io.Writer, n int) {
 	chunk := make([]byte, min(n, 1<<20))
 	for n > 0 {
 		k := min(n, len(chunk))
