@@ -54,9 +54,12 @@ type Config struct {
 	ProduceTimeout time.Duration `mapstructure:"produce-timeout"`
 	// MaxFetchWait caps a fetch's long-poll.
 	MaxFetchWait time.Duration `mapstructure:"max-fetch-wait"`
-	// MaxInflightProduceBytes bounds the batch bytes of the Produce
-	// requests the broker works on at once; a request that does not fit
-	// within produceBudgetWait is refused as UNAVAILABLE (retryable).
+	// MaxInflightProduceBytes bounds the bytes of the Produce requests the
+	// broker works on at once, counted decompressed: a compressed batch
+	// holds what its records may decompress to (its size times its topic's
+	// max.compression.ratio, at most 64 MiB) while it is validated, then
+	// its size until its acks. A request that does not fit within
+	// produceBudgetWait is refused as UNAVAILABLE (retryable).
 	MaxInflightProduceBytes int64 `mapstructure:"max-inflight-produce-bytes"`
 	// MaxInflightFetchBytes bounds fetch memory: the bytes of the fetch
 	// responses gathered and not yet written to their connections, and

@@ -103,6 +103,7 @@ var classes = []class{
 	{[]error{ErrInvalid, group.ErrInvalid}, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
 	{[]error{partlog.ErrCorruptBatch}, codes.InvalidArgument, rpcerror.ReasonCorruptBatch, false},
 	{[]error{partlog.ErrTooLarge}, codes.InvalidArgument, rpcerror.ReasonTooLarge, false},
+	{[]error{partlog.ErrInflated}, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
 	{[]error{partlog.ErrInvalidTimestamp}, codes.InvalidArgument, rpcerror.ReasonInvalid, false},
 	{[]error{partlog.ErrOutOfOrderSequence}, codes.FailedPrecondition, rpcerror.ReasonOutOfOrderSequence, false},
 	{[]error{partlog.ErrUnknownProducer}, codes.FailedPrecondition, rpcerror.ReasonUnknownProducerID, false},

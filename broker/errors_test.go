@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,7 @@ import (
 	"github.com/strata-log/strata/ledger"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/recordbatch"
+	"github.com/strata-log/strata/recordbatch/hostilebatch"
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
@@ -41,6 +43,9 @@ func TestClassifyAppendOutcomes(t *testing.T) {
 		{"cluster partition cap", fmt.Errorf("%w: 100000 partitions", ErrLimit), codes.ResourceExhausted, rpcerror.ReasonInvalid, false},
 		// A read from the object store that timed out: retry the fetch.
 		{"tier read timed out", fmt.Errorf("%w: get-range: %w", partlog.ErrTierUnavailable, context.DeadlineExceeded), codes.Unavailable, rpcerror.ReasonUnavailable, true},
+		// A decompression bomb: its records are refused, as Kafka's
+		// validator refuses invalid records.
+		{"batch inflating past max.compression.ratio", fmt.Errorf("%w: 8 MiB from 991 bytes", partlog.ErrInflated), codes.InvalidArgument, rpcerror.ReasonInvalid, false},
 		// The produce budget stayed full: back off and retry.
 		{"broker busy", fmt.Errorf("%w: no room", ErrBusy), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 	} {
@@ -90,7 +95,7 @@ func TestProduceBudget(t *testing.T) {
 		return []ProducePartition{{Topic: "t", Records: make([]byte, n)}}
 	}
 	ctx := context.Background()
-	release, err := b.Service().holdProduceBytes(ctx, req(768<<10))
+	hold, err := b.Service().holdProduceBytes(ctx, req(768<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,12 +107,54 @@ func TestProduceBudget(t *testing.T) {
 		n := m.GetCounter().GetValue()
 		t.Fatalf("refusals counted: %v, want 1", n)
 	}
-	release()
-	release2, err := b.Service().holdProduceBytes(ctx, req(512<<10))
+	hold.release()
+	hold2, err := b.Service().holdProduceBytes(ctx, req(512<<10))
 	if err != nil {
 		t.Fatalf("after the release: %v", err)
 	}
-	release2()
+	hold2.release()
+}
+
+// The produce budget counts decompressed bytes: a compressed batch holds
+// what its records may decompress to (its size times the topic's
+// max.compression.ratio) until it is validated, then its size until its
+// acks. Counting its size, 1 MiB of 1 KiB zstd batches would have let the
+// broker decompress 100 MiB at once.
+func TestProduceBudgetCountsDecompressedBytes(t *testing.T) {
+	b := &Broker{cfg: DefaultConfig(), produceBudget: bytebudget.New(1 << 20)}
+	b.cfg.MaxInflightProduceBytes = 1 << 20
+	b.metrics = newMetrics(prometheus.NewRegistry(), b)
+	s := b.Service()
+	ctx := context.Background()
+	bomb := hostilebatch.ZstdBomb(8 << 20) // a few hundred bytes
+	parts := []ProducePartition{{Topic: "t", Records: bomb}, {Topic: "t", Partition: 1, Records: make([]byte, 1000)}}
+	lim := partlog.Limits{MaxBatchBytes: partlog.DefaultMaxBatchBytes, MaxCompressionRatio: 2500}
+	charges := produceCharges(parts, func(pp ProducePartition) (partlog.Limits, bool) { return lim, pp.Partition == 0 })
+	if want := []int64{int64(2500 * len(bomb)), 1000}; !slices.Equal(charges, want) {
+		t.Fatalf("charges %v, want %v: the compressed batch its bound, the other (not served here) its size", charges, want)
+	}
+
+	first, err := s.holdBytes(ctx, []int{len(bomb), 1000}, charges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bound of the batch being validated leaves no room for 300 KiB...
+	small := []ProducePartition{{Topic: "t", Records: make([]byte, 300<<10)}}
+	if _, err := s.holdProduceBytes(ctx, small); !errors.Is(err, ErrBusy) {
+		t.Fatalf("300 KiB beside a %d-byte batch held at %d: %v, want ErrBusy", len(bomb), charges[0], err)
+	}
+	// ...until it is validated: then it holds its size.
+	first.validated(0)
+	first.validated(1)
+	second, err := s.holdProduceBytes(ctx, small)
+	if err != nil {
+		t.Fatalf("after the validation: %v", err)
+	}
+	second.release()
+	first.release()
+	if !b.produceBudget.TryAcquire(1 << 20) {
+		t.Fatal("the budget is not whole again after every release")
+	}
 }
 
 // The group coordinator's per-partition commit refusals go through the

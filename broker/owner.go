@@ -435,17 +435,18 @@ func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 		Topic: p.tp.topic, Partition: p.tp.partition, Epoch: p.epoch,
 		Env: b.env, Store: b.store,
 		Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum,
-		SegmentBytes:  tc.SegmentBytes,
-		SegmentAge:    time.Duration(tc.SegmentMs) * time.Millisecond,
-		IdleRoll:      b.cfg.IdleRoll,
-		Digest:        ledgerDigests[b.cfg.LedgerDigest],
-		MaxBatchBytes: tc.MaxMessageBytes,
-		Policy:        tc.Policy(),
-		Tier:          tier,
-		Cache:         b.cache,
-		ReadAhead:     b.fetchBudget.readAhead,
-		Logger:        b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
-		Metrics:       b.plm,
+		SegmentBytes:        tc.SegmentBytes,
+		SegmentAge:          time.Duration(tc.SegmentMs) * time.Millisecond,
+		IdleRoll:            b.cfg.IdleRoll,
+		Digest:              ledgerDigests[b.cfg.LedgerDigest],
+		MaxBatchBytes:       tc.MaxMessageBytes,
+		MaxCompressionRatio: tc.MaxCompressionRatio,
+		Policy:              tc.Policy(),
+		Tier:                tier,
+		Cache:               b.cache,
+		ReadAhead:           b.fetchBudget.readAhead,
+		Logger:              b.log.With("topic", p.tp.topic, "partition", p.tp.partition),
+		Metrics:             b.plm,
 	}
 }
 
@@ -553,6 +554,7 @@ func (b *Broker) followTopicConfigs(ctx context.Context) {
 // applyTopicConfig makes a served log follow its topic's config.
 func applyTopicConfig(l *partlog.Log, tc TopicConfig) {
 	l.SetLimits(partlog.Limits{SegmentBytes: tc.SegmentBytes, SegmentAge: time.Duration(tc.SegmentMs) * time.Millisecond,
-		MaxBatchBytes: tc.MaxMessageBytes, Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum})
+		MaxBatchBytes: tc.MaxMessageBytes, MaxCompressionRatio: tc.MaxCompressionRatio,
+		Ensemble: tc.Ensemble, WriteQuorum: tc.WriteQuorum, AckQuorum: tc.AckQuorum})
 	l.SetPolicy(tc.Policy())
 }

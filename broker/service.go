@@ -8,6 +8,7 @@ import (
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/broker/partlog/retention"
 	"github.com/strata-log/strata/internal/acl"
+	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/proto/brokerpb"
 )
 
@@ -93,7 +94,7 @@ func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait f
 	// The acks' deadline is the call's, not ctx's alone: wait runs after
 	// StartProduce returned, so its context outlives this frame.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	release, err := s.holdProduceBytes(ctx, req.Partitions)
+	hold, err := s.holdProduceBytes(ctx, req.Partitions)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -102,10 +103,11 @@ func (s *Service) StartProduce(ctx context.Context, req *ProduceRequest) (wait f
 	placed := make([]*partlog.Appending, len(req.Partitions))
 	forEachBounded(len(req.Partitions), produceWorkers, func(i int) {
 		placed[i], out[i].Err = s.enqueue(ctx, req.Partitions[i], req.Acks)
+		hold.validated(i)
 	})
 	return func() []ProduceResult {
 		defer cancel()
-		defer release()
+		defer hold.release()
 		for i, a := range placed {
 			res := &out[i]
 			if a != nil {
@@ -138,20 +140,64 @@ func (s *Service) enqueue(ctx context.Context, pp ProducePartition, acks partlog
 	return l.Enqueue(ctx, pp.Records, acks)
 }
 
-// holdProduceBytes takes the batches' bytes from the broker-wide produce
-// budget, waiting at most produceBudgetWait: beyond, the request is
-// refused as busy (retryable) so its memory is freed and the client backs
-// off, instead of requests piling up on partitions' append queues each
-// holding its batches. release gives them back.
-func (s *Service) holdProduceBytes(ctx context.Context, parts []ProducePartition) (release func(), err error) {
+// holdProduceBytes takes the batches' decompressed bounds from the
+// broker-wide produce budget (produceCharges), waiting at most
+// produceBudgetWait: beyond, the request is refused as busy (retryable) so
+// its memory is freed and the client backs off, instead of requests piling
+// up on partitions' append queues each holding its batches.
+func (s *Service) holdProduceBytes(ctx context.Context, parts []ProducePartition) (*produceHold, error) {
+	sizes := make([]int, len(parts))
+	for i, pp := range parts {
+		sizes[i] = len(pp.Records)
+	}
+	return s.holdBytes(ctx, sizes, produceCharges(parts, s.servedLimits))
+}
+
+// servedLimits are the limits a partition this broker serves applies to
+// its batches (false: not served here, so its batch is refused unread).
+func (s *Service) servedLimits(pp ProducePartition) (partlog.Limits, bool) {
+	if internalTopic(pp.Topic) {
+		return partlog.Limits{}, false
+	}
+	l := s.b.serving(tp{pp.Topic, pp.Partition})
+	if l == nil {
+		return partlog.Limits{}, false
+	}
+	return l.Limits(), true
+}
+
+// produceCharges is what each batch holds of the produce budget while it
+// is validated: what its records may decompress to
+// (partlog.DecompressedBound under its partition's limits), or its size
+// when it is refused before its records are read (limitsOf false).
+// Decompressed bytes are what validation works through: a 1 KiB zstd
+// batch may make it decompress 100 KiB under the default
+// max.compression.ratio, and counting the 1 KiB would let 100 times the
+// budget's worth of decompression run at once. The size is not known
+// before the validation that decompresses, so the bound is what is held
+// (a pure function).
+func produceCharges(parts []ProducePartition, limitsOf func(ProducePartition) (partlog.Limits, bool)) []int64 {
+	charges := make([]int64, len(parts))
+	for i, pp := range parts {
+		charges[i] = int64(len(pp.Records))
+		if lim, ok := limitsOf(pp); ok {
+			charges[i] = int64(partlog.DecompressedBound(pp.Records, lim))
+		}
+	}
+	return charges
+}
+
+// holdBytes takes charges (one per batch of sizes bytes) from the produce
+// budget.
+func (s *Service) holdBytes(ctx context.Context, sizes []int, charges []int64) (*produceHold, error) {
 	b := s.b
 	var n int64
-	for _, pp := range parts {
-		n += int64(len(pp.Records))
+	for _, c := range charges {
+		n += c
 	}
-	release = func() { b.produceBudget.Release(n) }
+	hold := &produceHold{budget: b.produceBudget, held: charges, sizes: sizes}
 	if b.produceBudget.TryAcquire(n) { // the common case: no timer
-		return release, nil
+		return hold, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, produceBudgetWait)
 	defer cancel()
@@ -159,7 +205,36 @@ func (s *Service) holdProduceBytes(ctx context.Context, parts []ProducePartition
 		b.metrics.produceBusy.Inc()
 		return nil, fmt.Errorf("%w: produce requests holding %d bytes (--max-inflight-produce-bytes) left no room for %d more within %s", ErrBusy, b.cfg.MaxInflightProduceBytes, n, produceBudgetWait)
 	}
-	return release, nil
+	return hold, nil
+}
+
+// produceHold is one Produce request's share of the produce budget: each
+// batch's decompressed bound until it is validated, then its size until
+// its acks are in (the batch is all the request still holds: validation
+// streams, and keeps no decompressed bytes).
+type produceHold struct {
+	budget *bytebudget.Budget
+	// held is each batch's share. validated writes element i from the
+	// worker of batch i; release reads them all after every worker ended.
+	held  []int64
+	sizes []int
+}
+
+// validated lowers batch i's share to its size: its validation is over.
+func (h *produceHold) validated(i int) {
+	if excess := h.held[i] - int64(h.sizes[i]); excess > 0 {
+		h.budget.Release(excess)
+		h.held[i] -= excess
+	}
+}
+
+// release gives back everything the request still holds.
+func (h *produceHold) release() {
+	var n int64
+	for _, c := range h.held {
+		n += c
+	}
+	h.budget.Release(n)
 }
 
 // servedAt is partitionLog with the client's view of the owner epoch

@@ -17,17 +17,21 @@ import (
 
 // TopicConfig is a topic's configuration (DESIGN §2) with defaults applied.
 type TopicConfig struct {
-	RetentionMs        int64
-	RetentionBytes     int64
-	CleanupPolicy      string
-	SegmentMs          int64
-	SegmentBytes       int64
-	Ensemble           int
-	WriteQuorum        int
-	AckQuorum          int
-	MaxMessageBytes    int
-	MinCompactionLagMs int64
-	DeleteRetentionMs  int64
+	RetentionMs     int64
+	RetentionBytes  int64
+	CleanupPolicy   string
+	SegmentMs       int64
+	SegmentBytes    int64
+	Ensemble        int
+	WriteQuorum     int
+	AckQuorum       int
+	MaxMessageBytes int
+	// MaxCompressionRatio (max.compression.ratio): how many times its
+	// size a produced batch's records may decompress to
+	// (partlog.InflationBound).
+	MaxCompressionRatio int
+	MinCompactionLagMs  int64
+	DeleteRetentionMs   int64
 	// MaxCompactionLagMs (max.compaction.lag.ms) and
 	// MinCleanableDirtyRatio (min.cleanable.dirty.ratio): when compaction
 	// runs (tiering/compact.Decide).
@@ -119,6 +123,10 @@ var topicConfigDefs = map[string]topicConfigDef{
 		func(c *TopicConfig, s string) { c.AckQuorum = int(mustInt(s)) }},
 	"max.message.bytes": {"1048588", intIn(1024, 8<<20),
 		func(c *TopicConfig, s string) { c.MaxMessageBytes = int(mustInt(s)) }},
+	// Strata's own: a compressed batch inflating past this many times its
+	// size is refused (partlog.DefaultMaxCompressionRatio says why 100).
+	"max.compression.ratio": {"100", intIn(1, 1_000_000),
+		func(c *TopicConfig, s string) { c.MaxCompressionRatio = int(mustInt(s)) }},
 	"min.compaction.lag.ms": {"0", intIn(0, maxInt64),
 		func(c *TopicConfig, s string) { c.MinCompactionLagMs = mustInt(s) }},
 	"delete.retention.ms": {"86400000", intIn(0, maxInt64),

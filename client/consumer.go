@@ -15,10 +15,11 @@ const (
 	DefaultMinBytes          = 1
 	DefaultMaxBytes          = 16 << 20
 	DefaultPartitionMaxBytes = 1 << 20
-	// DefaultMaxDecompressedBytes bounds one batch's decompressed records:
-	// far above any batch a broker accepts (max.message.bytes is at most
-	// 8 MiB, decompressed), far below what a bomb inflates to.
-	DefaultMaxDecompressedBytes = recordbatch.MaxDecompressedBytes
+	// DefaultMaxDecodedBytes bounds what a consumer holds decoded ahead
+	// of Poll: twice the most a broker lets one batch decompress to
+	// (recordbatch.MaxDecompressedBytes), which leaves room for the
+	// structures of its records.
+	DefaultMaxDecodedBytes = 2 * recordbatch.MaxDecompressedBytes
 )
 
 // ConsumerConfig configures a Consumer. The zero value is usable.
@@ -33,11 +34,21 @@ type ConsumerConfig struct {
 	// PartitionMaxBytes bounds one partition's share of a fetch, and how
 	// much the consumer buffers per partition ahead of Poll. Default 1 MiB.
 	PartitionMaxBytes int
-	// MaxDecompressedBytes bounds the decompressed records of one fetched
-	// batch; a batch inflating beyond it is a fetch error for its
-	// partition, having cost about twice this much memory at most (a
-	// decompression bomb written before brokers checked). Default 64 MiB.
-	MaxDecompressedBytes int
+	// MaxDecodedBytes bounds what the consumer holds decoded ahead of
+	// Poll, every partition together: each batch counts what decoding it
+	// takes (its records as decompressed, plus the structures of its
+	// records and headers: recordbatch.DecodeWithin, and the Records Poll
+	// returns). A fetched batch is decoded only if it fits beside what is
+	// held; the rest of the response is dropped and fetched again once
+	// Poll has taken the records. (Decoding one takes, for a moment, up
+	// to what is left of the bound again: its buffer grows by doubling.) A batch that does not fit alone (a
+	// decompression bomb stored before brokers bounded the compression
+	// ratio, or under a raised max.compression.ratio) stops its partition
+	// with an error wrapping ErrBatchTooLarge that names the partition
+	// and the batch's offset. Fetch responses are bounded by their
+	// compressed bytes (MaxBytes); this bounds what they inflate to.
+	// Default 128 MiB.
+	MaxDecodedBytes int
 }
 
 func (c ConsumerConfig) withDefaults() ConsumerConfig {
@@ -53,15 +64,15 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	if c.PartitionMaxBytes <= 0 {
 		c.PartitionMaxBytes = DefaultPartitionMaxBytes
 	}
-	if c.MaxDecompressedBytes <= 0 {
-		c.MaxDecompressedBytes = DefaultMaxDecompressedBytes
+	if c.MaxDecodedBytes <= 0 {
+		c.MaxDecodedBytes = DefaultMaxDecodedBytes
 	}
 	return c
 }
 
 // Validate reports the first problem with c.
 func (c ConsumerConfig) Validate() error {
-	if c.MaxWait < 0 || c.MinBytes < 0 || c.MaxBytes < 0 || c.PartitionMaxBytes < 0 || c.MaxDecompressedBytes < 0 {
+	if c.MaxWait < 0 || c.MinBytes < 0 || c.MaxBytes < 0 || c.PartitionMaxBytes < 0 || c.MaxDecodedBytes < 0 {
 		return errors.New("client: consumer config: negative value")
 	}
 	if c.MaxWait > time.Hour {
@@ -71,8 +82,8 @@ func (c ConsumerConfig) Validate() error {
 }
 
 func (c ConsumerConfig) String() string {
-	return fmt.Sprintf("max_wait=%s min_bytes=%d max_bytes=%d partition_max_bytes=%d max_decompressed_bytes=%d",
-		c.MaxWait, c.MinBytes, c.MaxBytes, c.PartitionMaxBytes, c.MaxDecompressedBytes)
+	return fmt.Sprintf("max_wait=%s min_bytes=%d max_bytes=%d partition_max_bytes=%d max_decoded_bytes=%d",
+		c.MaxWait, c.MinBytes, c.MaxBytes, c.PartitionMaxBytes, c.MaxDecodedBytes)
 }
 
 // Consumer reads assigned partitions. Poll, Assign, Seek and the accessors

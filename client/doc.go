@@ -71,7 +71,12 @@
 // per broker sends long-polling FetchRequests (MaxWait; up to 8 at once
 // with disjoint partitions) for the assigned partitions routed to that
 // broker, decodes the batches, drops records below the requested offset and
-// buffers up to PartitionMaxBytes per partition ahead of Poll. Poll returns
+// buffers up to PartitionMaxBytes per partition ahead of Poll, and at most
+// MaxDecodedBytes decoded for every partition together: a batch is decoded
+// only if it fits (what its records take in memory, decompressed,
+// structures included), the rest waits for the next Poll, and a batch that
+// alone does not fit (a decompression bomb) stops its partition with
+// ErrBatchTooLarge naming the partition and the offset. Poll returns
 // records in offset order per partition. Owner changes and NOT_OWNER
 // redirects keep positions. A position outside the log makes Poll return an
 // *OffsetOutOfRangeError once; the partition is not reset silently and
@@ -81,8 +86,9 @@
 // closed, whatever the caller's Poll pattern (a Poll without a deadline is
 // fine): a failed fetch backs the partition off on a timer that routes it
 // again when it ends, and a metadata refresh routes the partitions of its
-// topic again when it ends. Only a partition whose buffer is full waits for
-// Poll (back-pressure). Close is safe at any moment, concurrently with Poll
+// topic again when it ends. Only a partition whose buffer is full, or whose
+// next batch does not fit in MaxDecodedBytes, waits for Poll
+// (back-pressure). Close is safe at any moment, concurrently with Poll
 // (which then returns ErrClosed) and with fetches in flight.
 //
 // # Group consumer

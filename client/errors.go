@@ -38,6 +38,11 @@ var (
 	// ErrDeliveryTimeout: a record was not acknowledged within
 	// ProducerConfig.DeliveryTimeout.
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
+	// ErrBatchTooLarge: a fetched batch decodes to more than
+	// ConsumerConfig.MaxDecodedBytes on its own. Poll returns it (wrapped,
+	// naming the partition and the batch's offset) once, and the
+	// partition is not read again until Seek moves it past the batch.
+	ErrBatchTooLarge = errors.New("client: batch decodes past ConsumerConfig.MaxDecodedBytes")
 )
 
 // OffsetOutOfRangeError is the error Poll returns when a partition's

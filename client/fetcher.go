@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/strata-log/strata/internal/grpcopts"
 	"github.com/strata-log/strata/internal/rpcerror"
@@ -30,6 +31,15 @@ import (
 // partitions routed to them, so a change of the shared metadata cache (by a
 // producer, an admin call, another consumer) never strands a partition.
 // Only a full buffer waits for Poll: that is back-pressure.
+//
+// Memory: what is held decoded ahead of Poll, every partition together, is
+// at most MaxDecodedBytes (mu.decoded, the sum of the parts' decoded): a
+// batch is decoded only when it fits beside it (decodeLocked), and no
+// partition is fetched while it is full. A part's decoded is non-zero only
+// while it buffers records, so the next Poll gives it all back; a
+// partition whose next batch did not fit waits for that (waitRoom). The
+// compressed responses are bounded by MaxBytes per request,
+// maxFetchesPerBroker requests per broker.
 type fetcher struct {
 	c   *Client
 	cfg ConsumerConfig
@@ -44,6 +54,7 @@ type fetcher struct {
 		closed     bool
 		gen        uint64 // source of fetchPart.gen
 		parts      map[TopicPartition]*fetchPart
+		decoded    int              // the sum of the parts' decoded
 		order      []TopicPartition // Poll's round-robin order
 		loops      map[string]chan struct{}
 		refreshing map[string]bool
@@ -63,6 +74,10 @@ type fetchPart struct {
 	position int64  // next offset Poll returns
 	records  []*Record
 	bytes    int
+	decoded  int // what records take decoded (decodeLocked's count)
+	// waitRoom: its next batch did not fit in MaxDecodedBytes; it is not
+	// fetched again until room is freed (roomFreedLocked).
+	waitRoom bool
 	hw       int64
 	haveHW   bool
 	err      error // for Poll, once
@@ -91,7 +106,10 @@ func (f *fetcher) set(tp TopicPartition, offset int64) error {
 		return ErrClosed
 	}
 	f.mu.gen++
-	if _, ok := f.mu.parts[tp]; !ok {
+	if old, ok := f.mu.parts[tp]; ok {
+		f.mu.decoded -= old.decoded
+		f.roomFreedLocked()
+	} else {
 		f.mu.order = append(f.mu.order, tp)
 	}
 	f.mu.parts[tp] = &fetchPart{tp: tp, gen: f.mu.gen, fetchAt: offset, position: offset}
@@ -104,8 +122,13 @@ func (f *fetcher) remove(tps ...TopicPartition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, tp := range tps {
-		delete(f.mu.parts, tp)
+		if p, ok := f.mu.parts[tp]; ok {
+			f.mu.decoded -= p.decoded
+			delete(f.mu.parts, tp)
+		}
 	}
+	f.roomFreedLocked()
+	f.routeLocked()
 	order := f.mu.order[:0]
 	for _, tp := range f.mu.order {
 		if _, ok := f.mu.parts[tp]; ok {
@@ -152,6 +175,8 @@ func (f *fetcher) poll(ctx context.Context) ([]*Record, error) {
 				out = append(out, p.records...)
 				p.position = p.records[len(p.records)-1].Offset + 1
 				p.records, p.bytes = nil, 0
+				f.mu.decoded -= p.decoded
+				p.decoded = 0
 			}
 		}
 		for _, tp := range f.mu.order {
@@ -164,6 +189,7 @@ func (f *fetcher) poll(ctx context.Context) ([]*Record, error) {
 			f.mu.order = append(f.mu.order[1:], f.mu.order[0])
 		}
 		if len(out) > 0 || err != nil {
+			f.roomFreedLocked()
 			f.routeLocked() // drained buffers may be fetched again
 			f.mu.Unlock()
 			return out, err
@@ -207,7 +233,17 @@ func (f *fetcher) notifyLocked() {
 // fetchableLocked reports whether p should be fetched (ignoring backoff).
 // REQUIRES: f.mu held.
 func (f *fetcher) fetchableLocked(p *fetchPart) bool {
-	return !p.stopped && !p.inflight && p.err == nil && p.bytes < f.cfg.PartitionMaxBytes
+	return !p.stopped && !p.inflight && p.err == nil && !p.waitRoom && p.bytes < f.cfg.PartitionMaxBytes &&
+		f.mu.decoded < f.cfg.MaxDecodedBytes
+}
+
+// roomFreedLocked lets the partitions waiting for room in MaxDecodedBytes
+// be fetched again: some was freed. The caller routes them.
+// REQUIRES: f.mu held.
+func (f *fetcher) roomFreedLocked() {
+	for _, p := range f.mu.parts {
+		p.waitRoom = false
+	}
 }
 
 // routeLocked routes every fetchable partition to its owner's loop and
@@ -498,7 +534,9 @@ func (f *fetcher) partitionErrorLocked(p *fetchPart, r *brokerpb.FetchPartitionR
 }
 
 // appendLocked decodes fetched batches into p's buffer, skipping records
-// below p.fetchAt and control batches.
+// below p.fetchAt and control batches, while they fit in MaxDecodedBytes:
+// the first batch that does not is left (with the rest) for a fetch after
+// Poll has taken the records.
 // REQUIRES: f.mu held.
 func (f *fetcher) appendLocked(p *fetchPart, buf []byte) error {
 	if len(buf) == 0 {
@@ -509,34 +547,107 @@ func (f *fetcher) appendLocked(p *fetchPart, buf []byte) error {
 		return fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
 	}
 	for _, raw := range batches {
-		hdr, recs, err := recordbatch.DecodeLimit(raw, f.cfg.MaxDecompressedBytes)
+		hdr, err := recordbatch.ParseHeader(raw) // Split parsed it
 		if err != nil {
 			return fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
 		}
 		if hdr.LastOffset() < p.fetchAt {
-			continue
+			continue // below the position: not worth decoding
 		}
+		recs, decoded, err := f.decodeLocked(p, raw, hdr)
+		if errors.Is(err, errNoRoom) {
+			p.waitRoom = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		kept := 0
 		if !hdr.IsControl() {
 			for _, rr := range recs {
-				if rr.Offset < p.fetchAt {
-					continue
+				if rr.Offset >= p.fetchAt {
+					r := consumedRecord(p.tp, rr)
+					p.records = append(p.records, r)
+					p.bytes += recordBytes(r)
+					kept++
 				}
-				r := &Record{
-					Topic: p.tp.Topic, Partition: p.tp.Partition,
-					Key: rr.Key, Value: rr.Value,
-					Timestamp: time.UnixMilli(rr.TimestampMs), Offset: rr.Offset,
-				}
-				if len(rr.Headers) > 0 {
-					r.Headers = make([]Header, len(rr.Headers))
-					for i, h := range rr.Headers {
-						r.Headers[i] = Header{Key: h.Key, Value: h.Value}
-					}
-				}
-				p.records = append(p.records, r)
-				p.bytes += recordBytes(r)
 			}
+		}
+		if kept > 0 {
+			// The records kept alias the batch's decoded bytes: it is
+			// held until Poll takes them. A batch with none kept is
+			// garbage already, and counting it would hold room that no
+			// Poll gives back.
+			p.decoded += decoded
+			f.mu.decoded += decoded
 		}
 		p.fetchAt = hdr.LastOffset() + 1
 	}
 	return nil
+}
+
+// errNoRoom: a batch does not fit beside what the consumer holds decoded.
+var errNoRoom = errors.New("client: no room to decode")
+
+// Decoded sizes besides what recordbatch.DecodeWithin counts: the Record
+// each record becomes (and its pointer in the buffer, with append's
+// slack), and the Header each header is copied into.
+const (
+	consumedRecordBytes = int(unsafe.Sizeof(Record{})) + 2*int(unsafe.Sizeof(uintptr(0)))
+	consumedHeaderBytes = int(unsafe.Sizeof(Header{}))
+)
+
+// decodeLocked decodes raw, p's batch with header hdr, if what it takes
+// decoded (recordbatch.DecodeWithin's count, the Records and Headers it
+// becomes) fits beside what the consumer holds: decoded is that size. If
+// it does not, the error is errNoRoom while anything is held (Poll makes
+// room), else ErrBatchTooLarge naming the partition and the offset: the
+// batch alone is larger than MaxDecodedBytes.
+// REQUIRES: f.mu held.
+func (f *fetcher) decodeLocked(p *fetchPart, raw []byte, hdr recordbatch.BatchHeader) ([]recordbatch.Record, int, error) {
+	limit := f.cfg.MaxDecodedBytes
+	room := int64(limit - f.mu.decoded)
+	tooLarge := func(err error) error {
+		if f.mu.decoded > 0 {
+			return errNoRoom
+		}
+		return fmt.Errorf("%w: partition %s: the batch at offset %d (%d records) decodes to more than %d bytes: %w",
+			ErrBatchTooLarge, p.tp, hdr.BaseOffset, hdr.RecordCount, limit, err)
+	}
+	consumed := int64(max(hdr.RecordCount, 0)) * int64(consumedRecordBytes)
+	if consumed > room {
+		return nil, 0, tooLarge(recordbatch.ErrTooLarge)
+	}
+	_, recs, decoded, err := recordbatch.DecodeWithin(raw, int(room-consumed))
+	if errors.Is(err, recordbatch.ErrTooLarge) {
+		return nil, 0, tooLarge(err)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("client: fetch %s at %d: %w", p.tp, p.fetchAt, err)
+	}
+	headers := 0
+	for i := range recs {
+		headers += len(recs[i].Headers)
+	}
+	total := int64(decoded) + consumed + int64(headers)*int64(consumedHeaderBytes)
+	if total > room {
+		return nil, 0, tooLarge(fmt.Errorf("%w: %d bytes", recordbatch.ErrTooLarge, total))
+	}
+	return recs, int(total), nil
+}
+
+// consumedRecord is the Record Poll returns for rr, read from tp.
+func consumedRecord(tp TopicPartition, rr recordbatch.Record) *Record {
+	r := &Record{
+		Topic: tp.Topic, Partition: tp.Partition,
+		Key: rr.Key, Value: rr.Value,
+		Timestamp: time.UnixMilli(rr.TimestampMs), Offset: rr.Offset,
+	}
+	if len(rr.Headers) > 0 {
+		r.Headers = make([]Header, len(rr.Headers))
+		for i, h := range rr.Headers {
+			r.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
 }

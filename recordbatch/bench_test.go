@@ -87,6 +87,14 @@ func BenchmarkBuilder(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
+	benchEachCodec(b, func(buf []byte) error {
+		_, _, err := recordbatch.Decode(buf)
+		return err
+	})
+}
+
+// benchEachCodec runs op on the benchRecords batch of each codec.
+func benchEachCodec(b *testing.B, op func(buf []byte) error) {
 	recs := benchRecords()
 	for _, c := range codecs {
 		b.Run(c.String(), func(b *testing.B) {
@@ -97,7 +105,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.SetBytes(benchBytes)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := recordbatch.Decode(buf); err != nil {
+				if err := op(buf); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -110,4 +118,16 @@ func BenchmarkPartitionForKey(b *testing.B) {
 	for b.Loop() {
 		recordbatch.PartitionForKey(key, 64)
 	}
+}
+
+// BenchmarkScanRecords is a produce's validation of a 16 KiB batch: the
+// records section checked (decompressed as a stream) without keeping it.
+func BenchmarkScanRecords(b *testing.B) {
+	benchEachCodec(b, func(buf []byte) error {
+		h, err := recordbatch.ParseHeader(buf)
+		if err == nil {
+			_, err = recordbatch.ScanRecords(buf, h, 1<<20, func(int, recordbatch.RecordInfo) error { return nil })
+		}
+		return err
+	})
 }

@@ -2,9 +2,11 @@ package recordbatch
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // minRecordSize is the smallest encoded record: length, attributes,
@@ -53,47 +55,105 @@ func decodeBody(buf []byte, h BatchHeader, maxDecompressed int) (BatchHeader, []
 			return BatchHeader{}, nil, err
 		}
 	}
-	recs, err := decodeRecords(data, &h)
+	recs, _, err := decodeRecords(data, &h, math.MaxInt)
 	if err != nil {
 		return BatchHeader{}, nil, err
 	}
 	return h, recs, nil
 }
 
-func decodeRecords(data []byte, h *BatchHeader) ([]Record, error) {
-	if int64(h.RecordCount)*minRecordSize > int64(len(data)) {
-		return nil, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.RecordCount, len(data))
+// RecordBytes and HeaderBytes are what a decoded Record and Header take in
+// memory besides the bytes they alias (DecodeWithin counts them).
+const (
+	RecordBytes = int(unsafe.Sizeof(Record{}))
+	HeaderBytes = int(unsafe.Sizeof(Header{}))
+)
+
+// DecodeWithin is DecodeLimit bounded by everything the decoded batch
+// holds, not by its decompressed records alone: the records section (the
+// buffer it was decompressed into, whose capacity the records keep alive;
+// for an uncompressed batch the records of buf, which the result aliases)
+// plus RecordBytes per record and HeaderBytes per header.
+// Tiny records and empty headers take several times their encoded size
+// once decoded (a 2-byte header is a 40-byte Header), so a bound on the
+// section alone does not bound a decoder's memory. More than maxBytes is
+// ErrTooLarge, refused before the records are allocated (their count is
+// the header's) or as soon as the section or the headers pass what is
+// left. decoded is the bytes counted (with the decompressed buffer's
+// capacity, which the allocator may round past maxBytes by a little).
+func DecodeWithin(buf []byte, maxBytes int) (h BatchHeader, recs []Record, decoded int, err error) {
+	if h, err = Verify(buf); err != nil {
+		return BatchHeader{}, nil, 0, err
 	}
-	recs := make([]Record, h.RecordCount)
-	var headers []Header // one backing array for all records' headers, when it fits
+	records := int64(h.RecordCount) * int64(RecordBytes)
+	if records > int64(maxBytes) {
+		return BatchHeader{}, nil, 0, fmt.Errorf("%w: %d records take %d bytes decoded, more than %d", ErrTooLarge, h.RecordCount, records, maxBytes)
+	}
+	room := maxBytes - int(records)
+	data := buf[HeaderSize:]
+	section := len(data)
+	if c := h.Compression(); c != CompressionNone {
+		if data, err = decompress(nil, c, data, room); err != nil {
+			return BatchHeader{}, nil, 0, err
+		}
+		// The records keep the whole buffer alive. It grew by doubling,
+		// never past room but for the allocator's rounding.
+		section = max(len(data), cap(data))
+	} else if section > room {
+		return BatchHeader{}, nil, 0, fmt.Errorf("%w: %d bytes of records and %d records, more than %d", ErrTooLarge, section, h.RecordCount, maxBytes)
+	}
+	recs, headers, err := decodeRecords(data, &h, (room-len(data))/HeaderBytes)
+	if err != nil {
+		return BatchHeader{}, nil, 0, err
+	}
+	return h, recs, int(records) + section + headers*HeaderBytes, nil
+}
+
+// errTooManyHeaders: a record's headers pass decodeRecords' maxHeaders.
+var errTooManyHeaders = errors.New("too many headers")
+
+// decodeRecords decodes data, the records section of a batch with header
+// h, holding at most maxHeaders headers (else ErrTooLarge); headers is how
+// many it holds.
+func decodeRecords(data []byte, h *BatchHeader, maxHeaders int) (recs []Record, headers int, err error) {
+	if int64(h.RecordCount)*minRecordSize > int64(len(data)) {
+		return nil, 0, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.RecordCount, len(data))
+	}
+	recs = make([]Record, h.RecordCount)
+	var slab []Header // one backing array for all records' headers, when it fits
 	d := decoder{b: data}
 	for i := range recs {
 		body := d.bytes(d.length("record length"))
 		if d.err != nil {
-			return nil, fmt.Errorf("%w: record %d: %s", ErrCorrupt, i, d.err)
+			return nil, 0, fmt.Errorf("%w: record %d: %s", ErrCorrupt, i, d.err)
 		}
 		var prev []Header
 		if i > 0 {
 			prev = recs[i-1].Headers
 		}
 		var err error
-		headers, err = decodeRecord(body, h, &recs[i], prev, headers, len(recs)-i, len(d.b))
-		if err != nil {
-			return nil, fmt.Errorf("%w: record %d: %s", ErrCorrupt, i, err)
+		slab, err = decodeRecord(body, h, &recs[i], prev, slab, len(recs)-i, len(d.b), maxHeaders-headers)
+		if errors.Is(err, errTooManyHeaders) {
+			return nil, 0, fmt.Errorf("%w: record %d: more than %d headers decoded", ErrTooLarge, i, maxHeaders)
 		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: record %d: %s", ErrCorrupt, i, err)
+		}
+		headers += len(recs[i].Headers)
 	}
 	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes after %d records", ErrCorrupt, len(d.b), len(recs))
+		return nil, 0, fmt.Errorf("%w: %d trailing bytes after %d records", ErrCorrupt, len(d.b), len(recs))
 	}
-	return recs, nil
+	return recs, headers, nil
 }
 
 // decodeRecord decodes body, a record without its length prefix, into r,
 // appending its headers to slab, and returns the slab. prev is the previous
 // record's headers: equal keys at the same position share one string, as
 // producers usually send the same header keys on every record. recordsLeft
-// (this one included) and bytesLeft (after this one) size the slab.
-func decodeRecord(body []byte, h *BatchHeader, r *Record, prev, slab []Header, recordsLeft, bytesLeft int) ([]Header, error) {
+// (this one included) and bytesLeft (after this one) size the slab, which
+// never grows past headersLeft more headers (errTooManyHeaders).
+func decodeRecord(body []byte, h *BatchHeader, r *Record, prev, slab []Header, recordsLeft, bytesLeft, headersLeft int) ([]Header, error) {
 	d := decoder{b: body}
 	d.skip(1) // attributes
 	timestampDelta := d.varlong("timestamp delta")
@@ -104,11 +164,15 @@ func decodeRecord(body []byte, h *BatchHeader, r *Record, prev, slab []Header, r
 	if d.err == nil && n > len(d.b)/2 { // a header is at least 2 bytes
 		d.fail(fmt.Sprintf("header count %d in %d bytes", n, len(d.b)))
 	}
+	if d.err == nil && n > headersLeft {
+		return slab, errTooManyHeaders
+	}
 	if d.err == nil && n > 0 {
 		if cap(slab)-len(slab) < n {
 			// Guess that the records left carry as many headers as this
-			// one, bounded by what their bytes can hold (2 bytes a header).
-			want := min(n*recordsLeft, n+bytesLeft/2)
+			// one, bounded by what their bytes can hold (2 bytes a header)
+			// and by the headers left to decode.
+			want := min(n*recordsLeft, n+bytesLeft/2, headersLeft)
 			slab = slices.Grow(slab[:len(slab):len(slab)], want)
 		}
 		first := len(slab)

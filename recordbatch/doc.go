@@ -65,12 +65,23 @@
 //   - Decode checks every length against the buffer: it never panics and
 //     never reads outside buf, whatever the input (see the fuzz tests).
 //     Decompressed output is limited to MaxDecompressedBytes (DecodeLimit
-//     and ScanRecords take the bound as an argument). Output buffers grow
+//     and ScanRecords take the bound as an argument; DecodeWithin bounds
+//     everything the decoded batch holds: the decompressed buffer, and
+//     RecordBytes and HeaderBytes per record and header). Output buffers grow
 //     with the bytes actually produced: no size a batch claims (gzip
 //     ISIZE, zstd frame content size, a snappy length beyond the bound)
 //     is allocated up front, so a bomb costs about twice the bound at most.
-//   - ScanRecords checks every record's framing like Decode, without
-//     trusting RecordCount and without keeping records.
+//   - ScanRecords (and OffsetForTime, which uses it) checks every
+//     record's framing like Decode, without trusting RecordCount and
+//     without keeping records. It streams: a compressed section goes
+//     through a pooled window of 64 KiB and the records' payloads are
+//     skipped, so a scan's memory is that window and the codec's state
+//     whatever the records' size (snappy decodes one block at a time,
+//     each within the bound).
+//   - At most max(GOMAXPROCS, 4) decompressions run at once in a process;
+//     more wait for one to end. Each holds a codec state that the
+//     compressed bytes, not their number, size (a zstd window of up to
+//     8 MiB, lz4 blocks of up to 4 MiB), and the work is CPU-bound.
 //   - Records returned by Decode alias memory: for an uncompressed batch the
 //     keys and values are sub-slices of buf (capacity-limited, so appending
 //     to one never overwrites its neighbour); for a compressed batch they
@@ -88,6 +99,8 @@
 //	Decode        as Verify, plus ErrCorrupt (malformed records, bad
 //	              compressed data, unknown codec) and ErrTooLarge
 //	              (decompressed section beyond the bound)
+//	DecodeWithin  as Decode; ErrTooLarge also for records and headers
+//	              whose structures pass the bound
 //	ScanRecords   ErrCorrupt, ErrTooLarge as Decode; fn's own error
 //	Split         ErrShort (partial trailing batch), ParseHeader's errors
 //	Encode/Build  ErrInvalid (no records, unknown codec)

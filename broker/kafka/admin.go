@@ -169,8 +169,9 @@ var configTypes = map[string]kmsg.ConfigType{
 	"cleanup.policy": kmsg.ConfigTypeList, "segment.ms": kmsg.ConfigTypeLong,
 	"segment.bytes": kmsg.ConfigTypeInt, "ensemble": kmsg.ConfigTypeInt,
 	"write.quorum": kmsg.ConfigTypeInt, "ack.quorum": kmsg.ConfigTypeInt,
-	"max.message.bytes": kmsg.ConfigTypeInt, "min.compaction.lag.ms": kmsg.ConfigTypeLong,
-	"delete.retention.ms": kmsg.ConfigTypeLong, "max.compaction.lag.ms": kmsg.ConfigTypeLong,
+	"max.message.bytes": kmsg.ConfigTypeInt, "max.compression.ratio": kmsg.ConfigTypeInt,
+	"min.compaction.lag.ms": kmsg.ConfigTypeLong,
+	"delete.retention.ms":   kmsg.ConfigTypeLong, "max.compaction.lag.ms": kmsg.ConfigTypeLong,
 	"min.cleanable.dirty.ratio": kmsg.ConfigTypeDouble, "message.timestamp.after.max.ms": kmsg.ConfigTypeLong,
 	"remote.storage.enable": kmsg.ConfigTypeBoolean, "local.retention.ms": kmsg.ConfigTypeLong,
 }

@@ -48,6 +48,10 @@ func codeOf(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, partlog.ErrTooLarge):
 		return kerr.MessageTooLarge.Code
+	case errors.Is(err, partlog.ErrInflated):
+		// Kafka's error for a batch its validator refuses on its
+		// records' contents.
+		return kerr.InvalidRecord.Code
 	case errors.Is(err, partlog.ErrCorruptBatch):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, partlog.ErrInvalidTimestamp):

@@ -42,15 +42,25 @@ func (a Acks) String() string {
 
 // Defaults of Config.
 const (
-	DefaultSegmentBytes       = 1 << 30
-	DefaultSegmentAge         = 7 * 24 * time.Hour
-	DefaultIdleRoll           = 10 * time.Minute
-	DefaultMaxBatchBytes      = 1048588
-	DefaultIndexIntervalBytes = 1 << 20
-	DefaultProducerExpiry     = 24 * time.Hour
-	DefaultRollCheckInterval  = time.Second
-	DefaultSequenceGapWait    = 2 * time.Second
-	DefaultMaxSegmentEntries  = 1 << 20
+	DefaultSegmentBytes  = 1 << 30
+	DefaultSegmentAge    = 7 * 24 * time.Hour
+	DefaultIdleRoll      = 10 * time.Minute
+	DefaultMaxBatchBytes = 1048588
+	// DefaultMaxCompressionRatio: how many times its size a produced
+	// batch's records may decompress to (max.compression.ratio). Real
+	// records stay far below it: JSON and log lines measure 3 to 10 times
+	// in batches of 16 KiB to 1 MiB (gzip and zstd; snappy and lz4 less),
+	// and Kubernetes' OpenAPI JSON, as repetitive as real data gets, 23
+	// times on average and 44 at most with zstd in 1 MiB batches.
+	// Decompression bombs go far past it: zeros inflate about 230 times
+	// with lz4, 1,000 with gzip, 8,000 with zstd, and without bound with
+	// S2's extensions of snappy (which the snappy decoder accepts).
+	DefaultMaxCompressionRatio = 100
+	DefaultIndexIntervalBytes  = 1 << 20
+	DefaultProducerExpiry      = 24 * time.Hour
+	DefaultRollCheckInterval   = time.Second
+	DefaultSequenceGapWait     = 2 * time.Second
+	DefaultMaxSegmentEntries   = 1 << 20
 	// producerBatches is how many batches per producer are remembered for
 	// deduplication (Kafka's NUM_BATCHES_TO_RETAIN).
 	producerBatches = 5
@@ -101,6 +111,10 @@ type Config struct {
 	IdleRoll time.Duration
 	// MaxBatchBytes: larger batches fail with ErrTooLarge.
 	MaxBatchBytes int
+	// MaxCompressionRatio: a compressed batch whose records decompress to
+	// more than this many times its size fails with ErrInflated (see
+	// InflationBound).
+	MaxCompressionRatio int
 	// IndexIntervalBytes: a closed segment's index has a point for entry 0
 	// and at least one every IndexIntervalBytes.
 	IndexIntervalBytes int64
@@ -172,6 +186,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchBytes == 0 {
 		c.MaxBatchBytes = DefaultMaxBatchBytes
 	}
+	if c.MaxCompressionRatio == 0 {
+		c.MaxCompressionRatio = DefaultMaxCompressionRatio
+	}
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}
@@ -224,7 +241,7 @@ func (c Config) Validate() error {
 	if c.Env.Meta == nil || c.Env.Bookies == nil || c.Env.Registry == nil {
 		errs = append(errs, errors.New("the ledger Env needs Meta, Bookies and Registry"))
 	}
-	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 || c.MaxSegmentEntries < 0 ||
+	if c.SegmentBytes < 0 || c.SegmentAge < 0 || c.IdleRoll < 0 || c.MaxBatchBytes < 0 || c.MaxCompressionRatio < 0 || c.MaxSegmentEntries < 0 ||
 		c.IndexIntervalBytes < 0 || c.ProducerExpiry < 0 || c.RollCheckInterval < 0 || c.SequenceGapWait < 0 {
 		errs = append(errs, errors.New("negative size or duration"))
 	}
@@ -236,9 +253,9 @@ func (c Config) Validate() error {
 
 func (c Config) String() string {
 	c = c.withDefaults()
-	return fmt.Sprintf("%s/%d epoch=%d E/Qw/Qa=%d/%d/%d segment=%dB/%v idle=%v maxBatch=%d index=%dB producerExpiry=%v",
+	return fmt.Sprintf("%s/%d epoch=%d E/Qw/Qa=%d/%d/%d segment=%dB/%v idle=%v maxBatch=%d maxRatio=%d index=%dB producerExpiry=%v",
 		c.Topic, c.Partition, c.Epoch, c.Ensemble, c.WriteQuorum, c.AckQuorum, c.SegmentBytes, c.SegmentAge,
-		c.IdleRoll, c.MaxBatchBytes, c.IndexIntervalBytes, c.ProducerExpiry)
+		c.IdleRoll, c.MaxBatchBytes, c.MaxCompressionRatio, c.IndexIntervalBytes, c.ProducerExpiry)
 }
 
 func (c Config) createOptions() ledger.CreateOptions {

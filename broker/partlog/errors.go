@@ -16,7 +16,7 @@ import (
 //	             ErrFenced (a newer owner epoch is recorded: an
 //	             *EpochBehindError), or the
 //	             store's / ledger's error, wrapped.
-//	Append       ErrCorruptBatch, ErrTooLarge, ErrInvalidTimestamp,
+//	Append       ErrCorruptBatch, ErrTooLarge, ErrInflated, ErrInvalidTimestamp,
 //	             ErrOutOfOrderSequence, ErrUnknownProducer,
 //	             ErrProducerFenced, ErrListFull, ErrNoLedger,
 //	             ErrNotEnoughBookies (rejected: nothing written);
@@ -40,11 +40,14 @@ import (
 //	             return these and their own.
 //	ReadPartitionLog  ErrNotFound (no log yet), or the store's error.
 var (
-	ErrClosed             = errors.New("partlog: closed")
-	ErrFenced             = errors.New("partlog: fenced by another owner")
-	ErrConflict           = errors.New("partlog: partition log changed under its owner")
-	ErrCorruptBatch       = errors.New("partlog: corrupt record batch")
-	ErrTooLarge           = errors.New("partlog: record batch too large")
+	ErrClosed       = errors.New("partlog: closed")
+	ErrFenced       = errors.New("partlog: fenced by another owner")
+	ErrConflict     = errors.New("partlog: partition log changed under its owner")
+	ErrCorruptBatch = errors.New("partlog: corrupt record batch")
+	ErrTooLarge     = errors.New("partlog: record batch too large")
+	// ErrInflated: a compressed batch whose records decompress to more
+	// than max.compression.ratio times its size (InflationBound).
+	ErrInflated           = errors.New("partlog: record batch inflates past max.compression.ratio")
 	ErrInvalidTimestamp   = errors.New("partlog: record timestamp too far in the future")
 	ErrOutOfOrderSequence = errors.New("partlog: out of order sequence number")
 	ErrProducerFenced     = errors.New("partlog: producer fenced (stale epoch)")

@@ -231,7 +231,7 @@ func (l *Log) ListOffset(ctx context.Context, timestampMs int64) (offset, ts int
 		case timestampMs < 0:
 			return 0, 0, fmt.Errorf("partlog: invalid timestamp %d", timestampMs)
 		}
-		offset, ts, err = l.reads.offsetForTime(ctx, pl, segs, start, hw, timestampMs, DecompressedBound(l.Limits().MaxBatchBytes))
+		offset, ts, err = l.reads.offsetForTime(ctx, pl, segs, start, hw, timestampMs, MaxStoredDecompressedBytes)
 		if err != nil && !retried && ctx.Err() == nil && replacedSince(l.Snapshot(), version, segs, pl.GetTiered()) {
 			continue
 		}

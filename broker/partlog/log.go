@@ -199,8 +199,8 @@ func verifyBatch(batch []byte, lim Limits, aheadMs int64, now time.Time) (record
 		return recordbatch.BatchHeader{}, err
 	}
 	// The decompressed records are bounded by a multiple of the batch's
-	// bound: see validate.go.
-	if err := validateRecords(batch, h, DecompressedBound(maxBytes)); err != nil {
+	// size: see validate.go.
+	if err := validateRecords(batch, h, lim.MaxCompressionRatio); err != nil {
 		return recordbatch.BatchHeader{}, err
 	}
 	return h, nil
@@ -675,6 +675,7 @@ type Limits struct {
 	SegmentBytes                     int64
 	SegmentAge                       time.Duration
 	MaxBatchBytes                    int
+	MaxCompressionRatio              int
 	Ensemble, WriteQuorum, AckQuorum int
 }
 
@@ -698,6 +699,9 @@ func (l *Log) SetLimits(n Limits) {
 	}
 	if n.MaxBatchBytes > 0 {
 		cur.MaxBatchBytes = n.MaxBatchBytes
+	}
+	if n.MaxCompressionRatio > 0 {
+		cur.MaxCompressionRatio = n.MaxCompressionRatio
 	}
 	if n.Ensemble > 0 && n.Ensemble >= n.WriteQuorum && n.WriteQuorum >= n.AckQuorum && n.AckQuorum > 0 {
 		cur.Ensemble, cur.WriteQuorum, cur.AckQuorum = n.Ensemble, n.WriteQuorum, n.AckQuorum

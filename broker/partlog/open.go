@@ -182,7 +182,7 @@ func newLog(cfg Config) *Log {
 	l.reads.init(cfg)
 	l.mu.levelWait = make(map[*pendingAppend]struct{})
 	l.mu.limits = Limits{SegmentBytes: cfg.SegmentBytes, SegmentAge: cfg.SegmentAge, MaxBatchBytes: cfg.MaxBatchBytes,
-		Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum}
+		MaxCompressionRatio: cfg.MaxCompressionRatio, Ensemble: cfg.Ensemble, WriteQuorum: cfg.WriteQuorum, AckQuorum: cfg.AckQuorum}
 	l.mu.policy = cfg.Policy
 	l.mu.hwChanged = make(chan struct{})
 	l.mu.producersChanged = make(chan struct{})

@@ -15,9 +15,13 @@ import (
 //
 // batch passed recordbatch.Verify with header h. The rules, all of which
 // a producer's batch satisfies (a producer never sends compacted batches):
-//   - the records section decompresses to at most maxDecompressed bytes
-//     (DecompressedBound of the topic's max.message.bytes: no
-//     decompression bombs), else ErrTooLarge;
+//   - a compressed records section decompresses to at most
+//     InflationBound(len(batch), maxRatio) bytes: maxRatio (the topic's
+//     max.compression.ratio) times the batch's size, else ErrInflated (no
+//     decompression bombs); and to at most
+//     recordbatch.MaxDecompressedBytes, else ErrTooLarge. The check
+//     streams (recordbatch.ScanRecords): it holds a window and the
+//     codec's state, never the decompressed records;
 //   - every record's framing is consistent with its bytes;
 //   - it is not a control batch: transaction markers are the broker's to
 //     write (Kafka refuses them from clients too), and consumers skip
@@ -36,7 +40,7 @@ import (
 //     slip past all three).
 //
 // Anything else is ErrCorruptBatch, with what is wrong.
-func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed int) error {
+func validateRecords(batch []byte, h recordbatch.BatchHeader, maxRatio int) error {
 	if h.RecordCount <= 0 {
 		return fmt.Errorf("%w: record count %d, want at least 1", ErrCorruptBatch, h.RecordCount)
 	}
@@ -49,6 +53,7 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	if h.LastOffsetDelta != h.RecordCount-1 {
 		return fmt.Errorf("%w: last offset delta %d with %d records, want %d", ErrCorruptBatch, h.LastOffsetDelta, h.RecordCount, h.RecordCount-1)
 	}
+	maxDecompressed := InflationBound(len(batch), maxRatio)
 	n, err := recordbatch.ScanRecords(batch, h, maxDecompressed, func(i int, r recordbatch.RecordInfo) error {
 		if i >= int(h.RecordCount) {
 			return fmt.Errorf("%w: more records than the %d the header counts", ErrCorruptBatch, h.RecordCount)
@@ -62,8 +67,11 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 		return nil
 	})
 	switch {
+	case errors.Is(err, recordbatch.ErrTooLarge) && maxDecompressed < recordbatch.MaxDecompressedBytes:
+		return fmt.Errorf("%w: a %d-byte %s batch decompresses to more than %d bytes, %d times its size: max.compression.ratio is %d",
+			ErrInflated, len(batch), h.Compression(), maxDecompressed, maxRatio, maxRatio)
 	case errors.Is(err, recordbatch.ErrTooLarge):
-		return fmt.Errorf("%w: %w (a batch may decompress to at most %d bytes: 8 x max.message.bytes, within [8 MiB, 64 MiB])", ErrTooLarge, err, maxDecompressed)
+		return fmt.Errorf("%w: %w (a batch may decompress to at most %d bytes)", ErrTooLarge, err, maxDecompressed)
 	case errors.Is(err, ErrCorruptBatch):
 		return err
 	case err != nil:
@@ -74,14 +82,30 @@ func validateRecords(batch []byte, h recordbatch.BatchHeader, maxDecompressed in
 	return nil
 }
 
-// DecompressedBound is how far a produced batch of at most maxBatchBytes
-// (max.message.bytes, which Kafka applies to the compressed batch) may
-// decompress: 8 times that, at least 8 MiB and at most 64 MiB. Producers
-// compress logs and JSON several times over, so a full batch must still
-// pass; a bomb (1000x and more) is cut off at the bound. The bound is what
-// one validation may hold in memory (the records are decompressed whole,
-// not streamed record by record as Kafka's validator does): a request of
-// many bombs holds at most its worker count times twice the bound.
-func DecompressedBound(maxBatchBytes int) int {
-	return min(max(8*maxBatchBytes, 8<<20), 64<<20)
+// MaxStoredDecompressedBytes is the bound a reader of stored batches
+// decompresses one within (ListOffsets by time, compaction): the most any
+// produced batch may decompress to (InflationBound), whatever the topic's
+// limits were when it was stored.
+const MaxStoredDecompressedBytes = recordbatch.MaxDecompressedBytes
+
+// InflationBound is how many bytes the records of a produced batch of
+// batchBytes may decompress to under max.compression.ratio maxRatio:
+// maxRatio times its size, and at most recordbatch.MaxDecompressedBytes,
+// the bound every reader decodes a batch within (consumers, compaction,
+// ListOffsets).
+func InflationBound(batchBytes, maxRatio int) int {
+	return int(min(int64(batchBytes)*int64(maxRatio), recordbatch.MaxDecompressedBytes))
+}
+
+// DecompressedBound is the most that validating batch under lim
+// decompresses: InflationBound of its size for a compressed batch, its size
+// for one that is not (or that is refused before its records are read:
+// larger than MaxBatchBytes, or too short to tell). It is what a produce
+// budget holds for the batch while it is validated (a pure function).
+func DecompressedBound(batch []byte, lim Limits) int {
+	h, err := recordbatch.ParseHeader(batch)
+	if err != nil || h.Compression() == recordbatch.CompressionNone || len(batch) > lim.MaxBatchBytes {
+		return len(batch)
+	}
+	return max(len(batch), InflationBound(len(batch), lim.MaxCompressionRatio))
 }

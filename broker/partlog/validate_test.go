@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/strata-log/strata/recordbatch"
@@ -90,15 +92,13 @@ func TestValidateRecords(t *testing.T) {
 		// after delete.retention.ms.
 		{"a delete horizon", withAttributes(rawBatch(1, 0, r0), 0x40), ErrCorruptBatch},
 		{"a transactional batch", withAttributes(rawBatch(1, 0, r0), 0x10), nil},
-		{"gzip bomb", hostilebatch.GzipBomb(64 << 20), ErrTooLarge},
-		{"zstd bomb", hostilebatch.ZstdBomb(64 << 20), ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, err := recordbatch.Verify(tc.batch)
 			if err != nil {
 				t.Fatalf("Verify: %v (the batch must get past the CRC check)", err)
 			}
-			err = validateRecords(tc.batch, h, DefaultMaxBatchBytes)
+			err = validateRecords(tc.batch, h, DefaultMaxCompressionRatio)
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 				t.Fatalf("validateRecords: %v, want %v", err, tc.want)
 			}
@@ -109,9 +109,38 @@ func TestValidateRecords(t *testing.T) {
 	}
 }
 
+// Decompression bombs are valid one-record batches: only the bounds refuse
+// them, the ratio first, and 64 MiB (what every reader decodes within)
+// whatever the ratio.
+func TestValidateRecordsBombs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		batch    []byte
+		maxRatio int
+		want     error // nil: valid
+	}{
+		{"gzip bomb", hostilebatch.GzipBomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
+		{"snappy bomb", hostilebatch.SnappyBomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
+		{"lz4 bomb", hostilebatch.Lz4Bomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
+		{"zstd bomb", hostilebatch.ZstdBomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
+		{"zstd bomb under a ratio that allows it", hostilebatch.ZstdBomb(8 << 20), 100_000, nil},
+		{"zstd bomb past 64 MiB", hostilebatch.ZstdBomb(64 << 20), 100_000, ErrTooLarge},
+	} {
+		h, err := recordbatch.Verify(tc.batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = validateRecords(tc.batch, h, tc.maxRatio)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		t.Logf("%s (%d bytes): %v", tc.name, len(tc.batch), err)
+	}
+}
+
 // H2 and H3 through Append: a refused batch writes nothing, so the next
-// valid batch gets the next dense offset; a bomb is refused without
-// allocating what it inflates to.
+// valid batch gets the next dense offset; a bomb of any codec is refused
+// without allocating what it inflates to (the check streams).
 func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 	f := NewFixture(t)
 	l := f.Open(f.Config(1))
@@ -121,21 +150,19 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 	if _, err := l.Append(Ctx(t), claim, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
 		t.Fatalf("claim batch: %v, want ErrCorruptBatch", err)
 	}
-	for name, bomb := range map[string][]byte{"gzip": hostilebatch.GzipBomb(256 << 20), "zstd": hostilebatch.ZstdBomb(256 << 20)} {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		_, err := l.Append(Ctx(t), bomb, AcksQuorum)
-		runtime.ReadMemStats(&after)
-		if !errors.Is(err, ErrTooLarge) {
-			t.Fatalf("%s bomb: %v, want ErrTooLarge", name, err)
+	for _, c := range hostilebatch.Codecs {
+		bomb := hostilebatch.Bomb(c, 128<<20) // lz4's is about 520 KB: within max.message.bytes
+		var err error
+		allocated := allocatedBy(func() { _, err = l.Append(Ctx(t), bomb, AcksQuorum) })
+		if !errors.Is(err, ErrInflated) || !strings.Contains(err.Error(), "max.compression.ratio is 100") {
+			t.Fatalf("%s bomb: %v, want ErrInflated naming the ratio", c, err)
 		}
-		// The output grows by doubling up to the bound (8 MiB for a 1 MiB
-		// max.message.bytes), plus zstd's window: well below the 256 MiB
-		// the bomb inflates to.
-		allocated := after.TotalAlloc - before.TotalAlloc
-		t.Logf("%s bomb (%d bytes): %v; allocated %.1f MiB", name, len(bomb), err, float64(allocated)/(1<<20))
-		if bound := uint64(DecompressedBound(DefaultMaxBatchBytes)); allocated > 3*bound+16<<20 {
-			t.Errorf("%s bomb: Append allocated %d bytes", name, allocated)
+		// A window and the codec's state (zstd's ring of up to 8 MiB,
+		// snappy's 4 MiB blocks): far below the 128 MiB the bomb
+		// inflates to.
+		t.Logf("%s bomb (%d bytes): %v; allocated %.1f MiB", c, len(bomb), err, float64(allocated)/(1<<20))
+		if !raceEnabled && allocated > 12<<20 {
+			t.Errorf("%s bomb: Append allocated %d bytes", c, allocated)
 		}
 	}
 	if r := MustAppend(t, l, Batch(t, ts, "b", "c"), AcksQuorum); r.BaseOffset != 1 || r.LastOffset != 2 {
@@ -143,6 +170,99 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 	}
 	if got := FetchAll(t, l, 0); len(got) != 3 || got[2].Offset != 2 {
 		t.Fatalf("read back %d records, want 3 at offsets 0..2", len(got))
+	}
+}
+
+// jsonRecords are n JSON records shaped like an HTTP access log and a
+// metrics feed (random ids, addresses and numbers; a small vocabulary of
+// paths, agents and metric names), which compress about as real ones do.
+func jsonRecords(n int) []recordbatch.Record {
+	rng := rand.New(rand.NewPCG(3, 4))
+	paths := []string{"/api/v1/users", "/api/v1/orders", "/healthz", "/api/v2/search", "/static/app.js", "/login"}
+	agents := []string{"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36", "curl/8.4.0", "okhttp/4.12.0"}
+	recs := make([]recordbatch.Record, n)
+	for i := range recs {
+		var v []byte
+		if i%2 == 0 {
+			v = fmt.Appendf(nil, `{"ts":%d,"level":"info","remote":"10.%d.%d.%d","method":"GET","path":"%s","status":%d,"bytes":%d,"latency_ms":%.3f,"request_id":"%016x","user_agent":"%s"}`,
+				1_733_500_000_000+int64(i), rng.IntN(256), rng.IntN(256), rng.IntN(256), paths[rng.IntN(len(paths))],
+				[]int{200, 201, 404, 500}[rng.IntN(4)], rng.IntN(100_000), rng.Float64()*300, rng.Uint64(), agents[rng.IntN(len(agents))])
+		} else {
+			v = fmt.Appendf(nil, `{"name":"system.cpu.usage","host":"web-%02d","region":"eu-west-1","value":%.4f,"ts":%d}`,
+				rng.IntN(40), rng.Float64(), 1_733_500_000_000+int64(i))
+		}
+		recs[i] = recordbatch.Record{TimestampMs: 1_733_500_000_000, Key: fmt.Appendf(nil, "user-%d", rng.IntN(1e6)), Value: v}
+	}
+	return recs
+}
+
+// Real data passes the default max.compression.ratio by far, with every
+// codec, in batches from 0.6 KiB to 1 MiB of records; the bound is exact:
+// a batch decompressing to just its ratio times its size passes, one byte
+// of ratio less refuses it.
+func TestCompressionRatioRefusesBombsNotData(t *testing.T) {
+	recs := jsonRecords(7000)
+	for _, c := range hostilebatch.Codecs {
+		for _, n := range []int{4, 100, 1700, 7000} { // about 0.6 KiB, 16 KiB, 256 KiB, 1 MiB of records
+			buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Compression: c, Records: recs[:n]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: recs[:n]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := recordbatch.Verify(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inflated := len(plain) - recordbatch.HeaderSize
+			ratio := float64(inflated) / float64(len(buf))
+			if err := validateRecords(buf, h, DefaultMaxCompressionRatio); err != nil {
+				t.Errorf("%s, %d records (%d bytes, ratio %.1f): %v", c, n, len(buf), ratio, err)
+			}
+			if ratio > DefaultMaxCompressionRatio/5 {
+				t.Errorf("%s, %d records: ratio %.1f, closer to the default bound than real data comes", c, n, ratio)
+			}
+			// The exact bound: ratio r allows r times the batch's size.
+			atLeast := (inflated + len(buf) - 1) / len(buf)
+			if err := validateRecords(buf, h, atLeast); err != nil {
+				t.Errorf("%s, %d records: ratio %d (decompressed %d <= %d): %v", c, n, atLeast, inflated, atLeast*len(buf), err)
+			}
+			if atLeast > 1 {
+				if err := validateRecords(buf, h, atLeast-1); !errors.Is(err, ErrInflated) {
+					t.Errorf("%s, %d records: ratio %d (decompressed %d > %d): %v, want ErrInflated", c, n, atLeast-1, inflated, (atLeast-1)*len(buf), err)
+				}
+			}
+			t.Logf("%s, %d records: %d bytes, ratio %.1f", c, n, len(buf), ratio)
+		}
+	}
+}
+
+// DecompressedBound is what a produce budget holds while a batch is
+// validated: the batch's size unless its records are decompressed, else
+// its InflationBound.
+func TestDecompressedBound(t *testing.T) {
+	lim := Limits{MaxBatchBytes: DefaultMaxBatchBytes, MaxCompressionRatio: 100}
+	plain := Batch(t, 0, "a", "b")
+	bomb := hostilebatch.ZstdBomb(8 << 20)
+	big := hostilebatch.Lz4Bomb(300 << 20) // about 1.2 MB: more than InflationBound allows
+	for _, tc := range []struct {
+		name  string
+		batch []byte
+		lim   Limits
+		want  int
+	}{
+		{"uncompressed", plain, lim, len(plain)},
+		{"compressed", bomb, lim, 100 * len(bomb)},
+		{"compressed, higher ratio", bomb, Limits{MaxBatchBytes: DefaultMaxBatchBytes, MaxCompressionRatio: 1000}, 1000 * len(bomb)},
+		{"compressed, at most 64 MiB", big, Limits{MaxBatchBytes: 8 << 20, MaxCompressionRatio: 100}, recordbatch.MaxDecompressedBytes},
+		{"refused unread: above max.message.bytes", big, lim, len(big)},
+		{"no header", bomb[:20], lim, 20},
+	} {
+		if got := DecompressedBound(tc.batch, tc.lim); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -169,10 +289,53 @@ func BenchmarkValidateRecords(b *testing.B) {
 			b.SetBytes(16 << 10)
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := validateRecords(buf, h, DefaultMaxBatchBytes); err != nil {
+				if err := validateRecords(buf, h, DefaultMaxCompressionRatio); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+// ListOffsets by time over stored bombs (written before the ratio bound,
+// or under a raised max.compression.ratio) streams every batch it looks
+// into: batches whose header's max timestamp is past the time but whose
+// records are older make it scan all of them, and the scans cost a
+// window and the codec's state, not the 8 MiB each bomb inflates to
+// (unbounded, one lookup over a stored 300 MiB gzip bomb took a broker
+// from 25 MB to 288 MB; bounded by allocating, twice the bound per batch).
+func TestListOffsetsOverStoredBombsIsBounded(t *testing.T) {
+	f := NewFixture(t)
+	cfg := f.Config(1)
+	cfg.MaxCompressionRatio = 1_000_000
+	l := f.Open(cfg)
+	now := f.Clock.Now().UnixMilli()
+	const bombs = 10
+	for range bombs {
+		bomb := hostilebatch.ZstdBomb(8 << 20)
+		binary.BigEndian.PutUint64(bomb[35:], uint64(now)) // max timestamp now; the record's is 0
+		MustAppend(t, l, hostilebatch.Fix(bomb), AcksQuorum)
+	}
+	lookup := func() {
+		off, ts, err := l.ListOffset(Ctx(t), now)
+		if err != nil || off != bombs || ts != -1 {
+			t.Fatalf("ListOffset(%d) = %d, %d, %v; want the high watermark %d: no record is that new", now, off, ts, err, bombs)
+		}
+	}
+	lookup() // warm the pools
+	allocated := allocatedBy(lookup)
+	t.Logf("a time lookup through %d bombs of 8 MiB allocated %.1f KiB", bombs, float64(allocated)/(1<<10))
+	if !raceEnabled && allocated > 2<<20 {
+		t.Errorf("the lookup allocated %d bytes", allocated)
+	}
+}
+
+// allocatedBy is the bytes f allocates (TotalAlloc grows even if the GC
+// frees them again).
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

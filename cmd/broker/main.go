@@ -52,7 +52,7 @@ func flags(d broker.Config) *pflag.FlagSet {
 	fs.String("ledger-digest", d.LedgerDigest, "entry digest of new ledgers: "+broker.DigestAESGMAC+", or "+broker.DigestHMACSHA256+" while older brokers or bookies run (they cannot read "+broker.DigestAESGMAC+")")
 	fs.Duration("produce-timeout", d.ProduceTimeout, "default wait for a produce request's acks")
 	fs.Duration("max-fetch-wait", d.MaxFetchWait, "cap on a fetch's long-poll")
-	fs.Int64("max-inflight-produce-bytes", d.MaxInflightProduceBytes, "batch bytes of the produce requests worked on at once; beyond, a request waits up to 1s, then is refused as retryable")
+	fs.Int64("max-inflight-produce-bytes", d.MaxInflightProduceBytes, "bytes of the produce requests worked on at once, counted decompressed (a compressed batch: its size times max.compression.ratio while it is validated); beyond, a request waits up to 1s, then is refused as retryable")
 	fs.Int64("max-inflight-fetch-bytes", d.MaxInflightFetchBytes, "memory of fetches: bytes of the responses gathered and not yet written, and of read-ahead from the bookies (a quarter of it); a fetch that finds no room answers with what it has, or waits and answers empty (clients fetch again)")
 	fs.Int("max-topics", d.MaxTopics, "topics the cluster may hold (CreateTopic refuses more)")
 	fs.Int32("max-partitions-per-topic", d.MaxPartitionsPerTopic, "partitions one topic may have")

@@ -8,10 +8,14 @@ package hostilebatch
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"io"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 
 	"github.com/strata-log/strata/recordbatch"
 )
@@ -66,57 +70,149 @@ func Claim(records []recordbatch.Record, recordCount, lastOffsetDelta int32) []b
 	return Fix(b)
 }
 
+// The bombs below are valid one-record batches whose record's value is
+// zeros bytes of zeros: their framing and counts pass every check, so only
+// a bound on the decompressed bytes (or on their ratio to the batch's
+// size) refuses them. Each is built without holding the zeros in memory
+// (at most 16 MiB of them), compressed as tightly as its codec allows.
+
+// recordPrefix and recordSuffix frame a record of valueBytes bytes of
+// value: its length, attributes 0, timestamp and offset deltas 0, a null
+// key, the value's length; and after the value, no headers.
+func recordPrefix(valueBytes int) []byte {
+	body := binary.AppendVarint([]byte{0, 0, 0, 1}, int64(valueBytes)) // attributes, deltas, key -1
+	bodyLen := len(body) + valueBytes + 1
+	return append(binary.AppendVarint(nil, int64(bodyLen)), body...)
+}
+
+var recordSuffix = []byte{0} // header count
+
 // GzipBomb returns a one-record batch whose gzip records section inflates
-// to zeros bytes of zeros (rounded up to MiB). It is a multi-member gzip
-// stream (members of up to 16 MiB, repeated), which readers must accept
-// and which costs a sixteenth of compressing the whole; the last member's
-// ISIZE claims its 16 MiB.
+// to a record of zeros bytes of zeros. It is a multi-member gzip stream
+// (members of up to 16 MiB of zeros, the middle ones repeated), which
+// readers must accept and which costs a sixteenth of compressing the
+// whole; the last member's ISIZE claims its own size only.
 func GzipBomb(zeros int) []byte {
 	const memberZeros = 16 << 20
-	member := func(n int) []byte {
+	member := func(prefix []byte, n int, suffix []byte) []byte {
 		var out bytes.Buffer
 		w, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
-		writeZeros(w, n)
-		if err := w.Close(); err != nil {
-			panic("hostilebatch: " + err.Error())
-		}
+		writeAndClose(w, prefix, n, suffix)
 		return out.Bytes()
 	}
-	full := member(min(zeros, memberZeros))
-	var section []byte
-	for ; zeros >= memberZeros; zeros -= memberZeros {
+	first := min(zeros, memberZeros)
+	section := member(recordPrefix(zeros), first, nil)
+	var full []byte
+	left := zeros - first
+	for ; left > memberZeros; left -= memberZeros {
+		if full == nil {
+			full = member(nil, memberZeros, nil)
+		}
 		section = append(section, full...)
 	}
-	if zeros > 0 {
-		section = append(section, member(zeros)...)
-	}
+	section = append(section, member(nil, left, recordSuffix)...)
 	return WithSection(recordbatch.CompressionGzip, section)
 }
 
 // ZstdBomb returns a one-record batch whose zstd records section is one
-// frame that decompresses to zeros bytes of zeros and declares that size
-// (the frame content size) in its header.
+// frame that decompresses to a record of zeros bytes of zeros and declares
+// that size (the frame content size) in its header.
 func ZstdBomb(zeros int) []byte {
+	prefix := recordPrefix(zeros)
 	var out bytes.Buffer
 	w, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		panic("hostilebatch: " + err.Error())
 	}
-	w.ResetContentSize(&out, int64(zeros))
-	writeZeros(w, zeros)
-	if err := w.Close(); err != nil {
-		panic("hostilebatch: " + err.Error())
-	}
+	w.ResetContentSize(&out, int64(len(prefix)+zeros+len(recordSuffix)))
+	writeAndClose(w, prefix, zeros, recordSuffix)
 	return WithSection(recordbatch.CompressionZstd, out.Bytes())
 }
 
-func writeZeros(w interface{ Write([]byte) (int, error) }, n int) {
-	chunk := make([]byte, 1<<20)
+// Lz4Bomb returns a one-record batch whose lz4 records section (one frame
+// of 4 MiB blocks, the largest the format has) decompresses to a record of
+// zeros bytes of zeros. LZ4 cannot inflate more than about 255 times.
+func Lz4Bomb(zeros int) []byte {
+	var out bytes.Buffer
+	w := lz4.NewWriter(&out)
+	if err := w.Apply(lz4.BlockSizeOption(lz4.Block4Mb), lz4.ChecksumOption(false), lz4.ConcurrencyOption(1),
+		lz4.CompressionLevelOption(lz4.Level9)); err != nil {
+		panic("hostilebatch: " + err.Error())
+	}
+	writeAndClose(w, recordPrefix(zeros), zeros, recordSuffix)
+	return WithSection(recordbatch.CompressionLZ4, out.Bytes())
+}
+
+// SnappyBomb returns a one-record batch whose snappy records section (in
+// xerial's framing, as Kafka's Java client writes it) decompresses to a
+// record of zeros bytes of zeros. Plain snappy cannot inflate more than
+// about 21 times; these blocks use S2's repeat codes, which an S2 decoder
+// (klauspost/compress/s2, what Strata decodes snappy with) accepts, and
+// inflate thousands of times. Blocks hold up to 4 MiB of zeros, the middle
+// ones repeated.
+func SnappyBomb(zeros int) []byte {
+	const blockZeros = 4 << 20
+	block := func(prefix []byte, n int, suffix []byte) []byte {
+		raw := append(append(append([]byte(nil), prefix...), make([]byte, n)...), suffix...)
+		enc := s2.EncodeBest(nil, raw)
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(enc))), enc...)
+	}
+	section := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
+	first := min(zeros, blockZeros)
+	section = append(section, block(recordPrefix(zeros), first, nil)...)
+	var full []byte
+	left := zeros - first
+	for ; left > blockZeros; left -= blockZeros {
+		if full == nil {
+			full = block(nil, blockZeros, nil)
+		}
+		section = append(section, full...)
+	}
+	section = append(section, block(nil, left, recordSuffix)...)
+	return WithSection(recordbatch.CompressionSnappy, section)
+}
+
+// Bomb is the bomb of codec c (GzipBomb, SnappyBomb, Lz4Bomb, ZstdBomb).
+func Bomb(c recordbatch.Compression, zeros int) []byte {
+	switch c {
+	case recordbatch.CompressionGzip:
+		return GzipBomb(zeros)
+	case recordbatch.CompressionSnappy:
+		return SnappyBomb(zeros)
+	case recordbatch.CompressionLZ4:
+		return Lz4Bomb(zeros)
+	case recordbatch.CompressionZstd:
+		return ZstdBomb(zeros)
+	}
+	panic(fmt.Sprintf("hostilebatch: no bomb of codec %s", c))
+}
+
+// Codecs are the codecs Bomb has a bomb of.
+var Codecs = []recordbatch.Compression{recordbatch.CompressionGzip, recordbatch.CompressionSnappy,
+	recordbatch.CompressionLZ4, recordbatch.CompressionZstd}
+
+// writeAndClose writes prefix, zeros bytes of zeros and suffix to w and
+// closes it.
+func writeAndClose(w io.WriteCloser, prefix []byte, zeros int, suffix []byte) {
+	mustWrite(w, prefix)
+	writeZeros(w, zeros)
+	mustWrite(w, suffix)
+	if err := w.Close(); err != nil {
+		panic("hostilebatch: " + err.Error())
+	}
+}
+
+func mustWrite(w io.Writer, b []byte) {
+	if _, err := w.Write(b); err != nil {
+		panic("hostilebatch: " + err.Error())
+	}
+}
+
+func writeZeros(w io.Writer, n int) {
+	chunk := make([]byte, min(n, 1<<20))
 	for n > 0 {
 		k := min(n, len(chunk))
-		if _, err := w.Write(chunk[:k]); err != nil {
-			panic("hostilebatch: " + err.Error())
-		}
+		mustWrite(w, chunk[:k])
 		n -= k
 	}
 }

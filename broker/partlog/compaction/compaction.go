@@ -142,7 +142,7 @@ func newPass(l *partlog.Log, snap partlog.Snapshot, opts Options) *pass {
 		opts.ReadBytes = DefaultReadBytes
 	}
 	p := &pass{l: l, cfg: cfg, log: partlog.Logger(cfg), opts: opts,
-		maxDecompressed: partlog.DecompressedBound(snap.Limits.MaxBatchBytes),
+		maxDecompressed: partlog.MaxStoredDecompressedBytes,
 		segmentBytes:    snap.Limits.SegmentBytes, ledgerOptions: cfg.LedgerOptions(snap.Limits)}
 	if cfg.Tier != nil {
 		p.objects = tierpass.NewObjects(cfg)
