@@ -64,7 +64,7 @@ func BenchmarkVerify(b *testing.B) {
 	b.SetBytes(sum.Size)
 	b.ResetTimer()
 	for range b.N {
-		if _, err := segfile.Verify(ctx, r, sum.Size); err != nil {
+		if _, err := segfile.Verify(ctx, r, sum.Size, segfile.Auth{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func BenchmarkVerify(b *testing.B) {
 // BenchmarkIterate is the read path's per-batch check over a data range.
 func BenchmarkIterate(b *testing.B) {
 	obj, sum := writeSegment(b, benchBatches(b), segfile.Options{})
-	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size)
+	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size, segfile.Auth{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func BenchmarkReadTail(b *testing.B) {
 	b.SetBytes(int64(len(tailBytes)))
 	b.ResetTimer()
 	for range b.N {
-		if _, err := segfile.ParseTail(tailBytes, sum.Size); err != nil {
+		if _, err := segfile.ParseTail(tailBytes, sum.Size, segfile.Auth{}); err != nil {
 			b.Fatal(err)
 		}
 	}
