@@ -151,7 +151,9 @@ func Verify(ctx context.Context, r RangeReader, size int64, auth Auth) (Summary,
 	if err := blocks.Write(buf[:HeaderSize]); err != nil {
 		return Summary{}, err
 	}
-	raw := func(ctx context.Context, r RangeReader, off, n int64) ([]byte, error) { return readExact(ctx, r, off, n, "data") }
+	raw := func(ctx context.Context, r RangeReader, off, n int64) ([]byte, error) {
+		return readExact(ctx, r, off, n, "data")
+	}
 	st := newStats(f.GetIndexIntervalBytes())
 	err = t.scan(ctx, r, raw, buf[HeaderSize:], HeaderSize, first, nil, func(b Batch) (bool, error) {
 		if st.batches == 0 {

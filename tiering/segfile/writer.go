@@ -324,6 +324,6 @@ func summarize(tr Trailer, f *tieringpb.SegmentFooter) Summary {
 		MinTombstoneHorizonMs: f.GetMinTombstoneHorizonMs(),
 		Compacted:             f.GetCompacted(),
 		DataCRC:               tr.DataCRC, MetaCRC: tr.MetaCRC,
-		Authenticated:         tr.Version == VersionAuthenticated,
+		Authenticated: tr.Version == VersionAuthenticated,
 	}
 }
