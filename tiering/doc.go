@@ -105,11 +105,11 @@
 //     data); skipping requires an operator action that advances
 //     log_start_offset.
 //   - T11 Authenticity. Objects are written authenticated (segfile format
-//     version 2: block digests and an HMAC-SHA256 that binds the object's
-//     key) under the cluster's tier key, and their TieredSegment records
+//     version 2: an AES-GMAC tag per block and an HMAC-SHA256 over the
+//     tail, both binding the object's key) under the cluster's tier key, and their TieredSegment records
 //     say so (authenticated). A byte of such an object reaches a consumer,
 //     a compaction or a read-back only after it matched the MAC or its
-//     block's digest; a mismatch, or a copy without a MAC, is corruption
+//     block's tag; a mismatch, or a copy without a MAC, is corruption
 //     (T10). The per-ledger entry digests (ledger D1) check what the
 //     uploader copies from the bookies, and the MAC carries that
 //     guarantee on into the bucket: whoever can write the bucket but does
@@ -127,7 +127,7 @@
 // objects, knowing only what metad recorded (SegmentRef: key, size, index
 // position, offsets, authenticated). Every read goes through segfile, so
 // every batch returned passed its CRC-32C and offset checks and, in an
-// authenticated object, its block's digest (T11).
+// authenticated object, its block's tag (T11).
 //
 //   - Tails: one GET of [IndexPos, Size) per object, parsed by
 //     segfile.ReadTail (with the MAC checked under ReaderConfig.Key and the
@@ -150,9 +150,10 @@
 //     are checked by the fetch. Checked later, from memory rather than
 //     the CPU's caches, the CRCs cost a catch-up read about a quarter of
 //     its CPU. In an authenticated object the download also runs a
-//     segfile.BlockChecker over the bytes as they arrive, and a chunk
-//     carries the range of whole blocks that matched their digests; a
-//     fetch (segfile.AuthenticatedReader) hashes only the blocks outside
+//     segfile.BlockChecker over the bytes as they arrive (whole blocks at
+//     a time, cut at segfile.Tail.BlockFloor, so none is copied), and a
+//     chunk carries the range of whole blocks that matched their tags; a
+//     fetch (segfile.AuthenticatedReader) checks only the blocks outside
 //     it: blocks straddling chunks (when ChunkBytes is not a multiple of
 //     the object's block size; the defaults are 8 MiB and 1 MiB) and one
 //     that did not match, which it then reports. A chunk from the disk

@@ -440,7 +440,7 @@ func (s *segReader) Checked(pos, size int64) bool {
 
 // Authenticated reports whether [pos, pos+size) lies in the authenticated
 // range of one of the chunks the last ReadAt returned: the download
-// checked those blocks against their digests, on these very bytes
+// checked those blocks against their tags, on these very bytes
 // (readRange).
 func (s *segReader) Authenticated(pos, size int64) bool {
 	for _, a := range s.authenticated {
@@ -662,6 +662,7 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 	for i, n := range sizes {
 		buf := make([]byte, n)
 		var blocks *segfile.BlockChecker
+		fed := off // the bytes given to blocks end here
 		if t != nil {
 			next = batchStartIn(t, off, prev, next)
 			if t.Authenticated() {
@@ -676,12 +677,15 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 			if err != nil {
 				return readErr(key, off, n, filled+int64(got), err)
 			}
-			if blocks != nil {
-				// A mismatch ends the authenticated range; the fetch
-				// checks that block again and reports it.
-				_ = blocks.Write(buf[filled : filled+step])
-			}
 			filled += step
+			if blocks != nil {
+				// Whole blocks, checked in place. A mismatch ends the
+				// authenticated range; the fetch checks that block
+				// again and reports it.
+				to := max(t.BlockFloor(off+filled), fed)
+				_ = blocks.Write(buf[fed-off : to-off])
+				fed = to
+			}
 			if next >= off && next < off+filled {
 				end, ok := segfile.CheckBatches(buf[next-off:filled], next, t.DataEnd())
 				checked.to, next = end, end
@@ -698,7 +702,7 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 }
 
 // authenticate checks data, the bytes at off of t's object, against its
-// block digests and returns the range of whole blocks that matched (empty
+// block tags and returns the range of whole blocks that matched (empty
 // when t is not authenticated or nil).
 func authenticate(t *segfile.Tail, off int64, data []byte) span {
 	if t == nil || !t.Authenticated() {

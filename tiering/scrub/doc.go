@@ -42,7 +42,7 @@
 //	                   and does not verify.
 //	corrupt            the size matches but Verify fails (a checksum, a
 //	                   length, the index, the footer, the MAC or a block
-//	                   digest: segfile.ErrMACMismatch, or an object
+//	                   tag: segfile.ErrMACMismatch, or an object
 //	                   without a MAC where the record says it was written
 //	                   with one: segfile.ErrUnauthenticated); the detail
 //	                   is segfile's message, which says where.

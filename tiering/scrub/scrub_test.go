@@ -252,7 +252,7 @@ func TestProblemDetails(t *testing.T) {
 			var cause error
 			switch {
 			case strings.HasSuffix(key, "-forged.seg"):
-				want, cause = "does not match its digest", segfile.ErrMACMismatch
+				want, cause = "does not match its tag", segfile.ErrMACMismatch
 			case strings.HasSuffix(key, "-swapped.seg"):
 				want, cause = "not written by this cluster under the name", segfile.ErrMACMismatch
 			case strings.HasSuffix(key, "-downgraded.seg"):

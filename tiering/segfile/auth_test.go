@@ -140,7 +140,7 @@ func TestForgedBatchesWithValidCRCsRefused(t *testing.T) {
 }
 
 // The attack: the tail rewritten too (an index or footer that lies,
-// block digests of the forged data), with valid CRCs, by someone without
+// block tags of the forged data), with valid CRCs, by someone without
 // the key: the MAC does not match.
 func TestForgedTailRefused(t *testing.T) {
 	rng := rand.New(rand.NewSource(41))
@@ -152,11 +152,11 @@ func TestForgedTailRefused(t *testing.T) {
 	}
 	tr := tail.Trailer
 	for name, at := range map[string]int64{
-		"index entry":  tr.IndexPos + 8,
-		"block digest": tr.IndexPos + int64(tr.IndexCount)*segfile.IndexEntrySize + 3,
-		"footer":       tr.FooterPos + 2,
-		"key id":       tr.Size - segfile.TrailerSizeV2 + 36,
-		"mac":          tr.Size - segfile.TrailerSizeV2 + 50,
+		"index entry": tr.IndexPos + 8,
+		"block tag":   tr.IndexPos + int64(tr.IndexCount)*segfile.IndexEntrySize + 3,
+		"footer":      tr.FooterPos + 2,
+		"key id":      tr.Size - segfile.TrailerSizeV2 + 36,
+		"mac":         tr.Size - segfile.TrailerSizeV2 + 50,
 	} {
 		bad := bytes.Clone(obj)
 		bad[at] ^= 1

@@ -5,7 +5,7 @@
 //
 // An object is the batches exactly as they were stored in the ledger
 // entries, preceded by a small header and followed by a sparse
-// offset/time index, in version 2 the digests of its blocks, a protobuf
+// offset/time index, in version 2 the tags of its blocks, a protobuf
 // footer and a fixed-size trailer (with, in version 2, a MAC). The
 // index sits at the end so that a Writer needs one streaming pass and no
 // sizes up front (a multipart upload); metad records the index position
@@ -40,7 +40,7 @@
 //     there. No byte of an authenticated object reaches a caller, and no
 //     footer is decoded nor batch parsed by ReadFetch or
 //     ReadOffsetForTime, before it was checked against the MAC or its
-//     block's digest. Verify, which reads every byte and decodes no
+//     block's tag. Verify, which reads every byte and decodes no
 //     record, authenticates the data as it streams; a caller walking
 //     bytes it read itself authenticates them with a BlockChecker.
 //   - Lookups on a Tail: FetchRange (offset -> byte range holding the
@@ -74,8 +74,8 @@
 //	0               32    header
 //	32              D     data
 //	I = 32+D        24*N  index
-//	I+24*N          32*M  block digests
-//	F = I+24N+32M   L     footer
+//	I+24*N          16*M  block tags
+//	F = I+24N+16M   L     footer
 //	S-96            96    trailer
 //
 // Header:
@@ -119,11 +119,13 @@
 // inside a batch may be older than its first. max_timestamp_ms is exact
 // (what retention uses).
 //
-// Block digests (version 2): for k in [0, M), the SHA-256 of block k,
+// Block tags (version 2): for k in [0, M), the AES-GMAC tag of block k,
 // the bytes [k*B, min((k+1)*B, I)) of the object (header and data; block
-// 0 holds the header). Blocks are aligned on object positions, like the
-// tier reader's chunks, so that a chunk whose size is a multiple of B is
-// whole blocks.
+// 0 holds the header): AES-256-GCM under the object's key (below), nonce
+// 4 zero bytes | k (uint64), no plaintext, the block as additional data;
+// the 16-byte tag. Blocks are aligned on object positions, like the tier
+// reader's chunks, so that a chunk whose size is a multiple of B is whole
+// blocks.
 //
 // Trailer, version 1 (48 bytes, at S-48):
 //
@@ -144,7 +146,7 @@
 //	offset size field
 //	0      8    index_pos, uint64 = I
 //	8      4    index_count, uint32 = N (at least 1)
-//	12     8    footer_pos, uint64 = F = I + 24*N + 32*M
+//	12     8    footer_pos, uint64 = F = I + 24*N + 16*M
 //	20     4    footer_len, uint32 = L, with F + L = S - 96
 //	24     4    data_crc32c: CRC-32C of bytes [0, I)
 //	28     4    block_bytes, uint32 = B, a power of two in [64, 64 MiB]
@@ -172,28 +174,40 @@
 //
 // CRCs catch damage, not intent: whoever can write the bucket can write
 // batches with valid CRCs and fix up data_crc32c and meta_crc32c. A
-// version 2 object is authenticated with the cluster's tier key (32
+// version 2 object is authenticated with the cluster's tier key K (32
 // random bytes kept in metad, readable only by the roles that read
-// objects; see tiering's doc.go), in two levels:
+// objects; see tiering's doc.go) and its name (its key in the store):
 //
-//   - The MAC covers the whole tail before it (index, block digests,
-//     footer, trailer up to the MAC) and the object's name. The bytes after
-//     it are constants, checked, and meta_crc32c. Binding the name means
-//     that an object moved or copied to another key (two objects swapped,
-//     an old copy put back in place of a compacted one) fails; names are
-//     unique per upload attempt (tiering T2), so no two authentic objects
-//     share one.
-//   - Each block's SHA-256 is in the table the MAC covers, so a reader
-//     that reads a range checks only the blocks it reads: a fetch reads
-//     [FetchRange) widened to whole blocks (readData), at most one block
-//     more on each side, and checks each block before any batch in it is
-//     parsed. SHA-256 needs no key once the table is authenticated;
-//     unkeyed, the digests cost nothing more than HMACs would.
+//   - The MAC, HMAC-SHA256(K, "STRATSEG-MAC-v2\n" | uint16 len(name) |
+//     name | tail up to the MAC), covers the index, the block tags, the
+//     footer and the trailer's fields; the bytes after it are constants,
+//     checked, and meta_crc32c.
+//   - Each block's tag is a GMAC under the object's key, the first 32
+//     bytes of HMAC-SHA256(K, "STRATSEG-OBJ-v2\n" | uint16 len(name) |
+//     name), with the block's number as the nonce, and the tags are in the
+//     table the MAC covers. A reader that reads a range checks only the
+//     blocks it reads: a fetch reads FetchRange widened to whole blocks
+//     (readData), at most one block more on each side, and checks each
+//     block before any batch in it is parsed.
+//   - Binding the name means that an object moved or copied to another
+//     key (two objects swapped, an old copy put back in place of a
+//     compacted one, another partition's object) fails.
+//   - GMAC's nonces never repeat under one key: each object has its own
+//     key, derived from its name, and a name is written once (tiering T2:
+//     a random 64-bit id per upload attempt), with one tag per block
+//     number. A name written twice with other bytes would give away that
+//     object's GHASH key, so that whoever saw both could forge blocks of
+//     that one name; nothing else.
+//   - Why GMAC for blocks: it runs at several GB/s per core with AES-NI
+//     and carry-less multiplication, SHA-256 at under 1 GB/s even with
+//     the SHA extensions, and every byte a broker serves from the tier is
+//     checked once (TestCatchUpThroughput with STRATA_TIER_CATCHUP_AUTH).
+//     The tail is small, and keyed with HMAC-SHA256, which needs no nonce.
 //
-// The key id is HMAC-SHA256(key, "STRATSEG-KEY-ID\n") cut to its first
-// 8 bytes (big-endian): it tells a reader the MAC is under another key
+// The key id is HMAC-SHA256(K, "STRATSEG-KEY-ID\n") cut to its first 8
+// bytes (big-endian): it tells a reader the MAC is under another key
 // (another cluster's object, or a forgery) without revealing the key. The
-// labels keep the two uses of the key apart.
+// three labels, all 16 bytes, keep the uses of the key apart.
 //
 // Format versions. A Writer with a key writes version 2; without, version
 // 1, which is what objects written before authentication are. Both are
@@ -204,10 +218,10 @@
 // reading. A version 2 object read without a key fails with ErrNoKey.
 // Scrub reports sound version 1 objects as unauthenticated.
 //
-// Cost: SHA-256 runs at about 1.5-2 GB/s per core with the SHA extensions
-// (amd64 SHA-NI, arm64 SHA2); each byte is hashed once per download
-// (BlockChecker in the tier reader), not per fetch. BenchmarkCatchUpRead
-// measures a catch-up read with and without.
+// Cost (BenchmarkCatchUpRead, BenchmarkWrite, BenchmarkVerify): a version
+// 2 Writer copies each block (BlockBytes) once to tag it; readers tag
+// each block they read once per read, the tier reader once per download
+// (BlockChecker). Numbers are in docs/tiering.md.
 //
 // # Departures from the design note's sketch of STRATSEG v1
 //
@@ -244,7 +258,7 @@
 // partition leader epoch (batch bytes 12..16), and in a compacted segment
 // a base offset changed to another value that still increases; in a
 // version 1 object only Verify (the data CRC) catches those, in a
-// version 2 one the block digests do on every read.
+// version 2 one the block tags do on every read.
 //
 // Readers that read the data section themselves and walk it with an
 // Iterator (Tail.Batches) authenticate it with a BlockChecker: fed the

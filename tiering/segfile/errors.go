@@ -37,7 +37,7 @@ var (
 	// to the start of the index; read from Trailer.IndexPos instead.
 	ErrIncompleteTail = errors.New("segfile: tail not fully read")
 	// ErrMACMismatch is the cause (CorruptError.Err) when an object's MAC
-	// or a block digest does not match: its bytes were not written by
+	// or a block tag does not match: its bytes were not written by
 	// this cluster under this name (replaced, moved from another name,
 	// or damaged), or its MAC is under another key.
 	ErrMACMismatch = errors.New("segfile: MAC mismatch")

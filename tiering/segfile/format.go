@@ -20,12 +20,13 @@ const (
 	// TrailerSize is the size of a version 1 trailer (no MAC), the
 	// smallest trailer.
 	TrailerSize = 48
-	// TrailerSizeV2 is the size of a version 2 trailer (block digests and
+	// TrailerSizeV2 is the size of a version 2 trailer (block tags and
 	// a MAC).
 	TrailerSizeV2 = 96
-	// DigestSize is the size of one block digest (SHA-256) and of the MAC
-	// (HMAC-SHA256).
-	DigestSize = sha256.Size
+	// MACSize is the size of the tail's MAC (HMAC-SHA256) and TagSize of
+	// a block's tag (AES-GMAC).
+	MACSize = sha256.Size
+	TagSize = 16
 	// Version is the format version a Writer without a key writes: no
 	// MAC. VersionAuthenticated is the one it writes with a key.
 	Version              = 1
@@ -39,16 +40,16 @@ const (
 	// scrub) reads at most one block more on each side than it needs.
 	DefaultBlockBytes = 1 << 20
 	// MinBlockBytes and MaxBlockBytes bound a block's size (a power of
-	// two). Blocks below a few KiB only make the digest table large; the
+	// two). Blocks below a few KiB only make the tag table large; the
 	// bound is low so that tests can cut tiny objects into many blocks.
 	MinBlockBytes = 64
 	MaxBlockBytes = 64 << 20
 	// TailProbeBytes is how much of an object's end FindTail reads first.
 	// A 256 MiB segment at the default interval has a ~6 KiB index and
-	// 8 KiB of block digests, so one read is enough unless the footer
+	// 4 KiB of block tags, so one read is enough unless the footer
 	// holds a large producer list.
 	TailProbeBytes = 64 << 10
-	// MaxTailBytes bounds index + digests + footer + trailer, so that a
+	// MaxTailBytes bounds index + block tags + footer + trailer, so that a
 	// corrupt trailer cannot make a reader allocate without limit (2.7 TiB
 	// of data at the default interval). Writers refuse to exceed it.
 	MaxTailBytes = 64 << 20
@@ -75,19 +76,15 @@ const (
 
 // Trailer field offsets, relative to the trailer's start (size - 48 in
 // version 1, size - 96 in version 2). The first 28 bytes are the same in
-// both versions, and so are the last 20 (trEnd*, from the object's end),
-// so the version is found before the trailer's size is known.
+// both versions, and so are the last 20 (trEnd*, from the object's end:
+// in version 1 they start at 28), so the version is found before the
+// trailer's size is known.
 const (
 	trIndexPos   = 0
 	trIndexCount = 8
 	trFooterPos  = 12
 	trFooterLen  = 20
 	trDataCRC    = 24
-	// Version 1.
-	trVersion  = 28
-	trReserved = 30
-	trMetaCRC  = 36 // covers [index_pos, size-12): index, footer, trailer[0:36)
-	trMagic    = 40
 	// Version 2.
 	trBlockBytes = 28
 	trBlockCount = 32
@@ -98,7 +95,7 @@ const (
 	trEndLen      = 20
 	trEndVersion  = 0
 	trEndReserved = 2
-	trEndMetaCRC  = 8
+	trEndMetaCRC  = 8 // covers [index_pos, size-12)
 	trEndMagic    = 12
 )
 
@@ -161,7 +158,7 @@ func parseHeader(b []byte) (header, error) {
 }
 
 // Trailer is the fixed-size end of an object: where the index, the block
-// digests and the footer are, the checksums and, in version 2, the MAC.
+// tags and the footer are, the checksums and, in version 2, the MAC.
 type Trailer struct {
 	// Version is 1 (no MAC) or 2 (VersionAuthenticated).
 	Version    int
@@ -176,12 +173,12 @@ type Trailer struct {
 	MetaCRC uint32
 	Size    int64 // the object's size
 	// Version 2 only (zero in version 1): the block size, the number of
-	// block digests (ceil(IndexPos / BlockBytes)), the id of the key of
-	// the MAC, and the MAC.
+	// block tags (ceil(IndexPos / BlockBytes)), the id of the key of the
+	// MAC and the tags, and the MAC.
 	BlockBytes int64
 	BlockCount int
 	KeyID      uint64
-	MAC        [DigestSize]byte
+	MAC        [MACSize]byte
 }
 
 // Len is the trailer's size: TrailerSize or TrailerSizeV2.
@@ -192,11 +189,11 @@ func (t Trailer) Len() int64 {
 	return TrailerSize
 }
 
-// digestsPos is where the block digests start (version 2).
-func (t Trailer) digestsPos() int64 { return t.IndexPos + int64(t.IndexCount)*IndexEntrySize }
+// tagsPos is where the block tags start (version 2).
+func (t Trailer) tagsPos() int64 { return t.IndexPos + int64(t.IndexCount)*IndexEntrySize }
 
 // appendTrailer appends the trailer of version t.Version; meta is the
-// index, the digests and the footer (to compute MetaCRC), and key, for
+// index, the block tags and the footer (to compute MetaCRC), and key, for
 // version 2, the key to compute the MAC with over name, meta and the
 // trailer before the MAC.
 func appendTrailer(dst []byte, t Trailer, meta []byte, key *Key, name string) []byte {
@@ -225,7 +222,7 @@ func appendTrailer(dst []byte, t Trailer, meta []byte, key *Key, name string) []
 // of size bytes (the last TrailerSize bytes at least; the last
 // TrailerSizeV2 when the version read from its end is 2). It checks the
 // magic, the version, the reserved bytes and that the positions and
-// lengths fit together exactly (index, block digests, footer and trailer
+// lengths fit together exactly (index, block tags, footer and trailer
 // back to back, within MaxTailBytes). It cannot check MetaCRC and the
 // MAC, which cover bytes before the trailer: ParseTail does.
 func ParseTrailer(b []byte, size int64) (Trailer, error) {
@@ -277,9 +274,9 @@ func ParseTrailer(b []byte, size int64) (Trailer, error) {
 		return Trailer{}, corruptf(start+trBlockBytes, "trailer", "block_bytes %d is not a power of two in [%d, %d]", blockBytes, MinBlockBytes, MaxBlockBytes)
 	case t.Version == VersionAuthenticated && blocks != (indexPos+blockBytes-1)/blockBytes:
 		return Trailer{}, corruptf(start+trBlockCount, "trailer", "block_count %d, %d bytes of %d-byte blocks make %d", blocks, indexPos, blockBytes, (indexPos+blockBytes-1)/blockBytes)
-	case indexPos+count*IndexEntrySize+blocks*DigestSize != footerPos:
-		return Trailer{}, corruptf(start+trFooterPos, "trailer", "index_pos %d + %d entries * %d + %d digests * %d != footer_pos %d",
-			indexPos, count, IndexEntrySize, blocks, DigestSize, footerPos)
+	case indexPos+count*IndexEntrySize+blocks*TagSize != footerPos:
+		return Trailer{}, corruptf(start+trFooterPos, "trailer", "index_pos %d + %d entries * %d + %d tags * %d != footer_pos %d",
+			indexPos, count, IndexEntrySize, blocks, TagSize, footerPos)
 	case footerPos > uint64(start) || footerPos+footerLen != uint64(start):
 		return Trailer{}, corruptf(start+trFooterLen, "trailer", "footer_pos %d + footer_len %d != trailer position %d", footerPos, footerLen, start)
 	case uint64(size)-indexPos > MaxTailBytes:

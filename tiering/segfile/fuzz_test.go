@@ -2,7 +2,8 @@ package segfile_test
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -183,7 +184,7 @@ func checkVerify(t *testing.T, obj []byte) {
 
 // repairChecksums recomputes, where the trailer's positions allow, every
 // checksum of obj: batch CRCs, data CRC, meta CRC and, in a version 2
-// object, the block digests and the MAC under the fuzz key and name.
+// object, the block tags and the MAC under the fuzz key and name.
 func repairChecksums(obj []byte) []byte {
 	size := len(obj)
 	if size < segfile.TrailerSize {
@@ -207,23 +208,42 @@ func repairChecksums(obj []byte) []byte {
 	return obj
 }
 
-// repairMAC rewrites, where the positions allow, the block digests and
-// the MAC of a version 2 object whose trailer is tr.
+// repairMAC rewrites, where the positions allow, the block tags and the
+// MAC of a version 2 object whose trailer is tr.
 func repairMAC(obj, tr []byte, indexPos uint64) {
 	size := uint64(len(obj))
 	count, blockBytes := uint64(binary.BigEndian.Uint32(tr[8:])), uint64(binary.BigEndian.Uint32(tr[28:]))
-	digests := indexPos + count*segfile.IndexEntrySize
-	if blockBytes < segfile.MinBlockBytes || count > size || digests > size {
+	tags := indexPos + count*segfile.IndexEntrySize
+	if blockBytes < segfile.MinBlockBytes || count > size || tags > size {
 		return
 	}
-	for pos := uint64(0); pos < indexPos && digests+segfile.DigestSize <= size-segfile.TrailerSizeV2; pos += blockBytes {
-		d := sha256.Sum256(obj[pos:min(pos+blockBytes, indexPos)])
-		copy(obj[digests:], d[:])
-		digests += segfile.DigestSize
+	for k := uint64(0); k*blockBytes < indexPos && tags+segfile.TagSize <= size-segfile.TrailerSizeV2; k++ {
+		copy(obj[tags:], blockTag(fuzzSecret, fuzzName, k, obj[k*blockBytes:min((k+1)*blockBytes, indexPos)]))
+		tags += segfile.TagSize
 	}
-	var nameLen [2]byte
-	binary.BigEndian.PutUint16(nameLen[:], uint16(len(fuzzName)))
-	copy(tr[44:76], hmacOf(fuzzSecret, []byte("STRATSEG-MAC-v2\n"), nameLen[:], []byte(fuzzName), obj[indexPos:size-52]))
+	copy(tr[44:76], hmacOf(fuzzSecret, []byte("STRATSEG-MAC-v2\n"), nameBytes(fuzzName), obj[indexPos:size-52]))
+}
+
+// nameBytes is name with its uint16 length before it, as the MAC and the
+// object key take it.
+func nameBytes(name string) []byte {
+	return append(binary.BigEndian.AppendUint16(nil, uint16(len(name))), name...)
+}
+
+// blockTag is block k's tag by hand (doc.go): GMAC under the object's
+// key, nonce k.
+func blockTag(secret []byte, name string, k uint64, block []byte) []byte {
+	objKey := hmacOf(secret, []byte("STRATSEG-OBJ-v2\n"), nameBytes(name))
+	c, err := aes.NewCipher(objKey)
+	if err != nil {
+		panic(err)
+	}
+	g, err := cipher.NewGCM(c)
+	if err != nil {
+		panic(err)
+	}
+	nonce := binary.BigEndian.AppendUint64(make([]byte, 4), k)
+	return g.Seal(nil, nonce, nil, block)
 }
 
 // repairBatchCRCs recomputes the CRC of every batch framed in b[from:to].

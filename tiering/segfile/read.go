@@ -114,7 +114,7 @@ func (t *Tail) ReadOffsetForTime(ctx context.Context, r RangeReader, ts, minOffs
 // Verify checks a whole object of the given size: the tail (FindTail,
 // with its MAC as auth says), the header, every batch (CRC-32C, sizes,
 // offsets following each other and the footer's range), the data CRC,
-// every block digest of an authenticated object, that the index is
+// every block tag of an authenticated object, that the index is
 // exactly the one the batches call for, and that every computed footer
 // field matches the batches. It reads the object in 4 MiB reads (plus
 // the tail; a batch cut by a read is read again whole by the next),

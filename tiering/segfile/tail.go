@@ -136,9 +136,11 @@ type Tail struct {
 	// batch at HeaderSize.
 	Index  []IndexEntry
 	Footer *tieringpb.SegmentFooter
-	// Digests are the SHA-256 of each block of [0, DataEnd()), in order,
-	// as the MAC authenticated them (version 2; nil in version 1).
-	Digests []Digest
+	// Tags are the tags of the blocks of [0, DataEnd()), in order, as the
+	// MAC authenticated them (version 2; nil in version 1).
+	Tags []Tag
+
+	tagger blockTagger // version 2: the object's block tagger
 }
 
 // ReadTail reads and checks the tail of an object whose index position
@@ -231,12 +233,13 @@ func ParseTail(b []byte, size int64, auth Auth) (*Tail, error) {
 	for i := range t.Index {
 		t.Index[i] = parseIndexEntry(meta[i*IndexEntrySize:])
 	}
-	if tr.BlockCount > 0 {
-		digests := meta[tr.digestsPos()-tr.IndexPos:]
-		t.Digests = make([]Digest, tr.BlockCount)
-		for i := range t.Digests {
-			copy(t.Digests[i][:], digests[i*DigestSize:])
+	if tr.Version == VersionAuthenticated {
+		tags := meta[tr.tagsPos()-tr.IndexPos:]
+		t.Tags = make([]Tag, tr.BlockCount)
+		for i := range t.Tags {
+			copy(t.Tags[i][:], tags[i*TagSize:])
 		}
+		t.tagger = auth.Key.blocks(auth.Name)
 	}
 	if err := t.check(); err != nil {
 		return nil, err

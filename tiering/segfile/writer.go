@@ -1,9 +1,7 @@
 package segfile
 
 import (
-	"crypto/sha256"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -37,7 +35,7 @@ type Options struct {
 	// segment.proto) are overwritten. Nil means none.
 	Footer *tieringpb.SegmentFooter
 	// Key, when set, makes the object authenticated (format version 2):
-	// block digests and a MAC under Key that binds Name, the object's key
+	// block tags and a MAC under Key that bind Name, the object's key
 	// in the store, which must then be set. Nil writes version 1.
 	Key  *Key
 	Name string
@@ -114,9 +112,10 @@ type Summary struct {
 
 // Writer streams a segment object to an io.Writer (typically the body of
 // a multipart upload): the header, then each appended batch byte for byte,
-// then at Finish the index, footer and trailer. Memory use is the index
-// (24 bytes per IndexIntervalBytes of data) plus the footer; batches are
-// never buffered.
+// then at Finish the index, block tags, footer and trailer. Memory use is
+// the index (24 bytes per IndexIntervalBytes of data) plus the footer,
+// and with a key a copy of the current block (BlockBytes) and 16 bytes of
+// tag per block; batches are written as they come.
 //
 // The first error is sticky: after an invalid batch or a failed write
 // every call returns that error, and the bytes written so far must be
@@ -132,10 +131,11 @@ type Writer struct {
 	pos      int64 // bytes written so far
 	dataCRC  uint32
 	stats    stats
-	// With a key: the digests of the blocks written so far, and the hash
-	// of the current one.
-	digests []Digest
-	block   hash.Hash
+	// With a key: the tags of the blocks written so far, the current
+	// block's bytes, and the object's block tagger.
+	tags   []Tag
+	block  []byte
+	tagger blockTagger
 }
 
 // NewWriter returns a Writer writing to w. It writes nothing until the
@@ -151,7 +151,8 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 	}
 	wr := &Writer{w: w, opts: opts, footer: footer, stats: newStats(opts.IndexIntervalBytes)}
 	if opts.Key != nil {
-		wr.block = sha256.New()
+		wr.tagger = opts.Key.blocks(opts.Name)
+		wr.block = make([]byte, 0, opts.BlockBytes)
 	}
 	return wr, nil
 }
@@ -222,12 +223,12 @@ func (w *Writer) Finish() (Summary, error) {
 
 	indexPos := w.pos
 	w.endBlock()
-	tail := make([]byte, 0, len(s.index)*IndexEntrySize+len(w.digests)*DigestSize+proto.Size(f)+TrailerSizeV2)
+	tail := make([]byte, 0, len(s.index)*IndexEntrySize+len(w.tags)*TagSize+proto.Size(f)+TrailerSizeV2)
 	for _, e := range s.index {
 		tail = appendIndexEntry(tail, e)
 	}
-	for _, d := range w.digests {
-		tail = append(tail, d[:]...)
+	for _, tag := range w.tags {
+		tail = append(tail, tag[:]...)
 	}
 	footerPos := indexPos + int64(len(tail))
 	// Deterministic so that equal inputs give equal objects (golden test).
@@ -242,11 +243,11 @@ func (w *Writer) Finish() (Summary, error) {
 		DataCRC: w.dataCRC,
 	}
 	if tr.Version == VersionAuthenticated {
-		tr.BlockBytes, tr.BlockCount, tr.KeyID = w.opts.BlockBytes, len(w.digests), w.opts.Key.ID()
+		tr.BlockBytes, tr.BlockCount, tr.KeyID = w.opts.BlockBytes, len(w.tags), w.opts.Key.ID()
 	}
 	tr.Size = indexPos + int64(len(tail)) + tr.Len()
 	if footerLen > math.MaxUint32 || int64(len(tail))+tr.Len() > MaxTailBytes {
-		return Summary{}, w.fail(fmt.Errorf("%w: %d index entries, %d block digests and a %d-byte footer", ErrTooLarge, len(s.index), len(w.digests), footerLen))
+		return Summary{}, w.fail(fmt.Errorf("%w: %d index entries, %d block tags and a %d-byte footer", ErrTooLarge, len(s.index), len(w.tags), footerLen))
 	}
 	tail = appendTrailer(tail, tr, tail, w.opts.Key, w.opts.Name)
 	end := tail[int64(len(tail))-trEndLen:]
@@ -270,29 +271,27 @@ func (w *Writer) version() int {
 	return Version
 }
 
-// hashBlocks folds b, the bytes written after w.pos-len(b), into the
-// block digests.
-func (w *Writer) hashBlocks(b []byte) {
-	bs := w.opts.BlockBytes
-	for pos := w.pos - int64(len(b)); len(b) > 0; {
-		n := min(int64(len(b)), bs-pos%bs)
-		w.block.Write(b[:n])
-		b, pos = b[n:], pos+n
-		if pos%bs == 0 {
+// tagBlocks adds b, the bytes just written, to the current block, and
+// tags each block they complete.
+func (w *Writer) tagBlocks(b []byte) {
+	bs := int(w.opts.BlockBytes)
+	for len(b) > 0 {
+		n := min(len(b), bs-len(w.block))
+		w.block = append(w.block, b[:n]...)
+		b = b[n:]
+		if len(w.block) == bs {
 			w.endBlock()
 		}
 	}
 }
 
-// endBlock ends the current block, if it holds bytes.
+// endBlock tags the current block, if it holds bytes.
 func (w *Writer) endBlock() {
-	if w.block == nil || w.pos <= int64(len(w.digests))*w.opts.BlockBytes {
+	if w.opts.Key == nil || len(w.block) == 0 {
 		return
 	}
-	var d Digest
-	w.block.Sum(d[:0])
-	w.block.Reset()
-	w.digests = append(w.digests, d)
+	w.tags = append(w.tags, w.tagger.tag(int64(len(w.tags)), w.block))
+	w.block = w.block[:0]
 }
 
 // write writes b and folds it into the data CRC.
@@ -302,8 +301,8 @@ func (w *Writer) write(b []byte) error {
 	}
 	w.dataCRC = crc32.Update(w.dataCRC, castagnoli, b)
 	w.pos += int64(len(b))
-	if w.block != nil {
-		w.hashBlocks(b)
+	if w.opts.Key != nil {
+		w.tagBlocks(b)
 	}
 	return nil
 }
