@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/segfile"
@@ -29,8 +27,7 @@ func TestTierObjectReplacedInBucketRefused(t *testing.T) {
 	skipShort(t)
 	c := startTierCluster(t)
 	cl := c.client(t)
-	env := []string{"STRATA_METAD=" + strings.Join(c.meta.Endpoints(), ","), "STRATA_BROKER=" + strings.Join(c.brokerAddrs(), ",")}
-	storeURL := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", c.minio.Bucket, c.prefix, c.minio.Endpoint)
+	env, storeURL := c.cliEnv(), c.storeURL()
 	const topic = "forged"
 	createTopic(t, cl, topic, 1, map[string]string{"segment.bytes": "65536", "local.retention.ms": "0"})
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
@@ -112,40 +109,21 @@ func TestTierObjectReplacedInBucketRefused(t *testing.T) {
 // every check but authentication passes.
 func forgeTierRecord(t *testing.T, c *tierCluster, key string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	mc, err := c.minio.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objKey := c.prefix + "/" + key
-	obj, err := mc.GetObject(ctx, c.minio.Bucket, objKey, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	_, err = buf.ReadFrom(obj)
-	obj.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	batch := b[segfile.HeaderSize:]
-	h, err := recordbatch.ParseHeader(batch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch = batch[:h.Size()]
-	at := bytes.Index(batch, []byte("xxxxxxxx"))
-	if at < 0 {
-		t.Fatal("no record padding in the first batch")
-	}
-	batch[at+4] = 'X'
-	binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)))
-	if _, err := recordbatch.Verify(batch); err != nil {
-		t.Fatalf("the forged batch does not pass its own checks: %v", err)
-	}
-	if _, err := mc.PutObject(ctx, c.minio.Bucket, objKey, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	rewriteObject(t, c.minio, c.prefix+"/"+key, func(b []byte) {
+		batch := b[segfile.HeaderSize:]
+		h, err := recordbatch.ParseHeader(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = batch[:h.Size()]
+		at := bytes.Index(batch, []byte("xxxxxxxx"))
+		if at < 0 {
+			t.Fatal("no record padding in the first batch")
+		}
+		batch[at+4] = 'X'
+		binary.BigEndian.PutUint32(batch[17:], crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)))
+		if _, err := recordbatch.Verify(batch); err != nil {
+			t.Fatalf("the forged batch does not pass its own checks: %v", err)
+		}
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -28,11 +27,7 @@ func TestTierWritesAuthenticatedObjects(t *testing.T) {
 	for _, key := range []*segfile.Key{tierKey, nil} {
 		f := partlog.NewFixture(t)
 		store := memstore.New(memstore.Options{})
-		cfg := f.Config(1)
-		cfg.SegmentAge = time.Minute
-		cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-			SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour, Key: key}
-		cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+		cfg := tierUploadConfig(f, store, key)
 		l := f.Open(cfg)
 		partlog.AppendN(t, l, 3)
 		partlog.RollByAge(t, f, l)

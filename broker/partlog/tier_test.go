@@ -62,6 +62,18 @@ func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegm
 	return tail.ReadOffsetForTime(ctx, rr, ts, t.BaseOffset, maxDecompressed)
 }
 
+// tierUploadConfig is a log's config tiering every closed ledger at once
+// (one object per ledger) to store, with key, and keeping no local copy
+// nor anything to retention.
+func tierUploadConfig(f *partlog.Fixture, store objstore.Store, key *segfile.Key) partlog.Config {
+	cfg := f.Config(1)
+	cfg.SegmentAge = time.Minute
+	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour, Key: key}
+	cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	return cfg
+}
+
 // TestTierUploadReadDelete: closed ledgers become objects (one per
 // ledger here), the bookie copies go, every offset and timestamp still
 // reads back the same, through a takeover too; retention then deletes
@@ -69,11 +81,7 @@ func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegm
 func TestTierUploadReadDelete(t *testing.T) {
 	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	cfg := f.Config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour, Key: tierKey}
-	cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	cfg := tierUploadConfig(f, store, tierKey)
 	l := f.Open(cfg)
 	for range 4 {
 		partlog.AppendN(t, l, 3)

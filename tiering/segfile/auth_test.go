@@ -15,15 +15,31 @@ import (
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
-// authSegment writes batches twice, unauthenticated and authenticated
-// (name, blockBytes-byte blocks, key testKey(1)), and returns both.
-func authSegment(t *testing.T, batches [][]byte, name string, blockBytes int64) (v1, v2 []byte, auth segfile.Auth) {
+// authSeg is a segment written twice, unauthenticated (v1) and
+// authenticated (obj: under name, blockBytes-byte blocks, key testKey(1)),
+// with how to read the authenticated one and its tail.
+type authSeg struct {
+	batches [][]byte
+	v1, obj []byte
+	auth    segfile.Auth
+	tail    *segfile.Tail
+}
+
+// newAuthSeg makes n random batches from offset base (seeded) and writes
+// them both ways.
+func newAuthSeg(t *testing.T, seed, base int64, n int, name string, blockBytes int64) authSeg {
 	t.Helper()
-	opts := segfile.Options{BaseOffset: baseOf(t, batches[0]), IndexIntervalBytes: 300, Footer: testFooter()}
-	v1, _ = writeSegment(t, batches, opts)
+	s := authSeg{batches: genBatches(t, rand.New(rand.NewSource(seed)), base, genConfig{batches: n, maxRecords: 3, maxValue: 100})}
+	opts := segfile.Options{BaseOffset: base, IndexIntervalBytes: 300, Footer: testFooter()}
+	s.v1, _ = writeSegment(t, s.batches, opts)
 	opts = authenticated(t, opts, name, blockBytes)
-	v2, _ = writeSegment(t, batches, opts)
-	return v1, v2, authOf(opts)
+	s.obj, _ = writeSegment(t, s.batches, opts)
+	s.auth = authOf(opts)
+	var err error
+	if s.tail, err = segfile.FindTail(ctx, segfile.Bytes(s.obj), int64(len(s.obj)), s.auth); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // trailerStart is where obj's trailer starts (by the version at S-20).
@@ -77,9 +93,8 @@ func isForgery(err error) bool {
 // succeed; fixing data_crc32c as well breaks the MAC of the tail, so
 // then nothing reads.
 func TestForgedBatchesWithValidCRCsRefused(t *testing.T) {
-	rng := rand.New(rand.NewSource(40))
-	batches := genBatches(t, rng, 500, genConfig{batches: 30, maxRecords: 3, maxValue: 100})
-	v1, v2, auth := authSegment(t, batches, "c/t/topic/3/forged.seg", 256)
+	seg := newAuthSeg(t, 40, 500, 30, "c/t/topic/3/forged.seg", 256)
+	batches, v1, v2, auth := seg.batches, seg.v1, seg.obj, seg.auth
 	forge := func(obj []byte, auth segfile.Auth) []byte {
 		bad := bytes.Clone(obj)
 		pos, b := batchAt(t, bad, auth, 20)
@@ -143,14 +158,8 @@ func TestForgedBatchesWithValidCRCsRefused(t *testing.T) {
 // block tags of the forged data), with valid CRCs, by someone without
 // the key: the MAC does not match.
 func TestForgedTailRefused(t *testing.T) {
-	rng := rand.New(rand.NewSource(41))
-	batches := genBatches(t, rng, 0, genConfig{batches: 10, maxRecords: 3, maxValue: 100})
-	_, obj, auth := authSegment(t, batches, "c/t/topic/3/tail.seg", 128)
-	tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tail.Trailer
+	seg := newAuthSeg(t, 41, 0, 10, "c/t/topic/3/tail.seg", 128)
+	obj, auth, tr := seg.obj, seg.auth, seg.tail.Trailer
 	for name, at := range map[string]int64{
 		"index entry": tr.IndexPos + 8,
 		"block tag":   tr.IndexPos + int64(tr.IndexCount)*segfile.IndexEntrySize + 3,
@@ -172,10 +181,9 @@ func TestForgedTailRefused(t *testing.T) {
 // under a new key): the MAC binds the name, so each read under the other
 // one's name fails, though both are whole and authentic where they were.
 func TestSwappedObjectsRefused(t *testing.T) {
-	rng := rand.New(rand.NewSource(42))
-	batches := genBatches(t, rng, 0, genConfig{batches: 10, maxRecords: 3, maxValue: 100})
-	_, a, authA := authSegment(t, batches, "c/t/topic/3/00-09-aaaa.seg", 256)
-	_, b, authB := authSegment(t, batches, "c/t/topic/3/00-09-bbbb.seg", 256)
+	sa := newAuthSeg(t, 42, 0, 10, "c/t/topic/3/00-09-aaaa.seg", 256)
+	sb := newAuthSeg(t, 42, 0, 10, "c/t/topic/3/00-09-bbbb.seg", 256)
+	a, authA, b, authB := sa.obj, sa.auth, sb.obj, sb.auth
 	if bytes.Equal(a, b) {
 		t.Fatal("two names gave the same object")
 	}
@@ -219,9 +227,8 @@ func TestObjectUnderAnotherKeyRefused(t *testing.T) {
 // object as authenticated (Auth.Required); an old object whose record
 // says nothing still reads.
 func TestDowngradeToUnauthenticatedRefused(t *testing.T) {
-	rng := rand.New(rand.NewSource(44))
-	batches := genBatches(t, rng, 0, genConfig{batches: 5, maxRecords: 3, maxValue: 50})
-	v1, _, auth := authSegment(t, batches, "c/t/topic/3/old.seg", 256)
+	seg := newAuthSeg(t, 44, 0, 5, "c/t/topic/3/old.seg", 256)
+	v1, auth := seg.v1, seg.auth
 	_, err := segfile.Verify(ctx, segfile.Bytes(v1), int64(len(v1)), auth)
 	if !errors.Is(err, segfile.ErrUnauthenticated) || !errors.Is(err, segfile.ErrCorrupt) || !corruption.Is(err) {
 		t.Fatalf("a version 1 object recorded as authenticated: %v, want ErrUnauthenticated, corrupt", err)
@@ -237,9 +244,8 @@ func TestDowngradeToUnauthenticatedRefused(t *testing.T) {
 // A reader without the key cannot read an authenticated object, and says
 // so without calling it corrupt.
 func TestAuthenticatedObjectWithoutKey(t *testing.T) {
-	rng := rand.New(rand.NewSource(45))
-	batches := genBatches(t, rng, 0, genConfig{batches: 5, maxRecords: 3, maxValue: 50})
-	_, obj, auth := authSegment(t, batches, "c/t/topic/3/nokey.seg", 256)
+	seg := newAuthSeg(t, 45, 0, 5, "c/t/topic/3/nokey.seg", 256)
+	obj, auth := seg.obj, seg.auth
 	auth.Key = nil
 	_, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
 	if !errors.Is(err, segfile.ErrNoKey) || corruption.Is(err) {
@@ -289,13 +295,8 @@ func (v vouchingReader) Authenticated(pos, _ int64) bool { return v.vouched(pos)
 // vouches for: a damaged block it vouches for goes through (its word is
 // the contract), one it does not is caught.
 func TestReadDataTrustsOnlyVouchedBlocks(t *testing.T) {
-	rng := rand.New(rand.NewSource(46))
-	batches := genBatches(t, rng, 0, genConfig{batches: 20, maxRecords: 3, maxValue: 100})
-	_, obj, auth := authSegment(t, batches, "c/t/topic/3/vouched.seg", 256)
-	tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seg := newAuthSeg(t, 46, 0, 20, "c/t/topic/3/vouched.seg", 256)
+	obj, auth, tail := seg.obj, seg.auth, seg.tail
 	pos, b := batchAt(t, obj, auth, 10)
 	bad := fixCRCs(func() []byte { x := bytes.Clone(obj); x[pos+int64(len(b))-1] ^= 1; return x }())
 	block := (pos + int64(len(b)) - 1) / 256 * 256
@@ -316,13 +317,9 @@ func TestReadDataTrustsOnlyVouchedBlocks(t *testing.T) {
 // starts at the data, with the header the footer implies), stops for
 // good at a damaged one, and checks nothing in a version 1 object.
 func TestBlockChecker(t *testing.T) {
+	seg := newAuthSeg(t, 47, 0, 20, "c/t/topic/3/checker.seg", 128)
+	v1, obj, tail := seg.v1, seg.obj, seg.tail
 	rng := rand.New(rand.NewSource(47))
-	batches := genBatches(t, rng, 0, genConfig{batches: 20, maxRecords: 3, maxValue: 100})
-	v1, obj, auth := authSegment(t, batches, "c/t/topic/3/checker.seg", 128)
-	tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
-	if err != nil {
-		t.Fatal(err)
-	}
 	end := tail.DataEnd()
 	feed := func(c *segfile.BlockChecker, b []byte) error {
 		for len(b) > 0 {
