@@ -19,6 +19,7 @@ import (
 	"github.com/strata-log/strata/tiering/diskcache"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/objstore/storeurl"
+	"github.com/strata-log/strata/tiering/segfile"
 	"github.com/strata-log/strata/vfs"
 )
 
@@ -43,6 +44,7 @@ type tierState struct {
 	store     objstore.Store
 	reader    *tiering.Reader
 	clusterID string
+	key       *segfile.Key // the cluster's tier key (tiering T11)
 	cookie    []byte
 	// uploads bounds concurrent uploads over all partitions.
 	uploads chan struct{}
@@ -67,7 +69,12 @@ func (b *Broker) openTier(ctx context.Context) error {
 		closeStore(store)
 		return err
 	}
-	rc := tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes, RequestTimeout: b.cfg.TierRequestTimeout}
+	key, err := b.tierKey(ctx)
+	if err != nil {
+		closeStore(store)
+		return err
+	}
+	rc := tiering.ReaderConfig{CacheBytes: b.cfg.TierCacheBytes, RequestTimeout: b.cfg.TierRequestTimeout, Key: key}
 	if b.cfg.TierCacheDir != "" {
 		rc.DiskCache, err = diskcache.Open(vfs.Default(), diskcache.Config{Dir: b.cfg.TierCacheDir, CapBytes: b.cfg.TierDiskCacheBytes}, b.tierMetrics.DiskCache)
 		if err != nil {
@@ -77,7 +84,7 @@ func (b *Broker) openTier(ctx context.Context) error {
 	}
 	t := &tierState{
 		cfg: b.cfg, log: b.log, meta: b.meta, metrics: b.metrics,
-		store: store, clusterID: id, uploads: make(chan struct{}, b.cfg.TierUploads),
+		store: store, clusterID: id, key: key, uploads: make(chan struct{}, b.cfg.TierUploads),
 		reader: tiering.NewReader(store, rc, b.tierMetrics),
 	}
 	if err := t.ensureCookie(ctx); err != nil {
@@ -200,6 +207,29 @@ func (b *Broker) clusterID(ctx context.Context) (string, error) {
 	return string(kv.Value), nil
 }
 
+// tierKey reads the cluster's tier key from metad, creating it the first
+// time (32 random bytes, create-only: every broker ends up with the same
+// one). Objects are written and read authenticated with it (tiering T11).
+func (b *Broker) tierKey(ctx context.Context) (*segfile.Key, error) {
+	secret := make([]byte, segfile.KeySize)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	_, err := b.meta.Put(ctx, brokerpb.TierSegmentMACKey, secret, metaclient.WithExpectedVersion(0))
+	if err != nil && !errors.Is(err, metaclient.ErrVersionConflict) {
+		return nil, fmt.Errorf("tier key: %w", err)
+	}
+	kv, err := b.meta.Get(ctx, brokerpb.TierSegmentMACKey)
+	if err != nil {
+		return nil, fmt.Errorf("tier key: %w", err)
+	}
+	key, err := segfile.NewKey(kv.Value)
+	if err != nil {
+		return nil, fmt.Errorf("tier key %s: %w", brokerpb.TierSegmentMACKey, err)
+	}
+	return key, nil
+}
+
 func (t *tierState) close() {
 	if t != nil {
 		_ = t.reader.Close()
@@ -229,6 +259,7 @@ func (t *tierState) partitionTier(rec *brokerpb.TopicRecord, partition int32) *p
 		SegmentBytes: t.cfg.TierSegmentBytes, MaxDelay: t.cfg.TierMaxDelay,
 		OrphanGrace: t.cfg.TierOrphanGrace, DeleteDelay: t.cfg.TierDeleteDelay, Uploads: t.uploads, CanDestroy: t.canDestroy,
 		RequestTimeout: t.cfg.TierRequestTimeout, UploadTimeout: t.cfg.TierUploadTimeout, VerifyFull: t.cfg.TierVerifyFull,
+		Key: t.key,
 	}
 }
 
@@ -263,7 +294,8 @@ func (t *tierState) deleteTopicObjects(ctx context.Context, rec *brokerpb.TopicR
 type tierReader struct{ r *tiering.Reader }
 
 func segmentRef(t *brokerpb.TieredSegment) tiering.SegmentRef {
-	return tiering.SegmentRef{Key: t.ObjectKey, Size: t.SizeBytes, IndexPos: t.IndexPos, BaseOffset: t.BaseOffset, LastOffset: t.LastOffset}
+	return tiering.SegmentRef{Key: t.ObjectKey, Size: t.SizeBytes, IndexPos: t.IndexPos, BaseOffset: t.BaseOffset, LastOffset: t.LastOffset,
+		Authenticated: t.Authenticated}
 }
 
 func (a tierReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error) {

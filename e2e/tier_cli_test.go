@@ -74,8 +74,7 @@ func TestTierCLI(t *testing.T) {
 	skipShort(t)
 	c := startTierCluster(t) // sets AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which strata inherits
 	cl := c.client(t)
-	env := []string{"STRATA_METAD=" + strings.Join(c.meta.Endpoints(), ","), "STRATA_BROKER=" + strings.Join(c.brokerAddrs(), ",")}
-	storeURL := fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", c.minio.Bucket, c.prefix, c.minio.Endpoint)
+	env, storeURL := c.cliEnv(), c.storeURL()
 	const topic = "scrubbed"
 	createTopic(t, cl, topic, 1, map[string]string{"segment.bytes": "65536", "local.retention.ms": "0"})
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)

@@ -59,6 +59,16 @@ func startTierClusterAt(t *testing.T, m *miniotest.Server, endpoint string, extr
 	return &tierCluster{strataCluster: c, minio: m, prefix: prefix}
 }
 
+// cliEnv is the environment of a `strata` command against the cluster.
+func (c *tierCluster) cliEnv() []string {
+	return []string{"STRATA_METAD=" + strings.Join(c.meta.Endpoints(), ","), "STRATA_BROKER=" + strings.Join(c.brokerAddrs(), ",")}
+}
+
+// storeURL is the --store of `strata tier scrub`: the brokers' store.
+func (c *tierCluster) storeURL() string {
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", c.minio.Bucket, c.prefix, c.minio.Endpoint)
+}
+
 // objects lists the segment objects in the cluster's prefix of the bucket
 // (not the bucket cookie).
 func (c *tierCluster) objects(t *testing.T) []string {
@@ -762,6 +772,14 @@ func procState(pid int) string {
 // Strata's back.
 func corruptObject(t *testing.T, m *miniotest.Server, key string, at func([]byte) int) {
 	t.Helper()
+	rewriteObject(t, m, key, func(b []byte) { b[at(b)] ^= 0x40 })
+}
+
+// rewriteObject downloads an object (bucket-relative key), lets change
+// modify its bytes, and puts them back in its place, as whoever can write
+// the bucket can.
+func rewriteObject(t *testing.T, m *miniotest.Server, key string, change func([]byte)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	mc, err := m.Client()
@@ -779,7 +797,7 @@ func corruptObject(t *testing.T, m *miniotest.Server, key string, at func([]byte
 		t.Fatal(err)
 	}
 	b := buf.Bytes()
-	b[at(b)] ^= 0x40
+	change(b)
 	if _, err := mc.PutObject(ctx, m.Bucket, key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}

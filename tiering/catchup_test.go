@@ -47,6 +47,9 @@ import (
 // started: the chunks are cold, the process's memory is not).
 // STRATA_TIER_CATCHUP_DISK=1 also gives the Reader an on-disk chunk cache
 // (cold: empty) and then reads once more from it (memory cache empty).
+// STRATA_TIER_CATCHUP_AUTH=1 writes the objects authenticated (segfile
+// format version 2, as brokers do), so that the cold reads include
+// checking every block against its tag.
 func TestCatchUpThroughput(t *testing.T) {
 	mib, _ := strconv.Atoi(os.Getenv("STRATA_TIER_CATCHUP_MIB"))
 	if mib <= 0 {
@@ -144,7 +147,7 @@ func TestCatchUpThroughput(t *testing.T) {
 		}
 		var r *Reader
 		c := measure(minioPID, total, func() {
-			r = NewReader(st, ReaderConfig{DiskCache: dc}, nil)
+			r = NewReader(st, ReaderConfig{DiskCache: dc, Key: tierKey}, nil)
 			consume(t, r, segs)
 		})
 		t.Logf("cold Reader, writing the disk cache: %s (%.0f%% of plain)", c, 100*c.mbps()/plainBest.mbps())
@@ -152,7 +155,7 @@ func TestCatchUpThroughput(t *testing.T) {
 		r.Close()
 		t.Logf("disk cache: %d chunks, %.0f MiB", dc.Len(), float64(dc.Bytes())/(1<<20))
 		w := measure(minioPID, total, func() {
-			r := NewReader(st, ReaderConfig{DiskCache: dc}, nil)
+			r := NewReader(st, ReaderConfig{DiskCache: dc, Key: tierKey}, nil)
 			defer r.Close()
 			consume(t, r, segs)
 		})
@@ -177,9 +180,15 @@ func putCatchUpSegments(t *testing.T, st objstore.Store, set string, total, segB
 	}
 	var refs []SegmentRef
 	next := int64(0)
+	auth := os.Getenv("STRATA_TIER_CATCHUP_AUTH") != ""
 	for written := int64(0); written < total; {
 		var buf bytes.Buffer
-		w, err := segfile.NewWriter(&buf, segfile.Options{BaseOffset: next})
+		key := fmt.Sprintf("t/catchup/%s/%020d.seg", set, next)
+		opts := segfile.Options{BaseOffset: next}
+		if auth {
+			opts.Key, opts.Name = tierKey, key
+		}
+		w, err := segfile.NewWriter(&buf, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,11 +204,11 @@ func putCatchUpSegments(t *testing.T, st objstore.Store, set string, total, segB
 		if err != nil {
 			t.Fatal(err)
 		}
-		key := fmt.Sprintf("t/catchup/%s/%020d.seg", set, sum.BaseOffset)
 		if _, err := st.Put(context.Background(), key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), nil); err != nil {
 			t.Fatal(err)
 		}
-		refs = append(refs, SegmentRef{Key: key, Size: sum.Size, IndexPos: sum.IndexPos, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset})
+		refs = append(refs, SegmentRef{Key: key, Size: sum.Size, IndexPos: sum.IndexPos, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset,
+			Authenticated: sum.Authenticated})
 		written += sum.Size
 	}
 	return refs
@@ -358,11 +367,11 @@ func histSum(t *testing.T, h prometheus.Histogram) float64 {
 	return m.Histogram.GetSampleSum()
 }
 
-// catchUpConfig is the Reader's configuration: the broker's defaults,
-// but STRATA_TIER_CATCHUP_CACHE_MIB, _CHUNK_MIB and _READAHEAD override
+// catchUpConfig is the Reader's configuration: the broker's defaults
+// with the tests' tier key, but STRATA_TIER_CATCHUP_CACHE_MIB, _CHUNK_MIB and _READAHEAD override
 // the memory cache, the chunk size and the read-ahead.
 func catchUpConfig() ReaderConfig {
-	var c ReaderConfig
+	c := ReaderConfig{Key: tierKey}
 	if n, err := strconv.Atoi(os.Getenv("STRATA_TIER_CATCHUP_CACHE_MIB")); err == nil {
 		c.CacheBytes = int64(n) << 20
 	}

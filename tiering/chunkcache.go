@@ -208,12 +208,14 @@ type chunkCache struct {
 // as they arrive (chunkData.checked).
 type fetchFunc func(ctx context.Context, key string, off int64, sizes []int64, t *segfile.Tail, deliver func(i int, c chunkData)) error
 
-// chunkData is a downloaded chunk: its bytes (shared: never modified)
-// and the range of them, in object positions, that is whole batches
-// already checked by segfile.CheckBatches (empty: none).
+// chunkData is a downloaded chunk: its bytes (shared: never modified),
+// the range of them, in object positions, that is whole batches already
+// checked by segfile.CheckBatches, and the range that is whole blocks
+// already authenticated by a segfile.BlockChecker (empty: none).
 type chunkData struct {
-	bytes   []byte
-	checked span
+	bytes         []byte
+	checked       span
+	authenticated span
 }
 
 // span is the object positions [from, to).

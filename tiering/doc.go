@@ -11,9 +11,9 @@
 //   - tiering/objstore: the object-store interface (Store) and its
 //     implementations: s3, localdir (one machine), memstore (tests, with
 //     fault hooks), plus a conformance suite.
-//   - tiering/segfile: the segment object format STRATSEG v1 (writer,
-//     tail parser, offset and time lookups, batch iterator, full
-//     verification).
+//   - tiering/segfile: the segment object format STRATSEG (writer, tail
+//     parser, offset and time lookups, batch iterator, full verification;
+//     version 2 authenticated with the cluster's tier key).
 //   - this package: the read path (Reader, below).
 //   - tiering/diskcache: the read path's bounded on-disk chunk cache.
 //   - tiering/scrub: checks every committed object against its record.
@@ -104,17 +104,35 @@
 //     segfile.ErrCorrupt and never takes a short read for the end of the
 //     data); skipping requires an operator action that advances
 //     log_start_offset.
+//   - T11 Authenticity. Objects are written authenticated (segfile format
+//     version 2: an AES-GMAC tag per block and an HMAC-SHA256 over the
+//     tail, both binding the object's key) under the cluster's tier key, and their TieredSegment records
+//     say so (authenticated). A byte of such an object reaches a consumer,
+//     a compaction or a read-back only after it matched the MAC or its
+//     block's tag; a mismatch, or a copy without a MAC, is corruption
+//     (T10). The per-ledger entry digests (ledger D1) check what the
+//     uploader copies from the bookies, and the MAC carries that
+//     guarantee on into the bucket: whoever can write the bucket but does
+//     not hold the key can delete objects, not change what is read.
+//     Objects written before (version 1) stay readable, unauthenticated,
+//     and scrub names them. The key is 32 random bytes in metad under
+//     brokerpb.TierSegmentMACKey (/strata/tier/segment-mac-key), created
+//     once, create-only, by the first broker with a tier store; brokers
+//     read it to write and read objects, and `strata tier scrub` to check
+//     them; no other role needs it.
 //
 // # Read path
 //
 // Reader serves fetches and ListOffsets by time from LIVE segment
 // objects, knowing only what metad recorded (SegmentRef: key, size, index
-// position, offsets). Every read goes through segfile, so every batch
-// returned passed its CRC-32C and offset checks.
+// position, offsets, authenticated). Every read goes through segfile, so
+// every batch returned passed its CRC-32C and offset checks and, in an
+// authenticated object, its block's tag (T11).
 //
 //   - Tails: one GET of [IndexPos, Size) per object, parsed by
-//     segfile.ReadTail, checked against the ref's offsets and kept parsed
-//     in an LRU of TailCacheEntries.
+//     segfile.ReadTail (with the MAC checked under ReaderConfig.Key and the
+//     object's key), checked against the ref's offsets and kept parsed in
+//     an LRU of TailCacheEntries.
 //   - Chunks: data is read as ChunkBytes-aligned chunks of the object (the
 //     last one shorter), one ranged GET each, through a cache bounded by
 //     CacheBytes: LRU, and a chunk counts from the start of its download,
@@ -131,7 +149,15 @@
 //     batches straddling chunks, and those before the first known start,
 //     are checked by the fetch. Checked later, from memory rather than
 //     the CPU's caches, the CRCs cost a catch-up read about a quarter of
-//     its CPU.
+//     its CPU. In an authenticated object the download also runs a
+//     segfile.BlockChecker over the bytes as they arrive (whole blocks at
+//     a time, cut at segfile.Tail.BlockFloor, so none is copied), and a
+//     chunk carries the range of whole blocks that matched their tags; a
+//     fetch (segfile.AuthenticatedReader) checks only the blocks outside
+//     it: blocks straddling chunks (when ChunkBytes is not a multiple of
+//     the object's block size; the defaults are 8 MiB and 1 MiB) and one
+//     that did not match, which it then reports. A chunk from the disk
+//     cache is authenticated the same way when it is read from disk.
 //   - Disk: with ReaderConfig.DiskCache, a chunk's download looks on disk
 //     first (tiering/diskcache checks every file it serves), and a chunk
 //     downloaded from the store is queued (at most spillQueue) for a

@@ -89,12 +89,39 @@ type testSeg struct {
 	batches [][]byte
 }
 
+// tierKey is the tests' cluster tier key: every test reader holds it, as
+// brokers do, and authenticated segments are written with it.
+var tierKey = func() *segfile.Key {
+	k, err := segfile.NewKey(bytes.Repeat([]byte{0x5a}, segfile.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// testBlockBytes is the block size of authenticated test segments: the
+// smallest chunk size, so that every chunk is whole blocks.
+const testBlockBytes = 4 << 10
+
 // putSegment writes batches as a segment (base offset base, index every
-// indexInterval bytes) under key.
+// indexInterval bytes) under key, unauthenticated (format version 1).
 func putSegment(t testing.TB, st objstore.Store, key string, base int64, compacted bool, indexInterval int64, batches [][]byte) testSeg {
 	t.Helper()
+	return putSegmentWith(t, st, key, segfile.Options{BaseOffset: base, Compacted: compacted, IndexIntervalBytes: indexInterval}, batches)
+}
+
+// putAuthenticated is putSegment writing an authenticated segment, with
+// tierKey in testBlockBytes blocks, as the uploader does.
+func putAuthenticated(t testing.TB, st objstore.Store, key string, base int64, compacted bool, indexInterval int64, batches [][]byte) testSeg {
+	t.Helper()
+	return putSegmentWith(t, st, key, segfile.Options{BaseOffset: base, Compacted: compacted, IndexIntervalBytes: indexInterval,
+		Key: tierKey, Name: key, BlockBytes: testBlockBytes}, batches)
+}
+
+func putSegmentWith(t testing.TB, st objstore.Store, key string, opts segfile.Options, batches [][]byte) testSeg {
+	t.Helper()
 	var buf bytes.Buffer
-	w, err := segfile.NewWriter(&buf, segfile.Options{BaseOffset: base, Compacted: compacted, IndexIntervalBytes: indexInterval})
+	w, err := segfile.NewWriter(&buf, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +137,8 @@ func putSegment(t testing.TB, st objstore.Store, key string, base int64, compact
 	if _, err := st.Put(bg, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), nil); err != nil {
 		t.Fatal(err)
 	}
-	ref := SegmentRef{Key: key, Size: sum.Size, IndexPos: sum.IndexPos, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset}
+	ref := SegmentRef{Key: key, Size: sum.Size, IndexPos: sum.IndexPos, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset,
+		Authenticated: sum.Authenticated}
 	return testSeg{ref: ref, obj: buf.Bytes(), batches: batches}
 }
 
@@ -118,6 +146,9 @@ func putSegment(t testing.TB, st objstore.Store, key string, base int64, compact
 func newTestReader(t testing.TB, st objstore.Store, cfg ReaderConfig) (*Reader, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
+	if cfg.Key == nil {
+		cfg.Key = tierKey
+	}
 	r := NewReader(st, cfg, m)
 	t.Cleanup(func() { r.Close() })
 	return r, m

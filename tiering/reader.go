@@ -26,6 +26,9 @@ type SegmentRef struct {
 	IndexPos   int64  // segfile trailer's index position (start of the tail)
 	BaseOffset int64
 	LastOffset int64
+	// Authenticated: the object was written with a MAC, so a copy
+	// without one is refused (segfile.Auth.Required).
+	Authenticated bool
 }
 
 // validate catches a ref no committed segment can have: a caller's bug,
@@ -88,6 +91,9 @@ type ReaderConfig struct {
 	// downloaded, and every chunk downloaded is written there in the
 	// background. The Reader uses it but does not own it (no Close).
 	DiskCache *diskcache.Cache
+	// Key is the cluster's tier key, with which authenticated objects are
+	// read (segfile.Auth). Nil: they cannot be (segfile.ErrNoKey).
+	Key *segfile.Key
 }
 
 func (c ReaderConfig) withDefaults() ReaderConfig {
@@ -137,6 +143,9 @@ func (c ReaderConfig) String() string {
 	c = c.withDefaults()
 	s := fmt.Sprintf("chunk=%dB cache=%dB tails=%d readahead=%d timeout=%v",
 		c.ChunkBytes, c.CacheBytes, c.TailCacheEntries, max(c.ReadAhead, 0), c.RequestTimeout)
+	if c.Key != nil {
+		s += " key=" + c.Key.String()
+	}
 	if c.DiskCache != nil {
 		s += " disk=" + c.DiskCache.String()
 	}
@@ -330,7 +339,8 @@ func (r *Reader) tail(ctx context.Context, seg SegmentRef) (*segfile.Tail, *segE
 // chunk holding it would cost a whole chunk's download) and checks it
 // against what metad recorded.
 func (r *Reader) loadTail(ctx context.Context, seg SegmentRef) (*segfile.Tail, error) {
-	t, err := segfile.ReadTail(ctx, objectReader{r, seg.Key}, seg.IndexPos, seg.Size)
+	auth := segfile.Auth{Key: r.cfg.Key, Name: seg.Key, Required: seg.Authenticated}
+	t, err := segfile.ReadTail(ctx, objectReader{r, seg.Key}, seg.IndexPos, seg.Size, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -401,8 +411,9 @@ func (r *Reader) chunkLen(seg SegmentRef, idx int64) int64 {
 	return min(r.cfg.ChunkBytes, seg.Size-idx*r.cfg.ChunkBytes)
 }
 
-// segReader is a segfile.CheckedReader over a segment's object through
-// the chunk cache. One serves one call (it records the chunks it read).
+// segReader is a segfile.CheckedReader and segfile.AuthenticatedReader
+// over a segment's object through the chunk cache. One serves one call
+// (it records the chunks it read).
 type segReader struct {
 	r             *Reader
 	seg           SegmentRef
@@ -412,6 +423,7 @@ type segReader struct {
 	readAhead     bool
 	touched       []int64 // chunks read, dropped from the cache if the read proves corrupt
 	checked       []span  // the checked ranges of the chunks read
+	authenticated []span  // the authenticated ranges of the chunks the last ReadAt returned
 }
 
 // Checked reports whether [pos, pos+size) lies in the checked range of
@@ -420,6 +432,19 @@ type segReader struct {
 func (s *segReader) Checked(pos, size int64) bool {
 	for _, c := range s.checked {
 		if c.holds(pos, size) {
+			return true
+		}
+	}
+	return false
+}
+
+// Authenticated reports whether [pos, pos+size) lies in the authenticated
+// range of one of the chunks the last ReadAt returned: the download
+// checked those blocks against their tags, on these very bytes
+// (readRange).
+func (s *segReader) Authenticated(pos, size int64) bool {
+	for _, a := range s.authenticated {
+		if a.holds(pos, size) {
 			return true
 		}
 	}
@@ -439,6 +464,7 @@ func (s *segReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
 	if n == 0 {
 		return []byte{}, nil
 	}
+	s.authenticated = s.authenticated[:0]
 	cb := s.r.cfg.ChunkBytes
 	first, last := off/cb, (off+n-1)/cb
 	tickets := make([]ticket, 0, last-first+1)
@@ -480,6 +506,9 @@ func (s *segReader) ReadAt(ctx context.Context, off, n int64) ([]byte, error) {
 		if c.checked.to > c.checked.from {
 			s.checked = append(s.checked, c.checked)
 		}
+		if c.authenticated.to > c.authenticated.from {
+			s.authenticated = append(s.authenticated, c.authenticated)
+		}
 	}
 	if s.readAhead {
 		s.r.noteRead(s.e, s.seg, s.t, first, last, s.lastDataChunk)
@@ -516,7 +545,7 @@ func (r *Reader) fetchChunks(ctx context.Context, key string, off int64, sizes [
 		pos[i] = off
 		off += n
 		if data, ok := d.Get(key, pos[i]/r.cfg.ChunkBytes, n); ok {
-			deliver(i, chunkData{bytes: data})
+			deliver(i, chunkData{bytes: data, authenticated: authenticate(t, pos[i], data)})
 		} else {
 			missing = append(missing, i)
 		}
@@ -632,8 +661,13 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 	next := int64(-1) // the next batch start to check from (-1: none known)
 	for i, n := range sizes {
 		buf := make([]byte, n)
+		var blocks *segfile.BlockChecker
+		fed := off // the bytes given to blocks end here
 		if t != nil {
 			next = batchStartIn(t, off, prev, next)
+			if t.Authenticated() {
+				blocks = t.NewBlockChecker(off)
+			}
 		}
 		checked := span{next, next}
 		for filled := int64(0); filled < n; {
@@ -644,6 +678,14 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 				return readErr(key, off, n, filled+int64(got), err)
 			}
 			filled += step
+			if blocks != nil {
+				// Whole blocks, checked in place. A mismatch ends the
+				// authenticated range; the fetch checks that block
+				// again and reports it.
+				to := max(t.BlockFloor(off+filled), fed)
+				_ = blocks.Write(buf[fed-off : to-off])
+				fed = to
+			}
 			if next >= off && next < off+filled {
 				end, ok := segfile.CheckBatches(buf[next-off:filled], next, t.DataEnd())
 				checked.to, next = end, end
@@ -652,11 +694,32 @@ func (r *Reader) readRange(ctx context.Context, key string, off int64, sizes []i
 				}
 			}
 		}
-		deliver(i, chunkData{bytes: buf, checked: checked})
+		deliver(i, chunkData{bytes: buf, checked: checked, authenticated: verified(blocks)})
 		prev = buf
 		off += n
 	}
 	return nil
+}
+
+// authenticate checks data, the bytes at off of t's object, against its
+// block tags and returns the range of whole blocks that matched (empty
+// when t is not authenticated or nil).
+func authenticate(t *segfile.Tail, off int64, data []byte) span {
+	if t == nil || !t.Authenticated() {
+		return span{}
+	}
+	blocks := t.NewBlockChecker(off)
+	_ = blocks.Write(data) // a mismatch ends the range, as in readRange
+	return verified(blocks)
+}
+
+// verified is the range a BlockChecker verified (empty for nil).
+func verified(blocks *segfile.BlockChecker) span {
+	if blocks == nil {
+		return span{}
+	}
+	from, to := blocks.Verified()
+	return span{from, to}
 }
 
 // readErr is the error for a body that failed after got of the n bytes

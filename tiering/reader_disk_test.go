@@ -35,7 +35,7 @@ func diskReaderMem(t *testing.T, st objstore.Store, fs vfs.FS, capBytes, memByte
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewReader(st, ReaderConfig{ChunkBytes: testChunk, CacheBytes: memBytes, ReadAhead: -1, DiskCache: d}, m)
+	r := NewReader(st, ReaderConfig{ChunkBytes: testChunk, CacheBytes: memBytes, ReadAhead: -1, DiskCache: d, Key: tierKey}, m)
 	t.Cleanup(func() { r.Close() })
 	return r, m, d
 }

@@ -26,17 +26,19 @@ const testChunk = 4 << 10
 
 // threeSegments puts three consecutive segments in st: plain with some
 // batches larger than two chunks, zstd-compressed, and compacted (holes).
-// Small index intervals give many index entries per chunk.
+// Small index intervals give many index entries per chunk. The first was
+// written before authentication (format version 1), the others are
+// authenticated.
 func threeSegments(t testing.TB, st objstore.Store) []testSeg {
 	t.Helper()
 	rng := rand.New(rand.NewSource(1))
 	a := putSegment(t, st, "t/p0/a.seg", 0, false, 2048,
 		genBatches(t, rng, 0, genConfig{batches: 120, maxRecords: 8, maxValue: 300, bigEvery: 25, bigValue: 10_000}))
 	baseB := a.ref.LastOffset + 1
-	b := putSegment(t, st, "t/p0/b.seg", baseB, false, 2048,
+	b := putAuthenticated(t, st, "t/p0/b.seg", baseB, false, 2048,
 		genBatches(t, rng, baseB, genConfig{batches: 80, maxRecords: 20, maxValue: 500, codec: recordbatch.CompressionZstd}))
 	baseC := b.ref.LastOffset + 1
-	c := putSegment(t, st, "t/p0/c.seg", baseC, true, 1024,
+	c := putAuthenticated(t, st, "t/p0/c.seg", baseC, true, 1024,
 		genBatches(t, rng, baseC+2, genConfig{batches: 80, maxRecords: 6, maxValue: 400, holes: true}))
 	return []testSeg{a, b, c}
 }
@@ -329,7 +331,7 @@ func TestReadAheadStopsOnClose(t *testing.T) {
 		return memstore.Fault{}
 	})
 	m := NewMetrics(nil)
-	r := NewReader(st, ReaderConfig{ChunkBytes: testChunk, CacheBytes: 64 * testChunk, ReadAhead: 2}, m)
+	r := NewReader(st, ReaderConfig{ChunkBytes: testChunk, CacheBytes: 64 * testChunk, ReadAhead: 2, Key: tierKey}, m)
 	// Two fetches in chunks 0 and 1: the second is sequential and reads
 	// ahead chunks 2 and 3; chunk 3 hangs.
 	for _, off := range []int64{0, headerOf(t, s.batches[10]).BaseOffset} {

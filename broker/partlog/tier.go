@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering/objstore"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 // Tier is a partition log's object-store tier (tiering/, DESIGN §7): the
@@ -59,6 +60,18 @@ type Tier struct {
 	// false skips it this time (the bucket's identity could not be
 	// confirmed: T9).
 	CanDestroy func(context.Context) error
+	// Key is the cluster's tier key: objects are written authenticated
+	// with it (segfile format version 2), and read back and compacted only
+	// once they authenticate (tiering T11). Nil writes objects without a
+	// MAC; the broker always has one.
+	Key *segfile.Key
+}
+
+// Auth is how the object seg names is authenticated: with the tier's key,
+// under its key in the store, and required when it was written with a
+// MAC.
+func (t *Tier) Auth(seg *brokerpb.TieredSegment) segfile.Auth {
+	return segfile.Auth{Key: t.Key, Name: seg.GetObjectKey(), Required: seg.GetAuthenticated()}
 }
 
 // TierReader reads committed segment objects.

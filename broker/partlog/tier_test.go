@@ -26,12 +26,27 @@ import (
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
+// tierKey is the tests' cluster tier key: tiers given it write
+// authenticated objects, and segfileReader reads with it.
+var tierKey = func() *segfile.Key {
+	k, err := segfile.NewKey(bytes.Repeat([]byte{0x7e}, segfile.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // segfileReader is a TierReader straight over the store (no cache).
 type segfileReader struct{ store objstore.Store }
 
+// auth is how the reader authenticates t's object.
+func (r segfileReader) auth(t *brokerpb.TieredSegment) segfile.Auth {
+	return (&partlog.Tier{Key: tierKey}).Auth(t)
+}
+
 func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, offset int64, maxBytes int) ([]byte, error) {
 	rr := tierpass.ObjectRange{Store: r.store, Key: t.ObjectKey}
-	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
+	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes, r.auth(t))
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +55,23 @@ func (r segfileReader) Fetch(ctx context.Context, t *brokerpb.TieredSegment, off
 
 func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegment, ts int64, maxDecompressed int) (int64, int64, bool, error) {
 	rr := tierpass.ObjectRange{Store: r.store, Key: t.ObjectKey}
-	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes)
+	tail, err := segfile.ReadTail(ctx, rr, t.IndexPos, t.SizeBytes, r.auth(t))
 	if err != nil {
 		return 0, 0, false, err
 	}
 	return tail.ReadOffsetForTime(ctx, rr, ts, t.BaseOffset, maxDecompressed)
+}
+
+// tierUploadConfig is a log's config tiering every closed ledger at once
+// (one object per ledger) to store, with key, and keeping no local copy
+// nor anything to retention.
+func tierUploadConfig(f *partlog.Fixture, store objstore.Store, key *segfile.Key) partlog.Config {
+	cfg := f.Config(1)
+	cfg.SegmentAge = time.Minute
+	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
+		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour, Key: key}
+	cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	return cfg
 }
 
 // TestTierUploadReadDelete: closed ledgers become objects (one per
@@ -54,11 +81,7 @@ func (r segfileReader) OffsetForTime(ctx context.Context, t *brokerpb.TieredSegm
 func TestTierUploadReadDelete(t *testing.T) {
 	f := partlog.NewFixture(t)
 	store := memstore.New(memstore.Options{})
-	cfg := f.Config(1)
-	cfg.SegmentAge = time.Minute
-	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
-	cfg.Policy = partlog.Policy{RetentionMs: -1, RetentionBytes: -1, MaxTimestampAheadMs: -1, RemoteStorage: true, LocalRetentionMs: 0}
+	cfg := tierUploadConfig(f, store, tierKey)
 	l := f.Open(cfg)
 	for range 4 {
 		partlog.AppendN(t, l, 3)
@@ -348,7 +371,7 @@ func tieredCompactionLog(t *testing.T, f *partlog.Fixture, epoch int64, store *m
 	cfg := f.Config(epoch)
 	cfg.SegmentAge = time.Minute
 	cfg.Tier = &partlog.Tier{Store: store, Reader: segfileReader{store}, KeyPrefix: "c/t/topic-id/3/", TopicID: "topic-id",
-		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour}
+		SegmentBytes: 1, MaxDelay: time.Hour, OrphanGrace: time.Hour, Key: tierKey}
 	cfg.Policy = tieredCompactPolicy()
 	cfg.Policy.RemoteStorage = remote
 	return f.Open(cfg)
@@ -384,7 +407,7 @@ func tieredKeys(pl *brokerpb.PartitionLog) []string {
 // objectFooter reads a committed object's footer.
 func objectFooter(t *testing.T, store objstore.Store, s *brokerpb.TieredSegment) *tieringpb.SegmentFooter {
 	t.Helper()
-	tail, err := segfile.ReadTail(partlog.Ctx(t), tierpass.ObjectRange{Store: store, Key: s.ObjectKey}, s.IndexPos, s.SizeBytes)
+	tail, err := segfile.ReadTail(partlog.Ctx(t), tierpass.ObjectRange{Store: store, Key: s.ObjectKey}, s.IndexPos, s.SizeBytes, segfileReader{}.auth(s))
 	if err != nil {
 		t.Fatalf("object %s: %v", s.ObjectKey, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/strata-log/strata/cmd/strata/internal/cli/tier"
 	"github.com/strata-log/strata/tiering/objstore/storeurl"
 	"github.com/strata-log/strata/tiering/scrub"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 func newTierCommand(g *globalOptions) *cobra.Command {
@@ -63,14 +64,17 @@ func newTierScrubCommand(g *globalOptions) *cobra.Command {
 	var o tierScrubOptions
 	cmd := &cobra.Command{
 		Use:   "scrub --store URL",
-		Short: "Check every committed segment object: present, of its size, every checksum, as recorded",
+		Short: "Check every committed segment object: present, of its size, every checksum and its MAC, as recorded",
 		Long: "Reads every partition's list of segment objects from metad and checks each object in the store\n" +
 			"--store (the brokers' --tier-store URL; s3 credentials from AWS_ACCESS_KEY_ID and\n" +
 			"AWS_SECRET_ACCESS_KEY): that it exists with the recorded size, that every byte passes its\n" +
-			"checksum (it reads all of it), and that offsets, records, bytes and index position are what\n" +
-			"metad records. Prints each problem (missing, truncated, size-mismatch, corrupt,\n" +
-			"metadata-mismatch, unreadable) with topic/partition, offsets and key, progress on stderr when\n" +
-			"it is a terminal (or with --progress), and a summary line. It only reads.\n" +
+			"checksum and the object's MAC under the cluster's tier key (read from metad; it reads all of\n" +
+			"the object), and that offsets, records, bytes and index position are what metad records.\n" +
+			"Prints each problem (missing, truncated, size-mismatch, corrupt, metadata-mismatch,\n" +
+			"unreadable) with topic/partition, offsets and key, and each object written before objects\n" +
+			"were authenticated (unauthenticated), progress on stderr when it is a terminal (or with\n" +
+			"--progress), and a summary line. An object replaced or moved in the bucket is corrupt (MAC\n" +
+			"mismatch). It only reads.\n" +
 			"Exits 2 if any object is damaged, 1 if some could not be read, 0 otherwise. Without an\n" +
 			"explicit --timeout it runs until done or interrupted (--timeout still bounds the metad reads).",
 		Args: cobra.NoArgs,
@@ -104,6 +108,10 @@ func (g *globalOptions) runTierScrub(cmd *cobra.Command, o tierScrubOptions) err
 	defer meta.Close()
 	lctx, cancel := g.commandContext(cmd)
 	segs, err := tier.Segments(lctx, meta, o.topic)
+	var key *segfile.Key
+	if err == nil {
+		key, err = tier.TierKey(lctx, meta)
+	}
 	cancel()
 	if err != nil {
 		return err
@@ -122,6 +130,6 @@ func (g *globalOptions) runTierScrub(cmd *cobra.Command, o tierScrubOptions) err
 		defer c.Close()
 	}
 	stderr := cmd.ErrOrStderr()
-	return tier.Scrub(ctx, store, segs, g.printer(cmd), tier.ScrubOptions{Listed: tier.Listed(meta), Parallel: o.parallel,
+	return tier.Scrub(ctx, store, segs, g.printer(cmd), tier.ScrubOptions{Key: key, Listed: tier.Listed(meta), Parallel: o.parallel,
 		ShowProgress: o.progress || cli.IsTerminal(stderr), Stderr: stderr})
 }

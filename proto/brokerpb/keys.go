@@ -10,3 +10,10 @@ package brokerpb
 // contain '/', so PartitionPrefix + "<topic>/" lists exactly one topic's
 // partitions.
 const PartitionPrefix = "/strata/partitions/"
+
+// TierSegmentMACKey holds the cluster's tier key: 32 random bytes, the
+// secret of the MACs of segment objects (tiering/segfile, tiering T11).
+// The first broker with a tier store creates it (create-only); brokers
+// read it to write and read objects, and `strata tier scrub` to check
+// them. No other role needs it.
+const TierSegmentMACKey = "/strata/tier/segment-mac-key"

@@ -894,6 +894,10 @@ type TieredSegment struct {
 	// source_ledgers: the ledgers copied into it.
 	SourceLedgers []uint64 `protobuf:"varint,10,rep,packed,name=source_ledgers,json=sourceLedgers,proto3" json:"source_ledgers,omitempty"`
 	CommittedAtMs int64    `protobuf:"varint,11,opt,name=committed_at_ms,json=committedAtMs,proto3" json:"committed_at_ms,omitempty"`
+	// authenticated: the object was written with a MAC under the cluster's
+	// tier key (segment format version 2); readers refuse a copy without
+	// one (tiering T11). False for objects written before.
+	Authenticated bool `protobuf:"varint,12,opt,name=authenticated,proto3" json:"authenticated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1003,6 +1007,13 @@ func (x *TieredSegment) GetCommittedAtMs() int64 {
 		return x.CommittedAtMs
 	}
 	return 0
+}
+
+func (x *TieredSegment) GetAuthenticated() bool {
+	if x != nil {
+		return x.Authenticated
+	}
+	return false
 }
 
 // IndexPoint: entry entry_id holds the batch starting at base_offset;
@@ -1586,7 +1597,7 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\rGarbageObject\x12\x1d\n" +
 	"\n" +
 	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x19\n" +
-	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\"\x88\x03\n" +
+	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\"\xae\x03\n" +
 	"\rTieredSegment\x12\x1d\n" +
 	"\n" +
 	"object_key\x18\x01 \x01(\tR\tobjectKey\x12\x1f\n" +
@@ -1604,7 +1615,8 @@ const file_broker_v1_meta_proto_rawDesc = "" +
 	"\x10max_timestamp_ms\x18\t \x01(\x03R\x0emaxTimestampMs\x12%\n" +
 	"\x0esource_ledgers\x18\n" +
 	" \x03(\x04R\rsourceLedgers\x12&\n" +
-	"\x0fcommitted_at_ms\x18\v \x01(\x03R\rcommittedAtMs\"r\n" +
+	"\x0fcommitted_at_ms\x18\v \x01(\x03R\rcommittedAtMs\x12$\n" +
+	"\rauthenticated\x18\f \x01(\bR\rauthenticated\"r\n" +
 	"\n" +
 	"IndexPoint\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\x03R\aentryId\x12\x1f\n" +

@@ -1,11 +1,12 @@
 // Package scrub checks the segment objects that metad names against the
 // object store: for each committed TieredSegment, that its object exists,
-// has the recorded size, passes every checksum of the STRATSEG format
-// (segfile.Verify reads every byte) and holds what the record says. It is
-// the offline half of tiering invariants T8 and T10: the uploader verifies
-// an object once before committing it; scrub finds what happened to it
-// since (a deleted or truncated object, a bit flipped at rest, a record
-// that does not match its object).
+// has the recorded size, passes every checksum of the STRATSEG format and
+// its MAC under the cluster's tier key (segfile.Verify reads every byte)
+// and holds what the record says. It is the offline half of tiering
+// invariants T8, T10 and T11: the uploader verifies an object once before
+// committing it; scrub finds what happened to it since (a deleted or
+// truncated object, a bit flipped at rest, an object replaced or moved by
+// whoever can write the bucket, a record that does not match its object).
 //
 // # Contract
 //
@@ -40,14 +41,25 @@
 //	                   another object sits under the key), or it is longer
 //	                   and does not verify.
 //	corrupt            the size matches but Verify fails (a checksum, a
-//	                   length, the index, the footer); the detail is
-//	                   segfile's message, which says where.
+//	                   length, the index, the footer, the MAC or a block
+//	                   tag: segfile.ErrMACMismatch, or an object
+//	                   without a MAC where the record says it was written
+//	                   with one: segfile.ErrUnauthenticated); the detail
+//	                   is segfile's message, which says where.
 //	metadata-mismatch  the object verifies but its summary disagrees with
 //	                   the record (base or last offset, records, data
 //	                   bytes, index position, max timestamp), or the
 //	                   recorded key is not a valid key.
 //	unreadable         the store failed otherwise (access denied, a
 //	                   server error that persisted over Config.Attempts
-//	                   tries): the object was not checked, which says
-//	                   nothing about its data (Kind.Damage is false).
+//	                   tries), or the object is authenticated and
+//	                   Config.Key is nil: the object was not checked,
+//	                   which says nothing about its data (Kind.Damage is
+//	                   false).
+//	unauthenticated    the object is sound and as recorded, but was
+//	                   written before authentication (format version 1,
+//	                   and the record does not say authenticated): its
+//	                   CRCs cannot tell a forgery (Kind.Damage is false;
+//	                   such objects go with retention, or are rewritten,
+//	                   authenticated, by compaction on compacted topics).
 package scrub

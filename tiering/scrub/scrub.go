@@ -45,12 +45,14 @@ const (
 	KindCorrupt          Kind = "corrupt"
 	KindMetadataMismatch Kind = "metadata-mismatch"
 	KindUnreadable       Kind = "unreadable"
+	KindUnauthenticated  Kind = "unauthenticated"
 )
 
 // Damage reports whether the kind says something is wrong with the data or
-// its record (every kind but KindUnreadable, which says the check could not
-// be made).
-func (k Kind) Damage() bool { return k != KindUnreadable }
+// its record: every kind but KindUnreadable, which says the check could
+// not be made, and KindUnauthenticated, a sound object written before
+// authentication, which says only that nothing proves who wrote it.
+func (k Kind) Damage() bool { return k != KindUnreadable && k != KindUnauthenticated }
 
 // Problem is what is wrong with one segment.
 type Problem struct {
@@ -78,6 +80,9 @@ type Progress struct {
 
 // Config configures Run. The zero value is usable.
 type Config struct {
+	// Key is the cluster's tier key, with which authenticated objects are
+	// checked. Nil: they cannot be (KindUnreadable).
+	Key *segfile.Key
 	// Parallel is how many objects are checked at once (0: 4). Each
 	// holds up to one 4 MiB read in memory.
 	Parallel int
@@ -136,7 +141,11 @@ func (c Config) Validate() error {
 
 func (c Config) String() string {
 	c = c.withDefaults()
-	return fmt.Sprintf("scrub parallel=%d attempts=%d backoff=%v", c.Parallel, c.Attempts, c.RetryBackoff)
+	key := "none"
+	if c.Key != nil {
+		key = c.Key.String()
+	}
+	return fmt.Sprintf("scrub parallel=%d attempts=%d backoff=%v key=%s", c.Parallel, c.Attempts, c.RetryBackoff, key)
 }
 
 // Report is the outcome of a Run.
@@ -287,7 +296,7 @@ func (r *runner) done(ctx context.Context, s Segment, p *Problem) {
 func (r *runner) check(ctx context.Context, s Segment) *Problem {
 	backoff := r.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		p := Check(ctx, r.store, s)
+		p := Check(ctx, r.store, s, r.cfg.Key)
 		if p == nil || p.Kind != KindUnreadable || !errors.Is(p.Err, objstore.ErrTransient) ||
 			attempt >= r.cfg.Attempts || ctx.Err() != nil {
 			return p
@@ -303,9 +312,9 @@ func (r *runner) check(ctx context.Context, s Segment) *Problem {
 	}
 }
 
-// Check checks one segment once: nil when it is sound, else its one
-// problem (see doc.go for the kinds).
-func Check(ctx context.Context, store objstore.Store, s Segment) *Problem {
+// Check checks one segment once, authenticating it with key: nil when it
+// is sound, else its one problem (see doc.go for the kinds).
+func Check(ctx context.Context, store objstore.Store, s Segment, tierKey *segfile.Key) *Problem {
 	rec := s.Tiered
 	problem := func(kind Kind, err error, format string, args ...any) *Problem {
 		return &Problem{Segment: s, Kind: kind, Err: err, Detail: fmt.Sprintf(format, args...)}
@@ -320,8 +329,12 @@ func Check(ctx context.Context, store objstore.Store, s Segment) *Problem {
 	case err != nil:
 		return problem(KindUnreadable, err, "stat: %v", err)
 	}
-	sum, err := segfile.Verify(ctx, objectRange{store, key}, info.Size)
-	if err != nil && !corruption.Is(err) {
+	auth := segfile.Auth{Key: tierKey, Name: key, Required: rec.GetAuthenticated()}
+	sum, err := segfile.Verify(ctx, objectRange{store, key}, info.Size, auth)
+	switch {
+	case errors.Is(err, segfile.ErrNoKey):
+		return problem(KindUnreadable, err, "the object is authenticated and the scrub has no tier key: %v", err)
+	case err != nil && !corruption.Is(err):
 		return problem(KindUnreadable, err, "reading: %v", err)
 	}
 	if info.Size != rec.GetSizeBytes() {
@@ -341,6 +354,9 @@ func Check(ctx context.Context, store objstore.Store, s Segment) *Problem {
 	}
 	if diffs := compare(rec, sum); len(diffs) > 0 {
 		return problem(KindMetadataMismatch, nil, "%s", strings.Join(diffs, "; "))
+	}
+	if !sum.Authenticated {
+		return problem(KindUnauthenticated, nil, "written before authentication (segment format version %d): its checksums pass, but no MAC proves this cluster wrote it", segfile.Version)
 	}
 	return nil
 }

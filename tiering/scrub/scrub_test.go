@@ -3,8 +3,10 @@ package scrub_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand"
 	"strings"
 	"sync"
@@ -29,15 +31,27 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bg = context.Background()
 
-// segment builds a valid segment object of n batches from offset base, and
-// the TieredSegment the uploader would record for it under key.
+// tierKey is the tests' cluster tier key.
+var tierKey = func() *segfile.Key {
+	k, err := segfile.NewKey(bytes.Repeat([]byte{3}, segfile.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// segment builds a valid segment object of n batches from offset base,
+// authenticated with tierKey under key, and the TieredSegment the
+// uploader would record for it.
 func segment(t testing.TB, rng *rand.Rand, key string, base int64, n int) ([]byte, *brokerpb.TieredSegment) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := segfile.NewWriter(&buf, segfile.Options{BaseOffset: base, IndexIntervalBytes: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return segmentOf(t, key, base, batchesFor(t, rng, base, n), tierKey)
+}
+
+// batchesFor is n random batches from offset base.
+func batchesFor(t testing.TB, rng *rand.Rand, base int64, n int) [][]byte {
+	t.Helper()
+	var out [][]byte
 	next, ts := base, int64(1_700_000_000_000)
 	for range n {
 		recs := make([]recordbatch.Record, 1+rng.Intn(5))
@@ -56,10 +70,26 @@ func segment(t testing.TB, rng *rand.Rand, key string, base int64, n int) ([]byt
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, b)
+		next = h.LastOffset() + 1
+	}
+	return out
+}
+
+// segmentOf writes batches as the object named key, authenticated with
+// tierKey (nil: unauthenticated, format version 1), and returns it with
+// its record.
+func segmentOf(t testing.TB, key string, base int64, batches [][]byte, tierKey *segfile.Key) ([]byte, *brokerpb.TieredSegment) {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := segfile.NewWriter(&buf, segfile.Options{BaseOffset: base, IndexIntervalBytes: 256, Key: tierKey, Name: key, BlockBytes: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
 		if err := w.Append(b); err != nil {
 			t.Fatal(err)
 		}
-		next = h.LastOffset() + 1
 	}
 	sum, err := w.Finish()
 	if err != nil {
@@ -68,7 +98,7 @@ func segment(t testing.TB, rng *rand.Rand, key string, base int64, n int) ([]byt
 	return buf.Bytes(), &brokerpb.TieredSegment{
 		ObjectKey: key, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset, SizeBytes: sum.Size,
 		IndexPos: sum.IndexPos, DataBytes: sum.DataBytes, Records: sum.Records,
-		MinTimestampMs: sum.MinTimestampMs, MaxTimestampMs: sum.MaxTimestampMs,
+		MinTimestampMs: sum.MinTimestampMs, MaxTimestampMs: sum.MaxTimestampMs, Authenticated: sum.Authenticated,
 	}
 }
 
@@ -82,19 +112,32 @@ func put(t testing.TB, st objstore.Store, key string, b []byte) {
 // fixture is a store holding one object of each kind of damage, and the
 // segments metad would list for them, in partition "orders/0" order.
 type fixture struct {
-	store *memstore.Store
-	segs  []scrub.Segment
-	want  map[string]scrub.Kind // by key; absent: sound
+	store   *memstore.Store
+	segs    []scrub.Segment
+	want    map[string]scrub.Kind // by key; absent: sound
+	batches map[string][][]byte   // by key
+}
+
+// damaged is how many of the problems f wants are damage.
+func (f *fixture) damaged() int {
+	n := 0
+	for _, k := range f.want {
+		if k.Damage() {
+			n++
+		}
+	}
+	return n
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	rng := rand.New(rand.NewSource(1))
-	f := &fixture{store: memstore.New(memstore.Options{}), want: map[string]scrub.Kind{}}
+	f := &fixture{store: memstore.New(memstore.Options{}), want: map[string]scrub.Kind{}, batches: map[string][][]byte{}}
 	var base int64
 	add := func(name string, kind scrub.Kind, damage func(obj []byte, rec *brokerpb.TieredSegment) []byte) {
 		key := fmt.Sprintf("strata/c/t/topicid/0/%020d-%s.seg", base, name)
-		obj, rec := segment(t, rng, key, base, 20)
+		f.batches[key] = batchesFor(t, rng, base, 20)
+		obj, rec := segmentOf(t, key, base, f.batches[key], tierKey)
 		if b := damage(obj, rec); b != nil {
 			put(t, f.store, key, b)
 		}
@@ -106,6 +149,35 @@ func newFixture(t testing.TB) *fixture {
 	}
 	keep := func(obj []byte, _ *brokerpb.TieredSegment) []byte { return obj }
 	add("good", "", keep)
+	add("old", scrub.KindUnauthenticated, func(_ []byte, rec *brokerpb.TieredSegment) []byte {
+		obj, v1 := segmentOf(t, rec.ObjectKey, rec.BaseOffset, f.batches[rec.ObjectKey], nil)
+		rec.SizeBytes, rec.IndexPos, rec.Authenticated = v1.SizeBytes, v1.IndexPos, false
+		return obj
+	})
+	// The attacks of whoever can write the bucket: a batch rewritten
+	// with a valid CRC; another authentic object of the same size put in
+	// its place; an unauthenticated copy (valid CRCs) where an
+	// authenticated object was written.
+	add("forged", scrub.KindCorrupt, func(obj []byte, _ *brokerpb.TieredSegment) []byte {
+		b := bytes.Clone(obj)
+		first := b[segfile.HeaderSize:]
+		h, err := recordbatch.ParseHeader(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[h.Size()-1] ^= 0x10
+		binary.BigEndian.PutUint32(first[17:], crc32.Checksum(first[21:h.Size()], crc32.MakeTable(crc32.Castagnoli)))
+		return b
+	})
+	add("swapped", scrub.KindCorrupt, func(_ []byte, rec *brokerpb.TieredSegment) []byte {
+		obj, _ := segmentOf(t, rec.ObjectKey+".elsewhere", rec.BaseOffset, f.batches[rec.ObjectKey], tierKey)
+		return obj
+	})
+	add("downgraded", scrub.KindCorrupt, func(_ []byte, rec *brokerpb.TieredSegment) []byte {
+		obj, v1 := segmentOf(t, rec.ObjectKey, rec.BaseOffset, f.batches[rec.ObjectKey], nil)
+		rec.SizeBytes, rec.IndexPos = v1.SizeBytes, v1.IndexPos // so that only the MAC is missing
+		return obj
+	})
 	add("missing", scrub.KindMissing, func([]byte, *brokerpb.TieredSegment) []byte { return nil })
 	add("truncated", scrub.KindTruncated, func(obj []byte, _ *brokerpb.TieredSegment) []byte { return obj[:len(obj)-100] })
 	add("bitflip", scrub.KindCorrupt, func(obj []byte, _ *brokerpb.TieredSegment) []byte {
@@ -128,7 +200,7 @@ func newFixture(t testing.TB) *fixture {
 // Each damaged object is reported once, with its kind; sound ones are not.
 func TestRunFindsEachProblemOnce(t *testing.T) {
 	f := newFixture(t)
-	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: 3})
+	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: 3, Key: tierKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +226,8 @@ func TestRunFindsEachProblemOnce(t *testing.T) {
 			t.Errorf("%s: reported %q, but it is sound", key, kind)
 		}
 	}
-	if rep.Damaged() != len(f.want) {
-		t.Errorf("Damaged() = %d, want %d", rep.Damaged(), len(f.want))
+	if rep.Damaged() != f.damaged() {
+		t.Errorf("Damaged() = %d, want %d", rep.Damaged(), f.damaged())
 	}
 	for i := 1; i < len(rep.Problems); i++ {
 		if rep.Problems[i-1].Segment.Tiered.BaseOffset >= rep.Problems[i].Segment.Tiered.BaseOffset {
@@ -168,7 +240,7 @@ func TestRunFindsEachProblemOnce(t *testing.T) {
 // corruption, both sizes for a size mismatch, the field for metadata.
 func TestProblemDetails(t *testing.T) {
 	f := newFixture(t)
-	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{})
+	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Key: tierKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +248,23 @@ func TestProblemDetails(t *testing.T) {
 		var want string
 		switch p.Kind {
 		case scrub.KindCorrupt:
-			want = "segfile: corrupt segment: data"
-			if !errors.Is(p.Err, segfile.ErrCorrupt) || !corruption.Is(p.Err) {
-				t.Errorf("corrupt: Err %v does not match segfile.ErrCorrupt or is not marked as corruption", p.Err)
+			key := p.Segment.Tiered.ObjectKey
+			var cause error
+			switch {
+			case strings.HasSuffix(key, "-forged.seg"):
+				want, cause = "does not match its tag", segfile.ErrMACMismatch
+			case strings.HasSuffix(key, "-swapped.seg"):
+				want, cause = "not written by this cluster under the name", segfile.ErrMACMismatch
+			case strings.HasSuffix(key, "-downgraded.seg"):
+				want, cause = "carries no MAC", segfile.ErrUnauthenticated
+			default:
+				want, cause = "segfile: corrupt segment: data", segfile.ErrCorrupt
 			}
+			if !errors.Is(p.Err, segfile.ErrCorrupt) || !errors.Is(p.Err, cause) || !corruption.Is(p.Err) {
+				t.Errorf("corrupt: Err %v does not match segfile.ErrCorrupt and %v, or is not marked as corruption", p.Err, cause)
+			}
+		case scrub.KindUnauthenticated:
+			want = "written before authentication"
 		case scrub.KindTruncated:
 			want = fmt.Sprintf("metad records %d", p.Segment.Tiered.SizeBytes)
 		case scrub.KindSizeMismatch:
@@ -207,7 +292,7 @@ func TestProgress(t *testing.T) {
 		calls    []scrub.Progress
 		problems int
 	)
-	cfg := scrub.Config{Parallel: 4,
+	cfg := scrub.Config{Parallel: 4, Key: tierKey,
 		Progress: func(p scrub.Progress) {
 			if inCall.Add(1) != 1 {
 				t.Error("callbacks called concurrently")
@@ -268,7 +353,7 @@ func TestParallel(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		_, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: parallel})
+		_, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: parallel, Key: tierKey})
 		done <- err
 	}()
 	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d objects in flight", parallel), func() bool { return inFlight.Load() >= parallel })
@@ -312,7 +397,7 @@ func TestStoreErrors(t *testing.T) {
 		return memstore.Fault{}
 	})
 	segs := []scrub.Segment{{Topic: "t", Tiered: rec}, {Topic: "t", Tiered: rec2}, {Topic: "t", Tiered: rec3}}
-	rep, err := scrub.Run(bg, st, segs, scrub.Config{Attempts: 3, RetryBackoff: time.Millisecond})
+	rep, err := scrub.Run(bg, st, segs, scrub.Config{Attempts: 3, RetryBackoff: time.Millisecond, Key: tierKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +435,7 @@ func TestReadPastEndIsCorruption(t *testing.T) {
 	obj, rec := segment(t, rng, "k", 0, 10)
 	put(t, st, "k", obj)
 	rec.SizeBytes += 1000
-	p := scrub.Check(bg, lyingStore{st}, scrub.Segment{Topic: "t", Tiered: rec})
+	p := scrub.Check(bg, lyingStore{st}, scrub.Segment{Topic: "t", Tiered: rec}, tierKey)
 	if p == nil || p.Kind != scrub.KindCorrupt || !strings.Contains(p.Detail, "truncated") {
 		t.Fatalf("got %v, want a corrupt (truncated) object", p)
 	}
@@ -366,7 +451,7 @@ func TestRunStopsWithContext(t *testing.T) {
 		}
 		return memstore.Fault{}
 	})
-	rep, err := scrub.Run(ctx, f.store, f.segs, scrub.Config{Parallel: 1})
+	rep, err := scrub.Run(ctx, f.store, f.segs, scrub.Config{Parallel: 1, Key: tierKey})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
@@ -407,7 +492,7 @@ func TestUnlistedSegmentsAreNotProblems(t *testing.T) {
 		return strings.Contains(s.Tiered.ObjectKey, "-missing") || strings.Contains(s.Tiered.ObjectKey, "-truncated")
 	}
 	var asked atomic.Int64
-	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: 2, Listed: func(_ context.Context, s scrub.Segment) (bool, error) {
+	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{Parallel: 2, Key: tierKey, Listed: func(_ context.Context, s scrub.Segment) (bool, error) {
 		asked.Add(1)
 		if strings.Contains(s.Tiered.ObjectKey, "-bitflip") {
 			return false, errors.New("metad unavailable")
@@ -428,4 +513,39 @@ func TestUnlistedSegmentsAreNotProblems(t *testing.T) {
 	if n := asked.Load(); n != int64(len(f.want)) {
 		t.Errorf("Listed asked %d times, want once per problem (%d)", n, len(f.want))
 	}
+}
+
+// Without the tier key, authenticated objects cannot be checked: they are
+// unreadable, not damaged; an object written before authentication is
+// still checked.
+func TestWithoutKeyAuthenticatedObjectsAreUnreadable(t *testing.T) {
+	f := newFixture(t)
+	rep, err := scrub.Run(bg, f.store, f.segs, scrub.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]scrub.Kind{}
+	for _, p := range rep.Problems {
+		kinds[p.Segment.Tiered.ObjectKey] = p.Kind
+	}
+	for _, s := range f.segs {
+		key := s.Tiered.ObjectKey
+		switch {
+		case strings.HasSuffix(key, "-good.seg") && (kinds[key] != scrub.KindUnreadable || !errors.Is(problemOf(rep, key).Err, segfile.ErrNoKey)):
+			t.Errorf("%s without the key: %q, want unreadable (ErrNoKey)", key, kinds[key])
+		case strings.HasSuffix(key, "-old.seg") && kinds[key] != scrub.KindUnauthenticated:
+			t.Errorf("%s without the key: %q, want unauthenticated", key, kinds[key])
+		case strings.HasSuffix(key, "-missing.seg") && kinds[key] != scrub.KindMissing:
+			t.Errorf("%s without the key: %q, want missing", key, kinds[key])
+		}
+	}
+}
+
+func problemOf(rep scrub.Report, key string) scrub.Problem {
+	for _, p := range rep.Problems {
+		if p.Segment.Tiered.ObjectKey == key {
+			return p
+		}
+	}
+	return scrub.Problem{}
 }

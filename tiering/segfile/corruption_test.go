@@ -11,16 +11,34 @@ import (
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
+// smallSegment is an object and how to authenticate it.
+type smallSegment struct {
+	obj  []byte
+	auth segfile.Auth
+}
+
 // smallSegments are segments small enough to damage in every possible
 // way: a plain one with a sparse index and a compacted one with an entry
-// per batch.
-func smallSegments(t *testing.T) map[string][]byte {
+// per batch, each unauthenticated (version 1) and authenticated in
+// 64-byte blocks (version 2, several blocks).
+func smallSegments(t *testing.T) map[string]smallSegment {
 	rng := rand.New(rand.NewSource(10))
-	out := map[string][]byte{}
+	out := map[string]smallSegment{}
 	plain := genBatches(t, rng, 50, genConfig{batches: 4, maxRecords: 2, maxValue: 8})
-	out["plain"], _ = writeSegment(t, plain, segfile.Options{BaseOffset: 50, IndexIntervalBytes: 100, Footer: testFooter()})
 	compacted := genBatches(t, rng, 50, genConfig{batches: 4, maxRecords: 2, maxValue: 8, compacted: true, horizon: true})
-	out["compacted"], _ = writeSegment(t, compacted, segfile.Options{BaseOffset: 40, Compacted: true, IndexIntervalBytes: 1})
+	for name, c := range map[string]struct {
+		batches [][]byte
+		opts    segfile.Options
+	}{
+		"plain":     {plain, segfile.Options{BaseOffset: 50, IndexIntervalBytes: 100, Footer: testFooter()}},
+		"compacted": {compacted, segfile.Options{BaseOffset: 40, Compacted: true, IndexIntervalBytes: 1}},
+	} {
+		obj, _ := writeSegment(t, c.batches, c.opts)
+		out[name] = smallSegment{obj: obj}
+		opts := authenticated(t, c.opts, "c/t/topic/3/small-"+name+".seg", segfile.MinBlockBytes)
+		obj, _ = writeSegment(t, c.batches, opts)
+		out[name+" authenticated"] = smallSegment{obj: obj, auth: authOf(opts)}
+	}
 	return out
 }
 
@@ -28,16 +46,17 @@ func smallSegments(t *testing.T) map[string][]byte {
 // Verify (the uploader's read-back, scrub): each byte is covered by a CRC
 // or compared with a constant (doc.go).
 func TestVerifyDetectsEveryBitFlip(t *testing.T) {
-	for name, obj := range smallSegments(t) {
+	for name, seg := range smallSegments(t) {
+		obj, auth := seg.obj, seg.auth
 		t.Run(name, func(t *testing.T) {
-			if _, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj))); err != nil {
+			if _, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)), auth); err != nil {
 				t.Fatal(err)
 			}
 			bad := bytes.Clone(obj)
 			for i := range bad {
 				for bit := range 8 {
 					bad[i] ^= 1 << bit
-					_, err := segfile.Verify(ctx, segfile.Bytes(bad), int64(len(bad)))
+					_, err := segfile.Verify(ctx, segfile.Bytes(bad), int64(len(bad)), auth)
 					if !errors.Is(err, segfile.ErrCorrupt) || !corruption.Is(err) {
 						t.Fatalf("flip of byte %d bit %d of %d bytes: Verify returned %v, want ErrCorrupt, marked as corruption", i, bit, len(obj), err)
 					}
@@ -55,9 +74,10 @@ func TestVerifyDetectsEveryBitFlip(t *testing.T) {
 // A flip in the tail is caught by both tail readers, without reading the
 // data.
 func TestTailDetectsEveryBitFlip(t *testing.T) {
-	for name, obj := range smallSegments(t) {
+	for name, seg := range smallSegments(t) {
+		obj, auth := seg.obj, seg.auth
 		t.Run(name, func(t *testing.T) {
-			tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)))
+			tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,10 +86,10 @@ func TestTailDetectsEveryBitFlip(t *testing.T) {
 			for i := indexPos; i < size; i++ {
 				for bit := range 8 {
 					bad[i] ^= 1 << bit
-					if _, err := segfile.ReadTail(ctx, segfile.Bytes(bad), indexPos, size); !errors.Is(err, segfile.ErrCorrupt) {
+					if _, err := segfile.ReadTail(ctx, segfile.Bytes(bad), indexPos, size, auth); !errors.Is(err, segfile.ErrCorrupt) {
 						t.Fatalf("flip of byte %d bit %d: ReadTail returned %v", i, bit, err)
 					}
-					if _, err := segfile.FindTail(ctx, segfile.Bytes(bad), size); !errors.Is(err, segfile.ErrCorrupt) {
+					if _, err := segfile.FindTail(ctx, segfile.Bytes(bad), size, auth); !errors.Is(err, segfile.ErrCorrupt) {
 						t.Fatalf("flip of byte %d bit %d: FindTail returned %v", i, bit, err)
 					}
 					bad[i] ^= 1 << bit
@@ -86,9 +106,10 @@ func TestTailDetectsEveryBitFlip(t *testing.T) {
 // a flip of a base offset that keeps offsets increasing would be caught
 // only by Verify.
 func TestIteratorDetectsDataBitFlips(t *testing.T) {
-	for name, obj := range smallSegments(t) {
+	for name, seg := range smallSegments(t) {
+		obj, auth := seg.obj, seg.auth
 		t.Run(name, func(t *testing.T) {
-			tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)))
+			tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,23 +152,24 @@ func containsPos(ps []int64, p int64) bool {
 // T10: truncation at every length is corruption, whether the reader is
 // told the truncated size (a listing) or the original one (metad).
 func TestTruncationDetected(t *testing.T) {
-	for name, obj := range smallSegments(t) {
+	for name, seg := range smallSegments(t) {
+		obj, auth := seg.obj, seg.auth
 		t.Run(name, func(t *testing.T) {
 			size := int64(len(obj))
-			tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), size)
+			tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), size, auth)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for n := range len(obj) {
 				short := segfile.Bytes(obj[:n])
-				if _, err := segfile.Verify(ctx, short, int64(n)); !errors.Is(err, segfile.ErrCorrupt) {
+				if _, err := segfile.Verify(ctx, short, int64(n), auth); !errors.Is(err, segfile.ErrCorrupt) {
 					t.Fatalf("Verify of %d of %d bytes (size %d): %v", n, size, n, err)
 				}
-				_, err := segfile.Verify(ctx, short, size)
+				_, err := segfile.Verify(ctx, short, size, auth)
 				if !errors.Is(err, segfile.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Fatalf("Verify of %d of %d bytes (size %d): %v", n, size, size, err)
 				}
-				if _, err := segfile.ReadTail(ctx, short, tail.Trailer.IndexPos, size); !errors.Is(err, segfile.ErrCorrupt) {
+				if _, err := segfile.ReadTail(ctx, short, tail.Trailer.IndexPos, size, auth); !errors.Is(err, segfile.ErrCorrupt) {
 					t.Fatalf("ReadTail of %d of %d bytes: %v", n, size, err)
 				}
 				// A fetch reading a truncated data range fails too.
@@ -159,10 +181,10 @@ func TestTruncationDetected(t *testing.T) {
 			}
 			// Through a file-like io.ReaderAt too.
 			r := segfile.FromReaderAt(bytes.NewReader(obj[:len(obj)-1]))
-			if _, err := segfile.Verify(ctx, r, size); !errors.Is(err, segfile.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) {
+			if _, err := segfile.Verify(ctx, r, size, auth); !errors.Is(err, segfile.ErrCorrupt) || !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("Verify through io.ReaderAt: %v", err)
 			}
-			if _, err := segfile.Verify(ctx, segfile.FromReaderAt(bytes.NewReader(obj)), size); err != nil {
+			if _, err := segfile.Verify(ctx, segfile.FromReaderAt(bytes.NewReader(obj)), size, auth); err != nil {
 				t.Fatalf("Verify through io.ReaderAt: %v", err)
 			}
 		})
@@ -171,9 +193,9 @@ func TestTruncationDetected(t *testing.T) {
 
 // Bytes appended to an object (or a size that is too large) are corruption.
 func TestExtraBytesDetected(t *testing.T) {
-	for name, obj := range smallSegments(t) {
-		long := append(bytes.Clone(obj), 0)
-		if _, err := segfile.Verify(ctx, segfile.Bytes(long), int64(len(long))); !errors.Is(err, segfile.ErrCorrupt) {
+	for name, seg := range smallSegments(t) {
+		long := append(bytes.Clone(seg.obj), 0)
+		if _, err := segfile.Verify(ctx, segfile.Bytes(long), int64(len(long)), seg.auth); !errors.Is(err, segfile.ErrCorrupt) {
 			t.Fatalf("%s: Verify with a trailing byte: %v", name, err)
 		}
 	}

@@ -1,10 +1,12 @@
 // Package segfile writes and reads segment objects: the immutable objects
 // that hold a run of a partition's Kafka record batches in the object
-// store once their ledgers are closed (tiering, format "STRATSEG v1").
+// store once their ledgers are closed (tiering, format "STRATSEG",
+// versions 1 and 2).
 //
 // An object is the batches exactly as they were stored in the ledger
 // entries, preceded by a small header and followed by a sparse
-// offset/time index, a protobuf footer and a fixed-size trailer. The
+// offset/time index, in version 2 the tags of its blocks, a protobuf
+// footer and a fixed-size trailer (with, in version 2, a MAC). The
 // index sits at the end so that a Writer needs one streaming pass and no
 // sizes up front (a multipart upload); metad records the index position
 // and the size, so a reader gets index, footer and trailer with one
@@ -23,12 +25,24 @@
 //   - Writer.Finish writes the tail and returns the Summary to record in
 //     metad. A segment has at least one batch.
 //   - Reading checks before it returns: ReadTail, FindTail and ParseTail
-//     check the whole tail (CRC and consistency), an Iterator checks every
-//     batch it returns (see Reading for the limits of a partial read), and
-//     Verify checks every byte of the object. Anything that is not what a Writer produces, including an
-//     object shorter than expected, is an error marked ErrCorrupt (a
-//     *CorruptError saying where); a short read is never taken as the
-//     end of the data. Readers fail closed (tiering invariant T10).
+//     check the whole tail (CRC, MAC and consistency), an Iterator checks
+//     every batch it returns (see Reading for the limits of a partial
+//     read), ReadFetch and ReadOffsetForTime authenticate every byte they
+//     use, and Verify checks every byte of the object. Anything that is
+//     not what a Writer produces, including an object shorter than
+//     expected, is an error marked ErrCorrupt (a *CorruptError saying
+//     where); a short read is never taken as the end of the data. Readers
+//     fail closed (tiering invariant T10).
+//   - Authentication (version 2, see below): an object written with a
+//     Key is readable only with that key and under the name it was
+//     written for; anyone who can write the bucket but does not hold the
+//     key cannot make a reader accept bytes the cluster did not write
+//     there. No byte of an authenticated object reaches a caller, and no
+//     footer is decoded nor batch parsed by ReadFetch or
+//     ReadOffsetForTime, before it was checked against the MAC or its
+//     block's tag. Verify, which reads every byte and decodes no
+//     record, authenticates the data as it streams; a caller walking
+//     bytes it read itself authenticates them with a BlockChecker.
 //   - Lookups on a Tail: FetchRange (offset -> byte range holding the
 //     batch with that offset or the next one, plus maxBytes), TimeRange
 //     (timestamp -> byte range holding the first batch whose max
@@ -43,8 +57,8 @@
 // # Format
 //
 // All integers are big-endian, like Kafka's. CRC-32C is Castagnoli
-// (hash/crc32, standard initial value and final xor), as in batches. An
-// object of S bytes is, in order:
+// (hash/crc32, standard initial value and final xor), as in batches. A
+// version 1 object of S bytes is, in order:
 //
 //	position   size  section
 //	0          32    header
@@ -53,11 +67,22 @@
 //	F = I+24*N L     footer: SegmentFooter (proto/tiering/v1/segment.proto)
 //	S-48       48    trailer
 //
+// and a version 2 (authenticated) one, with B-byte blocks and
+// M = ceil(I / B):
+//
+//	position        size  section
+//	0               32    header
+//	32              D     data
+//	I = 32+D        24*N  index
+//	I+24*N          16*M  block tags
+//	F = I+24N+16M   L     footer
+//	S-96            96    trailer
+//
 // Header:
 //
 //	offset size field
 //	0      8    magic "STRATSEG" (53 54 52 41 54 53 45 47)
-//	8      2    version, uint16 = 1
+//	8      2    version, uint16 = 1 or 2, the trailer's
 //	10     2    flags, uint16: bit 0 compacted (offsets may have holes);
 //	            other bits 0
 //	12     4    header_len, uint32 = 32
@@ -94,7 +119,15 @@
 // inside a batch may be older than its first. max_timestamp_ms is exact
 // (what retention uses).
 //
-// Trailer (48 bytes, at S-48):
+// Block tags (version 2): for k in [0, M), the AES-GMAC tag of block k,
+// the bytes [k*B, min((k+1)*B, I)) of the object (header and data; block
+// 0 holds the header): AES-256-GCM under the object's key (below), nonce
+// 4 zero bytes | k (uint64), no plaintext, the block as additional data;
+// the 16-byte tag. Blocks are aligned on object positions, like the tier
+// reader's chunks, so that a chunk whose size is a multiple of B is whole
+// blocks.
+//
+// Trailer, version 1 (48 bytes, at S-48):
 //
 //	offset size field
 //	0      8    index_pos, uint64 = I
@@ -108,11 +141,87 @@
 //	            trailer bytes 0..36)
 //	40     8    magic "STRATEND" (53 54 52 41 54 45 4e 44)
 //
+// Trailer, version 2 (96 bytes, at S-96):
+//
+//	offset size field
+//	0      8    index_pos, uint64 = I
+//	8      4    index_count, uint32 = N (at least 1)
+//	12     8    footer_pos, uint64 = F = I + 24*N + 16*M
+//	20     4    footer_len, uint32 = L, with F + L = S - 96
+//	24     4    data_crc32c: CRC-32C of bytes [0, I)
+//	28     4    block_bytes, uint32 = B, a power of two in [64, 64 MiB]
+//	32     4    block_count, uint32 = M = ceil(I / B)
+//	36     8    key_id, uint64: the id of the key of the MAC (Key.ID)
+//	44     32   mac: HMAC-SHA256(key, "STRATSEG-MAC-v2\n" |
+//	            uint16 len(name) | name | bytes [I, S-52)), name being the
+//	            object's key in the store
+//	76     2    version, uint16 = 2
+//	78     6    reserved, 0
+//	84     4    meta_crc32c: CRC-32C of bytes [I, S-12)
+//	88     8    magic "STRATEND"
+//
+// The last 20 bytes have the same layout in both versions, so a reader
+// reads the version at S-20 before it knows the trailer's size. The
+// version is in the header too; Verify checks that the two agree.
+//
 // So every byte of an object is covered by a CRC or compared with a
 // constant, and every position is pinned by an exact equation: one
 // flipped bit anywhere is detected by Verify, and a truncated object
 // cannot parse (both tested for every bit and every length of a small
 // segment). The tail is at most MaxTailBytes (64 MiB).
+//
+// # Authentication
+//
+// CRCs catch damage, not intent: whoever can write the bucket can write
+// batches with valid CRCs and fix up data_crc32c and meta_crc32c. A
+// version 2 object is authenticated with the cluster's tier key K (32
+// random bytes kept in metad, readable only by the roles that read
+// objects; see tiering's doc.go) and its name (its key in the store):
+//
+//   - The MAC, HMAC-SHA256(K, "STRATSEG-MAC-v2\n" | uint16 len(name) |
+//     name | tail up to the MAC), covers the index, the block tags, the
+//     footer and the trailer's fields; the bytes after it are constants,
+//     checked, and meta_crc32c.
+//   - Each block's tag is a GMAC under the object's key, the first 32
+//     bytes of HMAC-SHA256(K, "STRATSEG-OBJ-v2\n" | uint16 len(name) |
+//     name), with the block's number as the nonce, and the tags are in the
+//     table the MAC covers. A reader that reads a range checks only the
+//     blocks it reads: a fetch reads FetchRange widened to whole blocks
+//     (readData), at most one block more on each side, and checks each
+//     block before any batch in it is parsed.
+//   - Binding the name means that an object moved or copied to another
+//     key (two objects swapped, an old copy put back in place of a
+//     compacted one, another partition's object) fails.
+//   - GMAC's nonces never repeat under one key: each object has its own
+//     key, derived from its name, and a name is written once (tiering T2:
+//     a random 64-bit id per upload attempt), with one tag per block
+//     number. A name written twice with other bytes would give away that
+//     object's GHASH key, so that whoever saw both could forge blocks of
+//     that one name; nothing else.
+//   - Why GMAC for blocks: it runs at several GB/s per core with AES-NI
+//     and carry-less multiplication, SHA-256 at under 1 GB/s even with
+//     the SHA extensions, and every byte a broker serves from the tier is
+//     checked once (TestCatchUpThroughput with STRATA_TIER_CATCHUP_AUTH).
+//     The tail is small, and keyed with HMAC-SHA256, which needs no nonce.
+//
+// The key id is HMAC-SHA256(K, "STRATSEG-KEY-ID\n") cut to its first 8
+// bytes (big-endian): it tells a reader the MAC is under another key
+// (another cluster's object, or a forgery) without revealing the key. The
+// three labels, all 16 bytes, keep the uses of the key apart.
+//
+// Format versions. A Writer with a key writes version 2; without, version
+// 1, which is what objects written before authentication are. Both are
+// read. An Auth with Required refuses version 1 (ErrUnauthenticated): the
+// tier records in metad, per object, that it was written authenticated
+// (TieredSegment.authenticated), so replacing such an object by an
+// unauthenticated one is a forgery, while objects written before keep
+// reading. A version 2 object read without a key fails with ErrNoKey.
+// Scrub reports sound version 1 objects as unauthenticated.
+//
+// Cost (BenchmarkCatchUpRead, BenchmarkWrite, BenchmarkVerify): a version
+// 2 Writer copies each block (BlockBytes) once to tag it; readers tag
+// each block they read once per read, the tier reader once per download
+// (BlockChecker). Numbers are in docs/tiering.md.
 //
 // # Departures from the design note's sketch of STRATSEG v1
 //
@@ -147,8 +256,16 @@
 // batches at index positions against the index; the last batch against
 // the footer's last offset. What a partial read cannot check: the
 // partition leader epoch (batch bytes 12..16), and in a compacted segment
-// a base offset changed to another value that still increases; only
-// Verify (the data CRC) catches those.
+// a base offset changed to another value that still increases; in a
+// version 1 object only Verify (the data CRC) catches those, in a
+// version 2 one the block tags do on every read.
+//
+// Readers that read the data section themselves and walk it with an
+// Iterator (Tail.Batches) authenticate it with a BlockChecker: fed the
+// bytes in order, it says up to where they are verified, and only those
+// may be walked. Through an AuthenticatedReader (the tier reader, whose
+// downloads run a BlockChecker over each chunk as it arrives) readData
+// skips the blocks already checked in the bytes of that very read.
 //
 // A RangeReader over an object store must report a range that starts
 // past the end of the object as io.ErrUnexpectedEOF (objstore's
@@ -156,14 +273,17 @@
 //
 // # Errors
 //
-//   - NewWriter: ErrInvalidOptions.
+//   - NewKey, NewWriter: ErrInvalidOptions.
 //   - Writer.Append: ErrInvalidBatch (wrapping the recordbatch error),
 //     ErrOffsetOrder, ErrFinished, the io.Writer's error. Sticky.
 //   - Writer.Finish: ErrEmpty, ErrTooLarge, ErrFinished, a sticky error,
 //     the io.Writer's error.
 //   - ParseTrailer, ParseTail, ReadTail, FindTail, Verify, ReadFetch,
-//     ReadOffsetForTime, Iterator.Err, OffsetForTime: ErrCorrupt
-//     (*CorruptError; a truncated object also matches
-//     io.ErrUnexpectedEOF); ParseTail also ErrIncompleteTail; the ones
-//     that read return the RangeReader's other errors wrapped.
+//     ReadOffsetForTime, Iterator.Err, OffsetForTime, BlockChecker.Write:
+//     ErrCorrupt (*CorruptError; a truncated object also matches
+//     io.ErrUnexpectedEOF; a failed authentication also matches
+//     ErrMACMismatch, or ErrUnauthenticated for a version 1 object read
+//     with Auth.Required); ParseTail also ErrIncompleteTail; the ones
+//     that parse a tail also ErrNoKey; the ones that read return the
+//     RangeReader's other errors wrapped.
 package segfile

@@ -36,6 +36,17 @@ var (
 	// ErrIncompleteTail: ParseTail was given bytes that do not reach back
 	// to the start of the index; read from Trailer.IndexPos instead.
 	ErrIncompleteTail = errors.New("segfile: tail not fully read")
+	// ErrMACMismatch is the cause (CorruptError.Err) when an object's MAC
+	// or a block tag does not match: its bytes were not written by
+	// this cluster under this name (replaced, moved from another name,
+	// or damaged), or its MAC is under another key.
+	ErrMACMismatch = errors.New("segfile: MAC mismatch")
+	// ErrUnauthenticated is the cause (CorruptError.Err) when an object
+	// without a MAC (version 1) is read with Auth.Required.
+	ErrUnauthenticated = errors.New("segfile: no MAC")
+	// ErrNoKey: an authenticated object (version 2) was read without a
+	// key (Auth.Key nil). Not corruption: the reader cannot tell.
+	ErrNoKey = errors.New("segfile: no tier key to authenticate the object")
 )
 
 // CorruptError is the error for a corrupt segment (errors.Is(err,

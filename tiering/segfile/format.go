@@ -1,9 +1,11 @@
 package segfile
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
 	"math"
+	"math/bits"
 
 	"github.com/strata-log/strata/recordbatch"
 )
@@ -15,20 +17,41 @@ const (
 	HeaderSize = 32
 	// IndexEntrySize is the size of one index entry.
 	IndexEntrySize = 24
-	// TrailerSize is the size of the trailer at the end of every object.
+	// TrailerSize is the size of a version 1 trailer (no MAC), the
+	// smallest trailer.
 	TrailerSize = 48
-	// Version is the format version written in the header and trailer.
-	Version = 1
+	// TrailerSizeV2 is the size of a version 2 trailer (block tags and
+	// a MAC).
+	TrailerSizeV2 = 96
+	// MACSize is the size of the tail's MAC (HMAC-SHA256) and TagSize of
+	// a block's tag (AES-GMAC).
+	MACSize = sha256.Size
+	TagSize = 16
+	// Version is the format version a Writer without a key writes: no
+	// MAC. VersionAuthenticated is the one it writes with a key.
+	Version              = 1
+	VersionAuthenticated = 2
 	// DefaultIndexIntervalBytes is the default index spacing, the same as
 	// broker/partlog's LedgerIndex.
 	DefaultIndexIntervalBytes = 1 << 20
+	// DefaultBlockBytes is the default size of an authenticated block: a
+	// divisor of the tier reader's 8 MiB chunks, so that each chunk is
+	// authenticated as it arrives; a fetch read directly (compaction,
+	// scrub) reads at most one block more on each side than it needs.
+	DefaultBlockBytes = 1 << 20
+	// MinBlockBytes and MaxBlockBytes bound a block's size (a power of
+	// two). Blocks below a few KiB only make the tag table large; the
+	// bound is low so that tests can cut tiny objects into many blocks.
+	MinBlockBytes = 64
+	MaxBlockBytes = 64 << 20
 	// TailProbeBytes is how much of an object's end FindTail reads first.
-	// A 256 MiB segment at the default interval has a ~6 KiB index, so
-	// one read is enough unless the footer holds a large producer list.
+	// A 256 MiB segment at the default interval has a ~6 KiB index and
+	// 4 KiB of block tags, so one read is enough unless the footer
+	// holds a large producer list.
 	TailProbeBytes = 64 << 10
-	// MaxTailBytes bounds index + footer + trailer, so that a corrupt
-	// trailer cannot make a reader allocate without limit (2.7 TiB of
-	// data at the default interval). Writers refuse to exceed it.
+	// MaxTailBytes bounds index + block tags + footer + trailer, so that a
+	// corrupt trailer cannot make a reader allocate without limit (2.7 TiB
+	// of data at the default interval). Writers refuse to exceed it.
 	MaxTailBytes = 64 << 20
 
 	// FlagCompacted (header flags bit 0): offsets may have holes.
@@ -51,17 +74,29 @@ const (
 	hdrReserved   = 24
 )
 
-// Trailer field offsets, relative to the trailer's start (size - 48).
+// Trailer field offsets, relative to the trailer's start (size - 48 in
+// version 1, size - 96 in version 2). The first 28 bytes are the same in
+// both versions, and so are the last 20 (trEnd*, from the object's end:
+// in version 1 they start at 28), so the version is found before the
+// trailer's size is known.
 const (
 	trIndexPos   = 0
 	trIndexCount = 8
 	trFooterPos  = 12
 	trFooterLen  = 20
 	trDataCRC    = 24
-	trVersion    = 28
-	trReserved   = 30
-	trMetaCRC    = 36 // covers [index_pos, size-12): index, footer, trailer[0:36)
-	trMagic      = 40
+	// Version 2.
+	trBlockBytes = 28
+	trBlockCount = 32
+	trKeyID      = 36
+	trMAC        = 44 // covers the name and [index_pos, size-52); the end follows
+
+	// From the object's end, in both versions.
+	trEndLen      = 20
+	trEndVersion  = 0
+	trEndReserved = 2
+	trEndMetaCRC  = 8 // covers [index_pos, size-12)
+	trEndMagic    = 12
 )
 
 // attrDeleteHorizon is Kafka's batch attribute bit 6 (KIP-534): the
@@ -73,10 +108,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var be = binary.BigEndian
 
-func appendHeader(dst []byte, baseOffset int64, compacted bool) []byte {
+func appendHeader(dst []byte, version int, baseOffset int64, compacted bool) []byte {
 	var h [HeaderSize]byte
 	copy(h[hdrMagic:], headerMagic)
-	be.PutUint16(h[hdrVersion:], Version)
+	be.PutUint16(h[hdrVersion:], uint16(version))
 	if compacted {
 		be.PutUint16(h[hdrFlags:], FlagCompacted)
 	}
@@ -87,6 +122,7 @@ func appendHeader(dst []byte, baseOffset int64, compacted bool) []byte {
 
 // header is a decoded header.
 type header struct {
+	version    int
 	baseOffset int64
 	compacted  bool
 }
@@ -98,8 +134,9 @@ func parseHeader(b []byte) (header, error) {
 	if string(b[hdrMagic:hdrMagic+8]) != headerMagic {
 		return header{}, corruptf(hdrMagic, "header", "magic %q, want %q", b[hdrMagic:hdrMagic+8], headerMagic)
 	}
-	if v := be.Uint16(b[hdrVersion:]); v != Version {
-		return header{}, corruptf(hdrVersion, "header", "version %d, want %d", v, Version)
+	v := int(be.Uint16(b[hdrVersion:]))
+	if v != Version && v != VersionAuthenticated {
+		return header{}, corruptf(hdrVersion, "header", "version %d, want %d or %d", v, Version, VersionAuthenticated)
 	}
 	flags := be.Uint16(b[hdrFlags:])
 	if flags&^FlagCompacted != 0 {
@@ -117,80 +154,129 @@ func parseHeader(b []byte) (header, error) {
 			return header{}, corruptf(int64(i), "header", "reserved byte is 0x%02x", b[i])
 		}
 	}
-	return header{baseOffset: base, compacted: flags&FlagCompacted != 0}, nil
+	return header{version: v, baseOffset: base, compacted: flags&FlagCompacted != 0}, nil
 }
 
-// Trailer is the fixed-size end of an object: where the index and the
-// footer are, and the checksums.
+// Trailer is the fixed-size end of an object: where the index, the block
+// tags and the footer are, the checksums and, in version 2, the MAC.
 type Trailer struct {
+	// Version is 1 (no MAC) or 2 (VersionAuthenticated).
+	Version    int
 	IndexPos   int64 // position of the index: the end of the data section
 	IndexCount int   // number of index entries
 	FooterPos  int64
 	FooterLen  int
 	// DataCRC is the CRC-32C of bytes [0, IndexPos): header and batches.
 	DataCRC uint32
-	// MetaCRC is the CRC-32C of bytes [IndexPos, Size-12): index, footer
-	// and the trailer up to MetaCRC itself.
+	// MetaCRC is the CRC-32C of bytes [IndexPos, Size-12): the tail up to
+	// MetaCRC itself.
 	MetaCRC uint32
 	Size    int64 // the object's size
+	// Version 2 only (zero in version 1): the block size, the number of
+	// block tags (ceil(IndexPos / BlockBytes)), the id of the key of the
+	// MAC and the tags, and the MAC.
+	BlockBytes int64
+	BlockCount int
+	KeyID      uint64
+	MAC        [MACSize]byte
 }
 
-// appendTrailer appends the trailer; meta is the index and footer bytes
-// (to compute MetaCRC).
-func appendTrailer(dst []byte, t Trailer, meta []byte) []byte {
-	var b [TrailerSize]byte
+// Len is the trailer's size: TrailerSize or TrailerSizeV2.
+func (t Trailer) Len() int64 {
+	if t.Version == VersionAuthenticated {
+		return TrailerSizeV2
+	}
+	return TrailerSize
+}
+
+// tagsPos is where the block tags start (version 2).
+func (t Trailer) tagsPos() int64 { return t.IndexPos + int64(t.IndexCount)*IndexEntrySize }
+
+// appendTrailer appends the trailer of version t.Version; meta is the
+// index, the block tags and the footer (to compute MetaCRC), and key, for
+// version 2, the key to compute the MAC with over name, meta and the
+// trailer before the MAC.
+func appendTrailer(dst []byte, t Trailer, meta []byte, key *Key, name string) []byte {
+	b := make([]byte, t.Len())
 	be.PutUint64(b[trIndexPos:], uint64(t.IndexPos))
 	be.PutUint32(b[trIndexCount:], uint32(t.IndexCount))
 	be.PutUint64(b[trFooterPos:], uint64(t.FooterPos))
 	be.PutUint32(b[trFooterLen:], uint32(t.FooterLen))
 	be.PutUint32(b[trDataCRC:], t.DataCRC)
-	be.PutUint16(b[trVersion:], Version)
-	crc := crc32.Update(crc32.Checksum(meta, castagnoli), castagnoli, b[:trMetaCRC])
-	be.PutUint32(b[trMetaCRC:], crc)
-	copy(b[trMagic:], trailerMagic)
-	return append(dst, b[:]...)
+	end := b[len(b)-trEndLen:]
+	be.PutUint16(end[trEndVersion:], uint16(t.Version))
+	copy(end[trEndMagic:], trailerMagic)
+	if t.Version == VersionAuthenticated {
+		be.PutUint32(b[trBlockBytes:], uint32(t.BlockBytes))
+		be.PutUint32(b[trBlockCount:], uint32(t.BlockCount))
+		be.PutUint64(b[trKeyID:], key.id)
+		mac := key.mac(name, meta, b[:trMAC])
+		copy(b[trMAC:], mac[:])
+	}
+	crc := crc32.Update(crc32.Checksum(meta, castagnoli), castagnoli, b[:len(b)-trEndLen+trEndMetaCRC])
+	be.PutUint32(end[trEndMetaCRC:], crc)
+	return append(dst, b...)
 }
 
-// ParseTrailer decodes and checks the trailer: b is the last TrailerSize
-// bytes of an object of size bytes. It checks the magic, the version, the
-// reserved bytes and that the positions and lengths fit together exactly
-// (index, footer and trailer back to back, within MaxTailBytes). It cannot
-// check MetaCRC, which covers bytes before the trailer: ParseTail does.
+// ParseTrailer decodes and checks the trailer: b is the end of an object
+// of size bytes (the last TrailerSize bytes at least; the last
+// TrailerSizeV2 when the version read from its end is 2). It checks the
+// magic, the version, the reserved bytes and that the positions and
+// lengths fit together exactly (index, block tags, footer and trailer
+// back to back, within MaxTailBytes). It cannot check MetaCRC and the
+// MAC, which cover bytes before the trailer: ParseTail does.
 func ParseTrailer(b []byte, size int64) (Trailer, error) {
-	start := size - TrailerSize
-	if len(b) != TrailerSize {
-		return Trailer{}, corruptf(start, "trailer", "%d bytes, want %d", len(b), TrailerSize)
+	if len(b) < trEndLen || size < int64(len(b)) {
+		return Trailer{}, corruptf(size-int64(len(b)), "trailer", "%d bytes of a %d-byte object, want %d", len(b), size, TrailerSize)
 	}
-	if size < HeaderSize+recordbatch.HeaderSize+IndexEntrySize+TrailerSize {
-		return Trailer{}, corruptf(-1, "object", "%d bytes is smaller than any segment", size)
+	end := b[len(b)-trEndLen:]
+	endPos := size - trEndLen
+	if string(end[trEndMagic:]) != trailerMagic {
+		return Trailer{}, corruptf(endPos+trEndMagic, "trailer", "magic %q, want %q", end[trEndMagic:], trailerMagic)
 	}
-	if string(b[trMagic:]) != trailerMagic {
-		return Trailer{}, corruptf(start+trMagic, "trailer", "magic %q, want %q", b[trMagic:], trailerMagic)
+	t := Trailer{Version: int(be.Uint16(end[trEndVersion:])), MetaCRC: be.Uint32(end[trEndMetaCRC:]), Size: size}
+	if t.Version != Version && t.Version != VersionAuthenticated {
+		return Trailer{}, corruptf(endPos+trEndVersion, "trailer", "version %d, want %d or %d", t.Version, Version, VersionAuthenticated)
 	}
-	if v := be.Uint16(b[trVersion:]); v != Version {
-		return Trailer{}, corruptf(start+trVersion, "trailer", "version %d, want %d", v, Version)
-	}
-	for i := trReserved; i < trMetaCRC; i++ {
-		if b[i] != 0 {
-			return Trailer{}, corruptf(start+int64(i), "trailer", "reserved byte is 0x%02x", b[i])
+	for i := trEndReserved; i < trEndMetaCRC; i++ {
+		if end[i] != 0 {
+			return Trailer{}, corruptf(endPos+int64(i), "trailer", "reserved byte is 0x%02x", end[i])
 		}
 	}
-	t := Trailer{
-		DataCRC: be.Uint32(b[trDataCRC:]),
-		MetaCRC: be.Uint32(b[trMetaCRC:]),
-		Size:    size,
+	n := t.Len()
+	start := size - n
+	if int64(len(b)) < n {
+		return Trailer{}, corruptf(start, "trailer", "%d bytes, want %d", len(b), n)
 	}
+	if size < HeaderSize+recordbatch.HeaderSize+IndexEntrySize+n {
+		return Trailer{}, corruptf(-1, "object", "%d bytes is smaller than any segment", size)
+	}
+	b = b[int64(len(b))-n:]
+	t.DataCRC = be.Uint32(b[trDataCRC:])
 	indexPos, count := be.Uint64(b[trIndexPos:]), uint64(be.Uint32(b[trIndexCount:]))
 	footerPos, footerLen := be.Uint64(b[trFooterPos:]), uint64(be.Uint32(b[trFooterLen:]))
+	var blockBytes, blocks uint64
+	if t.Version == VersionAuthenticated {
+		blockBytes, blocks = uint64(be.Uint32(b[trBlockBytes:])), uint64(be.Uint32(b[trBlockCount:]))
+		t.KeyID = be.Uint64(b[trKeyID:])
+		copy(t.MAC[:], b[trMAC:])
+	}
 	// Every check below is on unsigned values bounded by size, so none
-	// overflows; together they pin all four fields to one layout.
+	// overflows; together they pin every field to one layout.
 	switch {
 	case indexPos < HeaderSize+recordbatch.HeaderSize || indexPos > uint64(start):
 		return Trailer{}, corruptf(start+trIndexPos, "trailer", "index_pos %d outside [%d, %d]", indexPos, HeaderSize+recordbatch.HeaderSize, start)
 	case count == 0:
 		return Trailer{}, corruptf(start+trIndexCount, "trailer", "index_count 0")
-	case count > uint64(start)/IndexEntrySize || indexPos+count*IndexEntrySize != footerPos:
-		return Trailer{}, corruptf(start+trFooterPos, "trailer", "index_pos %d + %d entries * %d != footer_pos %d", indexPos, count, IndexEntrySize, footerPos)
+	case count > uint64(start)/IndexEntrySize:
+		return Trailer{}, corruptf(start+trIndexCount, "trailer", "index_count %d exceeds the object", count)
+	case t.Version == VersionAuthenticated && (blockBytes < MinBlockBytes || blockBytes > MaxBlockBytes || bits.OnesCount64(blockBytes) != 1):
+		return Trailer{}, corruptf(start+trBlockBytes, "trailer", "block_bytes %d is not a power of two in [%d, %d]", blockBytes, MinBlockBytes, MaxBlockBytes)
+	case t.Version == VersionAuthenticated && blocks != (indexPos+blockBytes-1)/blockBytes:
+		return Trailer{}, corruptf(start+trBlockCount, "trailer", "block_count %d, %d bytes of %d-byte blocks make %d", blocks, indexPos, blockBytes, (indexPos+blockBytes-1)/blockBytes)
+	case indexPos+count*IndexEntrySize+blocks*TagSize != footerPos:
+		return Trailer{}, corruptf(start+trFooterPos, "trailer", "index_pos %d + %d entries * %d + %d tags * %d != footer_pos %d",
+			indexPos, count, IndexEntrySize, blocks, TagSize, footerPos)
 	case footerPos > uint64(start) || footerPos+footerLen != uint64(start):
 		return Trailer{}, corruptf(start+trFooterLen, "trailer", "footer_pos %d + footer_len %d != trailer position %d", footerPos, footerLen, start)
 	case uint64(size)-indexPos > MaxTailBytes:
@@ -198,6 +284,7 @@ func ParseTrailer(b []byte, size int64) (Trailer, error) {
 	}
 	t.IndexPos, t.IndexCount = int64(indexPos), int(count)
 	t.FooterPos, t.FooterLen = int64(footerPos), int(footerLen)
+	t.BlockBytes, t.BlockCount = int64(blockBytes), int(blocks)
 	return t, nil
 }
 

@@ -2,6 +2,8 @@ package segfile_test
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -12,7 +14,24 @@ import (
 	"github.com/strata-log/strata/tiering/segfile"
 )
 
-// fuzzSegments are valid segments to seed the fuzzers with.
+// fuzzSecret is the fuzzers' tier key, and fuzzName the name their
+// authenticated objects are written and read under.
+var (
+	fuzzSecret = bytes.Repeat([]byte{9}, segfile.KeySize)
+	fuzzName   = "c/t/topic/3/fuzz.seg"
+)
+
+// fuzzAuth reads both versions: version 2 objects with the fuzz key.
+func fuzzAuth(t testing.TB) segfile.Auth {
+	key, err := segfile.NewKey(fuzzSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segfile.Auth{Key: key, Name: fuzzName}
+}
+
+// fuzzSegments are valid segments to seed the fuzzers with, each
+// unauthenticated and authenticated (in 64-byte blocks).
 func fuzzSegments(f *testing.F) [][]byte {
 	rng := rand.New(rand.NewSource(30))
 	var out [][]byte
@@ -23,7 +42,11 @@ func fuzzSegments(f *testing.F) [][]byte {
 		{batches: 3, maxRecords: 4, maxValue: 30, codec: recordbatch.CompressionZstd, logAppendTime: true},
 	} {
 		batches := genBatches(f, rng, 10, gen)
-		obj, _ := writeSegment(f, batches, segfile.Options{BaseOffset: 10, Compacted: gen.compacted, IndexIntervalBytes: 80, Footer: testFooter()})
+		opts := segfile.Options{BaseOffset: 10, Compacted: gen.compacted, IndexIntervalBytes: 80, Footer: testFooter()}
+		obj, _ := writeSegment(f, batches, opts)
+		out = append(out, obj)
+		opts.Key, opts.Name, opts.BlockBytes = fuzzAuth(f).Key, fuzzName, segfile.MinBlockBytes
+		obj, _ = writeSegment(f, batches, opts)
 		out = append(out, obj)
 	}
 	return out
@@ -34,20 +57,20 @@ func fuzzSegments(f *testing.F) [][]byte {
 func FuzzParseTail(f *testing.F) {
 	for _, obj := range fuzzSegments(f) {
 		f.Add(obj)
-		f.Add(obj[len(obj)-segfile.TrailerSize:])
+		f.Add(obj[trailerStart(obj):])
 		f.Add(obj[:len(obj)-1])
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkParseTail(t, data)
-		// With the checksums made right again, the mutations reach the
-		// checks behind them.
+		// With the checksums and the MAC made right again, the mutations
+		// reach the checks and the decoders behind them.
 		checkParseTail(t, repairChecksums(bytes.Clone(data)))
 	})
 }
 
 func checkParseTail(t *testing.T, data []byte) {
-	tail, err := segfile.ParseTail(data, int64(len(data)))
+	tail, err := segfile.ParseTail(data, int64(len(data)), fuzzAuth(t))
 	if err != nil {
 		if !errors.Is(err, segfile.ErrCorrupt) {
 			t.Fatalf("ParseTail: %v is not ErrCorrupt", err)
@@ -81,7 +104,7 @@ func checkParseTail(t *testing.T, data []byte) {
 func FuzzIterator(f *testing.F) {
 	segs := fuzzSegments(f)
 	for _, obj := range segs {
-		tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)))
+		tail, err := segfile.FindTail(ctx, segfile.Bytes(obj), int64(len(obj)), fuzzAuth(f))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -89,7 +112,7 @@ func FuzzIterator(f *testing.F) {
 		f.Add(data, tail.Footer.GetCompacted())
 		f.Add(data[:len(data)-1], false)
 	}
-	tail, err := segfile.FindTail(ctx, segfile.Bytes(segs[1]), int64(len(segs[1])))
+	tail, err := segfile.FindTail(ctx, segfile.Bytes(segs[2]), int64(len(segs[2])), fuzzAuth(f))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -140,14 +163,16 @@ func FuzzVerify(f *testing.F) {
 }
 
 func checkVerify(t *testing.T, obj []byte) {
-	sum, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)))
+	auth := fuzzAuth(t)
+	sum, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
 	if err != nil {
 		if !errors.Is(err, segfile.ErrCorrupt) {
 			t.Fatalf("Verify: %v is not ErrCorrupt", err)
 		}
 		return
 	}
-	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size)
+	auth.Required = sum.Authenticated
+	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size, auth)
 	if err != nil {
 		t.Fatalf("Verify accepted what ReadTail refuses: %v", err)
 	}
@@ -158,21 +183,67 @@ func checkVerify(t *testing.T, obj []byte) {
 }
 
 // repairChecksums recomputes, where the trailer's positions allow, every
-// checksum of obj: batch CRCs, data CRC, meta CRC.
+// checksum of obj: batch CRCs, data CRC, meta CRC and, in a version 2
+// object, the block tags and the MAC under the fuzz key and name.
 func repairChecksums(obj []byte) []byte {
 	size := len(obj)
 	if size < segfile.TrailerSize {
 		return obj
 	}
-	tr := obj[size-segfile.TrailerSize:]
+	v2 := binary.BigEndian.Uint16(obj[size-20:]) == segfile.VersionAuthenticated
+	if v2 && size < segfile.TrailerSizeV2 {
+		return obj
+	}
+	tr := obj[trailerStart(obj):]
 	indexPos := binary.BigEndian.Uint64(tr[0:])
-	if indexPos < segfile.HeaderSize || indexPos > uint64(size-segfile.TrailerSize) {
+	if indexPos < segfile.HeaderSize || indexPos > uint64(size-len(tr)) {
 		return obj
 	}
 	repairBatchCRCs(obj, segfile.HeaderSize, int(indexPos))
 	binary.BigEndian.PutUint32(tr[24:], crc32.Checksum(obj[:indexPos], crcTable))
-	binary.BigEndian.PutUint32(tr[36:], crc32.Checksum(obj[indexPos:size-12], crcTable))
+	if v2 {
+		repairMAC(obj, tr, indexPos)
+	}
+	binary.BigEndian.PutUint32(obj[size-12:], crc32.Checksum(obj[indexPos:size-12], crcTable))
 	return obj
+}
+
+// repairMAC rewrites, where the positions allow, the block tags and the
+// MAC of a version 2 object whose trailer is tr.
+func repairMAC(obj, tr []byte, indexPos uint64) {
+	size := uint64(len(obj))
+	count, blockBytes := uint64(binary.BigEndian.Uint32(tr[8:])), uint64(binary.BigEndian.Uint32(tr[28:]))
+	tags := indexPos + count*segfile.IndexEntrySize
+	if blockBytes < segfile.MinBlockBytes || count > size || tags > size {
+		return
+	}
+	for k := uint64(0); k*blockBytes < indexPos && tags+segfile.TagSize <= size-segfile.TrailerSizeV2; k++ {
+		copy(obj[tags:], blockTag(fuzzSecret, fuzzName, k, obj[k*blockBytes:min((k+1)*blockBytes, indexPos)]))
+		tags += segfile.TagSize
+	}
+	copy(tr[44:76], hmacOf(fuzzSecret, []byte("STRATSEG-MAC-v2\n"), nameBytes(fuzzName), obj[indexPos:size-52]))
+}
+
+// nameBytes is name with its uint16 length before it, as the MAC and the
+// object key take it.
+func nameBytes(name string) []byte {
+	return append(binary.BigEndian.AppendUint16(nil, uint16(len(name))), name...)
+}
+
+// blockTag is block k's tag by hand (doc.go): GMAC under the object's
+// key, nonce k.
+func blockTag(secret []byte, name string, k uint64, block []byte) []byte {
+	objKey := hmacOf(secret, []byte("STRATSEG-OBJ-v2\n"), nameBytes(name))
+	c, err := aes.NewCipher(objKey)
+	if err != nil {
+		panic(err)
+	}
+	g, err := cipher.NewGCM(c)
+	if err != nil {
+		panic(err)
+	}
+	nonce := binary.BigEndian.AppendUint64(make([]byte, 4), k)
+	return g.Seal(nil, nonce, nil, block)
 }
 
 // repairBatchCRCs recomputes the CRC of every batch framed in b[from:to].
@@ -189,3 +260,45 @@ func repairBatchCRCs(b []byte, from, to int) []byte {
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// repairChecksums leaves a valid object as it is, in both versions: what
+// it writes is what the format says (else the fuzzers would never get
+// past the checksums and the MAC).
+func TestRepairChecksumsIsTheFormat(t *testing.T) {
+	rng := rand.New(rand.NewSource(31))
+	batches := genBatches(t, rng, 10, genConfig{batches: 6, maxRecords: 3, maxValue: 40})
+	for _, opts := range []segfile.Options{{BaseOffset: 10}, {BaseOffset: 10, Key: fuzzAuth(t).Key, Name: fuzzName, BlockBytes: segfile.MinBlockBytes}} {
+		obj, _ := writeSegment(t, batches, opts)
+		if got := repairChecksums(bytes.Clone(obj)); !bytes.Equal(got, obj) {
+			t.Fatalf("repairChecksums changed a valid object (authenticated: %t)", opts.Key != nil)
+		}
+	}
+}
+
+// FuzzAuthenticatedFetch: whatever the bytes a store returns for an
+// authenticated object, a fetch through its genuine tail (what metad's
+// record leads a reader to) returns exactly the writer's batches or an
+// error, never anything else.
+func FuzzAuthenticatedFetch(f *testing.F) {
+	segs := fuzzSegments(f)
+	genuine := segs[3] // authenticated, 4 batches
+	tail, err := segfile.FindTail(ctx, segfile.Bytes(genuine), int64(len(genuine)), fuzzAuth(f))
+	if err != nil || !tail.Authenticated() {
+		f.Fatalf("seed: %v", err)
+	}
+	f.Add(genuine, int64(10), int64(1000))
+	f.Add(repairChecksums(append(bytes.Clone(genuine[:40]), genuine[41:]...)), int64(12), int64(1))
+	f.Fuzz(func(t *testing.T, stored []byte, offset, maxBytes int64) {
+		want, err := tail.ReadFetch(ctx, segfile.Bytes(genuine), offset, maxBytes)
+		if err != nil {
+			t.Fatalf("genuine: %v", err)
+		}
+		got, err := tail.ReadFetch(ctx, segfile.Bytes(stored), offset, maxBytes)
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("returned %d bytes that are not the writer's", len(got))
+		}
+		if err != nil && !errors.Is(err, segfile.ErrCorrupt) {
+			t.Fatalf("%v is not ErrCorrupt", err)
+		}
+	})
+}

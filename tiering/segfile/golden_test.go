@@ -1,9 +1,11 @@
 package segfile_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"flag"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -19,6 +21,12 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // tinySegment is a fixed two-batch segment: two records at offsets
 // 100-101, then a tombstone at 102.
 func tinySegment(t *testing.T) ([]byte, segfile.Summary) {
+	return tinySegmentWith(t, segfile.Options{})
+}
+
+// tinySegmentWith is tinySegment written with the key, name and block
+// size of auth.
+func tinySegmentWith(t *testing.T, auth segfile.Options) ([]byte, segfile.Summary) {
 	var batches [][]byte
 	for i, recs := range [][]recordbatch.Record{
 		{{TimestampMs: 1000, Key: []byte("a"), Value: []byte("1")}, {TimestampMs: 1001, Key: []byte("b"), Value: []byte("2")}},
@@ -35,15 +43,14 @@ func tinySegment(t *testing.T) ([]byte, segfile.Summary) {
 	return writeSegment(t, batches, segfile.Options{BaseOffset: 100, IndexIntervalBytes: 64, Footer: &tieringpb.SegmentFooter{
 		Topic: "t", TopicId: "0123456789abcdef", SourceLedgers: []uint64{7}, CreatedAtMs: 1_700_000_000_000,
 		WriterBroker: "b1", OwnerEpoch: 2, UploadId: "feedfacefeedface",
-	}})
+	}, Key: auth.Key, Name: auth.Name, BlockBytes: auth.BlockBytes})
 }
 
-// The bytes of a tiny segment are fixed: a change here is a format change
-// (or a protobuf encoder change in the footer). Run with -update to
-// rewrite after checking the diff is intended.
-func TestGolden(t *testing.T) {
-	obj, sum := tinySegment(t)
-	path := filepath.Join("testdata", "tiny.golden")
+// checkGolden compares obj's hex dump with testdata/name (rewritten with
+// -update).
+func checkGolden(t *testing.T, obj []byte, name string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
 	dump := hex.Dump(obj)
 	if *update {
 		if err := os.WriteFile(path, []byte(dump), 0o644); err != nil {
@@ -57,6 +64,14 @@ func TestGolden(t *testing.T) {
 	if dump != string(want) {
 		t.Fatalf("segment bytes differ from %s (run with -update if intended)\ngot:\n%s", path, dump)
 	}
+}
+
+// The bytes of a tiny segment are fixed: a change here is a format change
+// (or a protobuf encoder change in the footer). Run with -update to
+// rewrite after checking the diff is intended.
+func TestGolden(t *testing.T) {
+	obj, sum := tinySegment(t)
+	checkGolden(t, obj, "tiny.golden")
 
 	// The layout of doc.go, read by hand.
 	be := binary.BigEndian
@@ -93,6 +108,63 @@ func TestGolden(t *testing.T) {
 		}
 	}
 	if sum.Records != 3 || sum.Batches != 2 || sum.LastOffset != 102 || sum.MinTimestampMs != 1000 || sum.MaxTimestampMs != 1005 {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+// The authenticated tiny segment (version 2, 64-byte blocks, a fixed key
+// and name) is fixed too, and its block tags, key id and MAC are what
+// doc.go says, computed here by hand.
+func TestGoldenAuthenticated(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, segfile.KeySize)
+	key, err := segfile.NewKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "strata/c/t/0123456789abcdef/0/00000000000000000100-00000000000000000102-feedfacefeedface.seg"
+	obj, sum := tinySegmentWith(t, segfile.Options{Key: key, Name: name, BlockBytes: 64})
+	checkGolden(t, obj, "tiny-v2.golden")
+
+	be := binary.BigEndian
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	size := int64(len(obj))
+	tr := obj[size-segfile.TrailerSizeV2:]
+	indexPos, count := int64(be.Uint64(tr[0:])), int64(be.Uint32(tr[8:]))
+	footerPos, footerLen := int64(be.Uint64(tr[12:])), int64(be.Uint32(tr[20:]))
+	blockBytes, blocks := int64(be.Uint32(tr[28:])), int64(be.Uint32(tr[32:]))
+	tags := obj[indexPos+24*count : footerPos]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"header version", be.Uint16(obj[8:]), uint16(2)},
+		{"index_pos", indexPos, sum.IndexPos},
+		{"block_bytes", blockBytes, int64(64)},
+		{"block_count", blocks, (indexPos + 63) / 64},
+		{"footer_pos", footerPos, indexPos + 24*count + 16*blocks},
+		{"footer_len", footerPos + footerLen, size - 96},
+		{"data crc", be.Uint32(tr[24:]), crc32.Checksum(obj[:indexPos], castagnoli)},
+		{"key id", be.Uint64(tr[36:]), be.Uint64(hmacOf(secret, []byte("STRATSEG-KEY-ID\n")))},
+		{"key id is Key.ID", be.Uint64(tr[36:]), key.ID()},
+		{"mac", string(tr[44:76]), string(hmacOf(secret, []byte("STRATSEG-MAC-v2\n"), nameBytes(name), obj[indexPos:size-52]))},
+		{"trailer version", be.Uint16(tr[76:]), uint16(2)},
+		{"reserved", string(tr[78:84]), string(make([]byte, 6))},
+		{"meta crc", be.Uint32(tr[84:]), crc32.Checksum(obj[indexPos:size-12], castagnoli)},
+		{"trailer magic", string(tr[88:]), "STRATEND"},
+	}
+	for k := range blocks {
+		block := obj[k*64 : min((k+1)*64, indexPos)]
+		checks = append(checks, struct {
+			what      string
+			got, want any
+		}{fmt.Sprintf("tag of block %d", k), string(tags[k*16 : (k+1)*16]), string(blockTag(secret, name, uint64(k), block))})
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if !sum.Authenticated {
 		t.Errorf("summary %+v", sum)
 	}
 }

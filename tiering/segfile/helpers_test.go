@@ -132,6 +132,30 @@ func testFooter() *tieringpb.SegmentFooter {
 	}
 }
 
+// testKey is a tier key made of seed: tests with different seeds have
+// different keys.
+func testKey(t testing.TB, seed byte) *segfile.Key {
+	t.Helper()
+	k, err := segfile.NewKey(bytes.Repeat([]byte{seed}, segfile.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// authOf is how a reader that knows what metad records authenticates an
+// object written with opts.
+func authOf(opts segfile.Options) segfile.Auth {
+	return segfile.Auth{Key: opts.Key, Name: opts.Name, Required: opts.Key != nil}
+}
+
+// authenticated returns opts writing an authenticated object named name
+// with blockBytes-byte blocks.
+func authenticated(t testing.TB, opts segfile.Options, name string, blockBytes int64) segfile.Options {
+	opts.Key, opts.Name, opts.BlockBytes = testKey(t, 1), name, blockBytes
+	return opts
+}
+
 // writeSegment writes batches into a segment and returns its bytes and
 // summary.
 func writeSegment(t testing.TB, batches [][]byte, opts segfile.Options) ([]byte, segfile.Summary) {

@@ -35,21 +35,25 @@ func TestPropertyRandomSegments(t *testing.T) {
 		if gen.compacted {
 			opts.BaseOffset -= rng.Int63n(10)
 		}
+		if rng.Intn(2) == 0 {
+			opts = authenticated(t, opts, "c/t/topic/3/property.seg", segfile.MinBlockBytes<<rng.Intn(10))
+		}
 		batches := genBatches(t, rng, base, gen)
 		obj, sum := writeSegment(t, batches, opts)
 		t.Run("", func(t *testing.T) {
-			t.Logf("seed %d: %+v interval %d", seed, gen, opts.IndexIntervalBytes)
+			t.Logf("seed %d: %+v interval %d blocks %d authenticated %t", seed, gen, opts.IndexIntervalBytes, opts.BlockBytes, opts.Key != nil)
 			checkSegment(t, obj, sum, batches, opts, rng)
-			checkIndexSpacing(t, obj, sum, opts.IndexIntervalBytes)
-			checkRandomDamage(t, obj, rng)
+			checkIndexSpacing(t, obj, sum, opts)
+			checkRandomDamage(t, obj, authOf(opts), rng)
 		})
 	}
 }
 
 // checkIndexSpacing: an entry for the first batch, and consecutive
 // entries less than the interval plus one batch apart.
-func checkIndexSpacing(t *testing.T, obj []byte, sum segfile.Summary, interval int64) {
-	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size)
+func checkIndexSpacing(t *testing.T, obj []byte, sum segfile.Summary, opts segfile.Options) {
+	interval := opts.IndexIntervalBytes
+	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size, authOf(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +80,7 @@ func checkIndexSpacing(t *testing.T, obj []byte, sum segfile.Summary, interval i
 
 // checkRandomDamage overwrites a random run of bytes with different
 // values: Verify must say ErrCorrupt.
-func checkRandomDamage(t *testing.T, obj []byte, rng *rand.Rand) {
+func checkRandomDamage(t *testing.T, obj []byte, auth segfile.Auth, rng *rand.Rand) {
 	for range 20 {
 		bad := bytes.Clone(obj)
 		at := rng.Intn(len(bad))
@@ -84,7 +88,7 @@ func checkRandomDamage(t *testing.T, obj []byte, rng *rand.Rand) {
 		for i := at; i < at+n; i++ {
 			bad[i] ^= byte(1 + rng.Intn(255))
 		}
-		if _, err := segfile.Verify(ctx, segfile.Bytes(bad), int64(len(bad))); !errors.Is(err, segfile.ErrCorrupt) {
+		if _, err := segfile.Verify(ctx, segfile.Bytes(bad), int64(len(bad)), auth); !errors.Is(err, segfile.ErrCorrupt) {
 			t.Fatalf("%d bytes damaged at %d: Verify returned %v", n, at, err)
 		}
 	}
@@ -98,7 +102,7 @@ func TestIteratorContinue(t *testing.T) {
 	rng := rand.New(rand.NewSource(20))
 	batches := genBatches(t, rng, 0, genConfig{batches: 8, maxRecords: 3, maxValue: 40, codec: recordbatch.CompressionLZ4})
 	obj, sum := writeSegment(t, batches, segfile.Options{IndexIntervalBytes: 150})
-	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size)
+	tail, err := segfile.ReadTail(ctx, segfile.Bytes(obj), sum.IndexPos, sum.Size, segfile.Auth{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,10 @@ import (
 	"github.com/strata-log/strata/recordbatch"
 )
 
+// dataReader reads exactly [off, off+n) of the data section through r:
+// Tail.readData, or a plain read where the caller authenticates.
+type dataReader func(ctx context.Context, r RangeReader, off, n int64) ([]byte, error)
+
 // scanChunkBytes is the size of the reads after the first when a scan
 // must go on past the range it started with (and of Verify's reads).
 const scanChunkBytes = 4 << 20
@@ -15,9 +19,10 @@ const scanChunkBytes = 4 << 20
 // ReadFetch returns whole batches from offset on, concatenated: the batch
 // holding offset (or the first one after it) and those after it while
 // the total stays within maxBytes; the first batch is returned whatever
-// its size, as a Kafka fetch does. Every batch is checked (Batches). For
-// a well-formed segment it is one read, of FetchRange's range. It returns
-// nil when offset is beyond the segment.
+// its size, as a Kafka fetch does. Every batch is checked (Batches), and
+// authenticated when the object is (readData). For a well-formed segment
+// it is one read, of FetchRange's range (widened to whole blocks when
+// authenticated). It returns nil when offset is beyond the segment.
 func (t *Tail) ReadFetch(ctx context.Context, r RangeReader, offset, maxBytes int64) ([]byte, error) {
 	rng, ok := t.FetchRange(offset, maxBytes)
 	if !ok {
@@ -26,7 +31,7 @@ func (t *Tail) ReadFetch(ctx context.Context, r RangeReader, offset, maxBytes in
 	var buf []byte
 	if rng.End > rng.Start {
 		var err error
-		if buf, err = readExact(ctx, r, rng.Start, rng.End-rng.Start, "data"); err != nil {
+		if buf, err = t.readData(ctx, r, rng.Start, rng.End-rng.Start); err != nil {
 			return nil, err
 		}
 	}
@@ -65,7 +70,7 @@ func (t *Tail) ReadFetch(ctx context.Context, r RangeReader, offset, maxBytes in
 	// take out past maxBytes (the range holds maxBytes after the first
 	// batch's start), so reading on is needed only while out is empty.
 	readOn := func() bool { return len(out) == 0 }
-	err := t.scan(ctx, r, buf, rng.Start, rng.End, readOn, func(b Batch) (bool, error) {
+	err := t.scan(ctx, r, t.readData, buf, rng.Start, rng.End, readOn, func(b Batch) (bool, error) {
 		if b.Header.LastOffset() < offset {
 			return true, nil
 		}
@@ -95,7 +100,7 @@ func (t *Tail) ReadOffsetForTime(ctx context.Context, r RangeReader, ts, minOffs
 	if from, _ := t.FetchRange(minOffset, 0); from.Start > rng.Start {
 		rng = Range{Start: from.Start, End: max(rng.End, from.End)}
 	}
-	err = t.scan(ctx, r, nil, rng.Start, rng.End, nil, func(b Batch) (bool, error) {
+	err = t.scan(ctx, r, t.readData, nil, rng.Start, rng.End, nil, func(b Batch) (bool, error) {
 		o, bts, ok, err := OffsetForTime(b, ts, minOffset, maxDecompressed)
 		if err != nil || ok {
 			offset, timestampMs, found = o, bts, ok
@@ -106,17 +111,18 @@ func (t *Tail) ReadOffsetForTime(ctx context.Context, r RangeReader, ts, minOffs
 	return offset, timestampMs, found, err
 }
 
-// Verify checks a whole object of the given size: the tail (FindTail),
-// the header, every batch (CRC-32C, sizes, offsets following each other
-// and the footer's range), the data CRC, that the index is exactly the
-// one the batches call for, and that every computed footer field matches
-// the batches. It reads the object in 4 MiB reads (plus the tail; a
-// batch cut by a read is read again whole by the next), holding one read
-// in memory. It returns the
-// segment's summary; the caller compares it with what metad recorded.
-// Errors: ErrCorrupt, or the RangeReader's errors.
-func Verify(ctx context.Context, r RangeReader, size int64) (Summary, error) {
-	t, err := FindTail(ctx, r, size)
+// Verify checks a whole object of the given size: the tail (FindTail,
+// with its MAC as auth says), the header, every batch (CRC-32C, sizes,
+// offsets following each other and the footer's range), the data CRC,
+// every block tag of an authenticated object, that the index is
+// exactly the one the batches call for, and that every computed footer
+// field matches the batches. It reads the object in 4 MiB reads (plus
+// the tail; a batch cut by a read is read again whole by the next),
+// holding one read in memory. It returns the segment's summary; the
+// caller compares it with what metad recorded. Errors: ErrCorrupt,
+// ErrNoKey, or the RangeReader's errors.
+func Verify(ctx context.Context, r RangeReader, size int64, auth Auth) (Summary, error) {
+	t, err := FindTail(ctx, r, size, auth)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -131,25 +137,42 @@ func Verify(ctx context.Context, r RangeReader, size int64) (Summary, error) {
 		return Summary{}, err
 	}
 	switch {
+	case h.version != t.Trailer.Version:
+		return Summary{}, corruptf(hdrVersion, "header", "version %d, the trailer says %d", h.version, t.Trailer.Version)
 	case h.baseOffset != f.GetBaseOffset():
 		return Summary{}, corruptf(hdrBaseOffset, "header", "base offset %d, the footer says %d", h.baseOffset, f.GetBaseOffset())
 	case h.compacted != f.GetCompacted():
 		return Summary{}, corruptf(hdrFlags, "header", "compacted flag %t, the footer says %t", h.compacted, f.GetCompacted())
 	}
 	crc := crc32.Checksum(buf[:HeaderSize], castagnoli)
+	// The bytes are authenticated as they stream by, so the reads need
+	// not be (and are not read twice).
+	blocks := t.NewBlockChecker(0)
+	if err := blocks.Write(buf[:HeaderSize]); err != nil {
+		return Summary{}, err
+	}
+	raw := func(ctx context.Context, r RangeReader, off, n int64) ([]byte, error) {
+		return readExact(ctx, r, off, n, "data")
+	}
 	st := newStats(f.GetIndexIntervalBytes())
-	err = t.scan(ctx, r, buf[HeaderSize:], HeaderSize, first, nil, func(b Batch) (bool, error) {
+	err = t.scan(ctx, r, raw, buf[HeaderSize:], HeaderSize, first, nil, func(b Batch) (bool, error) {
 		if st.batches == 0 {
 			if msg := checkFirst(h.baseOffset, b.Header.BaseOffset, h.compacted); msg != "" {
 				return false, corruptf(b.Pos, "data", "%s: batch base %d, segment base %d", msg, b.Header.BaseOffset, h.baseOffset)
 			}
 		}
 		crc = crc32.Update(crc, castagnoli, b.Bytes)
+		if err := blocks.Write(b.Bytes); err != nil {
+			return false, err
+		}
 		st.add(b.Header, b.Pos, len(b.Bytes))
 		return true, nil
 	})
 	if err != nil {
 		return Summary{}, err
+	}
+	if _, to := blocks.Verified(); to != t.DataEnd() {
+		return Summary{}, corruptf(to, "data", "authenticated to %d of %d", to, t.DataEnd())
 	}
 	if crc != t.Trailer.DataCRC {
 		return Summary{}, corruptf(0, "data", "data crc mismatch over [0, %d): stored 0x%08x computed 0x%08x", t.DataEnd(), t.Trailer.DataCRC, crc)
@@ -177,19 +200,19 @@ func Verify(ctx context.Context, r RangeReader, size int64) (Summary, error) {
 	return t.Summary(), nil
 }
 
-// scan reads the data section from pos on and calls fn with each batch
-// until fn returns false or the data ends. buf holds bytes already read
-// from pos on (may be nil) and readEnd is where the first read ends (at
-// least pos+len(buf)). When a batch continues past what was read, the
+// scan reads the data section from pos on, with read, and calls fn with
+// each batch until fn returns false or the data ends. buf holds bytes
+// already read from pos on (may be nil) and readEnd is where the first
+// read ends (at least pos+len(buf)). When a batch continues past what was read, the
 // next read starts at that batch and holds it whole and at least
 // scanChunkBytes: re-reading a batch's first part costs less than copying
 // every read to carry it over. When readOn is not nil and returns false,
 // scan stops there instead.
-func (t *Tail) scan(ctx context.Context, r RangeReader, buf []byte, pos, readEnd int64, readOn func() bool, fn func(Batch) (bool, error)) error {
+func (t *Tail) scan(ctx context.Context, r RangeReader, read dataReader, buf []byte, pos, readEnd int64, readOn func() bool, fn func(Batch) (bool, error)) error {
 	have := pos + int64(len(buf))
 	readEnd = min(max(readEnd, have), t.DataEnd())
 	if readEnd > have {
-		more, err := readExact(ctx, r, have, readEnd-have, "data")
+		more, err := read(ctx, r, have, readEnd-have)
 		if err != nil {
 			return err
 		}
@@ -220,7 +243,7 @@ func (t *Tail) scan(ctx context.Context, r RangeReader, buf []byte, pos, readEnd
 		}
 		next := min(from+need, t.DataEnd())
 		var err error
-		if buf, err = readExact(ctx, r, from, next-from, "data"); err != nil {
+		if buf, err = read(ctx, r, from, next-from); err != nil {
 			return err
 		}
 		it.Continue(buf)

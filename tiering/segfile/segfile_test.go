@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -18,7 +20,8 @@ import (
 // batches it was written from.
 func checkSegment(t *testing.T, obj []byte, sum segfile.Summary, batches [][]byte, opts segfile.Options, rng *rand.Rand) {
 	t.Helper()
-	got, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)))
+	auth := authOf(opts)
+	got, err := segfile.Verify(ctx, segfile.Bytes(obj), int64(len(obj)), auth)
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
@@ -27,19 +30,22 @@ func checkSegment(t *testing.T, obj []byte, sum segfile.Summary, batches [][]byt
 	}
 	// Both tail paths: with metadata (one read) and without.
 	cr := &countingReader{r: segfile.Bytes(obj)}
-	tail, err := segfile.ReadTail(ctx, cr, sum.IndexPos, sum.Size)
+	tail, err := segfile.ReadTail(ctx, cr, sum.IndexPos, sum.Size, auth)
 	if err != nil {
 		t.Fatalf("ReadTail: %v", err)
 	}
 	if cr.reads != 1 {
 		t.Fatalf("ReadTail made %d reads, want 1", cr.reads)
 	}
-	found, err := segfile.FindTail(ctx, segfile.Bytes(obj), sum.Size)
+	found, err := segfile.FindTail(ctx, segfile.Bytes(obj), sum.Size, auth)
 	if err != nil {
 		t.Fatalf("FindTail: %v", err)
 	}
 	if tail.Summary() != sum || found.Summary() != sum {
 		t.Fatalf("tail summaries %+v / %+v, want %+v", tail.Summary(), found.Summary(), sum)
+	}
+	if sum.Authenticated != (opts.Key != nil) || tail.Authenticated() != sum.Authenticated {
+		t.Fatalf("authenticated: summary %t, tail %t, written with a key: %t", sum.Authenticated, tail.Authenticated(), opts.Key != nil)
 	}
 	f := tail.Footer
 	if f.GetTopic() != opts.Footer.GetTopic() || f.GetUploadId() != opts.Footer.GetUploadId() ||
@@ -125,16 +131,25 @@ func TestRoundTrip(t *testing.T) {
 		{"compacted with gaps", genConfig{batches: 80, maxRecords: 4, maxValue: 30, compacted: true}, 300},
 		{"compacted zstd", genConfig{batches: 30, maxRecords: 6, maxValue: 200, compacted: true, codec: recordbatch.CompressionZstd}, 700},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewSource(1))
-			batches := genBatches(t, rng, 1000, tc.gen)
-			opts := segfile.Options{BaseOffset: 1000, Compacted: tc.gen.compacted, IndexIntervalBytes: tc.interval, Footer: testFooter()}
-			if tc.gen.compacted {
-				opts.BaseOffset = 990 // the segment covers a hole before its first batch
+		for _, blockBytes := range []int64{0, 512, segfile.DefaultBlockBytes} {
+			name := tc.name
+			if blockBytes > 0 {
+				name = fmt.Sprintf("%s, authenticated in %d-byte blocks", name, blockBytes)
 			}
-			obj, sum := writeSegment(t, batches, opts)
-			checkSegment(t, obj, sum, batches, opts, rng)
-		})
+			t.Run(name, func(t *testing.T) {
+				rng := rand.New(rand.NewSource(1))
+				batches := genBatches(t, rng, 1000, tc.gen)
+				opts := segfile.Options{BaseOffset: 1000, Compacted: tc.gen.compacted, IndexIntervalBytes: tc.interval, Footer: testFooter()}
+				if tc.gen.compacted {
+					opts.BaseOffset = 990 // the segment covers a hole before its first batch
+				}
+				if blockBytes > 0 {
+					opts = authenticated(t, opts, "c/t/topic/3/round-trip.seg", blockBytes)
+				}
+				obj, sum := writeSegment(t, batches, opts)
+				checkSegment(t, obj, sum, batches, opts, rng)
+			})
+		}
 	}
 }
 
@@ -151,11 +166,11 @@ func TestFindTailLargeFooter(t *testing.T) {
 		t.Fatalf("tail is %d bytes, want more than %d", sum.Size-sum.IndexPos, segfile.TailProbeBytes)
 	}
 	cr := &countingReader{r: segfile.Bytes(obj)}
-	tail, err := segfile.FindTail(ctx, cr, sum.Size)
+	tail, err := segfile.FindTail(ctx, cr, sum.Size, segfile.Auth{})
 	if err != nil || cr.reads != 2 || len(tail.Footer.GetSourceObjects()) != 20000 {
 		t.Fatalf("FindTail: %v after %d reads", err, cr.reads)
 	}
-	if _, err := segfile.Verify(ctx, segfile.Bytes(obj), sum.Size); err != nil {
+	if _, err := segfile.Verify(ctx, segfile.Bytes(obj), sum.Size, segfile.Auth{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -224,7 +239,7 @@ func TestWriterRejects(t *testing.T) {
 	emptyLater := bytes.Clone(empty)
 	recordbatch.SetBaseOffset(emptyLater, 1000)
 	obj, sum := writeSegment(t, [][]byte{good[0], gap, emptyLater}, segfile.Options{BaseOffset: 90, Compacted: true})
-	if got, err := segfile.Verify(ctx, segfile.Bytes(obj), sum.Size); err != nil || got != sum {
+	if got, err := segfile.Verify(ctx, segfile.Bytes(obj), sum.Size, segfile.Auth{}); err != nil || got != sum {
 		t.Fatalf("Verify: %v", err)
 	}
 }
@@ -267,13 +282,18 @@ func TestWriterLifecycle(t *testing.T) {
 		t.Fatalf("Finish: %v", err)
 	}
 
-	for _, o := range []segfile.Options{{BaseOffset: -1}, {IndexIntervalBytes: -1}} {
+	key := testKey(t, 1)
+	for _, o := range []segfile.Options{{BaseOffset: -1}, {IndexIntervalBytes: -1}, {Key: key}, {Key: key, Name: strings.Repeat("k", 1025)},
+		{BlockBytes: 32}, {BlockBytes: 1000}, {BlockBytes: 128 << 20}} {
 		if _, err := segfile.NewWriter(io.Discard, o); !errors.Is(err, segfile.ErrInvalidOptions) {
 			t.Fatalf("NewWriter(%v): %v", o, err)
 		}
 	}
 	if s := (segfile.Options{BaseOffset: 5, Footer: testFooter()}).String(); s == "" {
 		t.Fatal("empty String")
+	}
+	if s := (segfile.Options{Key: key, Name: "x"}).String(); !strings.Contains(s, key.String()) || strings.Contains(s, "\x01") {
+		t.Fatalf("String of an authenticated writer's options: %q", s)
 	}
 }
 
@@ -290,17 +310,17 @@ func TestReadTailMismatch(t *testing.T) {
 		{sum.IndexPos - 1, sum.Size}, {sum.IndexPos + 1, sum.Size}, {sum.IndexPos + segfile.IndexEntrySize, sum.Size},
 		{sum.IndexPos, sum.Size + 1}, {sum.IndexPos, sum.Size - 1}, {0, sum.Size}, {sum.IndexPos, 0},
 	} {
-		if _, err := segfile.ReadTail(ctx, segfile.Bytes(obj), c.indexPos, c.size); !errors.Is(err, segfile.ErrCorrupt) {
+		if _, err := segfile.ReadTail(ctx, segfile.Bytes(obj), c.indexPos, c.size, segfile.Auth{}); !errors.Is(err, segfile.ErrCorrupt) {
 			t.Errorf("ReadTail(%d, %d): %v, want ErrCorrupt", c.indexPos, c.size, err)
 		}
 	}
 	// A RangeReader's own error is passed through, not called corruption.
 	boom := errors.New("connection reset")
-	if _, err := segfile.ReadTail(ctx, errReader{boom}, sum.IndexPos, sum.Size); !errors.Is(err, boom) || errors.Is(err, segfile.ErrCorrupt) {
+	if _, err := segfile.ReadTail(ctx, errReader{boom}, sum.IndexPos, sum.Size, segfile.Auth{}); !errors.Is(err, boom) || errors.Is(err, segfile.ErrCorrupt) {
 		t.Fatalf("ReadTail over a failing reader: %v", err)
 	}
 	// ParseTail given too little says so.
-	if _, err := segfile.ParseTail(obj[sum.IndexPos+1:], sum.Size); !errors.Is(err, segfile.ErrIncompleteTail) {
+	if _, err := segfile.ParseTail(obj[sum.IndexPos+1:], sum.Size, segfile.Auth{}); !errors.Is(err, segfile.ErrIncompleteTail) {
 		t.Fatalf("ParseTail of a partial tail: %v", err)
 	}
 }

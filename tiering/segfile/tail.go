@@ -136,11 +136,17 @@ type Tail struct {
 	// batch at HeaderSize.
 	Index  []IndexEntry
 	Footer *tieringpb.SegmentFooter
+	// Tags are the tags of the blocks of [0, DataEnd()), in order, as the
+	// MAC authenticated them (version 2; nil in version 1).
+	Tags []Tag
+
+	tagger blockTagger // version 2: the object's block tagger
 }
 
 // ReadTail reads and checks the tail of an object whose index position
-// and size are known (from metad): one read of [indexPos, size).
-func ReadTail(ctx context.Context, r RangeReader, indexPos, size int64) (*Tail, error) {
+// and size are known (from metad): one read of [indexPos, size). auth
+// says how to authenticate it (ParseTail).
+func ReadTail(ctx context.Context, r RangeReader, indexPos, size int64, auth Auth) (*Tail, error) {
 	if indexPos < HeaderSize || size-indexPos < IndexEntrySize+TrailerSize || size-indexPos > MaxTailBytes {
 		return nil, corruptf(-1, "object", "index_pos %d and size %d cannot be a segment's", indexPos, size)
 	}
@@ -148,7 +154,7 @@ func ReadTail(ctx context.Context, r RangeReader, indexPos, size int64) (*Tail, 
 	if err != nil {
 		return nil, err
 	}
-	t, err := ParseTail(b, size)
+	t, err := ParseTail(b, size, auth)
 	if err != nil {
 		if errors.Is(err, ErrIncompleteTail) {
 			return nil, corruptWrap(size-TrailerSize, "trailer", err, "index_pos disagrees with the expected %d", indexPos)
@@ -163,8 +169,9 @@ func ReadTail(ctx context.Context, r RangeReader, indexPos, size int64) (*Tail, 
 
 // FindTail reads and checks the tail of an object of a known size whose
 // index position is not known (recovery, scrub): it reads the last
-// TailProbeBytes and, only if the tail is longer, the rest of it.
-func FindTail(ctx context.Context, r RangeReader, size int64) (*Tail, error) {
+// TailProbeBytes and, only if the tail is longer, the rest of it. auth
+// says how to authenticate it (ParseTail).
+func FindTail(ctx context.Context, r RangeReader, size int64, auth Auth) (*Tail, error) {
 	if size < TrailerSize {
 		return nil, corruptf(-1, "object", "%d bytes is smaller than any segment", size)
 	}
@@ -173,7 +180,7 @@ func FindTail(ctx context.Context, r RangeReader, size int64) (*Tail, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := ParseTrailer(b[len(b)-TrailerSize:], size)
+	tr, err := ParseTrailer(b, size)
 	if err != nil {
 		return nil, err
 	}
@@ -184,22 +191,25 @@ func FindTail(ctx context.Context, r RangeReader, size int64) (*Tail, error) {
 		}
 		b = append(more, b...)
 	}
-	return ParseTail(b, size)
+	return ParseTail(b, size, auth)
 }
 
 // ParseTail parses and checks a tail: b is the last len(b) bytes of an
 // object of size bytes and must reach back at least to the trailer's
 // IndexPos (extra leading bytes are ignored). It checks the trailer
-// (ParseTrailer), MetaCRC, the footer and the index: entries strictly
-// increasing in offset and position, the first at HeaderSize, all within
-// the data section and the footer's offset range, running max timestamps
-// non-decreasing and not above the footer's. Errors: ErrCorrupt;
-// ErrIncompleteTail when b starts after IndexPos.
-func ParseTail(b []byte, size int64) (*Tail, error) {
+// (ParseTrailer), MetaCRC, the MAC (as auth says: see Auth), the footer
+// and the index: entries strictly increasing in offset and position, the
+// first at HeaderSize, all within the data section and the footer's
+// offset range, running max timestamps non-decreasing and not above the
+// footer's. Nothing but the trailer is decoded before the MAC is checked.
+// Errors: ErrCorrupt (with cause ErrMACMismatch or ErrUnauthenticated
+// when authentication fails); ErrNoKey; ErrIncompleteTail when b starts
+// after IndexPos.
+func ParseTail(b []byte, size int64, auth Auth) (*Tail, error) {
 	if len(b) < TrailerSize || int64(len(b)) > size {
 		return nil, corruptf(-1, "object", "%d tail bytes of a %d-byte object", len(b), size)
 	}
-	tr, err := ParseTrailer(b[len(b)-TrailerSize:], size)
+	tr, err := ParseTrailer(b, size)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +218,11 @@ func ParseTail(b []byte, size int64) (*Tail, error) {
 		return nil, fmt.Errorf("%w: the index starts at %d, the bytes given at %d", ErrIncompleteTail, tr.IndexPos, bStart)
 	}
 	meta := b[tr.IndexPos-bStart:]
-	if crc := crc32.Checksum(meta[:len(meta)-TrailerSize+trMetaCRC], castagnoli); crc != tr.MetaCRC {
+	if crc := crc32.Checksum(meta[:len(meta)-trEndLen+trEndMetaCRC], castagnoli); crc != tr.MetaCRC {
 		return nil, corruptf(tr.IndexPos, "tail", "meta crc mismatch: stored 0x%08x computed 0x%08x", tr.MetaCRC, crc)
+	}
+	if err := tr.authenticate(meta, auth); err != nil {
+		return nil, err
 	}
 	footer := &tieringpb.SegmentFooter{}
 	fb := meta[tr.FooterPos-tr.IndexPos : tr.FooterPos-tr.IndexPos+int64(tr.FooterLen)]
@@ -219,6 +232,14 @@ func ParseTail(b []byte, size int64) (*Tail, error) {
 	t := &Tail{Trailer: tr, Footer: footer, Index: make([]IndexEntry, tr.IndexCount)}
 	for i := range t.Index {
 		t.Index[i] = parseIndexEntry(meta[i*IndexEntrySize:])
+	}
+	if tr.Version == VersionAuthenticated {
+		tags := meta[tr.tagsPos()-tr.IndexPos:]
+		t.Tags = make([]Tag, tr.BlockCount)
+		for i := range t.Tags {
+			copy(t.Tags[i][:], tags[i*TagSize:])
+		}
+		t.tagger = auth.Key.blocks(auth.Name)
 	}
 	if err := t.check(); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"math/bits"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,12 +34,23 @@ type Options struct {
 	// upload id, producers). It is cloned; the computed fields (see
 	// segment.proto) are overwritten. Nil means none.
 	Footer *tieringpb.SegmentFooter
+	// Key, when set, makes the object authenticated (format version 2):
+	// block tags and a MAC under Key that bind Name, the object's key
+	// in the store, which must then be set. Nil writes version 1.
+	Key  *Key
+	Name string
+	// BlockBytes is the size of an authenticated block, a power of two in
+	// [MinBlockBytes, MaxBlockBytes]; 0 means DefaultBlockBytes.
+	BlockBytes int64
 }
 
 // withDefaults returns o with zero values replaced by defaults.
 func (o Options) withDefaults() Options {
 	if o.IndexIntervalBytes == 0 {
 		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.BlockBytes == 0 {
+		o.BlockBytes = DefaultBlockBytes
 	}
 	return o
 }
@@ -51,6 +63,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: negative base offset %d", ErrInvalidOptions, o.BaseOffset)
 	case o.IndexIntervalBytes < 0:
 		return fmt.Errorf("%w: negative index interval %d", ErrInvalidOptions, o.IndexIntervalBytes)
+	case o.BlockBytes < MinBlockBytes || o.BlockBytes > MaxBlockBytes || bits.OnesCount64(uint64(o.BlockBytes)) != 1:
+		return fmt.Errorf("%w: block size %d is not a power of two in [%d, %d]", ErrInvalidOptions, o.BlockBytes, MinBlockBytes, MaxBlockBytes)
+	case o.Key != nil && (o.Name == "" || len(o.Name) > MaxNameBytes):
+		return fmt.Errorf("%w: an authenticated object needs a name of 1 to %d bytes, not %d", ErrInvalidOptions, MaxNameBytes, len(o.Name))
 	}
 	return nil
 }
@@ -59,8 +75,12 @@ func (o Options) Validate() error {
 func (o Options) String() string {
 	o = o.withDefaults()
 	f := o.Footer
-	return fmt.Sprintf("segfile base=%d compacted=%t index=%dB topic=%s/%d gen=%d upload=%s",
-		o.BaseOffset, o.Compacted, o.IndexIntervalBytes, f.GetTopic(), f.GetPartition(),
+	auth := "none"
+	if o.Key != nil {
+		auth = fmt.Sprintf("%s blocks=%dB", o.Key, o.BlockBytes)
+	}
+	return fmt.Sprintf("segfile base=%d compacted=%t index=%dB auth=%s topic=%s/%d gen=%d upload=%s",
+		o.BaseOffset, o.Compacted, o.IndexIntervalBytes, auth, f.GetTopic(), f.GetPartition(),
 		f.GetCompactionGeneration(), f.GetUploadId())
 }
 
@@ -85,13 +105,17 @@ type Summary struct {
 	MinTombstoneHorizonMs int64 // -1: no batch carries a delete horizon
 	Compacted             bool
 	DataCRC, MetaCRC      uint32
+	// Authenticated: the object carries a MAC (format version 2); record
+	// it, so that readers refuse a copy without one (Auth.Required).
+	Authenticated bool
 }
 
 // Writer streams a segment object to an io.Writer (typically the body of
 // a multipart upload): the header, then each appended batch byte for byte,
-// then at Finish the index, footer and trailer. Memory use is the index
-// (24 bytes per IndexIntervalBytes of data) plus the footer; batches are
-// never buffered.
+// then at Finish the index, block tags, footer and trailer. Memory use is
+// the index (24 bytes per IndexIntervalBytes of data) plus the footer,
+// and with a key a copy of the current block (BlockBytes) and 16 bytes of
+// tag per block; batches are written as they come.
 //
 // The first error is sticky: after an invalid batch or a failed write
 // every call returns that error, and the bytes written so far must be
@@ -107,6 +131,11 @@ type Writer struct {
 	pos      int64 // bytes written so far
 	dataCRC  uint32
 	stats    stats
+	// With a key: the tags of the blocks written so far, the current
+	// block's bytes, and the object's block tagger.
+	tags   []Tag
+	block  []byte
+	tagger blockTagger
 }
 
 // NewWriter returns a Writer writing to w. It writes nothing until the
@@ -120,7 +149,12 @@ func NewWriter(w io.Writer, opts Options) (*Writer, error) {
 	if opts.Footer != nil {
 		footer = proto.Clone(opts.Footer).(*tieringpb.SegmentFooter)
 	}
-	return &Writer{w: w, opts: opts, footer: footer, stats: newStats(opts.IndexIntervalBytes)}, nil
+	wr := &Writer{w: w, opts: opts, footer: footer, stats: newStats(opts.IndexIntervalBytes)}
+	if opts.Key != nil {
+		wr.tagger = opts.Key.blocks(opts.Name)
+		wr.block = make([]byte, 0, opts.BlockBytes)
+	}
+	return wr, nil
 }
 
 // Append validates batch (one Kafka v2 batch as stored in a ledger entry:
@@ -151,7 +185,7 @@ func (w *Writer) Append(batch []byte) error {
 			ErrOffsetOrder, msg, w.stats.batches, h.BaseOffset, w.stats.lastOffset))
 	}
 	if w.pos == 0 {
-		if err := w.write(appendHeader(nil, w.opts.BaseOffset, w.opts.Compacted)); err != nil {
+		if err := w.write(appendHeader(nil, w.version(), w.opts.BaseOffset, w.opts.Compacted)); err != nil {
 			return err
 		}
 	}
@@ -188,9 +222,13 @@ func (w *Writer) Finish() (Summary, error) {
 	f.Compacted = w.opts.Compacted
 
 	indexPos := w.pos
-	tail := make([]byte, 0, len(s.index)*IndexEntrySize+proto.Size(f)+TrailerSize)
+	w.endBlock()
+	tail := make([]byte, 0, len(s.index)*IndexEntrySize+len(w.tags)*TagSize+proto.Size(f)+TrailerSizeV2)
 	for _, e := range s.index {
 		tail = appendIndexEntry(tail, e)
+	}
+	for _, tag := range w.tags {
+		tail = append(tail, tag[:]...)
 	}
 	footerPos := indexPos + int64(len(tail))
 	// Deterministic so that equal inputs give equal objects (golden test).
@@ -199,21 +237,61 @@ func (w *Writer) Finish() (Summary, error) {
 		return Summary{}, w.fail(fmt.Errorf("segfile: encoding footer: %w", err))
 	}
 	footerLen := int64(len(tail)) - (footerPos - indexPos)
-	if footerLen > math.MaxUint32 || int64(len(tail))+TrailerSize > MaxTailBytes {
-		return Summary{}, w.fail(fmt.Errorf("%w: %d index entries and a %d-byte footer", ErrTooLarge, len(s.index), footerLen))
-	}
 	tr := Trailer{
+		Version:  w.version(),
 		IndexPos: indexPos, IndexCount: len(s.index), FooterPos: footerPos, FooterLen: int(footerLen),
-		DataCRC: w.dataCRC, Size: indexPos + int64(len(tail)) + TrailerSize,
+		DataCRC: w.dataCRC,
 	}
-	tail = appendTrailer(tail, tr, tail)
-	tr.MetaCRC = be.Uint32(tail[len(tail)-TrailerSize+trMetaCRC:])
+	if tr.Version == VersionAuthenticated {
+		tr.BlockBytes, tr.BlockCount, tr.KeyID = w.opts.BlockBytes, len(w.tags), w.opts.Key.ID()
+	}
+	tr.Size = indexPos + int64(len(tail)) + tr.Len()
+	if footerLen > math.MaxUint32 || int64(len(tail))+tr.Len() > MaxTailBytes {
+		return Summary{}, w.fail(fmt.Errorf("%w: %d index entries, %d block tags and a %d-byte footer", ErrTooLarge, len(s.index), len(w.tags), footerLen))
+	}
+	tail = appendTrailer(tail, tr, tail, w.opts.Key, w.opts.Name)
+	end := tail[int64(len(tail))-trEndLen:]
+	tr.MetaCRC = be.Uint32(end[trEndMetaCRC:])
+	if tr.Version == VersionAuthenticated {
+		copy(tr.MAC[:], tail[int64(len(tail))-TrailerSizeV2+trMAC:])
+	}
 	// The tail is not part of the data CRC.
 	if _, err := w.w.Write(tail); err != nil {
 		return Summary{}, w.fail(err)
 	}
 	w.pos += int64(len(tail))
 	return summarize(tr, f), nil
+}
+
+// version is the format version the Writer writes.
+func (w *Writer) version() int {
+	if w.opts.Key != nil {
+		return VersionAuthenticated
+	}
+	return Version
+}
+
+// tagBlocks adds b, the bytes just written, to the current block, and
+// tags each block they complete.
+func (w *Writer) tagBlocks(b []byte) {
+	bs := int(w.opts.BlockBytes)
+	for len(b) > 0 {
+		n := min(len(b), bs-len(w.block))
+		w.block = append(w.block, b[:n]...)
+		b = b[n:]
+		if len(w.block) == bs {
+			w.endBlock()
+		}
+	}
+}
+
+// endBlock tags the current block, if it holds bytes.
+func (w *Writer) endBlock() {
+	if w.opts.Key == nil || len(w.block) == 0 {
+		return
+	}
+	w.tags = append(w.tags, w.tagger.tag(int64(len(w.tags)), w.block))
+	w.block = w.block[:0]
 }
 
 // write writes b and folds it into the data CRC.
@@ -223,6 +301,9 @@ func (w *Writer) write(b []byte) error {
 	}
 	w.dataCRC = crc32.Update(w.dataCRC, castagnoli, b)
 	w.pos += int64(len(b))
+	if w.opts.Key != nil {
+		w.tagBlocks(b)
+	}
 	return nil
 }
 
@@ -242,5 +323,6 @@ func summarize(tr Trailer, f *tieringpb.SegmentFooter) Summary {
 		MinTombstoneHorizonMs: f.GetMinTombstoneHorizonMs(),
 		Compacted:             f.GetCompacted(),
 		DataCRC:               tr.DataCRC, MetaCRC: tr.MetaCRC,
+		Authenticated: tr.Version == VersionAuthenticated,
 	}
 }

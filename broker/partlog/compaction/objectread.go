@@ -22,8 +22,11 @@ const carryBytes = 1 << 20
 // (id: the batch's number in it). It reads the store directly, not
 // through the tier reader's chunk cache, for the reason readSegment has
 // its own readers: a pass must not evict what consumers read; segfile
-// checks every batch (CRC-32C, offsets, index) as a fetch does, and a
-// missing or damaged object fails the pass (T10).
+// checks every batch (CRC-32C, offsets, index) as a fetch does, a
+// segfile.BlockChecker authenticates the bytes before any batch in them
+// is walked (T11: a pass must not launder forged bytes into an object it
+// authenticates), and a missing, damaged or forged object fails the pass
+// (T10).
 //
 // The data section is read front to back in Options.ReadBytes ranges, the
 // next one downloading while fn works on the current one. Unless fn keeps
@@ -31,11 +34,12 @@ const carryBytes = 1 << 20
 // with it.
 func (p *pass) readObject(ctx context.Context, seg *brokerpb.TieredSegment, keeps bool, fn func(id int64, payload []byte) error) error {
 	rr := tierpass.ObjectRange{Store: p.cfg.Tier.Store, Key: seg.ObjectKey, Timeout: p.cfg.Tier.RequestTimeout}
-	tail, err := segfile.ReadTail(ctx, rr, seg.IndexPos, seg.SizeBytes)
+	tail, err := segfile.ReadTail(ctx, rr, seg.IndexPos, seg.SizeBytes, p.cfg.Tier.Auth(seg))
 	if err != nil {
 		return fmt.Errorf("partlog: compaction: reading object %s: %w", seg.ObjectKey, err)
 	}
 	end := tail.DataEnd()
+	blocks := tail.NewBlockChecker(segfile.HeaderSize)
 	rctx, cancel := context.WithCancel(ctx)
 	next := startRangeRead(rctx, rr, segfile.HeaderSize, end, p.opts.ReadBytes, !keeps)
 	var prev *rangeRead // the range fn last worked on
@@ -60,15 +64,22 @@ func (p *pass) readObject(ctx context.Context, seg *brokerpb.TieredSegment, keep
 		}
 		next = startRangeRead(rctx, rr, cur.pos+int64(len(cur.data)), end, p.opts.ReadBytes, !keeps)
 		p.cfg.Metrics.TierReadBytes.Add(float64(len(cur.data)))
+		if err := blocks.Write(cur.data); err != nil {
+			return fmt.Errorf("partlog: compaction: reading object %s: %w", seg.ObjectKey, err)
+		}
 		buf := cur.join(carry) // carry copied: prev is no longer needed
 		if !keeps {
 			prev.recycle()
 		}
 		prev = cur
+		// Only the authenticated bytes are walked; the rest is carried
+		// with the partial batch to the next range.
+		_, verified := blocks.Verified()
+		usable := buf[:max(verified-(cur.pos-int64(len(carry))), 0)]
 		if it == nil {
-			it = tail.Batches(buf, segfile.HeaderSize)
+			it = tail.Batches(usable, segfile.HeaderSize)
 		} else {
-			it.Continue(buf)
+			it.Continue(usable)
 		}
 		for it.Next() {
 			if err := fn(id, it.Batch().Bytes); err != nil {

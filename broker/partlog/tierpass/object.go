@@ -54,7 +54,7 @@ func (o *Objects) Put(ctx context.Context, base, last int64, compacted bool, sou
 		o.Delete(ctx, []string{key})
 		return nil, fmt.Errorf("partlog: object %s covers %d-%d, want %d-%d", key, sum.BaseOffset, sum.LastOffset, base, last)
 	}
-	// Read it back before anything depends on it (T8).
+	// Read it back before anything depends on it (T8, T11).
 	got, err := o.readBack(ctx, key, sum)
 	if err != nil || got != sum {
 		o.Delete(ctx, []string{key})
@@ -67,18 +67,20 @@ func (o *Objects) Put(ctx context.Context, base, last int64, compacted bool, sou
 		ObjectKey: key, BaseOffset: sum.BaseOffset, LastOffset: sum.LastOffset, SizeBytes: sum.Size,
 		IndexPos: sum.IndexPos, DataBytes: sum.DataBytes, Records: sum.Records,
 		MinTimestampMs: sum.MinTimestampMs, MaxTimestampMs: sum.MaxTimestampMs, CommittedAtMs: o.cfg.Now().UnixMilli(),
-		SourceLedgers: sources,
+		SourceLedgers: sources, Authenticated: sum.Authenticated,
 	}, nil
 }
 
 // readBack reads a new object back as Tier.VerifyFull says: all of it, or
-// its tail, and returns the summary it states.
+// its tail (with its MAC, when written with one), and returns the summary
+// it states.
 func (o *Objects) readBack(ctx context.Context, key string, wrote segfile.Summary) (segfile.Summary, error) {
 	rr := ObjectRange{o.tier.Store, key, o.tier.RequestTimeout}
+	auth := segfile.Auth{Key: o.tier.Key, Name: key, Required: wrote.Authenticated}
 	if o.tier.VerifyFull {
-		return segfile.Verify(ctx, rr, wrote.Size)
+		return segfile.Verify(ctx, rr, wrote.Size, auth)
 	}
-	tail, err := segfile.ReadTail(ctx, rr, wrote.IndexPos, wrote.Size)
+	tail, err := segfile.ReadTail(ctx, rr, wrote.IndexPos, wrote.Size, auth)
 	if err != nil {
 		return segfile.Summary{}, err
 	}
@@ -122,7 +124,7 @@ func (o *Objects) write(ctx context.Context, key string, base, last int64, compa
 	}
 	done := make(chan result, 1)
 	go func() {
-		sum, err := o.writeSegment(ctx, pw, base, last, compacted, sources, fill)
+		sum, err := o.writeSegment(ctx, pw, key, base, last, compacted, sources, fill)
 		pw.CloseWithError(err)
 		done <- result{sum, err}
 	}()
@@ -134,15 +136,15 @@ func (o *Objects) write(ctx context.Context, key string, base, last int64, compa
 	return res.sum, errors.Join(res.err, putErr)
 }
 
-// writeSegment writes a segment object to w: a segfile header, fill's
-// batches, then (compacted, when they end before last) the end batch,
-// the index and the tail.
-func (o *Objects) writeSegment(ctx context.Context, w io.Writer, base, last int64, compacted bool, sources []uint64,
+// writeSegment writes the segment object named key to w: a segfile
+// header, fill's batches, then (compacted, when they end before last) the
+// end batch, the index and the tail, authenticated with the tier's key.
+func (o *Objects) writeSegment(ctx context.Context, w io.Writer, key string, base, last int64, compacted bool, sources []uint64,
 	fill func(context.Context, *ObjectOutput) error) (segfile.Summary, error) {
 	sw, err := segfile.NewWriter(w, segfile.Options{BaseOffset: base, Compacted: compacted, Footer: &tieringpb.SegmentFooter{
 		Topic: o.cfg.Topic, TopicId: o.tier.TopicID, Partition: o.cfg.Partition, OwnerEpoch: o.cfg.Epoch,
 		SourceLedgers: sources, CreatedAtMs: o.cfg.Now().UnixMilli(),
-	}})
+	}, Key: o.tier.Key, Name: key})
 	if err != nil {
 		return segfile.Summary{}, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/tiering/objstore"
 	"github.com/strata-log/strata/tiering/scrub"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 // Lister is the part of *metaclient.Client Segments uses.
@@ -55,8 +56,29 @@ func Listed(c Getter) func(context.Context, scrub.Segment) (bool, error) {
 	}
 }
 
+// TierKey reads the cluster's tier key from metad
+// (brokerpb.TierSegmentMACKey): nil when there is none (no broker with a
+// tier store ever ran, so no object is authenticated).
+func TierKey(ctx context.Context, c Getter) (*segfile.Key, error) {
+	kv, err := c.Get(ctx, brokerpb.TierSegmentMACKey)
+	switch {
+	case errors.Is(err, metaclient.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the tier key %s (scrub checks objects' MACs with it; only brokers and admins may read it): %w",
+			brokerpb.TierSegmentMACKey, err)
+	}
+	key, err := segfile.NewKey(kv.GetValue())
+	if err != nil {
+		return nil, fmt.Errorf("metad key %s: %w", brokerpb.TierSegmentMACKey, err)
+	}
+	return key, nil
+}
+
 // ScrubOptions are how Scrub runs.
 type ScrubOptions struct {
+	// Key: scrub.Config.Key, the cluster's tier key (TierKey).
+	Key *segfile.Key
 	// Listed: scrub.Config.Listed (nil: every problem is reported).
 	Listed   func(context.Context, scrub.Segment) (bool, error)
 	Parallel int
@@ -67,10 +89,12 @@ type ScrubOptions struct {
 
 // Scrub checks segs in store, printing each problem (text) or the report
 // (JSON) through p, the progress line and a summary on o.Stderr. A
-// damaged object is exit code 2, an unreadable one 1.
+// damaged object is exit code 2, an unreadable one 1; objects written
+// before authentication are listed (unauthenticated) but fail nothing.
 func Scrub(ctx context.Context, store objstore.Store, segs []scrub.Segment, p *cli.Printer, o ScrubOptions) error {
 	line := cli.NewProgressLine(o.Stderr, o.ShowProgress)
 	cfg := scrub.Config{
+		Key:      o.Key,
 		Listed:   o.Listed,
 		Parallel: o.Parallel,
 		Progress: func(pr scrub.Progress) { line.Update(progressText(pr)) },
@@ -96,7 +120,7 @@ func Scrub(ctx context.Context, store objstore.Store, segs []scrub.Segment, p *c
 	switch {
 	case rep.Damaged() > 0:
 		return cli.Exit(cli.ExitUsage, nil)
-	case len(rep.Problems) > 0:
+	case rep.Counts()[scrub.KindUnreadable] > 0:
 		return cli.Exit(cli.ExitRuntime, nil)
 	}
 	return nil

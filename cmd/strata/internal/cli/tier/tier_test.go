@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,10 @@ import (
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
+	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
 	"github.com/strata-log/strata/tiering/scrub"
+	"github.com/strata-log/strata/tiering/segfile"
 )
 
 func TestStatusRows(t *testing.T) {
@@ -144,5 +147,80 @@ func TestListed(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s/3 %s: listed %v, %v; want %v", tc.topic, tc.key, got, err, tc.want)
 		}
+	}
+}
+
+// TierKey reads the key from metad: none when no broker made one, an
+// error naming the key when metad refuses (a role that may not read it),
+// and a value that is not a key is an error.
+func TestTierKey(t *testing.T) {
+	ctx := context.Background()
+	secret := bytes.Repeat([]byte{4}, segfile.KeySize)
+	want, err := segfile.NewKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := errors.New("permission denied")
+	for _, tc := range []struct {
+		name    string
+		value   []byte
+		err     error
+		wantErr string
+		wantKey *segfile.Key
+	}{
+		{"stored", secret, nil, "", want},
+		{"none", nil, metaclient.ErrNotFound, "", nil},
+		{"refused", nil, denied, brokerpb.TierSegmentMACKey, nil},
+		{"not a key", []byte("short"), nil, brokerpb.TierSegmentMACKey, nil},
+	} {
+		got, err := TierKey(ctx, getterFunc(func(key string) (*metadpb.KeyValue, error) {
+			if key != brokerpb.TierSegmentMACKey {
+				t.Fatalf("read %s", key)
+			}
+			return &metadpb.KeyValue{Key: key, Value: tc.value}, tc.err
+		}))
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.wantErr)
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantKey != nil && (got == nil || got.ID() != tc.wantKey.ID()), tc.wantKey == nil && got != nil:
+			t.Errorf("%s: key %v, want %v", tc.name, got, tc.wantKey)
+		}
+	}
+}
+
+// Objects written before authentication are listed, but a scrub that
+// finds nothing else exits 0.
+func TestScrubUnauthenticatedOnlyExitsZero(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New(memstore.Options{})
+	b, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+		Records: []recordbatch.Record{{TimestampMs: 1, Value: []byte("v")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj bytes.Buffer
+	w, err := segfile.NewWriter(&obj, segfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put(ctx, "orders/0/old.seg", bytes.NewReader(obj.Bytes()), sum.Size, nil); err != nil {
+		t.Fatal(err)
+	}
+	segs := []scrub.Segment{{Topic: "orders", Tiered: &brokerpb.TieredSegment{ObjectKey: "orders/0/old.seg", LastOffset: sum.LastOffset,
+		SizeBytes: sum.Size, IndexPos: sum.IndexPos, DataBytes: sum.DataBytes, Records: sum.Records, MaxTimestampMs: sum.MaxTimestampMs}}}
+	var out, stderr bytes.Buffer
+	err = Scrub(ctx, st, segs, &cli.Printer{W: &out, Format: cli.FormatText}, ScrubOptions{Parallel: 1, Stderr: &stderr})
+	if err != nil || !strings.Contains(out.String(), "orders/0/old.seg: unauthenticated: written before authentication") ||
+		!strings.HasSuffix(stderr.String(), "1 problem (1 unauthenticated)\n") {
+		t.Fatalf("exit %d (%v)\nstdout %q\nstderr %q", cli.ExitCode(err), err, out.String(), stderr.String())
 	}
 }
