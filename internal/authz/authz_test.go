@@ -39,10 +39,10 @@ func TestDefaultPolicy(t *testing.T) {
 		rule, method string
 		allowed      []string
 	}{
-		{"A1", bookiepb.Bookie_AddEntries_FullMethodName, []string{broker, bookie}},
-		{"A1", bookiepb.Bookie_Fence_FullMethodName, []string{broker, bookie}},
-		{"A1", bookiepb.Bookie_WriteLAC_FullMethodName, []string{broker, bookie}},
-		{"A1", bookiepb.Bookie_DeleteLedger_FullMethodName, []string{broker, bookie}},
+		{"A1", bookiepb.Bookie_AddEntries_FullMethodName, []string{broker, bookie, admin}},
+		{"A1", bookiepb.Bookie_Fence_FullMethodName, []string{broker, bookie, admin}},
+		{"A1", bookiepb.Bookie_WriteLAC_FullMethodName, []string{broker, admin}},
+		{"A1", bookiepb.Bookie_DeleteLedger_FullMethodName, []string{broker, admin}},
 		{"A2", bookiepb.Bookie_ReadEntry_FullMethodName, []string{broker, bookie, admin}},
 		{"A2", bookiepb.Bookie_ReadEntries_FullMethodName, []string{broker, bookie, admin}},
 		{"A2", bookiepb.Bookie_ReadLAC_FullMethodName, []string{broker, bookie, admin}},
@@ -148,7 +148,7 @@ func TestCheck(t *testing.T) {
 		if status.Code(err) != codes.PermissionDenied || rpcerror.Reason(err) != rpcerror.ReasonDenied || rpcerror.Retryable(err) {
 			t.Fatalf("a user fencing: %v", err)
 		}
-		if msg := status.Convert(err).Message(); !strings.Contains(msg, "needs role broker or bookie") || !strings.Contains(msg, "user:alice") {
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, "needs role broker or bookie or admin") || !strings.Contains(msg, "user:alice") {
 			t.Fatalf("message %q names neither the roles needed nor the caller", msg)
 		}
 	}
