@@ -573,6 +573,12 @@ func TestDevTLS(t *testing.T) {
 	if out, errOut, code := strata(t, append(append([]string{}, env...), plain...), "--timeout", "3s", "meta", "get", "/dev"); code == 0 {
 		t.Fatalf("a plaintext CLI read metad: %q %q", out, errOut)
 	}
+	// Each node's certificate lets it do its work: no metad key refused.
+	for _, n := range st.Nodes {
+		if out, err := os.ReadFile(n.LogFile); err != nil || strings.Contains(string(out), "metad key access denied") {
+			t.Errorf("%s (log %s, %v) was refused a metad key", n.Name, n.LogFile, err)
+		}
+	}
 	d.interrupt()
 }
 
