@@ -270,6 +270,9 @@ func randomLeaseID() int64 {
 }
 
 func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliveRequest) (*metadpb.LeaseKeepAliveResponse, error) {
+	if err := v.s.checkLease(ctx, req.Id); err != nil {
+		return nil, err
+	}
 	resp, err := forwardOr(ctx, v.s,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseKeepAliveResponse, error) {
 			return c.LeaseKeepAlive(ctx, req, opts...)
@@ -295,6 +298,9 @@ func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliv
 }
 
 func (v *service) LeaseRevoke(ctx context.Context, req *metadpb.LeaseRevokeRequest) (*metadpb.LeaseRevokeResponse, error) {
+	if err := v.s.checkLease(ctx, req.Id); err != nil {
+		return nil, err
+	}
 	resp, err := forwardOr(ctx, v.s,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseRevokeResponse, error) {
 			return c.LeaseRevoke(ctx, req, opts...)

@@ -216,6 +216,12 @@ func NewKeyAuthorizer(p KeyPolicy, log *slog.Logger, reg prometheus.Registerer) 
 	return a, nil
 }
 
+// Allowed reports whether id may do op on key (on every key under key
+// when prefix), without counting or logging.
+func (a *KeyAuthorizer) Allowed(id pki.Identity, op KeyOp, key string, prefix bool) bool {
+	return a.policy.Allowed(id, op, key, prefix)
+}
+
 // Check returns nil when id may do op on key (on every key under key when
 // prefix), else the PERMISSION_DENIED status to answer, naming the
 // caller, the operation, the key and who may.
