@@ -113,8 +113,9 @@ func tlsLedgerEnv(t *testing.T, c *tlsCluster, files pki.Files) ledger.Env {
 // single refusal, while each role's certificate is refused what its node
 // never does: a bookie writing a credential, deleting every key under
 // /strata/ or overwriting another bookie's registration; a broker writing
-// an ACL; a user fencing a ledger; a bookie other than the elected
-// replicator fencing, adding to or deleting a ledger.
+// an ACL or revoking a bookie's registration lease; a user fencing a
+// ledger; a bookie other than the elected replicator fencing, adding to
+// or deleting a ledger.
 func TestTLSLeastPrivilege(t *testing.T) {
 	skipShort(t)
 	c := startTLSClusterWith(t, 4, nil, []string{"--autorecovery-interval", "1s", "--autorecovery-grace", "3s"})
@@ -219,6 +220,20 @@ func TestTLSLeastPrivilege(t *testing.T) {
 		if _, err := asK1.List(ctx, &metadpb.ListRequest{Prefix: acl.UsersPrefix}); err != nil {
 			t.Fatalf("a broker listing credentials: %v", err)
 		}
+	})
+
+	t.Run("broker certificate revokes a bookie's registration lease", func(t *testing.T) {
+		key := "/strata/bookies/registry/b2"
+		resp, err := asK1.Get(ctx, &metadpb.GetRequest{Key: key}) // brokers read registrations
+		if err != nil || resp.Kv.GetLease() == 0 {
+			t.Fatalf("%s: %v, %v", key, resp, err)
+		}
+		c.expectDenied("broker:k1", key)
+		_, err = asK1.LeaseRevoke(ctx, &metadpb.LeaseRevokeRequest{Id: resp.Kv.Lease})
+		wantKeyDenied(t, "LeaseRevoke", err, "broker:k1", "write", key)
+		_, err = asK1.LeaseKeepAlive(ctx, &metadpb.LeaseKeepAliveRequest{Id: resp.Kv.Lease})
+		wantKeyDenied(t, "LeaseKeepAlive", err, "broker:k1", "write", key)
+		mustExist(t, key)
 	})
 
 	// An open ledger written with the broker's certificate (the writers'
