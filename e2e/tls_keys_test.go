@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/e2e/loadtest"
 	"github.com/strata-log/strata/internal/acl"
 	"github.com/strata-log/strata/internal/mtls"
@@ -130,22 +129,7 @@ func TestTLSLeastPrivilege(t *testing.T) {
 	}
 	defer cl.Close()
 	createTopic(t, cl, "orders", 2, nil)
-	produce := func(n int) {
-		t.Helper()
-		p, err := cl.NewProducer(client.ProducerConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range n {
-			if err := p.Produce(ctx, &client.Record{Topic: "orders", Partition: -1, Key: []byte(fmt.Sprint(i)), Value: []byte("v")}, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := p.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(100)
+	produceN(t, cl, "orders", 2, "before", 0, 100)
 
 	b1, k1 := c.bookieCerts[0], c.brokerCert
 	asB1 := metadpb.NewMetadClient(dial(t, c.meta.Members[0].Listen, b1))
@@ -308,7 +292,7 @@ func TestTLSLeastPrivilege(t *testing.T) {
 	if _, err := w.AppendSync(ctx, []byte("entry")); err != nil {
 		t.Fatalf("the writer after the attacks: %v", err)
 	}
-	produce(10)
+	produceN(t, cl, "orders", 2, "after", 100, 10)
 
 	t.Run("the elected replicator recovers and re-replicates", func(t *testing.T) {
 		// Kill a bookie of the open ledger other than the replicator's:

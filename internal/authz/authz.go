@@ -106,20 +106,24 @@ type Authorizer struct {
 // strata_<role>_rpc_denied_total (role: the serving node's) and is
 // registered on reg when reg is not nil.
 func New(p Policy, role string, log *slog.Logger, reg prometheus.Registerer) (*Authorizer, error) {
-	a := &Authorizer{
-		policy: p,
-		log:    log.With("component", "authz"),
-		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_" + role + "_rpc_denied_total",
-			Help: "Calls refused because the caller's certificate role may not make them, by method and caller role.",
-		}, []string{"method", "role"}),
+	denied, err := deniedCounter(reg, "strata_"+role+"_rpc_denied_total",
+		"Calls refused because the caller's certificate role may not make them, by method and caller role.", "method")
+	if err != nil {
+		return nil, err
 	}
+	return &Authorizer{policy: p, log: log.With("component", "authz"), denied: denied}, nil
+}
+
+// deniedCounter returns a refusals counter by what and caller role,
+// registered on reg when reg is not nil.
+func deniedCounter(reg prometheus.Registerer, name, help, what string) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{what, "role"})
 	if reg != nil {
-		if err := reg.Register(a.denied); err != nil {
+		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("authz: register metrics: %w", err)
 		}
 	}
-	return a, nil
+	return c, nil
 }
 
 // Check returns nil when the call in ctx may invoke method, else the

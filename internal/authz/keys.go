@@ -200,20 +200,12 @@ type KeyAuthorizer struct {
 // strata_metad_key_denied_total{op,role}, is registered on reg when reg
 // is not nil.
 func NewKeyAuthorizer(p KeyPolicy, log *slog.Logger, reg prometheus.Registerer) (*KeyAuthorizer, error) {
-	a := &KeyAuthorizer{
-		policy: p,
-		log:    log.With("component", "authz"),
-		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_metad_key_denied_total",
-			Help: "Key-value calls refused because the caller's certificate role may not touch a key they name, by operation and caller role.",
-		}, []string{"op", "role"}),
+	denied, err := deniedCounter(reg, "strata_metad_key_denied_total",
+		"Key-value calls refused because the caller's certificate role may not touch a key they name, by operation and caller role.", "op")
+	if err != nil {
+		return nil, err
 	}
-	if reg != nil {
-		if err := reg.Register(a.denied); err != nil {
-			return nil, fmt.Errorf("authz: register metrics: %w", err)
-		}
-	}
-	return a, nil
+	return &KeyAuthorizer{policy: p, log: log.With("component", "authz"), denied: denied}, nil
 }
 
 // Allowed reports whether id may do op on key (on every key under key
