@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -337,5 +339,13 @@ func TestTLSLeastPrivilege(t *testing.T) {
 	})
 	if got := loadtest.Counts(loadtest.ReadAll(t, cl, "orders", 2)); got[0]+got[1] != 110 {
 		t.Fatalf("consumed %v, want 110 records", got)
+	}
+	// An operator's `strata cluster status` in a broker's container runs
+	// with the broker's certificate: every key it reads is open to it
+	// (it may still report the killed bookie: exit 2).
+	out, err := aclCLI{t: t, c: c, files: k1}.run("", "cluster", "status")
+	var exit *exec.ExitError
+	if (err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 2)) || strings.Contains(strings.ToLower(out), "permission denied") {
+		t.Fatalf("strata cluster status with the broker's certificate: %v\n%s", err, out)
 	}
 }

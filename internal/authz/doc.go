@@ -66,6 +66,9 @@
 //	K8  bookie: its registration and cookie (own; every bookie's read),
 //	    operators' decommissions (read, watched) and the replicator's
 //	    records (/strata/replication/).
+//	K9  brokers also read the bookies' cookies, decommissions and the
+//	    replicator's records: `strata cluster status` runs with a
+//	    broker's certificate in its container (docs/deploy.md).
 //
 // A refused call answers PERMISSION_DENIED naming the caller, the
 // operation, the key or prefix and the roles that may; it is counted in

@@ -105,7 +105,7 @@ const (
 	replicationPrefix    = "/strata/replication/"
 )
 
-// DefaultKeyPolicy is the cluster's table (K4-K8 in the package doc),
+// DefaultKeyPolicy is the cluster's table (K4-K9 in the package doc),
 // derived from what each role's code reads and writes.
 func DefaultKeyPolicy() KeyPolicy {
 	const (
@@ -145,6 +145,13 @@ func DefaultKeyPolicy() KeyPolicy {
 			{Role: broker, Prefix: ledgerNextIDKey, Ops: r | w},
 			{Role: broker, Prefix: bookieRegistryPrefix, Ops: r},
 			{Role: bookie, Prefix: ledgersPrefix, Ops: r | w},
+			// K9: `strata cluster status` in a broker's container runs
+			// with the broker's certificate (docs/deploy.md): brokers
+			// read the bookies' cookies, decommissions and the
+			// replicator's records too, none of them secret.
+			{Role: broker, Prefix: bookieCookiePrefix, Ops: r},
+			{Role: broker, Prefix: decommissionPrefix, Ops: r},
+			{Role: broker, Prefix: replicationPrefix, Ops: r},
 			// K8: a bookie writes its own registration and cookie, reads
 			// the others' and the operators' decommissions, and keeps the
 			// elected replicator's records.

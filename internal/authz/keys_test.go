@@ -15,7 +15,7 @@ import (
 	"github.com/strata-log/strata/internal/rpcerror"
 )
 
-// TestDefaultKeyPolicy is the table of K1-K8: for each operation on a key
+// TestDefaultKeyPolicy is the table of K1-K9: for each operation on a key
 // (or over a prefix), the roles allowed; every other role is refused.
 // Callers are named b1 (bookie), k1 (broker) and alike for the others.
 func TestDefaultKeyPolicy(t *testing.T) {
@@ -84,12 +84,14 @@ func TestDefaultKeyPolicy(t *testing.T) {
 		{"K8", write, "/strata/bookies/registry/b2", false, []string{metad, admin}},
 		{"K8", write, "/strata/bookies/cookies/b1", false, []string{metad, admin, bookie}},
 		{"K8", write, "/strata/bookies/cookies/b2", false, []string{metad, admin}},
-		{"K8", read, "/strata/bookies/cookies/", true, []string{metad, admin, bookie}},
+		{"K8", read, "/strata/bookies/cookies/", true, []string{metad, admin, bookie, broker}},
 		{"K8", delPrefix, "/strata/bookies/cookies/b1", true, []string{metad, admin}},
 		{"K8", watch, "/strata/bookies/decommissioned/b1", true, []string{metad, admin, bookie}},
 		{"K8", write, "/strata/bookies/decommissioned/b1", false, []string{metad, admin}},
 		{"K8", write, "/strata/replication/leader", false, []string{metad, admin, bookie}},
-		{"K8", read, "/strata/replication/missing/", true, []string{metad, admin, bookie}},
+		{"K8", read, "/strata/replication/missing/", true, []string{metad, admin, bookie, broker}},
+		{"K9", read, "/strata/bookies/decommissioned/", true, []string{metad, admin, bookie, broker}},
+		{"K9", watch, "/strata/bookies/decommissioned/", true, []string{metad, admin, bookie}},
 	} {
 		for _, role := range all {
 			want := false
