@@ -60,9 +60,10 @@
 //	K6  credentials and ACLs: read and watched by brokers (they
 //	    authenticate and authorize clients), written by admins only.
 //	K7  ledger metadata, digest keys included: brokers (ledger writers
-//	    and readers; the id counter) and bookies (the replicator verifies
-//	    each copied entry's digest and recovers open ledgers); brokers
-//	    read the bookie registry to place ledgers.
+//	    and readers; the id counter) and bookies (each checks an add's
+//	    digest against its ledger's key; the replicator verifies copies,
+//	    recovers open ledgers and rewrites ensembles); brokers read the
+//	    bookie registry to place ledgers.
 //	K8  bookie: its registration and cookie (own; every bookie's read),
 //	    operators' decommissions (read, watched) and the replicator's
 //	    records (/strata/replication/).

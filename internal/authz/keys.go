@@ -139,8 +139,10 @@ func DefaultKeyPolicy() KeyPolicy {
 			{Role: broker, Prefix: usersPrefix, Ops: r | watch},
 			{Role: broker, Prefix: aclsPrefix, Ops: r | watch},
 			// K7: ledger metadata, digest keys included: brokers write and
-			// read ledgers; bookies re-replicate (verifying each copy's
-			// digest) and recover the open ledgers of lost bookies.
+			// read ledgers; bookies check each add's digest against its
+			// ledger's key, and the replicator verifies each copy's digest,
+			// recovers the open ledgers of lost bookies and rewrites
+			// ensembles.
 			{Role: broker, Prefix: ledgersPrefix, Ops: r | w},
 			{Role: broker, Prefix: ledgerNextIDKey, Ops: r | w},
 			{Role: broker, Prefix: bookieRegistryPrefix, Ops: r},
