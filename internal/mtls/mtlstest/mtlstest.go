@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,9 +63,12 @@ func (c *CA) Credentials(t testing.TB, role, name string) *mtls.Credentials {
 	return creds
 }
 
-// PeerContext returns a context whose gRPC peer presented a verified
-// certificate of role, named name, issued by c: what a server's handler
-// sees of a mutual TLS caller (mtls.PeerIdentity reads it).
+// PeerAddr is the address of PeerContext's peer (TEST-NET-1).
+var PeerAddr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 4), Port: 5000}
+
+// PeerContext returns a context whose gRPC peer, at PeerAddr, presented a
+// verified certificate of role, named name, issued by c: what a server's
+// handler sees of a mutual TLS caller (mtls.PeerIdentity reads it).
 func (c *CA) PeerContext(t testing.TB, role, name string) context.Context {
 	t.Helper()
 	certPEM, _, err := c.Issue(pki.Request{Role: role, Name: name, NotAfter: time.Now().Add(time.Hour)})
@@ -77,5 +81,5 @@ func (c *CA) PeerContext(t testing.TB, role, name string) context.Context {
 	}
 	info := credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
 		VerifiedChains: [][]*x509.Certificate{{cert, c.Cert}}}}
-	return peer.NewContext(context.Background(), &peer.Peer{AuthInfo: info})
+	return peer.NewContext(context.Background(), &peer.Peer{Addr: PeerAddr, AuthInfo: info})
 }
