@@ -34,10 +34,10 @@ func TestHostileForgedLACAdd(t *testing.T) {
 	skipShort(t)
 	ca := newTestPKI(t, "strata e2e CA")
 	meta := proctest.StartMetad(t, bins["metad"], 3, tlsArgs(ca.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
-	bookieCert := ca.issue(pki.Request{Role: pki.RoleBookie, Name: "bookie"})
 	var bookies []*proctest.BookieNode
 	for i := 1; i <= 3; i++ {
-		bookies = append(bookies, proctest.StartBookie(t, bins["bookie"], meta, fmt.Sprintf("b%d", i), tlsArgs(bookieCert)...))
+		id := fmt.Sprintf("b%d", i) // a node's certificate is named by its id
+		bookies = append(bookies, proctest.StartBookie(t, bins["bookie"], meta, id, tlsArgs(ca.issue(pki.Request{Role: pki.RoleBookie, Name: id}))...))
 	}
 	var brokers []*proctest.BrokerNode
 	for _, id := range []string{"k1", "k2"} {

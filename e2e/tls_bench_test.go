@@ -132,10 +132,10 @@ func measureCost(t *testing.T, tlsOn bool, phase time.Duration) costResult {
 		p := newTestPKI(t, "strata bench CA")
 		certs := map[string]pki.Files{}
 		nodeArgs = func(role, name string) []string {
-			if _, ok := certs[role]; !ok {
-				certs[role] = p.issue(pki.Request{Role: role, Name: name})
+			if _, ok := certs[role+"-"+name]; !ok {
+				certs[role+"-"+name] = p.issue(pki.Request{Role: role, Name: name})
 			}
-			return tlsArgs(certs[role])
+			return tlsArgs(certs[role+"-"+name])
 		}
 		// An admin certificate: allowed everything the bench does.
 		admin := p.issue(pki.Request{Role: pki.RoleAdmin, Name: "bench"})
@@ -147,7 +147,7 @@ func measureCost(t *testing.T, tlsOn bool, phase time.Duration) costResult {
 	procs := map[string]*proctest.Process{"metad": meta.Members[0].Process}
 	var bookies []*proctest.BookieNode
 	for i := 1; i <= 3; i++ {
-		b := proctest.StartBookie(t, bins["bookie"], meta, fmt.Sprintf("b%d", i), nodeArgs(pki.RoleBookie, "bookie")...)
+		b := proctest.StartBookie(t, bins["bookie"], meta, fmt.Sprintf("b%d", i), nodeArgs(pki.RoleBookie, fmt.Sprintf("b%d", i))...)
 		bookies = append(bookies, b)
 		procs[fmt.Sprintf("bookie-%d", i)] = b.Process
 	}

@@ -101,6 +101,12 @@ func (p *testPKI) revoke(f pki.Files) {
 // unless req says otherwise) and returns its files.
 func (p *testPKI) issue(req pki.Request) pki.Files {
 	p.t.Helper()
+	return p.issueFile(req, req.Role+"-"+req.Name)
+}
+
+// issueFile is issue writing files named by file.
+func (p *testPKI) issueFile(req pki.Request, file string) pki.Files {
+	p.t.Helper()
 	if req.NotAfter.IsZero() {
 		req.NotAfter = time.Now().Add(time.Hour)
 	}
@@ -109,7 +115,7 @@ func (p *testPKI) issue(req pki.Request) pki.Files {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	f, err := pki.WriteFiles(p.dir, req.Role+"-"+req.Name, certPEM, keyPEM, p.caFile)
+	f, err := pki.WriteFiles(p.dir, file, certPEM, keyPEM, p.caFile)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -126,29 +132,44 @@ func tlsArgs(f pki.Files) []string {
 }
 
 // tlsCluster is 3 metad members (Raft over TLS), 3 bookies and one broker
-// with their own certificates, every link mutual TLS.
+// with their own certificates (each named by its node's id), every link
+// mutual TLS.
 type tlsCluster struct {
-	pki        *testPKI
-	meta       *proctest.MetadCluster
-	bookies    []*proctest.BookieNode
-	broker     *proctest.BrokerNode
-	brokerCert pki.Files
-	admin      *http.Client // HTTPS with an admin certificate: what a TLS node's /metrics asks for
+	pki         *testPKI
+	meta        *proctest.MetadCluster
+	bookies     []*proctest.BookieNode
+	bookieCerts []pki.Files
+	broker      *proctest.BrokerNode
+	brokerCert  pki.Files
+	admin       *http.Client // HTTPS with an admin certificate: what a TLS node's /metrics asks for
+	// provoked are the (principal, key) refusals the test asked for
+	// (expectDenied).
+	provoked [][2]string
 }
 
 // startTLSCluster starts it, every node with the extra flags too.
 func startTLSCluster(t *testing.T, extra ...string) *tlsCluster {
 	t.Helper()
+	return startTLSClusterWith(t, 3, extra, nil)
+}
+
+// startTLSClusterWith starts a tlsCluster of n bookies, every node with
+// the extra flags too, the bookies with bookieArgs as well.
+func startTLSClusterWith(t *testing.T, n int, extra, bookieArgs []string) *tlsCluster {
+	t.Helper()
 	c := &tlsCluster{pki: newTestPKI(t, "strata e2e CA")}
 	args := func(f pki.Files) []string { return append(tlsArgs(f), extra...) }
 	c.meta = proctest.StartMetad(t, bins["metad"], 3, args(c.pki.issue(pki.Request{Role: pki.RoleMetad, Name: "metad"}))...)
-	bookieCert := c.pki.issue(pki.Request{Role: pki.RoleBookie, Name: "bookie"})
-	for i := 1; i <= 3; i++ {
-		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i), args(bookieCert)...))
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("b%d", i)
+		cert := c.pki.issue(pki.Request{Role: pki.RoleBookie, Name: id})
+		c.bookieCerts = append(c.bookieCerts, cert)
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, id, append(args(cert), bookieArgs...)...))
 	}
 	c.brokerCert = c.pki.issue(pki.Request{Role: pki.RoleBroker, Name: "k1"})
 	c.broker = proctest.StartBroker(t, bins["broker"], c.meta, "k1", args(c.brokerCert)...)
 	c.admin = adminHTTPS(t, c.pki.issue(pki.Request{Role: pki.RoleAdmin, Name: "metrics"}))
+	t.Cleanup(func() { c.checkNodesNeverDenied(t) })
 	return c
 }
 
@@ -327,9 +348,9 @@ func TestTLS(t *testing.T) {
 		_, err = asUser.Fence(ctx, &bookiepb.FenceRequest{})
 		wantDenied(t, "user, Fence", err, "broker or bookie")
 		_, err = asUser.WriteLAC(ctx, &bookiepb.WriteLACRequest{})
-		wantDenied(t, "user, WriteLAC", err, "broker or bookie")
+		wantDenied(t, "user, WriteLAC", err, "broker or admin")
 		_, err = asUser.DeleteLedger(ctx, &bookiepb.DeleteLedgerRequest{})
-		wantDenied(t, "user, DeleteLedger", err, "broker or bookie")
+		wantDenied(t, "user, DeleteLedger", err, "broker or admin")
 		_, err = asUser.Info(ctx, &bookiepb.InfoRequest{})
 		wantDenied(t, "user, Info", err, "broker or bookie")
 		if s, err := asUser.AddEntries(ctx); err == nil {
@@ -398,21 +419,23 @@ func TestTLSRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servedName := func() (string, error) {
+	served := func() (*x509.Certificate, error) {
 		conn, err := tls.Dial("tcp", c.broker.Listen, creds.ClientTLS("127.0.0.1", nil))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+		return conn.ConnectionState().PeerCertificates[0], nil
 	}
-	if name, err := servedName(); err != nil || name != "k1" {
-		t.Fatalf("before the rotation the broker serves %q (%v)", name, err)
+	old, err := served()
+	if err != nil || old.Subject.CommonName != "k1" {
+		t.Fatalf("before the rotation the broker serves %v (%v)", old, err)
 	}
-	// Issue the new certificate and replace the files the broker reads,
-	// each by rename, key first (a certificate that does not match its key
-	// yet is not loaded).
-	fresh := c.pki.issue(pki.Request{Role: pki.RoleBroker, Name: "k1-rotated"})
+	// Issue the new certificate (the same identity: a node's certificate
+	// is named by its id) and replace the files the broker reads, each by
+	// rename, key first (a certificate that does not match its key yet is
+	// not loaded).
+	fresh := c.pki.issueFile(pki.Request{Role: pki.RoleBroker, Name: "k1"}, "broker-k1-rotated")
 	for _, f := range [][2]string{{fresh.Key, c.brokerCert.Key}, {fresh.Cert, c.brokerCert.Cert}} {
 		if err := os.Rename(f[0], f[1]); err != nil {
 			t.Fatal(err)
@@ -424,9 +447,9 @@ func TestTLSRotation(t *testing.T) {
 		t.Fatal("no connection to the broker before the rotation")
 	}
 	testwait.UntilNil(t, 10*time.Second, "new connections served the new certificate", func() error {
-		name, err := servedName()
-		if err == nil && name != "k1-rotated" {
-			err = fmt.Errorf("served %q", name)
+		cert, err := served()
+		if err == nil && cert.SerialNumber.Cmp(old.SerialNumber) == 0 {
+			err = fmt.Errorf("served the old certificate, serial %v", cert.SerialNumber)
 		}
 		return err
 	})
@@ -549,6 +572,12 @@ func TestDevTLS(t *testing.T) {
 	plain := []string{"STRATA_PROFILE=" + filepath.Join(dir, "none.json"), "STRATA_METAD=" + st.Nodes[0].Listen}
 	if out, errOut, code := strata(t, append(append([]string{}, env...), plain...), "--timeout", "3s", "meta", "get", "/dev"); code == 0 {
 		t.Fatalf("a plaintext CLI read metad: %q %q", out, errOut)
+	}
+	// Each node's certificate lets it do its work: no metad key refused.
+	for _, n := range st.Nodes {
+		if out, err := os.ReadFile(n.LogFile); err != nil || strings.Contains(string(out), "metad key access denied") {
+			t.Errorf("%s (log %s, %v) was refused a metad key", n.Name, n.LogFile, err)
+		}
 	}
 	d.interrupt()
 }

@@ -3,44 +3,27 @@ package metad
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/strata-log/strata/internal/mtls/mtlstest"
 	"github.com/strata-log/strata/internal/pki"
 	"github.com/strata-log/strata/proto/metadpb"
 )
 
 // peerOf is a call context whose verified TLS peer has role/name (empty
-// role: a plaintext peer).
+// role: a plaintext peer), at mtlstest.PeerAddr.
 func peerOf(t *testing.T, role, name string) context.Context {
 	t.Helper()
-	p := &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.4"), Port: 5000}}
-	if role != "" {
-		ca, err := pki.NewCA("audit test", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		certPEM, _, err := ca.Issue(pki.Request{Role: role, Name: name, NotAfter: time.Now().Add(time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := pki.ParseCertPEM(certPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.AuthInfo = credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}}
+	if role == "" {
+		return peer.NewContext(context.Background(), &peer.Peer{Addr: mtlstest.PeerAddr})
 	}
-	return peer.NewContext(context.Background(), p)
+	return mtlstest.NewCA(t).PeerContext(t, role, name)
 }
 
 // TestAuditLogsOperatorChanges: changes to users and ACLs are logged with

@@ -35,5 +35,11 @@
 //
 // None of this is authentication. Without TLS anyone who reaches a member
 // can write or delete any key; with TLS, internal/authz admits only
-// certificates of cluster roles and admins (rules A3, A4; docs/security.md).
+// certificates of cluster roles and admins (rules A3, A4; docs/security.md),
+// and the member that takes a key-value call checks every key it names
+// against the caller's role (internal/authz's key table, K1-K9; access.go)
+// before serving or forwarding it: a Get, List, Watch, each compare and
+// op of a transaction (Put and Delete are transactions), and the keys of
+// a lease renewed, revoked or attached to. Forwarded calls carry the
+// forwarding member's certificate (role metad, unrestricted).
 package metad

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/authz"
 	"github.com/strata-log/strata/internal/bytebudget"
 	"github.com/strata-log/strata/internal/connlimit"
 	"github.com/strata-log/strata/internal/mtls"
@@ -41,6 +42,9 @@ type Server struct {
 	// creds is the member's TLS (nil: plaintext), for its gRPC server,
 	// its forwarding connections and the Raft transport.
 	creds *mtls.Credentials
+	// keys decides which keys a caller's certificate may touch (nil
+	// without TLS: no identities, nothing checked).
+	keys *authz.KeyAuthorizer
 	// proposals bounds the bytes of commands proposed and not yet applied
 	// on this member (leader), so a flood of large writes waits instead of
 	// queueing in raft without limit.
@@ -79,8 +83,15 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Server, err
 	if err != nil {
 		return nil, fmt.Errorf("metad: %w", err)
 	}
+	var keys *authz.KeyAuthorizer
+	if creds.Enabled() {
+		if keys, err = authz.NewKeyAuthorizer(authz.DefaultKeyPolicy(), log, reg); err != nil {
+			return nil, fmt.Errorf("metad: %w", err)
+		}
+	}
 	s := &Server{
 		creds:     creds,
+		keys:      keys,
 		cfg:       cfg,
 		log:       log,
 		store:     kv.New(kv.Options{HistoryRevisions: cfg.HistoryRevisions, HistoryBytes: cfg.HistoryBytes}),

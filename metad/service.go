@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/authz"
 	"github.com/strata-log/strata/metad/kv"
 	"github.com/strata-log/strata/proto/metadpb"
 )
@@ -48,6 +49,9 @@ func read[T any](ctx context.Context, s *Server, stale bool,
 }
 
 func (v *service) Get(ctx context.Context, req *metadpb.GetRequest) (*metadpb.GetResponse, error) {
+	if err := v.s.checkKey(ctx, authz.KeyRead, req.Key, false); err != nil {
+		return nil, err
+	}
 	resp, err := read(ctx, v.s, req.Stale,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.GetResponse, error) {
 			return c.Get(ctx, req, opts...)
@@ -62,6 +66,9 @@ func (v *service) Get(ctx context.Context, req *metadpb.GetRequest) (*metadpb.Ge
 func (v *service) List(ctx context.Context, req *metadpb.ListRequest) (*metadpb.ListResponse, error) {
 	if req.Limit < 0 {
 		return nil, toStatus(invalidf("limit %d is negative", req.Limit))
+	}
+	if err := v.s.checkKey(ctx, authz.KeyRead, req.Prefix, true); err != nil {
+		return nil, err
 	}
 	resp, err := read(ctx, v.s, req.Stale,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.ListResponse, error) {
@@ -80,6 +87,9 @@ func (v *service) txn(ctx context.Context, req *metadpb.TxnRequest) (*metadpb.Tx
 	if n := max(len(req.GetCompares()), len(req.GetOps())); n > v.s.cfg.MaxTxnOps {
 		return nil, fmt.Errorf("%w: %d compares and %d ops, at most %d of each",
 			errTooManyOps, len(req.GetCompares()), len(req.GetOps()), v.s.cfg.MaxTxnOps)
+	}
+	if err := v.s.checkTxn(ctx, req); err != nil {
+		return nil, err
 	}
 	return forwardOr(ctx, v.s,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.TxnResponse, error) {
@@ -155,6 +165,9 @@ func (v *service) Delete(ctx context.Context, req *metadpb.DeleteRequest) (*meta
 func (v *service) Watch(req *metadpb.WatchRequest, stream grpc.ServerStreamingServer[metadpb.WatchResponse]) error {
 	s := v.s
 	ctx := stream.Context()
+	if err := s.checkKey(ctx, authz.KeyWatch, req.Prefix, true); err != nil {
+		return err
+	}
 	from := req.StartRevision
 	if from < 0 {
 		return toStatus(invalidf("start_revision %d is negative", from))
@@ -257,6 +270,9 @@ func randomLeaseID() int64 {
 }
 
 func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliveRequest) (*metadpb.LeaseKeepAliveResponse, error) {
+	if err := v.s.checkLease(ctx, req.Id); err != nil {
+		return nil, err
+	}
 	resp, err := forwardOr(ctx, v.s,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseKeepAliveResponse, error) {
 			return c.LeaseKeepAlive(ctx, req, opts...)
@@ -282,6 +298,9 @@ func (v *service) LeaseKeepAlive(ctx context.Context, req *metadpb.LeaseKeepAliv
 }
 
 func (v *service) LeaseRevoke(ctx context.Context, req *metadpb.LeaseRevokeRequest) (*metadpb.LeaseRevokeResponse, error) {
+	if err := v.s.checkLease(ctx, req.Id); err != nil {
+		return nil, err
+	}
 	resp, err := forwardOr(ctx, v.s,
 		func(ctx context.Context, c metadpb.MetadClient, opts ...grpc.CallOption) (*metadpb.LeaseRevokeResponse, error) {
 			return c.LeaseRevoke(ctx, req, opts...)

@@ -95,6 +95,7 @@ func run(args []string) error {
 		Role: "bookie", TLS: b.Credentials(),
 		Exposure: cfg.Exposure, Security: cfg.Security, Limits: cfg.Limits,
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
-		Register: func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
+		ServerOptions: b.ServerOptions(),
+		Register:      func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
 	})
 }

@@ -39,14 +39,17 @@ type Policy map[string][]string
 
 // DefaultPolicy is the cluster's table (A1-A7 in the package doc).
 func DefaultPolicy() Policy {
-	writers := []string{pki.RoleBroker, pki.RoleBookie}
+	// Bookies add and fence only as the elected replicator, which
+	// ledger/bookie checks (A1).
+	writers := []string{pki.RoleBroker, pki.RoleBookie, pki.RoleAdmin}
+	owners := []string{pki.RoleBroker, pki.RoleAdmin}
 	readers := []string{pki.RoleBroker, pki.RoleBookie, pki.RoleAdmin}
 	members := []string{pki.RoleMetad, pki.RoleAdmin}
 	return Policy{
 		bookiepb.Bookie_AddEntries_FullMethodName:   writers,
 		bookiepb.Bookie_Fence_FullMethodName:        writers,
-		bookiepb.Bookie_WriteLAC_FullMethodName:     writers,
-		bookiepb.Bookie_DeleteLedger_FullMethodName: writers,
+		bookiepb.Bookie_WriteLAC_FullMethodName:     owners,
+		bookiepb.Bookie_DeleteLedger_FullMethodName: owners,
 		bookiepb.Bookie_ReadEntry_FullMethodName:    readers,
 		bookiepb.Bookie_ReadEntries_FullMethodName:  readers,
 		bookiepb.Bookie_ReadLAC_FullMethodName:      readers,
@@ -96,32 +99,31 @@ type Authorizer struct {
 	policy Policy
 	log    *slog.Logger
 	denied *prometheus.CounterVec
-
-	mu struct {
-		sync.Mutex
-		logged map[string]bool // principal + " " + method
-	}
+	logged onceSet // principal + " " + method
 }
 
 // New returns an Authorizer of p. Its counter is named
 // strata_<role>_rpc_denied_total (role: the serving node's) and is
 // registered on reg when reg is not nil.
 func New(p Policy, role string, log *slog.Logger, reg prometheus.Registerer) (*Authorizer, error) {
-	a := &Authorizer{
-		policy: p,
-		log:    log.With("component", "authz"),
-		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_" + role + "_rpc_denied_total",
-			Help: "Calls refused because the caller's certificate role may not make them, by method and caller role.",
-		}, []string{"method", "role"}),
+	denied, err := deniedCounter(reg, "strata_"+role+"_rpc_denied_total",
+		"Calls refused because the caller's certificate role may not make them, by method and caller role.", "method")
+	if err != nil {
+		return nil, err
 	}
-	a.mu.logged = map[string]bool{}
+	return &Authorizer{policy: p, log: log.With("component", "authz"), denied: denied}, nil
+}
+
+// deniedCounter returns a refusals counter by what and caller role,
+// registered on reg when reg is not nil.
+func deniedCounter(reg prometheus.Registerer, name, help, what string) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{what, "role"})
 	if reg != nil {
-		if err := reg.Register(a.denied); err != nil {
+		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("authz: register metrics: %w", err)
 		}
 	}
-	return a, nil
+	return c, nil
 }
 
 // Check returns nil when the call in ctx may invoke method, else the
@@ -147,22 +149,31 @@ func (a *Authorizer) Check(ctx context.Context, method string) error {
 		msg = fmt.Sprintf("permission denied: %s needs role %s; caller %s has role %s",
 			method, strings.Join(roles, " or "), principal, role)
 	}
-	if a.firstDenial(principal, method) {
+	if a.logged.first(principal + " " + method) {
 		a.log.Warn("call denied", "principal", principal, "method", method, "reason", msg)
 	}
 	return rpcerror.New(codes.PermissionDenied, rpcerror.ReasonDenied, false, msg)
 }
 
-// firstDenial reports whether (principal, method) was not logged yet, and
-// remembers it.
-func (a *Authorizer) firstDenial(principal, method string) bool {
-	key := principal + " " + method
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.mu.logged[key] || len(a.mu.logged) >= maxLogged {
+// onceSet remembers up to maxLogged denials, so each is logged once: a
+// misconfigured client cannot flood the log.
+type onceSet struct {
+	mu   sync.Mutex
+	seen map[string]bool // REQUIRES: mu held
+}
+
+// first reports whether what was not seen yet, and remembers it; past
+// maxLogged entries it reports false.
+func (o *onceSet) first(what string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen[what] || len(o.seen) >= maxLogged {
 		return false
 	}
-	a.mu.logged[key] = true
+	if o.seen == nil {
+		o.seen = map[string]bool{}
+	}
+	o.seen[what] = true
 	return true
 }
 

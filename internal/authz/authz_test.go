@@ -3,9 +3,6 @@ package authz
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"log/slog"
 	"net"
 	"strings"
@@ -16,8 +13,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/mtls/mtlstest"
@@ -39,10 +34,10 @@ func TestDefaultPolicy(t *testing.T) {
 		rule, method string
 		allowed      []string
 	}{
-		{"A1", bookiepb.Bookie_AddEntries_FullMethodName, []string{broker, bookie}},
-		{"A1", bookiepb.Bookie_Fence_FullMethodName, []string{broker, bookie}},
-		{"A1", bookiepb.Bookie_WriteLAC_FullMethodName, []string{broker, bookie}},
-		{"A1", bookiepb.Bookie_DeleteLedger_FullMethodName, []string{broker, bookie}},
+		{"A1", bookiepb.Bookie_AddEntries_FullMethodName, []string{broker, bookie, admin}},
+		{"A1", bookiepb.Bookie_Fence_FullMethodName, []string{broker, bookie, admin}},
+		{"A1", bookiepb.Bookie_WriteLAC_FullMethodName, []string{broker, admin}},
+		{"A1", bookiepb.Bookie_DeleteLedger_FullMethodName, []string{broker, admin}},
 		{"A2", bookiepb.Bookie_ReadEntry_FullMethodName, []string{broker, bookie, admin}},
 		{"A2", bookiepb.Bookie_ReadEntries_FullMethodName, []string{broker, bookie, admin}},
 		{"A2", bookiepb.Bookie_ReadLAC_FullMethodName, []string{broker, bookie, admin}},
@@ -107,31 +102,10 @@ func names(methods []grpc.MethodDesc, streams []grpc.StreamDesc) []string {
 	return out
 }
 
-// callerAs returns a context whose peer presents a verified certificate
-// of role/name (nil: no certificate).
-func callerAs(t *testing.T, ca *pki.CA, role, name string) context.Context {
-	t.Helper()
-	certPEM, _, err := ca.Issue(pki.Request{Role: role, Name: name, NotAfter: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(certPEM)
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
-		VerifiedChains: [][]*x509.Certificate{{cert, ca.Cert}}}}
-	return peer.NewContext(context.Background(), &peer.Peer{AuthInfo: info})
-}
-
 // A denial answers PERMISSION_DENIED naming what was missing, is counted,
 // and is logged once per (principal, method).
 func TestCheck(t *testing.T) {
-	ca, err := pki.NewCA("test CA", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := mtlstest.NewCA(t)
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
 	a, err := New(DefaultPolicy(), "bookie", slog.New(slog.NewTextHandler(&logs, nil)), reg)
@@ -139,16 +113,16 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	fence := bookiepb.Bookie_Fence_FullMethodName
-	if err := a.Check(callerAs(t, ca, pki.RoleBroker, "k1"), fence); err != nil {
+	if err := a.Check(ca.PeerContext(t, pki.RoleBroker, "k1"), fence); err != nil {
 		t.Fatalf("a broker fencing: %v", err)
 	}
-	alice := callerAs(t, ca, pki.RoleUser, "alice")
+	alice := ca.PeerContext(t, pki.RoleUser, "alice")
 	for range 3 {
 		err := a.Check(alice, fence)
 		if status.Code(err) != codes.PermissionDenied || rpcerror.Reason(err) != rpcerror.ReasonDenied || rpcerror.Retryable(err) {
 			t.Fatalf("a user fencing: %v", err)
 		}
-		if msg := status.Convert(err).Message(); !strings.Contains(msg, "needs role broker or bookie") || !strings.Contains(msg, "user:alice") {
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, "needs role broker or bookie or admin") || !strings.Contains(msg, "user:alice") {
 			t.Fatalf("message %q names neither the roles needed nor the caller", msg)
 		}
 	}

@@ -11,7 +11,8 @@
 //   - its role, in a URI subject alternative name "urn:strata:role:ROLE",
 //     ROLE one of metad, bookie, broker, admin, user;
 //   - its name, in the subject common name: the node id for a cluster
-//     role, the user name for admin and user.
+//     role (metad grants a bookie or broker its own registration by it,
+//     internal/authz K2), the user name for admin and user.
 //
 // IdentityOf reads both from a verified peer certificate; a certificate
 // with no role, or more than one, has no identity (ErrNoIdentity). Servers

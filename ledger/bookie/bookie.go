@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/ledger"
@@ -46,6 +47,8 @@ type Bookie struct {
 	decommissioned atomic.Bool
 	// sweeper is nil when cfg.LedgerGCInterval is 0.
 	sweeper *orphanSweeper
+	// gate is nil without TLS (no identities to check).
+	gate *replicatorGate
 
 	stateChanged chan struct{}
 	cancel       context.CancelFunc
@@ -70,6 +73,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		return nil, err
 	}
 	b := &Bookie{cfg: cfg, log: log, meta: meta, creds: creds, stateChanged: make(chan struct{}, 1), started: time.Now()}
+	if creds.Enabled() {
+		b.gate = newReplicatorGate(replication.MetaKV(meta))
+	}
 	if b.cookie, err = checkIdentity(ctx, meta, cfg.ID, cfg.DataDir); err != nil {
 		meta.Close()
 		return nil, err
@@ -259,6 +265,16 @@ func (b *Bookie) Ready() error {
 
 // Credentials are the bookie's TLS (nil: plaintext), for its gRPC server.
 func (b *Bookie) Credentials() *mtls.Credentials { return b.creds }
+
+// ServerOptions are interceptors for the bookie's gRPC server, to install
+// after internal/authz's: with TLS, a bookie's certificate adds entries
+// and fences ledgers only as the elected replicator (G1).
+func (b *Bookie) ServerOptions() []grpc.ServerOption {
+	if b.gate == nil {
+		return nil
+	}
+	return b.gate.interceptors()
+}
 
 // Close deregisters the bookie and closes its storage.
 func (b *Bookie) Close() error {

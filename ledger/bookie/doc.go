@@ -45,9 +45,25 @@
 //
 // # Buggy and hostile requests
 //
-// Without TLS the API has no authentication; with TLS, writes (adds,
-// fences, LACs, deletes) come only from broker and bookie certificates
-// (internal/authz A1; docs/security.md). Either way two storage rules
+// Without TLS the API has no authentication; with TLS, LACs and deletes
+// come only from broker and admin certificates, adds and fences from
+// broker, admin and bookie certificates (internal/authz A1;
+// docs/security.md), and:
+//
+//   - G1 a bookie's certificate adds entries, fences a ledger or reads
+//     with fence only while it names the elected replicator (the bookie
+//     id in replication.LeaderKey equals the certificate's name): the
+//     replicator copies entries and recovers the open ledgers of lost
+//     bookies; no other bookie has a reason to write to or fence a ledger
+//     on another. ServerOptions installs the check (replicatorGate) after
+//     internal/authz's. It trusts the leader it read for leaderTrust when
+//     the caller is that leader, and reads it again for another caller
+//     once its last read is leaderRecheck old, so a refused caller costs
+//     metad at most one read per leaderRecheck. Refusals are
+//     PERMISSION_DENIED naming the replicator and the caller; a leader it
+//     cannot read is UNAVAILABLE (retryable).
+//
+// Either way two storage rules
 // bound what one request can do to entries other writers stored
 // (ledger/storage/doc.go, "Hostile and buggy writers"): an add that would
 // replace a stored entry with other bytes is answered ADD_ENTRY_CONFLICT

@@ -178,3 +178,29 @@ func TestMembers(t *testing.T) {
 		t.Fatal("deleted member still found")
 	}
 }
+
+// LeaseKey finds a key of a lease matching a predicate: keys moved to
+// another lease or deleted are no longer the lease's.
+func TestLeaseKey(t *testing.T) {
+	a := newApplier(t, Options{})
+	a.must(grant(7, 1000))
+	a.must(grant(8, 1000))
+	a.must(ops(putL("/a", "1", 7), putL("/b", "1", 7), putL("/c", "1", 8)))
+	a.must(ops(putL("/b", "2", 8), del("/c")))
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		lease int64
+		match func(string) bool
+		want  string
+	}{
+		{7, all, "/a"},
+		{7, func(k string) bool { return k == "/b" }, ""},
+		{8, all, "/b"},
+		{9, all, ""},
+	} {
+		got, found := a.s.LeaseKey(tc.lease, tc.match)
+		if got != tc.want || found != (tc.want != "") {
+			t.Errorf("lease %d: %q, %t; want %q", tc.lease, got, found, tc.want)
+		}
+	}
+}

@@ -257,6 +257,23 @@ func (s *Store) Lease(id int64) (*metadpb.Lease, bool) {
 	return &metadpb.Lease{Id: id, TtlMs: l.ttlMs}, true
 }
 
+// LeaseKey returns a key attached to lease id for which match holds, if
+// any (metad checks that a caller may write every key of a lease it
+// renews or revokes). match runs under the store's read lock: it must not
+// call the store.
+func (s *Store) LeaseKey(id int64, match func(key string) bool) (string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if l, ok := s.mu.leases[id]; ok {
+		for key := range l.keys {
+			if match(key) {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Leases returns every granted lease, sorted by id.
 func (s *Store) Leases() []*metadpb.Lease {
 	s.mu.RLock()

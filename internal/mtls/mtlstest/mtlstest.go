@@ -5,10 +5,17 @@
 package mtlstest
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 
 	"github.com/strata-log/strata/internal/mtls"
 	"github.com/strata-log/strata/internal/pki"
@@ -54,4 +61,25 @@ func (c *CA) Credentials(t testing.TB, role, name string) *mtls.Credentials {
 		t.Fatal(err)
 	}
 	return creds
+}
+
+// PeerAddr is the address of PeerContext's peer (TEST-NET-1).
+var PeerAddr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 4), Port: 5000}
+
+// PeerContext returns a context whose gRPC peer, at PeerAddr, presented a
+// verified certificate of role, named name, issued by c: what a server's
+// handler sees of a mutual TLS caller (mtls.PeerIdentity reads it).
+func (c *CA) PeerContext(t testing.TB, role, name string) context.Context {
+	t.Helper()
+	certPEM, _, err := c.Issue(pki.Request{Role: role, Name: name, NotAfter: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := pki.ParseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
+		VerifiedChains: [][]*x509.Certificate{{cert, c.Cert}}}}
+	return peer.NewContext(context.Background(), &peer.Peer{Addr: PeerAddr, AuthInfo: info})
 }
