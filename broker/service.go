@@ -480,7 +480,8 @@ func (s *Service) DeleteRecords(ctx context.Context, topic string, partition int
 		return 0, err
 	}
 	if internalTopic(topic) {
-		return 0, invalidf("topic %q is internal: its records cannot be deleted", topic)
+		// Kafka answers INVALID_TOPIC_EXCEPTION here too.
+		return 0, invalidKindf(ErrInvalidTopicName, "topic %q is internal: its records cannot be deleted", topic)
 	}
 	l, err := s.b.partitionLog(topic, partition)
 	if err != nil {

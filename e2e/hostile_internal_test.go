@@ -2,19 +2,22 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestHostileInternalTopicConfig: cleanup.policy=delete with
 // retention.ms=0 on __consumer_offsets would delete every group's
-// committed offsets. Nobody can change an internal topic's settings:
-// not through the CLI (gRPC), not over Kafka (IncrementalAlterConfigs and
-// AlterConfigs), and the topic's configs stay as they were.
+// committed offsets, and so would DeleteRecords up to its high watermark.
+// Nobody can change an internal topic's settings: not through the CLI
+// (gRPC), not over Kafka (IncrementalAlterConfigs and AlterConfigs); nor
+// delete its records; and the topic's configs stay as they were.
 func TestHostileInternalTopicConfig(t *testing.T) {
 	skipShort(t)
 	c := startStrata(t, 1)
@@ -39,6 +42,15 @@ func TestHostileInternalTopicConfig(t *testing.T) {
 	whole, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &zero}}, "__consumer_offsets")
 	if err != nil || len(whole) != 1 || whole[0].Err == nil {
 		t.Fatalf("AlterConfigs on __consumer_offsets: %v %+v", err, whole)
+	}
+	var all kadm.Offsets
+	all.Add(kadm.Offset{Topic: "__consumer_offsets", Partition: 0, At: -1})
+	deleted, err := adm.DeleteRecords(ctx, all)
+	if err != nil {
+		t.Fatalf("DeleteRecords on __consumer_offsets: %v", err)
+	}
+	if r, ok := deleted.Lookup("__consumer_offsets", 0); !ok || !errors.Is(r.Err, kerr.InvalidTopicException) {
+		t.Fatalf("DeleteRecords on __consumer_offsets: %+v, want INVALID_TOPIC_EXCEPTION", r)
 	}
 	desc, err := c.client(t).DescribeTopic(ctx, "__consumer_offsets")
 	if err != nil {

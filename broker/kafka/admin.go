@@ -402,7 +402,7 @@ func (a *Adapter) deleteRecords(ctx context.Context, c *Conn, kreq kmsg.Request)
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = p.Partition
 			low, err := a.svc.DeleteRecords(ctx, t.Topic, p.Partition, p.Offset)
-			rp.LowWatermark, rp.ErrorCode = low, c.ErrorCode(21, codeOf(err))
+			rp.LowWatermark, rp.ErrorCode = low, c.ErrorCode(21, adminCodeOf(err))
 			if err != nil {
 				rp.LowWatermark = -1
 			}
