@@ -64,7 +64,7 @@ func TestHostileCompressionBombs(t *testing.T) {
 		return p >> 10
 	}
 	bombs := map[recordbatch.Compression][]byte{}
-	for _, codec := range hostilebatch.Codecs {
+	for _, codec := range hostilebatch.BombCodecs {
 		bombs[codec] = hostilebatch.Bomb(codec, 8<<20)
 	}
 	// One real record to every partition first: each is served, so the
@@ -93,7 +93,7 @@ func TestHostileCompressionBombs(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
-			codec := hostilebatch.Codecs[i%len(hostilebatch.Codecs)]
+			codec := hostilebatch.BombCodecs[i%len(hostilebatch.BombCodecs)]
 			req := &brokerpb.ProduceRequest{}
 			for p := range int32(16) {
 				req.Partitions = append(req.Partitions, &brokerpb.ProducePartition{Topic: "ratio", Partition: p, Records: bombs[codec]})
@@ -117,7 +117,7 @@ func TestHostileCompressionBombs(t *testing.T) {
 
 	// Over Kafka: the same bombs, INVALID_RECORD.
 	kc := kafkaClient(t, c.kafkaAddrs())
-	for _, codec := range hostilebatch.Codecs {
+	for _, codec := range hostilebatch.BombCodecs {
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 5000
 		rt := kmsg.NewProduceRequestTopic()

@@ -241,3 +241,32 @@ func TestDecodeWithinCountsDecodedStructures(t *testing.T) {
 		}
 	}
 }
+
+// Snappy is decoded as the standard format, as Kafka's clients and the
+// reference decoder do: S2's extensions (its repeat codes, which make
+// snappy bombs possible) are corrupt input, so no batch Strata accepts is
+// one another consumer cannot read. Standard snappy inflates at most about
+// 21 times.
+func TestSnappyS2CodesRefused(t *testing.T) {
+	const zeros = 8 << 20
+	bomb := hostilebatch.SnappyBomb(zeros)
+	h, err := recordbatch.Verify(bomb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recordbatch.ScanRecords(bomb, h, 64<<20, func(int, recordbatch.RecordInfo) error { return nil }); !errors.Is(err, recordbatch.ErrCorrupt) {
+		t.Fatalf("scan of a %d-byte batch with S2's codes: %v, want ErrCorrupt", len(bomb), err)
+	}
+	if _, _, err := recordbatch.Decode(bomb); !errors.Is(err, recordbatch.ErrCorrupt) {
+		t.Fatalf("decode of a batch with S2's codes: %v, want ErrCorrupt", err)
+	}
+	plain := hostilebatch.SnappyZeros(zeros)
+	_, recs, err := recordbatch.Decode(plain)
+	if err != nil || len(recs) != 1 || len(recs[0].Value) != zeros {
+		t.Fatalf("standard snappy: %d records, %v", len(recs), err)
+	}
+	if ratio := zeros / len(plain); ratio < 15 || ratio > 25 {
+		t.Errorf("standard snappy inflated %d times, want about 21", ratio)
+	}
+	t.Logf("%d MiB of zeros: %d bytes with S2's codes, %d in standard snappy", zeros>>20, len(bomb), len(plain))
+}

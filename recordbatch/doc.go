@@ -53,7 +53,9 @@
 // 16-byte header 0x82 "SNAPPY" 0x00, version 1, compatible version 1, then
 // chunks of a big-endian int32 length and a raw snappy block of at most
 // 32 KiB input) — decoding also accepts a bare snappy block, as some other
-// clients send; lz4 in the LZ4 frame format (64 KiB independent blocks, no
+// clients send, and only standard snappy: S2's extensions, which Kafka's
+// clients cannot read (and whose repeat codes inflate without bound), are
+// corrupt input; lz4 in the LZ4 frame format (64 KiB independent blocks, no
 // content checksum, like KafkaLZ4BlockOutputStream); zstd frames.
 //
 // # Contract

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
@@ -352,7 +353,7 @@ func (s *snappyReader) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		n, _ := s2.DecodedLen(block) // checked by reset
-		dec, err := s2.Decode(slices.Grow(s.buf[:0], n)[:n], block)
+		dec, err := snappy.DecodeStrict(slices.Grow(s.buf[:0], n)[:n], block)
 		if err != nil {
 			return 0, err
 		}
@@ -373,7 +374,7 @@ func (s *snappyReader) appendAll(dst []byte, total int) ([]byte, error) {
 			return out, nil
 		}
 		// reset checked that every block fits in total.
-		dec, err := s2.Decode(out[len(out):cap(out)], block)
+		dec, err := snappy.DecodeStrict(out[len(out):cap(out)], block)
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,11 @@ func TestProduceRefusesDecompressionBombs(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		return rawRequest[*kmsg.ProduceResponse](t, c.KafkaAddrs()[0], req).Topics[0].Partitions[0]
 	}
-	for _, codec := range hostilebatch.Codecs {
+	// Snappy with S2's codes, which Kafka's clients cannot read.
+	if r := produce(hostilebatch.SnappyBomb(4 << 10)); r.ErrorCode != kerr.CorruptMessage.Code {
+		t.Fatalf("snappy with S2's codes: code %d, want CORRUPT_MESSAGE", r.ErrorCode)
+	}
+	for _, codec := range hostilebatch.BombCodecs {
 		bomb := hostilebatch.Bomb(codec, 8<<20)
 		r := produce(bomb)
 		if r.ErrorCode != kerr.InvalidRecord.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "max.compression.ratio is 100") {

@@ -120,7 +120,13 @@ func TestValidateRecordsBombs(t *testing.T) {
 		want     error // nil: valid
 	}{
 		{"gzip bomb", hostilebatch.GzipBomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
+		// S2's codes: a bomb past the ratio, and as corrupt within it
+		// (Kafka's clients could not read it).
 		{"snappy bomb", hostilebatch.SnappyBomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
+		{"snappy with S2's codes", hostilebatch.SnappyBomb(4 << 10), DefaultMaxCompressionRatio, ErrCorruptBatch},
+		{"snappy bomb under a ratio that allows it", hostilebatch.SnappyBomb(8 << 20), 1_000_000, ErrCorruptBatch},
+		{"standard snappy at its largest ratio", hostilebatch.SnappyZeros(8 << 20), DefaultMaxCompressionRatio, nil},
+		{"standard snappy under a lower ratio", hostilebatch.SnappyZeros(8 << 20), 10, ErrInflated},
 		{"lz4 bomb", hostilebatch.Lz4Bomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
 		{"zstd bomb", hostilebatch.ZstdBomb(8 << 20), DefaultMaxCompressionRatio, ErrInflated},
 		{"zstd bomb under a ratio that allows it", hostilebatch.ZstdBomb(8 << 20), 100_000, nil},
@@ -150,7 +156,10 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 	if _, err := l.Append(Ctx(t), claim, AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
 		t.Fatalf("claim batch: %v, want ErrCorruptBatch", err)
 	}
-	for _, c := range hostilebatch.Codecs {
+	if _, err := l.Append(Ctx(t), hostilebatch.SnappyBomb(4<<10), AcksQuorum); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("snappy with S2's codes: %v, want ErrCorruptBatch", err)
+	}
+	for _, c := range hostilebatch.BombCodecs {
 		bomb := hostilebatch.Bomb(c, 128<<20) // lz4's is about 520 KB: within max.message.bytes
 		var err error
 		allocated := allocatedBy(func() { _, err = l.Append(Ctx(t), bomb, AcksQuorum) })

@@ -144,17 +144,28 @@ func Lz4Bomb(zeros int) []byte {
 }
 
 // SnappyBomb returns a one-record batch whose snappy records section (in
-// xerial's framing, as Kafka's Java client writes it) decompresses to a
-// record of zeros bytes of zeros. Plain snappy cannot inflate more than
-// about 21 times; these blocks use S2's repeat codes, which an S2 decoder
-// (klauspost/compress/s2, what Strata decodes snappy with) accepts, and
-// inflate thousands of times. Blocks hold up to 4 MiB of zeros, the middle
-// ones repeated.
+// xerial's framing, as Kafka's Java client writes it) an S2 decoder
+// (klauspost/compress/s2) decompresses to a record of zeros bytes of
+// zeros. Standard snappy cannot inflate more than about 21 times; these
+// blocks use S2's repeat codes and inflate thousands of times. Standard
+// decoders (Kafka's clients, Strata's) refuse them as corrupt, so a broker
+// that stored one would hand every such consumer a batch it cannot read.
+// Blocks hold up to 4 MiB of zeros, the middle ones repeated.
 func SnappyBomb(zeros int) []byte {
+	return snappyZeros(zeros, s2.EncodeBest)
+}
+
+// SnappyZeros is SnappyBomb in standard snappy: the largest inflation the
+// format allows (about 21 times), valid for every decoder.
+func SnappyZeros(zeros int) []byte {
+	return snappyZeros(zeros, s2.EncodeSnappy)
+}
+
+func snappyZeros(zeros int, encode func(dst, src []byte) []byte) []byte {
 	const blockZeros = 4 << 20
 	block := func(prefix []byte, n int, suffix []byte) []byte {
 		raw := append(append(append([]byte(nil), prefix...), make([]byte, n)...), suffix...)
-		enc := s2.EncodeBest(nil, raw)
+		enc := encode(nil, raw)
 		return append(binary.BigEndian.AppendUint32(nil, uint32(len(enc))), enc...)
 	}
 	section := []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1}
@@ -172,13 +183,15 @@ func SnappyBomb(zeros int) []byte {
 	return WithSection(recordbatch.CompressionSnappy, section)
 }
 
-// Bomb is the bomb of codec c (GzipBomb, SnappyBomb, Lz4Bomb, ZstdBomb).
+// Bomb is a valid one-record batch of codec c whose record is zeros bytes
+// of zeros, inflating as far as the codec allows: GzipBomb, SnappyZeros
+// (standard snappy: about 21 times), Lz4Bomb, ZstdBomb.
 func Bomb(c recordbatch.Compression, zeros int) []byte {
 	switch c {
 	case recordbatch.CompressionGzip:
 		return GzipBomb(zeros)
 	case recordbatch.CompressionSnappy:
-		return SnappyBomb(zeros)
+		return SnappyZeros(zeros)
 	case recordbatch.CompressionLZ4:
 		return Lz4Bomb(zeros)
 	case recordbatch.CompressionZstd:
@@ -187,9 +200,14 @@ func Bomb(c recordbatch.Compression, zeros int) []byte {
 	panic(fmt.Sprintf("hostilebatch: no bomb of codec %s", c))
 }
 
-// Codecs are the codecs Bomb has a bomb of.
+// Codecs are the codecs Bomb has a batch of.
 var Codecs = []recordbatch.Compression{recordbatch.CompressionGzip, recordbatch.CompressionSnappy,
 	recordbatch.CompressionLZ4, recordbatch.CompressionZstd}
+
+// BombCodecs are the codecs whose Bomb inflates thousands of times, past
+// any max.compression.ratio a topic should have (standard snappy cannot).
+var BombCodecs = []recordbatch.Compression{recordbatch.CompressionGzip, recordbatch.CompressionLZ4,
+	recordbatch.CompressionZstd}
 
 // writeAndClose writes prefix, zeros bytes of zeros and suffix to w and
 // closes it.
