@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -192,12 +193,6 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 	if err := a.b.sec.authorize(ctx, acl.Alter, acl.TopicResource(req.Name)); err != nil {
 		return nil, err
 	}
-	if internalTopic(req.Name) {
-		// cleanup.policy=delete with retention.ms=0 on __consumer_offsets
-		// would delete every group's committed offsets: no client, a
-		// super-user included, changes an internal topic's settings.
-		return nil, invalidKindf(ErrInvalidConfig, "topic %q is internal: its configuration cannot be changed", req.Name)
-	}
 	rec, err := a.updateTopic(ctx, req.Name, func(rec *brokerpb.TopicRecord) error {
 		next := maps.Clone(rec.Configs)
 		if next == nil || req.Replace {
@@ -206,6 +201,11 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 		maps.Copy(next, req.Set)
 		for _, k := range req.Delete {
 			delete(next, k)
+		}
+		if internalTopic(req.Name) {
+			if err := checkInternalConfigChange(req.Name, maps.Clone(rec.Configs), maps.Clone(next)); err != nil {
+				return err
+			}
 		}
 		tc, err := ParseTopicConfig(next)
 		if err != nil {
@@ -224,6 +224,36 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, req *brokerpb.AlterTopicC
 		a.b.log.Info("altered topic configs", "topic", req.Name, "set", req.Set, "deleted", req.Delete, "replace", req.Replace, "principal", actor(ctx))
 	}
 	return &brokerpb.AlterTopicConfigsResponse{Topic: a.describe(ctx, rec)}, nil
+}
+
+// internalSafeConfigs are the settings of an internal topic a client may
+// change: how its segments roll and how soon it is compacted. Any other
+// change could lose what the brokers keep there (cleanup.policy=delete
+// with retention.ms=0 on __consumer_offsets deletes every group's
+// committed offsets; a smaller max.message.bytes leaves a large group
+// unable to persist; a lower ack.quorum weakens its durability), so no
+// client, a super-user included, makes it.
+var internalSafeConfigs = map[string]bool{
+	"segment.bytes":             true,
+	"segment.ms":                true,
+	"min.cleanable.dirty.ratio": true,
+	"min.compaction.lag.ms":     true,
+	"max.compaction.lag.ms":     true,
+}
+
+// checkInternalConfigChange refuses a change of an internal topic's
+// configs from old to next that sets, changes or removes a setting
+// outside internalSafeConfigs. It deletes those from both maps.
+func checkInternalConfigChange(topic string, old, next map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(internalSafeConfigs)) {
+		delete(old, k)
+		delete(next, k)
+	}
+	if !maps.Equal(old, next) {
+		return invalidKindf(ErrInvalidConfig, "topic %q is internal: only %s may be changed",
+			topic, strings.Join(slices.Sorted(maps.Keys(internalSafeConfigs)), ", "))
+	}
+	return nil
 }
 
 func (a *Admin) AddPartitions(ctx context.Context, req *brokerpb.AddPartitionsRequest) (*brokerpb.AddPartitionsResponse, error) {

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -157,14 +159,29 @@ func TestUnknownUserCostsAPasswordCheck(t *testing.T) {
 	}
 }
 
-// An internal topic's configuration cannot be changed, by any principal:
-// cleanup.policy=delete with retention.ms=0 on __consumer_offsets would
-// delete every group's committed offsets. Refused before any metad call.
-func TestAlterInternalTopicConfigsRefused(t *testing.T) {
-	b := &Broker{cfg: DefaultConfig(), log: slog.New(slog.DiscardHandler)}
-	_, err := b.GRPC().AlterTopicConfigs(context.Background(), &brokerpb.AlterTopicConfigsRequest{
-		Name: OffsetsTopic, Set: map[string]string{"cleanup.policy": "delete", "retention.ms": "0"}})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "internal") {
-		t.Fatalf("altering %s: %v, want INVALID_ARGUMENT (internal topic)", OffsetsTopic, err)
+// An internal topic's settings change only where they cannot lose what
+// the brokers keep there: cleanup.policy=delete with retention.ms=0 on
+// __consumer_offsets would delete every group's committed offsets.
+// Setting, changing or removing anything but how segments roll and how
+// soon compaction runs is refused, for any principal.
+func TestInternalTopicConfigChanges(t *testing.T) {
+	stored := map[string]string{"cleanup.policy": "compact", "segment.bytes": "1048576", "max.message.bytes": "1048576"}
+	for _, tc := range []struct {
+		name string
+		next map[string]string
+		ok   bool
+	}{
+		{"segments and compaction", map[string]string{"cleanup.policy": "compact", "segment.bytes": "16384", "max.message.bytes": "1048576",
+			"min.cleanable.dirty.ratio": "0.01", "segment.ms": "60000", "max.compaction.lag.ms": "60000"}, true},
+		{"a safe setting removed", map[string]string{"cleanup.policy": "compact", "max.message.bytes": "1048576"}, true},
+		{"cleanup.policy changed", map[string]string{"cleanup.policy": "delete", "segment.bytes": "1048576", "max.message.bytes": "1048576"}, false},
+		{"retention.ms set", map[string]string{"cleanup.policy": "compact", "segment.bytes": "1048576", "max.message.bytes": "1048576", "retention.ms": "0"}, false},
+		{"max.message.bytes removed (replace mode)", map[string]string{"cleanup.policy": "compact", "segment.bytes": "16384"}, false},
+		{"ack.quorum set", map[string]string{"cleanup.policy": "compact", "segment.bytes": "1048576", "max.message.bytes": "1048576", "ack.quorum": "1"}, false},
+	} {
+		err := checkInternalConfigChange(OffsetsTopic, maps.Clone(stored), tc.next)
+		if tc.ok != (err == nil) || err != nil && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "internal")) {
+			t.Errorf("%s: %v, want ok=%v (else ErrInvalidConfig naming the topic internal)", tc.name, err, tc.ok)
+		}
 	}
 }

@@ -15,9 +15,10 @@ import (
 // TestHostileInternalTopicConfig: cleanup.policy=delete with
 // retention.ms=0 on __consumer_offsets would delete every group's
 // committed offsets, and so would DeleteRecords up to its high watermark.
-// Nobody can change an internal topic's settings: not through the CLI
-// (gRPC), not over Kafka (IncrementalAlterConfigs and AlterConfigs); nor
-// delete its records; and the topic's configs stay as they were.
+// Nobody can change an internal topic's settings but how its segments
+// roll and how soon it is compacted: not through the CLI (gRPC), not over
+// Kafka (IncrementalAlterConfigs and AlterConfigs); nor delete its
+// records; and the topic's configs stay as they were.
 func TestHostileInternalTopicConfig(t *testing.T) {
 	skipShort(t)
 	c := startStrata(t, 1)
@@ -25,6 +26,10 @@ func TestHostileInternalTopicConfig(t *testing.T) {
 	_, errOut, code := strata(t, env, "topic", "alter", "__consumer_offsets", "-c", "cleanup.policy=delete", "-c", "retention.ms=0")
 	if code == 0 || !strings.Contains(errOut, "internal") {
 		t.Fatalf("strata topic alter __consumer_offsets: exit %d, %q", code, errOut)
+	}
+	// How its segments roll and how soon it is compacted may change.
+	if _, errOut, code := strata(t, env, "topic", "alter", "__consumer_offsets", "-c", "segment.bytes=1048576", "-c", "min.cleanable.dirty.ratio=0.2"); code != 0 {
+		t.Fatalf("strata topic alter __consumer_offsets segment.bytes: exit %d, %q", code, errOut)
 	}
 	kc, err := kgo.NewClient(kgo.SeedBrokers(c.brokers[0].KafkaAddr))
 	if err != nil {
@@ -57,7 +62,8 @@ func TestHostileInternalTopicConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range desc.Configs {
-		if (e.Name == "cleanup.policy" && e.Value != "compact") || (e.Name == "retention.ms" && e.Value == "0") {
+		if (e.Name == "cleanup.policy" && e.Value != "compact") || (e.Name == "retention.ms" && e.Value == "0") ||
+			(e.Name == "segment.bytes" && e.Value != "1048576") {
 			t.Fatalf("__consumer_offsets after the attempts: %s=%s", e.Name, e.Value)
 		}
 	}
