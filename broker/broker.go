@@ -404,7 +404,7 @@ func (b *Broker) session(ctx context.Context) error {
 		b.lease.Store(0)
 		// Every partition goroutine is a child of sctx: each closes its log
 		// (a zombie's close fails harmlessly on the fenced ledger).
-		b.dropAll()
+		owner{b}.dropAll()
 		sess.Close()
 	}()
 	b.lease.Store(sess.Lease())
@@ -431,7 +431,7 @@ func (b *Broker) session(ctx context.Context) error {
 	b.log.Info("registered in metad", "key", brokerKey(b.cfg.ID), "lease", sess.Lease())
 	wg.Add(2)
 	go func() { defer wg.Done(); b.ctrl.campaign(sctx, sess) }()
-	go func() { defer wg.Done(); b.reconcileOwnership(sctx, sess) }()
+	go func() { defer wg.Done(); owner{b}.reconcileOwnership(sctx, sess) }()
 	for {
 		select {
 		case <-ctx.Done():

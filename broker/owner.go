@@ -30,6 +30,11 @@ type partition struct {
 	coord *group.Coordinator
 }
 
+// owner is the half of a Broker that takes partitions over, serves them
+// and releases them: one goroutine per partition assigned here, run by
+// reconcileOwnership for as long as the broker's session lasts.
+type owner struct{ *Broker }
+
 // reconcileOwnership follows the assignments (O1, planOwnership):
 // partitions assigned here (at their current epoch) are taken over,
 // partitions assigned elsewhere are released. Every partition goroutine is
@@ -40,7 +45,7 @@ type partition struct {
 // failover's stream of assignment changes costs what it changes. Every
 // idleRoundInterval a round decides for every partition, which bounds
 // what a missed change could cost.
-func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
+func (b owner) reconcileOwnership(ctx context.Context, sess *metaclient.Session) {
 	mine := newPartitionMap(assignmentsPrefix, assignedHere(b.cfg.ID))
 	var lastFull time.Time
 	for {
@@ -94,7 +99,7 @@ func (b *Broker) reconcileOwnership(ctx context.Context, sess *metaclient.Sessio
 }
 
 // dropAll stops every partition and waits until each is released.
-func (b *Broker) dropAll() {
+func (b owner) dropAll() {
 	b.mu.Lock()
 	var ps []*partition
 	for _, p := range b.parts {
@@ -113,7 +118,7 @@ func (b *Broker) dropAll() {
 // for its end: the release (context.AfterFunc) or the log's failure
 // (partlog.Log.AfterFail) starts one (partitionRun.serve). A goroutine
 // parked per served partition was 40% of what an idle partition cost.
-func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *partition) {
+func (b owner) runPartition(ctx context.Context, sess *metaclient.Session, p *partition) {
 	r := &partitionRun{b: b, ctx: ctx, sess: sess, p: p, backoff: 200 * time.Millisecond,
 		log: b.log.With("topic", p.tp.topic, "partition", p.tp.partition, "epoch", p.epoch)}
 	r.loop()
@@ -123,7 +128,7 @@ func (b *Broker) runPartition(ctx context.Context, sess *metaclient.Session, p *
 // over, retried or released, and the state its end needs while it is
 // served.
 type partitionRun struct {
-	b       *Broker
+	b       owner
 	ctx     context.Context
 	sess    *metaclient.Session
 	p       *partition
@@ -276,7 +281,7 @@ type servedPart struct {
 
 // openPartition takes the partition over (after the previous owner, O2)
 // and publishes its log for requests.
-func (b *Broker) openPartition(ctx context.Context, sess *metaclient.Session, p *partition, log *slog.Logger) (servedPart, error) {
+func (b owner) openPartition(ctx context.Context, sess *metaclient.Session, p *partition, log *slog.Logger) (servedPart, error) {
 	b.waitOwnerGone(ctx, p)
 	if err := ctx.Err(); err != nil {
 		return servedPart{}, err
@@ -313,7 +318,7 @@ func (b *Broker) openPartition(ctx context.Context, sess *metaclient.Session, p 
 // at p's epoch, to epoch (a CAS on its version): the reconciler then
 // restarts the partition at that epoch, above every epoch its log
 // recorded. Epochs only grow, so no other owner can hold one above it.
-func (b *Broker) raiseAssignmentEpoch(ctx context.Context, p *partition, epoch int64, log interface {
+func (b owner) raiseAssignmentEpoch(ctx context.Context, p *partition, epoch int64, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
 }) {
@@ -339,7 +344,7 @@ func (b *Broker) raiseAssignmentEpoch(ctx context.Context, p *partition, epoch i
 }
 
 // stillAssigned reads the partition's assignment from metad and decides O3.
-func (b *Broker) stillAssigned(ctx context.Context, p *partition) bool {
+func (b owner) stillAssigned(ctx context.Context, p *partition) bool {
 	gctx, cancel := context.WithTimeout(ctx, b.cfg.SessionTTL)
 	defer cancel()
 	kv, err := b.meta.Get(gctx, assignmentKey(p.tp))
@@ -355,7 +360,7 @@ func (b *Broker) stillAssigned(ctx context.Context, p *partition) bool {
 
 // takeOver opens p's log and publishes this broker's ownership of it, at
 // most cfg.MaxConcurrentTakeovers at once: the others wait their turn.
-func (b *Broker) takeOver(ctx context.Context, sess *metaclient.Session, p *partition, tcfg TopicConfig) (*partlog.Log, *metadpb.KeyValue, error) {
+func (b owner) takeOver(ctx context.Context, sess *metaclient.Session, p *partition, tcfg TopicConfig) (*partlog.Log, *metadpb.KeyValue, error) {
 	select {
 	case b.takeovers <- struct{}{}:
 	case <-ctx.Done():
@@ -380,7 +385,7 @@ func (b *Broker) takeOver(ctx context.Context, sess *metaclient.Session, p *part
 }
 
 // closeLog closes a log cleanly (ledger closed, list written), bounded.
-func (b *Broker) closeLog(l *partlog.Log) {
+func (b owner) closeLog(l *partlog.Log) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.SessionTTL)
 	defer cancel()
 	if err := l.Close(ctx); err != nil && !errors.Is(err, partlog.ErrClosed) {
@@ -393,7 +398,7 @@ func (b *Broker) closeLog(l *partlog.Log) {
 // owner releases it when it sees the assignment move; a dead one's vanishes
 // with its lease), or two session TTLs passed: fencing keeps a stuck
 // previous owner from writing.
-func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
+func (b owner) waitOwnerGone(ctx context.Context, p *partition) {
 	h := newHandover(b.cfg.ID, b.clock.Now(), b.cfg.SessionTTL)
 	deadline := time.NewTimer(time.Until(h.deadline))
 	defer deadline.Stop()
@@ -424,7 +429,7 @@ func (b *Broker) waitOwnerGone(ctx context.Context, p *partition) {
 	}
 }
 
-func (b *Broker) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
+func (b owner) partlogConfig(p *partition, tc TopicConfig) partlog.Config {
 	var tier *partlog.Tier
 	if b.tier != nil { // the record is decoded only for the tier (1.5% of a failover's CPU)
 		if rec, err := b.topicRecord(p.tp.topic); err == nil && !rec.Internal {

@@ -17,7 +17,7 @@ var ReadIndex = readIndex
 
 // MaybeRoll rolls the open segment if it is due.
 func (l *Log) MaybeRoll(ctx context.Context) error {
-	_, err := l.checkRoll(ctx)
+	_, err := rolling{l}.checkRoll(ctx)
 	return err
 }
 

@@ -221,7 +221,7 @@ func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte
 		}
 		// The background context, as for a roll: the CAS that lists
 		// the new ledger must not be cut short by one caller.
-		if err := l.openLedger(l.bgCtx); err != nil {
+		if err := (rolling{l}).openLedger(l.bgCtx); err != nil {
 			l.release()
 			return nil, nil, err
 		}
@@ -589,7 +589,7 @@ func (l *Log) rollIfFull(size int) error {
 	}
 	// The background context: a roll cut short by one caller's deadline
 	// would fail the whole log.
-	return l.roll(l.bgCtx, w, "size")
+	return rolling{l}.roll(l.bgCtx, w, "size")
 }
 
 // HighWatermark is one past the last offset consumers may read.

@@ -53,7 +53,7 @@ func (r *roller) poke() {
 // run returns once no segment is open (an idle or age roll seals without
 // opening the next), the log stops, or it failed.
 func (r *roller) run() {
-	l := r.l
+	l := rolling{r.l}
 	defer l.wg.Done()
 	t := time.NewTimer(r.nextCheck(false))
 	defer t.Stop()
@@ -132,9 +132,15 @@ func (r *roller) stopIfIdle() bool {
 	return idle
 }
 
+// rolling is the part of a Log that ends one segment and begins the
+// next: sealing and listing ledgers, handing a segment's entries over at
+// Close, closing a failed writer. Its methods run under appendSem or on
+// the roller's goroutine.
+type rolling struct{ *Log }
+
 // closeFailedWriter releases the writer of a failed log (its Close is
 // idempotent; a fenced writer does not touch the metadata).
-func (l *Log) closeFailedWriter() {
+func (l rolling) closeFailedWriter() {
 	l.mu.Lock()
 	w := l.mu.writer
 	l.mu.Unlock()
@@ -173,7 +179,7 @@ func rollReason(s *openSegment, lim Limits, policy Policy, idleRoll time.Duratio
 // checkRoll rolls the open segment if it is due (P4). Appends wait
 // meanwhile (appendSem). deferred reports a due roll that a full list
 // held back (L1).
-func (l *Log) checkRoll(ctx context.Context) (deferred bool, err error) {
+func (l rolling) checkRoll(ctx context.Context) (deferred bool, err error) {
 	select {
 	case l.appendSem <- struct{}{}:
 	case <-l.stop:
@@ -190,7 +196,7 @@ func (l *Log) checkRoll(ctx context.Context) (deferred bool, err error) {
 		return false, nil
 	}
 	reason := rollReason(&l.mu.seg, l.mu.limits, l.mu.policy, l.cfg.IdleRoll, l.cfg.Now())
-	if reason != "" && !l.mu.room.has(l, reason) {
+	if reason != "" && !l.mu.room.has(l.Log, reason) {
 		reason, deferred = "", true
 	}
 	w := l.mu.writer
@@ -265,7 +271,7 @@ func (r *listRoom) has(l *Log, reason string) bool {
 // open segment until the next append opens one (P8). Any failure fails
 // the log.
 // REQUIRES: appendSem held.
-func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
+func (l rolling) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 	sealed, err := l.seal(ctx, w)
 	if err != nil {
 		return err
@@ -303,7 +309,7 @@ func (l *Log) roll(ctx context.Context, w *ledger.Writer, reason string) error {
 // writable bookies) the append fails with ErrNoLedger and the log stays
 // healthy: nothing was written. A failed CAS fails the log, like a roll's.
 // REQUIRES: appendSem held.
-func (l *Log) openLedger(ctx context.Context) error {
+func (l rolling) openLedger(ctx context.Context) error {
 	l.mu.Lock()
 	if err := l.acceptErrLocked(); err != nil || l.mu.writer != nil {
 		l.mu.Unlock()
@@ -330,7 +336,7 @@ func (l *Log) openLedger(ctx context.Context) error {
 // it (a conflict) and kept for the next owner when the CAS may have
 // applied.
 // REQUIRES: appendSem held.
-func (l *Log) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *ledger.Writer, next int64) error {
+func (l rolling) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *ledger.Writer, next int64) error {
 	l.mu.Lock()
 	now := l.cfg.Now()
 	open := openSegment{first: next}
@@ -371,7 +377,7 @@ func (l *Log) listNewLedger(ctx context.Context, pl *brokerpb.PartitionLog, nw *
 // entries) and writes its index; it returns the segment closed with its
 // final numbers. Failures fail the log.
 // REQUIRES: appendSem held.
-func (l *Log) seal(ctx context.Context, w *ledger.Writer) (*brokerpb.LedgerSegment, error) {
+func (l rolling) seal(ctx context.Context, w *ledger.Writer) (*brokerpb.LedgerSegment, error) {
 	if err := w.Close(ctx); err != nil {
 		l.fail(writeError(err))
 		return nil, l.Err()
@@ -424,7 +430,7 @@ func (l *Log) Close(ctx context.Context) error {
 	l.mu.closing = true
 	l.mu.Unlock()
 
-	err := l.handOffSegment(ctx)
+	err := rolling{l}.handOffSegment(ctx)
 	close(l.stop)
 	l.wg.Wait()
 	l.bgCancel()
@@ -441,7 +447,7 @@ func (l *Log) Close(ctx context.Context) error {
 }
 
 // handOffSegment is Close's work.
-func (l *Log) handOffSegment(ctx context.Context) error {
+func (l rolling) handOffSegment(ctx context.Context) error {
 	select {
 	case l.appendSem <- struct{}{}:
 	case <-ctx.Done():

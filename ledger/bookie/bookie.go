@@ -93,6 +93,35 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		meta.Close()
 		return nil, err
 	}
+	if err := b.openStorage(ctx, metrics); err != nil {
+		b.keys.close()
+		meta.Close()
+		return nil, err
+	}
+	b.reg = &registrar{meta: meta, id: cfg.ID, ttl: cfg.LeaseTTL, info: b.Info, changed: b.stateChanged, log: log}
+	if cfg.LedgerGCInterval > 0 {
+		if err := b.newSweeper(reg); err != nil {
+			b.store.Close()
+			b.keys.close()
+			meta.Close()
+			return nil, err
+		}
+	}
+	if cfg.Autorecovery {
+		if err := b.newReplicator(reg); err != nil {
+			b.store.Close()
+			b.keys.close()
+			meta.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// openStorage opens the bookie's storage, replaying its journal, and
+// wakes the registrar when the storage turns read-only or writable again.
+func (b *Bookie) openStorage(ctx context.Context, metrics *storage.Metrics) error {
+	cfg, log := b.cfg, b.log
 	opts := storage.Options{
 		FS:                         vfs.Default(),
 		Dir:                        cfg.DataDir,
@@ -114,10 +143,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		Metrics:                    metrics,
 	}
 	start := time.Now()
+	var err error
 	if b.store, err = storage.Open(ctx, opts); err != nil {
-		b.keys.close()
-		meta.Close()
-		return nil, fmt.Errorf("bookie: open storage: %w", err)
+		return fmt.Errorf("bookie: open storage: %w", err)
 	}
 	log.Info("storage open", "replay", time.Since(start).Round(time.Millisecond), "limbo", b.store.Limbo())
 	b.store.OnStateChange(func(readOnly bool) {
@@ -127,24 +155,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		default:
 		}
 	})
-	b.reg = &registrar{meta: meta, id: cfg.ID, ttl: cfg.LeaseTTL, info: b.Info, changed: b.stateChanged, log: log}
-	if cfg.LedgerGCInterval > 0 {
-		if err := b.newSweeper(reg); err != nil {
-			b.store.Close()
-			b.keys.close()
-			meta.Close()
-			return nil, err
-		}
-	}
-	if cfg.Autorecovery {
-		if err := b.newReplicator(reg); err != nil {
-			b.store.Close()
-			b.keys.close()
-			meta.Close()
-			return nil, err
-		}
-	}
-	return b, nil
+	return nil
 }
 
 // newSweeper prepares this bookie's orphan sweep (started by Start).
