@@ -34,7 +34,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	if w.mu.closing {
 		// Another Close is running or ran: wait for its result.
 		for !w.mu.closed {
-			changed := w.mu.changed
+			changed := w.changedLocked()
 			w.mu.Unlock()
 			select {
 			case <-changed:
@@ -50,7 +50,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.closing = true
 	w.notifyLocked() // appends waiting for bytes now fail
 	for (len(w.mu.entries) > 0 || w.mu.levels.pending() > 0) && w.mu.err == nil {
-		changed := w.mu.changed
+		changed := w.changedLocked()
 		w.mu.Unlock()
 		select {
 		case <-changed:

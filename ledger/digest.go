@@ -78,7 +78,7 @@ type digester struct {
 	ledgerID uint64
 	key      []byte
 	typ      ledgerpb.DigestType
-	pool     *sync.Pool // of hash.Hash (HMAC) or cipher.AEAD (GMAC)
+	pool     *sync.Pool // of *tagger, or the error of an unknown digest type
 }
 
 func newDigester(md *ledgerpb.LedgerMetadata) digester {
@@ -94,10 +94,10 @@ func newDigester(md *ledgerpb.LedgerMetadata) digester {
 			if err != nil {
 				return err
 			}
-			return aead
+			return &tagger{gmac: aead}
 		}}
 	case ledgerpb.DigestType_DIGEST_HMAC_SHA256:
-		d.pool = &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
+		d.pool = &sync.Pool{New: func() any { return &tagger{hmac: hmac.New(sha256.New, key)} }}
 	default:
 		// Written by a newer version: no copy can be checked, so none is
 		// returned as good.
@@ -116,29 +116,39 @@ func newGMAC(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// tag appends entry entryID's tag of payload to dst.
-func (d digester) tag(entryID int64, payload []byte, dst []byte) ([]byte, error) {
+// tagger computes tags with one of the pool's MACs. Its input and sum
+// are its own: passed to the MAC (an interface) as locals they would
+// escape to the heap, an allocation per entry tagged or checked.
+type tagger struct {
+	gmac  cipher.AEAD // DIGEST_AES_GMAC
+	hmac  hash.Hash   // DIGEST_HMAC_SHA256
+	input [16]byte    // GMAC's nonce, or HMAC's ledger and entry ids
+	sum   [sha256.Size]byte
+}
+
+// tag returns entry entryID's tag of payload, in t's memory: valid until
+// t goes back to its pool.
+func (t *tagger) tag(ledgerID uint64, entryID int64, payload []byte) []byte {
+	if t.hmac != nil {
+		t.hmac.Reset()
+		binary.BigEndian.PutUint64(t.input[:8], ledgerID)
+		binary.BigEndian.PutUint64(t.input[8:], uint64(entryID))
+		t.hmac.Write(t.input[:])
+		t.hmac.Write(payload)
+		return t.hmac.Sum(t.sum[:0])[:DigestSize]
+	}
+	// D2: the nonce is unique per (key, entry id), and an entry id is
+	// never tagged with two payloads.
+	binary.BigEndian.PutUint64(t.input[:8], uint64(entryID))
+	binary.BigEndian.PutUint32(t.input[8:12], uint32(ledgerID))
+	return t.gmac.Seal(t.sum[:0], t.input[:12], nil, payload)
+}
+
+// tagger takes a tagger from the pool; the caller puts it back.
+func (d digester) tagger() (*tagger, error) {
 	switch x := d.pool.Get().(type) {
-	case hash.Hash:
-		x.Reset()
-		var ids [16]byte
-		binary.BigEndian.PutUint64(ids[:8], d.ledgerID)
-		binary.BigEndian.PutUint64(ids[8:], uint64(entryID))
-		x.Write(ids[:])
-		x.Write(payload)
-		var sum [sha256.Size]byte
-		out := x.Sum(sum[:0])
-		d.pool.Put(x)
-		return append(dst, out[:DigestSize]...), nil
-	case cipher.AEAD:
-		// D2: the nonce is unique per (key, entry id), and an entry id is
-		// never tagged with two payloads.
-		var nonce [12]byte
-		binary.BigEndian.PutUint64(nonce[:8], uint64(entryID))
-		binary.BigEndian.PutUint32(nonce[8:], uint32(d.ledgerID))
-		dst = x.Seal(dst, nonce[:], nil, payload)
-		d.pool.Put(x)
-		return dst, nil
+	case *tagger:
+		return x, nil
 	case error:
 		return nil, x
 	}
@@ -148,7 +158,7 @@ func (d digester) tag(entryID int64, payload []byte, dst []byte) ([]byte, error)
 // seal returns what a bookie stores for entry entryID: payload and its
 // tag, in a new slice (payload is not modified).
 func (d digester) seal(entryID int64, payload []byte) ([]byte, error) {
-	tag, err := d.tagOf(entryID, payload)
+	tag, err := d.appendTag(nil, entryID, payload)
 	if err != nil || tag == nil {
 		return payload, err
 	}
@@ -156,15 +166,22 @@ func (d digester) seal(entryID int64, payload []byte) ([]byte, error) {
 	return bytes.Join([][]byte{payload, tag}, nil), nil
 }
 
-// tagOf returns the tag a bookie stores after payload for entry entryID
-// (nil for a ledger without digests). A writer sends the two as one
-// entry without joining them (bookiepb.AddRequest.PayloadTail), which
-// saves a copy of every payload.
-func (d digester) tagOf(entryID int64, payload []byte) ([]byte, error) {
+// appendTag appends to dst the tag a bookie stores after payload for
+// entry entryID, and returns nil for a ledger without digests. A writer
+// sends the two as one entry without joining them
+// (bookiepb.AddRequest.PayloadTail), which saves a copy of every
+// payload.
+func (d digester) appendTag(dst []byte, entryID int64, payload []byte) ([]byte, error) {
 	if d.key == nil {
 		return nil, nil
 	}
-	return d.tag(entryID, payload, make([]byte, 0, DigestSize))
+	t, err := d.tagger()
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, t.tag(d.ledgerID, entryID, payload)...)
+	d.pool.Put(t)
+	return dst, nil
 }
 
 // open checks stored, entry entryID as a bookie served it, and returns
@@ -177,12 +194,13 @@ func (d digester) open(entryID int64, stored []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: ledger %d entry %d: %d bytes, shorter than a tag", ErrDigestMismatch, d.ledgerID, entryID, len(stored))
 	}
 	payload, tag := stored[:len(stored)-DigestSize], stored[len(stored)-DigestSize:]
-	var want [DigestSize]byte
-	sum, err := d.tag(entryID, payload, want[:0])
+	t, err := d.tagger()
 	if err != nil {
 		return nil, err
 	}
-	if !hmac.Equal(sum, tag) {
+	ok := hmac.Equal(t.tag(d.ledgerID, entryID, payload), tag)
+	d.pool.Put(t)
+	if !ok {
 		return nil, fmt.Errorf("%w: ledger %d entry %d", ErrDigestMismatch, d.ledgerID, entryID)
 	}
 	return payload, nil

@@ -79,7 +79,7 @@ func BenchmarkDigest(b *testing.B) {
 		b.Run(typ.String()+"/tag-256KiB", func(b *testing.B) {
 			b.SetBytes(int64(len(payload)))
 			for i := range b.N {
-				if _, err := d.tagOf(int64(i), payload); err != nil {
+				if _, err := d.appendTag(nil, int64(i), payload); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -19,7 +19,8 @@ type BookieClient interface {
 	// exactly once: with the bookie's answer, or with an error when the
 	// outcome is unknown (transport failure, no answer within the client's
 	// add timeout). Adds to one bookie are sent in call order. cb must not
-	// block.
+	// block. Add must not modify req: a writer passes one request to each
+	// bookie of an entry's write set.
 	Add(bookie string, req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse, error))
 	// ReadEntry reads one entry; with req.Fence the bookie fences first.
 	// A READ_NO_ENTRY status is an explicit "absent"; any error is unknown.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -105,12 +106,18 @@ type Writer struct {
 
 		// err is terminal: it wraps ErrFenced, ErrWriterFailed or
 		// ErrLedgerClosed. No acknowledgement after it is set.
-		err          error
-		closing      bool // Close was called: no more appends
-		closed       bool // Close finished
-		closeErr     error
-		stopped      bool // Close stopped the background work
-		changed      chan struct{}
+		err      error
+		closing  bool // Close was called: no more appends
+		closed   bool // Close finished
+		closeErr error
+		stopped  bool // Close stopped the background work
+		// changed is closed by notifyLocked; nil until someone waits
+		// (changedLocked).
+		changed chan struct{}
+		// stalled is closed while the writer is stalled (Stalled):
+		// isStalled, and a fresh channel once it is not.
+		stalled      chan struct{}
+		isStalled    bool
 		outbox       []addSend
 		deliveries   []delivery
 		flushing     bool
@@ -125,6 +132,11 @@ type Writer struct {
 		lacTimer     bool
 		lacDue       bool
 		sentLAC      int64 // last explicit LAC written
+
+		// spareOutbox and spareDeliveries: the lists the last flush
+		// emptied, for the next appends to fill.
+		spareOutbox     []addSend
+		spareDeliveries []delivery
 
 		underReplicated int64
 		ensembleChanges int64
@@ -141,18 +153,50 @@ type Writer struct {
 type entry struct {
 	id int64
 	// payload and tag (nil without digests): the bookies store payload
-	// followed by tag, sent without joining them.
+	// followed by tag, sent without joining them. tag is in tagBuf.
 	payload []byte
 	tag     []byte
 	cb      func(int64, error)
-	sent    map[string]bool // bookies with an add in flight or answered OK
-	oks     map[string]bool // bookies that answered ADD_OK
+	sent    bookieSet // bookies with an add in flight or answered OK
+	oks     bookieSet // bookies that answered ADD_OK
 	acked   bool
 	under   bool // counted as under-replicated
 	// level and levelCB: AppendAcks's second callback, pending while
 	// levelCB is non-nil (writer_acks.go).
 	level   AckLevel
 	levelCB func(int64, error)
+	// The entry's own memory for its tag and for the first members of
+	// sent and oks: an append allocates the entry and nothing else.
+	tagBuf          [DigestSize]byte
+	sentBuf, oksBuf [4]string
+}
+
+// newEntry returns entry id of payload, tagged by dig.
+func newEntry(dig digester, id int64, payload []byte, cb func(int64, error), level AckLevel, levelCB func(int64, error)) (*entry, error) {
+	e := &entry{id: id, payload: payload, cb: cb, level: level, levelCB: levelCB}
+	e.sent, e.oks = e.sentBuf[:0], e.oksBuf[:0]
+	var err error
+	if e.tag, err = dig.appendTag(e.tagBuf[:0], id, payload); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// bookieSet is a set of bookies: an entry's write set and the bookies
+// that replaced its members, a handful. A slice searched in order is
+// cheaper than a map for so few, and starts in the entry's own memory.
+type bookieSet []string
+
+func (s bookieSet) has(bookie string) bool { return slices.Contains(s, bookie) }
+
+func (s *bookieSet) add(bookie string) {
+	if !s.has(bookie) {
+		*s = append(*s, bookie)
+	}
+}
+
+func (s *bookieSet) remove(bookie string) {
+	*s = slices.DeleteFunc(*s, func(b string) bool { return b == bookie })
 }
 
 type addSend struct {
@@ -237,7 +281,7 @@ func newWriter(env Env, opts CreateOptions, md *ledgerpb.LedgerMetadata, version
 	w.mu.quarantined = make(map[string]bool)
 	w.mu.lac = -1
 	w.mu.sentLAC = -1
-	w.mu.changed = make(chan struct{})
+	w.mu.stalled = make(chan struct{})
 	w.bg = newTimerSet(opts.Scheduler)
 	w.mu.levels = ackLevels{
 		ledgerID: md.Id,
@@ -279,6 +323,14 @@ func (w *Writer) Metadata() *ledgerpb.LedgerMetadata {
 	return proto.Clone(w.mu.md).(*ledgerpb.LedgerMetadata)
 }
 
+// Closing reports whether Close has been called: the writer takes no
+// more appends and is waiting for its entries or has closed.
+func (w *Writer) Closing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.closing
+}
+
 // LastAddConfirmed is the highest acknowledged entry id, -1 for none.
 func (w *Writer) LastAddConfirmed() int64 {
 	w.mu.Lock()
@@ -318,13 +370,55 @@ func (w *Writer) UnderReplicated() bool {
 func (w *Writer) CanAcknowledge() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.canAcknowledgeLocked()
+}
+
+// canAcknowledgeLocked is CanAcknowledge.
+// REQUIRES: w.mu held.
+func (w *Writer) canAcknowledgeLocked() bool {
 	live := 0
-	for _, b := range w.sendWriteSetLocked(w.mu.nextID) {
+	var buf writeSetBuf
+	for _, b := range w.appendSendWriteSetLocked(buf[:0], w.mu.nextID) {
 		if !w.mu.failed[b] {
 			live++
 		}
 	}
 	return live >= int(w.mu.md.AckQuorum)
+}
+
+// Stalled returns a channel that is closed once the writer is stalled: it
+// cannot acknowledge (CanAcknowledge is false) and its attempt to replace
+// the failed members found no spare bookie, so the entries it holds wait
+// for those bookies to come back (it retries every
+// ReplacementRetryInterval). A failure the writer can still repair (an
+// ensemble change to a spare) does not stall it. The channel stays closed
+// until the writer can acknowledge again; Stalled then returns a new, open
+// one. Their owner can answer the appends waiting on a stalled writer
+// early: their outcome is unknown (the writer writes them if the bookies
+// come back).
+func (w *Writer) Stalled() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.stalled
+}
+
+// updateStalledLocked stalls the writer when it cannot acknowledge and
+// mayStall (a replacement attempt found no spare), and unstalls it once it
+// can acknowledge again.
+// REQUIRES: w.mu held.
+func (w *Writer) updateStalledLocked(mayStall bool) {
+	can := w.canAcknowledgeLocked()
+	switch {
+	case !w.mu.isStalled && !can && mayStall:
+		w.mu.isStalled = true
+		close(w.mu.stalled)
+		w.log.Warn("writer stalled: fewer bookies of the write set than the ack quorum take writes, and no spare; entries wait for them",
+			"failed", slices.Sorted(maps.Keys(w.mu.failed)), "pending", len(w.mu.entries))
+	case w.mu.isStalled && can:
+		w.mu.isStalled = false
+		w.mu.stalled = make(chan struct{})
+		w.log.Info("writer no longer stalled")
+	}
 }
 
 // Append appends payload as the next entry and returns at once; cb (may be
@@ -359,7 +453,7 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 		if w.mu.inFlightBytes == 0 || w.mu.inFlightBytes+size <= w.opts.MaxInFlightBytes {
 			break
 		}
-		changed := w.mu.changed
+		changed := w.changedLocked()
 		w.mu.Unlock()
 		select {
 		case <-changed:
@@ -368,13 +462,11 @@ func (w *Writer) append(ctx context.Context, payload []byte, cb func(int64, erro
 		}
 		w.mu.Lock()
 	}
-	tag, err := w.dig.tagOf(w.mu.nextID, payload)
+	e, err := newEntry(w.dig, w.mu.nextID, payload, cb, level, levelCB)
 	if err != nil {
 		w.mu.Unlock()
 		return err
 	}
-	e := &entry{id: w.mu.nextID, payload: payload, tag: tag, cb: cb, sent: make(map[string]bool), oks: make(map[string]bool),
-		level: level, levelCB: levelCB}
 	if levelCB != nil {
 		w.mu.levels.add(e)
 	}
@@ -419,14 +511,15 @@ func (w *Writer) appendErrLocked() error {
 	return nil
 }
 
-// sendWriteSetLocked is where entryID is sent: the pending ensemble for
-// entries at or after an ensemble change's start, else the durable one.
+// appendSendWriteSetLocked appends to dst where entryID is sent: the
+// pending ensemble for entries at or after an ensemble change's start,
+// else the durable one.
 // REQUIRES: w.mu held.
-func (w *Writer) sendWriteSetLocked(entryID int64) []string {
+func (w *Writer) appendSendWriteSetLocked(dst []string, entryID int64) []string {
 	if c := w.mu.change; c != nil && entryID >= c.start {
-		return writeSet(c.ensemble, entryID, int(w.mu.md.WriteQuorum))
+		return appendWriteSet(dst, c.ensemble, entryID, int(w.mu.md.WriteQuorum))
 	}
-	return entryWriteSet(w.mu.md, entryID)
+	return appendEntryWriteSet(dst, w.mu.md, entryID)
 }
 
 // currentEnsembleLocked is the ensemble new entries go to.
@@ -440,17 +533,21 @@ func (w *Writer) currentEnsembleLocked() []string {
 
 // sendLocked queues adds of e to the members of its write set that neither
 // have it nor failed. Idempotent: resends after an ensemble change or a
-// rejoin call it again.
+// rejoin call it again. The adds queued by one call share their request
+// (BookieClient.Add does not modify it): they carry the same LAC.
 // REQUIRES: w.mu held.
 func (w *Writer) sendLocked(e *entry) {
-	for _, b := range w.sendWriteSetLocked(e.id) {
-		if w.mu.failed[b] || e.sent[b] {
+	var buf writeSetBuf
+	var req *bookiepb.AddRequest
+	for _, b := range w.appendSendWriteSetLocked(buf[:0], e.id) {
+		if w.mu.failed[b] || e.sent.has(b) {
 			continue
 		}
-		e.sent[b] = true
-		w.mu.outbox = append(w.mu.outbox, addSend{e: e, bookie: b, req: &bookiepb.AddRequest{
-			LedgerId: w.id, EntryId: uint64(e.id), Lac: w.mu.lac, Payload: e.payload, PayloadTail: e.tag,
-		}})
+		e.sent.add(b)
+		if req == nil {
+			req = &bookiepb.AddRequest{LedgerId: w.id, EntryId: uint64(e.id), Lac: w.mu.lac, Payload: e.payload, PayloadTail: e.tag}
+		}
+		w.mu.outbox = append(w.mu.outbox, addSend{e: e, bookie: b, req: req})
 	}
 }
 
@@ -477,7 +574,8 @@ func (w *Writer) flush() {
 	w.mu.flushing = true
 	for len(w.mu.outbox) > 0 || len(w.mu.deliveries) > 0 {
 		sends, deliveries := w.mu.outbox, w.mu.deliveries
-		w.mu.outbox, w.mu.deliveries = nil, nil
+		w.mu.outbox, w.mu.deliveries = w.mu.spareOutbox, w.mu.spareDeliveries
+		w.mu.spareOutbox, w.mu.spareDeliveries = nil, nil
 		w.mu.Unlock()
 		for _, d := range deliveries {
 			d.cb(d.id, d.err)
@@ -488,6 +586,7 @@ func (w *Writer) flush() {
 			})
 		}
 		w.mu.Lock()
+		w.mu.spareOutbox, w.mu.spareDeliveries = spare(sends), spare(deliveries)
 	}
 	w.mu.flushing = false
 	if w.mu.flushed != nil {
@@ -495,6 +594,19 @@ func (w *Writer) flush() {
 		w.mu.flushed = nil
 	}
 	w.mu.Unlock()
+}
+
+// maxSpare bounds the capacity of a list flush keeps for reuse, so that
+// one burst (a resend of every pending entry) does not pin a large one.
+const maxSpare = 4096
+
+// spare returns list emptied for reuse, or nil if it is too large to keep.
+func spare[T any](list []T) []T {
+	if cap(list) > maxSpare {
+		return nil
+	}
+	clear(list) // drop the references to entries and callbacks
+	return list[:0]
 }
 
 // waitFlushed flushes and waits until every queued send and callback has
@@ -536,15 +648,16 @@ func (w *Writer) handleAddLocked(e *entry, bookie string, resp *bookiepb.AddResp
 		status, msg = resp.Status, resp.Message
 	}
 	if status == bookiepb.AddStatus_ADD_OK {
-		e.oks[bookie] = true
+		e.oks.add(bookie)
 		if w.mu.err == nil {
 			w.ackLocked()
 			w.mu.levels.check(e, w.mu.md, w.mu.change)
 		}
 		return
 	}
-	delete(e.sent, bookie)
-	if e.acked && slices.Contains(entryWriteSet(w.mu.md, e.id), bookie) {
+	e.sent.remove(bookie)
+	var buf writeSetBuf
+	if e.acked && slices.Contains(appendEntryWriteSet(buf[:0], w.mu.md, e.id), bookie) {
 		w.markUnderReplicatedLocked(e)
 		if w.mu.err == nil {
 			w.mu.levels.check(e, w.mu.md, w.mu.change)
@@ -568,23 +681,30 @@ func (w *Writer) handleAddLocked(e *entry, bookie string, resp *bookiepb.AddResp
 		// entry stays in its write set if the entry is acknowledged before
 		// the change (readers cannot tell copies apart without per-entry
 		// digests: docs/security.md).
-		w.log.Warn("add failed; replacing the bookie", "bookie", bookie, "entry", e.id, "status", status, "err", msg)
-		w.bookieFailedLocked(bookie)
+		if w.bookieFailedLocked(bookie) {
+			w.log.Warn("add failed; replacing the bookie", "bookie", bookie, "entry", e.id, "status", status, "err", msg)
+		} else {
+			// The same bookie failing the adds it had in flight (a stalled
+			// disk times out thousands at once): one warning is enough.
+			w.log.Debug("add failed", "bookie", bookie, "entry", e.id, "status", status, "err", msg)
+		}
 	}
 }
 
 // bookieFailedLocked marks a member of the current ensemble failed and
-// asks the background work to replace it. Errors from bookies that are no
-// longer in the ensemble (already replaced) change nothing.
+// asks the background work to replace it, reporting whether it was not
+// failed before. Errors from bookies that are no longer in the ensemble
+// (already replaced) change nothing.
 // REQUIRES: w.mu held.
-func (w *Writer) bookieFailedLocked(bookie string) {
+func (w *Writer) bookieFailedLocked(bookie string) bool {
 	w.mu.quarantined[bookie] = true
 	if w.mu.failed[bookie] || !slices.Contains(w.currentEnsembleLocked(), bookie) {
-		return
+		return false
 	}
 	w.mu.failed[bookie] = true
 	w.mu.replaceDue = true
 	w.kickLocked()
+	return true
 }
 
 // ackableLocked reports whether e has Qa acknowledgements that count.
@@ -593,14 +713,15 @@ func (w *Writer) bookieFailedLocked(bookie string) {
 // whose write set changes waits for the change to be durable.
 // REQUIRES: w.mu held.
 func (w *Writer) ackableLocked(e *entry) bool {
-	ws := entryWriteSet(w.mu.md, e.id)
+	var buf, next writeSetBuf
+	ws := appendEntryWriteSet(buf[:0], w.mu.md, e.id)
 	if c := w.mu.change; c != nil && e.id >= c.start &&
-		!slices.Equal(ws, writeSet(c.ensemble, e.id, int(w.mu.md.WriteQuorum))) {
+		!slices.Equal(ws, appendWriteSet(next[:0], c.ensemble, e.id, int(w.mu.md.WriteQuorum))) {
 		return false
 	}
 	n := 0
 	for _, b := range ws {
-		if e.oks[b] {
+		if e.oks.has(b) {
 			n++
 		}
 	}
@@ -622,8 +743,9 @@ func (w *Writer) ackLocked() {
 		w.mu.lac = e.id
 		w.mu.length += int64(len(e.payload))
 		w.mu.inFlightBytes -= int64(len(e.payload) + len(e.tag))
-		for _, b := range entryWriteSet(w.mu.md, e.id) {
-			if !e.sent[b] { // a failed member never got it
+		var buf writeSetBuf
+		for _, b := range appendEntryWriteSet(buf[:0], w.mu.md, e.id) {
+			if !e.sent.has(b) { // a failed member never got it
 				w.markUnderReplicatedLocked(e)
 				break
 			}
@@ -673,11 +795,24 @@ func (w *Writer) failLocked(err error) {
 	w.notifyLocked()
 }
 
-// notifyLocked wakes everything waiting on w.mu.changed.
+// notifyLocked wakes everything waiting on a channel of changedLocked.
 // REQUIRES: w.mu held.
 func (w *Writer) notifyLocked() {
-	close(w.mu.changed)
-	w.mu.changed = make(chan struct{})
+	if w.mu.changed != nil {
+		close(w.mu.changed)
+		w.mu.changed = nil
+	}
+}
+
+// changedLocked returns a channel that the next notifyLocked closes. It
+// is made when someone waits: a writer acknowledging entries with nobody
+// waiting makes none.
+// REQUIRES: w.mu held.
+func (w *Writer) changedLocked() <-chan struct{} {
+	if w.mu.changed == nil {
+		w.mu.changed = make(chan struct{})
+	}
+	return w.mu.changed
 }
 
 // kickLocked schedules a run of the background work.

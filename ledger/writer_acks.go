@@ -106,16 +106,17 @@ func (a *ackLevels) add(e *entry) { a.waiters[e.id] = e }
 // pending is the number of waiters.
 func (a *ackLevels) pending() int { return len(a.waiters) }
 
-// levelSet is the set of bookies whose ADD_OK for e counts towards
-// AckOne: the members of e's durable write set that stay in it if a
-// pending ensemble change covering e commits (W3: a replacement counts
-// only once the change is durable).
-func levelSet(e *entry, md *ledgerpb.LedgerMetadata, change *ensembleChange) []string {
-	ws := entryWriteSet(md, e.id)
+// appendLevelSet appends to dst the set of bookies whose ADD_OK for e
+// counts towards AckOne: the members of e's durable write set that stay
+// in it if a pending ensemble change covering e commits (W3: a
+// replacement counts only once the change is durable).
+func appendLevelSet(dst []string, e *entry, md *ledgerpb.LedgerMetadata, change *ensembleChange) []string {
+	ws := appendEntryWriteSet(dst, md, e.id)
 	if change == nil || e.id < change.start {
 		return ws
 	}
-	next := writeSet(change.ensemble, e.id, int(md.WriteQuorum))
+	var buf writeSetBuf
+	next := appendWriteSet(buf[:0], change.ensemble, e.id, int(md.WriteQuorum))
 	return slices.DeleteFunc(ws, func(b string) bool { return !slices.Contains(next, b) })
 }
 
@@ -126,10 +127,11 @@ func (a *ackLevels) check(e *entry, md *ledgerpb.LedgerMetadata, change *ensembl
 	if e.levelCB == nil {
 		return
 	}
+	var buf writeSetBuf
 	switch e.level {
 	case AckOne:
-		for _, b := range levelSet(e, md, change) {
-			if e.oks[b] {
+		for _, b := range appendLevelSet(buf[:0], e, md, change) {
+			if e.oks.has(b) {
 				a.resolve(e, nil)
 				return
 			}
@@ -141,10 +143,10 @@ func (a *ackLevels) check(e *entry, md *ledgerpb.LedgerMetadata, change *ensembl
 		// An acknowledged entry's write set never changes (ensemble
 		// changes start above the LAC, W4).
 		complete := true
-		for _, b := range entryWriteSet(md, e.id) {
+		for _, b := range appendEntryWriteSet(buf[:0], md, e.id) {
 			switch {
-			case e.oks[b]:
-			case !e.sent[b]:
+			case e.oks.has(b):
+			case !e.sent.has(b):
 				// Failed or never sent: acknowledged entries are not resent.
 				a.resolve(e, fmt.Errorf("%w: ledger %d entry %d: bookie %s does not have it",
 					ErrUnderReplicated, a.ledgerID, e.id, b))
@@ -203,7 +205,8 @@ func (a *ackLevels) adoptSwaps(old, md *ledgerpb.LedgerMetadata) {
 		before := entryWriteSet(old, e.id)
 		for _, b := range entryWriteSet(md, e.id) {
 			if !slices.Contains(before, b) {
-				e.sent[b], e.oks[b] = true, true
+				e.sent.add(b)
+				e.oks.add(b)
 			}
 		}
 	}

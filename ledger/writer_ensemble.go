@@ -160,6 +160,7 @@ func (w *Writer) replace(rejoin bool) {
 	if len(replaced) > 0 && w.mu.change == nil {
 		w.startChangeLocked(replaced)
 	}
+	w.updateStalledLocked(true)
 	if len(back)+len(replaced) < len(failed) && !w.mu.replaceTimer {
 		w.mu.replaceTimer = true
 		w.bg.after(w.opts.ReplacementRetryInterval, func() {
@@ -323,6 +324,7 @@ func (w *Writer) commitLocked(c *ensembleChange, md *ledgerpb.LedgerMetadata, ve
 		delete(w.mu.failed, old)
 	}
 	w.log.Info("ensemble change durable", "start", c.start, "version", version)
+	w.updateStalledLocked(false)
 	w.ackLocked()
 	w.mu.levels.checkAll(w.mu.md, w.mu.change) // a replacement's answers count from now on
 	// Failures seen while this change was being written.

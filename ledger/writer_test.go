@@ -203,24 +203,46 @@ func TestWriterNoSpareBookie(t *testing.T) {
 	if s := w.Stats(); !w.UnderReplicated() || s.UnderReplicatedEntries != 3 || s.FailedBookies != 1 {
 		t.Errorf("stats %+v, want 3 under-replicated entries and 1 failed bookie", s)
 	}
+	if wtStalled(w) {
+		t.Error("stalled with two of three bookies taking writes")
+	}
 
 	c.Bookies.Crash(b2) // Qa can no longer be met
 	wtAppend(t, w, r, "e4")
+	if wtStalled(w) {
+		t.Error("stalled before trying to replace the bookie")
+	}
 	c.Scheduler.RunDue()
 	wtWantAcked(t, r, 0, 1, 2, 3)
 	if _, ok := c.Bookies.Stored(b0, w.ID(), 4); !ok {
 		t.Fatalf("entry 4 not on the live bookie")
+	}
+	if w.CanAcknowledge() || !wtStalled(w) {
+		t.Errorf("CanAcknowledge %v, stalled %v with one bookie of three and no spare; want false, true", w.CanAcknowledge(), wtStalled(w))
 	}
 
 	c.Bookies.Restart(b1)
 	c.Bookies.Restart(b2)
 	c.Scheduler.Advance(ledger.DefaultReplacementRetryInterval) // both taken back
 	wtWantAcked(t, r, 0, 1, 2, 3, 4)
+	if !w.CanAcknowledge() || wtStalled(w) {
+		t.Errorf("CanAcknowledge %v, stalled %v once the bookies are back; want true, false", w.CanAcknowledge(), wtStalled(w))
+	}
 	if n := wtCopies(c, wtMetadata(t, c, w.ID()), 4); n != 3 {
 		t.Errorf("entry 4 has %d copies after the bookies came back, want 3", n)
 	}
 	if s := w.Stats(); s.FailedBookies != 0 {
 		t.Errorf("stats %+v, want no failed bookie", s)
+	}
+}
+
+// wtStalled reports whether the writer's Stalled channel is closed.
+func wtStalled(w *ledger.Writer) bool {
+	select {
+	case <-w.Stalled():
+		return true
+	default:
+		return false
 	}
 }
 

@@ -12,14 +12,23 @@ import (
 
 // writeSet returns the write set of entryID in ensemble.
 func writeSet(ensemble []string, entryID int64, writeQuorum int) []string {
+	return appendWriteSet(make([]string, 0, writeQuorum), ensemble, entryID, writeQuorum)
+}
+
+// appendWriteSet appends the write set of entryID in ensemble to dst.
+func appendWriteSet(dst, ensemble []string, entryID int64, writeQuorum int) []string {
 	n := len(ensemble)
-	ws := make([]string, writeQuorum)
 	start := int(entryID % int64(n))
 	for i := range writeQuorum {
-		ws[i] = ensemble[(start+i)%n]
+		dst = append(dst, ensemble[(start+i)%n])
 	}
-	return ws
+	return dst
 }
+
+// writeSetBuf is room on the stack for a write set of the usual quorums,
+// for appendWriteSet: the writer looks at a few write sets for every
+// answer from a bookie, and they need not be allocated.
+type writeSetBuf [8]string
 
 // fragmentIndex returns the index of the fragment holding entryID: the last
 // one starting at or before it. md must be valid (validateMetadata).
@@ -35,6 +44,11 @@ func fragmentIndex(md *ledgerpb.LedgerMetadata, entryID int64) int {
 // entryWriteSet is entryID's write set according to md.
 func entryWriteSet(md *ledgerpb.LedgerMetadata, entryID int64) []string {
 	return writeSet(md.Fragments[fragmentIndex(md, entryID)].Bookies, entryID, int(md.WriteQuorum))
+}
+
+// appendEntryWriteSet appends entryID's write set according to md to dst.
+func appendEntryWriteSet(dst []string, md *ledgerpb.LedgerMetadata, entryID int64) []string {
+	return appendWriteSet(dst, md.Fragments[fragmentIndex(md, entryID)].Bookies, entryID, int(md.WriteQuorum))
 }
 
 // lastEnsemble is the ensemble of md's last fragment.

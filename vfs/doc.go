@@ -4,7 +4,9 @@
 // JOURNAL-TRIMMED marker, disk usage), of the tiered read path's disk cache
 // (tiering/diskcache) and of the bench suite's disk probes goes through,
 // the real implementation (Default) and an in-memory twin (NewMem) that can
-// crash, fail and fill up on demand. The bookie's Pebble index goes through
+// crash, fail and fill up on demand. Package vfs/faultfs wraps an FS to
+// inject disk faults into a running process, switched from outside it (a
+// test seam: STRATA_DISK_FAULTS). The bookie's Pebble index goes through
 // Pebble's own vfs (ledger/storage Options.IndexFS). The package imports
 // no other Strata package, so any floor may use it.
 //

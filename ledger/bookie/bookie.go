@@ -54,6 +54,9 @@ type Bookie struct {
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 	closeOnce    sync.Once
+	// draining is cancelled by Drain: the service ends its long calls.
+	draining context.Context
+	drain    context.CancelFunc
 }
 
 // Open checks the bookie's identity against metad (creating the cookie of a
@@ -64,6 +67,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		return nil, err
 	}
 	log = log.With("component", "bookie", "bookie", cfg.ID)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	creds, err := mtls.Load(cfg.Security.Files())
 	if err != nil {
 		return nil, fmt.Errorf("bookie: %w", err)
@@ -72,7 +78,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if err != nil {
 		return nil, err
 	}
-	b := &Bookie{cfg: cfg, log: log, meta: meta, creds: creds, stateChanged: make(chan struct{}, 1), started: time.Now()}
+	b := &Bookie{cfg: cfg, log: log, meta: meta, creds: creds, stateChanged: make(chan struct{}, 1), started: cfg.Now()}
+	b.draining, b.drain = context.WithCancel(context.Background())
 	if creds.Enabled() {
 		b.gate = newReplicatorGate(replication.MetaKV(meta))
 	}
@@ -122,8 +129,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 // wakes the registrar when the storage turns read-only or writable again.
 func (b *Bookie) openStorage(ctx context.Context, metrics *storage.Metrics) error {
 	cfg, log := b.cfg, b.log
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = vfs.Default()
+	}
 	opts := storage.Options{
-		FS:                         vfs.Default(),
+		FS:                         fsys,
 		Dir:                        cfg.DataDir,
 		JournalMaxFileBytes:        cfg.JournalMaxFileBytes,
 		JournalBufferedWrites:      !cfg.JournalDirectIO,
@@ -137,6 +148,7 @@ func (b *Bookie) openStorage(ctx context.Context, metrics *storage.Metrics) erro
 		MajorCompactInterval:       cfg.GCMajorInterval,
 		MaxEntryBytes:              cfg.MaxEntryBytes,
 		FenceTombstoneTTL:          cfg.FenceTombstoneTTL,
+		Now:                        cfg.Now,
 		Verify:                     b.keys.verify,
 		OnFatal:                    b.fatal,
 		Logger:                     log,
@@ -170,7 +182,7 @@ func (b *Bookie) newSweeper(reg prometheus.Registerer) error {
 		interval: b.cfg.LedgerGCInterval, grace: b.cfg.LedgerGCGrace,
 		held: b.store, meta: ledgermetad.NewStore(b.meta),
 		trust: cookieCheck(b.meta, b.cfg.ID, b.cookie.InstanceId),
-		now:   time.Now, log: b.log.With("task", "orphan-sweep"), metrics: metrics,
+		now:   b.cfg.Now, log: b.log.With("task", "orphan-sweep"), metrics: metrics,
 	}
 	return nil
 }
@@ -187,10 +199,11 @@ func (b *Bookie) newReplicator(reg prometheus.Registerer) error {
 	}
 	b.bookies = ledgergrpc.New(ledgergrpc.Options{Logger: b.log, Credentials: b.creds.Transport()})
 	env := ledger.Env{Meta: ledgermetad.NewStore(b.meta), Bookies: b.bookies, Registry: ledgermetad.NewRegistry(b.meta),
-		Logger: b.log, Metrics: ledgerMetrics}
+		Logger: b.log, Metrics: ledgerMetrics, Now: b.cfg.Now}
 	elector := &replication.MetadElector{Meta: b.meta, ID: b.cfg.ID, TTL: b.cfg.LeaseTTL, Logger: b.log}
 	r, err := replication.New(replication.Config{
 		ID: b.cfg.ID, Interval: b.cfg.AutorecoveryInterval, Grace: b.cfg.AutorecoveryGrace, Logger: b.log, Metrics: metrics,
+		Now: b.cfg.Now,
 	}, env, replication.MetaKV(b.meta), elector)
 	if err != nil {
 		b.bookies.Close()
@@ -216,7 +229,22 @@ func SetFatalHandler(f func(error)) { fatalExit = f }
 
 // Service is the gRPC service to register.
 func (b *Bookie) Service() bookiepb.BookieServer {
-	return &service{store: b.store, info: b.Info}
+	return &service{store: b.store, info: b.Info, draining: b.draining}
+}
+
+// StopTimeout is how long the gRPC server's graceful stop should wait for
+// the bookie's calls after Drain. Writers' add streams never end on their
+// own: Drain ends the busy ones, and an idle one holds nothing to wait for.
+const StopTimeout = time.Second
+
+// Drain starts a clean shutdown: the service ends its long calls, so that
+// the gRPC server can stop at once (node.Serving.Drain). Each add stream
+// answers the adds it has in flight and ends (UNAVAILABLE, retryable) at
+// its next add, and long-polled LAC reads return what they have. The
+// writers replace the bookie as for any failed add.
+func (b *Bookie) Drain(context.Context) {
+	b.log.Info("draining: ending add streams and long polls")
+	b.drain()
 }
 
 // Start registers the bookie in metad and keeps it registered until Close,
@@ -287,18 +315,26 @@ func (b *Bookie) ServerOptions() []grpc.ServerOption {
 	return b.gate.interceptors()
 }
 
-// Close deregisters the bookie and closes its storage.
+// Close deregisters the bookie and closes its storage. The replicator
+// (which resigns its leadership) and the registration stop side by side:
+// each revokes a metad lease, which takes up to metad's request timeout
+// when metad is slow, and in turn they would add up.
 func (b *Bookie) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
+		b.drain()
+		var replicator sync.WaitGroup
 		if b.replicator != nil {
-			b.replicator.Close()
-			b.bookies.Close()
+			replicator.Go(func() {
+				b.replicator.Close()
+				b.bookies.Close()
+			})
 		}
 		if b.cancel != nil {
 			b.cancel()
 		}
 		b.wg.Wait()
+		replicator.Wait()
 		storeErr := b.store.Close()
 		b.keys.close()
 		err = errors.Join(storeErr, b.meta.Close())

@@ -9,6 +9,7 @@ import (
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/ledger/replication"
 	"github.com/strata-log/strata/ledger/storage"
+	"github.com/strata-log/strata/vfs"
 )
 
 // Config is one bookie's configuration.
@@ -84,6 +85,16 @@ type Config struct {
 	FenceTombstoneTTL time.Duration `mapstructure:"fence-tombstone-ttl"`
 
 	config.Logging `mapstructure:",squash"`
+
+	// FS is the file system of the journal and the data directory (not
+	// of the Pebble index); nil is vfs.Default(). Not a flag: cmd/bookie
+	// sets it only to inject disk faults in tests (vfs/faultfs).
+	FS vfs.FS `mapstructure:"-"`
+	// Now is the clock of the bookie's stamps, expiries and grace periods
+	// (deletions, fence tombstones, the orphan sweep, re-replication); nil
+	// is time.Now. Not a flag: cmd/bookie sets it only to make the clock
+	// jump in tests (internal/clockfault).
+	Now func() time.Time `mapstructure:"-"`
 }
 
 // DefaultConfig returns the defaults.

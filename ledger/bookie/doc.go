@@ -36,6 +36,17 @@
 // replication.DecommissionKey(id)), it registers as READ_ONLY so that no new
 // ledger or ensemble change chooses it; it still serves reads and recovery.
 //
+// # Shutdown
+//
+// Drain (on SIGTERM, while the gRPC server still serves) ends the calls
+// that would otherwise hold the server's graceful stop: each add stream
+// answers the adds it took and ends at its next add (UNAVAILABLE,
+// retryable: the writer replaces the bookie), and long-polled LAC reads
+// return the state they have; cmd/bookie then gives the rest StopTimeout.
+// Close stops the replicator (which resigns its leadership) beside the
+// registration, so their two lease revocations overlap, then closes the
+// storage (syncing what the journal holds).
+//
 // # Autorecovery
 //
 // With Config.Autorecovery (the default) the bookie also runs a

@@ -60,7 +60,7 @@ func FuzzRequests(f *testing.F) {
 			f.Fatalf("setup: add %d: %v", entry, err)
 		}
 	}
-	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }}
+	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }, draining: context.Background()}
 	f.Fuzz(func(t *testing.T, kind byte, data []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()

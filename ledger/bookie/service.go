@@ -33,6 +33,9 @@ type service struct {
 	bookiepb.UnimplementedBookieServer
 	store *storage.Storage
 	info  func() *bookiepb.BookieInfo
+	// draining is done once the bookie shuts down (Bookie.Drain): add
+	// streams and long polls end.
+	draining context.Context
 }
 
 // AddEntries answers every add with its own status; only a broken stream
@@ -42,14 +45,13 @@ func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest
 	// Every answer holds a slot from receipt until it is sent, and the
 	// channel has a slot for each, so done callbacks never block.
 	slots := make(chan struct{}, maxOutstandingAdds)
-	answers := make(chan *bookiepb.AddResponse, maxOutstandingAdds)
-	var pending sync.WaitGroup
+	st := &streamAdds{answers: make(chan *bookiepb.AddResponse, maxOutstandingAdds)}
 	sendErr := make(chan error, 1)
 	senderDone := make(chan struct{})
 	go func() {
 		defer close(senderDone)
 		var failed error
-		for a := range answers {
+		for a := range st.answers {
 			if failed == nil {
 				if err := stream.Send(a); err != nil {
 					failed = err
@@ -60,8 +62,8 @@ func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest
 		}
 	}()
 	finish := func(err error) error {
-		pending.Wait()
-		close(answers)
+		st.pending.Wait()
+		close(st.answers)
 		<-senderDone
 		return err
 	}
@@ -69,9 +71,10 @@ func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest
 		// Each add's bytes come from a pooled buffer, given back once
 		// the journal has copied them (its done callback) or refused
 		// the add.
-		req := new(pooledAdd)
-		err := stream.RecvMsg(req)
+		a := getInflightAdd()
+		err := stream.RecvMsg(&a.req)
 		if err != nil {
+			a.release()
 			// io.EOF: the writer closed its side; answer what is in flight.
 			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
 				return finish(nil)
@@ -79,31 +82,88 @@ func (s *service) AddEntries(stream grpc.BidiStreamingServer[bookiepb.AddRequest
 			return finish(nilIfEOF(err))
 		}
 		select {
+		case <-s.draining.Done():
+			// Shutting down: answer what is in flight and end the stream,
+			// so the server need not wait for it. This add was not
+			// taken: the writer sees the stream end and replaces the
+			// bookie.
+			a.release()
+			return finish(rpcerror.New(codes.Unavailable, rpcerror.ReasonUnavailable, true, "bookie: shutting down"))
+		default:
+		}
+		select {
 		case slots <- struct{}{}:
 		case err := <-sendErr:
+			a.release()
 			return finish(err)
 		case <-ctx.Done():
+			a.release()
 			return finish(nil)
 		}
-		answer := func(st bookiepb.AddStatus, err error) {
-			a := &bookiepb.AddResponse{RequestId: req.RequestId, LedgerId: req.LedgerId, EntryId: req.EntryId, Status: st}
-			if err != nil {
-				a.Message = err.Error()
-			}
-			answers <- a
-		}
-		pending.Add(1)
-		err = s.store.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Entry(), req.Recovery, func(err error) {
-			req.Release()
-			answer(addStatus(err), err)
-			pending.Done()
-		})
-		if err != nil {
-			req.Release()
-			answer(addStatus(err), err)
-			pending.Done()
+		a.stream = st
+		st.pending.Add(1)
+		req := &a.req
+		if err := s.store.Add(ctx, req.LedgerId, req.EntryId, req.Lac, req.Entry(), req.Recovery, a.done); err != nil {
+			a.done(err)
 		}
 	}
+}
+
+// streamAdds is what the adds of one AddEntries stream share.
+type streamAdds struct {
+	// answers goes to the stream's sender; it has room for every add
+	// in flight (maxOutstandingAdds), so a done callback never blocks.
+	answers chan *bookiepb.AddResponse
+	// pending counts the adds whose done callback has not run.
+	pending sync.WaitGroup
+}
+
+// inflightAdd is one add of an AddEntries stream from its receipt until
+// the storage is done with it: the request and the storage's done
+// callback, bound once. They come from addPool and go back to it, so
+// that an add allocates no request or callback of its own. (Its answer
+// is allocated: gRPC may use a message after Send returns.)
+type inflightAdd struct {
+	req    pooledAdd
+	stream *streamAdds
+	done   func(error) // stored
+}
+
+// addPool holds the inflightAdds of every stream.
+var addPool sync.Pool
+
+// getInflightAdd returns an inflightAdd from addPool, or a new one.
+func getInflightAdd() *inflightAdd {
+	if a, ok := addPool.Get().(*inflightAdd); ok {
+		return a
+	}
+	a := new(inflightAdd)
+	a.done = a.stored
+	return a
+}
+
+// stored is the add's done callback (storage.Storage.Add): the journal
+// is done with the request's bytes; the answer goes to the sender, and a
+// back to addPool.
+func (a *inflightAdd) stored(err error) {
+	resp := &bookiepb.AddResponse{RequestId: a.req.RequestId, LedgerId: a.req.LedgerId, EntryId: a.req.EntryId,
+		Status: addStatus(err)}
+	if err != nil {
+		resp.Message = err.Error()
+	}
+	st := a.stream
+	a.release()
+	st.answers <- resp
+	st.pending.Done()
+}
+
+// release gives a back to addPool, cleared: the request's buffer goes
+// back to its pool, and its bytes fields, which alias it, are reset.
+func (a *inflightAdd) release() {
+	a.req.Release()
+	a.req.Reset()
+	a.stream = nil
+	addPool.Put(a)
 }
 
 // pooledAdd is an add decoded into a pooled buffer (wirecodec.Pooled):
@@ -192,6 +252,7 @@ func (s *service) ReadLAC(ctx context.Context, req *bookiepb.ReadLACRequest) (*b
 		wait := min(time.Duration(req.WaitMs)*time.Millisecond, maxLACWait)
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
+		defer context.AfterFunc(s.draining, cancel)() // shutting down: answer with what there is
 		var err error
 		st, err = s.store.WaitLAC(wctx, req.LedgerId, req.PreviousLac)
 		if err != nil && wctx.Err() == nil {
@@ -264,6 +325,10 @@ func toStatus(err error) error {
 		return rpcerror.New(codes.AlreadyExists, reasonEntryConflict, false, err.Error())
 	case corruption.Is(err):
 		return rpcerror.New(codes.DataLoss, rpcerror.ReasonCorrupt, false, err.Error())
+	case errors.Is(err, storage.ErrIO):
+		// This bookie's disk failed the read: another copy may be fine,
+		// and this one once the disk recovers.
+		return rpcerror.New(codes.Unavailable, rpcerror.ReasonDiskError, true, err.Error())
 	case errors.Is(err, storage.ErrUnknown):
 		return rpcerror.New(codes.Unavailable, rpcerror.ReasonLimbo, false, err.Error())
 	case errors.Is(err, storage.ErrNoEntry):

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"syscall"
 	"testing"
 
 	pebblevfs "github.com/cockroachdb/pebble/vfs"
@@ -61,6 +63,17 @@ func TestCorruptStatus(t *testing.T) {
 	}
 }
 
+// TestDiskErrorStatus: a read the disk failed answers UNAVAILABLE /
+// DISK_ERROR, retryable, so the reader goes to another copy and never takes
+// it for an absence or for corruption.
+func TestDiskErrorStatus(t *testing.T) {
+	err := fmt.Errorf("%w: ledger 1 entry 0: %w", storage.ErrIO, &fs.PathError{Op: "read", Path: "j", Err: syscall.EIO})
+	st := toStatus(err)
+	if status.Code(st) != codes.Unavailable || rpcerror.Reason(st) != rpcerror.ReasonDiskError || !rpcerror.Retryable(st) {
+		t.Errorf("toStatus(%v) = %v, want Unavailable DISK_ERROR retryable", err, st)
+	}
+}
+
 // TestFenceAnswerIsComplete: a bookie not in limbo answers a fence with
 // its last entry and complete set, which recovery counts as a negative for
 // every entry above it (ledger R9). (In limbo, complete is false: the
@@ -75,7 +88,7 @@ func TestFenceAnswerIsComplete(t *testing.T) {
 			t.Fatalf("add %d: %v", entry, err)
 		}
 	}
-	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }}
+	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }, draining: context.Background()}
 	resp, err := s.Fence(ctx, &bookiepb.FenceRequest{LedgerId: 9})
 	if err != nil || resp.LastEntryId != 1 || !resp.Complete {
 		t.Fatalf("Fence: %v, %v; want last entry 1, complete", resp, err)
@@ -125,7 +138,7 @@ func TestFenceInLimboIsNotComplete(t *testing.T) {
 	if !st.Limbo() {
 		t.Fatal("storage not in limbo after replaying a damaged record")
 	}
-	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }}
+	s := &service{store: st, info: func() *bookiepb.BookieInfo { return &bookiepb.BookieInfo{} }, draining: context.Background()}
 	resp, err := s.Fence(ctx, &bookiepb.FenceRequest{LedgerId: 9})
 	if err != nil || resp.Complete {
 		t.Fatalf("Fence in limbo: %v, %v; want an answer that is not complete", resp, err)

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 
 	"github.com/cockroachdb/pebble"
@@ -19,21 +20,64 @@ import (
 // Only one Batch exists at a time: NewBatch blocks until the previous one is
 // committed or closed. A Batch is not safe for concurrent use.
 type Batch struct {
-	ix      *Index
-	b       *pebble.Batch
-	states  map[uint64]*batchState
-	entries map[uint64]map[uint64]journal.Location // ledger → entry → location set here
-	deleted map[uint64]bool                        // ledgers range-deleted here
-	usage   map[fileLedger]Usage                   // absolute usage of the pairs touched here
-	ops     int
-	err     error // first accounting violation; fails Commit
-	done    bool
+	ix *Index
+	b  *pebble.Batch
+	batchMaps
+	ops  int
+	err  error // first accounting violation; fails Commit
+	done bool
+	// key is where state builds the ledger key it reads: a key passed
+	// to Pebble's Get escapes, and the Batch is on the heap already.
+	key [ledgerKeyLen]byte
+}
+
+// batchMaps is what a batch knows of the records it holds. Batches take
+// turns (NewBatch blocks while one is open), so the index keeps the maps
+// of the last one, cleared, for the next: a batch of a few records
+// (a journal group of a lightly loaded bookie) would otherwise cost more
+// in maps than in records.
+type batchMaps struct {
+	states  map[uint64]batchState
+	entries map[ledgerEntry]journal.Location // locations set here
+	deleted map[uint64]bool                  // ledgers range-deleted here
+	usage   map[fileLedger]Usage             // absolute usage of the pairs touched here
+}
+
+// maxSpareEntries bounds the maps kept for the next batch. Clearing a map
+// costs in proportion to the most it ever held, and a batch larger than
+// this pays for its maps many times over with its records: its maps are
+// left to the collector.
+const maxSpareEntries = 256
+
+func newBatchMaps() batchMaps {
+	return batchMaps{
+		states:  map[uint64]batchState{},
+		entries: map[ledgerEntry]journal.Location{},
+		deleted: map[uint64]bool{},
+		usage:   map[fileLedger]Usage{},
+	}
+}
+
+// reusable reports whether m is small enough to keep for the next batch.
+func (m *batchMaps) reusable() bool {
+	return max(len(m.states), len(m.entries), len(m.deleted), len(m.usage)) <= maxSpareEntries
+}
+
+func (m *batchMaps) clear() {
+	clear(m.states)
+	clear(m.entries)
+	clear(m.deleted)
+	clear(m.usage)
 }
 
 type batchState struct {
 	st     LedgerState
 	exists bool
 	dirty  bool
+}
+
+type ledgerEntry struct {
+	ledger, entry uint64
 }
 
 type fileLedger struct {
@@ -51,14 +95,12 @@ func (ix *Index) NewBatch() (*Batch, error) {
 		ix.writeMu.Unlock()
 		return nil, ErrClosed
 	}
-	return &Batch{
-		ix:      ix,
-		b:       ix.db.NewBatch(),
-		states:  map[uint64]*batchState{},
-		entries: map[uint64]map[uint64]journal.Location{},
-		deleted: map[uint64]bool{},
-		usage:   map[fileLedger]Usage{},
-	}, nil
+	b := &Batch{ix: ix, b: ix.db.NewBatch(), batchMaps: ix.spare}
+	ix.spare = batchMaps{}
+	if b.states == nil {
+		b.batchMaps = newBatchMaps()
+	}
+	return b, nil
 }
 
 // Len is the number of operations in the batch.
@@ -68,19 +110,24 @@ func validLocation(loc journal.Location) bool {
 	return loc.File > 0 && loc.Offset >= journal.FileHeaderSize && loc.Length >= journal.RecordHeaderSize
 }
 
-// state returns the ledger's state as of this batch.
-func (b *Batch) state(ledgerID uint64) (*batchState, error) {
+// state returns the ledger's state as of this batch; a change to it is
+// made with setState.
+func (b *Batch) state(ledgerID uint64) (batchState, error) {
 	if s, ok := b.states[ledgerID]; ok {
 		return s, nil
 	}
-	s := &batchState{st: emptyState}
-	v, ok, err := b.ix.get(ledgerKey(ledgerID))
-	if err != nil {
-		return nil, err
-	}
-	if ok {
-		if s.st, err = decodeState(v); err != nil {
-			return nil, err
+	s := batchState{st: emptyState}
+	putLedgerKey(b.key[:], ledgerID)
+	v, closer, err := b.ix.db.Get(b.key[:])
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return batchState{}, fmt.Errorf("index: %w", err)
+	default:
+		s.st, err = decodeState(v) // copies what it keeps
+		closer.Close()
+		if err != nil {
+			return batchState{}, err
 		}
 		s.exists = true
 	}
@@ -88,9 +135,11 @@ func (b *Batch) state(ledgerID uint64) (*batchState, error) {
 	return s, nil
 }
 
+func (b *Batch) setState(ledgerID uint64, s batchState) { b.states[ledgerID] = s }
+
 // lookup returns an entry's location as of this batch.
 func (b *Batch) lookup(ledgerID, entryID uint64) (journal.Location, bool, error) {
-	if loc, ok := b.entries[ledgerID][entryID]; ok {
+	if loc, ok := b.entries[ledgerEntry{ledgerID, entryID}]; ok {
 		return loc, true, nil
 	}
 	if b.deleted[ledgerID] {
@@ -141,10 +190,7 @@ func (b *Batch) setEntry(ledgerID, entryID uint64, loc journal.Location) error {
 	if err := b.b.Set(entryKey(ledgerID, entryID), encodeLocation(loc), nil); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
-	if b.entries[ledgerID] == nil {
-		b.entries[ledgerID] = map[uint64]journal.Location{}
-	}
-	b.entries[ledgerID][entryID] = loc
+	b.entries[ledgerEntry{ledgerID, entryID}] = loc
 	b.addUsage(loc.File, ledgerID, Usage{Bytes: int64(loc.Length), Entries: 1})
 	return nil
 }
@@ -182,6 +228,7 @@ func (b *Batch) Add(ledgerID, entryID uint64, lac int64, loc journal.Location) (
 	s.st.Tombstone, s.st.DeletedUnixMs = false, 0
 	s.st.LastEntryID = max(s.st.LastEntryID, int64(entryID))
 	s.st.LAC = max(s.st.LAC, lac)
+	b.setState(ledgerID, s)
 	b.ops++
 	return s.st, nil
 }
@@ -214,6 +261,7 @@ func (b *Batch) Fence(ledgerID uint64) (LedgerState, error) {
 	}
 	s.exists, s.dirty = true, true
 	s.st.Fenced = true
+	b.setState(ledgerID, s)
 	b.ops++
 	return s.st, nil
 }
@@ -231,6 +279,7 @@ func (b *Batch) SetLAC(ledgerID uint64, lac int64) (LedgerState, error) {
 	}
 	s.exists, s.dirty = true, true
 	s.st.LAC = max(s.st.LAC, lac)
+	b.setState(ledgerID, s)
 	b.ops++
 	return s.st, nil
 }
@@ -251,15 +300,15 @@ func (b *Batch) Delete(ledgerID uint64, atUnixMs int64) (LedgerState, error) {
 		return LedgerState{}, fmt.Errorf("index: %w", err)
 	}
 	b.deleted[ledgerID] = true
-	delete(b.entries, ledgerID)
+	maps.DeleteFunc(b.entries, func(k ledgerEntry, _ journal.Location) bool { return k.ledger == ledgerID })
 	switch {
 	case s.exists && s.st.Tombstone:
 	case s.exists && s.st.Fenced:
 		tomb := emptyState
 		tomb.Fenced, tomb.Tombstone, tomb.DeletedUnixMs = true, true, atUnixMs
-		b.states[ledgerID] = &batchState{st: tomb, exists: true, dirty: true}
+		b.setState(ledgerID, batchState{st: tomb, exists: true, dirty: true})
 	default:
-		b.states[ledgerID] = &batchState{st: emptyState, dirty: true}
+		b.setState(ledgerID, batchState{st: emptyState, dirty: true})
 	}
 	b.ix.mu.RLock()
 	for file, byLedger := range b.ix.mu.usage {
@@ -287,7 +336,7 @@ func (b *Batch) ExpireTombstone(ledgerID uint64, deletedBeforeUnixMs int64) (boo
 	if err != nil || !s.exists || !s.st.Tombstone || s.st.DeletedUnixMs > deletedBeforeUnixMs {
 		return false, err
 	}
-	b.states[ledgerID] = &batchState{st: emptyState, dirty: true}
+	b.setState(ledgerID, batchState{st: emptyState, dirty: true})
 	b.ops++
 	return true, nil
 }
@@ -382,5 +431,10 @@ func (b *Batch) Close() {
 func (b *Batch) finish() {
 	b.done = true
 	b.b.Close()
+	if b.reusable() {
+		b.batchMaps.clear()
+		b.ix.spare = b.batchMaps
+	}
+	b.batchMaps = batchMaps{} // a finished batch uses them no more
 	b.ix.writeMu.Unlock()
 }

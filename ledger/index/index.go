@@ -96,6 +96,9 @@ type Index struct {
 	// batches build on the committed state, so they must not interleave.
 	// Close takes it first, so an open batch may use db without life.
 	writeMu sync.Mutex
+	// spare: the cleared maps of the last batch, for the next one
+	// (batchMaps). Guarded by writeMu.
+	spare batchMaps
 
 	// life is held (read) around every use of db outside a batch, and
 	// (write) by Close, so db is never used after it is closed. Nothing

@@ -67,9 +67,14 @@ func decodeEntryKey(k []byte) (ledgerID, entryID uint64, ok bool) {
 
 func ledgerKey(ledgerID uint64) []byte {
 	k := make([]byte, ledgerKeyLen)
+	putLedgerKey(k, ledgerID)
+	return k
+}
+
+// putLedgerKey writes ledgerID's key into k[:ledgerKeyLen].
+func putLedgerKey(k []byte, ledgerID uint64) {
 	k[0] = kindLedger
 	binary.BigEndian.PutUint64(k[1:9], ledgerID)
-	return k
 }
 
 func fileKey(file, ledgerID uint64) []byte {

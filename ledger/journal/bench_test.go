@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/internal/alloctest"
 	"github.com/strata-log/strata/vfs"
 )
 
@@ -141,7 +141,7 @@ func benchGroupWrite(b *testing.B, groupBytes int, buffered bool) {
 	done := make(chan error, 1)
 	b.SetBytes(int64(groupBytes))
 	b.ResetTimer()
-	before := cpuTime(b)
+	before := alloctest.CPUTime(b)
 	for i := 0; b.Loop(); i++ {
 		rec := Record{Type: TypeAdd, LedgerID: 1, EntryID: uint64(i), Payload: payload}
 		if err := j.Append(context.Background(), rec, func(_ Location, err error) { done <- err }); err != nil {
@@ -151,20 +151,11 @@ func benchGroupWrite(b *testing.B, groupBytes int, buffered bool) {
 			b.Fatal(err)
 		}
 	}
-	cpu := cpuTime(b) - before
+	cpu := alloctest.CPUTime(b) - before
 	b.StopTimer()
 	b.ReportMetric(cpu.Seconds()/(float64(b.N)*float64(groupBytes)/1e9), "cpu-s/GB")
 	b.ReportMetric(map[bool]float64{true: 1}[j.DirectIO()], "direct")
 	if err := j.Close(); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// cpuTime is the process's user+sys CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -207,8 +207,9 @@
 //
 //   - Open: Options.Validate errors; I/O errors; a misplaced file
 //     (*CorruptError) or unknown format version.
-//   - Append: ErrInvalidRecord, ErrTooLarge, ErrClosed, ErrFailed,
-//     ErrNotReplayed, or the context's error; done gets nil or ErrFailed.
+//   - Append, AppendWaiter: ErrInvalidRecord, ErrTooLarge, ErrClosed,
+//     ErrFailed, ErrNotReplayed, or the context's error; done (the
+//     Waiter) gets nil or ErrFailed.
 //   - Read: ErrCorrupt (*CorruptError), ErrNotFound, ErrClosed, I/O errors.
 //   - Replay: I/O errors (nothing is repaired then), fn's error, ErrClosed.
 //     Corruption is not an error: see ReplayResult.

@@ -48,8 +48,21 @@ type FileInfo struct {
 type pending struct {
 	rec  Record
 	size int // encoded bytes
-	done func(Location, error)
+	done Waiter
 }
+
+// Waiter is told the outcome of an appended record (AppendWaiter).
+type Waiter interface {
+	// Journaled is called once, from the writer goroutine, with where
+	// the record is once it and every record before it are durable (err
+	// nil), or with an error wrapping ErrFailed. It must not block.
+	Journaled(loc Location, err error)
+}
+
+// doneFunc is Append's done callback as a Waiter.
+type doneFunc func(Location, error)
+
+func (f doneFunc) Journaled(loc Location, err error) { f(loc, err) }
 
 // Journal is the bookie's append-only journal. See doc.go.
 type Journal struct {
@@ -245,11 +258,21 @@ func (j *Journal) checkFile(seq uint64) (int64, error) {
 // keeps rec.Payload until done is called; the caller must not modify it
 // before then.
 func (j *Journal) Append(ctx context.Context, rec Record, done func(loc Location, err error)) error {
+	if done == nil {
+		return fmt.Errorf("%w: nil done callback", ErrInvalidRecord)
+	}
+	return j.AppendWaiter(ctx, rec, doneFunc(done))
+}
+
+// AppendWaiter is Append with w told the outcome (w.Journaled) instead of
+// a done callback: a caller that already has a struct per record (the
+// storage engine's) need not allocate a closure for each.
+func (j *Journal) AppendWaiter(ctx context.Context, rec Record, w Waiter) error {
 	if err := rec.validate(); err != nil {
 		return err
 	}
-	if done == nil {
-		return fmt.Errorf("%w: nil done callback", ErrInvalidRecord)
+	if w == nil {
+		return fmt.Errorf("%w: nil waiter", ErrInvalidRecord)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: append: %w", err)
@@ -288,7 +311,7 @@ func (j *Journal) Append(ctx context.Context, rec Record, done func(loc Location
 			return fmt.Errorf("journal: waiting for queue space: %w", ctxErr)
 		}
 	}
-	j.mu.queue = append(j.mu.queue, pending{rec: rec, size: int(size), done: done})
+	j.mu.queue = append(j.mu.queue, pending{rec: rec, size: int(size), done: w})
 	j.mu.queueBytes += size
 	j.mu.cond.Signal()
 	j.mu.Unlock()
@@ -425,7 +448,7 @@ func (j *Journal) commit(group []pending) {
 	}
 	for i := range group {
 		size := group[i].size
-		group[i].done(Location{File: w.seq, Offset: off, Length: uint32(size)}, nil)
+		group[i].done.Journaled(Location{File: w.seq, Offset: off, Length: uint32(size)}, nil)
 		off += int64(size)
 	}
 }
@@ -449,7 +472,7 @@ func (j *Journal) noteSlowGroup(write, sync time.Duration, bytes int64, records 
 // finish fails every record of group with err.
 func finish(group []pending, err error) {
 	for i := range group {
-		group[i].done(Location{}, err)
+		group[i].done.Journaled(Location{}, err)
 	}
 }
 

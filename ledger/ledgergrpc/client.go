@@ -374,14 +374,17 @@ type bookieConn struct {
 		// over every stream (bounded by MaxQueuedAdds, MaxQueuedBytes).
 		queuedAdds  int
 		queuedBytes int64
-		// ended holds adds that ended, in order, for the dispatcher.
-		ended []endedAdd
+		// ended holds adds that ended, in order, for the dispatcher;
+		// spareEnded is the list the dispatcher emptied last, for reuse.
+		ended, spareEnded []endedAdd
 	}
 }
 
 // pendingAdd is one add that has not ended, or has just ended.
 type pendingAdd struct {
-	req      *bookiepb.AddRequest
+	// req is the request sent: the caller's, with this bookie's
+	// request id (the caller's may go to several bookies).
+	req      bookiepb.AddRequest
 	cb       func(*bookiepb.AddResponse, error)
 	deadline time.Time
 	done     bool // guarded by bookieConn.mu
@@ -405,9 +408,11 @@ type addStream struct {
 	queue []*pendingAdd
 	// pending holds the adds of this stream that have not ended, by
 	// request id; order holds them (and ended ones, until trimmed) in
-	// call order, which is deadline order.
+	// call order, which is deadline order, from order[head] on. Once
+	// every add ended, order starts again at the front of its array.
 	pending map[uint64]*pendingAdd
 	order   []*pendingAdd
+	head    int
 	// ready is signalled when queue gains adds.
 	ready chan struct{}
 }
@@ -449,7 +454,7 @@ func (b *bookieConn) add(req *bookiepb.AddRequest, cb func(*bookiepb.AddResponse
 	// A copy: the caller may send the same request to several bookies.
 	// The payload is shared, read-only.
 	p := &pendingAdd{
-		req: &bookiepb.AddRequest{RequestId: b.mu.nextRequestID, LedgerId: req.GetLedgerId(), EntryId: req.GetEntryId(),
+		req: bookiepb.AddRequest{RequestId: b.mu.nextRequestID, LedgerId: req.GetLedgerId(), EntryId: req.GetEntryId(),
 			Lac: req.GetLac(), Payload: req.GetPayload(), PayloadTail: req.GetPayloadTail(), Recovery: req.GetRecovery()},
 		cb:       cb,
 		deadline: time.Now().Add(opts.AddTimeout),
@@ -490,29 +495,58 @@ func (b *bookieConn) endLocked(s *addStream, p *pendingAdd, resp *bookiepb.AddRe
 	p.done = true
 	delete(s.pending, p.req.RequestId)
 	b.mu.queuedAdds--
-	b.mu.queuedBytes -= addSize(p.req)
+	b.mu.queuedBytes -= addSize(&p.req)
 	b.mu.ended = append(b.mu.ended, endedAdd{cb: p.cb, resp: resp, err: err})
+}
+
+// maxIdleList bounds the capacity of a list kept for reuse once emptied
+// (a stream's order, the ended adds), so one burst does not pin a large
+// array.
+const maxIdleList = 1 << 14
+
+// oldestLocked is the oldest add in s.order, nil if there is none.
+// REQUIRES: b.mu held.
+func (s *addStream) oldestLocked() *pendingAdd {
+	if s.head == len(s.order) {
+		return nil
+	}
+	return s.order[s.head]
 }
 
 // trimLocked drops ended adds from the front of s.order.
 // REQUIRES: b.mu held.
 func (s *addStream) trimLocked() {
-	for len(s.order) > 0 && s.order[0].done {
-		s.order[0] = nil
-		s.order = s.order[1:]
+	for s.head < len(s.order) && s.order[s.head].done {
+		s.order[s.head] = nil
+		s.head++
 	}
-	if len(s.order) == 0 {
-		s.order = nil // let a long-grown backing array go
+	switch {
+	case s.head == len(s.order):
+		s.order, s.head = s.order[:0], 0
+		if cap(s.order) > maxIdleList {
+			s.order = nil
+		}
+	case s.head >= minOrderCompact && 2*s.head >= len(s.order):
+		// Under steady load the adds never all end at once: move the
+		// live ones to the front, or order would keep a slot for every
+		// add the stream ever carried. At most half are live, so the
+		// copy costs less than one slot per add trimmed.
+		n := copy(s.order, s.order[s.head:])
+		clear(s.order[n:])
+		s.order, s.head = s.order[:n], 0
 	}
 }
+
+// minOrderCompact is the fewest ended adds at the front of a stream's
+// order that trimLocked moves the live ones over.
+const minOrderCompact = 1024
 
 // expireLocked ends the adds of s whose deadline has passed with
 // ErrAddTimeout. Deadlines grow in call order, so they are at the front.
 // REQUIRES: b.mu held.
 func (b *bookieConn) expireLocked(s *addStream, now time.Time) {
 	s.trimLocked()
-	for len(s.order) > 0 && !s.order[0].deadline.After(now) {
-		p := s.order[0]
+	for p := s.oldestLocked(); p != nil && !p.deadline.After(now); p = s.oldestLocked() {
 		b.endLocked(s, p, nil, fmt.Errorf("%w: bookie %s did not answer the add of entry %d/%d within %v",
 			ErrAddTimeout, b.addr, p.req.LedgerId, p.req.EntryId, b.c.opts.AddTimeout))
 		s.trimLocked()
@@ -546,10 +580,10 @@ func (b *bookieConn) breakLocked(s *addStream, err error) {
 	} else {
 		broke = fmt.Errorf("%w: bookie %s: %w", ErrAddStreamBroken, b.addr, err)
 	}
-	for _, p := range s.order {
+	for _, p := range s.order[s.head:] {
 		b.endLocked(s, p, nil, broke)
 	}
-	s.order, s.queue = nil, nil
+	s.order, s.head, s.queue = nil, 0, nil
 	if n > 0 && !errors.Is(err, ErrClosed) {
 		b.c.log.Warn("add stream to bookie broke", "bookie", b.addr, "failed_adds", n, "err", err)
 	}
@@ -589,7 +623,7 @@ func (s *addStream) send() {
 		for i, p := range batch {
 			// p may have timed out meanwhile: sending it anyway is
 			// harmless (its answer is dropped) and cheaper than locking.
-			if err := stream.Send(p.req); err != nil {
+			if err := stream.Send(&p.req); err != nil {
 				// io.EOF: the stream ended; the receiver has the reason.
 				b.breakStream(s, err)
 				return
@@ -630,17 +664,21 @@ func (s *addStream) receive(stream grpc.BidiStreamingClient[bookiepb.AddRequest,
 func (b *bookieConn) dispatch() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var spent []endedAdd // ended adds whose callbacks ran: the list, for reuse
 	for {
 		b.mu.Lock()
+		if spent != nil {
+			b.mu.spareEnded, spent = spent, nil
+		}
 		var next time.Time
 		if s := b.mu.stream; s != nil {
 			b.expireLocked(s, time.Now())
-			if len(s.order) > 0 {
-				next = s.order[0].deadline
+			if p := s.oldestLocked(); p != nil {
+				next = p.deadline
 			}
 		}
 		ended := b.mu.ended
-		b.mu.ended = nil
+		b.mu.ended, b.mu.spareEnded = b.mu.spareEnded, nil
 		closed := b.mu.closed
 		b.mu.Unlock()
 		for i, e := range ended {
@@ -648,6 +686,9 @@ func (b *bookieConn) dispatch() {
 			ended[i] = endedAdd{}
 		}
 		if len(ended) > 0 {
+			if cap(ended) <= maxIdleList {
+				spent = ended[:0]
+			}
 			continue // callbacks may have added or ended adds
 		}
 		if closed {

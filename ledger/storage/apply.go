@@ -26,6 +26,9 @@ type applier struct {
 	}
 	wake chan struct{}
 	done chan struct{} // closed when run returns
+	// applied is apply's list of the ops in its batch, kept between
+	// calls (only the applier goroutine uses it).
+	applied []*op
 }
 
 func newApplier(s *Storage) *applier {
@@ -91,7 +94,7 @@ func (a *applier) run() {
 // them. A record the journal failed fails its op; an index error is fatal.
 func (a *applier) apply(ops []*op) {
 	s := a.s
-	var applied []*op
+	applied := a.applied[:0]
 	var b *index.Batch
 	flush := func() {
 		if b == nil {
@@ -105,6 +108,7 @@ func (a *applier) apply(ops []*op) {
 		} else {
 			a.complete(applied)
 		}
+		clear(applied) // drop payload references
 		applied = applied[:0]
 	}
 	for _, o := range ops {
@@ -154,13 +158,16 @@ func (a *applier) apply(ops []*op) {
 			b.Close()
 			b = nil
 			s.fatal(fmt.Errorf("writing the index: %w", err))
-			a.fail(append(applied, o), s.failure())
+			applied = append(applied, o)
+			a.fail(applied, s.failure())
+			clear(applied)
 			applied = applied[:0]
 			continue
 		}
 		applied = append(applied, o)
 	}
 	flush()
+	a.applied = applied[:0]
 }
 
 // complete updates the in-memory ledgers after ops were committed to
@@ -192,7 +199,10 @@ func (a *applier) complete(ops []*op) {
 	s.mu.Unlock()
 	s.budget.Release(size)
 	for _, o := range ops {
-		o.finish(o, o.refused)
+		if o.kind == opAdd && o.refused == nil {
+			s.metrics.addLatency.Observe(s.now().Sub(o.start).Seconds())
+		}
+		o.done(o.refused)
 	}
 }
 
@@ -210,6 +220,6 @@ func (a *applier) fail(ops []*op, err error) {
 	s.mu.Unlock()
 	s.budget.Release(size)
 	for _, o := range ops {
-		o.finish(o, err)
+		o.done(err)
 	}
 }

@@ -276,8 +276,9 @@
 //   - Fence, WriteLAC, Delete: ErrInvalid (WriteLAC), ErrClosed,
 //     ErrFailed, ctx's (outcome unknown).
 //   - Read, ReadRange: ErrNoEntry, ErrUnknown, ErrCorrupt, ErrInvalid
-//     (ReadRange with last < first), ErrClosed, I/O errors; ReadRange also
-//     fn's error.
+//     (ReadRange with last < first), ErrClosed, ErrIO (the disk failed
+//     the read; counted in strata_bookie_read_errors_total); ReadRange
+//     also fn's error.
 //   - WaitLAC: ctx's (with the current state), ErrClosed.
 //   - State, Ledgers: none (memory only).
 //   - GC: ErrClosed, ErrFailed, ctx's, I/O errors.

@@ -37,6 +37,11 @@ var (
 	// ErrInvalid: a malformed argument (entry too large, entry id above
 	// 2^63-1, LAC below -1, nil callback, last before first).
 	ErrInvalid = errors.New("storage: invalid argument")
+	// ErrIO: the disk failed a read of an entry (EIO, or any error of the
+	// file system that is not one of the above). Nothing was served; the
+	// entry may be fine on another bookie, and here once the disk
+	// recovers. Counted in strata_bookie_read_errors_total.
+	ErrIO = errors.New("storage: disk I/O error")
 	// ErrClosed: the storage is closed or closing.
 	ErrClosed = errors.New("storage: closed")
 	// ErrFailed: a journal write or sync, or an index write, failed; the

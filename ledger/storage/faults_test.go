@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +93,35 @@ func TestReadCorruptEntry(t *testing.T) {
 	if n := counterValue(t, m.corruptions.WithLabelValues(corruptionRead)); n != 2 {
 		t.Fatalf("read corruption count = %v", n)
 	}
+}
+
+// TestReadIOError: a read the disk fails is ErrIO (not corruption, not
+// "no entry"), counted, and reads work again once the disk does.
+func TestReadIOError(t *testing.T) {
+	m := NewMetrics()
+	e := newEnv(t, func(o *Options) { o.Metrics = m })
+	mustAdd(t, e.s, 1, 0, -1, []byte("payload zero"))
+	mustAdd(t, e.s, 1, 1, -1, []byte("payload one"))
+	e.mem.InjectError(func(op vfs.Op, name string) error {
+		if op == vfs.OpRead {
+			return &fs.PathError{Op: "read", Path: name, Err: syscall.EIO}
+		}
+		return nil
+	})
+	_, err := e.s.Read(1, 0)
+	wantErr(t, err, ErrIO)
+	if !errors.Is(err, syscall.EIO) || corruption.Is(err) || errors.Is(err, ErrNoEntry) || errors.Is(err, ErrUnknown) {
+		t.Fatalf("Read under EIO: %v, want ErrIO wrapping EIO and nothing else", err)
+	}
+	if err := e.s.ReadRange(1, 0, 1, 0, func(Entry) error { return nil }); !errors.Is(err, ErrIO) {
+		t.Fatalf("ReadRange under EIO: %v", err)
+	}
+	if n := counterValue(t, m.readErrors); n != 2 {
+		t.Fatalf("read errors counted = %v, want 2", n)
+	}
+	e.mem.InjectError(nil)
+	mustRead(t, e.s, 1, 0, []byte("payload zero"))
+	mustRead(t, e.s, 1, 1, []byte("payload one"))
 }
 
 func TestReplayCorruptionEntersLimbo(t *testing.T) {

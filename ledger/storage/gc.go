@@ -41,11 +41,10 @@ type GCResult struct {
 // aside and reported instead).
 // The background loop runs GC every GCInterval; the result is also logged.
 func (s *Storage) GC(ctx context.Context) (GCResult, error) {
-	release, err := s.begin()
-	if err != nil {
+	if err := s.begin(); err != nil {
 		return GCResult{}, err
 	}
-	defer release()
+	defer s.closeMu.RUnlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.stopCtx, cancel)()
@@ -53,7 +52,7 @@ func (s *Storage) GC(ctx context.Context) (GCResult, error) {
 	defer s.gc.mu.Unlock()
 
 	var res GCResult
-	err = s.gc.runLocked(ctx, &res)
+	err := s.gc.runLocked(ctx, &res)
 	if res.RemovedFiles > 0 || err != nil {
 		s.logger.Info("garbage collection", "removed_files", res.RemovedFiles, "reclaimed_bytes", res.ReclaimedBytes,
 			"compacted_files", res.CompactedFiles, "major", res.Major, "err", err)
@@ -462,8 +461,8 @@ func (c *collector) copyEntry(ctx context.Context, ledgerID, entryID uint64, fro
 	}
 	l.queued++
 	s.mu.Unlock()
-	o := &op{kind: opCopy, ledgerID: ledgerID, entryID: entryID, from: from, size: size,
-		finish: func(o *op, err error) {
+	o := &op{kind: opCopy, ledgerID: ledgerID, entryID: entryID, from: from, size: size, applier: s.applier,
+		done: func(err error) {
 			if err != nil {
 				fail(err)
 			}
@@ -474,8 +473,7 @@ func (c *collector) copyEntry(ctx context.Context, ledgerID, entryID uint64, fro
 		Payload: rec.Payload, Recovery: true}
 	err = s.j.Append(ctx, copyRec, func(loc journal.Location, err error) {
 		journal.ReadBuffers.Put(held)
-		o.loc, o.queueErr = loc, err
-		s.applier.push(o)
+		o.Journaled(loc, err)
 	})
 	appended = err == nil
 	if err != nil {

@@ -22,6 +22,7 @@ type Metrics struct {
 	diskFreeBytes    prometheus.Gauge
 	diskTotalBytes   prometheus.Gauge
 	corruptions      *prometheus.CounterVec
+	readErrors       prometheus.Counter
 	gcReclaimedBytes prometheus.Counter
 	gcRemovedFiles   prometheus.Counter
 	compactedFiles   prometheus.Counter
@@ -76,6 +77,8 @@ func NewMetrics() *Metrics {
 			Name: "strata_bookie_corruptions_total",
 			Help: "Corruption found, by source: replay (corrupt journal ranges), read, compaction, index.",
 		}, []string{"source"}),
+		readErrors: counter("strata_bookie_read_errors_total",
+			"Entry reads (gRPC reads) the disk failed with an I/O error; the reader goes to another copy."),
 		gcReclaimedBytes: counter("strata_bookie_gc_reclaimed_bytes_total",
 			"Journal bytes freed by removing files."),
 		gcRemovedFiles: counter("strata_bookie_gc_removed_files_total",
@@ -135,7 +138,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.addLatency, m.readLatency, m.syncLatency, m.groupRecords, m.groupBytes,
-		m.journalBytes, m.journalDirectIO, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions,
+		m.journalBytes, m.journalDirectIO, m.indexBytes, m.diskFreeBytes, m.diskTotalBytes, m.corruptions, m.readErrors,
 		m.gcReclaimedBytes, m.gcRemovedFiles, m.compactedFiles, m.compactedBytes,
 		m.ledgers, m.tombstones, m.readOnly, m.limbo, m.replaySeconds, m.replayRecords,
 		m.overwritesRefused, m.lacClamped, m.lacUnverified,

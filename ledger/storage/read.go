@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/strata-log/strata/internal/corruption"
 	"github.com/strata-log/strata/ledger/index"
@@ -22,7 +23,7 @@ const rangeChunk = 64
 // never had the entry (or the ledger was deleted); ErrUnknown when it may
 // have had it (limbo, or the index points at a journal file that is gone);
 // ErrCorrupt when the stored bytes fail verification (never served);
-// ErrClosed; I/O errors.
+// ErrIO when the disk fails the read; ErrClosed.
 func (s *Storage) Read(ledgerID, entryID uint64) (Entry, error) {
 	start := s.now()
 	e, err := s.read(ledgerID, entryID, journal.Location{}, false, false)
@@ -83,10 +84,28 @@ func (s *Storage) read(ledgerID, entryID uint64, loc journal.Location, known, po
 					ErrUnknown, ledgerID, entryID, loc.File)
 			}
 		default:
-			return Entry{}, translate(err)
+			return Entry{}, s.readFailed(ledgerID, entryID, loc, translate(err))
 		}
 	}
 }
+
+// readFailed reports a journal read that failed with an I/O error (a
+// failing disk): counted, logged at most every readErrorLogEvery, and
+// returned wrapped with ErrIO. ErrClosed is returned as it is.
+func (s *Storage) readFailed(ledgerID, entryID uint64, loc journal.Location, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	s.metrics.readErrors.Inc()
+	s.readErrorLog.Warn(s.logger, s.now(), "reading an entry failed: disk I/O error; readers go to another copy",
+		"ledger", ledgerID, "entry", entryID, "file", loc.File, "offset", loc.Offset, "err", err)
+	return fmt.Errorf("%w: ledger %d entry %d: %w", ErrIO, ledgerID, entryID, err)
+}
+
+// readErrorLogEvery: at most one line about failed reads per this
+// (s.readErrorLog): a failing disk fails every read; the metric counts
+// them all.
+const readErrorLogEvery = 10 * time.Second
 
 // missing is the answer for an entry the index does not have.
 func (s *Storage) missing(ledgerID, entryID uint64) error {
@@ -114,7 +133,7 @@ func indexErr(err error) error {
 // limit); at least one entry is passed if the first is here. If the first
 // entry is missing it returns Read's error for it (ErrNoEntry or
 // ErrUnknown); a missing entry later just ends the range (nil). Other errors
-// (ErrCorrupt, I/O) and fn's error are returned as they happen, after the
+// (ErrCorrupt, ErrIO) and fn's error are returned as they happen, after the
 // entries before them were passed. fn runs without locks held. Each entry
 // is read into a buffer of journal.ReadBuffers (Entry.Held), which fn may
 // give back once done with the entry.

@@ -125,6 +125,8 @@ type Storage struct {
 
 	fatalOnce sync.Once
 	refusals  logging.Limiter // log lines about refused overwrites
+	// readErrorLog: log lines about reads the disk failed.
+	readErrorLog logging.Limiter
 
 	// For tests and benchmarks.
 	groups, groupRecords atomic.Int64
@@ -141,12 +143,13 @@ func Open(ctx context.Context, o Options) (*Storage, error) {
 	}
 	o = o.withDefaults()
 	s := &Storage{
-		opts:     o,
-		logger:   o.Logger.With("component", "storage", "dir", o.Dir),
-		metrics:  o.Metrics,
-		now:      o.Now,
-		fs:       o.FS,
-		refusals: logging.Limiter{Every: refusalLogEvery},
+		opts:         o,
+		logger:       o.Logger.With("component", "storage", "dir", o.Dir),
+		metrics:      o.Metrics,
+		now:          o.Now,
+		fs:           o.FS,
+		refusals:     logging.Limiter{Every: refusalLogEvery},
+		readErrorLog: logging.Limiter{Every: readErrorLogEvery},
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics() // unregistered: updates go nowhere
@@ -266,19 +269,20 @@ func (s *Storage) Close() error {
 	return nil
 }
 
-// begin admits a call that queues records: it holds closeMu (read) until
-// the returned func runs, so Close waits for it.
-func (s *Storage) begin() (func(), error) {
+// begin admits a call that queues records: unless it returns an error, it
+// holds closeMu (read), which the caller releases (s.closeMu.RUnlock) when
+// done queueing, so Close waits for it.
+func (s *Storage) begin() error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	if err := s.failure(); err != nil {
 		s.closeMu.RUnlock()
-		return nil, err
+		return err
 	}
-	return s.closeMu.RUnlock, nil
+	return nil
 }
 
 func (s *Storage) failure() error {

@@ -43,11 +43,15 @@ type op struct {
 	payload []byte
 	from    journal.Location
 	start   time.Time
-	// finish is called once, by the applier, after the op is applied (err
-	// nil) or failed.
-	finish func(o *op, err error)
+	// done is called once, by the applier, after the op is applied (err
+	// nil) or failed: an add's caller's own callback, so that an add
+	// allocates no closure.
+	done func(err error)
+	// applier gets the op once the journal is done with its record
+	// (Journaled).
+	applier *applier
 
-	// Set by the journal's done callback.
+	// Set by Journaled.
 	loc      journal.Location
 	queueErr error
 	// Set by the applier.
@@ -57,6 +61,13 @@ type op struct {
 	// stored, or the stored one could not be read to compare); it
 	// completes in journal order with this error.
 	refused error
+}
+
+// Journaled is the journal's report on o's record (journal.Waiter): it
+// hands o to the applier.
+func (o *op) Journaled(loc journal.Location, err error) {
+	o.loc, o.queueErr = loc, err
+	o.applier.push(o)
 }
 
 // admit updates the ledger's queued bookkeeping for o, or refuses it.
@@ -99,11 +110,10 @@ func (o *op) settle(l *ledger) {
 // step with respect to the ledger's other records (the stripe lock): an add
 // admitted before a fence is journaled before it, an add after is refused.
 func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recovery bool) error {
-	release, err := s.begin()
-	if err != nil {
+	if err := s.begin(); err != nil {
 		return err
 	}
-	defer release()
+	defer s.closeMu.RUnlock()
 	if err := s.budget.Acquire(ctx, o.size); err != nil {
 		return err
 	}
@@ -134,11 +144,8 @@ func (s *Storage) enqueue(ctx context.Context, o *op, rec journal.Record, recove
 		rec.LAC = o.lac
 	}
 	s.mu.Unlock()
-	err = s.j.Append(ctx, rec, func(loc journal.Location, err error) {
-		o.loc, o.queueErr = loc, err
-		s.applier.push(o)
-	})
-	if err != nil {
+	o.applier = s.applier
+	if err := s.j.AppendWaiter(ctx, rec, o); err != nil {
 		s.mu.Lock()
 		o.settle(l)
 		l.maxQueued, l.maxVerified = prevMax, prevVerified
@@ -220,13 +227,7 @@ func (s *Storage) Add(ctx context.Context, ledgerID, entryID uint64, lac int64, 
 	verified := s.opts.Verify == nil || s.opts.Verify(ledgerID, entryID, payload)
 	o := &op{
 		kind: opAdd, ledgerID: ledgerID, entryID: entryID, lac: lac, start: start, payload: payload, verified: verified,
-		size: int64(journal.RecordHeaderSize + len(payload)),
-		finish: func(o *op, err error) {
-			if err == nil {
-				s.metrics.addLatency.Observe(s.now().Sub(o.start).Seconds())
-			}
-			done(err)
-		},
+		size: int64(journal.RecordHeaderSize + len(payload)), done: done,
 	}
 	rec := journal.Record{Type: journal.TypeAdd, LedgerID: ledgerID, EntryID: entryID, LAC: lac, Payload: payload, Recovery: recovery}
 	return s.enqueue(ctx, o, rec, recovery)
@@ -244,7 +245,7 @@ func (s *Storage) record(ctx context.Context, o *op, rec journal.Record) (index.
 	}
 	ch := make(chan result, 1)
 	o.size = journal.RecordHeaderSize
-	o.finish = func(o *op, err error) { ch <- result{o.state, err} }
+	o.done = func(err error) { ch <- result{o.state, err} }
 	if err := s.enqueue(ctx, o, rec, false); err != nil {
 		return index.LedgerState{}, err
 	}

@@ -9,7 +9,7 @@ package bookiepb
 // until it is.
 
 import (
-	"math"
+	"encoding/binary"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -113,15 +113,17 @@ func boolVarint(b bool) uint64 {
 }
 
 // marshalFlat encodes a flat message whose payload field holds the
-// concatenation of payload's parts, each referenced, not copied.
+// concatenation of payload's parts (an AddRequest's two, a
+// ReadEntryResponse's one), each referenced, not copied.
 func marshalFlat(f flat, m protoreflect.ProtoMessage, payload ...[]byte) [][]byte {
 	n := 0
 	for _, p := range payload {
 		n += len(p)
 	}
-	// Four varint fields and the payload's tag and length, tags of one
-	// byte each.
-	head := make([]byte, 0, 4*(1+protowire.SizeVarint(math.MaxUint64))+1+protowire.SizeVarint(uint64(n)))
+	// One allocation for the list and the bytes of the fields around the
+	// payload: a writer sends one of these per add to each bookie.
+	fp := new(flatParts)
+	head := fp.head[:0]
 	for i := range 4 {
 		head = appendVarintField(head, flatNum[i], f[i])
 	}
@@ -129,9 +131,21 @@ func marshalFlat(f flat, m protoreflect.ProtoMessage, payload ...[]byte) [][]byt
 		head = protowire.AppendTag(head, 5, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(n))
 	}
-	tail := appendVarintField(nil, flatNum[4], f[4])
+	tail := appendVarintField(fp.tail[:0], flatNum[4], f[4])
 	tail = append(tail, m.ProtoReflect().GetUnknown()...)
-	return append(append([][]byte{head}, payload...), tail)
+	parts := append(fp.parts[:0], head)
+	parts = append(parts, payload...)
+	return append(parts, tail)
+}
+
+// flatParts is marshalFlat's result: the list of parts, and room for the
+// fields before and after the payload (four varint fields and the
+// payload's tag and length; one varint field). Unknown fields, if the
+// message has any, are appended to the tail beyond its room.
+type flatParts struct {
+	parts [4][]byte
+	head  [4*(1+binary.MaxVarintLen64) + 1 + binary.MaxVarintLen64]byte
+	tail  [1 + binary.MaxVarintLen64]byte
 }
 
 // appendVarintField appends field num with value v, unless v is zero
