@@ -16,8 +16,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/internal/grpcopts"
@@ -142,6 +144,11 @@ type Client struct {
 		topics  map[string]*topicInfo
 		brokers []string // addresses learned from metadata
 		next    int      // rotation over bootstrap+learned addresses
+		// unreachable holds, by address, until when nextAddr passes over
+		// a broker whose last call timed out or found no connection: a
+		// broker cut off or paused answers nothing, and each metadata
+		// refresh sent to it would cost a whole RequestTimeout.
+		unreachable map[string]time.Time
 	}
 }
 
@@ -178,6 +185,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.log = c.cfg.Logger.With("component", "client")
 	c.mu.conns = map[string]*grpc.ClientConn{}
 	c.mu.topics = map[string]*topicInfo{}
+	c.mu.unreachable = map[string]time.Time{}
 	if _, err := c.Metadata(ctx); err != nil {
 		_ = c.Close()
 		return nil, err
@@ -242,13 +250,41 @@ func (c *Client) broker(addr string) (brokerpb.BrokerClient, error) {
 	return brokerpb.NewBrokerClient(cc), nil
 }
 
-// nextAddr rotates over the bootstrap and learned broker addresses.
+// nextAddr rotates over the bootstrap and learned broker addresses,
+// passing over those found unreachable lately while another remains.
 func (c *Client) nextAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	all := append(append([]string(nil), c.cfg.Brokers...), c.mu.brokers...)
+	now := time.Now()
+	for range all {
+		c.mu.next++
+		addr := all[c.mu.next%len(all)]
+		if until, ok := c.mu.unreachable[addr]; !ok || now.After(until) {
+			return addr
+		}
+	}
 	c.mu.next++
 	return all[c.mu.next%len(all)]
+}
+
+// noteCall records how a call to addr went, for nextAddr: a call that
+// timed out or found the broker unavailable without the broker saying so
+// (no error details: the broker did not answer) marks addr unreachable
+// for a RequestTimeout; any answer clears the mark.
+func (c *Client) noteCall(addr string, err error) {
+	unreachable := err != nil && rpcerror.Info(err) == nil &&
+		(status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded)
+	if err != nil && !unreachable {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if unreachable {
+		c.mu.unreachable[addr] = time.Now().Add(c.cfg.RequestTimeout)
+	} else {
+		delete(c.mu.unreachable, addr)
+	}
 }
 
 // anyBroker runs call on some broker, moving to the next address and
@@ -264,6 +300,9 @@ func (c *Client) anyBroker(ctx context.Context, call func(context.Context, broke
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		err = call(actx, stub)
 		cancel()
+		if ctx.Err() == nil {
+			c.noteCall(addr, err)
+		}
 		if err == nil {
 			return nil
 		}
@@ -477,6 +516,9 @@ func (c *Client) onOwner(ctx context.Context, tp TopicPartition, call func(conte
 		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 		err = call(actx, stub)
 		cancel()
+		if ctx.Err() == nil {
+			c.noteCall(addr, err)
+		}
 		if err == nil {
 			return nil
 		}

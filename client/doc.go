@@ -44,7 +44,11 @@
 // partition's state of the producer expired: the batch goes again under a
 // fresh producer id. If the sequence breaks
 // for good (a batch was rejected, or expired after being sent) the
-// partition takes a fresh producer id and renumbers its pending batches.
+// partition takes a fresh producer id and renumbers its pending batches;
+// first, each pending batch that was sent and may be stored (its answer
+// was lost) goes again under its own numbers until it is stored, known
+// absent (OUT_OF_ORDER_SEQUENCE) or expired: renumbered, a batch the
+// broker holds would be stored a second time.
 // PRODUCER_FENCED makes the producer unusable. Without idempotence a write
 // whose outcome is unknown fails with ErrUnknownOutcome rather than risk a
 // duplicate, except a connection failure (gRPC UNAVAILABLE), which is
@@ -56,12 +60,16 @@
 //
 // Invariants: callbacks run on one goroutine, exactly once per record, in
 // offset order per partition, with Partition and Offset set (-1 with
-// AcksNone); records of one key keep their produce order; buffered records
-// and the encodings of their batches in flight never exceed
+// AcksNone); records of one key keep their produce order; the records
+// whose callback has not run (their bytes, the Records and the producer's
+// slots for them) and the encodings of their batches never exceed
 // MaxBufferedBytes when Produce accepts a record (it blocks until they fit;
-// a record larger than the budget goes alone); a record not acknowledged
-// within DeliveryTimeout fails with ErrDeliveryTimeout. A callback must not
-// call Flush, Close or ProduceSync on its own producer (they wait for the
+// a record larger than the budget goes alone; each record reserves room
+// for its part of its batch's encoding, and the encoding's pooled buffer,
+// which may be up to a quarter larger than that room, counts in its place
+// once the batch is encoded); a record not acknowledged within
+// DeliveryTimeout fails with ErrDeliveryTimeout. A callback must not call
+// Flush, Close or ProduceSync on its own producer (they wait for the
 // callback goroutine); Produce is fine.
 //
 // # Consumer

@@ -36,7 +36,8 @@ var (
 	// producer is unusable.
 	ErrProducerFenced = errors.New("client: producer fenced")
 	// ErrDeliveryTimeout: a record was not acknowledged within
-	// ProducerConfig.DeliveryTimeout.
+	// ProducerConfig.DeliveryTimeout. The error names the last retried
+	// attempt's error, when there was one: why it was still waiting.
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
 	// ErrBatchTooLarge: a fetched batch decodes to more than
 	// ConsumerConfig.MaxDecodedBytes on its own. Poll returns it (wrapped,

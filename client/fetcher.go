@@ -442,7 +442,11 @@ func (f *fetcher) fetch(addr string, req *brokerpb.FetchRequest) (*brokerpb.Fetc
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, f.c.cfg.RequestTimeout+f.cfg.MaxWait)
 	defer cancel()
-	return stub.Fetch(ctx, req)
+	resp, err := stub.Fetch(ctx, req)
+	if f.ctx.Err() == nil {
+		f.c.noteCall(addr, err)
+	}
+	return resp, err
 }
 
 // apply takes in a fetch response (or the call's error) for parts.

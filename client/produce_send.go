@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -47,18 +49,23 @@ func (p *Producer) dispatch() {
 	}
 }
 
-// collect picks the batches to send now. It returns them by broker address,
-// the next time something becomes due (retry backoff, expiry), and whether
-// more batches are sendable right away.
+// collect picks the batches to send now. It returns them by broker address
+// (a map that the next call reuses), the next time something becomes due
+// (retry backoff, expiry), and whether more batches are sendable right
+// away.
 func (p *Producer) collect(now time.Time) (reqs map[string][]*batch, next time.Time, more bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	reqs = map[string][]*batch{}
+	if p.collectReqs == nil {
+		p.collectReqs, p.collectBytes = map[string][]*batch{}, map[string]int{}
+	}
+	reqs, reqBytes := p.collectReqs, p.collectBytes
+	clear(reqs)
+	clear(reqBytes)
 	if p.mu.fatal != nil {
 		p.failLocked(p.mu.fatal) // batches sealed since the failure
 		return reqs, next, false
 	}
-	reqBytes := map[string]int{}
 	for _, ps := range p.mu.parts {
 		b, due := p.nextBatchLocked(ps, now)
 		next = earliest(next, due)
@@ -106,6 +113,14 @@ func (p *Producer) nextBatchLocked(ps *partState, now time.Time) (b *batch, due 
 	if now.Before(ps.retryAt) {
 		return nil, earliest(due, ps.retryAt)
 	}
+	if ps.needReset {
+		// Settle, one at a time under their own numbers, the batches a
+		// broker may hold before the reset renumbers what is left.
+		if ps.inflight > 0 {
+			return nil, due
+		}
+		return ps.unsettled(), due
+	}
 	if p.idempotent && !ps.havePID {
 		if p.mu.pid < 0 {
 			return nil, due // initProducerID wakes us
@@ -129,6 +144,7 @@ func (p *Producer) markSentLocked(ps *partState, b *batch) {
 		ps.nextSeq = recordbatch.AddSequence(ps.nextSeq, len(b.recs))
 		p.dropEncodingLocked(b)
 	}
+	b.mayBeStored = p.idempotent
 	// Sent while an earlier batch is unanswered: the broker may see them
 	// out of order (OUT_OF_ORDER_SEQUENCE is then expected).
 	b.pipelined = ps.inflight > 0
@@ -145,6 +161,23 @@ func (p *partState) waiting(window int) *batch {
 		}
 	}
 	return nil
+}
+
+// unsettled returns the first batch of p that may be stored and is
+// neither completed nor in flight, nil if none.
+func (p *partState) unsettled() *batch {
+	for _, b := range p.batches {
+		if b.mayBeStored && !b.done && !b.inflight {
+			return b
+		}
+	}
+	return nil
+}
+
+// settling reports whether a batch of p that may be stored is not
+// completed: a reset must wait for it.
+func (p *partState) settling() bool {
+	return slices.ContainsFunc(p.batches, func(b *batch) bool { return b.mayBeStored && !b.done })
 }
 
 // earliest is the earlier of a and b, a zero time standing for none.
@@ -165,6 +198,10 @@ func (p *Producer) expireLocked(ps *partState, now time.Time) {
 		}
 		b.done, expired = true, true
 		b.err = fmt.Errorf("%w: %s after %s", ErrDeliveryTimeout, b.tp, p.cfg.DeliveryTimeout)
+		if b.lastErr != nil {
+			// Why it was still waiting: the cause, not only the symptom.
+			b.err = fmt.Errorf("%w (last error: %v)", b.err, b.lastErr)
+		}
 		if b.sent {
 			// The broker may have stored it: sequence numbers after it
 			// can no longer be trusted.
@@ -299,18 +336,29 @@ func (p *Producer) failLocked(err error) {
 	p.mu.spaceFreed = make(chan struct{})
 }
 
+// encodeRecords holds recordbatch.Record slices for encode, which
+// needs one per batch only while it encodes.
+var encodeRecords = sync.Pool{New: func() any { return new([]recordbatch.Record) }}
+
 // encode builds the v2 record batch of b (once: a retry resends the same
 // bytes, same producer id, epoch and sequence).
 func (p *Producer) encode(b *batch) ([]byte, error) {
+	scratch := encodeRecords.Get().(*[]recordbatch.Record)
+	defer func() {
+		clear(*scratch) // the values are the callers'
+		encodeRecords.Put(scratch)
+	}()
+	*scratch = slices.Grow((*scratch)[:0], len(b.recs))[:len(b.recs)]
 	rb := &recordbatch.Batch{
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
 		Compression: p.cfg.Compression,
-		Records:     make([]recordbatch.Record, len(b.recs)),
+		Records:     *scratch,
 	}
 	if b.seq >= 0 {
 		rb.ProducerID, rb.ProducerEpoch, rb.BaseSequence = b.pid, b.epoch, b.seq
 	}
-	for i, r := range b.recs {
+	for i := range b.recs {
+		r := b.recs[i].rec
 		rr := &rb.Records[i]
 		rr.OffsetDelta = int32(i)
 		rr.TimestampMs = r.Timestamp.UnixMilli()
@@ -338,56 +386,59 @@ func (p *Producer) send(addr string, bs []*batch) {
 		Acks:      brokerpb.Acks(p.cfg.Acks),
 		TimeoutMs: int32(min(p.c.cfg.RequestTimeout, p.cfg.DeliveryTimeout).Milliseconds()),
 	}
-	errs := make([]error, len(bs))
-	var sent []*batch
-	encoded := 0
+	var errs []error // per batch of bs, when one failed to encode
+	parts := make([]brokerpb.ProducePartition, len(bs))
+	req.Partitions = make([]*brokerpb.ProducePartition, 0, len(bs))
+	var encoded int64 // what the new encodings' buffers take beyond their room
 	for i, b := range bs {
 		// b is in flight: nobody else touches its encoding.
 		if b.encoded == nil {
 			enc, err := p.encode(b)
 			if err != nil {
+				if errs == nil {
+					errs = make([]error, len(bs))
+				}
 				errs[i] = fmt.Errorf("client: encode batch: %w", err)
 				continue
 			}
 			b.encoded = enc
-			encoded += len(enc)
+			encoded += int64(cap(enc) - b.bytes)
 		}
-		sent = append(sent, b)
-		req.Partitions = append(req.Partitions, &brokerpb.ProducePartition{Topic: b.tp.Topic, Partition: b.tp.Partition, Records: b.encoded})
+		pp := &parts[i]
+		pp.Topic, pp.Partition, pp.Records = b.tp.Topic, b.tp.Partition, b.encoded
+		req.Partitions = append(req.Partitions, pp)
 	}
-	if encoded > 0 {
+	if encoded != 0 {
 		p.mu.Lock()
-		p.mu.encoded += int64(encoded)
+		p.mu.encoded += encoded
 		p.mu.Unlock()
 	}
 	var resp *brokerpb.ProduceResponse
 	var callErr error
-	if len(sent) > 0 {
+	if len(req.Partitions) > 0 {
 		p.stats.requests.Add(1)
-		p.stats.batches.Add(int64(len(sent)))
+		p.stats.batches.Add(int64(len(req.Partitions)))
 		var stub brokerpb.BrokerClient
 		stub, callErr = p.c.broker(addr)
 		if callErr == nil {
 			ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.RequestTimeout)
 			resp, callErr = stub.Produce(ctx, req)
 			cancel()
+			if p.ctx.Err() == nil {
+				p.c.noteCall(addr, callErr)
+			}
 		}
 	}
-	results := map[TopicPartition]*brokerpb.ProducePartitionResult{}
-	if resp != nil {
-		for _, r := range resp.Partitions {
-			results[TopicPartition{r.Topic, r.Partition}] = r
-		}
-	}
+	results := produceResults{resp: resp}
 	p.mu.Lock()
 	for i, b := range bs {
 		switch {
-		case errs[i] != nil:
+		case errs != nil && errs[i] != nil:
 			p.answerLocked(b, -1, errs[i], true)
 		case callErr != nil:
 			p.answerLocked(b, -1, callErr, false)
 		default:
-			r := results[b.tp]
+			r := results.find(b.tp)
 			switch {
 			case r == nil:
 				p.answerLocked(b, -1, status.Error(codes.Internal, "client: produce response without "+b.tp.String()), true)
@@ -400,6 +451,35 @@ func (p *Producer) send(addr string, bs []*batch) {
 	}
 	p.mu.Unlock()
 	p.signal()
+}
+
+// produceResults finds a partition's result in a ProduceResponse. A
+// broker answers in the request's order, so the next result is tried
+// first; a map is made only for an answer in another order.
+type produceResults struct {
+	resp  *brokerpb.ProduceResponse
+	next  int
+	index map[TopicPartition]*brokerpb.ProducePartitionResult
+}
+
+// find returns tp's result, nil if the response has none.
+func (r *produceResults) find(tp TopicPartition) *brokerpb.ProducePartitionResult {
+	if r.resp == nil {
+		return nil
+	}
+	if r.index == nil {
+		if r.next < len(r.resp.Partitions) {
+			if res := r.resp.Partitions[r.next]; res.Topic == tp.Topic && res.Partition == tp.Partition {
+				r.next++
+				return res
+			}
+		}
+		r.index = make(map[TopicPartition]*brokerpb.ProducePartitionResult, len(r.resp.Partitions))
+		for _, res := range r.resp.Partitions {
+			r.index[TopicPartition{res.Topic, res.Partition}] = res
+		}
+	}
+	return r.index[tp]
 }
 
 // produceVerdict is what to do with a batch after an error.
@@ -427,6 +507,10 @@ func (p *Producer) verdictLocked(ps *partState, b *batch, err error) produceVerd
 		}
 		return verdictFailUnknown
 	case rpcerror.ReasonOutOfOrderSequence, rpcerror.ReasonUnknownProducerID:
+		// The broker holds no batch of these numbers: not this one
+		// either, whatever became of an earlier send of it (a stored
+		// one would have been answered as a duplicate).
+		b.mayBeStored = false
 		// Expected when an earlier batch of the partition failed or is
 		// still unanswered: this one goes again after it.
 		if ps.needReset || ps.draining || b.pipelined {
@@ -494,6 +578,7 @@ func (p *Producer) answerLocked(b *batch, base int64, err error, local bool) {
 	switch verdict {
 	case verdictRetry:
 		b.attempts++
+		b.lastErr = err
 		p.stats.retries.Add(1)
 		ps.draining = true
 		ps.retryAt = time.Now().Add(backoffFor(p.cfg.RetryBackoff, b.attempts))
@@ -532,7 +617,7 @@ func (p *Producer) afterAnswerLocked(ps *partState) {
 	}
 	if ps.inflight == 0 {
 		ps.draining = false
-		if ps.needReset && !ps.resetting && p.ctx.Err() == nil {
+		if ps.needReset && !ps.resetting && !ps.settling() && p.ctx.Err() == nil {
 			ps.resetting = true
 			p.wg.Add(1)
 			go p.resetPartition(ps)

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
-	"github.com/strata-log/strata/internal/bufpool"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -30,6 +30,10 @@ const (
 	batchOverheadBytes = 61
 	// recordOverheadBytes bounds a record's varint framing.
 	recordOverheadBytes = 24
+	// recordHeldBytes is what the producer holds for a record besides its
+	// bytes (recordMemory): the Record, which it keeps for the callback,
+	// and the record's slot in its batch.
+	recordHeldBytes = int(unsafe.Sizeof(Record{}) + unsafe.Sizeof(pendingRecord{}))
 	// maxRequestBytes bounds the batches of one ProduceRequest, below the
 	// brokers' message limit (grpcopts.MaxMessageBytes, 16 MiB).
 	maxRequestBytes = 12 << 20
@@ -59,13 +63,21 @@ type ProducerConfig struct {
 	LingerAlways bool
 	// BatchBytes bounds one record batch. Default 1 MiB.
 	BatchBytes int
-	// MaxBufferedBytes bounds the memory the producer holds for records:
-	// the bytes of records whose callback has not run yet (not yet
-	// acknowledged, or acknowledged and waiting for their callback) plus
-	// the encoded batches it keeps for sending and retries until they are
-	// answered. Produce blocks beyond it (an encoding made for a batch
-	// already accepted may go past it; Produce then waits until its batch
-	// is answered). Default 64 MiB.
+	// MaxBufferedBytes bounds the memory the producer holds for records,
+	// and Produce blocks beyond it. It counts each record from Produce
+	// until its callback has run (its key, value and headers, the Record,
+	// which the callback gets back, and the producer's slot for it), and
+	// each batch's encoding from Produce until the batch is done
+	// (acknowledged or failed): the producer encodes a batch when it
+	// first sends it and keeps the encoding for retries (a retry resends
+	// the same bytes), and each record reserves room for its part of the
+	// encoding when Produce takes it. So a batch in flight holds its
+	// records' bytes twice, and about half of the budget is record data.
+	// An encoding's buffer (from a pool of size classes) may be up to a
+	// quarter larger than its estimate (or 256 bytes): the excess
+	// counts once the batch is encoded, so the total may go past the
+	// budget by that much until its batch is done. Not counted: what a callback's closure holds.
+	// Default 64 MiB.
 	MaxBufferedBytes int64
 	Compression      Compression
 	// DisableIdempotence turns off producer ids and sequence numbers (then
@@ -147,10 +159,14 @@ type ProducerStats struct {
 	BatchesSent      int64 // batch send attempts, retries included
 	Retries          int64 // batch retries
 	Requests         int64 // Produce RPCs
-	BufferedBytes    int64 // now: bytes of records whose callback has not run
-	BufferedRecords  int64 // now: records whose callback has not run
-	// EncodedBytes (now): encoded batches held for sending and retries;
-	// they count against MaxBufferedBytes with BufferedBytes.
+	// BufferedBytes (now): what the records whose callback has not run
+	// hold (recordMemory).
+	BufferedBytes   int64
+	BufferedRecords int64 // now: records whose callback has not run
+	// EncodedBytes (now): the encodings of the batches not yet answered,
+	// the buffers of those encoded and the room reserved for those not
+	// yet encoded; they count against MaxBufferedBytes with
+	// BufferedBytes.
 	EncodedBytes int64
 }
 
@@ -167,11 +183,15 @@ type Producer struct {
 
 	ctx    context.Context // canceled by Close after the flush
 	cancel context.CancelFunc
-	wake   chan struct{} // capacity 1: the dispatcher has work
-	cbWake chan struct{} // capacity 1: completions are queued
-	cbStop chan struct{} // closed when no completion can be added any more
-	wg     sync.WaitGroup
-	cbDone chan struct{}
+	// collectReqs and collectBytes are collect's, reused from one round to
+	// the next (only the dispatch goroutine calls it).
+	collectReqs  map[string][]*batch
+	collectBytes map[string]int
+	wake         chan struct{} // capacity 1: the dispatcher has work
+	cbWake       chan struct{} // capacity 1: completions are queued
+	cbStop       chan struct{} // closed when no completion can be added any more
+	wg           sync.WaitGroup
+	cbDone       chan struct{}
 
 	stats struct {
 		delivered, failed, batches, retries, requests atomic.Int64
@@ -186,25 +206,29 @@ type Producer struct {
 		epoch  int16
 		parts  map[TopicPartition]*partState
 		topics map[string]*topicState
-		// buffered bytes (released when a batch completes) and records
-		// (released after its callback ran); encoded: the bytes of the
-		// batches' encodings (released when a batch completes or is
-		// encoded again), which count against MaxBufferedBytes too: they
-		// are a second copy of the records' bytes while in flight.
-		buffered   int64
-		records    int64
-		encoded    int64
-		spaceFreed chan struct{} // closed and replaced when bytes are released
-		idle       chan struct{} // closed while records == 0
+		// buffered: recordMemory of the records whose callback has not
+		// run, released as callbacks run. records: their number.
+		buffered int64
+		records  int64
+		// encoded: the encodings of the batches not completed (open,
+		// sealed or in flight): cap(b.encoded) for those encoded, b.bytes
+		// (the room reserved for the encoding) for the others. A second
+		// copy of the records' bytes while a batch is in flight, which
+		// counts against MaxBufferedBytes with buffered.
+		encoded int64
+		// spaceFreed is closed and replaced when bytes are released while
+		// spaceWaiters Produce calls wait for room (and on Close and
+		// failure); released bytes with nobody waiting leave it be.
+		spaceFreed   chan struct{}
+		spaceWaiters int
+		// idle, made by a Flush that waits, is closed (and forgotten) when
+		// records drops to 0.
+		idle       chan struct{}
 		refreshing map[string]bool
-		completed  []completion
+		// completed: finished batches whose callbacks are to run, in
+		// order per partition.
+		completed []*batch
 	}
-}
-
-type completion struct {
-	rec *Record
-	cb  func(*Record, error)
-	err error
 }
 
 // topicState is what the producer keeps per topic for its keyless
@@ -228,6 +252,9 @@ type partState struct {
 	tp      TopicPartition
 	open    *batch   // accumulating, nil when none
 	batches []*batch // sealed and not yet completed, in order
+	// linger seals the open batch when its linger is over (lingerExpired);
+	// one timer per partition, reset for each batch, not one per batch.
+	linger *time.Timer
 	// inflight counts batches sent and not answered.
 	inflight int
 	// draining: a batch failed and is to be retried; nothing new is sent
@@ -236,8 +263,10 @@ type partState struct {
 	draining bool
 	retryAt  time.Time
 	// needReset: the sequence numbers broke (a batch was rejected or
-	// expired after it was sent): once drained, the partition takes a new
-	// producer id and renumbers its pending batches from 0.
+	// expired after it was sent): once drained, and once every pending
+	// batch that may be stored is settled (stored, known absent, or
+	// expired), the partition takes a new producer id and renumbers its
+	// pending batches from 0.
 	needReset bool
 	resetting bool
 	havePID   bool
@@ -246,14 +275,25 @@ type partState struct {
 	nextSeq   int32
 }
 
+// pendingRecord is a record of a batch and its callback.
+type pendingRecord struct {
+	rec *Record
+	cb  func(*Record, error)
+}
+
 // batch is one record batch being built, queued or in flight.
 type batch struct {
-	tp       TopicPartition
-	recs     []*Record
-	cbs      []func(*Record, error)
-	bytes    int
-	deadline time.Time
-	timer    *time.Timer // linger
+	tp   TopicPartition
+	recs []pendingRecord
+	// recsBox carries recs's array back to pendingRecords once the
+	// callbacks ran (nil when recs is not from there).
+	recsBox *[]pendingRecord
+	// bytes is the encoding's size, estimated from above; held is what
+	// the records hold (recordMemory), released after their callbacks.
+	bytes       int
+	held        int64
+	deadline    time.Time
+	lingerUntil time.Time // when the open batch is sealed (Linger > 0)
 
 	// Set when first sent (idempotent); kept across retries so the broker
 	// recognises a duplicate.
@@ -265,10 +305,18 @@ type batch struct {
 	inflight  bool
 	sent      bool
 	pipelined bool
-	attempts  int
-	done      bool
-	err       error
-	base      int64
+	// mayBeStored: sent under its sequence numbers and not known to be
+	// absent from the log since. A broker may hold it, so it goes again
+	// only under those numbers: renumbered under a new producer id it
+	// would be stored twice.
+	mayBeStored bool
+	attempts    int
+	// lastErr is the error of the last attempt that was retried, named
+	// when the delivery timeout expires before the next one.
+	lastErr error
+	done    bool
+	err     error
+	base    int64
 }
 
 // NewProducer starts a producer. With idempotence it obtains a producer id
@@ -298,8 +346,6 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	p.mu.topics = map[string]*topicState{}
 	p.mu.refreshing = map[string]bool{}
 	p.mu.spaceFreed = make(chan struct{})
-	p.mu.idle = make(chan struct{})
-	close(p.mu.idle)
 	if p.idempotent {
 		p.wg.Add(1)
 		go p.initProducerID()
@@ -310,23 +356,17 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	return p, nil
 }
 
-// recordBytes estimates r's encoded size.
-func recordBytes(r *Record) int {
-	n := len(r.Key) + len(r.Value) + recordOverheadBytes
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value) + 10
-	}
-	return n
-}
-
 // Produce queues r for its partition and returns; cb (may be nil) is
 // called once r is acknowledged or failed, with r's Partition and Offset
 // set. Produce blocks while MaxBufferedBytes are buffered, until ctx is
-// done. r must not be modified until cb runs. Callbacks run one at a time
-// on one goroutine, and a record's bytes count until its callback has run:
-// a callback must not block, and one that calls Produce while the buffer
-// is full waits for space only its own return frees (give that Produce a
-// ctx with a deadline), as in Kafka's Java client and franz-go.
+// done. r must not be modified until cb runs: the producer keeps it, its
+// key and value included, to hand it back to cb, so a batch in flight
+// holds its records' bytes twice (the Records, and the encoding that a
+// retry resends), both counted in MaxBufferedBytes. Callbacks run one at
+// a time on one goroutine, and a record's bytes count until its callback
+// has run: a callback must not block, and one that calls Produce while
+// the buffer is full waits for space only its own return frees (give that
+// Produce a ctx with a deadline), as in Kafka's Java client and franz-go.
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) error {
 	size, n, err := p.checkRecord(ctx, r)
 	if err != nil {
@@ -335,25 +375,25 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 	if r.Timestamp.IsZero() {
 		r.Timestamp = time.Now()
 	}
-	if err := p.reserve(ctx, size); err != nil {
+	held := int64(recordMemory(r, size))
+	if err := p.reserve(ctx, held, int64(size)); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usableLocked(); err != nil {
-		p.releaseLocked(int64(size))
+		p.mu.buffered -= held
+		p.mu.encoded -= int64(size)
+		p.spaceFreedLocked()
 		return err
 	}
 	ts := p.topicLocked(r.Topic)
 	part, keyless := p.partitionLocked(ts, r, size, n)
 	ps := p.openBatchLocked(TopicPartition{r.Topic, part}, size, n)
 	b := ps.open
-	b.recs = append(b.recs, r)
-	b.cbs = append(b.cbs, cb)
-	b.bytes += size
-	if p.mu.records == 0 {
-		p.mu.idle = make(chan struct{})
-	}
+	b.recs = append(b.recs, pendingRecord{rec: r, cb: cb})
+	b.bytes += size // reserved by reserve
+	b.held += held
 	p.mu.records++
 	switch {
 	case p.cfg.Linger < 0:
@@ -430,10 +470,21 @@ func (p *Producer) openBatchLocked(tp TopicPartition, size int, n int32) *partSt
 		p.sealLocked(ps, n)
 	}
 	if ps.open == nil {
-		b := &batch{tp: tp, bytes: batchOverheadBytes, deadline: time.Now().Add(p.cfg.DeliveryTimeout), seq: -1, base: -1}
+		now := time.Now()
+		b := &batch{tp: tp, bytes: batchOverheadBytes, deadline: now.Add(p.cfg.DeliveryTimeout), seq: -1, base: -1}
+		b.recsBox = pendingRecords.Get().(*[]pendingRecord)
+		b.recs = *b.recsBox
+		// The header's room, beyond what the records reserve: at most a
+		// header per partition over the budget.
+		p.mu.encoded += batchOverheadBytes
 		ps.open = b
 		if p.cfg.Linger > 0 {
-			b.timer = time.AfterFunc(p.cfg.Linger, func() { p.lingerExpired(ps, b) })
+			b.lingerUntil = now.Add(p.cfg.Linger)
+			if ps.linger == nil {
+				ps.linger = time.AfterFunc(p.cfg.Linger, func() { p.lingerExpired(ps) })
+			} else {
+				ps.linger.Reset(p.cfg.Linger)
+			}
 		}
 	}
 	return ps
@@ -482,6 +533,13 @@ func (p *Producer) Flush(ctx context.Context) error {
 		if ps.open != nil {
 			p.sealLocked(ps, -1)
 		}
+	}
+	if p.mu.records == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.mu.idle == nil {
+		p.mu.idle = make(chan struct{})
 	}
 	idle := p.mu.idle
 	p.mu.Unlock()
@@ -559,91 +617,17 @@ func (p *Producer) usableLocked() error {
 	return p.mu.fatal
 }
 
-// reserve waits for size bytes of buffer space.
-func (p *Producer) reserve(ctx context.Context, size int) error {
-	for {
-		p.mu.Lock()
-		if err := p.usableLocked(); err != nil {
-			p.mu.Unlock()
-			return err
-		}
-		// Nothing buffered means no encoding either: a record larger
-		// than the whole budget still goes, alone.
-		if p.mu.buffered == 0 || p.mu.buffered+p.mu.encoded+int64(size) <= p.cfg.MaxBufferedBytes {
-			p.mu.buffered += int64(size)
-			p.mu.Unlock()
-			return nil
-		}
-		freed := p.mu.spaceFreed
-		p.mu.Unlock()
-		// Records waiting for linger hold space; make them go.
-		p.signal()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// REQUIRES: p.mu held.
-func (p *Producer) releaseLocked(n int64) {
-	p.mu.buffered -= n
-	p.spaceFreedLocked()
-}
-
-// REQUIRES: p.mu held.
-func (p *Producer) spaceFreedLocked() {
-	close(p.mu.spaceFreed)
-	p.mu.spaceFreed = make(chan struct{})
-}
-
-// encodings holds encoded batches' memory for reuse: a producer encodes
-// every byte it sends once more, and fresh memory for each batch cost a
-// producer at half of its maximum rate a quarter of its CPU in the
-// garbage collector, the runtime's scavenger and page faults. Classes
-// from 4 KiB to 16 MiB, a quarter of a doubling apart (a batch's buffer
-// is at most 25% larger than its encoding).
-var encodings bufferPool = bufpool.New(bufpool.Steps(4<<10, 16<<20, 4)...)
-
-// bufferPool is encodings' type (a variable for tests).
-type bufferPool interface {
-	Get(n int) *[]byte
-	Put(b *[]byte)
-}
-
-// dropEncodingLocked forgets b's encoding (it is encoded again if sent
-// again) and gives its bytes back.
-// REQUIRES: p.mu held, b not in flight.
-func (p *Producer) dropEncodingLocked(b *batch) {
-	if b.encoded == nil {
-		return
-	}
-	p.mu.encoded -= int64(len(b.encoded))
-	b.encoded = nil
-	p.spaceFreedLocked()
-}
-
-// recycleEncodingLocked is dropEncodingLocked for a finished batch, whose
-// memory goes back to encodings when no send of it can still be reading
-// it: when its one and only send was answered with success. The broker
-// answers after it received the whole request, so gRPC has written it;
-// an earlier send that failed (a timeout, a broken connection) may still
-// be queued in its transport, so a retried batch's memory is left to the
-// collector.
-// REQUIRES: p.mu held, b done.
-func (p *Producer) recycleEncodingLocked(b *batch) {
-	enc := b.encoded
-	p.dropEncodingLocked(b)
-	if enc != nil && b.err == nil && b.attempts == 0 {
-		encodings.Put(&enc)
-	}
-}
-
-func (p *Producer) lingerExpired(ps *partState, b *batch) {
+// lingerExpired runs when ps's linger timer fires: it seals the open
+// batch if its linger is over, or waits for the rest of it (the timer
+// may have fired for a batch sealed since, while a new one was opened).
+func (p *Producer) lingerExpired(ps *partState) {
 	p.mu.Lock()
-	if ps.open == b {
-		p.sealLocked(ps, -1)
+	if b := ps.open; b != nil {
+		if wait := time.Until(b.lingerUntil); wait > 0 {
+			ps.linger.Reset(wait)
+		} else {
+			p.sealLocked(ps, -1)
+		}
 	}
 	p.mu.Unlock()
 	p.signal()
@@ -655,8 +639,8 @@ func (p *Producer) lingerExpired(ps *partState, b *batch) {
 func (p *Producer) sealKeepStickyLocked(ps *partState) {
 	b := ps.open
 	ps.open = nil
-	if b.timer != nil {
-		b.timer.Stop()
+	if ps.linger != nil {
+		ps.linger.Stop()
 	}
 	ps.batches = append(ps.batches, b)
 	p.mu.topics[ps.tp.Topic].sealed++
@@ -670,8 +654,8 @@ func (p *Producer) sealKeepStickyLocked(ps *partState) {
 func (p *Producer) sealLocked(ps *partState, n int32) {
 	b := ps.open
 	ps.open = nil
-	if b.timer != nil {
-		b.timer.Stop()
+	if ps.linger != nil {
+		ps.linger.Stop()
 	}
 	ps.batches = append(ps.batches, b)
 	ts := p.mu.topics[ps.tp.Topic]
@@ -696,100 +680,5 @@ func (p *Producer) signal() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
-	}
-}
-
-// completeLocked moves ps's finished batches, in order, to the callback
-// queue. A finished batch behind an unfinished one waits, so callbacks
-// keep the partition's order.
-// REQUIRES: p.mu held.
-func (p *Producer) completeLocked(ps *partState) {
-	n := 0
-	for _, b := range ps.batches {
-		if !b.done {
-			break
-		}
-		n++
-		for i, r := range b.recs {
-			r.Partition = b.tp.Partition
-			r.Offset = -1
-			if b.err == nil && b.base >= 0 {
-				r.Offset = b.base + int64(i)
-			}
-			p.mu.completed = append(p.mu.completed, completion{rec: r, cb: b.cbs[i], err: b.err})
-		}
-		// The batch's bytes stay counted until its callbacks ran
-		// (callbacks): with slow callbacks, finished records would
-		// otherwise pile up without bound while Produce accepts more.
-	}
-	if n == 0 {
-		return
-	}
-	// The slice's array keeps whatever it points to reachable, also
-	// before its start: finished batches (their records and encoding)
-	// would stay live until the next append reallocated it, which doubled
-	// the client's memory under load.
-	for _, b := range ps.batches[:n] {
-		p.recycleEncodingLocked(b)
-		b.recs, b.cbs = nil, nil
-	}
-	clear(ps.batches[:n])
-	ps.batches = ps.batches[n:]
-	p.mu.topics[ps.tp.Topic].sealed -= n
-	select {
-	case p.cbWake <- struct{}{}:
-	default:
-	}
-}
-
-// releaseStepBytes: callbacks gives buffer space back at least every this
-// many bytes of records whose callbacks ran.
-const releaseStepBytes = 64 << 10
-
-// callbacks runs completion callbacks in queue order; a record's bytes
-// count against MaxBufferedBytes until its callback has run.
-func (p *Producer) callbacks() {
-	defer close(p.cbDone)
-	for {
-		stop := false
-		select {
-		case <-p.cbWake:
-		case <-p.cbStop:
-			stop = true
-		}
-		p.mu.Lock()
-		todo := p.mu.completed
-		p.mu.completed = nil
-		p.mu.Unlock()
-		var done int64
-		for i, c := range todo {
-			if c.err != nil {
-				p.stats.failed.Add(1)
-			} else {
-				p.stats.delivered.Add(1)
-			}
-			if c.cb != nil {
-				c.cb(c.rec, c.err)
-			}
-			// Release as callbacks run, in steps, so a blocked Produce
-			// goes on while a long queue of callbacks runs.
-			if done += int64(recordBytes(c.rec)); done >= releaseStepBytes || i == len(todo)-1 {
-				p.mu.Lock()
-				p.releaseLocked(done)
-				p.mu.Unlock()
-				done = 0
-			}
-		}
-		if len(todo) > 0 {
-			p.mu.Lock()
-			p.mu.records -= int64(len(todo))
-			if p.mu.records == 0 {
-				close(p.mu.idle)
-			}
-			p.mu.Unlock()
-		}
-		if stop {
-			return
-		}
 	}
 }

@@ -23,13 +23,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func newTestClient(t *testing.T, cl *realCluster) *Client {
+func newTestClient(t testing.TB, cl *realCluster) *Client {
 	t.Helper()
 	c, err := New(testCtx(t), Config{Brokers: cl.addrs()[:1], RequestTimeout: 5 * time.Second})
 	if err != nil {
@@ -39,7 +39,7 @@ func newTestClient(t *testing.T, cl *realCluster) *Client {
 	return c
 }
 
-func newTestProducer(t *testing.T, c *Client, cfg ProducerConfig) *Producer {
+func newTestProducer(t testing.TB, c *Client, cfg ProducerConfig) *Producer {
 	t.Helper()
 	p, err := c.NewProducer(cfg)
 	if err != nil {
@@ -150,10 +150,13 @@ func TestProduceSyncExplicitPartitionAndTimestamp(t *testing.T) {
 		t.Fatalf("unknown topic: %v (reason %q)", err, rpcerror.Reason(err))
 	}
 	// Keyless records stick to one partition per batch. The linger is long
-	// so that the five are one linger window however slow the machine (at
-	// the default 5 ms, a busy CI machine let the window close between two
-	// of them and the partition moved, as it should).
-	sticky := newTestProducer(t, c, ProducerConfig{Linger: 2 * time.Second})
+	// and always waited so that the five are one linger window however
+	// slow the machine (at the default 5 ms, a busy CI machine let the
+	// window close between two of them and the partition moved, as it
+	// should; without LingerAlways the first goes at once, and the others,
+	// sent when its answer comes, move the partition if it comes before the
+	// last of them is produced).
+	sticky := newTestProducer(t, c, ProducerConfig{Linger: 2 * time.Second, LingerAlways: true})
 	var d deliveries
 	for range 5 {
 		if err := sticky.Produce(ctx, NewRecord("t", nil, []byte("x")), d.cb()); err != nil {
@@ -355,6 +358,73 @@ func TestUnknownProducerGetsNewID(t *testing.T) {
 	defer cl.mu.Unlock()
 	if cl.nextPID != pids+1 {
 		t.Fatalf("%d producer ids taken after the state was lost, want 1", cl.nextPID-pids)
+	}
+}
+
+// A batch whose delivery timeout passes after it was sent breaks the
+// partition's sequence numbers, and the partition takes a new producer id
+// for what is pending. A pending batch that was sent too may be stored
+// (its answer was lost): it must settle under its own numbers first,
+// where the broker recognises it, not be sent again as new under the new
+// id and stored twice.
+func TestResetDoesNotRenumberBatchesThatMayBeStored(t *testing.T) {
+	cl := startRealCluster(t, 1)
+	cl.createTopic("t", 1)
+	tp := TopicPartition{"t", 0}
+	c := newTestClient(t, cl)
+	const timeout = 6 * time.Second
+	p := newTestProducer(t, c, ProducerConfig{Linger: -1, RetryBackoff: 20 * time.Millisecond, DeliveryTimeout: timeout})
+	ctx := testCtx(t)
+	cl.mu.Lock()
+	cl.dropProduce = math.MaxInt // stored, every answer lost
+	cl.mu.Unlock()
+	sent := func(n int) func() bool {
+		return func() bool {
+			cl.mu.Lock()
+			defer cl.mu.Unlock()
+			return cl.produceCalls >= n
+		}
+	}
+	expired := make(chan error, 1)
+	if err := p.Produce(ctx, NewRecord("t", nil, []byte("first")), func(_ *Record, err error) {
+		cl.mu.Lock()
+		cl.dropProduce = 0 // the answers come back once the first expired
+		cl.mu.Unlock()
+		expired <- err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "the first batch sent", sent(1))
+	// The second batch's deadline comes half a timeout after the first's.
+	time.Sleep(timeout / 2)
+	second := make(chan *Record, 1)
+	var secondErr error
+	cl.mu.Lock()
+	calls := cl.produceCalls
+	cl.mu.Unlock()
+	if err := p.Produce(ctx, NewRecord("t", nil, []byte("second")), func(r *Record, err error) {
+		secondErr = err
+		second <- r
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "the second batch sent", sent(calls+1))
+	if err := testwait.Recv(t, 30*time.Second, "the first batch's expiry", expired); !errors.Is(err, ErrDeliveryTimeout) || !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("first batch: %v, want a delivery timeout with an unknown outcome", err)
+	}
+	r := testwait.Recv(t, 30*time.Second, "the second batch's answer", second)
+	if secondErr != nil {
+		t.Fatalf("second batch: %v", secondErr)
+	}
+	if _, err := p.ProduceSync(ctx, NewRecord("t", nil, []byte("third"))); err != nil {
+		t.Fatalf("after the reset: %v", err)
+	}
+	var values []string
+	for _, rec := range cl.records(tp) {
+		values = append(values, string(rec.Value))
+	}
+	if want := []string{"first", "second", "third"}; !slices.Equal(values, want) || r.Offset != 1 {
+		t.Fatalf("log %q, second acknowledged at %d; want %q, 1", values, r.Offset, want)
 	}
 }
 
@@ -680,8 +750,8 @@ func TestSequenceWrapsAsTheBrokers(t *testing.T) {
 	p.mu.parts = map[TopicPartition]*partState{tp: ps}
 	p.mu.refreshing = map[string]bool{}
 	batchOf3 := func() *batch {
-		return &batch{tp: tp, recs: []*Record{{Value: []byte("a")}, {Value: []byte("b")}, {Value: []byte("c")}},
-			cbs: make([]func(*Record, error), 3), deadline: time.Now().Add(time.Hour), seq: -1, base: -1}
+		return &batch{tp: tp, recs: []pendingRecord{{rec: &Record{Value: []byte("a")}}, {rec: &Record{Value: []byte("b")}}, {rec: &Record{Value: []byte("c")}}},
+			deadline: time.Now().Add(time.Hour), seq: -1, base: -1}
 	}
 	b1, b2 := batchOf3(), batchOf3()
 	ps.batches = []*batch{b1, b2}
@@ -737,11 +807,14 @@ func TestSlowCallbacksHoldBufferSpace(t *testing.T) {
 	}
 }
 
-// The encodings of batches in flight count against MaxBufferedBytes with
-// their records: while a batch is unanswered the producer holds its
-// records (for their callbacks) and its encoding (for retries), two copies
-// of the same bytes, and counting only the records let the producer hold
-// twice its budget.
+// Records and the encodings of their batches count against
+// MaxBufferedBytes together: while a batch is unanswered the producer
+// holds its records (for their callbacks) and its encoding (for retries),
+// two copies of the same bytes. Counting only the records let the
+// producer hold twice its budget; counting encodings once made (when a
+// batch is first sent) still let the records fill the budget, and their
+// encodings go past it. Each record reserves room for its encoding when
+// Produce takes it.
 func TestEncodingsCountAgainstBuffer(t *testing.T) {
 	cl := startRealCluster(t, 1)
 	cl.createTopic("t", 1)
@@ -752,24 +825,32 @@ func TestEncodingsCountAgainstBuffer(t *testing.T) {
 	t.Cleanup(release) // before the producer's Close, which waits for its batches
 	var d deliveries
 	value := make([]byte, 400)
-	size := int64(recordBytes(NewRecord("t", nil, value)))
+	rec := NewRecord("t", nil, value)
+	size := int64(recordBytes(rec))
+	need := int64(recordMemory(rec, int(size))) + size // what Produce reserves for a record
 	// Five batches of one record each in flight, held by the broker:
 	// encoded, and kept encoded for retries.
 	for i := range DefaultMaxInFlight {
 		if err := p.Produce(testCtx(t), NewRecord("t", nil, value), d.cb()); err != nil {
 			t.Fatal(err)
 		}
-		testwait.Until(t, 10*time.Second, "the batch encoded and sent", func() bool {
-			return p.Stats().EncodedBytes >= int64(i+1)*size // an encoding is a little larger than its record
+		testwait.Until(t, 10*time.Second, "the batch sent", func() bool {
+			cl.mu.Lock()
+			defer cl.mu.Unlock()
+			return cl.heldProduces >= i+1
 		})
 	}
-	produceUntilBlocked(t, p, &d, value, limit/int(size))
+	produced := DefaultMaxInFlight + produceUntilBlocked(t, p, &d, value, limit/int(size))
 	// Produce refused the next record because the records and the
-	// encodings together filled the budget, and not before.
+	// encodings together filled the budget, and not before; every
+	// record's encoding counts, made or not.
 	s := p.Stats()
-	if total := s.BufferedBytes + s.EncodedBytes; total > limit || total+size <= limit {
-		t.Fatalf("blocked with %d bytes of records and %d of encodings buffered (limit %d, records of %d bytes)",
-			s.BufferedBytes, s.EncodedBytes, limit, size)
+	if total := s.BufferedBytes + s.EncodedBytes; total > limit || total+need <= limit {
+		t.Fatalf("blocked with %d bytes of records and %d of encodings buffered (limit %d, records of %d bytes taking %d)",
+			s.BufferedBytes, s.EncodedBytes, limit, size, need)
+	}
+	if s.EncodedBytes < int64(produced)*size {
+		t.Fatalf("%d bytes of encodings counted for %d records of %d bytes", s.EncodedBytes, produced, size)
 	}
 	release()
 	d.wg.Wait()

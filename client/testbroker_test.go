@@ -26,7 +26,7 @@ import (
 // interceptor applies to every broker's calls.
 type realCluster struct {
 	*brokertest.Cluster
-	t *testing.T
+	t testing.TB
 
 	down []atomic.Bool // per broker: every call fails with Unavailable
 
@@ -55,6 +55,9 @@ type realCluster struct {
 	redirects int
 	// failListOffsets: the next n ListOffsets calls fail (Internal).
 	failListOffsets int
+	// sink, when set, answers every Produce itself and stores nothing
+	// (see produceSink).
+	sink *produceSink
 }
 
 // Group coordinator timers for tests (broker.Config's group fields): a
@@ -68,7 +71,7 @@ const (
 	testGroupTickInterval      = 50 * time.Millisecond
 )
 
-func startRealCluster(t *testing.T, brokers int) *realCluster {
+func startRealCluster(t testing.TB, brokers int) *realCluster {
 	t.Helper()
 	c := &realCluster{t: t, down: make([]atomic.Bool, brokers), nextPID: 1000, metaOwnr: map[TopicPartition]int{}}
 	c.Cluster = brokertest.Start(t, brokertest.Options{Brokers: brokers, Interceptor: c.intercept,
@@ -200,6 +203,12 @@ func (c *realCluster) produce(ctx context.Context, req *brokerpb.ProduceRequest,
 		}
 	}
 	c.mu.Lock()
+	sink := c.sink
+	c.mu.Unlock()
+	if sink != nil {
+		return sink.produce(ctx, req)
+	}
+	c.mu.Lock()
 	c.produceCalls++
 	c.batchesPerCall = append(c.batchesPerCall, len(req.Partitions))
 	move := c.moveAfter > 0 && c.produceCalls == c.moveAfter
@@ -261,6 +270,89 @@ func (c *realCluster) produce(ctx context.Context, req *brokerpb.ProduceRequest,
 	if c.dropProduce > 0 {
 		c.dropProduce--
 		return nil, status.Error(codes.Unavailable, "test: response lost")
+	}
+	return out, nil
+}
+
+// produceSink answers Produce requests in place of the broker, for
+// measuring the producer alone: the in-memory bookies would keep every
+// produced byte in the heap the producer's memory is measured in, and the
+// broker's own allocations would count with the producer's. It numbers
+// each partition's records from 0 and drops the request's batches before
+// answering, so that the server holds none of the producer's bytes.
+type produceSink struct {
+	// latency delays every answer (a broker's quorum write).
+	latency time.Duration
+
+	mu      sync.Mutex
+	next    map[TopicPartition]int64
+	held    chan struct{} // when set, answers wait for it to close
+	waiting int           // batches received and not yet answered
+}
+
+// unanswered is how many batches the sink has received (and let go of)
+// and not answered yet.
+func (s *produceSink) unanswered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
+func newProduceSink(latency time.Duration) *produceSink {
+	return &produceSink{latency: latency, next: map[TopicPartition]int64{}}
+}
+
+// hold makes answers wait until release runs.
+func (s *produceSink) hold() (release func()) {
+	held := make(chan struct{})
+	s.mu.Lock()
+	s.held = held
+	s.mu.Unlock()
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		s.held = nil
+		s.mu.Unlock()
+		close(held)
+	})
+}
+
+func (s *produceSink) produce(ctx context.Context, req *brokerpb.ProduceRequest) (*brokerpb.ProduceResponse, error) {
+	out := &brokerpb.ProduceResponse{Partitions: make([]*brokerpb.ProducePartitionResult, len(req.Partitions))}
+	s.mu.Lock()
+	for i, pp := range req.Partitions {
+		hdr, err := recordbatch.ParseHeader(pp.Records)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, status.Errorf(codes.InvalidArgument, "test: sink: %v", err)
+		}
+		tp := TopicPartition{pp.Topic, pp.Partition}
+		out.Partitions[i] = &brokerpb.ProducePartitionResult{Topic: pp.Topic, Partition: pp.Partition, BaseOffset: s.next[tp]}
+		s.next[tp] += int64(hdr.RecordCount)
+		pp.Records = nil
+	}
+	held := s.held
+	s.waiting += len(req.Partitions)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.waiting -= len(req.Partitions)
+		s.mu.Unlock()
+	}()
+	var wait <-chan time.Time
+	if s.latency > 0 {
+		t := time.NewTimer(s.latency)
+		defer t.Stop()
+		wait = t.C
+	}
+	for held != nil || wait != nil {
+		select {
+		case <-held:
+			held = nil
+		case <-wait:
+			wait = nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return out, nil
 }

@@ -16,17 +16,18 @@ type Budget struct {
 
 	mu struct {
 		sync.Mutex
-		used  int64
-		peak  int64         // the most used at once
-		freed chan struct{} // closed and replaced on Release
+		used int64
+		peak int64 // the most used at once
+		// freed is closed on the next Release; nil while no Acquire
+		// waits (made on demand: a Release with no waiter allocates
+		// nothing).
+		freed chan struct{}
 	}
 }
 
 // New returns a Budget of limit bytes.
 func New(limit int64) *Budget {
-	b := &Budget{limit: limit}
-	b.mu.freed = make(chan struct{})
-	return b
+	return &Budget{limit: limit}
 }
 
 // Acquire takes n bytes, waiting until they fit or ctx ends.
@@ -37,6 +38,9 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 			b.addLocked(n)
 			b.mu.Unlock()
 			return nil
+		}
+		if b.mu.freed == nil {
+			b.mu.freed = make(chan struct{})
 		}
 		freed := b.mu.freed
 		b.mu.Unlock()
@@ -101,6 +105,8 @@ func (b *Budget) Release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.mu.used -= n
-	close(b.mu.freed)
-	b.mu.freed = make(chan struct{})
+	if b.mu.freed != nil {
+		close(b.mu.freed)
+		b.mu.freed = nil
+	}
 }
