@@ -64,13 +64,14 @@ func (a *Admin) CreateTopic(ctx context.Context, req *brokerpb.CreateTopicReques
 	rec := &brokerpb.TopicRecord{Name: req.Name, Id: newID(), Partitions: req.Partitions,
 		Configs: req.Configs, CreatedAtMs: a.b.clock.Now().UnixMilli()}
 	if !req.ValidateOnly {
-		_, err := a.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
+		put, err := a.b.meta.Put(ctx, topicKey(req.Name), topicMarshal(rec), metaclient.WithExpectedVersion(0))
 		if errors.Is(err, metaclient.ErrVersionConflict) {
 			return nil, fmt.Errorf("%w: %q", ErrTopicExists, req.Name)
 		}
 		if err != nil {
 			return nil, err
 		}
+		a.b.topics.await(ctx, put.GetModRevision())
 		a.b.log.Info("created topic", "topic", req.Name, "partitions", req.Partitions, "configs", req.Configs, "principal", actor(ctx))
 	}
 	return &brokerpb.CreateTopicResponse{Topic: a.describe(ctx, rec)}, nil
@@ -114,8 +115,9 @@ func (a *Admin) checkBookies(ctx context.Context, tc TopicConfig) error {
 }
 
 // updateTopic applies fn to a topic's record by compare-and-set, retrying
-// on conflicts; with validateOnly it returns what fn made of the record
-// and writes nothing.
+// on conflicts, and returns once this broker's mirror of topics holds the
+// write (what it answers next includes the change); with validateOnly it
+// returns what fn made of the record and writes nothing.
 func (a *Admin) updateTopic(ctx context.Context, name string, fn func(*brokerpb.TopicRecord) error, validateOnly bool) (*brokerpb.TopicRecord, error) {
 	b := a.b
 	for {
@@ -139,11 +141,15 @@ func (a *Admin) updateTopic(ctx context.Context, name string, fn func(*brokerpb.
 		if validateOnly {
 			return rec, nil
 		}
-		_, err = b.meta.Put(ctx, topicKey(name), topicMarshal(rec), metaclient.WithExpectedVersion(kv.Version))
+		put, err := b.meta.Put(ctx, topicKey(name), topicMarshal(rec), metaclient.WithExpectedVersion(kv.Version))
 		if errors.Is(err, metaclient.ErrVersionConflict) {
 			continue
 		}
-		return rec, err
+		if err != nil {
+			return nil, err
+		}
+		b.topics.await(ctx, put.GetModRevision())
+		return rec, nil
 	}
 }
 

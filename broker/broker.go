@@ -147,8 +147,9 @@ func (d Deps) Validate() error {
 }
 
 // Open connects to metad and the bookies over gRPC and prepares the broker
-// (New); Start starts it. Close also closes those connections.
-func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, error) {
+// (New) with clock (nil: SystemClock); Start starts it. Close also closes
+// those connections.
+func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer, clock Clock) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Broker, err
 		Meta: meta,
 		Ledgers: ledger.Env{Meta: ledgermetad.NewStore(meta), Bookies: bookies,
 			Registry: ledgermetad.NewRegistry(meta)},
-		Logger: log, Registerer: reg, Credentials: creds,
+		Logger: log, Registerer: reg, Credentials: creds, Clock: clock,
 	})
 	if err != nil {
 		bookies.Close()

@@ -111,6 +111,9 @@ var classes = []class{
 	// Retention frees the list in time; the client retries within its
 	// delivery timeout.
 	{[]error{partlog.ErrListFull}, codes.ResourceExhausted, rpcerror.ReasonUnavailable, true},
+	// Handed to a stalled ledger writer: unknown outcome (it wraps
+	// ErrUnknownOutcome; named for the reader).
+	{[]error{partlog.ErrNotEnoughBookiesAfterAppend}, codes.Unavailable, rpcerror.ReasonUnknownOutcome, false},
 	// Before DeadlineExceeded: a read from the object store that timed out
 	// wraps both, and a read can simply be retried; nothing was written by
 	// a ledger create that timed out either.

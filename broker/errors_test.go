@@ -46,6 +46,10 @@ func TestClassifyAppendOutcomes(t *testing.T) {
 		// A decompression bomb: its records are refused, as Kafka's
 		// validator refuses invalid records.
 		{"batch inflating past max.compression.ratio", fmt.Errorf("%w: 8 MiB from 991 bytes", partlog.ErrInflated), codes.InvalidArgument, rpcerror.ReasonInvalid, false},
+		// No ack quorum of bookies takes writes: refused, nothing written;
+		// or handed to the writer before it stalled: may be written later.
+		{"not enough bookies", partlog.ErrNotEnoughBookies, codes.Unavailable, rpcerror.ReasonUnavailable, true},
+		{"handed to a stalled writer", fmt.Errorf("%w: ledger 7", partlog.ErrNotEnoughBookiesAfterAppend), codes.Unavailable, rpcerror.ReasonUnknownOutcome, false},
 		// The produce budget stayed full: back off and retry.
 		{"broker busy", fmt.Errorf("%w: no room", ErrBusy), codes.Unavailable, rpcerror.ReasonUnavailable, true},
 	} {

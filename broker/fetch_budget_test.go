@@ -61,8 +61,14 @@ func TestStalledFetchReadersHoldOnlyTheBudget(t *testing.T) {
 	}
 	// What the responses hold, and the Kafka listener's copies of what
 	// it counts (a joined record set, and the frame being written, per
-	// connection): within the budget.
-	if bound := int64(budget); grown > bound {
+	// connection): within the budget. The live heap also holds what the
+	// rest of the process keeps at that moment (gRPC's transport buffers
+	// of the stalled streams, the in-memory bookies' and the caches'
+	// state), which moves with scheduling: 96 MiB was seen on a machine
+	// busy with other clusters. Twice the budget still tells the budget
+	// from none, where each stalled fetch held its 15 MiB (16 x 15 MiB on
+	// each of the four stalled connections, 960 MiB).
+	if bound := int64(2 * budget); grown > bound {
 		t.Errorf("heap grew by %d MiB with readers stalled, bound %d MiB", grown>>20, bound>>20)
 	}
 

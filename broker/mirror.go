@@ -169,6 +169,35 @@ func (m *mirror) each(fn func(kv *metadpb.KeyValue)) {
 	}
 }
 
+// mirrorAwaitMax bounds how long a writer waits for the mirror to show its
+// own write: when the watch is down the write has still happened, and the
+// mirror catches up when the watch is back.
+const mirrorAwaitMax = 5 * time.Second
+
+// await returns once the mirror holds metad's state at revision rev or
+// later (a write this broker made, so that what it answers next includes
+// it), when ctx ends, or after mirrorAwaitMax.
+func (m *mirror) await(ctx context.Context, rev int64) {
+	timeout := time.NewTimer(mirrorAwaitMax)
+	defer timeout.Stop()
+	for {
+		m.mu.Lock()
+		caughtUp, changed := m.rev >= rev, m.changed
+		m.mu.Unlock()
+		if caughtUp {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		case <-timeout.C:
+			m.log.Warn("mirror did not reach a written revision", "revision", rev, "in", mirrorAwaitMax)
+			return
+		}
+	}
+}
+
 // get returns one key, or nil.
 func (m *mirror) get(key string) *metadpb.KeyValue {
 	m.mu.Lock()

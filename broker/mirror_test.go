@@ -1,15 +1,18 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/proto/metadpb"
 )
@@ -175,4 +178,39 @@ func TestPartitionMapFollowsChanges(t *testing.T) {
 	}
 	touched, full, _ = mine.update(m.mirror, false)
 	check("after the full read", []tp{{"t", 0}, {"t", 1}, {"t", 2}}, false, touched, full)
+}
+
+// await returns once the mirror holds a revision: at once for one it
+// holds, when the watch delivers a later one, and when ctx ends for one
+// that never comes.
+func TestMirrorAwait(t *testing.T) {
+	m := newTestMirror()
+	k := tp{"t", 0}
+	m.put(assignmentKV(t, k, "b1", 1))
+	m.await(t.Context(), m.rev) // held: returns at once
+	done := make(chan struct{})
+	next := m.rev + 1
+	go func() {
+		defer close(done)
+		m.await(t.Context(), next)
+	}()
+	select {
+	case <-done:
+		t.Fatal("await returned before the mirror held the revision")
+	default:
+	}
+	m.put(assignmentKV(t, k, "b2", 2))
+	testwait.Recv(t, 10*time.Second, "await after the watch delivered the revision", done)
+	if got := m.get(assignmentKey(k)); got == nil || got.ModRevision != m.rev {
+		t.Fatalf("after await the mirror holds %v", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := make(chan struct{})
+	never := m.rev + 10
+	go func() {
+		defer close(ended)
+		m.await(ctx, never)
+	}()
+	cancel()
+	testwait.Recv(t, 10*time.Second, "await when its context ends", ended)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/strata-log/strata/broker/group"
 	"github.com/strata-log/strata/broker/partlog"
 	"github.com/strata-log/strata/broker/partlog/compaction"
+	"github.com/strata-log/strata/internal/racedetect"
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -311,20 +311,6 @@ func offsetsDefaultSegmentBytes(t *testing.T) int64 {
 	return tc.SegmentBytes
 }
 
-// raceEnabled: the test binary runs under the race detector.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -335,7 +321,7 @@ func processCPU() time.Duration {
 
 func TestOffsetsLoadAfterMillionCommits(t *testing.T) {
 	commits := 1_000_000
-	if raceEnabled() {
+	if racedetect.Enabled {
 		// 1,000,000 commits take 45 s and 2 GB under the race detector
 		// (make test): a fifth shows the same.
 		commits = 200_000

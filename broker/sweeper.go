@@ -18,21 +18,28 @@ import (
 // takeover whose list CAS failed (or whose outcome was unknown) does not
 // leak bookie space. A ledger is an orphan when its properties name a
 // topic and partition, it is older than --orphan-ledger-grace (a roll or
-// takeover lists its new ledger within milliseconds), and the partition's
-// current list (read after the ledger list) does not name it. Ledgers
+// takeover lists its new ledger within milliseconds), the partition's
+// current list (read after the ledger list) does not name it, and this
+// controller has seen it unlisted at every sweep for the grace, by its own
+// monotonic clock. The last rule keeps a controller whose clock runs ahead
+// of another broker's by more than the grace from taking the ledger that
+// broker has just created, and not yet listed, for an old one. Ledgers
 // without those properties (strata ledger simpletest --keep, other users)
 // are never touched.
 func (c *controller) sweepOrphanLedgers(ctx context.Context) {
 	b := c.b
 	t := time.NewTicker(b.cfg.OrphanLedgerInterval)
 	defer t.Stop()
+	// unlisted: when this controller first saw each partition ledger that
+	// no list names (and has not seen listed since).
+	unlisted := map[uint64]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		n, err := b.ctrl.sweepOnce(ctx, b.clock.Now())
+		n, err := b.ctrl.sweepOnce(ctx, b.clock.Now(), unlisted)
 		if err != nil && ctx.Err() == nil {
 			b.log.Warn("orphan ledger sweep failed", "err", err)
 		}
@@ -42,12 +49,17 @@ func (c *controller) sweepOrphanLedgers(ctx context.Context) {
 	}
 }
 
-func (c *controller) sweepOnce(ctx context.Context, now time.Time) (int, error) {
+// sweepOnce deletes the orphans of one sweep. now is the broker's clock,
+// against which ledgers' creation stamps are aged; unlisted (updated)
+// holds when this controller first saw each unlisted ledger, aged with
+// the runtime's monotonic clock.
+func (c *controller) sweepOnce(ctx context.Context, now time.Time, unlisted map[uint64]time.Time) (int, error) {
 	b := c.b
 	all, err := ledger.ListAll(ctx, b.env.Meta)
 	if err != nil {
 		return 0, err
 	}
+	at := time.Now()
 	horizon := now.Add(-b.cfg.OrphanLedgerGrace).UnixMilli()
 	listed := map[tp]map[uint64]bool{}
 	type orphan struct {
@@ -55,9 +67,17 @@ func (c *controller) sweepOnce(ctx context.Context, now time.Time) (int, error) 
 		tp tp
 	}
 	var orphans []orphan
+	stillUnlisted := map[uint64]bool{}
+	defer func() {
+		for id := range unlisted {
+			if !stillUnlisted[id] {
+				delete(unlisted, id) // listed since, or gone
+			}
+		}
+	}()
 	for _, md := range all {
 		k, ok := ledgerPartition(md)
-		if !ok || md.CreatedAtMs > horizon {
+		if !ok {
 			continue
 		}
 		ids, seen := listed[k]
@@ -79,7 +99,15 @@ func (c *controller) sweepOnce(ctx context.Context, now time.Time) (int, error) 
 			}
 			listed[k] = ids
 		}
-		if !ids[md.Id] {
+		if ids[md.Id] {
+			continue
+		}
+		stillUnlisted[md.Id] = true
+		first, ok := unlisted[md.Id]
+		if !ok {
+			unlisted[md.Id], first = at, at
+		}
+		if md.CreatedAtMs <= horizon && at.Sub(first) >= b.cfg.OrphanLedgerGrace {
 			orphans = append(orphans, orphan{md, k})
 		}
 	}

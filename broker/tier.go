@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-log/strata/broker/partlog"
+	"github.com/strata-log/strata/internal/ctxtime"
 	"github.com/strata-log/strata/metad/metaclient"
 	"github.com/strata-log/strata/proto/brokerpb"
 	"github.com/strata-log/strata/tiering"
@@ -196,15 +197,11 @@ func (b *Broker) clusterID(ctx context.Context) (string, error) {
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
 	}
-	_, err := b.meta.Put(ctx, tierClusterIDKey, []byte(hex.EncodeToString(raw[:])), metaclient.WithExpectedVersion(0))
-	if err != nil && !errors.Is(err, metaclient.ErrVersionConflict) {
-		return "", fmt.Errorf("tier cluster id: %w", err)
-	}
-	kv, err := b.meta.Get(ctx, tierClusterIDKey)
+	id, err := b.sharedValue(ctx, tierClusterIDKey, []byte(hex.EncodeToString(raw[:])))
 	if err != nil {
 		return "", fmt.Errorf("tier cluster id: %w", err)
 	}
-	return string(kv.Value), nil
+	return string(id), nil
 }
 
 // tierKey reads the cluster's tier key from metad, creating it the first
@@ -215,19 +212,48 @@ func (b *Broker) tierKey(ctx context.Context) (*segfile.Key, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	_, err := b.meta.Put(ctx, brokerpb.TierSegmentMACKey, secret, metaclient.WithExpectedVersion(0))
-	if err != nil && !errors.Is(err, metaclient.ErrVersionConflict) {
-		return nil, fmt.Errorf("tier key: %w", err)
-	}
-	kv, err := b.meta.Get(ctx, brokerpb.TierSegmentMACKey)
+	value, err := b.sharedValue(ctx, brokerpb.TierSegmentMACKey, secret)
 	if err != nil {
 		return nil, fmt.Errorf("tier key: %w", err)
 	}
-	key, err := segfile.NewKey(kv.Value)
+	key, err := segfile.NewKey(value)
 	if err != nil {
 		return nil, fmt.Errorf("tier key %s: %w", brokerpb.TierSegmentMACKey, err)
 	}
 	return key, nil
+}
+
+// sharedValue returns key's value in metad, creating it as value the first
+// time (create-only: every broker ends up with the same one). Errors that
+// say metad could not serve now (no leader, an election, a create whose
+// outcome is unknown, which the next round reads back) are retried until
+// ctx ends: a broker starting during a metad election waits for it rather
+// than exiting.
+func (b *Broker) sharedValue(ctx context.Context, key string, value []byte) ([]byte, error) {
+	wait := 50 * time.Millisecond
+	for {
+		kv, err := b.meta.Get(ctx, key)
+		if err == nil {
+			return kv.Value, nil
+		}
+		if errors.Is(err, metaclient.ErrNotFound) {
+			_, err = b.meta.Put(ctx, key, value, metaclient.WithExpectedVersion(0))
+			if err == nil {
+				return value, nil
+			}
+			if errors.Is(err, metaclient.ErrVersionConflict) {
+				continue // another broker made it first: read theirs
+			}
+		}
+		if !errors.Is(err, metaclient.ErrUnavailable) && !errors.Is(err, metaclient.ErrUnknownOutcome) {
+			return nil, err
+		}
+		b.log.Warn("metad unavailable; retrying", "key", key, "err", err)
+		if ctxtime.Sleep(ctx, wait) != nil {
+			return nil, err
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 func (t *tierState) close() {

@@ -2,11 +2,12 @@ package recordbatch_test
 
 import (
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/internal/alloctest"
+	"github.com/strata-log/strata/internal/racedetect"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/recordbatch/hostilebatch"
 )
@@ -60,9 +61,9 @@ func TestDecompressionBombsRefusedWithinBound(t *testing.T) {
 					t.Fatalf("%s: %v, want ErrTooLarge", f.what, err)
 				}
 				// Warm the pools, then measure one more call.
-				allocated := allocatedBy(func() { _ = f.call() })
+				allocated := alloctest.Bytes(func() { _ = f.call() })
 				t.Logf("%s: refused after allocating %.1f KiB", f.what, float64(allocated)/(1<<10))
-				if !raceEnabled && allocated > f.bound {
+				if !racedetect.Enabled && allocated > f.bound {
 					t.Errorf("%s allocated %d bytes, want at most %d", f.what, allocated, f.bound)
 				}
 			}
@@ -87,7 +88,7 @@ func codecState(c recordbatch.Compression) uint64 {
 
 // A scan streams: checking a valid batch whose one record is 32 MiB costs
 // a window and the codec's state, not 32 MiB.
-func TestScanRecordsStreams(t *testing.T) {
+func TestScanRecordsAllocatesAWindow(t *testing.T) {
 	const zeros = 32 << 20
 	for _, c := range hostilebatch.Codecs {
 		t.Run(c.String(), func(t *testing.T) {
@@ -111,9 +112,9 @@ func TestScanRecordsStreams(t *testing.T) {
 			if len(got) != 1 || got[0].Size < zeros {
 				t.Fatalf("scanned %+v, want one record of more than %d bytes", got, zeros)
 			}
-			allocated := allocatedBy(func() { _ = scan() })
+			allocated := alloctest.Bytes(func() { _ = scan() })
 			t.Logf("%d-byte batch, one %d MiB record: scanned allocating %.1f KiB", len(batch), zeros>>20, float64(allocated)/(1<<10))
-			if bound := codecState(c); !raceEnabled && allocated > bound {
+			if bound := codecState(c); !racedetect.Enabled && allocated > bound {
 				t.Errorf("allocated %d bytes, want at most %d", allocated, bound)
 			}
 		})
@@ -137,16 +138,6 @@ func TestDecompressionBoundIsExact(t *testing.T) {
 			t.Errorf("%s one byte over the bound: %v, want ErrTooLarge", c, err)
 		}
 	}
-}
-
-// allocatedBy is the bytes f allocates (TotalAlloc grows even if the GC
-// frees them again).
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // Decompressions run at most InflatingSlots at once in a process: each
@@ -201,7 +192,7 @@ func TestDecompressionsAtOnceAreBounded(t *testing.T) {
 // and 100,000 empty records 700 KB and 9.6 MB as Records. Within 4 MiB
 // both are refused before those are allocated; a batch of real records
 // decodes and counts its section, records and headers.
-func TestDecodeWithinCountsDecodedStructures(t *testing.T) {
+func TestDecodeWithinAllocationCountsDecodedStructures(t *testing.T) {
 	headers := make([]recordbatch.Header, 400_000) // empty keys, empty values
 	manyHeaders, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: []recordbatch.Record{{Headers: headers}}})
 	if err != nil {
@@ -217,9 +208,9 @@ func TestDecodeWithinCountsDecodedStructures(t *testing.T) {
 		if err := decode(); !errors.Is(err, recordbatch.ErrTooLarge) {
 			t.Fatalf("%s (%d bytes): %v, want ErrTooLarge", name, len(batch), err)
 		}
-		allocated := allocatedBy(func() { _ = decode() })
+		allocated := alloctest.Bytes(func() { _ = decode() })
 		t.Logf("%s (%d bytes): refused after allocating %.1f KiB", name, len(batch), float64(allocated)/(1<<10))
-		if !raceEnabled && allocated > 5<<20 {
+		if !racedetect.Enabled && allocated > 5<<20 {
 			t.Errorf("%s: allocated %d bytes, want at most the 4 MiB bound and change", name, allocated)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/strata-log/strata/internal/racedetect"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/recordbatch/hostilebatch"
 	"github.com/strata-log/strata/tiering/objstore/memstore"
@@ -40,7 +41,7 @@ func TestOffsetForTimeOverBombsIsBounded(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("a time lookup through %d tiered bombs of 8 MiB allocated %.1f KiB", bombs, float64(allocated)/(1<<10))
-	if !raceEnabled && allocated > 2<<20 {
+	if !racedetect.Enabled && allocated > 2<<20 {
 		t.Errorf("the lookup allocated %d bytes", allocated)
 	}
 }

@@ -93,9 +93,9 @@ func TestTopicAdmin(t *testing.T) {
 		t.Fatalf("config sources %v", sources)
 	}
 	hour, del := "3600000", "delete"
-	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &hour},
-		{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: &del}}, "orders"); err != nil {
-		t.Fatal(err)
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &hour},
+		{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: &del}}, "orders"); err != nil || rs[0].Err != nil {
+		t.Fatalf("incremental alter configs: %v %+v", err, rs)
 	}
 	desc, _ = gc.DescribeTopic(ctx, "orders")
 	if v := configValue(desc.Configs, "retention.ms"); v != hour {

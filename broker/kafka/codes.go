@@ -66,6 +66,11 @@ func codeOf(err error) int16 {
 		// Before DeadlineExceeded: a store read that timed out wraps
 		// both, and a read can be retried.
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, partlog.ErrNotEnoughBookiesAfterAppend):
+		// Handed to a ledger writer that then stalled: the batch may be
+		// written once the bookies come back. Kafka's "written, but to
+		// too few replicas" (retriable; idempotence keeps a retry single).
+		return kerr.NotEnoughReplicasAfterAppend.Code
 	case errors.Is(err, partlog.ErrNoLedger), errors.Is(err, partlog.ErrNotEnoughBookies), errors.Is(err, partlog.ErrListFull):
 		// Nothing was written; retriable.
 		return kerr.NotEnoughReplicas.Code

@@ -5,12 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-log/strata/internal/alloctest"
+	"github.com/strata-log/strata/internal/racedetect"
 )
 
 // seedRequests are real requests encoded by kmsg: every API kmsg knows at
@@ -130,16 +132,6 @@ var fuzzSecurity = sync.OnceValues(func() (*fakeSecurity, error) {
 	return buildFakeSecurity(true, map[string]string{"alice": "alice-secret"})
 })
 
-// allocatedBy is the heap bytes fn allocates (all goroutines: run it
-// with nothing else busy).
-func allocatedBy(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // kmsg bounds a declared array length by the bytes left before it
 // allocates: a count of 2^31-1 in a small frame allocates nothing near
 // it and fails.
@@ -159,7 +151,7 @@ func TestDecodeHugeArrayAllocatesNothing(t *testing.T) {
 			binary.BigEndian.PutUint32(rest[at:], 0x7fffffff)
 		}
 		var decodeErr error
-		grew := allocatedBy(func() { _, _, decodeErr = decodeRequest(3, version, rest) })
+		grew := alloctest.Bytes(func() { _, _, decodeErr = decodeRequest(3, version, rest) })
 		if decodeErr == nil || grew > 1<<20 {
 			t.Errorf("v%d: err %v, %d bytes allocated", v, decodeErr, grew)
 		}
@@ -171,8 +163,8 @@ func TestDecodeHugeArrayAllocatesNothing(t *testing.T) {
 // constant is 24 (a Metadata topic: a 32-byte struct and a 16-byte
 // string header per 2 bytes on the wire). The package doc states this
 // bound; this pins it.
-func TestDecodeAmplificationBounded(t *testing.T) {
-	if raceEnabled {
+func TestDecodeAmplificationAllocationBounded(t *testing.T) {
+	if racedetect.Enabled {
 		t.Skip("the race detector pads allocations")
 	}
 	const topics = 1 << 18
@@ -181,7 +173,7 @@ func TestDecodeAmplificationBounded(t *testing.T) {
 	body := frame(req, 1)[4:]
 	_, version, _, rest, _ := readRequestStart(body)
 	var decoded kmsg.Request
-	grew := allocatedBy(func() { decoded, _, _ = decodeRequest(3, version, rest) })
+	grew := alloctest.Bytes(func() { decoded, _, _ = decodeRequest(3, version, rest) })
 	if decoded == nil || len(decoded.(*kmsg.MetadataRequest).Topics) != topics {
 		t.Fatal("the request did not decode")
 	}

@@ -103,7 +103,14 @@
 //     replace them), an append fails with ErrNotEnoughBookies before it
 //     is handed to the writer, so its outcome is known (not written)
 //     instead of unknown at its deadline. Appends already handed over
-//     wait for the bookies to come back.
+//     stay with the writer, which writes them if the bookies come back;
+//     their callers are answered as soon as the writer stalls
+//     (ledger.Writer.Stalled: its attempt to replace the bookies found no
+//     spare) with ErrNotEnoughBookiesAfterAppend, an unknown outcome,
+//     rather than at their deadline. Rolls wait while the writer cannot
+//     acknowledge (sealing would wait for its entries), and an append
+//     waiting behind a roll whose writer stalls is refused with
+//     ErrNotEnoughBookies.
 //   - P10 Leader epochs: each takeover's CAS (Open) appends its owner
 //     epoch and the first offset it will write to the list's
 //     leader_epochs (withLeaderEpoch): epochs and start offsets increase,

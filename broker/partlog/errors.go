@@ -19,13 +19,15 @@ import (
 //	Append       ErrCorruptBatch, ErrTooLarge, ErrInflated, ErrInvalidTimestamp,
 //	             ErrOutOfOrderSequence, ErrUnknownProducer,
 //	             ErrProducerFenced, ErrListFull, ErrNoLedger,
-//	             ErrNotEnoughBookies (rejected: nothing written);
+//	             ErrNotEnoughBookies (rejected: nothing written;
+//	             also while a roll waits for a stalled writer);
 //	             ErrClosed; the failed log's error (ErrFenced,
 //	             ErrConflict, ErrUnknownOutcome: refused, nothing written);
 //	             ErrUnknownOutcome (the batch was handed to the ledger and
 //	             the outcome is unknown: the log failed meanwhile, wrapped
 //	             with its error, or ctx ended while waiting for the
-//	             acknowledgement).
+//	             acknowledgement, or ErrNotEnoughBookiesAfterAppend: the
+//	             writer stalled).
 //	Fetch,       *OutOfRangeError, ErrClosed (also once the log failed,
 //	ListOffset   its cause in the message only), a ledger read error,
 //	             wrapped; below the first ledger,
@@ -91,6 +93,15 @@ var (
 	// not be acknowledged until they come back (Kafka's
 	// NOT_ENOUGH_REPLICAS). Nothing was written; the log stays healthy.
 	ErrNotEnoughBookies = errors.New("partlog: fewer bookies take writes than the ack quorum")
+	// ErrNotEnoughBookiesAfterAppend: the append was handed to the open
+	// ledger's writer, which then stalled (ledger.Writer.Stalled: fewer
+	// than the ack quorum of its bookies take writes and no spare can
+	// replace them), so it was answered at once instead of at its
+	// deadline. Its outcome is unknown: the writer keeps the entry and
+	// writes it if the bookies come back, so it wraps ErrUnknownOutcome
+	// (not ErrNotEnoughBookies, which says nothing was written). Kafka's
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+	ErrNotEnoughBookiesAfterAppend = fmt.Errorf("%w: fewer bookies take writes than the ack quorum, and none can replace them", ErrUnknownOutcome)
 )
 
 // OutOfRangeError is returned when a fetch or read asks for an offset outside

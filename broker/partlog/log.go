@@ -111,7 +111,10 @@ type pendingAppend struct {
 	// quorum is closed when the entry is acknowledged at the quorum or
 	// fails (err set before).
 	quorum chan struct{}
-	err    error
+	// stalled is the writer's Stalled channel as the entry was handed to
+	// it: Wait answers early once it closes (P9).
+	stalled <-chan struct{}
+	err     error
 	// replied is closed when the caller's level is reached or failed
 	// (replyErr set before).
 	replied  chan struct{}
@@ -212,8 +215,18 @@ func verifyBatch(batch []byte, lim Limits, aheadMs int64, now time.Time) (record
 func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte, acks Acks, start time.Time) (*pendingAppend, *producerBatch, error) {
 	gapDeadline := time.Now().Add(l.cfg.SequenceGapWait)
 	for {
-		if err := l.acquire(ctx); err != nil {
+		if err := l.acquireAppend(ctx); err != nil {
 			return nil, nil, err
+		}
+		// Refusing an append the writer could not acknowledge
+		// (ledger.Writer.CanAcknowledge), rather than queueing it behind
+		// bookies that are down or full, keeps its outcome known: a
+		// produce would otherwise wait for its timeout and be told
+		// "unknown outcome" (P9). Before a roll for size: sealing waits
+		// for the writer's entries, which wait for those bookies.
+		if !l.canAcknowledge() {
+			l.release()
+			return nil, nil, ErrNotEnoughBookies
 		}
 		if err := l.rollIfFull(len(batch)); err != nil {
 			l.release()
@@ -224,18 +237,6 @@ func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte
 		if err := (rolling{l}).openLedger(l.bgCtx); err != nil {
 			l.release()
 			return nil, nil, err
-		}
-		// Refusing an append the writer could not acknowledge
-		// (ledger.Writer.CanAcknowledge), rather than queueing it behind
-		// bookies that are down or full, keeps its outcome known: a
-		// produce would otherwise wait for its timeout and be told
-		// "unknown outcome" (P9).
-		l.mu.Lock()
-		w := l.mu.writer
-		l.mu.Unlock()
-		if w != nil && !w.CanAcknowledge() {
-			l.release()
-			return nil, nil, ErrNotEnoughBookies
 		}
 		p, dup, progress, err := l.enqueue(h, batch, acks, start)
 		if err == nil {
@@ -279,6 +280,15 @@ func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
 	}
 	select {
 	case <-p.replied:
+	case <-p.stalled:
+		select {
+		case <-p.replied: // answered meanwhile: that answer stands
+		default:
+			// P9: the writer holds the entry until its bookies come
+			// back, which may be long after the caller's deadline.
+			return AppendResult{}, fmt.Errorf("%w: ledger %d holds the batch and writes it if they come back",
+				ErrNotEnoughBookiesAfterAppend, p.ledgerID)
+		}
 	case <-ctx.Done():
 		return AppendResult{}, fmt.Errorf("%w: waiting for the acknowledgement: %w", ErrUnknownOutcome, ctx.Err())
 	}
@@ -287,6 +297,45 @@ func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
 	}
 	l.metrics.AppendLatency.Observe(l.cfg.Now().Sub(p.start).Seconds())
 	return AppendResult{BaseOffset: p.base, LastOffset: p.last, LogStartOffset: l.LogStartOffset()}, nil
+}
+
+// canAcknowledge reports whether the open ledger's writer, if there is
+// one, can acknowledge an entry appended now (ledger.Writer.CanAcknowledge).
+func (l *Log) canAcknowledge() bool {
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	return w == nil || w.CanAcknowledge()
+}
+
+// acquireAppend is acquire for an append: it also gives up, with
+// ErrNotEnoughBookies, when the open ledger's writer stalls while it
+// waits, since whoever holds appendSem (a roll sealing the ledger) waits
+// for that writer's entries (P9).
+func (l *Log) acquireAppend(ctx context.Context) error {
+	select {
+	case l.appendSem <- struct{}{}:
+		return nil
+	default:
+	}
+	var stalled <-chan struct{} // nil: no writer, nothing to stall
+	l.mu.Lock()
+	if w := l.mu.writer; w != nil {
+		stalled = w.Stalled()
+	}
+	l.mu.Unlock()
+	select {
+	case l.appendSem <- struct{}{}:
+		return nil
+	case <-stalled:
+		return fmt.Errorf("%w: a roll waits for the open ledger's bookies", ErrNotEnoughBookies)
+	case <-l.failed:
+		return l.Err()
+	case <-l.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // acquire takes appendSem, failing with the log's error, ErrClosed or
@@ -392,6 +441,7 @@ func (l *Log) handOff(ctx context.Context, p *pendingAppend) error {
 	}
 	err := w.AppendAcks(ctx, p.batch, level, func(id int64, err error) { l.onQuorum(p, id, err) }, levelCB)
 	if err == nil {
+		p.stalled = w.Stalled() // read by Wait, which runs after Enqueue returned
 		l.mu.Lock()
 		full := l.mu.seg.bytes >= l.mu.limits.SegmentBytes
 		l.mu.Unlock()

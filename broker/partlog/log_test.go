@@ -1294,6 +1294,129 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 	}
 }
 
+// TestStalledWriterAnswersAppendsInFlight: an append handed to the writer
+// just before two of its three bookies turn read-only (no spare is
+// writable either) is answered as soon as the writer finds no spare, with
+// ErrNotEnoughBookiesAfterAppend (its outcome is unknown), instead of at
+// its deadline; a roll that falls due meanwhile waits rather than holding
+// appends; and once the bookies are writable again the writer writes the
+// entry it kept, so the log holds it.
+func TestStalledWriterAnswersAppendsInFlight(t *testing.T) {
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	MustAppend(t, l, Batch(t, 1, "before"), AcksQuorum)
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	ensemble := w.Metadata().Fragments[0].Bookies
+	full := []string{ensemble[0], ensemble[1]}
+	for _, b := range f.Cluster.Bookies.Addrs() {
+		if !slices.Contains(ensemble, b) {
+			full = append(full, b) // the spare
+		}
+	}
+	for _, b := range full {
+		f.Cluster.Bookies.Crash(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
+	}
+	// No deadline: only the stall can answer it.
+	a, err := l.Enqueue(context.Background(), Batch(t, 2, "in flight"), AcksQuorum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := a.Wait(context.Background())
+		answered <- err
+	}()
+	f.Cluster.Scheduler.RunDue() // the writer looks for a spare and finds none
+	err = testwait.Recv(t, WaitTimeout, "the append answered once the writer stalls", answered)
+	if !errors.Is(err, ErrNotEnoughBookiesAfterAppend) || !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("append in flight on a stalled writer: %v, want ErrNotEnoughBookiesAfterAppend (unknown outcome)", err)
+	}
+	if _, err := l.Append(Ctx(t), Batch(t, 3, "refused"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) || errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("append to a stalled writer: %v, want ErrNotEnoughBookies (nothing written)", err)
+	}
+	f.Clock.Advance(l.Limits().SegmentAge + time.Second) // a roll falls due: it waits
+	RollNow(t, l)
+	if segs := l.Describe().Segments; segs[len(segs)-1].Closed {
+		t.Fatal("the segment rolled while its writer was stalled")
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("the log failed: %v", err)
+	}
+
+	for _, b := range full {
+		f.Cluster.Bookies.Restart(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
+	}
+	f.Cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
+	r := MustAppend(t, l, Batch(t, 4, "after"), AcksQuorum)
+	var got []string
+	for _, rec := range FetchAll(t, l, 0) {
+		got = append(got, string(rec.Value))
+	}
+	if want := []string{"before", "in flight", "after"}; !slices.Equal(got, want) || r.BaseOffset != 2 {
+		t.Fatalf("log holds %q (last at %d), want %q", got, r.BaseOffset, want)
+	}
+}
+
+// TestAppendBehindStalledRollIsRefused: a roll seals the ledger and waits
+// for its entries; when the writer stalls meanwhile (its bookies turned
+// read-only, no spare), an append waiting behind the roll is refused at
+// once with ErrNotEnoughBookies rather than held to its deadline. The roll
+// completes once the bookies are back.
+func TestAppendBehindStalledRollIsRefused(t *testing.T) {
+	f := NewFixture(t)
+	l := f.Open(f.Config(1))
+	MustAppend(t, l, Batch(t, 1, "before"), AcksQuorum)
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	ensemble := w.Metadata().Fragments[0].Bookies
+	full := []string{ensemble[0], ensemble[1]}
+	for _, b := range f.Cluster.Bookies.Addrs() {
+		if !slices.Contains(ensemble, b) {
+			full = append(full, b)
+		}
+	}
+	f.Cluster.Bookies.SetManual(true)
+	if _, err := l.Append(Ctx(t), Batch(t, 2, "in flight"), AcksNone); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(l.Limits().SegmentAge + time.Second)
+	rolled := make(chan error, 1)
+	go func() { rolled <- l.MaybeRoll(context.Background()) }()
+	// Sealing (Close) starts under appendSem, after the roll found the
+	// writer able to acknowledge; a stall before that defers the roll.
+	testwait.Until(t, WaitTimeout, "the roll sealing the ledger", w.Closing)
+	for _, b := range full {
+		f.Cluster.Bookies.Crash(b) // the adds in flight to them fail
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
+	}
+	f.Cluster.Scheduler.RunDue() // no spare: the writer stalls
+	if _, err := l.Append(Ctx(t), Batch(t, 3, "behind the roll"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) {
+		t.Fatalf("append behind a roll of a stalled writer: %v, want ErrNotEnoughBookies", err)
+	}
+
+	for _, b := range full {
+		f.Cluster.Bookies.Restart(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
+	}
+	f.Cluster.Bookies.SetManual(false)
+	f.Cluster.Bookies.DeliverAll()
+	f.Cluster.Scheduler.Advance(time.Minute) // the writer takes them back
+	if err := testwait.Recv(t, WaitTimeout, "the roll", rolled); err != nil {
+		t.Fatalf("roll: %v", err)
+	}
+	if got := DescribeAll(FetchAll(t, l, 0)); strings.Join(got, " ") != "0:=before 1:=in flight" {
+		t.Fatalf("records %v", got)
+	}
+	if segs := l.Describe().Segments; !segs[len(segs)-1].Closed {
+		t.Fatalf("segments %v: want the ledger sealed", segs)
+	}
+}
+
 // AfterFail's function runs once the log fails (at once when it has
 // failed already), on its own goroutine, and never once stopped.
 func TestAfterFail(t *testing.T) {

@@ -201,6 +201,12 @@ func (l rolling) checkRoll(ctx context.Context) (deferred bool, err error) {
 	}
 	w := l.mu.writer
 	l.mu.Unlock()
+	if reason != "" && w != nil && !w.CanAcknowledge() {
+		// Sealing waits for the writer's entries, which wait for its
+		// bookies; holding appendSem meanwhile would hold every append
+		// to its deadline instead of refusing it at once (P9).
+		reason, deferred = "", true
+	}
 	if reason == "" {
 		return deferred, nil
 	}

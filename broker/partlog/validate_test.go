@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/strata-log/strata/internal/alloctest"
+	"github.com/strata-log/strata/internal/racedetect"
 	"github.com/strata-log/strata/recordbatch"
 	"github.com/strata-log/strata/recordbatch/hostilebatch"
 )
@@ -162,7 +163,7 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 	for _, c := range hostilebatch.BombCodecs {
 		bomb := hostilebatch.Bomb(c, 128<<20) // lz4's is about 520 KB: within max.message.bytes
 		var err error
-		allocated := allocatedBy(func() { _, err = l.Append(Ctx(t), bomb, AcksQuorum) })
+		allocated := alloctest.Bytes(func() { _, err = l.Append(Ctx(t), bomb, AcksQuorum) })
 		if !errors.Is(err, ErrInflated) || !strings.Contains(err.Error(), "max.compression.ratio is 100") {
 			t.Fatalf("%s bomb: %v, want ErrInflated naming the ratio", c, err)
 		}
@@ -170,7 +171,7 @@ func TestAppendRefusesLyingBatchesAndBombs(t *testing.T) {
 		// snappy's 4 MiB blocks): far below the 128 MiB the bomb
 		// inflates to.
 		t.Logf("%s bomb (%d bytes): %v; allocated %.1f MiB", c, len(bomb), err, float64(allocated)/(1<<20))
-		if !raceEnabled && allocated > 12<<20 {
+		if !racedetect.Enabled && allocated > 12<<20 {
 			t.Errorf("%s bomb: Append allocated %d bytes", c, allocated)
 		}
 	}
@@ -332,19 +333,9 @@ func TestListOffsetsOverStoredBombsIsBounded(t *testing.T) {
 		}
 	}
 	lookup() // warm the pools
-	allocated := allocatedBy(lookup)
+	allocated := alloctest.Bytes(lookup)
 	t.Logf("a time lookup through %d bombs of 8 MiB allocated %.1f KiB", bombs, float64(allocated)/(1<<10))
-	if !raceEnabled && allocated > 2<<20 {
+	if !racedetect.Enabled && allocated > 2<<20 {
 		t.Errorf("the lookup allocated %d bytes", allocated)
 	}
-}
-
-// allocatedBy is the bytes f allocates (TotalAlloc grows even if the GC
-// frees them again).
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }

@@ -33,11 +33,13 @@ func Logger(format, level string) (*slog.Logger, error) {
 // NewRegistry returns a metrics registry with Go runtime and process
 // collectors. The Go collector adds the scheduler's metrics to its
 // defaults: go_sched_latencies_seconds (how long goroutines waited to run
-// once runnable) is how a node's latency shows that it is short of CPU.
+// once runnable) is how a node's latency shows that it is short of CPU;
+// and the collector's settings and goals: go_gc_gomemlimit_bytes is the
+// soft limit SetMemoryLimit set.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler, collectors.MetricsGC)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
@@ -60,6 +62,11 @@ type Serving struct {
 	// serves (a broker hands its partitions over), bounded by DrainTimeout.
 	Drain        func(ctx context.Context)
 	DrainTimeout time.Duration
+	// StopTimeout bounds the gRPC server's graceful stop, after Drain:
+	// calls still running then are cut (0: DefaultStopTimeout). A role
+	// whose clients hold streams that never end on their own (a bookie's
+	// add streams) sets it short.
+	StopTimeout time.Duration
 	// Exposure: pprof on the admin address, gRPC reflection.
 	Exposure config.Exposure
 	// Security: with certificate files the admin address serves TLS with
@@ -122,9 +129,16 @@ func Serve(ctx context.Context, log *slog.Logger, s Serving) error {
 			err = errors.New("grpc server stopped")
 		}
 	}
-	gs.Stop(5 * time.Second)
+	stopTimeout := s.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = DefaultStopTimeout
+	}
+	gs.Stop(stopTimeout)
 	return err
 }
+
+// DefaultStopTimeout is Serving.StopTimeout's default.
+const DefaultStopTimeout = 5 * time.Second
 
 // adminConfig is the admin server's: on a node with TLS, its certificate
 // (TLS's, else loaded from the files) and authentication required.

@@ -20,8 +20,15 @@ type BrokerNode struct {
 // The process is killed when the test ends.
 func StartBroker(t testing.TB, bin string, meta *MetadCluster, id string, extra ...string) *BrokerNode {
 	t.Helper()
+	return StartBrokerEnv(t, bin, meta, id, nil, extra...)
+}
+
+// StartBrokerEnv is StartBroker with env ("KEY=value") added to the
+// broker's environment (StartEnv).
+func StartBrokerEnv(t testing.TB, bin string, meta *MetadCluster, id string, env []string, extra ...string) *BrokerNode {
+	t.Helper()
 	b := &BrokerNode{ID: id, Listen: FreeAddr(t), AdminAddr: FreeAddr(t), KafkaAddr: FreeAddr(t)}
-	b.Process = Start(t, "broker-"+id, bin, b.Args(meta, extra...)...)
+	b.Process = StartEnv(t, "broker-"+id, bin, env, b.Args(meta, extra...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.WaitReady(ctx); err != nil {

@@ -263,7 +263,14 @@ type Process struct {
 // cleanup kills it if it still runs and prints its log on failure.
 func Start(t testing.TB, name, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Name: name, Bin: bin, Args: args, LogPath: filepath.Join(t.TempDir(), name+".log")}
+	return StartEnv(t, name, bin, nil, args...)
+}
+
+// StartEnv is Start with env ("KEY=value") added to the test's
+// environment; it stays in Env, so a Restart keeps it.
+func StartEnv(t testing.TB, name, bin string, env []string, args ...string) *Process {
+	t.Helper()
+	p := &Process{Name: name, Bin: bin, Args: args, Env: env, LogPath: filepath.Join(t.TempDir(), name+".log")}
 	if err := p.start(); err != nil {
 		t.Fatalf("proctest: start %s: %v", name, err)
 	}
@@ -329,6 +336,20 @@ func (p *Process) Running() bool {
 	default:
 		return true
 	}
+}
+
+// ExitCode is the exit code of the latest start once it has exited; -1
+// while it runs, or when a signal ended it.
+func (p *Process) ExitCode() int {
+	if p.Running() {
+		return -1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.ProcessState == nil {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
 }
 
 // Pid is the process id of the latest start.

@@ -26,6 +26,7 @@ const (
 	ReasonReadOnly        = "READ_ONLY"         // a bookie is read-only (disk nearly full); retry elsewhere
 	ReasonCorrupt         = "CORRUPT"           // stored data failed its checksum; never served
 	ReasonLimbo           = "LIMBO"             // a bookie that may have lost data cannot answer "absent"
+	ReasonDiskError       = "DISK_ERROR"        // a bookie's disk failed the read (EIO); retry on another copy
 	ReasonDenied          = "PERMISSION_DENIED" // the caller's certificate role may not make this call
 
 	// Broker reasons.

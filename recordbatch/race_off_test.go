@@ -1,7 +1,0 @@
-//go:build !race
-
-package recordbatch_test
-
-// raceEnabled: the race detector is on. It pads allocations and drops
-// pooled objects at random, so allocation bounds do not hold.
-const raceEnabled = false
