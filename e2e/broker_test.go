@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/strata-log/strata/client"
 	"github.com/strata-log/strata/e2e/loadtest"
+	"github.com/strata-log/strata/internal/clockfault"
 	"github.com/strata-log/strata/internal/proctest"
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/ledger"
@@ -658,7 +660,10 @@ func TestBrokerMetadLeaderKill(t *testing.T) {
 // other users.
 func TestBrokerOrphanLedgerSweep(t *testing.T) {
 	skipShort(t)
-	c := startStrata(t, 1, "--orphan-ledger-grace", "2s", "--orphan-ledger-interval", "200ms")
+	// The grace is far above the milliseconds between a roll's or a
+	// takeover's ledger create and its list CAS, even on a loaded machine:
+	// the partition's own ledger must never look like an orphan.
+	c := startStrata(t, 1, "--orphan-ledger-grace", "5s", "--orphan-ledger-interval", "200ms")
 	cl := c.client(t)
 	ctx := context.Background()
 	createTopic(t, cl, "orph", 1, nil)
@@ -696,22 +701,35 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 	later := env
 	later.Now = func() time.Time { return time.Now().Add(time.Second) }
 	lastOrphan := create(later, map[string]string{"topic": "orph", "partition": "0"})
-	exists := func(id uint64) bool {
+	// existence asks metad, retrying what a loaded machine's metad may
+	// answer for a moment (an election, a deadline).
+	existence := func(id uint64) (bool, error) {
 		_, _, err := env.Meta.Get(ctx, id)
 		if err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
-			t.Fatal(err)
+			return false, err
 		}
-		return err == nil
+		return err == nil, nil
 	}
-	testwait.UntilNil(t, 15*time.Second, "orphans deleted", func() error {
-		for _, id := range orphans {
-			if exists(id) {
-				return fmt.Errorf("ledger %d still exists", id)
+	exists := func(id uint64) bool {
+		var found bool
+		testwait.UntilNil(t, 30*time.Second, fmt.Sprintf("metad answers about ledger %d", id), func() (err error) {
+			found, err = existence(id)
+			return err
+		})
+		return found
+	}
+	gone := func(ids ...uint64) func() error {
+		return func() error {
+			for _, id := range ids {
+				if found, err := existence(id); err != nil || found {
+					return fmt.Errorf("ledger %d still exists (%v)", id, err)
+				}
 			}
+			return nil
 		}
-		return nil
-	})
-	testwait.Until(t, 15*time.Second, "the later orphan deleted", func() bool { return !exists(lastOrphan) })
+	}
+	testwait.UntilNil(t, 60*time.Second, "orphans deleted", gone(orphans...))
+	testwait.UntilNil(t, 60*time.Second, "the later orphan deleted", gone(lastOrphan))
 	// The sweeps (every 200ms) since the first orphans went deleted that
 	// one and nothing else, and counted nothing twice.
 	if !exists(foreign) {
@@ -731,6 +749,48 @@ func TestBrokerOrphanLedgerSweep(t *testing.T) {
 	}
 	if recs := loadtest.ReadAll(t, cl, "orph", 1)[0]; len(recs) != 1 || string(recs[0].Value) != "kept" {
 		t.Fatalf("partition data after the sweep: %d records", len(recs))
+	}
+}
+
+// A controller whose clock runs ahead of the broker that created a ledger
+// by more than the grace does not take that ledger for an old orphan: it
+// deletes an unlisted ledger only once it has itself seen it unlisted for
+// the grace.
+func TestOrphanSweepOutlastsClockSkew(t *testing.T) {
+	skipShort(t)
+	clock := filepath.Join(t.TempDir(), "clock")
+	if err := os.WriteFile(clock, []byte("+2h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 3 * time.Second
+	c := &strataCluster{meta: proctest.StartMetad(t, bins["metad"], 3)}
+	for i := 1; i <= 3; i++ {
+		c.bookies = append(c.bookies, proctest.StartBookie(t, bins["bookie"], c.meta, fmt.Sprintf("b%d", i)))
+	}
+	c.brokers = append(c.brokers, proctest.StartBrokerEnv(t, bins["broker"], c.meta, "k1",
+		[]string{clockfault.EnvVar + "=" + clock}, "--orphan-ledger-grace", grace.String(), "--orphan-ledger-interval", "100ms"))
+	cl := c.client(t)
+	createTopic(t, cl, "skew", 1, nil)
+	ctx := context.Background()
+	env, _ := realLedgerEnv(t, c.meta)
+	created := time.Now()
+	w, err := ledger.Create(ctx, env, ledger.CreateOptions{Properties: map[string]string{"topic": "skew", "partition": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// To the controller the ledger is two hours old from the start.
+	testwait.UntilNil(t, 60*time.Second, "the unlisted ledger deleted", func() error {
+		_, _, err := env.Meta.Get(ctx, w.ID())
+		if errors.Is(err, ledger.ErrNoSuchLedger) {
+			return nil
+		}
+		return fmt.Errorf("ledger %d still there (%v)", w.ID(), err)
+	})
+	if after := time.Since(created); after < grace {
+		t.Fatalf("deleted %v after it was created, within the grace (%v): the controller's clock alone aged it", after, grace)
 	}
 }
 

@@ -73,7 +73,11 @@ func (m *kcatMember) kill(t *testing.T) {
 func (m *kcatMember) printed(t *testing.T) map[int32][]int64 {
 	t.Helper()
 	out := map[int32][]int64{}
-	for _, line := range strings.Split(m.out.String(), "\n") {
+	// Whole lines only: kcat may be writing the last one (or was killed
+	// while writing it).
+	text := m.out.String()
+	text = text[:strings.LastIndexByte(text, '\n')+1]
+	for _, line := range strings.Split(text, "\n") {
 		if line == "" {
 			continue
 		}

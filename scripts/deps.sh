@@ -36,7 +36,7 @@ want_protoc= want_promtool= want_kcat= want_pykafka=
 for goal in "$@"; do
   case $goal in
     test) want_minio=1 want_helm=1 want_promtool=1 want_kcat=1 want_pykafka=1 ;;
-    run | minio) want_minio=1 ;;
+    run | minio | chaos | soak) want_minio=1 ;;
     lint | tools) want_staticcheck=1 ;;
     verify) want_staticcheck=1 want_protoc=1 ;;
     proto) want_protoc=1 ;;
