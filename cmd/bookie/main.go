@@ -16,10 +16,13 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strata-log/strata/cmd/internal/nodeconfig"
+	"github.com/strata-log/strata/internal/clockfault"
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/ledger/bookie"
 	"github.com/strata-log/strata/proto/bookiepb"
+	"github.com/strata-log/strata/vfs"
+	"github.com/strata-log/strata/vfs/faultfs"
 )
 
 func main() {
@@ -83,6 +86,18 @@ func run(args []string) error {
 		fmt.Fprintln(os.Stderr, "bookie: fatal:", err)
 		os.Exit(70)
 	})
+	// A test seam: only when STRATA_DISK_FAULTS names a control file does
+	// the journal's file system inject faults (vfs/faultfs).
+	fsys, stopFaults := faultfs.FromEnv(vfs.Default(), faultfs.Options{Logger: log})
+	defer stopFaults()
+	cfg.FS = fsys
+	// Another: only when STRATA_CLOCK_FAULTS names a control file does the
+	// bookie's clock jump (internal/clockfault).
+	if clock, stopClock := clockfault.FromEnv(log); clock != nil {
+		defer stopClock()
+		cfg.Now = clock.Now
+	}
+	node.SetMemoryLimit(log)
 	reg := node.NewRegistry()
 	ctx := context.Background()
 	b, err := bookie.Open(ctx, cfg, log, reg)
@@ -96,6 +111,8 @@ func run(args []string) error {
 		Exposure: cfg.Exposure, Security: cfg.Security, Limits: cfg.Limits,
 		Listen: cfg.Listen, AdminListen: cfg.AdminListen, Registry: reg, Ready: b.Ready,
 		ServerOptions: b.ServerOptions(),
+		Drain:         b.Drain,
+		StopTimeout:   bookie.StopTimeout,
 		Register:      func(s *grpc.Server) { bookiepb.RegisterBookieServer(s, b.Service()) },
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/strata-log/strata/broker"
 	"github.com/strata-log/strata/broker/kafka"
 	"github.com/strata-log/strata/cmd/internal/nodeconfig"
+	"github.com/strata-log/strata/internal/clockfault"
 	"github.com/strata-log/strata/internal/config"
 	"github.com/strata-log/strata/internal/node"
 	"github.com/strata-log/strata/proto/brokerpb"
@@ -108,8 +109,16 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("starting broker", "config", cfg.String())
+	node.SetMemoryLimit(log)
 	reg := node.NewRegistry()
-	b, err := broker.Open(cfg, log, reg)
+	// A test seam: only when STRATA_CLOCK_FAULTS names a control file does
+	// the broker's clock jump (internal/clockfault).
+	var clock broker.Clock
+	if c, stopClock := clockfault.FromEnv(log); c != nil {
+		defer stopClock()
+		clock = c
+	}
+	b, err := broker.Open(cfg, log, reg, clock)
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,7 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("starting metad", "config", cfg.String())
+	node.SetMemoryLimit(log)
 	reg := node.NewRegistry()
 	srv, err := metad.Open(cfg, log, reg)
 	if err != nil {

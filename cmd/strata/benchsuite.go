@@ -26,12 +26,17 @@ First it measures the machine's limits in the file system of the bookies'
 data: fdatasync latency and combined write bandwidth of one and of three
 concurrent journal-like files, at group sizes from 4 KiB to 4 MiB (the bookie
 journal groups whatever is queued, up to 4 MiB, per fdatasync), and the
-loopback TCP round trip. Then, per cluster shape, the workloads:
+loopback TCP round trip. Then, per cluster shape, a warm-up (writing to a
+topic of its own until every broker's tail cache is full and its memory
+steady: a new broker's heap growth is not charged to the first workload) and
+the workloads:
 
   produce-max      produce as fast as possible (--record-size, default 1 KiB)
   kafka-produce-max  the same over Kafka, franz-go producing (acks=all)
   e2e-5000         open-loop e2e at 5,000 records/s
   kafka-e2e-5000   the same over Kafka, franz-go producing and consuming
+  e2e-25000        open-loop e2e at 25,000 records/s
+  e2e-50000        open-loop e2e at 50,000 records/s
   e2e-half-max     open-loop e2e at 50% of produce-max's records/s
   catch-up         read produce-max's topic from the earliest offset
   kafka-catch-up   the same over Kafka, a franz-go consumer

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -26,9 +27,16 @@ Every broker also serves the Kafka protocol, broker i on --kafka-port + i-1
 client certificate (the profile's admin one) or a SASL user.
 
 The brokers tier sealed ledgers to MinIO, run as one more node (minio, data in
-DIR/minio, S3 on --minio-port, console on the next port), when a minio binary
-is beside the role binaries, on PATH or in $(go env GOPATH)/bin ('make minio'
-installs it); otherwise to the local directory DIR/tier.`,
+DIR/minio, S3 on --kafka-port + 100 unless --minio-port is given, console on
+the next port), when a minio binary is beside the role binaries, on PATH or in
+$(go env GOPATH)/bin ('make minio' installs it); otherwise to the local
+directory DIR/tier. Every port follows from the port flags, so a second
+cluster needs only other ones and another --dir.
+
+Every node dies with this process, even when it is killed with SIGKILL
+(Linux). 'strata dev start NODE' has this process start the node, so the node
+dies with it too; with no 'strata dev' running for --dir, it starts the node
+itself, and the node runs until 'strata dev stop NODE'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.BinDir == "" {
@@ -52,7 +60,8 @@ installs it); otherwise to the local directory DIR/tier.`,
 	f.IntVar(&o.Brokers, "brokers", o.Brokers, "number of brokers")
 	f.IntVar(&o.BrokerPort, "broker-port", o.BrokerPort, "first broker gRPC port, the CLI's (admin +100)")
 	f.IntVar(&o.KafkaPort, "kafka-port", o.KafkaPort, "first broker Kafka protocol port (broker i on +i-1)")
-	f.IntVar(&o.MinIOPort, "minio-port", o.MinIOPort, "MinIO's S3 port, when a minio binary is found (console +1)")
+	f.IntVar(&o.MinIOPort, "minio-port", 0, fmt.Sprintf("MinIO's S3 port, when a minio binary is found (console +1; default --kafka-port + %d)",
+		devcluster.MinIOPortOffset))
 	f.BoolVar(&o.TLS, "tls", false, "mutual TLS on every link: a CA and per-node certificates under DIR/tls, and an admin certificate in the profile")
 	cmd.AddCommand(newDevNodeCommand("kill", "Kill a node with a signal (default KILL)", &o.Dir),
 		newDevNodeCommand("stop", "Stop a node (SIGTERM, then SIGKILL after 10s)", &o.Dir),

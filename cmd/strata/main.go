@@ -92,7 +92,7 @@ func newRootCommand() *cobra.Command {
 
 	root.AddCommand(newMetaCommand(g), newClusterCommand(g), newLedgerCommand(g), newBookieCommand(g), newDevCommand(g),
 		newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newBenchCommand(g),
-		newTierCommand(g), newNodeCommand(g), newUserCommand(g), newACLCommand(g), newBrokerCommand(g), newCertCommand(g))
+		newTierCommand(g), newNodeCommand(g), newUserCommand(g), newACLCommand(g), newBrokerCommand(g), newCertCommand(g), newChaosCommand())
 	return root
 }
 

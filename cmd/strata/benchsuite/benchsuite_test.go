@@ -307,17 +307,7 @@ func TestLimitsProbe(t *testing.T) {
 
 func TestReportRoundTrip(t *testing.T) {
 	r := sampleReport()
-	path := filepath.Join(t.TempDir(), "r.json")
-	if err := r.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	back, err := ReadReport(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(r, back) {
-		t.Fatalf("round trip differs:\n%+v\n%+v", r, back)
-	}
+	back := checkRoundTrip(t, r)
 	// The ratios are a function of the report alone (B4).
 	if !reflect.DeepEqual(Ratios(r.Limits, r.Runs[0]), Ratios(back.Limits, back.Runs[0])) {
 		t.Fatal("ratios differ after a round trip")
@@ -382,4 +372,22 @@ func TestParseHostStat(t *testing.T) {
 	if _, err := ReadHostTimes(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// checkRoundTrip writes r to a file and reads it back, which must be the
+// same report, and returns what it read.
+func checkRoundTrip(t *testing.T, r *Report) *Report {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := r.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r, back) {
+		t.Fatalf("round trip differs:\n%+v\n%+v", r, back)
+	}
+	return back
 }

@@ -2,7 +2,9 @@
 // machine's limits measured in the same run (fdatasync latency and write
 // bandwidth of one and of three concurrent journal-like files, loopback
 // TCP round trip), CPU accounting from /proc/PID/stat, the bookies'
-// journal metrics scraped from their /metrics, the JSON report, and the
+// journal metrics scraped from their /metrics, the ledger entries each
+// broker and bookie handled and the CPU and heap allocations they cost
+// per entry (perentry.go), the JSON report, and the
 // table that states every result as a ratio to the limit that binds it
 // next to its target, every Kafka workload against its gRPC twin
 // (KafkaRatios; docs/bench/README.md), and the group workloads' reads and

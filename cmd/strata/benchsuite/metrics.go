@@ -209,6 +209,13 @@ const (
 	MetricTailCacheMisses = "strata_broker_tail_cache_misses_total"
 )
 
+// Gauges the suite's warm-up waits on: a broker's tail cache and its
+// resident memory (the Prometheus process collector's).
+const (
+	MetricTailCacheBytes = "strata_broker_tail_cache_bytes"
+	MetricResidentBytes  = "process_resident_memory_bytes"
+)
+
 // Reads is where the brokers' fetches found their entries during a
 // workload, summed over brokers: catch-up is meant to read from the
 // bookies, not from the brokers' tail caches.

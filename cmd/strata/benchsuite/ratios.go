@@ -43,6 +43,9 @@ const (
 	TargetConsumeP99Ms5k     = 5.0  // e2e-5000 ack->consume p99
 	TargetConsumeP99MsHalf   = 10.0 // e2e-half-max ack->consume p99
 	TargetAckP99MsHalf       = 25.0 // e2e-half-max publish->ack p99
+	TargetAckP99Ms25k        = 15.0 // e2e-25000 publish->ack p99
+	TargetAckP99Ms50k        = 25.0 // e2e-50000 publish->ack p99
+	TargetConsumeP99MsFixed  = 10.0 // e2e-25000 and e2e-50000 ack->consume p99
 	TargetCatchUpOverProduce = 2.0  // catch-up MB/s ÷ produce-max MB/s
 	// The client's peak RSS at most this many times its producers'
 	// MaxBufferedBytes, measured where they are full (produce-max).
@@ -77,6 +80,11 @@ func Ratios(limits Limits, run Run) []Ratio {
 	for _, name := range []string{WorkloadE2E5k, WorkloadKafkaE2E5k} {
 		if w, ok := run.Workload(name); ok {
 			out = append(out, e2e5kRatios(limits, w)...)
+		}
+	}
+	for _, f := range fixedLoadTargets {
+		if w, ok := run.Workload(f.workload); ok {
+			out = append(out, fixedLoadRatios(limits, w, f.ackP99Ms, f.consumeP99Ms)...)
 		}
 	}
 	if w, ok := run.Workload(WorkloadE2EHalf); ok {
@@ -138,6 +146,34 @@ func e2e5kRatios(limits Limits, w Workload) []Ratio {
 	}
 	if l, ok := w.LatencyOf(LatencyAckConsume); ok {
 		out = append(out, ratio(w.Name, "ack->consume p99", "ms", "loopback only", l.P99, TargetConsumeP99Ms5k, false))
+	}
+	return append(out, cpuRatios(w)...)
+}
+
+// fixedLoadTargets are the p99 targets of the e2e workloads at fixed
+// loads above e2e-5000's.
+var fixedLoadTargets = []struct {
+	workload               string
+	ackP99Ms, consumeP99Ms float64
+}{
+	{WorkloadE2E25k, TargetAckP99Ms25k, TargetConsumeP99MsFixed},
+	{WorkloadE2E50k, TargetAckP99Ms50k, TargetConsumeP99MsFixed},
+}
+
+// fixedLoadRatios states an e2e workload at a fixed load against its p99
+// targets. At a fixed rate the nodes' work per entry decides how busy the
+// machine is, and so how long a request waits for a core: the bounds name
+// the fsync p99 at the group size in use and the machine's busy share.
+func fixedLoadRatios(limits Limits, w Workload, ackP99Ms, consumeP99Ms float64) []Ratio {
+	var out []Ratio
+	busy := fmt.Sprintf("machine CPU %.0f%% busy", 100*w.CPU.HostBusy)
+	if l, ok := w.LatencyOf(LatencyPublishAck); ok {
+		p, _ := limits.Probe(journalsPerEnsemble, groupBytes(w))
+		out = append(out, ratio(w.Name, "pub->ack p99", "ms",
+			fmt.Sprintf("fsync p99 %.2f ms (3 journals, %d B groups); %s", p.SyncP99Ms, p.GroupBytes, busy), l.P99, ackP99Ms, false))
+	}
+	if l, ok := w.LatencyOf(LatencyAckConsume); ok {
+		out = append(out, ratio(w.Name, "ack->consume p99", "ms", "loopback only; "+busy, l.P99, consumeP99Ms, false))
 	}
 	return append(out, cpuRatios(w)...)
 }

@@ -19,6 +19,8 @@ const ReportVersion = 1
 const (
 	WorkloadProduce    = "produce-max"     // max-rate produce, the standard record size
 	WorkloadE2E5k      = "e2e-5000"        // open-loop e2e at 5,000 records/s
+	WorkloadE2E25k     = "e2e-25000"       // open-loop e2e at 25,000 records/s
+	WorkloadE2E50k     = "e2e-50000"       // open-loop e2e at 50,000 records/s
 	WorkloadE2EHalf    = "e2e-half-max"    // open-loop e2e at 50% of produce-max
 	WorkloadCatchUp    = "catch-up"        // consume produce-max's topic from the earliest offset
 	WorkloadProduceBig = "produce-max-64k" // max-rate produce, 64 KiB records
@@ -59,9 +61,23 @@ const (
 )
 
 // Workloads lists every workload, in run order.
-var Workloads = []string{WorkloadProduce, WorkloadKafkaProduce, WorkloadE2E5k, WorkloadKafkaE2E5k, WorkloadE2EHalf,
+var Workloads = []string{WorkloadProduce, WorkloadKafkaProduce, WorkloadE2E5k, WorkloadKafkaE2E5k, WorkloadE2E25k, WorkloadE2E50k,
+	WorkloadE2EHalf,
 	WorkloadCatchUp, WorkloadKafkaCatchUp, WorkloadGroupCatchUp, WorkloadKafkaGroupCatchUp, WorkloadGroupRebalance,
 	WorkloadProduceBig, WorkloadCompact}
+
+// fixedRates are the records/s of the e2e workloads at a fixed load.
+// At a fixed load the work the nodes save shows as lower latency (and
+// fewer cores busy), where at a share of produce-max it shows as a
+// higher rate at the same latency.
+var fixedRates = map[string]float64{WorkloadE2E5k: 5000, WorkloadKafkaE2E5k: 5000, WorkloadE2E25k: 25000, WorkloadE2E50k: 50000}
+
+// FixedRate returns the records/s of the named e2e workload at a fixed
+// load, and whether it is one.
+func FixedRate(name string) (float64, bool) {
+	rate, ok := fixedRates[name]
+	return rate, ok
+}
 
 // kafkaTwins maps each Kafka workload to the gRPC workload it repeats.
 var kafkaTwins = map[string]string{WorkloadKafkaProduce: WorkloadProduce, WorkloadKafkaE2E5k: WorkloadE2E5k,
@@ -206,6 +222,9 @@ type Workload struct {
 	// WorkloadGroupRebalance's measurements (groups.go).
 	Group     *GroupRead `json:"group,omitempty"`
 	Rebalance *Rebalance `json:"rebalance,omitempty"`
+	// Allocs: the heap objects the processes allocated, per entry
+	// (perentry.go); nil when no node exports its count.
+	Allocs *Allocs `json:"allocs,omitempty"`
 }
 
 // Compaction is what the brokers' compaction metrics said of the passes
@@ -360,6 +379,14 @@ type CPU struct {
 	// PerGBByProcess: the same per node name, and RoleClient for this
 	// process.
 	PerGBByProcess map[string]float64 `json:"per_gb_by_process,omitempty"`
+	// Entries: the ledger entries the brokers appended and the bookies
+	// added (nil when no node exports its count). PerEntryUsByRole and
+	// PerEntryUsByProcess: microseconds of CPU per entry a broker
+	// appended and per add a bookie made (FillPerEntry), for the
+	// workloads that write (WritesEntries).
+	Entries             *Entries           `json:"entries,omitempty"`
+	PerEntryUsByRole    map[string]float64 `json:"per_entry_us_by_role,omitempty"`
+	PerEntryUsByProcess map[string]float64 `json:"per_entry_us_by_process,omitempty"`
 	// HostBusy is the share of the whole machine's CPU time (every core,
 	// every process and the kernel) that was busy during the workload,
 	// from /proc/stat: near 1, the workload was bound by CPU.
@@ -537,6 +564,12 @@ func workloadLines(wl Workload) string {
 		if c := wl.CPU.PerGBByProcessSummary(); c != "" {
 			line += fmt.Sprintf("\n  %-17s %s", "", c)
 		}
+	}
+	if c := wl.CPU.PerEntrySummary(); c != "" {
+		line += fmt.Sprintf("\n  %-17s %s", "", c)
+	}
+	if a := wl.Allocs; a != nil {
+		line += fmt.Sprintf("\n  %-17s %s", "", a.Summary())
 	}
 	line += groupLines(wl)
 	if m := wl.Memory; m != nil {

@@ -95,7 +95,8 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 	}
 	for _, n := range nodes {
 		for _, a := range n.Addresses() {
-			if !portFree(a) {
+			// A node in a namespace of its own has its ports to itself.
+			if n.Netns == "" && !portFree(a) {
 				return nil, fmt.Errorf("devcluster: %s: address %s is in use (another cluster running?)", n.Name, a)
 			}
 		}
@@ -146,9 +147,16 @@ func Up(ctx context.Context, o Options, out io.Writer) (*State, error) {
 	return s, nil
 }
 
-// Start starts n detached (its own process group), appending to its log
-// file, and records the pid in n.
-func Start(n *Node) error {
+// Start starts n in its own process group, appending to its log file,
+// and records the pid in n. The node is tied to this process: on Linux it
+// gets SIGKILL when this process dies, however it dies (startTied), so a
+// `strata dev`, bench suite or chaos run that is killed leaves no node
+// behind. Start is for processes that outlive their nodes; a short-lived
+// command starts a node through the running `strata dev` (StartNode).
+func Start(n *Node) error { return start(n, true) }
+
+// start starts n; tied: as Start, else free to outlive this process.
+func start(n *Node, tied bool) error {
 	if err := os.MkdirAll(filepath.Dir(n.LogFile), 0o755); err != nil {
 		return err
 	}
@@ -158,11 +166,20 @@ func Start(n *Node) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(n.Bin, n.Args...)
+	if n.Netns != "" {
+		// ip execs the binary in the namespace: the pid stays the node's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", n.Netns, n.Bin}, n.Args...)...)
+	}
 	// Later entries win: n.Env overrides what the user's shell has.
 	cmd.Env = append(os.Environ(), n.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if tied {
+		err = startTied(cmd)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		return fmt.Errorf("devcluster: start %s: %w", n.Name, err)
 	}
 	n.PID = cmd.Process.Pid

@@ -82,7 +82,7 @@ func FindMinIO(binDir string, getenv func(string) string) string {
 // absolute, as file URLs must be).
 func TierStore(o Options) (string, error) {
 	if o.runsMinIO() {
-		return fmt.Sprintf("s3://%s/%s?endpoint=%s:%d&insecure=true", MinIOBucket, minIOPrefix, o.Host, o.MinIOPort), nil
+		return fmt.Sprintf("s3://%s/%s?endpoint=%s&insecure=true", MinIOBucket, minIOPrefix, o.addr(MinIOName, o.minIOPort())), nil
 	}
 	dir, err := filepath.Abs(filepath.Join(o.Dir, "tier"))
 	if err != nil {
@@ -95,10 +95,12 @@ func TierStore(o Options) (string, error) {
 // is a binary and brokers to use it.
 func (o Options) runsMinIO() bool { return o.MinIO != "" && o.Brokers > 0 }
 
-// planMinIO plans the MinIO node: S3 on MinIOPort, console on +1 (fixed,
-// since MinIO otherwise picks a random console port), data in DIR/minio.
+// planMinIO plans the MinIO node: S3 on minIOPort (MinIOPort, or derived
+// from KafkaPort), console on +1 (fixed, since MinIO otherwise picks a
+// random console port), data in DIR/minio.
 func planMinIO(o Options) Node {
-	n := serverNode(o, RoleMinIO, MinIOName, "", o.MinIOPort, o.MinIOPort+1)
+	port := o.minIOPort()
+	n := serverNode(o, RoleMinIO, MinIOName, "", port, port+1)
 	n.Bin = o.MinIO
 	// --quiet: no start-up banner, which would print the credentials into
 	// the log file.

@@ -3,8 +3,10 @@ package devcluster
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -33,6 +35,13 @@ type Options struct {
 	BookiePort int
 	// Host is the loopback address nodes listen on (default 127.0.0.1).
 	Host string
+	// Hosts gives nodes, by name ("metad-1", "bookie-2", "minio"), an
+	// address of their own instead of Host: the nodes of a cluster whose
+	// every node runs in its own network namespace (Netns).
+	Hosts map[string]string
+	// Netns runs nodes, by name, inside the named network namespace
+	// (`ip netns exec NS`), so that a test can cut the links between them.
+	Netns map[string]string
 	// MetadPort is the first metad client port; raft ports are +100 and
 	// admin ports +200 (defaults 7001, 7101, 7201).
 	MetadPort int
@@ -48,8 +57,10 @@ type Options struct {
 	// FindMinIO); empty: no MinIO, the brokers tier to the directory
 	// DIR/tier instead. Without brokers MinIO does not run.
 	MinIO string
-	// MinIOPort is MinIO's S3 port; its console is on +1 (defaults 9000,
-	// 9001).
+	// MinIOPort is MinIO's S3 port; its console is on +1. Zero (the
+	// default) derives it from KafkaPort, as admin ports are derived from
+	// their role's first port: KafkaPort+100, console +101 (9192, 9193 by
+	// default; see MinIOPortOffset).
 	MinIOPort int
 	// TLS runs every node with mutual TLS: certificates under Dir/tls
 	// (WriteCertificates, before the nodes start) and the TLS flags.
@@ -58,6 +69,11 @@ type Options struct {
 	// given again overrides the planned one): `strata bench suite` turns
 	// tiering off with "--tier-store=".
 	BrokerArgs []string
+	// BookieArgs are added after every bookie's planned arguments, as
+	// BrokerArgs are for brokers.
+	BookieArgs []string
+	// NodeEnv is added to the environment of nodes, by name, after Env.
+	NodeEnv map[string][]string
 	// Env is added to every node's environment, after what the plan sets
 	// (`strata bench suite --profile` sets STRATA_ENABLE_PPROF=true).
 	Env []string
@@ -66,7 +82,28 @@ type Options struct {
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
 	return Options{Dir: ".strata", Metad: 3, Bookies: 3, Host: "127.0.0.1", MetadPort: 7001, BookiePort: 7301,
-		Brokers: 2, BrokerPort: 7501, KafkaPort: 9092, MinIOPort: 9000}
+		Brokers: 2, BrokerPort: 7501, KafkaPort: 9092}
+}
+
+// MinIOPortOffset is how far above the first Kafka port MinIO's S3 port
+// is when Options.MinIOPort is zero; its console is one above that. A
+// cluster's Kafka ports run from KafkaPort to at most KafkaPort+19 (20
+// brokers), so MinIO's two ports are never one of them; and the Kafka
+// block is the highest of the default layout (metad 7001-7205, bookies
+// 7301-7420, brokers 7501-7620, Kafka 9092-9111, MinIO 9192-9193), so
+// every port of a cluster, MinIO's too, follows from the four first ports:
+// a second cluster given other first ports (e.g. each +10000) gets other
+// MinIO ports as well. Plan refuses any layout in which two ranges
+// overlap.
+const MinIOPortOffset = 100
+
+// minIOPort is MinIO's S3 port: Options.MinIOPort when given, else
+// KafkaPort+MinIOPortOffset.
+func (o Options) minIOPort() int {
+	if o.MinIOPort != 0 {
+		return o.MinIOPort
+	}
+	return o.KafkaPort + MinIOPortOffset
 }
 
 // Validate says what is wrong with o.
@@ -96,8 +133,12 @@ func (o Options) Validate() error {
 	if o.Brokers > 0 && (o.KafkaPort < 1024 || o.KafkaPort+o.Brokers > 65535) {
 		errs = append(errs, fmt.Errorf("--kafka-port %d: out of range", o.KafkaPort))
 	}
-	if o.runsMinIO() && (o.MinIOPort < 1024 || o.MinIOPort+1 > 65535) {
-		errs = append(errs, fmt.Errorf("--minio-port %d: out of range", o.MinIOPort))
+	if p := o.minIOPort(); o.runsMinIO() && (p < 1024 || p+1 > 65535) {
+		if o.MinIOPort == 0 {
+			errs = append(errs, fmt.Errorf("MinIO's port %d (--kafka-port + %d): out of range; give --minio-port", p, MinIOPortOffset))
+		} else {
+			errs = append(errs, fmt.Errorf("--minio-port %d: out of range", p))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -118,6 +159,9 @@ type Node struct {
 	LogFile string   `json:"log_file"`
 	Bin     string   `json:"bin"`
 	Args    []string `json:"args"`
+	// Netns is the network namespace the node runs in (empty: the
+	// caller's).
+	Netns string `json:"netns,omitempty"`
 	// Env is added to the inherited environment: the object store's
 	// credentials, for MinIO and the brokers. It is kept here so that
 	// 'strata dev start' passes them again.
@@ -143,6 +187,7 @@ func Plan(o Options) ([]Node, error) {
 	nodes = append(nodes, planBrokers(o, metadEndpoints, tierStore)...)
 	for i := range nodes {
 		nodes[i].Env = append(nodes[i].Env, o.Env...)
+		nodes[i].Env = append(nodes[i].Env, o.NodeEnv[nodes[i].Name]...)
 	}
 	if err := checkDisjoint(nodes); err != nil {
 		return nil, err
@@ -168,7 +213,11 @@ func checkDisjoint(nodes []Node) error {
 	for _, n := range nodes {
 		for _, a := range n.Addresses() {
 			if o, ok := owner[a]; ok {
-				return fmt.Errorf("devcluster: %s and %s would both listen on %s: move one of the port ranges", o, n.Name, a)
+				hint := ""
+				if o == MinIOName || n.Name == MinIOName {
+					hint = fmt.Sprintf(" (MinIO's ports are --kafka-port + %d and + %d unless --minio-port is given)", MinIOPortOffset, MinIOPortOffset+1)
+				}
+				return fmt.Errorf("devcluster: %s and %s would both listen on %s: move one of the port ranges%s", o, n.Name, a, hint)
 			}
 			owner[a] = n.Name
 		}
@@ -182,12 +231,12 @@ func checkDisjoint(nodes []Node) error {
 func planMetad(o Options) []Node {
 	var peers []string
 	for i := 1; i <= o.Metad; i++ {
-		peers = append(peers, fmt.Sprintf("%d=%s", i, o.addr(o.MetadPort+100+i-1)))
+		peers = append(peers, fmt.Sprintf("%d=%s", i, o.addr(fmt.Sprintf("metad-%d", i), o.MetadPort+100+i-1)))
 	}
 	var nodes []Node
 	for i := 1; i <= o.Metad; i++ {
 		n := serverNode(o, RoleMetad, fmt.Sprintf("metad-%d", i), fmt.Sprint(i), o.MetadPort+i-1, o.MetadPort+200+i-1)
-		n.Raft = o.addr(o.MetadPort + 100 + i - 1)
+		n.Raft = o.addr(n.Name, o.MetadPort+100+i-1)
 		n.Args = []string{
 			"--id", n.ID, "--data-dir", n.DataDir, "--listen", n.Listen, "--raft-listen", n.Raft,
 			"--admin-listen", n.Admin, "--peers", strings.Join(peers, ","),
@@ -209,6 +258,7 @@ func planBookies(o Options, metadEndpoints string) []Node {
 			"--metad", metadEndpoints,
 		}
 		n.Args = append(n.Args, nodeTLSArgs(o, n.Name)...)
+		n.Args = append(n.Args, o.BookieArgs...)
 		nodes = append(nodes, n)
 	}
 	return nodes
@@ -221,7 +271,7 @@ func planBrokers(o Options, metadEndpoints, tierStore string) []Node {
 	var nodes []Node
 	for i := 1; i <= o.Brokers; i++ {
 		n := serverNode(o, RoleBroker, fmt.Sprintf("broker-%d", i), fmt.Sprintf("k%d", i), o.BrokerPort+i-1, o.BrokerPort+100+i-1)
-		n.Kafka = o.addr(o.KafkaPort + i - 1)
+		n.Kafka = o.addr(n.Name, o.KafkaPort+i-1)
 		// Brokers keep no state on disk (cmd/broker has no --data-dir):
 		// DataDir is reserved for them but not passed. A short drain keeps
 		// Ctrl-C quick: when every broker stops at once none can take the
@@ -246,7 +296,8 @@ func planBrokers(o Options, metadEndpoints, tierStore string) []Node {
 // admin ports, with its data directory, log file and binary under o's.
 func serverNode(o Options, role, name, id string, listenPort, adminPort int) Node {
 	return Node{
-		Name: name, Role: role, ID: id, Listen: o.addr(listenPort), Admin: o.addr(adminPort),
+		Name: name, Role: role, ID: id, Listen: o.addr(name, listenPort), Admin: o.addr(name, adminPort),
+		Netns:   o.Netns[name],
 		DataDir: filepath.Join(o.Dir, name), LogFile: filepath.Join(o.Dir, "logs", name+".log"),
 		Bin: filepath.Join(o.BinDir, role),
 	}
@@ -260,8 +311,19 @@ func nodeTLSArgs(o Options, name string) []string {
 	return tlsArgs(o.Dir, name)
 }
 
-// addr is o.Host's address at port.
-func (o Options) addr(port int) string { return fmt.Sprintf("%s:%d", o.Host, port) }
+// addr is the address of node name at port: its own host from o.Hosts,
+// else o.Host.
+func (o Options) addr(name string, port int) string {
+	return net.JoinHostPort(o.host(name), strconv.Itoa(port))
+}
+
+// host is node name's host: its own from o.Hosts, else o.Host.
+func (o Options) host(name string) string {
+	if h, ok := o.Hosts[name]; ok {
+		return h
+	}
+	return o.Host
+}
 
 // Endpoints lists the client addresses of the nodes with the given role.
 func Endpoints(nodes []Node, role string) []string {

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,7 +94,10 @@ func TestPlanPortsDisjoint(t *testing.T) {
 	}{
 		{func(o *Options) { o.KafkaPort = 7502 }, "broker-1 and broker-2 would both listen on 127.0.0.1:7502"},
 		{func(o *Options) { o.BrokerPort = 7201 }, "metad-1 and broker-1 would both listen on 127.0.0.1:7201"},
-		{func(o *Options) { o.KafkaPort = 9000 }, "minio and broker-1 would both listen on 127.0.0.1:9000"},
+		{func(o *Options) { o.MinIOPort = 9092 }, "minio and broker-1 would both listen on 127.0.0.1:9092"},
+		// A collision with MinIO says where its ports come from.
+		{func(o *Options) { o.KafkaPort = 7401 }, "minio and broker-1 would both listen on 127.0.0.1:7501: move one of the port ranges " +
+			"(MinIO's ports are --kafka-port + 100 and + 101 unless --minio-port is given)"},
 		{func(o *Options) { o.BookiePort = 7410 }, "bookie-1 and broker-10 would both listen on 127.0.0.1:7510"},
 	} {
 		o := DefaultOptions()
@@ -146,5 +150,103 @@ func TestBrokerRuntimeEnv(t *testing.T) {
 		if got := strings.Join(brokerRuntimeEnv(godebug), " "); got != want {
 			t.Errorf("GODEBUG %q: %q, want %q", godebug, got, want)
 		}
+	}
+}
+
+// TestMinIOPortDerived: without --minio-port, MinIO's ports are the first
+// Kafka port + MinIOPortOffset and one above, so they move with the port
+// flags. For every cluster size the flags allow (1, 3 or 5 metad, 0 to 20
+// bookies, 1 to 20 brokers: without brokers there is no MinIO) and for the
+// layouts in use (the defaults; every first port +10000, as for a second
+// `strata dev`; the bench suite's, benchsuite.FreePorts) no two listeners
+// share an address. An explicit --minio-port wins.
+func TestMinIOPortDerived(t *testing.T) {
+	for _, l := range []struct {
+		name                         string
+		metad, bookie, broker, kafka int
+	}{
+		{"defaults", 7001, 7301, 7501, 9092},
+		{"every first port +10000", 17001, 17301, 17501, 19092},
+		{"the bench suite's, base 21000", 21000, 21300, 21500, 21700},
+	} {
+		for _, metad := range []int{1, 3, 5} {
+			for bookies := 0; bookies <= 20; bookies++ {
+				for brokers := 1; brokers <= 20; brokers++ {
+					o := DefaultOptions()
+					o.BinDir, o.MinIO = "/opt/strata/bin", "/bin/minio"
+					o.Metad, o.Bookies, o.Brokers = metad, bookies, brokers
+					o.MetadPort, o.BookiePort, o.BrokerPort, o.KafkaPort = l.metad, l.bookie, l.broker, l.kafka
+					nodes, err := Plan(o)
+					if err != nil {
+						t.Fatalf("%s, %d metad, %d bookies, %d brokers: %v", l.name, metad, bookies, brokers, err)
+					}
+					owner := map[string]string{}
+					var minIO *Node
+					for i, n := range nodes {
+						if n.Role == RoleMinIO {
+							minIO = &nodes[i]
+						}
+						for _, a := range n.Addresses() {
+							if o, ok := owner[a]; ok {
+								t.Fatalf("%s, %d metad, %d bookies, %d brokers: %s and %s on %s", l.name, metad, bookies, brokers, o, n.Name, a)
+							}
+							owner[a] = n.Name
+						}
+					}
+					if minIO == nil || minIO.Listen != fmt.Sprintf("127.0.0.1:%d", l.kafka+100) || minIO.Admin != fmt.Sprintf("127.0.0.1:%d", l.kafka+101) {
+						t.Fatalf("%s, %d brokers: MinIO planned as %+v, want S3 on --kafka-port + 100, console + 101", l.name, brokers, minIO)
+					}
+				}
+			}
+		}
+	}
+
+	// An explicit port wins, in the plan and in the brokers' tier store.
+	o := DefaultOptions()
+	o.BinDir, o.MinIO, o.MinIOPort = "/opt/strata/bin", "/bin/minio", 20701
+	nodes, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nodes[6]
+	if m.Name != MinIOName || m.Listen != "127.0.0.1:20701" || m.Admin != "127.0.0.1:20702" {
+		t.Fatalf("--minio-port 20701: MinIO planned as %+v", m)
+	}
+	if store, err := TierStore(o); err != nil || !strings.Contains(store, "endpoint=127.0.0.1:20701&") {
+		t.Fatalf("--minio-port 20701: tier store %q, %v", store, err)
+	}
+
+	// A derived port out of range says where it comes from and what to do.
+	o.MinIOPort, o.KafkaPort = 0, 65435
+	if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), "MinIO's port 65535 (--kafka-port + 100): out of range; give --minio-port") {
+		t.Fatalf("--kafka-port 65435 (console on 65536): %v", err)
+	}
+	o.MinIOPort = 20701
+	if _, err := Plan(o); err != nil {
+		t.Fatalf("--kafka-port 65435 --minio-port 20701: %v", err)
+	}
+}
+
+// TestSecondClusterPorts: a second `strata dev` given other first ports
+// (--metad-port 17001 --bookie-port 17301 --broker-port 17501 --kafka-port
+// 19092) shares no address with one on the defaults, MinIO's included.
+func TestSecondClusterPorts(t *testing.T) {
+	first, second := DefaultOptions(), DefaultOptions()
+	first.BinDir, first.MinIO = "/opt/strata/bin", "/bin/minio"
+	second.BinDir, second.MinIO, second.Dir = "/opt/strata/bin", "/bin/minio", "/tmp/second"
+	second.MetadPort, second.BookiePort, second.BrokerPort, second.KafkaPort = 17001, 17301, 17501, 19092
+	a, err := Plan(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Plan(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDisjoint(append(a, b...)); err != nil {
+		t.Fatalf("two clusters: %v", err)
+	}
+	if got := b[6].Listen + " " + b[6].Admin; got != "127.0.0.1:19192 127.0.0.1:19193" {
+		t.Fatalf("the second cluster's MinIO listens on %s", got)
 	}
 }

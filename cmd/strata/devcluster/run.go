@@ -28,12 +28,19 @@ const (
 // Run is `strata dev`: it starts the cluster o describes, writes the CLI
 // profile (to DIR/profile.json and the user's), prints the addresses to
 // out and then reports nodes that exit or come back until ctx ends, when
-// it stops the cluster. Warnings go to stderr.
+// it stops the cluster. Meanwhile it starts the nodes `strata dev start`
+// asks it for (the control socket, DIR/dev.sock), so that every node is
+// its child and dies with it. Warnings go to stderr.
 func Run(ctx context.Context, o Options, out, stderr io.Writer) error {
 	start := time.Now()
 	tierStore, err := TierStore(o)
 	if err != nil {
 		return err
+	}
+	// Up refuses a directory whose nodes run; this refuses one whose
+	// `strata dev` runs with every node stopped ('strata dev stop').
+	if supervisorAnswers(o.Dir) {
+		return fmt.Errorf("devcluster: another 'strata dev' runs for %s", o.Dir)
 	}
 	if o.MinIO == "" && o.Brokers > 0 {
 		fmt.Fprintf(out, "no minio binary beside the role binaries, on PATH or in $(go env GOPATH)/bin: "+
@@ -52,11 +59,29 @@ func Run(ctx context.Context, o Options, out, stderr io.Writer) error {
 		}
 		prof.TLSCA, prof.TLSCert, prof.TLSKey = admin.CA, admin.Cert, admin.Key
 	}
+	ctl, err := listenControl(o.Dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "strata: warning: %v: 'strata dev start' will start nodes that outlive this process\n", err)
+	}
 	profiles := writeProfiles(o.Dir, prof, stderr)
 	fmt.Fprintf(out, "\nStrata dev cluster ready in %s (data in %s, state in %s)\n", time.Since(start).Round(time.Millisecond),
 		o.Dir, filepath.Join(o.Dir, StateFile))
 	PrintSummary(out, st, prof, tierStore, profiles)
-	supervise(ctx, out, o.Dir, st)
+	supervise(ctx, out, o.Dir)
+	fmt.Fprintln(out, "\nstopping the cluster...")
+	// No node may start once Down has begun.
+	if ctl != nil {
+		if err := ctl.Close(); err != nil {
+			fmt.Fprintf(stderr, "strata: warning: control socket: %v\n", err)
+		}
+	}
+	// Nodes may have been restarted since: stop what the state file lists
+	// now.
+	if cur, err := LoadState(o.Dir); err == nil {
+		st = cur
+	}
+	Down(st, StopGrace)
+	fmt.Fprintln(out, "stopped")
 	return nil
 }
 
@@ -137,23 +162,14 @@ func printKafkaClient(out io.Writer, addr string, prof Profile) {
 		"-X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=NAME -X sasl.password=PASSWORD -X ssl.ca.location=%s -L\n", addr, prof.TLSCA)
 }
 
-// supervise reports nodes that exit or come back, until ctx ends; then
-// it stops the cluster.
-func supervise(ctx context.Context, out io.Writer, dir string, st *State) {
+// supervise reports nodes that exit or come back, until ctx ends.
+func supervise(ctx context.Context, out io.Writer, dir string) {
 	reported := map[string]bool{}
 	ticker := time.NewTicker(superviseInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(out, "\nstopping the cluster...")
-			// Nodes may have been restarted since: stop what the state file
-			// lists now.
-			if cur, err := LoadState(dir); err == nil {
-				st = cur
-			}
-			Down(st, StopGrace)
-			fmt.Fprintln(out, "stopped")
 			return
 		case <-ticker.C:
 			if cur, err := LoadState(dir); err == nil {
@@ -230,15 +246,28 @@ func StopNode(out io.Writer, n Node) error {
 
 // StartNode is `strata dev start NODE`: it starts a node that is not
 // running with its recorded arguments, records its pid in st and waits
-// for it to be ready.
+// for it to be ready. The `strata dev` that runs the cluster starts it
+// (askSupervisor), so that the node is that process's child and dies with
+// it like the others. When none answers (it was killed, or the cluster
+// was started by Up in another program), the node is started here, free
+// to outlive this command, and the output says so: it then runs until
+// 'strata dev stop NODE' (a new `strata dev` for the directory refuses to
+// start while it runs).
 func StartNode(ctx context.Context, out io.Writer, st *State, n *Node) error {
 	if Signal(*n, 0) == nil {
 		return fmt.Errorf("%s is already running (pid %d)", n.Name, n.PID)
 	}
-	if err := Start(n); err != nil {
-		return err
-	}
-	if err := st.Save(); err != nil {
+	pid, err := askSupervisor(ctx, st.Dir, n.Name)
+	switch {
+	case err == nil:
+		n.PID = pid // recorded by the supervisor
+	case errors.Is(err, errNoSupervisor):
+		if err := startRecorded(st, n, false); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "no 'strata dev' runs for %s: %s (pid %d) runs on its own, until 'strata dev stop %s'\n",
+			st.Dir, n.Name, n.PID, n.Name)
+	default:
 		return err
 	}
 	if err := WaitReady(ctx, *n, readyWait); err != nil {

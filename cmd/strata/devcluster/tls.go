@@ -61,7 +61,7 @@ func WriteCertificates(o Options, nodes []Node) error {
 		return err
 	}
 	issue := func(name, role, id string) error {
-		certPEM, keyPEM, err := ca.Issue(pki.Request{Role: role, Name: id, Hosts: []string{o.Host, "localhost"},
+		certPEM, keyPEM, err := ca.Issue(pki.Request{Role: role, Name: id, Hosts: []string{o.host(name), "localhost"},
 			NotAfter: time.Now().Add(certValidity)})
 		if err != nil {
 			return err

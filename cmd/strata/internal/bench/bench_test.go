@@ -270,9 +270,11 @@ func TestPlanWorkload(t *testing.T) {
 	if o.RecordSize != benchsuite.BigRecordBytes {
 		t.Fatalf("produce-max-64k: %+v", o)
 	}
-	_, o, _ = planWorkload(base, "p", benchsuite.WorkloadE2E5k, done)
-	if o.Rate != 5000 {
-		t.Fatalf("e2e-5000: %+v", o)
+	for name, rate := range map[string]float64{benchsuite.WorkloadE2E5k: 5000, benchsuite.WorkloadE2E25k: 25000, benchsuite.WorkloadE2E50k: 50000} {
+		mode, o, err = planWorkload(base, "p", name, done)
+		if err != nil || mode != ModeE2E || o.Rate != rate || o.Topic != "p-"+name || o.Duration != base.Duration {
+			t.Fatalf("%s: %s %+v %v", name, mode, o, err)
+		}
 	}
 	// The Kafka workloads: their twins' shapes; catch-up reads the same
 	// topic, the others write their own.

@@ -331,6 +331,9 @@ func runShape(ctx context.Context, progress io.Writer, o *Options, s *SuiteOptio
 	defer c.Close()
 	sr := &suiteRunner{progress: progress, base: *o, client: c, kafka: kafkaSeeds, nodes: st.Nodes, prefix: fmt.Sprintf("%s-%db", o.Topic, brokers), dir: dir,
 		profileDir: s.ProfileDir, quick: s.Quick, only: s.runs, group: s.Group}
+	if err := sr.warmUp(ctx); err != nil {
+		return run, err
+	}
 	if err := sr.workloads(ctx, &run); err != nil {
 		return run, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-log/strata/cmd/strata/benchsuite"
 	"github.com/strata-log/strata/cmd/strata/devcluster"
 )
 
@@ -45,6 +46,26 @@ func TestCPUDelta(t *testing.T) {
 	}
 }
 
+// TestNodeScrapes: the scrapes of one role, in the nodes' order, are
+// paired with the nodes of that role.
+func TestNodeScrapes(t *testing.T) {
+	nodes := []devcluster.Node{
+		{Name: "bookie-1", Role: devcluster.RoleBookie}, {Name: "broker-1", Role: devcluster.RoleBroker},
+		{Name: "bookie-2", Role: devcluster.RoleBookie}, {Name: "broker-2", Role: devcluster.RoleBroker},
+	}
+	before := []benchsuite.Samples{{"x": 1}, {"x": 2}}
+	after := []benchsuite.Samples{{"x": 10}, nil} // broker-2 did not answer
+	got := nodeScrapes(nodes, devcluster.RoleBroker, before, after)
+	if len(got) != 2 || got[0].Name != "broker-1" || got[0].Before["x"] != 1 || got[0].After["x"] != 10 ||
+		got[1].Name != "broker-2" || got[1].Role != devcluster.RoleBroker || got[1].After != nil {
+		t.Fatalf("nodeScrapes = %+v", got)
+	}
+	// Fewer scrapes than nodes: the nodes without one are left out.
+	if got := nodeScrapes(nodes, devcluster.RoleBookie, before[:1], after[:1]); len(got) != 1 || got[0].Name != "bookie-1" {
+		t.Fatalf("one scrape of two bookies: %+v", got)
+	}
+}
+
 // cpuProfileSelf writes a profile of this process that pprof reads (a
 // gzipped protobuf), and refuses, leaving no file, while another profile
 // is being taken.
@@ -68,5 +89,37 @@ func TestCPUProfileSelf(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Fatalf("profile of %d bytes (%v), want gzip", len(b), err)
+	}
+}
+
+// The warm-up ends once every broker's tail cache is full and no
+// broker's resident memory grew by more than warmUpGrowth over the last
+// warmUpSteady polls; a poll in which a cache is not full, or a broker
+// does not answer, starts the count again.
+func TestWarmUpState(t *testing.T) {
+	poll := func(cache, rss float64) benchsuite.Samples {
+		return benchsuite.Samples{benchsuite.MetricTailCacheBytes: cache, benchsuite.MetricResidentBytes: rss}
+	}
+	const full = brokerTailCacheBytes
+	var w warmUpState
+	steps := []struct {
+		brokers []benchsuite.Samples
+		want    bool
+	}{
+		{[]benchsuite.Samples{poll(full/2, 100), poll(full, 100)}, false}, // one cache half full
+		{[]benchsuite.Samples{poll(full, 400), poll(full, 400)}, false},
+		{[]benchsuite.Samples{poll(full, 600), poll(full, 400)}, false},
+		{[]benchsuite.Samples{poll(full, 700), poll(full, 400)}, false},
+		{[]benchsuite.Samples{poll(full, 700), poll(full, 400)}, false}, // 700 against 400 three polls ago
+		{nil, false}, // a broker did not answer
+		{[]benchsuite.Samples{poll(full, 700), poll(full, 400)}, false},
+		{[]benchsuite.Samples{poll(full, 702), poll(full, 401)}, false},
+		{[]benchsuite.Samples{poll(full, 703), poll(full, 402)}, false},
+		{[]benchsuite.Samples{poll(full, 704), poll(full, 403)}, true}, // within 1% of three polls ago
+	}
+	for i, s := range steps {
+		if got := w.observe(s.brokers); got != s.want || w.done != s.want {
+			t.Fatalf("poll %d: observe %v (done %v), want %v", i, got, w.done, s.want)
+		}
 	}
 }

@@ -84,8 +84,9 @@ func planWorkload(base Options, prefix, name string, done benchsuite.Run) (strin
 	mode := ModeProduce
 	o.Topic = prefix + "-" + name
 	switch name {
-	case benchsuite.WorkloadE2E5k, benchsuite.WorkloadKafkaE2E5k:
-		mode, o.Rate = ModeE2E, 5000
+	case benchsuite.WorkloadE2E5k, benchsuite.WorkloadKafkaE2E5k, benchsuite.WorkloadE2E25k, benchsuite.WorkloadE2E50k:
+		mode = ModeE2E
+		o.Rate, _ = benchsuite.FixedRate(name)
 	case benchsuite.WorkloadE2EHalf, benchsuite.WorkloadCompact:
 		mode = ModeE2E
 		if name == benchsuite.WorkloadCompact {
@@ -143,6 +144,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	cpuBefore := sr.cpu()
 	hostBefore, hostErr := benchsuite.ReadHostTimes()
 	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+	objectsBefore := benchsuite.HeapObjects()
 	profiles := sr.profile(ctx, name, sr.base.Duration)
 	disk := sr.watchDisk(ctx, run)
 	if compact != nil {
@@ -157,6 +159,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	elapsed := run.Elapsed()
 	device, stalls := disk()
 	cpuAfter := sr.cpu()
+	objectsAfter := benchsuite.HeapObjects()
 	buffers := pcfg.MaxBufferedBytes
 	if buffers <= 0 {
 		buffers = client.DefaultMaxBufferedBytes
@@ -174,6 +177,15 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	}
 	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
 	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
+	scrapes := append(nodeScrapes(sr.nodes, devcluster.RoleBroker, brokersBefore, brokersAfter),
+		nodeScrapes(sr.nodes, devcluster.RoleBookie, bookiesBefore, bookiesAfter)...)
+	entries := benchsuite.EntriesDelta(scrapes)
+	w.CPU.Entries = entries
+	if !benchsuite.WritesEntries(name) {
+		entries = nil // a read's costs are not stated per entry written
+	}
+	w.CPU.FillPerEntry(entries, scrapes)
+	w.Allocs = benchsuite.AllocsDelta(scrapes, entries, objectsAfter-objectsBefore, w.Records)
 	w.Profiles = files
 	w.Memory = memory
 	w.Disk = device
@@ -413,7 +425,23 @@ func (sr *suiteRunner) scrape(ctx context.Context, role string) []benchsuite.Sam
 	return out
 }
 
-// writeHeapProfile writes this process's heap profile to path.
+// nodeScrapes pairs the scrapes of the nodes of role, before and after a
+// workload (sr.scrape's, in the nodes' order), with their nodes.
+func nodeScrapes(nodes []devcluster.Node, role string, before, after []benchsuite.Samples) []benchsuite.NodeScrape {
+	var out []benchsuite.NodeScrape
+	i := 0
+	for _, n := range nodes {
+		if n.Role != role {
+			continue
+		}
+		if i < len(before) && i < len(after) {
+			out = append(out, benchsuite.NodeScrape{Name: n.Name, Role: n.Role, Before: before[i], After: after[i]})
+		}
+		i++
+	}
+	return out
+}
+
 // cpuProfileSelf writes a CPU profile of this process over d to path
 // (an error if another one is being taken, or ctx ends first).
 func cpuProfileSelf(ctx context.Context, d time.Duration, path string) error {
@@ -434,6 +462,7 @@ func cpuProfileSelf(ctx context.Context, d time.Duration, path string) error {
 	return slept
 }
 
+// writeHeapProfile writes this process's heap profile to path.
 func writeHeapProfile(path string) error {
 	return writeFile(path, func(w io.Writer) error { return pprof.Lookup("heap").WriteTo(w, 0) })
 }
