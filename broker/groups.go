@@ -29,12 +29,19 @@ func (b *Broker) Groups() *Groups { return &Groups{b: b} }
 // the high watermark.
 type offsetsLog struct{ l *partlog.Log }
 
+// Append waits for the batch's settled outcome (partlog's WaitSettled):
+// while its bookies are away the writer holds the batch, which lands if
+// they come back, and the coordinator must not go on as if it had failed.
 func (o offsetsLog) Append(ctx context.Context, records []recordbatch.Record) error {
 	buf, err := recordbatch.Encode(&recordbatch.Batch{ProducerID: -1, Records: records})
 	if err != nil {
 		return err
 	}
-	_, err = o.l.Append(ctx, buf, partlog.AcksQuorum)
+	a, err := o.l.Enqueue(ctx, buf, partlog.AcksQuorum)
+	if err != nil {
+		return err
+	}
+	_, err = a.WaitSettled(ctx)
 	return err
 }
 

@@ -15,8 +15,9 @@ import (
 // OffsetsLog is the coordinator's view of its __consumer_offsets partition.
 type OffsetsLog interface {
 	// Append writes records as one batch and returns once it is durable at
-	// the write quorum. An error is an unknown outcome: the records may or
-	// may not be in the log.
+	// the write quorum, or once the log refused or failed it. It must not
+	// give up while the records may still become durable but when ctx
+	// ends, which the coordinator does only when it closes (doc.go, W4).
 	Append(ctx context.Context, records []recordbatch.Record) error
 	// Replay calls fn for every record from the log start to the end as of
 	// the call, in offset order, and stops at fn's first error.
@@ -93,7 +94,8 @@ type Config struct {
 	// rebalance timeouts (default 1s). Negative: no background loop (tests
 	// and callers drive Tick themselves).
 	TickInterval time.Duration
-	// WriteTimeout bounds the log writes of the background loop (default 10s).
+	// WriteTimeout bounds each run of the background loop but for its
+	// appends, which end only with their outcome or Close (default 10s).
 	WriteTimeout time.Duration
 	// OffsetsRetention: a committed offset of a group without members is
 	// deleted once it is older than this (default 7 days, Kafka's

@@ -33,13 +33,16 @@ const (
 // appended without it, applied under it again; doc.go W1-W6) nor the
 // TopicSource, nor a parked Join or Sync (which waits on its channel).
 type Coordinator struct {
-	cfg    Config
-	log    *slog.Logger
-	lim    limits
-	w      *writer
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	closed sync.Once
+	cfg Config
+	log *slog.Logger
+	lim limits
+	w   *writer
+	// life ends at Close: the background loop stops, and appends wait for
+	// their outcome until then.
+	life    context.Context
+	endLife context.CancelFunc
+	wg      sync.WaitGroup
+	closed  sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -64,9 +67,9 @@ func New(cfg Config) *Coordinator {
 			Limits:                cfg.Limits,
 			maxGroupBytes:         cfg.Limits.MaxGroupBytes,
 		},
-		stop: make(chan struct{}),
 	}
 	c.w = &writer{c: c}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	c.mu.groups = map[string]*group{}
 	return c
 }
@@ -214,7 +217,7 @@ func (c *Coordinator) Close() error {
 		c.cfg.Metrics.groups.add(-len(c.mu.groups))
 		c.mu.groups = map[string]*group{}
 		c.mu.Unlock()
-		close(c.stop)
+		c.endLife()
 	})
 	c.wg.Wait()
 	return nil
@@ -226,7 +229,7 @@ func (c *Coordinator) tickLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-c.life.Done():
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.WriteTimeout)
@@ -269,7 +272,7 @@ func (c *Coordinator) Tick(ctx context.Context, now time.Time) error {
 	}
 	c.mu.Unlock()
 	slices.Sort(ids)
-	return c.w.writeGroups(ctx, ids, now)
+	return c.w.writeGroups(ids, now)
 }
 
 // refreshRegexes re-resolves the regex subscriptions of the KIP-848

@@ -279,11 +279,17 @@
 //     batch carried the group's metadata, the group reverts to its durable
 //     metadata (members that stay keep their sessions; targets are
 //     recomputed) and every heartbeat waiting on a version it undoes fails
-//     with the append's error. An error is an unknown outcome: the records
-//     may yet be in the log, which the client was told. So the reverted
-//     metadata is a new version, ahead of the log, and the group's next
-//     batch writes it after them: the log never keeps a change that
-//     memory undid.
+//     with the append's error. An append waits for its outcome (the
+//     OffsetsLog holds a batch its bookies have not acknowledged until
+//     they do or the log fails) and is unknown only when the coordinator
+//     closes; a caller whose deadline passes first is told the outcome is
+//     unknown, and the lane waits on. Were an append that lands later
+//     taken for failed, memory would hold offsets behind the log, and a
+//     member handed the partition would start from them and commit below
+//     the landed commit. A record reported failed may be in the log all
+//     the same, so the reverted metadata is a new version, ahead of the
+//     log, and the group's next batch writes it after them: the log never
+//     keeps a change that memory undid.
 //   - W5 Deletes and expiry are built when their batch is formed: a
 //     tombstone for every offset memory then holds (every commit before
 //     them in the lane applied), applied once durable. A member that
@@ -299,17 +305,23 @@
 //     (commits, decided on metadata the log already holds), the metadata
 //     goes at once in a batch of its own next to it (the two share no
 //     key); only a batch in flight that carries the group's metadata
-//     itself, a change the heartbeat builds on, is waited for. Heartbeats
-//     and commits of other groups never wait for a group's append. A
-//     classic call answers the same way (C6). Not covered: DescribeGroup,
+//     itself, a change the heartbeat builds on, is waited for. A side
+//     batch that completes while the lane's batch is still in flight is
+//     answered once that batch is applied (a failed one at once): a member
+//     told of the new metadata (an assignment, a revocation) then reads
+//     offsets holding every commit decided before it. In a log that
+//     acknowledges in order this costs nothing beyond the side batch's own
+//     append. Heartbeats and commits of other groups never wait for a
+//     group's append. A classic call answers the same way (C6). Not covered: DescribeGroup,
 //     Describe, ListGroups and List show memory, which may be a moment
 //     ahead of the log (Kafka reads them at the last committed offset).
 //
 // A caller whose context ends while its write is queued leaves the lane
 // (nothing of it is written); one whose write is being appended gets its
 // context's error and an unknown outcome. The append itself serves the
-// whole batch, so it is bounded by WriteTimeout, not by the leader's
-// context. The queue holds one entry per request waiting for its answer,
-// and a batch at most the log's batch bound. After Close, appends in
-// flight complete and are answered, but nothing more is applied.
+// whole batch, so it is not bounded by the leader's context: it ends with
+// its outcome, or when the coordinator closes. The queue holds one entry
+// per request waiting for its answer, and a batch at most the log's batch
+// bound. After Close, appends in flight end with an unknown outcome and
+// are answered, but nothing more is applied.
 package group

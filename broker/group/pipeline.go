@@ -95,6 +95,11 @@ type lane struct {
 	// mainDone: the lane's batch completed while the side batch was in
 	// flight, whose completion then releases the lane.
 	inFlight, metadata, side, mainDone bool
+	// held: the side batch's write, completed (with heldErr) while the
+	// lane's batch was still in flight; answered once that batch is
+	// applied (W6).
+	held    *write
+	heldErr error
 }
 
 func newWrite(g *group, prepare func() prepared) *write {
@@ -136,7 +141,7 @@ func (wr *writer) flushAnsweredLocked(g *group) {
 
 // runSide appends g's metadata in a batch of its own while the lane's batch
 // (which holds no metadata) is in flight, and answers w (W6).
-func (wr *writer) runSide(ctx context.Context, w *write) {
+func (wr *writer) runSide(w *write) {
 	g := w.g
 	wr.c.mu.Lock()
 	b := newBatch()
@@ -146,7 +151,7 @@ func (wr *writer) runSide(ctx context.Context, w *write) {
 		wr.addMetadataLocked(b, g)
 	}
 	wr.c.mu.Unlock()
-	err := wr.appendBatch(ctx, b)
+	err := wr.appendBatch(b)
 	wr.c.mu.Lock()
 	defer wr.c.mu.Unlock()
 	loaded := wr.c.mu.state == stateLoaded
@@ -154,9 +159,18 @@ func (wr *writer) runSide(ctx context.Context, w *write) {
 		err = stateErr
 	}
 	wr.metadataOutcomeLocked(b, g, err, loaded)
-	finishLocked(w, err)
 	l := &g.lane
 	l.side = false
+	if l.inFlight && err == nil {
+		// The lane's batch, appended before this one, is not applied
+		// yet: w is answered once it is (completeLocked), so that a
+		// member told of this metadata (an assignment) reads offsets
+		// holding every commit of that batch (W6). A failure reveals
+		// nothing: it is answered now.
+		l.held, l.heldErr = w, err
+		return
+	}
+	finishLocked(w, err)
 	if l.mainDone {
 		l.mainDone = false
 		wr.releaseLaneLocked(g)
@@ -203,11 +217,11 @@ func (wr *writer) wait(ctx context.Context, w *write) error {
 			return w.err
 		case writeLeading:
 			wr.c.mu.Unlock()
-			wr.runLane(ctx, w.g)
+			wr.runLane(w.g)
 			continue
 		case writeSide:
 			wr.c.mu.Unlock()
-			wr.runSide(ctx, w)
+			wr.runSide(w)
 			continue
 		}
 		wr.c.mu.Unlock()
@@ -257,12 +271,12 @@ func newBatch() *batch {
 
 // runLane forms the next batch of g's lane, appends it and applies it. The
 // caller leads the lane (it holds g.lane.busy).
-func (wr *writer) runLane(ctx context.Context, g *group) {
+func (wr *writer) runLane(g *group) {
 	wr.c.mu.Lock()
 	b := newBatch()
 	wr.addGroupLocked(b, g, nil) // nothing once closed: the release fails the queue
 	wr.c.mu.Unlock()
-	err := wr.appendBatch(ctx, b)
+	err := wr.appendBatch(b)
 	wr.c.mu.Lock()
 	wr.completeLocked(b, err)
 	wr.c.mu.Unlock()
@@ -335,14 +349,12 @@ func recordBytes(r recordbatch.Record) int { return len(r.Key) + len(r.Value) + 
 
 // appendBatch appends b's records, if any. The append serves every write
 // of the batch, so it is not tied to the leader's cancellation: it runs
-// until WriteTimeout.
-func (wr *writer) appendBatch(ctx context.Context, b *batch) error {
+// until its outcome is known or the coordinator closes (W4).
+func (wr *writer) appendBatch(b *batch) error {
 	if len(b.records) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wr.c.cfg.WriteTimeout)
-	defer cancel()
-	if err := wr.c.cfg.Log.Append(ctx, b.records); err != nil {
+	if err := wr.c.cfg.Log.Append(wr.c.life, b.records); err != nil {
 		return fmt.Errorf("group: write to %s partition %d: %w", OffsetsTopic, wr.c.cfg.Partition, err)
 	}
 	return nil
@@ -374,6 +386,8 @@ func (wr *writer) metadataOutcomeLocked(b *batch, g *group, err error, loaded bo
 func (wr *writer) completeLocked(b *batch, err error) {
 	loaded := wr.c.mu.state == stateLoaded
 	for _, g := range b.groups {
+		l := &g.lane
+		l.inFlight, l.metadata = false, false
 		wr.metadataOutcomeLocked(b, g, err, loaded)
 		for _, w := range b.writes[g] {
 			switch {
@@ -388,9 +402,15 @@ func (wr *writer) completeLocked(b *batch, err error) {
 				finishLocked(w, nil)
 			}
 		}
-		g.lane.inFlight, g.lane.metadata = false, false
-		if g.lane.side {
-			g.lane.mainDone = true // the side batch releases the lane
+		if l.held != nil {
+			// The side batch completed first: its write, and the
+			// heartbeats it made durable, are answered now (W6).
+			finishLocked(l.held, l.heldErr)
+			l.held, l.heldErr = nil, nil
+			wr.finishFlushedLocked(g)
+		}
+		if l.side {
+			l.mainDone = true // the side batch releases the lane
 			continue
 		}
 		wr.releaseLaneLocked(g)
@@ -398,9 +418,13 @@ func (wr *writer) completeLocked(b *batch, err error) {
 }
 
 // finishFlushedLocked answers the queued heartbeats whose change is now
-// durable: they need no turn of their own.
+// durable: they need no turn of their own. While the lane's batch is in
+// flight (a side batch completed first) they wait for it (W6).
 // REQUIRES: c.mu held.
 func (wr *writer) finishFlushedLocked(g *group) {
+	if g.lane.inFlight {
+		return
+	}
 	kept := g.lane.queue[:0]
 	for _, w := range g.lane.queue {
 		if w.flushOf > 0 && w.flushOf <= g.persisted && w.state == writeQueued {
@@ -435,8 +459,8 @@ func (wr *writer) releaseLaneLocked(g *group) {
 
 // revertLocked puts g's metadata back to the durable one after a failed
 // write, and fails the heartbeats waiting for what is undone (W4). The
-// failed record may still land (an unknown outcome: the quorum's ack came
-// after WriteTimeout), so the reverted metadata is a new version, ahead of
+// failed record may still be in the log (a log may report a failure whose
+// records landed), so the reverted metadata is a new version, ahead of
 // the log: the group's next batch (a heartbeat's, or Tick's) writes it
 // after whatever of the failed one lands, and the log ends as memory is.
 // It runs when the lane's batch or its side batch completes, while no
@@ -492,7 +516,7 @@ func (wr *writer) dropGroupLocked(g *group) {
 // or whose offsets expire), as many to a batch as the OffsetsLog's bound
 // allows (each group's records in one batch). A group whose lane is busy
 // is left to its lane's next batch or to the next Tick.
-func (wr *writer) writeGroups(ctx context.Context, ids []string, now time.Time) error {
+func (wr *writer) writeGroups(ids []string, now time.Time) error {
 	c := wr.c
 	var firstErr error
 	for len(ids) > 0 {
@@ -516,7 +540,7 @@ func (wr *writer) writeGroups(ctx context.Context, ids []string, now time.Time) 
 			wr.addGroupLocked(b, g, wr.expireOffsetsWrite(g, now))
 		}
 		c.mu.Unlock()
-		err := wr.appendBatch(ctx, b)
+		err := wr.appendBatch(b)
 		c.mu.Lock()
 		wr.completeLocked(b, err)
 		c.mu.Unlock()

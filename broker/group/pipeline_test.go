@@ -105,6 +105,18 @@ func commitAsync(c *Coordinator, group, member string, epoch int32, offsets ...*
 	})
 }
 
+// held waits until group's side batch completed and its write waits for
+// the lane's batch in flight (W6).
+func held(t *testing.T, c *Coordinator, group string) {
+	t.Helper()
+	testwait.Until(t, 10*time.Second, "a side write of group "+group+" held behind its lane's batch", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		g := c.mu.groups[group]
+		return g != nil && g.lane.held != nil
+	})
+}
+
 // queued waits until group's lane holds n writes waiting behind the
 // append in flight.
 func queued(t *testing.T, c *Coordinator, group string, n int) {
@@ -118,12 +130,12 @@ func queued(t *testing.T, c *Coordinator, group string, n int) {
 }
 
 // W6, W2: while a commit's append is blocked (the bookies do not answer),
-// the committing member's heartbeats are answered, another member joins
-// its group (a metadata write of the same group, next to the blocked
-// one), another group of the same __consumer_offsets partition joins and
-// commits, and reads see the last durable offset; a second commit of the
-// same group waits its turn and lands after the first, in memory and in
-// the log.
+// the committing member's heartbeats are answered, another member's join
+// to its group is written next to the blocked append (a metadata write of
+// the same group) and answered once the commit is applied, another group
+// of the same __consumer_offsets partition joins and commits, and reads
+// see the last durable offset; a second commit of the same group waits
+// its turn and lands after the first, in memory and in the log.
 func TestBlockedAppendBlocksOnlyItsGroup(t *testing.T) {
 	e, gl := newGatedEnv(t, newTopics("a", 2))
 	e.mustHB("g1", "m1", 0, []string{"a"}, nil)
@@ -157,9 +169,7 @@ func TestBlockedAppendBlocksOnlyItsGroup(t *testing.T) {
 		}
 		return err
 	})
-	if err := await(t, "join to the committing member's group", join1); err != nil {
-		t.Fatal(err)
-	}
+	held(t, e.c, "g1")
 	join := async(func() error { _, err := e.hb("g2", "n1", 0, []string{"a"}, nil); return err })
 	if err := await(t, "join to another group", join); err != nil {
 		t.Fatal(err)
@@ -174,6 +184,9 @@ func TestBlockedAppendBlocksOnlyItsGroup(t *testing.T) {
 	}
 
 	release()
+	if err := await(t, "join to the committing member's group", join1); err != nil {
+		t.Fatal(err)
+	}
 	if err := await(t, "first commit", first); err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +291,18 @@ func TestQueuedCommitOfAMemberThatLeft(t *testing.T) {
 	<-gl.entered
 	stale := commitAsync(e.c, "g", "m1", 1, oc("a", 0, 4))
 	queued(t, e.c, "g", 1)
-	// The leave is written next to the commit in flight (W6).
+	// The leave is written next to the commit in flight, and answered
+	// once the commit is applied (W6): whoever is handed the partition
+	// next reads the commit.
 	leave := async(func() error { _, err := e.hb("g", "m1", -1, nil, nil); return err })
+	held(t, e.c, "g")
+	release()
 	if err := await(t, "leave", leave); err != nil {
 		t.Fatal(err)
 	}
-	release()
+	if got := fetch(t, e.c, "g")[TopicPartition{"a", 0}]; got != 3 {
+		t.Fatalf("offset when the leave is answered: %d, want the commit before it, 3", got)
+	}
 	if err := await(t, "commit in flight", first); err != nil {
 		t.Fatal(err)
 	}
@@ -522,8 +541,8 @@ func TestFailedMetadataWriteLeavesTheLaneUsable(t *testing.T) {
 }
 
 // landsButFailsLog stores an append and then reports it failed, once
-// armed: a quorum ack that came after WriteTimeout (partlog's unknown
-// outcome).
+// armed: a log that reports a failure whose records landed (an ack lost
+// on the way, a fencing after the quorum wrote).
 type landsButFailsLog struct {
 	*memLog
 	mu   sync.Mutex

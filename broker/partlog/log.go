@@ -271,6 +271,24 @@ func (l *Log) place(ctx context.Context, h recordbatch.BatchHeader, batch []byte
 // its acks level (at once for AcksNone), or the original's offsets for a
 // retried batch.
 func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
+	var stalled <-chan struct{}
+	if a.p != nil { // nil for a retried batch (dup)
+		stalled = a.p.stalled
+	}
+	return a.wait(ctx, stalled)
+}
+
+// WaitSettled is Wait for a caller that must learn the outcome instead of
+// being told it is unknown: it does not answer when the writer stalls (P9)
+// but waits until the batch reaches its acks level or the writer or the
+// log fails it, or ctx ends (then the outcome is unknown).
+func (a *Appending) WaitSettled(ctx context.Context) (AppendResult, error) {
+	return a.wait(ctx, nil)
+}
+
+// wait waits for the batch's answer, giving up early when stalled closes
+// (nil: never).
+func (a *Appending) wait(ctx context.Context, stalled <-chan struct{}) (AppendResult, error) {
 	l, p := a.l, a.p
 	if a.dup != nil {
 		return a.waitDuplicate(ctx)
@@ -280,7 +298,7 @@ func (a *Appending) Wait(ctx context.Context) (AppendResult, error) {
 	}
 	select {
 	case <-p.replied:
-	case <-p.stalled:
+	case <-stalled:
 		select {
 		case <-p.replied: // answered meanwhile: that answer stands
 		default:

@@ -1298,9 +1298,10 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 // just before two of its three bookies turn read-only (no spare is
 // writable either) is answered as soon as the writer finds no spare, with
 // ErrNotEnoughBookiesAfterAppend (its outcome is unknown), instead of at
-// its deadline; a roll that falls due meanwhile waits rather than holding
-// appends; and once the bookies are writable again the writer writes the
-// entry it kept, so the log holds it.
+// its deadline, while WaitSettled waits on; a roll that falls due
+// meanwhile waits rather than holding appends; and once the bookies are
+// writable again the writer writes the entry it kept, so the log holds it
+// and WaitSettled answers that it was written.
 func TestStalledWriterAnswersAppendsInFlight(t *testing.T) {
 	f := NewFixture(t)
 	l := f.Open(f.Config(1))
@@ -1324,15 +1325,24 @@ func TestStalledWriterAnswersAppendsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answered := make(chan error, 1)
+	answered, settled := make(chan error, 1), make(chan error, 1)
 	go func() {
 		_, err := a.Wait(context.Background())
 		answered <- err
+	}()
+	go func() {
+		_, err := a.WaitSettled(context.Background())
+		settled <- err
 	}()
 	f.Cluster.Scheduler.RunDue() // the writer looks for a spare and finds none
 	err = testwait.Recv(t, WaitTimeout, "the append answered once the writer stalls", answered)
 	if !errors.Is(err, ErrNotEnoughBookiesAfterAppend) || !errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append in flight on a stalled writer: %v, want ErrNotEnoughBookiesAfterAppend (unknown outcome)", err)
+	}
+	select {
+	case err := <-settled:
+		t.Fatalf("WaitSettled answered on the stall: %v", err)
+	default:
 	}
 	if _, err := l.Append(Ctx(t), Batch(t, 3, "refused"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) || errors.Is(err, ErrUnknownOutcome) {
 		t.Fatalf("append to a stalled writer: %v, want ErrNotEnoughBookies (nothing written)", err)
@@ -1352,6 +1362,9 @@ func TestStalledWriterAnswersAppendsInFlight(t *testing.T) {
 	}
 	f.Cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
 	r := MustAppend(t, l, Batch(t, 4, "after"), AcksQuorum)
+	if err := testwait.Recv(t, WaitTimeout, "WaitSettled once the bookies are back", settled); err != nil {
+		t.Fatalf("WaitSettled of the batch held through the stall: %v, want it written", err)
+	}
 	var got []string
 	for _, rec := range FetchAll(t, l, 0) {
 		got = append(got, string(rec.Value))
