@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -641,5 +643,35 @@ func TestWriterSendsPayloadUncopied(t *testing.T) {
 		if !bytes.Equal(e.Payload, payloads[i]) {
 			t.Fatalf("entry %d read back as %d bytes, want %d", i, len(e.Payload), len(payloads[i]))
 		}
+	}
+}
+
+// A bookie that fails every add it has in flight (a stalled disk times
+// out thousands at once) is logged once at Warn, when it is marked
+// failed, not once per add: a nemesis run's fsync stall logged 32,000
+// lines in 4 s.
+func TestWriterWarnsOncePerFailedBookie(t *testing.T) {
+	c := ledgertest.NewCluster(3)
+	env := c.Env()
+	logs := &syncBuffer{}
+	env.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	w, err := ledger.Create(wtCtx(t), env, c.Options(ledger.CreateOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wtClose(t, c, w)
+	r := newWTRecorder(t, c, w)
+	c.Bookies.SetManual(true)
+	for i := range 50 {
+		wtAppend(t, w, r, fmt.Sprintf("e%d", i))
+	}
+	stalled := wtAddr(1)
+	if n := c.Bookies.Fail(func(a ledgertest.InFlightAdd) bool { return a.Bookie == stalled }, false); n != 50 {
+		t.Fatalf("%d adds of %s failed, want 50", n, stalled)
+	}
+	c.Bookies.DeliverAll()
+	wtWantAcked(t, r, wtSeq(0, 49)...)
+	if n := strings.Count(logs.String(), `level=WARN msg="add failed; replacing the bookie"`); n != 1 {
+		t.Fatalf("%d warnings for one failed bookie's 50 adds, want 1:\n%s", n, logs.String())
 	}
 }
