@@ -82,24 +82,12 @@ func (c *controller) sweepOnce(ctx context.Context, now time.Time, unlisted map[
 		}
 		ids, seen := listed[k]
 		if !seen {
-			pl, _, err := partlog.ReadPartitionLog(ctx, b.store, k.topic, k.partition)
-			switch {
-			case errors.Is(err, partlog.ErrNotFound):
-				if _, terr := b.topicRecord(k.topic); terr == nil {
-					continue // the partition exists but has no list yet: leave it
-				}
-				ids = map[uint64]bool{} // the topic is gone: nothing is listed
-			case err != nil:
+			if ids, err = c.listedLedgers(ctx, k); err != nil {
 				return 0, err
-			default:
-				ids = map[uint64]bool{}
-				for _, s := range pl.Segments {
-					ids[s.LedgerId] = true
-				}
 			}
 			listed[k] = ids
 		}
-		if ids[md.Id] {
+		if ids == nil || ids[md.Id] {
 			continue
 		}
 		stillUnlisted[md.Id] = true
@@ -137,6 +125,27 @@ func (c *controller) sweepOnce(ctx context.Context, now time.Time, unlisted map[
 		}
 	}
 	return deleted, nil
+}
+
+// listedLedgers returns the ledgers partition k's log lists: none when its
+// topic is gone, nil when the partition exists but has no list yet (its
+// ledgers are left alone).
+func (c *controller) listedLedgers(ctx context.Context, k tp) (map[uint64]bool, error) {
+	pl, _, err := partlog.ReadPartitionLog(ctx, c.b.store, k.topic, k.partition)
+	switch {
+	case errors.Is(err, partlog.ErrNotFound):
+		if _, terr := c.b.topicRecord(k.topic); terr == nil {
+			return nil, nil
+		}
+		return map[uint64]bool{}, nil
+	case err != nil:
+		return nil, err
+	}
+	ids := map[uint64]bool{}
+	for _, s := range pl.Segments {
+		ids[s.LedgerId] = true
+	}
+	return ids, nil
 }
 
 // ledgerPartition is the partition a partition log's ledger belongs to,

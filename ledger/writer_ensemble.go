@@ -78,7 +78,7 @@ func (w *Writer) nextTaskLocked() func() {
 	if c := w.mu.change; c != nil {
 		if c.attemptDue {
 			c.attemptDue = false
-			return func() { w.attemptUpdate(c) }
+			return changeAttempt{w, c}.run
 		}
 		// One change at a time: new failures wait for this one.
 	} else if w.mu.replaceDue {
@@ -198,9 +198,17 @@ func (w *Writer) startChangeLocked(replaced map[string]string) {
 	w.resendLocked()
 }
 
-// attemptUpdate makes one attempt to write the change's metadata (or, after
-// a conflict or an unknown outcome, to read what the store holds).
-func (w *Writer) attemptUpdate(c *ensembleChange) {
+// changeAttempt is the writing of one ensemble change's metadata: an
+// attempt, and the rebase, retry or commit it leads to (W3, W7).
+type changeAttempt struct {
+	w *Writer
+	c *ensembleChange
+}
+
+// run makes one attempt to write the change's metadata (or, after a
+// conflict or an unknown outcome, to read what the store holds).
+func (a changeAttempt) run() {
+	w, c := a.w, a.c
 	w.mu.Lock()
 	version, reread := w.mu.version, c.reread
 	w.mu.Unlock()
@@ -215,13 +223,13 @@ func (w *Writer) attemptUpdate(c *ensembleChange) {
 		}
 		switch {
 		case err == nil:
-			w.commitLocked(c, c.md, v)
+			a.commitLocked(c.md, v)
 		case errors.Is(err, ErrMetadataConflict):
 			c.reread, c.attemptDue = true, true
 		default:
 			// Unknown outcome: read before deciding.
 			c.reread = true
-			w.retryUpdateLaterLocked(c, err)
+			a.retryLaterLocked(err)
 		}
 		return
 	}
@@ -233,7 +241,7 @@ func (w *Writer) attemptUpdate(c *ensembleChange) {
 	}
 	switch {
 	case err != nil:
-		w.retryUpdateLaterLocked(c, err)
+		a.retryLaterLocked(err)
 	case got.State != ledgerpb.LedgerState_OPEN:
 		// Someone is recovering the ledger (W5).
 		w.failLocked(fmt.Errorf("%w: ledger %d is %s", ErrFenced, w.id, got.State))
@@ -241,14 +249,14 @@ func (w *Writer) attemptUpdate(c *ensembleChange) {
 		// An attempt whose answer was lost did apply (and a repair may
 		// have swapped a bookie below its new last fragment since: W7).
 		w.mu.levels.adoptSwaps(w.mu.md, got)
-		w.commitLocked(c, got, v)
+		a.commitLocked(got, v)
 	case v == version:
 		// It did not apply: write again.
 		c.reread, c.attemptDue = false, true
 	case swapsBelowLast(got, w.mu.md):
 		// It did not apply; a repair swapped bookies in fragments before
 		// the last (W7): adopt them and write the change on top.
-		w.rebaseLocked(c, got, v)
+		a.rebaseLocked(got, v)
 		c.reread, c.attemptDue = false, true
 	default:
 		w.failLocked(fmt.Errorf("%w: %w: ledger %d changed under its writer (version %d, expected %d)",
@@ -283,7 +291,8 @@ func swapsBelowLast(stored, mine *ledgerpb.LedgerMetadata) bool {
 // only bookies of fragments below the durable last one differ, and every
 // entry there is acknowledged (W4): no pending entry's write set changes.
 // REQUIRES: w.mu held, w.mu.err nil, w.mu.change == c.
-func (w *Writer) rebaseLocked(c *ensembleChange, stored *ledgerpb.LedgerMetadata, version int64) {
+func (a changeAttempt) rebaseLocked(stored *ledgerpb.LedgerMetadata, version int64) {
+	w, c := a.w, a.c
 	md := proto.Clone(c.md).(*ledgerpb.LedgerMetadata)
 	below := len(stored.Fragments) - 1
 	for i := range below {
@@ -296,10 +305,11 @@ func (w *Writer) rebaseLocked(c *ensembleChange, stored *ledgerpb.LedgerMetadata
 	w.log.Info("ensemble change: rebased on a repair of earlier fragments", "version", version)
 }
 
-// retryUpdateLaterLocked schedules the next attempt after a backoff.
+// retryLaterLocked schedules the next attempt after a backoff.
 // Acknowledgements that need the new ensemble wait meanwhile.
 // REQUIRES: w.mu held.
-func (w *Writer) retryUpdateLaterLocked(c *ensembleChange, err error) {
+func (a changeAttempt) retryLaterLocked(err error) {
+	w, c := a.w, a.c
 	w.mu.backoff = min(max(2*w.mu.backoff, w.opts.MetadataRetryMin), w.opts.MetadataRetryMax)
 	w.log.Warn("ensemble change: metadata unavailable; retrying", "err", err, "in", w.mu.backoff)
 	w.bg.after(w.mu.backoff, func() {
@@ -315,7 +325,8 @@ func (w *Writer) retryUpdateLaterLocked(c *ensembleChange, err error) {
 // commitLocked records a durable ensemble change and acknowledges what it
 // allows.
 // REQUIRES: w.mu held.
-func (w *Writer) commitLocked(c *ensembleChange, md *ledgerpb.LedgerMetadata, version int64) {
+func (a changeAttempt) commitLocked(md *ledgerpb.LedgerMetadata, version int64) {
+	w, c := a.w, a.c
 	w.mu.md, w.mu.version = md, version
 	w.mu.change = nil
 	w.mu.backoff = 0

@@ -46,42 +46,11 @@ func codeOf(err error) int16 {
 		return kerr.UnknownLeaderEpoch.Code
 	case errors.As(err, &oor):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, partlog.ErrTooLarge):
-		return kerr.MessageTooLarge.Code
-	case errors.Is(err, partlog.ErrInflated):
-		// Kafka's error for a batch its validator refuses on its
-		// records' contents.
-		return kerr.InvalidRecord.Code
-	case errors.Is(err, partlog.ErrCorruptBatch):
-		return kerr.CorruptMessage.Code
-	case errors.Is(err, partlog.ErrInvalidTimestamp):
-		return kerr.InvalidTimestamp.Code
-	case errors.Is(err, partlog.ErrOutOfOrderSequence):
-		return kerr.OutOfOrderSequenceNumber.Code
-	case errors.Is(err, partlog.ErrUnknownProducer):
-		return kerr.UnknownProducerID.Code
-	case errors.Is(err, partlog.ErrProducerFenced):
-		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, partlog.ErrTierUnavailable):
-		// Before DeadlineExceeded: a store read that timed out wraps
-		// both, and a read can be retried.
-		return kerr.KafkaStorageError.Code
-	case errors.Is(err, partlog.ErrNotEnoughBookiesAfterAppend):
-		// Handed to a ledger writer that then stalled: the batch may be
-		// written once the bookies come back. Kafka's "written, but to
-		// too few replicas" (retriable; idempotence keeps a retry single).
-		return kerr.NotEnoughReplicasAfterAppend.Code
-	case errors.Is(err, partlog.ErrNoLedger), errors.Is(err, partlog.ErrNotEnoughBookies), errors.Is(err, partlog.ErrListFull):
-		// Nothing was written; retriable.
-		return kerr.NotEnoughReplicas.Code
-	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
-		// Before ErrFenced: an append in flight when its log was fenced
-		// wraps both, and may be stored. REQUEST_TIMED_OUT is Kafka's
-		// "outcome unknown".
-		return kerr.RequestTimedOut.Code
-	case errors.Is(err, partlog.ErrClosed), errors.Is(err, partlog.ErrFenced), errors.Is(err, partlog.ErrConflict):
-		// The partition is moving: nothing written; ask again where.
-		return kerr.NotLeaderForPartition.Code
+	}
+	if code, ok := logCodeOf(err); ok {
+		return code
+	}
+	switch {
 	case errors.Is(err, broker.ErrBusy):
 		// A budget stayed full: nothing was done, retry later.
 		return kerr.RequestTimedOut.Code
@@ -95,6 +64,50 @@ func codeOf(err error) int16 {
 		return kerr.RequestTimedOut.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// logCodeOf is codeOf for the errors of a partition's log (appends,
+// reads, producer state), and whether err is one.
+func logCodeOf(err error) (int16, bool) {
+	switch {
+	case errors.Is(err, partlog.ErrTooLarge):
+		return kerr.MessageTooLarge.Code, true
+	case errors.Is(err, partlog.ErrInflated):
+		// Kafka's error for a batch its validator refuses on its
+		// records' contents.
+		return kerr.InvalidRecord.Code, true
+	case errors.Is(err, partlog.ErrCorruptBatch):
+		return kerr.CorruptMessage.Code, true
+	case errors.Is(err, partlog.ErrInvalidTimestamp):
+		return kerr.InvalidTimestamp.Code, true
+	case errors.Is(err, partlog.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code, true
+	case errors.Is(err, partlog.ErrUnknownProducer):
+		return kerr.UnknownProducerID.Code, true
+	case errors.Is(err, partlog.ErrProducerFenced):
+		return kerr.InvalidProducerEpoch.Code, true
+	case errors.Is(err, partlog.ErrTierUnavailable):
+		// Before DeadlineExceeded: a store read that timed out wraps
+		// both, and a read can be retried.
+		return kerr.KafkaStorageError.Code, true
+	case errors.Is(err, partlog.ErrNotEnoughBookiesAfterAppend):
+		// Handed to a ledger writer that then stalled: the batch may be
+		// written once the bookies come back. Kafka's "written, but to
+		// too few replicas" (retriable; idempotence keeps a retry single).
+		return kerr.NotEnoughReplicasAfterAppend.Code, true
+	case errors.Is(err, partlog.ErrNoLedger), errors.Is(err, partlog.ErrNotEnoughBookies), errors.Is(err, partlog.ErrListFull):
+		// Nothing was written; retriable.
+		return kerr.NotEnoughReplicas.Code, true
+	case errors.Is(err, partlog.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
+		// Before ErrFenced: an append in flight when its log was fenced
+		// wraps both, and may be stored. REQUEST_TIMED_OUT is Kafka's
+		// "outcome unknown".
+		return kerr.RequestTimedOut.Code, true
+	case errors.Is(err, partlog.ErrClosed), errors.Is(err, partlog.ErrFenced), errors.Is(err, partlog.ErrConflict):
+		// The partition is moving: nothing written; ask again where.
+		return kerr.NotLeaderForPartition.Code, true
+	}
+	return 0, false
 }
 
 // messageOf is an error's text for a response's ErrorMessage (nil for

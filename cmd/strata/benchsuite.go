@@ -9,15 +9,8 @@ import (
 	"github.com/strata-log/strata/cmd/strata/internal/cli"
 )
 
-// newBenchSuiteCommand is `strata bench suite`; the workload parameters
-// (--duration, --record-size, --partitions, --acks, --linger,
-// --producers, ...) are bench's own flags, in o.
-func newBenchSuiteCommand(o *bench.Options) *cobra.Command {
-	s := &bench.SuiteOptions{}
-	cmd := &cobra.Command{
-		Use:   "suite",
-		Short: "Start a local cluster, measure the machine's limits, run the standard workloads, write a report",
-		Long: `Runs the standard benchmark on a local cluster it starts itself (every role a
+// benchSuiteLong is `strata bench suite --help`'s text.
+const benchSuiteLong = `Runs the standard benchmark on a local cluster it starts itself (every role a
 separate process, as 'strata dev': 3 metad, --bookies bookies, --brokers brokers
 each also serving the Kafka protocol, data in a temporary directory under
 --dir, ports chosen free) and stops it at the end, on error and on Ctrl-C.
@@ -62,8 +55,18 @@ It records CPU seconds per process (/proc/PID/stat) and the bookies' journal
 group sizes (their /metrics) around each workload, writes a JSON report to
 --out and a table (each result as a ratio to the limit that binds it, next to
 its target, and each Kafka workload against its gRPC twin;
-docs/bench/README.md) to stdout and to --table-out.`,
-		Args: cobra.NoArgs,
+docs/bench/README.md) to stdout and to --table-out.`
+
+// newBenchSuiteCommand is `strata bench suite`; the workload parameters
+// (--duration, --record-size, --partitions, --acks, --linger,
+// --producers, ...) are bench's own flags, in o.
+func newBenchSuiteCommand(o *bench.Options) *cobra.Command {
+	s := &bench.SuiteOptions{}
+	cmd := &cobra.Command{
+		Use:   "suite",
+		Short: "Start a local cluster, measure the machine's limits, run the standard workloads, write a report",
+		Long:  benchSuiteLong,
+		Args:  cobra.NoArgs,
 		RunE: cli.Run(func(cmd *cobra.Command, _ []string) error {
 			if s.Quick && !cmd.Flags().Changed("duration") {
 				o.Duration = bench.QuickDuration

@@ -141,10 +141,7 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	}
 
 	sr.resetPeaks()
-	cpuBefore := sr.cpu()
-	hostBefore, hostErr := benchsuite.ReadHostTimes()
-	bookiesBefore, brokersBefore := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
-	objectsBefore := benchsuite.HeapObjects()
+	before := sr.sampleCosts(ctx)
 	profiles := sr.profile(ctx, name, sr.base.Duration)
 	disk := sr.watchDisk(ctx, run)
 	if compact != nil {
@@ -158,34 +155,16 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	}
 	elapsed := run.Elapsed()
 	device, stalls := disk()
-	cpuAfter := sr.cpu()
-	objectsAfter := benchsuite.HeapObjects()
 	buffers := pcfg.MaxBufferedBytes
 	if buffers <= 0 {
 		buffers = client.DefaultMaxBufferedBytes
 	}
 	memory := sr.peaks(int64(o.Producers) * buffers)
-	hostAfter, hostErr2 := benchsuite.ReadHostTimes()
-	bookiesAfter, brokersAfter := sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+	after := sr.sampleCosts(ctx)
 	files := profiles()
 
 	w := workloadResult(name, &o, Summarize(run, elapsed))
-	w.CPU = CPUDelta(cpuBefore, cpuAfter, sr.nodes)
-	w.CPU.FillPerGB(w.Bytes)
-	if hostErr == nil && hostErr2 == nil {
-		w.CPU.HostBusy = benchsuite.BusyFraction(hostBefore, hostAfter)
-	}
-	w.Journal = benchsuite.JournalDelta(bookiesBefore, bookiesAfter, elapsed.Seconds())
-	w.Reads = benchsuite.ReadsDelta(brokersBefore, brokersAfter)
-	scrapes := append(nodeScrapes(sr.nodes, devcluster.RoleBroker, brokersBefore, brokersAfter),
-		nodeScrapes(sr.nodes, devcluster.RoleBookie, bookiesBefore, bookiesAfter)...)
-	entries := benchsuite.EntriesDelta(scrapes)
-	w.CPU.Entries = entries
-	if !benchsuite.WritesEntries(name) {
-		entries = nil // a read's costs are not stated per entry written
-	}
-	w.CPU.FillPerEntry(entries, scrapes)
-	w.Allocs = benchsuite.AllocsDelta(scrapes, entries, objectsAfter-objectsBefore, w.Records)
+	sr.fillCosts(&w, before, after, elapsed)
 	w.Profiles = files
 	w.Memory = memory
 	w.Disk = device
@@ -198,6 +177,46 @@ func (sr *suiteRunner) workload(ctx context.Context, name string, done benchsuit
 	fmt.Fprintf(sr.progress, "bench suite: %s: %.0f records/s, %.2f MB/s, %d errors; CPU brokers+bookies %.2f core-s/GB; machine CPU %.0f%% busy\n",
 		name, w.RecordsPerSec, w.MBPerSec, w.Errors, w.CPU.PerGBBrokersBookies, 100*w.CPU.HostBusy)
 	return w, nil
+}
+
+// costSample is what a workload's costs are measured from, taken before
+// and after it: the nodes' CPU, the machine's, the nodes' metrics and the
+// load generator's heap objects.
+type costSample struct {
+	cpu              map[string]float64
+	host             benchsuite.HostTimes
+	hostErr          error
+	bookies, brokers []benchsuite.Samples
+	objects          float64
+}
+
+func (sr *suiteRunner) sampleCosts(ctx context.Context) costSample {
+	s := costSample{cpu: sr.cpu()}
+	s.host, s.hostErr = benchsuite.ReadHostTimes()
+	s.bookies, s.brokers = sr.scrape(ctx, devcluster.RoleBookie), sr.scrape(ctx, devcluster.RoleBroker)
+	s.objects = benchsuite.HeapObjects()
+	return s
+}
+
+// fillCosts sets w's CPU (per process, per GB, per entry, the machine's
+// busy share), journal, reads and allocations from the samples around it.
+func (sr *suiteRunner) fillCosts(w *benchsuite.Workload, before, after costSample, elapsed time.Duration) {
+	w.CPU = CPUDelta(before.cpu, after.cpu, sr.nodes)
+	w.CPU.FillPerGB(w.Bytes)
+	if before.hostErr == nil && after.hostErr == nil {
+		w.CPU.HostBusy = benchsuite.BusyFraction(before.host, after.host)
+	}
+	w.Journal = benchsuite.JournalDelta(before.bookies, after.bookies, elapsed.Seconds())
+	w.Reads = benchsuite.ReadsDelta(before.brokers, after.brokers)
+	scrapes := append(nodeScrapes(sr.nodes, devcluster.RoleBroker, before.brokers, after.brokers),
+		nodeScrapes(sr.nodes, devcluster.RoleBookie, before.bookies, after.bookies)...)
+	entries := benchsuite.EntriesDelta(scrapes)
+	w.CPU.Entries = entries
+	if !benchsuite.WritesEntries(w.Name) {
+		entries = nil // a read's costs are not stated per entry written
+	}
+	w.CPU.FillPerEntry(entries, scrapes)
+	w.Allocs = benchsuite.AllocsDelta(scrapes, entries, after.objects-before.objects, w.Records)
 }
 
 // describe is the named workload's parameters in a line: o's, and for a
