@@ -129,8 +129,9 @@ func (t topicSource) TopicNames(ctx context.Context) ([]string, error) {
 
 // startCoordinator starts the coordinator of the groups that hash to an
 // offsets partition this broker now serves; it loads in the background and
-// answers "loading, retry" until then.
-func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partlog.Log) *group.Coordinator {
+// answers "loading, retry" until then, and "not the coordinator" while
+// authority (the broker's metad session) may have lapsed.
+func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partlog.Log, authority func() bool) *group.Coordinator {
 	c := group.New(group.Config{
 		Partition:         partition,
 		CoordinatorID:     b.cfg.ID,
@@ -150,6 +151,7 @@ func (b *Broker) startCoordinator(ctx context.Context, partition int32, l *partl
 		Logger:         b.log.With("coordinator", partition),
 		Metrics:        b.gm,
 		PartitionError: partitionError,
+		Authority:      authority,
 	})
 	go func() {
 		start := time.Now()

@@ -297,7 +297,7 @@ func (b owner) openPartition(ctx context.Context, sess *metaclient.Session, p *p
 	}
 	var coord *group.Coordinator
 	if internal && p.tp.topic == OffsetsTopic {
-		coord = b.startCoordinator(ctx, p.tp.partition, l)
+		coord = b.startCoordinator(ctx, p.tp.partition, l, sess.Valid)
 	}
 	b.mu.Lock()
 	p.log, p.coord = l, coord

@@ -112,6 +112,13 @@ type Config struct {
 	// status itself. When nil the refusal carries only its message, with
 	// code UNKNOWN.
 	PartitionError func(error) *brokerpb.PartitionError
+	// Authority, when set, says whether this coordinator may still answer:
+	// false once its broker's metad session may have expired (a paused or
+	// cut-off broker whose partition another broker may now serve). Every
+	// call is then refused with ErrClosed (NOT_COORDINATOR) instead of
+	// answered from what may be stale memory. Asked on every call: it must
+	// be cheap.
+	Authority func() bool
 }
 
 func (c *Config) setDefaults() {

@@ -326,11 +326,13 @@ func (c *Coordinator) refreshRegexes(ctx context.Context, now time.Time) error {
 
 // REQUIRES: c.mu held.
 func (c *Coordinator) checkStateLocked() error {
-	switch c.mu.state {
-	case stateLoading:
-		return ErrLoading
-	case stateClosed:
+	switch {
+	case c.mu.state == stateClosed:
 		return ErrClosed
+	case c.cfg.Authority != nil && !c.cfg.Authority():
+		return fmt.Errorf("%w: its broker's metad session may have expired", ErrClosed)
+	case c.mu.state == stateLoading:
+		return ErrLoading
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -661,5 +662,41 @@ func TestLoadSkipsUndecodableBatches(t *testing.T) {
 	}
 	if len(r.Offsets) != 1 || r.Offsets[0].Offset != 42 {
 		t.Fatalf("offsets after load: %v, want a/0 at 42", r.Offsets)
+	}
+}
+
+// A coordinator whose broker's metad session may have expired (a paused
+// or cut-off broker: another may serve the partition now) answers nothing
+// from memory, reads included: every call is ErrClosed (NOT_COORDINATOR)
+// until the session is known alive again.
+func TestNoAnswerWithoutAuthority(t *testing.T) {
+	var authority atomic.Bool
+	authority.Store(true)
+	e := &env{t: t, log: &memLog{}, topics: newTopics("a", 2), clock: newClock()}
+	e.configure = func(cfg *Config) { cfg.Authority = authority.Load }
+	e.c = e.open()
+	e.mustHB("g", "m1", 0, []string{"a"}, nil)
+	e.mustHB("g", "m1", 1, nil, tps("a", 0, 1))
+	if _, err := commit(e.c, "g", "m1", 1, oc("a", 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+
+	authority.Store(false)
+	if _, err := e.c.FetchOffsets(context.Background(), &brokerpb.FetchOffsetsRequest{GroupId: "g"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("FetchOffsets without authority: %v, want ErrClosed", err)
+	}
+	if _, err := commit(e.c, "g", "m1", 1, oc("a", 0, 6)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("commit without authority: %v, want ErrClosed", err)
+	}
+	if _, err := e.hb("g", "m1", 1, nil, tps("a", 0, 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("heartbeat without authority: %v, want ErrClosed", err)
+	}
+	if _, err := e.c.Describe(context.Background(), "g"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("describe without authority: %v, want ErrClosed", err)
+	}
+
+	authority.Store(true)
+	if got := fetch(t, e.c, "g")[TopicPartition{"a", 0}]; got != 5 {
+		t.Fatalf("offset once the session is alive again: %d, want 5 (the refused commit wrote nothing)", got)
 	}
 }

@@ -12,7 +12,8 @@ import "errors"
 // Kafka listener to error codes):
 //
 //	every call     ErrLoading (COORDINATOR_LOADING, retryable) before Load
-//	               has finished; ErrClosed (NOT_COORDINATOR) after Close.
+//	               has finished; ErrClosed (NOT_COORDINATOR) after Close
+//	               and while Config.Authority says false.
 //	Heartbeat      ErrInvalid (malformed request, or an id, a topic name
 //	               or a subscription over Limits), ErrInvalidSessionTimeout,
 //	               ErrInvalidRegularExpression, ErrUnsupportedAssignor,
