@@ -99,8 +99,8 @@ type Broker struct {
 }
 
 // Clock is where the broker reads the time it decides with and stamps on
-// records (hand-over deadlines, creation times, the orphan sweep's ages).
-// The loops' timers and tickers stay the runtime's.
+// records (creation times, ages, expiries, the orphan sweep's ages). The
+// loops' timers and tickers, and the hand-over wait, stay the runtime's.
 type Clock interface {
 	Now() time.Time
 }

@@ -397,9 +397,11 @@ func (b owner) closeLog(l *partlog.Log) {
 // other broker holds the partition's ownership record (a live previous
 // owner releases it when it sees the assignment move; a dead one's vanishes
 // with its lease), or two session TTLs passed: fencing keeps a stuck
-// previous owner from writing.
+// previous owner from writing. The wait is a duration, measured on the
+// runtime's monotonic clock, not the broker's clock seam: a jump of the
+// wall clock must not end it early.
 func (b owner) waitOwnerGone(ctx context.Context, p *partition) {
-	h := newHandover(b.cfg.ID, b.clock.Now(), b.cfg.SessionTTL)
+	h := newHandover(b.cfg.ID, time.Now(), b.cfg.SessionTTL)
 	deadline := time.NewTimer(time.Until(h.deadline))
 	defer deadline.Stop()
 	for {
@@ -412,7 +414,7 @@ func (b owner) waitOwnerGone(ctx context.Context, p *partition) {
 				*seen = ownerSeen{ok: true, broker: o.BrokerId, epoch: o.Epoch}
 			}
 		}
-		switch h.step(seen, b.clock.Now()) {
+		switch h.step(seen, time.Now()) {
 		case takeOver:
 			return
 		case takeOverFenced:

@@ -22,8 +22,8 @@
 //
 // Now returns time.Now() plus the offset, monotonic reading included: for
 // the code that reads the time through the Clock (a broker's record and
-// creation stamps, ages, expiries and hand-over deadlines; a bookie's
-// deletion stamps and tombstone expiry) the jump is as real as the
+// creation stamps, ages and expiries; a bookie's deletion stamps and
+// tombstone expiry) the jump is as real as the
 // operating system's wall clock jumping under code that compares wall
 // times. Timers, tickers and time.Since of the runtime do not move; nor
 // does what other nodes read.
