@@ -155,8 +155,9 @@ func runWorkload(ctx context.Context, c *cluster, o Options, kinds map[string]bo
 	}
 	kafka := c.addrs(devcluster.RoleBroker, true)
 	reading.Go(func() { kafkaTail(readCtx, kafka, rec, c.log) })
-	for range 2 {
-		reading.Go(func() { kafkaMember(readCtx, kafka, rec, c.log) })
+	for i := range 2 {
+		logFile := filepath.Join(c.dir, "logs", fmt.Sprintf("kafka-member-%d.log", i+1))
+		reading.Go(func() { kafkaMember(readCtx, kafka, logFile, rec, c.log) })
 	}
 	reading.Go(func() { watchCommits(readCtx, cl, rec) })
 	faulting.Go(func() { c.supervise(faultCtx) })

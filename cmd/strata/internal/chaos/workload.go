@@ -404,12 +404,21 @@ func kafkaTail(ctx context.Context, addrs []string, rec *history.Recorder, log i
 
 // kafkaMember is one member of a classic Kafka group (JoinGroup and
 // SyncGroup, cooperative-sticky) until ctx ends, recording what it is given
-// under its generation; franz-go commits what it polled every second.
-func kafkaMember(ctx context.Context, addrs []string, rec *history.Recorder, log io.Writer) {
+// under its generation; franz-go commits what it polled every second. It
+// logs franz-go's view (joins, generations, assignments, revocations,
+// commits) to logFile.
+func kafkaMember(ctx context.Context, addrs []string, logFile string, rec *history.Recorder, log io.Writer) {
+	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintf(log, "chaos: kafka member: %v\n", err)
+		return
+	}
+	defer logf.Close()
 	kc, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(kafkaGroup), kgo.ConsumeTopics(topicKeyed),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(6*time.Second),
 		kgo.AutoCommitInterval(time.Second), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.RequestTimeoutOverhead(5*time.Second))
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.RequestTimeoutOverhead(5*time.Second),
+		kgo.WithLogger(kgo.BasicLogger(logf, kgo.LogLevelInfo, func() string { return time.Now().Format("15:04:05.000 ") })))
 	if err != nil {
 		fmt.Fprintf(log, "chaos: kafka member: %v\n", err)
 		return
