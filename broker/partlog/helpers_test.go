@@ -3,6 +3,7 @@ package partlog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/strata-log/strata/ledger/ledgertest"
 	"github.com/strata-log/strata/metad/metaclient"
+	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/proto/metadpb"
 	"github.com/strata-log/strata/recordbatch"
 )
@@ -148,6 +150,48 @@ type Fixture struct {
 	Store   *MemStore
 	Clock   *FakeClock
 	Cache   *TailCache
+}
+
+// quorumAndSpares returns two of the bookies of l's open ledger and every
+// bookie outside its ensemble: with them failed the writer has no ack
+// quorum and no spare.
+func (f *Fixture) quorumAndSpares(l *Log) []string {
+	l.mu.Lock()
+	w := l.mu.writer
+	l.mu.Unlock()
+	ensemble := w.Metadata().Fragments[0].Bookies
+	out := []string{ensemble[0], ensemble[1]}
+	for _, b := range f.Cluster.Bookies.Addrs() {
+		if !slices.Contains(ensemble, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// failBookies crashes bookies and lists them read-only.
+func (f *Fixture) failBookies(bookies []string) {
+	for _, b := range bookies {
+		f.Cluster.Bookies.Crash(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
+	}
+}
+
+// restoreBookies restarts bookies and lists them writable again.
+func (f *Fixture) restoreBookies(bookies []string) {
+	for _, b := range bookies {
+		f.Cluster.Bookies.Restart(b)
+		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
+	}
+}
+
+// logValues is the value of every record of l, in offset order.
+func logValues(t testing.TB, l *Log) []string {
+	var out []string
+	for _, rec := range FetchAll(t, l, 0) {
+		out = append(out, string(rec.Value))
+	}
+	return out
 }
 
 func NewFixture(t testing.TB) *Fixture {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/strata-log/strata/internal/testwait"
 	"github.com/strata-log/strata/metad/metaclient"
-	"github.com/strata-log/strata/proto/bookiepb"
 	"github.com/strata-log/strata/recordbatch"
 )
 
@@ -1250,17 +1249,8 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 	l.mu.Lock()
 	w := l.mu.writer
 	l.mu.Unlock()
-	ensemble := w.Metadata().Fragments[0].Bookies
-	down := []string{ensemble[0], ensemble[1]}
-	for _, b := range f.Cluster.Bookies.Addrs() {
-		if !slices.Contains(ensemble, b) {
-			down = append(down, b) // the spare
-		}
-	}
-	for _, b := range down {
-		f.Cluster.Bookies.Crash(b)
-		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
-	}
+	down := f.quorumAndSpares(l)
+	f.failBookies(down)
 	// The writer learns of the failures from an append it cannot
 	// acknowledge (acks=none: handed off, not waited for).
 	if _, err := l.Append(Ctx(t), Batch(t, 2, "pending"), AcksNone); err != nil {
@@ -1279,16 +1269,10 @@ func TestAppendRefusedWithoutAckQuorum(t *testing.T) {
 		t.Fatalf("the log failed: %v", err)
 	}
 
-	for _, b := range down {
-		f.Cluster.Bookies.Restart(b)
-		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
-	}
+	f.restoreBookies(down)
 	f.Cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
 	r := MustAppend(t, l, Batch(t, 4, "after"), AcksQuorum)
-	var got []string
-	for _, rec := range FetchAll(t, l, 0) {
-		got = append(got, string(rec.Value))
-	}
+	got := logValues(t, l)
 	if want := []string{"before", "pending", "after"}; !slices.Equal(got, want) || r.BaseOffset != 2 {
 		t.Fatalf("log holds %q (last at %d), want %q: the refused append written nowhere", got, r.BaseOffset, want)
 	}
@@ -1306,20 +1290,8 @@ func TestStalledWriterAnswersAppendsInFlight(t *testing.T) {
 	f := NewFixture(t)
 	l := f.Open(f.Config(1))
 	MustAppend(t, l, Batch(t, 1, "before"), AcksQuorum)
-	l.mu.Lock()
-	w := l.mu.writer
-	l.mu.Unlock()
-	ensemble := w.Metadata().Fragments[0].Bookies
-	full := []string{ensemble[0], ensemble[1]}
-	for _, b := range f.Cluster.Bookies.Addrs() {
-		if !slices.Contains(ensemble, b) {
-			full = append(full, b) // the spare
-		}
-	}
-	for _, b := range full {
-		f.Cluster.Bookies.Crash(b)
-		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
-	}
+	full := f.quorumAndSpares(l)
+	f.failBookies(full)
 	// No deadline: only the stall can answer it.
 	a, err := l.Enqueue(context.Background(), Batch(t, 2, "in flight"), AcksQuorum)
 	if err != nil {
@@ -1356,19 +1328,13 @@ func TestStalledWriterAnswersAppendsInFlight(t *testing.T) {
 		t.Fatalf("the log failed: %v", err)
 	}
 
-	for _, b := range full {
-		f.Cluster.Bookies.Restart(b)
-		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
-	}
+	f.restoreBookies(full)
 	f.Cluster.Scheduler.Advance(time.Minute) // the writer's timed retry takes them back
 	r := MustAppend(t, l, Batch(t, 4, "after"), AcksQuorum)
 	if err := testwait.Recv(t, WaitTimeout, "WaitSettled once the bookies are back", settled); err != nil {
 		t.Fatalf("WaitSettled of the batch held through the stall: %v, want it written", err)
 	}
-	var got []string
-	for _, rec := range FetchAll(t, l, 0) {
-		got = append(got, string(rec.Value))
-	}
+	got := logValues(t, l)
 	if want := []string{"before", "in flight", "after"}; !slices.Equal(got, want) || r.BaseOffset != 2 {
 		t.Fatalf("log holds %q (last at %d), want %q", got, r.BaseOffset, want)
 	}
@@ -1386,13 +1352,7 @@ func TestAppendBehindStalledRollIsRefused(t *testing.T) {
 	l.mu.Lock()
 	w := l.mu.writer
 	l.mu.Unlock()
-	ensemble := w.Metadata().Fragments[0].Bookies
-	full := []string{ensemble[0], ensemble[1]}
-	for _, b := range f.Cluster.Bookies.Addrs() {
-		if !slices.Contains(ensemble, b) {
-			full = append(full, b)
-		}
-	}
+	full := f.quorumAndSpares(l)
 	f.Cluster.Bookies.SetManual(true)
 	if _, err := l.Append(Ctx(t), Batch(t, 2, "in flight"), AcksNone); err != nil {
 		t.Fatal(err)
@@ -1403,19 +1363,13 @@ func TestAppendBehindStalledRollIsRefused(t *testing.T) {
 	// Sealing (Close) starts under appendSem, after the roll found the
 	// writer able to acknowledge; a stall before that defers the roll.
 	testwait.Until(t, WaitTimeout, "the roll sealing the ledger", w.Closing)
-	for _, b := range full {
-		f.Cluster.Bookies.Crash(b) // the adds in flight to them fail
-		f.Cluster.Registry.SetState(b, bookiepb.BookieState_READ_ONLY)
-	}
+	f.failBookies(full)          // the adds in flight to them fail
 	f.Cluster.Scheduler.RunDue() // no spare: the writer stalls
 	if _, err := l.Append(Ctx(t), Batch(t, 3, "behind the roll"), AcksQuorum); !errors.Is(err, ErrNotEnoughBookies) {
 		t.Fatalf("append behind a roll of a stalled writer: %v, want ErrNotEnoughBookies", err)
 	}
 
-	for _, b := range full {
-		f.Cluster.Bookies.Restart(b)
-		f.Cluster.Registry.SetState(b, bookiepb.BookieState_WRITABLE)
-	}
+	f.restoreBookies(full)
 	f.Cluster.Bookies.SetManual(false)
 	f.Cluster.Bookies.DeliverAll()
 	f.Cluster.Scheduler.Advance(time.Minute) // the writer takes them back
